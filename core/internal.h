@@ -1,0 +1,196 @@
+/* strata core -- internal declarations (strata__*). Never installed.
+ *
+ * Every function returns 0 or a negative STRATA_E* code unless it says
+ * otherwise, and logs the detail (file:line, key, peer) once, where it is
+ * known, through strata__log. */
+#ifndef STRATA_CORE_INTERNAL_H
+#define STRATA_CORE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata/plugin.h"
+#include "strata/strata.h"
+
+#define STRATA_INTERNAL __attribute__((visibility("hidden")))
+
+#ifndef STRATA_MAX_PLUGINS
+#define STRATA_MAX_PLUGINS 16 /* loaded per process */
+#endif
+#ifndef STRATA_MAX_REPLICAS
+#define STRATA_MAX_REPLICAS 256
+#endif
+#ifndef STRATA_MAX_LAYERS
+#define STRATA_MAX_LAYERS 32
+#endif
+
+/* ---- log.c ------------------------------------------------------------ */
+
+/* One line to stderr: "strata: <who>: <message>" (errors also say "error:").
+ * Thread-safe; lines are never interleaved. */
+void strata__log(int level, const char *who, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void strata__vlog(int level, const char *who, const char *fmt, va_list ap);
+void strata__log_set_level(int level);           /* STRATA_LOG_* */
+int  strata__log_level(void);
+/* Parse "error|warn|info|debug"; -1 when unknown. */
+int  strata__log_level_parse(const char *s);
+
+/* ---- rng.c: xoshiro256** seeded through splitmix64 -------------------- */
+
+typedef struct strata__rng { uint64_t s[4]; } strata__rng_t;
+/* Independent streams from one seed: (seed, stream) -> state. */
+void     strata__rng_seed(strata__rng_t *r, uint64_t seed, uint64_t stream);
+uint64_t strata__rng_next(strata__rng_t *r);
+double   strata__rng_uniform(strata__rng_t *r);            /* [0, 1)          */
+uint64_t strata__rng_below(strata__rng_t *r, uint64_t n);  /* [0, n), unbiased */
+
+/* ---- config.c: inih glue, typed options, overrides --------------------- */
+
+/* Precedence of a value's origin: a value replaces one of lower or equal
+ * precedence (so the CLI wins over the environment, which wins over the file,
+ * which wins over compiled-in defaults). */
+enum { STRATA__CFG_DEFAULT = 0, STRATA__CFG_FILE = 1, STRATA__CFG_ENV = 2,
+       STRATA__CFG_CLI = 3 };
+
+typedef struct strata__cfg strata__cfg_t;
+
+int  strata__cfg_new(strata__cfg_t **out);
+void strata__cfg_free(strata__cfg_t *c);
+/* Parse an INI file; syntax errors name file:line. Records each value with
+ * its origin "FILE:LINE" for later messages. Missing file -> STRATA_ENOENT. */
+int  strata__cfg_load_file(strata__cfg_t *c, const char *path);
+/* Every STRATA_<SECTION>_<KEY>=value in envp whose SECTION is a known core
+ * section ("STRATA_TRAIN_EPOCHS=3" -> train.epochs). Other STRATA_* names
+ * (STRATA_PLUGIN_PATH, ...) are not config and are ignored. */
+int  strata__cfg_load_env(strata__cfg_t *c, char *const *envp);
+/* "section.key=value"; origin names where it came from ("--set"). */
+int  strata__cfg_set(strata__cfg_t *c, const char *assignment, int prec,
+                     const char *origin);
+/* Resolved raw value or NULL. The pointer stays valid until cfg_free. */
+const char *strata__cfg_get(const strata__cfg_t *c, const char *section,
+                            const char *key);
+/* Origin of a resolved value: "etc/x.ini:14", "--set", "env STRATA_X_Y",
+ * "default"; NULL when the key is not set. */
+const char *strata__cfg_origin(const strata__cfg_t *c, const char *section,
+                               const char *key);
+/* Fill `dst` from `opts`: defaults first, then every value of `section`.
+ * Unknown keys of the section are an error with the nearest valid key
+ * ("etc/x.ini:14: [strategy] unknown key 'reduce_opp'; did you mean
+ * 'reduce_op'?"); `also_valid` (NULL-terminated, may be NULL) lists keys
+ * that are valid but handled elsewhere (e.g. "plugin"). Bad values say
+ * what was expected. Returns STRATA_ECONFIG on the first error. */
+int  strata__cfg_apply(const strata__cfg_t *c, const char *section,
+                       const strata_option_t *opts, void *dst,
+                       const char *const *also_valid);
+/* Every section name that holds a value (NULL-terminated, owned by c). */
+const char *const *strata__cfg_sections(const strata__cfg_t *c);
+/* Levenshtein distance, for suggestions. */
+int  strata__edit_distance(const char *a, const char *b);
+/* Parse a typed option value (used by apply; exposed for tests). */
+int  strata__opt_parse(const strata_option_t *o, const char *text, void *dst,
+                       char *why, size_t whylen);
+
+/* ---- settings.c: the core's own sections and their option tables ------- */
+
+typedef struct strata__train_cfg {
+    int64_t     epochs;
+    int64_t     batch_size;     /* global batch, split across all replicas */
+    int64_t     seed;
+    int         lr_scaling;     /* 0 none, 1 linear                         */
+    double      warmup_epochs;
+    int64_t     max_steps;      /* 0: no limit (whole epochs)               */
+    const char *devices;        /* "cpu:0, cpu:1"; "" = one CPU per core     */
+    const char *metrics_csv;    /* "" = none                                */
+    int         progress;       /* 0 auto, 1 bar, 2 line, 3 none            */
+    int         eval;           /* evaluate on the test set every epoch     */
+} strata__train_cfg_t;
+
+typedef struct strata__model_cfg {
+    const char *layers;         /* "dense 128 relu, dense 10"              */
+} strata__model_cfg_t;
+
+typedef struct strata__data_cfg {
+    const char *dir;
+    const char *train_images, *train_labels, *test_images, *test_labels;
+    int64_t     limit_train;    /* 0: all samples                          */
+    int64_t     limit_test;
+    int         shuffle;
+} strata__data_cfg_t;
+
+enum { STRATA__OPT_SGD = 0, STRATA__OPT_MOMENTUM = 1, STRATA__OPT_ADAM = 2 };
+typedef struct strata__optimizer_cfg {
+    int    name;                /* STRATA__OPT_*                            */
+    double lr, momentum, beta1, beta2, epsilon;
+} strata__optimizer_cfg_t;
+
+typedef struct strata__plugins_cfg {
+    const char *path;           /* extra search dirs, ':'-separated          */
+} strata__plugins_cfg_t;
+
+typedef struct strata__log_cfg {
+    int level;                  /* STRATA_LOG_*                             */
+} strata__log_cfg_t;
+
+typedef struct strata__debug_cfg {
+    int         check_sync;     /* compare replicas bitwise after each step  */
+    const char *dump_vars;      /* write final variables (raw f32 LE) here  */
+} strata__debug_cfg_t;
+
+typedef struct strata__settings {
+    strata__train_cfg_t     train;
+    strata__model_cfg_t     model;
+    strata__data_cfg_t      data;
+    strata__optimizer_cfg_t optimizer;
+    strata__plugins_cfg_t   plugins;
+    strata__log_cfg_t       log;
+    strata__debug_cfg_t     debug;
+    const char             *strategy;   /* [strategy] plugin               */
+    const char             *transport;  /* [transport] plugin (list)       */
+} strata__settings_t;
+
+/* The core's sections in order, each with its option table; terminated by a
+ * NULL name. [strategy] and [transport] list only "plugin": the rest of their
+ * keys belong to the plugin and are checked against its table after load. */
+typedef struct strata__section {
+    const char            *name;
+    const strata_option_t *opts;
+    size_t                 offset;  /* of its struct in strata__settings_t */
+} strata__section_t;
+extern const strata__section_t strata__sections[] STRATA_INTERNAL;
+
+/* Apply every core section of `c` to `s` (defaults + values). */
+int strata__settings_load(const strata__cfg_t *c, strata__settings_t *s);
+
+/* ---- loader.c: find, dlopen and check plugins -------------------------- */
+
+typedef struct strata__plugin {
+    const strata_plugin_v1_t *vt;
+    void *dl;                 /* dlopen handle                            */
+    char *path;               /* the file it came from                    */
+    char  name[64];
+} strata__plugin_t;
+
+/* The plugin search path, ':'-separated, in order: `ini_path` ([plugins]
+ * path), $STRATA_PLUGIN_PATH, <dir of the running binary>/../lib/strata/
+ * plugins, the install dir. Returned string is malloc'd. */
+char *strata__plugin_search_path(const char *ini_path);
+/* Open <name>.so of `kind` along `search_path`. Refuses, with one log line
+ * each: file not found (listing every dir looked in), dlopen failure, no
+ * strata_plugin_v1 symbol, another ABI major, struct_size too small, other
+ * build signature, wrong kind, header name != file stem, missing init/fini.
+ * On failure *out == NULL. */
+int  strata__plugin_open(const char *name, uint32_t kind,
+                         const char *search_path, strata__plugin_t **out);
+void strata__plugin_close(strata__plugin_t *p);
+/* Calls cb for every *.so along the search path (first occurrence of a name
+ * wins, as for loading); status is 0 or the code open would return. */
+int  strata__plugin_scan(const char *search_path, strata_plugin_cb cb,
+                         void *user);
+const char *strata__kind_name(uint32_t kind);   /* "strategy" | "transport" */
+
+/* ---- error.c ------------------------------------------------------------ */
+/* strata_strerror / strata_err_name are public (strata.h). */
+
+#endif /* STRATA_CORE_INTERNAL_H */

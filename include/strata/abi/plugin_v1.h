@@ -1,0 +1,252 @@
+/* strata -- the frozen structs of plugin ABI major 1.
+ *
+ * FROZEN: never reorder, resize or remove a member of a struct in this file.
+ * New members are appended at the END of a struct only, with a minor bump in
+ * version.h; readers guard them with STRATA_HAS / STRATA_HAS_FIELD (see
+ * plugin.h). tests/abi/ prints the offset of every member and compares it
+ * with a golden file, so an accidental change fails the build.
+ *
+ * Include <strata/plugin.h>, not this file. */
+#ifndef STRATA_ABI_PLUGIN_V1_H
+#define STRATA_ABI_PLUGIN_V1_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- devices --------------------------------------------------------- */
+
+/* A device id is one int32: STRATA_DEVICE(type, index). */
+#define STRATA_DEV_CPU 0
+#define STRATA_DEV_GPU 1
+#define STRATA_DEVICE(type, index) ((int32_t)(((type) << 16) | ((index) & 0xffff)))
+#define STRATA_DEVICE_TYPE(dev)    ((int32_t)(dev) >> 16)
+#define STRATA_DEVICE_INDEX(dev)   ((int32_t)(dev) & 0xffff)
+
+/* ---- configuration options (rule 12) --------------------------------- */
+
+enum strata_opt_type {
+    STRATA_OPT_INT    = 1, /* int64_t at offset                         */
+    STRATA_OPT_FLOAT  = 2, /* double at offset                          */
+    STRATA_OPT_BOOL   = 3, /* int (0/1) at offset; true/false/yes/no/1/0 */
+    STRATA_OPT_STRING = 4, /* const char * at offset, owned by the core */
+    STRATA_OPT_ENUM   = 5, /* int at offset: index into `choices`       */
+    STRATA_OPT_SIZE   = 6  /* int64_t bytes at offset; suffixes K/M/G   */
+};
+
+/* One key of a plugin's (or the core's) config section. A table ends with a
+ * member whose key is NULL. The core parses, validates and stores every key
+ * into a zeroed struct of the plugin's cfg_size before init(), so a plugin
+ * never parses text. Errors name file:line, section, key and expectation. */
+typedef struct strata_option {
+    const char *key;     /* "reduce_op"                                      */
+    uint32_t    type;    /* enum strata_opt_type                             */
+    uint32_t    flags;   /* reserved, 0                                      */
+    const char *def;     /* default as text; NULL = the key is required      */
+    size_t      offset;  /* offsetof(your_cfg, member)                       */
+    double      min;     /* INT/FLOAT/SIZE bounds, inclusive; ignored when   */
+    double      max;     /*   min > max                                      */
+    const char *choices; /* ENUM: "mean|sum"                                 */
+    const char *help;    /* one line for etc/strata.ini and `strata plugins` */
+} strata_option_t;
+
+/* ---- what a plugin is handed ----------------------------------------- */
+
+/* Where tasks of the job live (resolved by the core from the CLI, the INI
+ * [cluster] section, TF_CONFIG, SLURM or torchrun variables). */
+typedef struct strata_task {
+    const char *type;    /* "chief" | "worker" | "ps" | "evaluator"          */
+    int32_t     index;   /* index within its type                            */
+    int32_t     rank;    /* rank among the tasks that train (chief+workers)  */
+    const char *address; /* "host:port"; NULL for a job on one process       */
+} strata_task_t;
+
+typedef struct strata_cluster {
+    uint32_t             struct_size;
+    int32_t              ntasks;
+    const strata_task_t *tasks;     /* ntasks entries                         */
+    int32_t              self;      /* index of this process in `tasks`       */
+    int32_t              nworkers;  /* tasks that train: chief + workers      */
+} strata_cluster_t;
+
+/* Scope of a transport group. */
+#define STRATA_SCOPE_LOCAL 1 /* members are replica threads of one process */
+#define STRATA_SCOPE_WORLD 2 /* one member per process (task)              */
+
+/* A communicator: the members a transport instance connects. */
+typedef struct strata_group {
+    uint32_t       struct_size;
+    int32_t        scope;        /* STRATA_SCOPE_*                                  */
+    int32_t        size;         /* members in the whole group                     */
+    int32_t        rank;         /* WORLD: this process's member; LOCAL: 0          */
+    int32_t        nlocal;       /* members that call from this process            */
+    int32_t        timeout_ms;   /* bound on every wait of every call (>0)         */
+    const int32_t *devices;      /* nlocal entries: device of each local member    */
+    const char *const *addrs;    /* WORLD: `size` "host:port" (rank order); else NULL */
+    const char *const *names;    /* WORLD: `size` task names for errors, e.g. "worker:1" */
+    const char    *tag;          /* unique name of this group within the job        */
+} strata_group_t;
+
+struct strata_host_v1;
+
+/* Everything init() learns about the run. Owned by the core, valid until
+ * fini() returns. */
+typedef struct strata_env {
+    uint32_t                struct_size;
+    int32_t                 kind;        /* the kind the core loaded it as        */
+    const void             *cfg;         /* cfg_size bytes filled from `options`  */
+    const char             *section;     /* its config section: "strategy", ...  */
+    const strata_group_t   *group;       /* transport: the members to connect;   */
+                                         /* strategy: NULL                       */
+    const strata_cluster_t *cluster;     /* the whole job                        */
+    int32_t                 nreplicas;   /* replica threads in this process       */
+    int32_t                 nvars;       /* variables create_var will be given   */
+    const int32_t          *devices;     /* nreplicas entries                    */
+    size_t                  model_count; /* float32 elements in the flat layout  */
+    const char             *transport;   /* strategy: [transport] plugin list    */
+} strata_env_t;
+
+/* Optimizer state owned by the core, created through the host table. */
+typedef struct strata_opt strata_opt_t;
+/* A transport instance opened by a strategy through the host table. */
+typedef struct strata_transport strata_transport_t;
+
+/* A variable of the model. The core fills the descriptor members, then calls
+ * the strategy's create_var(), which must set value[r] for every replica r.
+ * All variables are laid out, in model order, in one flat float32 layout of
+ * env->model_count elements: a variable is [offset, offset + count). Each
+ * replica's gradients live in one flat buffer of that layout, so a reduce of
+ * a whole step is one fused call. */
+typedef struct strata_var {
+    uint32_t     struct_size;
+    uint32_t     index;        /* 0-based, model order                          */
+    const char  *name;         /* "dense_0/kernel"                              */
+    uint32_t     dtype;        /* STRATA_DTYPE_F32                              */
+    uint32_t     ndim;
+    int64_t      shape[4];
+    size_t       count;        /* elements                                      */
+    size_t       offset;       /* first element in the flat layout              */
+    const float *init;         /* initial value on the host, identical on every */
+                               /* task (seeded): copy it, do not keep it        */
+    void       **value;        /* nreplicas slots: where replica r reads the    */
+                               /* variable (device memory of replica r)         */
+    void        *state;        /* var_state_size zeroed bytes for the plugin    */
+} strata_var_t;
+
+/* Arguments of reduce() and update(). Owned by the caller for the call. */
+typedef struct strata_op {
+    uint32_t struct_size;
+    int32_t  slot;       /* strategy: replica index; transport: local member  */
+    void    *buf;        /* flat float32 buffer (gradients, or values)        */
+    size_t   count;      /* elements of buf                                   */
+    int32_t  device;     /* where buf lives                                   */
+    int32_t  reduce_op;  /* STRATA_REDUCE_SUM | STRATA_REDUCE_MEAN            */
+    int32_t  root;       /* transport update(): broadcast root member         */
+    float    lr;         /* strategy update(): learning rate of this step     */
+    int64_t  step;       /* 0-based global step this call belongs to          */
+} strata_op_t;
+
+/* ---- the services the core gives every plugin (rule 5) ---------------- */
+
+typedef struct strata_host_v1 {
+    uint32_t struct_size;
+    uint16_t abi_major, abi_minor;
+
+    /* Log one line, prefixed with `who`. Thread-safe. */
+    void (*log)(int level, const char *who, const char *fmt, ...)
+#if defined(__GNUC__)
+        __attribute__((format(printf, 3, 4)))
+#endif
+        ;
+    /* Any resolved config value (file < environment < --set), or NULL. */
+    const char *(*cfg_get)(const char *section, const char *key);
+
+    /* Zeroed memory on `device`, aligned to 64 bytes; NULL when out of memory.
+     * free() accepts NULL. copy() moves bytes between any two devices. */
+    void *(*alloc)(int32_t device, size_t bytes);
+    void  (*free)(int32_t device, void *p);
+    int   (*copy)(int32_t dst_device, void *dst, int32_t src_device,
+                  const void *src, size_t bytes);
+
+    /* float32 arithmetic on `device` (rule: plugins do no math of their own). */
+    int (*axpy)(int32_t device, size_t n, float a, const float *x, float *y);
+    int (*scale)(int32_t device, size_t n, float a, float *x);
+    /* dst = sum of srcs[0..nsrc) in that order (deterministic); dst may be srcs[0]. */
+    int (*sum)(int32_t device, size_t n, float *dst, const float *const *srcs, int nsrc);
+
+    /* The configured optimizer ([optimizer] section), with its slots for
+     * `count` elements on `device`. step() applies one update in place. */
+    int  (*opt_create)(int32_t device, size_t count, strata_opt_t **out);
+    int  (*opt_step)(strata_opt_t *opt, float *param, const float *grad,
+                     size_t count, float lr);
+    void (*opt_destroy)(strata_opt_t *opt);
+
+    /* Open a transport plugin by name for `group` (the core loads it, parses
+     * its [transport] keys and calls its init). The t_* calls forward to it
+     * and return STRATA_ENOTSUP for an entry the transport lacks. */
+    int  (*t_open)(const char *name, const strata_group_t *group,
+                   strata_transport_t **out);
+    int  (*t_reduce)(strata_transport_t *t, strata_op_t *op);
+    int  (*t_update)(strata_transport_t *t, strata_op_t *op);
+    int  (*t_ctl)(strata_transport_t *t, int op, void *arg);
+    void (*t_close)(strata_transport_t *t);
+} strata_host_v1_t;
+
+/* ---- the plugin vtable ----------------------------------------------- */
+
+typedef struct strata_plugin_header {
+    uint16_t    abi_major;   /* == STRATA_ABI_MAJOR or the core refuses      */
+    uint16_t    abi_minor;   /* the plugin's minor; the core may be newer    */
+    uint32_t    struct_size; /* sizeof(strata_plugin_v1_t) the plugin saw   */
+    uint32_t    kind;        /* STRATA_KIND_STRATEGY | STRATA_KIND_TRANSPORT */
+    uint32_t    reserved;    /* 0                                            */
+    const char *name;        /* must equal the file stem and the INI name    */
+    const char *version;     /* the plugin's own version, for logs           */
+    const char *description; /* one line, for `strata plugins`               */
+    const char *build_sig;   /* STRATA_BUILD_SIG as the plugin was built     */
+} strata_plugin_header_t;
+
+typedef struct strata_plugin_v1 {
+    strata_plugin_header_t hdr;
+
+    const strata_option_t *options;   /* keys of its section; NULL = none   */
+    size_t                 cfg_size;  /* bytes of the struct they fill      */
+    size_t                 var_state_size; /* bytes of strata_var_t.state    */
+
+    /* Required. Called once per instance from the main thread, after the
+     * options are parsed. A strategy is instantiated once per process; a
+     * transport once per group (host->t_open). Return STRATA_EDECLINE when
+     * the plugin cannot work here (the core tries the next one listed). */
+    int  (*init)(const struct strata_host_v1 *host, const strata_env_t *env,
+                 void **pctx);
+    /* Required. Frees everything init and create_var made. Accepts a ctx
+     * whose init failed half-way only if init left *pctx NULL. */
+    void (*fini)(void *pctx);
+
+    /* Strategy: place the variable, set var->value[r] for every replica.
+     * Transport: make a buffer known (register/announce); may be NULL.
+     * Main thread, once per variable in model order, after init. */
+    int  (*create_var)(void *pctx, strata_var_t *var);
+
+    /* Strategy: combine the replicas' gradients in op->buf (replica op->slot).
+     * Transport: all-reduce op->buf in place across the group.
+     * Called by every local member concurrently (one call per member per
+     * step); it is collective and may block up to the group's timeout. */
+    int  (*reduce)(void *pctx, strata_op_t *op);
+
+    /* Strategy: apply the optimizer where the variable lives and leave
+     * replica op->slot's view (var->value[slot]) current.
+     * Transport: broadcast op->buf from member op->root. Collective. */
+    int  (*update)(void *pctx, strata_op_t *op);
+
+    /* Optional escape hatch: STRATA_CTL_* ops; unknown ops -> STRATA_ENOTSUP. */
+    int  (*ctl)(void *pctx, int op, void *arg);
+} strata_plugin_v1_t;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STRATA_ABI_PLUGIN_V1_H */

@@ -1,0 +1,58 @@
+/* strata -- the public API for applications that embed a training run.
+ *
+ * Objects are opaque; create leaves *out NULL on failure and destroy accepts
+ * NULL. Every function returns 0 or a negative STRATA_E* code; the detail
+ * (file:line, key, peer) has already been logged where it was known. */
+#ifndef STRATA_H
+#define STRATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata/errno.h"
+#include "strata/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define STRATA_API __attribute__((visibility("default")))
+#else
+#define STRATA_API
+#endif
+
+typedef struct strata_ctx strata_ctx_t;
+
+/* Text of an error code ("out of memory") and its name ("STRATA_ENOMEM"). */
+STRATA_API const char *strata_strerror(int err);
+STRATA_API const char *strata_err_name(int err);
+STRATA_API const char *strata_version(void);
+
+/* A run described by `ini_path` (NULL: compiled-in defaults only), with
+ * STRATA_<SECTION>_<KEY> environment overrides applied. */
+STRATA_API int  strata_ctx_create(const char *ini_path, strata_ctx_t **out);
+STRATA_API void strata_ctx_destroy(strata_ctx_t *ctx);
+
+/* Override one key, "section.key=value" (as the CLI's --set). */
+STRATA_API int strata_ctx_set(strata_ctx_t *ctx, const char *assignment);
+
+/* Value of a resolved key, or NULL. Valid until the ctx is destroyed. */
+STRATA_API const char *strata_ctx_get(strata_ctx_t *ctx, const char *section,
+                                      const char *key);
+
+/* Train as configured; blocks until done. 0 on success. */
+STRATA_API int strata_train(strata_ctx_t *ctx);
+
+/* Called once per plugin found along the search path. */
+typedef void (*strata_plugin_cb)(void *user, const char *name, const char *kind,
+                                 int abi_major, int abi_minor,
+                                 const char *version, const char *description,
+                                 const char *path, int status);
+STRATA_API int strata_plugins_list(strata_ctx_t *ctx, strata_plugin_cb cb,
+                                   void *user);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STRATA_H */

@@ -1,0 +1,69 @@
+/* CPU compute kernels: plain functions on raw row-major float32 pointers.
+ * They know nothing of strata (no strata header, no strata types), never
+ * allocate, never log, and are safe to call from many threads at once.
+ * GEMM goes through CBLAS (OpenBLAS); kernels/cuda/ has a twin of each
+ * function with the same arguments plus a stream. */
+#ifndef STRATA_KERNELS_CPU_H
+#define STRATA_KERNELS_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- dense layer: Y[m x n] = X[m x k] W[k x n] + b[n] ------------------ */
+void kc_dense_fwd(int m, int k, int n, const float *X, const float *W,
+                  const float *b, float *Y);
+/* dW[k x n] = X^T dY, db[n] = column sums of dY (both overwritten);
+ * dX[m x k] = dY W^T when dX != NULL (skipped for the input layer). */
+void kc_dense_bwd(int m, int k, int n, const float *X, const float *W,
+                  const float *dY, float *dW, float *db, float *dX);
+/* Y[m x n] += b[n] ; db[n] = sum over rows of dY[m x n] */
+void kc_bias_add(int m, int n, const float *b, float *Y);
+void kc_bias_grad(int m, int n, const float *dY, float *db);
+
+/* ---- activations ------------------------------------------------------ */
+void kc_relu_fwd(size_t n, const float *x, float *y);       /* y may be x  */
+/* dx = dy where y > 0 else 0 (y is the forward output); dx may be dy.    */
+void kc_relu_bwd(size_t n, const float *y, const float *dy, float *dx);
+
+/* ---- fused softmax + sparse categorical cross-entropy ------------------
+ * logits[m x c], labels[m] in [0, c). Numerically stable (max-shifted,
+ * log-sum-exp). Returns the SUM over rows of -log softmax(logits)[label]
+ * (double). When dlogits != NULL also writes
+ *   dlogits = (softmax(logits) - onehot(label)) * scale
+ * (scale = 1/global_batch for a mean loss); dlogits may alias logits.
+ * When correct != NULL adds the number of rows whose argmax == label. */
+double kc_softmax_xent(int m, int c, const float *logits, const int32_t *labels,
+                       float *dlogits, float scale, int64_t *correct);
+/* Rows of logits[m x c] whose argmax (first on ties) equals the label. */
+int64_t kc_count_correct(int m, int c, const float *logits, const int32_t *labels);
+
+/* ---- optimizer steps, in place, one fused pass ------------------------ */
+/* w -= lr * g */
+void kc_sgd(size_t n, float *w, const float *g, float lr);
+/* v = momentum * v - lr * g ; w += v   (Keras SGD(momentum=...)) */
+void kc_momentum(size_t n, float *w, const float *g, float *v, float lr,
+                 float momentum);
+/* Adam (Kingma & Ba), bias-corrected, step t >= 1 counts this update:
+ * m = b1 m + (1-b1) g ; v = b2 v + (1-b2) g^2 ;
+ * w -= lr * sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps * sqrt(1-b2^t))
+ * (Keras/TF form, where eps is "epsilon hat"). */
+void kc_adam(size_t n, float *w, const float *g, float *m, float *v, float lr,
+             float b1, float b2, float eps, int64_t t);
+
+/* ---- vector helpers used by reductions --------------------------------- */
+void kc_scale(size_t n, float a, float *x);                    /* x *= a       */
+void kc_axpy(size_t n, float a, const float *x, float *y);     /* y += a x     */
+/* dst = srcs[0] + srcs[1] + ... in that order (bitwise deterministic);
+ * dst may equal srcs[0]. nsrc >= 1. */
+void kc_sum(size_t n, float *dst, const float *const *srcs, int nsrc);
+/* dst[i] = src[i] * scale : the per-batch uint8 -> float input scaling. */
+void kc_u8_to_f32(size_t n, const uint8_t *src, float scale, float *dst);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STRATA_KERNELS_CPU_H */
