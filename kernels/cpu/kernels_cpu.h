@@ -49,8 +49,8 @@ void kc_momentum(size_t n, float *w, const float *g, float *v, float lr,
                  float momentum);
 /* Adam (Kingma & Ba), bias-corrected, step t >= 1 counts this update:
  * m = b1 m + (1-b1) g ; v = b2 v + (1-b2) g^2 ;
- * w -= lr * sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps * sqrt(1-b2^t))
- * (Keras/TF form, where eps is "epsilon hat"). */
+ * w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+ * (the paper's and PyTorch's form; eps is added to the corrected sqrt(v)). */
 void kc_adam(size_t n, float *w, const float *g, float *m, float *v, float lr,
              float b1, float b2, float eps, int64_t t);
 
