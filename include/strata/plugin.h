@@ -53,6 +53,11 @@ extern "C" {
 
 /* ctl() ops. Unknown ops return STRATA_ENOTSUP. */
 #define STRATA_CTL_BARRIER 1 /* transport: arg = int *slot; all members meet */
+/* Any plugin: a member failed; wake every waiter of this instance, which
+ * then returns STRATA_ECANCELED. Thread-safe, may be called while other
+ * threads are inside reduce/update; arg unused. A strategy forwards it to
+ * the transports it opened. */
+#define STRATA_CTL_ABORT   2
 
 /* The entry symbol of ABI major 1. */
 #define STRATA_PLUGIN_SYMBOL_V1 "strata_plugin_v1"

@@ -83,7 +83,7 @@ typedef struct strata_group {
     int32_t        size;         /* members in the whole group                     */
     int32_t        rank;         /* WORLD: this process's member; LOCAL: 0          */
     int32_t        nlocal;       /* members that call from this process            */
-    int32_t        timeout_ms;   /* bound on every wait of every call (>0)         */
+    int32_t        timeout_ms;   /* bound on every wait; 0: the transport's own    */
     const int32_t *devices;      /* nlocal entries: device of each local member    */
     const char *const *addrs;    /* WORLD: `size` "host:port" (rank order); else NULL */
     const char *const *names;    /* WORLD: `size` task names for errors, e.g. "worker:1" */

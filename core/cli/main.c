@@ -1,0 +1,209 @@
+/* strata -- the command line. Uses the public API (strata.h) only. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <strata/strata.h>
+
+/* Exit codes (documented in README.md and `strata --help`). */
+enum {
+    EXIT_OK = 0,
+    EXIT_FAILED = 1,   /* the run failed: I/O, data, peer, device, internal */
+    EXIT_USAGE = 2,    /* bad command line or configuration                 */
+    EXIT_PLUGIN = 3,   /* a plugin could not be found, loaded or used       */
+};
+
+static const char *const k_usage =
+    "usage: strata [--version] [--help] COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  train     train a model as configured (default: Fashion-MNIST, the\n"
+    "            seeds' MLP, MirroredStrategy on one replica per core)\n"
+    "  plugins   list the strategy and transport plugins on the search path\n"
+    "\n"
+    "`strata COMMAND --help` describes each command.\n"
+    "\n"
+    "exit codes: 0 success; 1 the run failed (I/O, data, peer, device);\n"
+    "            2 bad command line or configuration; 3 plugin error\n";
+
+static const char *const k_train_usage =
+    "usage: strata train [-c FILE] [--set SECTION.KEY=VALUE]...\n"
+    "\n"
+    "Train as described by FILE (an INI file; without one, the compiled-in\n"
+    "defaults run the main job). Values resolve as: --set over environment\n"
+    "(STRATA_SECTION_KEY=VALUE) over FILE over defaults.\n"
+    "\n"
+    "  -c, --config FILE        the INI file (see share/strata/etc/strata.ini)\n"
+    "  -s, --set SECTION.KEY=V  override one key, e.g. --set train.epochs=3\n"
+    "  -h, --help               this text\n";
+
+static const char *const k_plugins_usage =
+    "usage: strata plugins [-c FILE] [--set plugins.path=DIRS]\n"
+    "\n"
+    "List every plugin found along the search path ([plugins] path,\n"
+    "$STRATA_PLUGIN_PATH, <bin>/../lib/strata/plugins, the install dir):\n"
+    "name, kind, ABI, version, description and file. A plugin that would not\n"
+    "load is listed with the reason.\n";
+
+static int exit_code(int rc)
+{
+    switch (rc) {
+    case STRATA_OK: return EXIT_OK;
+    case STRATA_ECONFIG:
+    case STRATA_EINVAL: return EXIT_USAGE;
+    case STRATA_EABI:
+    case STRATA_EDECLINE: return EXIT_PLUGIN;
+    default: return EXIT_FAILED;
+    }
+}
+
+typedef struct args {
+    const char *config;
+    const char **sets;
+    int nsets;
+} args_t;
+
+/* Parse -c/--set/-h for a subcommand; returns -1 after printing help, a
+ * usage exit code on error, 0 when fine. */
+static int parse_args(int argc, char **argv, const char *usage, args_t *a)
+{
+    a->sets = calloc((size_t)argc + 1, sizeof *a->sets);
+    if (!a->sets)
+        return EXIT_FAILED;
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *val = NULL;
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+            fputs(usage, stdout);
+            return -1;
+        }
+        if (!strcmp(arg, "-c") || !strcmp(arg, "--config") ||
+            !strcmp(arg, "-s") || !strcmp(arg, "--set")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "strata: %s needs a value\n%s", arg, usage);
+                return EXIT_USAGE;
+            }
+            val = argv[++i];
+        } else if (!strncmp(arg, "--config=", 9)) {
+            val = arg + 9, arg = "--config";
+        } else if (!strncmp(arg, "--set=", 6)) {
+            val = arg + 6, arg = "--set";
+        } else {
+            fprintf(stderr, "strata: unknown argument '%s'\n%s", arg, usage);
+            return EXIT_USAGE;
+        }
+        if (arg[1] == 'c' || !strcmp(arg, "--config")) {
+            if (a->config) {
+                fprintf(stderr, "strata: -c given twice ('%s', '%s')\n",
+                        a->config, val);
+                return EXIT_USAGE;
+            }
+            a->config = val;
+        } else {
+            a->sets[a->nsets++] = val;
+        }
+    }
+    return 0;
+}
+
+static int make_ctx(const args_t *a, strata_ctx_t **ctx)
+{
+    int rc = strata_ctx_create(a->config, ctx);
+    for (int i = 0; rc == STRATA_OK && i < a->nsets; i++)
+        rc = strata_ctx_set(*ctx, a->sets[i]);
+    if (rc != STRATA_OK) {
+        strata_ctx_destroy(*ctx);
+        *ctx = NULL;
+        /* A missing config file is a usage error, not a failed run. */
+        return rc == STRATA_ENOENT ? EXIT_USAGE : exit_code(rc);
+    }
+    return EXIT_OK;
+}
+
+static int cmd_train(int argc, char **argv)
+{
+    args_t a = { 0 };
+    int code = parse_args(argc, argv, k_train_usage, &a);
+    strata_ctx_t *ctx = NULL;
+    if (code == 0)
+        code = make_ctx(&a, &ctx);
+    if (code == 0) {
+        int rc = strata_train(ctx);
+        if (rc != STRATA_OK)
+            fprintf(stderr, "strata: train failed: %s (%s)\n",
+                    strata_strerror(rc), strata_err_name(rc));
+        code = exit_code(rc);
+    }
+    strata_ctx_destroy(ctx);
+    free(a.sets);
+    return code < 0 ? EXIT_OK : code;
+}
+
+typedef struct listing {
+    int count, broken;
+} listing_t;
+
+static void print_plugin(void *user, const char *name, const char *kind,
+                         int abi_major, int abi_minor, const char *version,
+                         const char *description, const char *path, int status)
+{
+    listing_t *l = user;
+    l->count++;
+    if (status != STRATA_OK) {
+        l->broken++;
+        printf("%-10s %-9s %-7s %-7s BROKEN: %s  %s\n", name,
+               kind ? kind : "?", "-", "-", strata_strerror(status), path);
+        return;
+    }
+    char abi[16];
+    snprintf(abi, sizeof abi, "%d.%d", abi_major, abi_minor);
+    printf("%-10s %-9s %-7s %-7s %s  %s\n", name, kind, abi,
+           version ? version : "-", description ? description : "", path);
+}
+
+static int cmd_plugins(int argc, char **argv)
+{
+    args_t a = { 0 };
+    int code = parse_args(argc, argv, k_plugins_usage, &a);
+    strata_ctx_t *ctx = NULL;
+    if (code == 0)
+        code = make_ctx(&a, &ctx);
+    if (code == 0) {
+        listing_t l = { 0, 0 };
+        printf("%-10s %-9s %-7s %-7s %s  %s\n", "NAME", "KIND", "ABI",
+               "VERSION", "DESCRIPTION", "PATH");
+        int rc = strata_plugins_list(ctx, print_plugin, &l);
+        code = exit_code(rc);
+        if (rc == STRATA_OK && l.count == 0) {
+            fprintf(stderr, "strata: no plugins found on the search path\n");
+            code = EXIT_PLUGIN;
+        }
+    }
+    strata_ctx_destroy(ctx);
+    free(a.sets);
+    return code < 0 ? EXIT_OK : code;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(k_usage, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+        printf("strata %s (plugin ABI %d.%d)\n", strata_version(),
+               STRATA_ABI_MAJOR, STRATA_ABI_MINOR);
+        return EXIT_OK;
+    }
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        fputs(k_usage, stdout);
+        return EXIT_OK;
+    }
+    if (!strcmp(cmd, "train"))
+        return cmd_train(argc - 2, argv + 2);
+    if (!strcmp(cmd, "plugins"))
+        return cmd_plugins(argc - 2, argv + 2);
+    fprintf(stderr, "strata: unknown command '%s'\n%s", cmd, k_usage);
+    return EXIT_USAGE;
+}

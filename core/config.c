@@ -1,0 +1,804 @@
+/* Configuration: inih glue, the value store and typed options.
+ *
+ * Every value is stored as text with its origin ("etc/a.ini:7", "--set",
+ * "env STRATA_TRAIN_EPOCHS") and a precedence (default < file < env < CLI).
+ * Typed parsing happens late, in strata__cfg_apply, so a message can always
+ * name where the offending text came from.
+ *
+ * Strings handed out (cfg_get, cfg_origin, STRING options) stay valid until
+ * cfg_free: a replaced value is parked, not freed. */
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+#define WHO "config"
+
+#ifndef STRATA_CFG_MAX_ENTRIES
+#define STRATA_CFG_MAX_ENTRIES 4096 /* values in one store, and per file */
+#endif
+
+/* Bounds at or beyond this magnitude mean "no bound" in messages. */
+#define NO_BOUND 1e18
+
+typedef struct entry {
+    char *section, *key, *value, *origin;
+    int   prec;
+} entry_t;
+
+struct strata__cfg {
+    entry_t     *e;
+    size_t       n, cap;
+    char       **parked;    /* replaced values and origins, freed at the end */
+    size_t       nparked, capparked;
+    const char **sections;  /* NULL-terminated, point into entries          */
+    size_t       nsections, capsections;
+};
+
+/* ---- small helpers -------------------------------------------------------- */
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t ncap = *cap ? *cap * 2 : 8;
+    while (ncap < need)
+        ncap *= 2;
+    void *q = realloc(*p, ncap * elem);
+    if (!q)
+        return STRATA_ENOMEM;
+    *p = q;
+    *cap = ncap;
+    return 0;
+}
+
+static int is_name(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (!(islower((unsigned char)*s) || isdigit((unsigned char)*s)
+              || *s == '_'))
+            return 0;
+    return 1;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+static entry_t *find(const strata__cfg_t *c, const char *section,
+                     const char *key)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (strcmp(c->e[i].section, section) == 0
+            && strcmp(c->e[i].key, key) == 0)
+            return &c->e[i];
+    return NULL;
+}
+
+static int add_section(strata__cfg_t *c, const char *name)
+{
+    for (size_t i = 0; i < c->nsections; i++)
+        if (strcmp(c->sections[i], name) == 0)
+            return 0;
+    if (grow((void **)&c->sections, &c->capsections, c->nsections + 2,
+             sizeof *c->sections) != 0)
+        return STRATA_ENOMEM;
+    c->sections[c->nsections++] = name;
+    c->sections[c->nsections] = NULL;
+    return 0;
+}
+
+/* Record section.key = value unless a value of higher precedence is there. */
+static int store(strata__cfg_t *c, const char *section, const char *key,
+                 const char *value, const char *origin, int prec)
+{
+    entry_t *e = find(c, section, key);
+    if (e && prec < e->prec)
+        return 0;
+    char *v = strdup(value), *o = strdup(origin);
+    if (!v || !o)
+        goto nomem;
+    if (e) {
+        if (grow((void **)&c->parked, &c->capparked, c->nparked + 2,
+                 sizeof *c->parked) != 0)
+            goto nomem;
+        c->parked[c->nparked++] = e->value;
+        c->parked[c->nparked++] = e->origin;
+        e->value = v;
+        e->origin = o;
+        e->prec = prec;
+        return 0;
+    }
+    if (c->n >= STRATA_CFG_MAX_ENTRIES) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: more than %d keys in all",
+                    origin, STRATA_CFG_MAX_ENTRIES);
+        free(v);
+        free(o);
+        return STRATA_ECONFIG;
+    }
+    if (grow((void **)&c->e, &c->cap, c->n + 1, sizeof *c->e) != 0)
+        goto nomem;
+    entry_t ne = { strdup(section), strdup(key), v, o, prec };
+    if (!ne.section || !ne.key) {
+        free(ne.section);
+        free(ne.key);
+        goto nomem;
+    }
+    c->e[c->n++] = ne;
+    return add_section(c, ne.section);
+nomem:
+    free(v);
+    free(o);
+    strata__log(STRATA_LOG_ERROR, WHO, "out of memory");
+    return STRATA_ENOMEM;
+}
+
+/* ---- the store ------------------------------------------------------------ */
+
+int strata__cfg_new(strata__cfg_t **out)
+{
+    *out = NULL;
+    strata__cfg_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return STRATA_ENOMEM;
+    if (grow((void **)&c->sections, &c->capsections, 1, sizeof *c->sections)
+        != 0) {
+        free(c);
+        return STRATA_ENOMEM;
+    }
+    c->sections[0] = NULL;
+    *out = c;
+    return 0;
+}
+
+void strata__cfg_free(strata__cfg_t *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->e[i].section);
+        free(c->e[i].key);
+        free(c->e[i].value);
+        free(c->e[i].origin);
+    }
+    for (size_t i = 0; i < c->nparked; i++)
+        free(c->parked[i]);
+    free(c->e);
+    free(c->parked);
+    free(c->sections);
+    free(c);
+}
+
+const char *strata__cfg_get(const strata__cfg_t *c, const char *section,
+                            const char *key)
+{
+    const entry_t *e = c && section && key ? find(c, section, key) : NULL;
+    return e ? e->value : NULL;
+}
+
+/* key NULL: the origin of the section's first value (for "unknown
+ * section" messages). */
+const char *strata__cfg_origin(const strata__cfg_t *c, const char *section,
+                               const char *key)
+{
+    if (!c || !section)
+        return NULL;
+    if (key) {
+        const entry_t *e = find(c, section, key);
+        return e ? e->origin : NULL;
+    }
+    for (size_t i = 0; i < c->n; i++)
+        if (strcmp(c->e[i].section, section) == 0)
+            return c->e[i].origin;
+    return NULL;
+}
+
+const char *const *strata__cfg_sections(const strata__cfg_t *c)
+{
+    return c->sections;
+}
+
+/* ---- INI files ------------------------------------------------------------ */
+
+/* One key = value of the file being parsed. The whole file is staged and
+ * committed only when it parsed cleanly, so a bad file changes nothing. */
+typedef struct staged {
+    char *section, *key, *value;
+    int   line;
+} staged_t;
+
+typedef struct parse {
+    const char *path;
+    FILE       *f;
+    int         line;          /* lines read = the line inih is parsing   */
+    int         err_line;      /* first error found by reader or handler  */
+    char        err[512];
+    int         hint_line;     /* first line that looks malformed          */
+    const char *hint;
+    int         rc;            /* ENOMEM / EIO: stop                       */
+    staged_t   *kv;
+    size_t      nkv, capkv;
+} parse_t;
+
+static void parse_error(parse_t *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void parse_error(parse_t *st, const char *fmt, ...)
+{
+    if (st->err_line)
+        return;
+    st->err_line = st->line;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(st->err, sizeof st->err, fmt, ap);
+    va_end(ap);
+}
+
+/* Guess why inih will reject a line; used only to explain its syntax error. */
+static const char *syntax_hint(const char *s, int indented)
+{
+    if (*s == '\0' || *s == '\n' || *s == ';' || *s == '#')
+        return NULL;
+    if (*s == '[')
+        return strchr(s, ']') ? NULL : "missing ']' in section header";
+    if (!strpbrk(s, "=:"))
+        return indented ? "expected 'key = value' (multi-line values are not "
+                          "supported)"
+                        : "expected 'key = value'";
+    return NULL;
+}
+
+/* fgets for inih that counts lines and never splits one: an overlong line is
+ * an error of its own, not two lines. Leading blanks are removed, so an
+ * indented "key = value" is a key (inih would read it as a continuation of
+ * the previous value). */
+static char *read_line(char *str, int num, void *stream)
+{
+    parse_t *st = stream;
+    if (st->rc || num < 3)
+        return NULL;
+    int ch, any = 0, too_long = 0;
+    size_t n = 0, room = (size_t)num - 3; /* as inih: '\r', '\n', NUL */
+    while ((ch = getc(st->f)) != EOF) {
+        any = 1;
+        if (ch == '\n')
+            break;
+        if (n < room)
+            str[n++] = (char)ch;
+        else
+            too_long = 1;
+    }
+    if (ferror(st->f)) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s:%d: cannot read: %s", st->path,
+                    st->line + 1, strerror(errno));
+        st->rc = STRATA_EIO;
+        return NULL;
+    }
+    if (!any)
+        return NULL;
+    st->line++;
+    str[n] = '\0';
+    char *s = str;
+    if (st->line == 1 && strncmp(s, "\xEF\xBB\xBF", 3) == 0)
+        s += 3; /* UTF-8 byte order mark */
+    char *t = s;
+    while (*t == ' ' || *t == '\t' || *t == '\r' || *t == '\f' || *t == '\v')
+        t++;
+    memmove(str, t, strlen(t) + 1);
+    if (too_long) {
+        parse_error(st, "line too long (more than %d characters)", num - 3);
+        str[0] = '\0';
+    }
+    if (!st->hint_line) {
+        const char *h = syntax_hint(str, t != s);
+        if (h) {
+            st->hint_line = st->line;
+            st->hint = h;
+        }
+    }
+    n = strlen(str);
+    str[n] = '\n';
+    str[n + 1] = '\0';
+    return str;
+}
+
+static int on_value(void *user, const char *section, const char *name,
+                    const char *value)
+{
+    parse_t *st = user;
+    if (st->rc)
+        return 0;
+    if (!*section) {
+        parse_error(st, "key '%s' is outside of any [section]", name);
+        return 0;
+    }
+    if (!*name) {
+        parse_error(st, "[%s] missing key name before '='", section);
+        return 0;
+    }
+    for (size_t i = 0; i < st->nkv; i++)
+        if (strcmp(st->kv[i].section, section) == 0
+            && strcmp(st->kv[i].key, name) == 0) {
+            parse_error(st, "[%s] duplicate key '%s' (first set at line %d)",
+                        section, name, st->kv[i].line);
+            return 0;
+        }
+    if (st->nkv >= STRATA_CFG_MAX_ENTRIES) {
+        parse_error(st, "more than %d keys in one file",
+                    STRATA_CFG_MAX_ENTRIES);
+        return 0;
+    }
+    if (grow((void **)&st->kv, &st->capkv, st->nkv + 1, sizeof *st->kv) != 0)
+        goto nomem;
+    staged_t kv = { strdup(section), strdup(name), strdup(value), st->line };
+    if (!kv.section || !kv.key || !kv.value) {
+        free(kv.section);
+        free(kv.key);
+        free(kv.value);
+        goto nomem;
+    }
+    st->kv[st->nkv++] = kv;
+    return 1;
+nomem:
+    strata__log(STRATA_LOG_ERROR, WHO, "out of memory");
+    st->rc = STRATA_ENOMEM;
+    return 0;
+}
+
+int strata__cfg_load_file(strata__cfg_t *c, const char *path)
+{
+    parse_t st = { .path = path };
+    st.f = fopen(path, "r");
+    if (!st.f) {
+        int e = errno;
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: cannot open: %s", path,
+                    strerror(e));
+        return e == ENOENT || e == ENOTDIR ? STRATA_ENOENT : STRATA_EIO;
+    }
+    int first = ini_parse_stream(read_line, &st, on_value, &st);
+    fclose(st.f);
+
+    int rc = st.rc;
+    if (rc == 0 && first < 0) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: out of memory", path);
+        rc = STRATA_ENOMEM;
+    }
+    if (rc == 0 && (first > 0 || st.err_line > 0)) {
+        if (st.err_line > 0 && (first <= 0 || st.err_line <= first))
+            strata__log(STRATA_LOG_ERROR, WHO, "%s:%d: %s", path, st.err_line,
+                        st.err);
+        else
+            strata__log(STRATA_LOG_ERROR, WHO, "%s:%d: syntax error%s%s", path,
+                        first, st.hint_line == first ? ": " : "",
+                        st.hint_line == first ? st.hint : "");
+        rc = STRATA_ECONFIG;
+    }
+    for (size_t i = 0; i < st.nkv && rc == 0; i++) {
+        char origin[4096 + 16];
+        snprintf(origin, sizeof origin, "%s:%d", path, st.kv[i].line);
+        rc = store(c, st.kv[i].section, st.kv[i].key, st.kv[i].value, origin,
+                   STRATA__CFG_FILE);
+    }
+    for (size_t i = 0; i < st.nkv; i++) {
+        free(st.kv[i].section);
+        free(st.kv[i].key);
+        free(st.kv[i].value);
+    }
+    free(st.kv);
+    return rc;
+}
+
+/* ---- environment and command line ----------------------------------------- */
+
+int strata__cfg_load_env(strata__cfg_t *c, char *const *envp)
+{
+    for (; envp && *envp; envp++) {
+        const char *ent = *envp, *eq = strchr(ent, '=');
+        if (!eq || strncmp(ent, "STRATA_", 7) != 0)
+            continue;
+        const char *rest = ent + 7;
+        size_t nlen = (size_t)(eq - rest);
+        for (const strata__section_t *s = strata__sections; s->name; s++) {
+            size_t sl = strlen(s->name);
+            if (nlen <= sl + 1 || rest[sl] != '_'
+                || strncasecmp(rest, s->name, sl) != 0)
+                continue;
+            char name[256], key[256];
+            size_t kl = nlen - sl - 1;
+            snprintf(name, sizeof name, "env %.*s", (int)(eq - ent), ent);
+            if (kl >= sizeof key) {
+                strata__log(STRATA_LOG_ERROR, WHO, "%s: key name too long",
+                            name);
+                return STRATA_ECONFIG;
+            }
+            for (size_t i = 0; i < kl; i++)
+                key[i] = (char)tolower((unsigned char)rest[sl + 1 + i]);
+            key[kl] = '\0';
+            if (!is_name(key)) {
+                strata__log(STRATA_LOG_ERROR, WHO,
+                            "%s: [%s] invalid key name '%s' (use letters, "
+                            "digits and '_')", name, s->name, key);
+                return STRATA_ECONFIG;
+            }
+            char *value = strdup(eq + 1);
+            if (!value)
+                return STRATA_ENOMEM;
+            int rc = store(c, s->name, key, trim(value), name,
+                           STRATA__CFG_ENV);
+            free(value);
+            if (rc != 0)
+                return rc;
+            break;
+        }
+    }
+    return 0;
+}
+
+int strata__cfg_set(strata__cfg_t *c, const char *assignment, int prec,
+                    const char *origin)
+{
+    if (!origin)
+        origin = "--set";
+    char *buf = assignment ? strdup(assignment) : NULL;
+    if (!buf)
+        return assignment ? STRATA_ENOMEM : STRATA_EINVAL;
+    char *eq = strchr(buf, '=');
+    char *lhs = buf, *dot = NULL, *value = NULL;
+    if (eq) {
+        *eq = '\0';
+        value = trim(eq + 1);
+        lhs = trim(buf);
+        dot = strchr(lhs, '.');
+    }
+    if (dot)
+        *dot = '\0';
+    if (!eq || !dot || !is_name(lhs) || !is_name(dot + 1)) {
+        strata__log(STRATA_LOG_ERROR, WHO,
+                    "%s: invalid assignment '%s': expected section.key=value "
+                    "(section and key of lower-case letters, digits and '_')",
+                    origin, assignment);
+        free(buf);
+        return STRATA_ECONFIG;
+    }
+    int rc = store(c, lhs, dot + 1, value, origin, prec);
+    free(buf);
+    return rc;
+}
+
+/* ---- typed options ---------------------------------------------------------- */
+
+int strata__edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    int *row = malloc((lb + 1) * sizeof *row);
+    if (!row)
+        return (int)(la > lb ? la : lb);
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    int d = row[lb];
+    free(row);
+    return d;
+}
+
+/* Shortest text that reads back as v ("0.001", "1e-12", "1000000"). */
+static void fmt_num(double v, char *buf, size_t n)
+{
+    if (v == floor(v) && fabs(v) < 1e15) {
+        snprintf(buf, n, "%.0f", v);
+        return;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, n, "%.*g", p, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
+/* " in [a, b]", " >= a", " <= b" or "". */
+static void fmt_range(const strata_option_t *o, char *buf, size_t n)
+{
+    char lo[40], hi[40];
+    buf[0] = '\0';
+    if (o->min > o->max)
+        return;
+    int has_lo = o->min > -NO_BOUND, has_hi = o->max < NO_BOUND;
+    fmt_num(o->min, lo, sizeof lo);
+    fmt_num(o->max, hi, sizeof hi);
+    if (has_lo && has_hi)
+        snprintf(buf, n, " in [%s, %s]", lo, hi);
+    else if (has_lo)
+        snprintf(buf, n, " >= %s", lo);
+    else if (has_hi)
+        snprintf(buf, n, " <= %s", hi);
+}
+
+static int out_of_range(const strata_option_t *o, double v)
+{
+    return o->min <= o->max && (v < o->min || v > o->max);
+}
+
+static int parse_int(const char *s, int64_t *out)
+{
+    if (!(isdigit((unsigned char)*s)
+          || ((*s == '-' || *s == '+') && isdigit((unsigned char)s[1]))))
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno == ERANGE || *end != '\0')
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* "4096", "64K", "64KiB", "4M", "1GB": powers of 1024. */
+static int parse_size(const char *s, int64_t *out)
+{
+    static const struct { const char *sfx; int64_t mul; } k_sfx[] = {
+        { "", 1 },           { "b", 1 },
+        { "k", 1 << 10 },    { "kb", 1 << 10 },    { "kib", 1 << 10 },
+        { "m", 1 << 20 },    { "mb", 1 << 20 },    { "mib", 1 << 20 },
+        { "g", 1 << 30 },    { "gb", 1 << 30 },    { "gib", 1 << 30 },
+    };
+    if (!isdigit((unsigned char)*s))
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno == ERANGE)
+        return -1;
+    while (*end == ' ' || *end == '\t')
+        end++;
+    for (size_t i = 0; i < sizeof k_sfx / sizeof *k_sfx; i++)
+        if (strcasecmp(end, k_sfx[i].sfx) == 0) {
+            if (v > INT64_MAX / k_sfx[i].mul)
+                return -1;
+            *out = (int64_t)v * k_sfx[i].mul;
+            return 0;
+        }
+    return -1;
+}
+
+static int parse_bool(const char *s, int *out)
+{
+    static const char *const k_true[] = { "true", "yes", "on", "1" };
+    static const char *const k_false[] = { "false", "no", "off", "0" };
+    for (int i = 0; i < 4; i++) {
+        if (strcasecmp(s, k_true[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strcasecmp(s, k_false[i]) == 0) {
+            *out = 0;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Index of s in "a|b|c", or -1. */
+static int parse_enum(const char *choices, const char *s)
+{
+    size_t len = strlen(s);
+    int i = 0;
+    for (const char *p = choices; p; i++) {
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        if (n == len && strncmp(p, s, n) == 0)
+            return i;
+        p = bar ? bar + 1 : NULL;
+    }
+    return -1;
+}
+
+/* What a value of option `o` must look like: "expected an integer in [1, 5]". */
+static void expectation(const strata_option_t *o, char *why, size_t whylen)
+{
+    char range[100];
+    fmt_range(o, range, sizeof range);
+    switch (o->type) {
+    case STRATA_OPT_INT:
+        snprintf(why, whylen, "expected an integer%s", range);
+        break;
+    case STRATA_OPT_FLOAT:
+        snprintf(why, whylen, "expected a number%s", range);
+        break;
+    case STRATA_OPT_BOOL:
+        snprintf(why, whylen,
+                 "expected a boolean (true/false, yes/no, on/off, 1/0)");
+        break;
+    case STRATA_OPT_STRING:
+        snprintf(why, whylen, "expected a string");
+        break;
+    case STRATA_OPT_ENUM: {
+        int n = snprintf(why, whylen, "expected one of: ");
+        for (const char *p = o->choices ? o->choices : "";
+             *p && n >= 0 && (size_t)n + 3 < whylen; p++)
+            n += *p == '|' ? snprintf(why + n, whylen - (size_t)n, ", ")
+                           : snprintf(why + n, whylen - (size_t)n, "%c", *p);
+        break;
+    }
+    case STRATA_OPT_SIZE:
+        snprintf(why, whylen,
+                 "expected a size%s, in bytes or with a K, M or G suffix",
+                 range);
+        break;
+    default:
+        snprintf(why, whylen, "option '%s' has unknown type %u",
+                 o->key ? o->key : "?", (unsigned)o->type);
+    }
+}
+
+/* Writes the value at `dst`, the member itself (struct + o->offset). STRING
+ * stores `text` itself: it must outlive the struct. On error `why` says what
+ * was expected and dst is unchanged. */
+int strata__opt_parse(const strata_option_t *o, const char *text, void *dst,
+                      char *why, size_t whylen)
+{
+    int64_t i64;
+    double f;
+    int i;
+    switch (o->type) {
+    case STRATA_OPT_INT:
+        if (parse_int(text, &i64) != 0 || out_of_range(o, (double)i64))
+            break;
+        memcpy(dst, &i64, sizeof i64);
+        return 0;
+    case STRATA_OPT_FLOAT: {
+        char *end = NULL;
+        f = *text ? strtod(text, &end) : NAN;
+        if (!*text || *end != '\0' || !isfinite(f) || out_of_range(o, f))
+            break;
+        memcpy(dst, &f, sizeof f);
+        return 0;
+    }
+    case STRATA_OPT_BOOL:
+        if (parse_bool(text, &i) != 0)
+            break;
+        memcpy(dst, &i, sizeof i);
+        return 0;
+    case STRATA_OPT_STRING:
+        memcpy(dst, &text, sizeof text);
+        return 0;
+    case STRATA_OPT_ENUM:
+        if ((i = o->choices ? parse_enum(o->choices, text) : -1) < 0)
+            break;
+        memcpy(dst, &i, sizeof i);
+        return 0;
+    case STRATA_OPT_SIZE:
+        if (parse_size(text, &i64) != 0 || out_of_range(o, (double)i64))
+            break;
+        memcpy(dst, &i64, sizeof i64);
+        return 0;
+    default:
+        expectation(o, why, whylen);
+        return STRATA_EINVAL;
+    }
+    expectation(o, why, whylen);
+    return STRATA_ECONFIG;
+}
+
+/* "*" in also_valid: every key is valid here (see strata__cfg_apply). */
+static int listed(const char *const *list, const char *key)
+{
+    for (; list && *list; list++)
+        if (strcmp(*list, "*") == 0 || strcmp(*list, key) == 0)
+            return 1;
+    return 0;
+}
+
+static void unknown_key(const entry_t *e, const strata_option_t *opts,
+                        const char *const *also_valid)
+{
+    const char *best = NULL;
+    int bestd = 0;
+    size_t len = strlen(e->key);
+    int limit = len / 3 > 2 ? (int)(len / 3) : 2;
+    char valid[1024];
+    size_t n = 0;
+    valid[0] = '\0';
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0;; i++) {
+            const char *k = pass == 0 ? (opts ? opts[i].key : NULL)
+                                      : (also_valid ? also_valid[i] : NULL);
+            if (!k)
+                break;
+            int d = strata__edit_distance(e->key, k);
+            if (d <= limit && (!best || d < bestd)) {
+                best = k;
+                bestd = d;
+            }
+            if (n < sizeof valid - 1) {
+                int w = snprintf(valid + n, sizeof valid - n, "%s%s",
+                                 n ? ", " : "", k);
+                n = w < 0 ? sizeof valid - 1 : n + (size_t)w;
+            }
+        }
+    }
+    if (best)
+        strata__log(STRATA_LOG_ERROR, WHO,
+                    "%s: [%s] unknown key '%s'; did you mean '%s'?", e->origin,
+                    e->section, e->key, best);
+    else if (n)
+        strata__log(STRATA_LOG_ERROR, WHO,
+                    "%s: [%s] unknown key '%s'; valid keys: %s", e->origin,
+                    e->section, e->key, valid);
+    else
+        strata__log(STRATA_LOG_ERROR, WHO,
+                    "%s: [%s] unknown key '%s'; this section takes no keys",
+                    e->origin, e->section, e->key);
+}
+
+/* also_valid may hold "*": then any key without an option is accepted, for
+ * sections whose other keys belong to a plugin and are checked later
+ * against its own table ([strategy], [transport]). */
+int strata__cfg_apply(const strata__cfg_t *c, const char *section,
+                      const strata_option_t *opts, void *dst,
+                      const char *const *also_valid)
+{
+    char why[512];
+    for (const strata_option_t *o = opts; o && o->key; o++)
+        if (o->def && strata__opt_parse(o, o->def, (char *)dst + o->offset,
+                                        why, sizeof why) != 0) {
+            strata__log(STRATA_LOG_ERROR, WHO,
+                        "[%s] %s: invalid built-in default '%s': %s", section,
+                        o->key, o->def, why);
+            return STRATA_EINTERNAL;
+        }
+    for (size_t i = 0; i < c->n; i++) {
+        const entry_t *e = &c->e[i];
+        if (strcmp(e->section, section) != 0)
+            continue;
+        const strata_option_t *o = opts;
+        while (o && o->key && strcmp(o->key, e->key) != 0)
+            o++;
+        if (o && o->key) {
+            if (strata__opt_parse(o, e->value, (char *)dst + o->offset, why,
+                                  sizeof why) != 0) {
+                strata__log(STRATA_LOG_ERROR, WHO, "%s: [%s] %s = '%s': %s",
+                            e->origin, section, e->key, e->value, why);
+                return STRATA_ECONFIG;
+            }
+        } else if (!listed(also_valid, e->key)) {
+            unknown_key(e, opts, also_valid);
+            return STRATA_ECONFIG;
+        }
+    }
+    for (const strata_option_t *o = opts; o && o->key; o++)
+        if (!o->def && !find(c, section, o->key)) {
+            expectation(o, why, sizeof why);
+            strata__log(STRATA_LOG_ERROR, WHO,
+                        "[%s] missing required key '%s' (%s)", section, o->key,
+                        why);
+            return STRATA_ECONFIG;
+        }
+    return 0;
+}

@@ -1,0 +1,162 @@
+/* strata_ctx: a configured run (public API of strata.h) and the plugins it
+ * has loaded. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime.h"
+
+extern char **environ;
+
+int strata_ctx_create(const char *ini_path, strata_ctx_t **out)
+{
+    *out = NULL;
+    strata_ctx_t *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return STRATA_ENOMEM;
+    int rc = strata__cfg_new(&ctx->cfg);
+    if (rc == STRATA_OK && ini_path) {
+        ctx->config_path = strdup(ini_path);
+        rc = ctx->config_path ? strata__cfg_load_file(ctx->cfg, ini_path)
+                              : STRATA_ENOMEM;
+    }
+    if (rc == STRATA_OK)
+        rc = strata__cfg_load_env(ctx->cfg, environ);
+    if (rc != STRATA_OK) {
+        strata_ctx_destroy(ctx);
+        return rc;
+    }
+    *out = ctx;
+    return STRATA_OK;
+}
+
+void strata_ctx_destroy(strata_ctx_t *ctx)
+{
+    if (!ctx)
+        return;
+    for (int i = ctx->nplugins - 1; i >= 0; i--)
+        strata__plugin_close(ctx->plugins[i]);
+    strata__cfg_free(ctx->cfg);
+    free(ctx->config_path);
+    free(ctx->search_path);
+    free(ctx);
+}
+
+int strata_ctx_set(strata_ctx_t *ctx, const char *assignment)
+{
+    if (!ctx || !assignment)
+        return STRATA_EINVAL;
+    ctx->settings_ok = 0;
+    return strata__cfg_set(ctx->cfg, assignment, STRATA__CFG_CLI, "--set");
+}
+
+const char *strata_ctx_get(strata_ctx_t *ctx, const char *section,
+                           const char *key)
+{
+    return ctx && section && key ? strata__cfg_get(ctx->cfg, section, key)
+                                 : NULL;
+}
+
+int strata__ctx_resolve(strata_ctx_t *ctx)
+{
+    if (ctx->settings_ok)
+        return STRATA_OK;
+    int rc = strata__settings_load(ctx->cfg, &ctx->s);
+    if (rc != STRATA_OK)
+        return rc;
+    strata__log_set_level(ctx->s.log.level);
+    free(ctx->search_path);
+    ctx->search_path = strata__plugin_search_path(ctx->s.plugins.path);
+    if (!ctx->search_path)
+        return STRATA_ENOMEM;
+    ctx->settings_ok = 1;
+    return STRATA_OK;
+}
+
+int strata__ctx_plugin(strata_ctx_t *ctx, const char *name, uint32_t kind,
+                       strata__plugin_t **out)
+{
+    *out = NULL;
+    for (int i = 0; i < ctx->nplugins; i++)
+        if (strcmp(ctx->plugins[i]->name, name) == 0) {
+            if (ctx->plugins[i]->vt->hdr.kind != kind) {
+                strata__log(STRATA_LOG_ERROR, "loader",
+                            "%s: is a %s plugin, expected a %s",
+                            ctx->plugins[i]->path,
+                            strata__kind_name(ctx->plugins[i]->vt->hdr.kind),
+                            strata__kind_name(kind));
+                return STRATA_EABI;
+            }
+            *out = ctx->plugins[i];
+            return STRATA_OK;
+        }
+    if (ctx->nplugins == STRATA_MAX_PLUGINS) {
+        strata__log(STRATA_LOG_ERROR, "loader",
+                    "more than %d plugins in one run", STRATA_MAX_PLUGINS);
+        return STRATA_ENOMEM;
+    }
+    int rc = strata__plugin_open(name, kind, ctx->search_path, out);
+    if (rc == STRATA_OK) {
+        ctx->plugins[ctx->nplugins++] = *out;
+        strata__log(STRATA_LOG_DEBUG, "loader", "loaded %s %s %s from %s",
+                    strata__kind_name(kind), name, (*out)->vt->hdr.version,
+                    (*out)->path);
+    }
+    return rc;
+}
+
+/* Defaults of a plugin's option table only. */
+static int apply_defaults(const strata_option_t *o, void *dst)
+{
+    char why[256];
+    for (; o && o->key; o++)
+        if (o->def && strata__opt_parse(o, o->def, (char *)dst + o->offset,
+                                        why, sizeof why) != STRATA_OK) {
+            strata__log(STRATA_LOG_ERROR, "config",
+                        "plugin default %s = '%s' is invalid: %s", o->key,
+                        o->def, why);
+            return STRATA_ECONFIG;
+        }
+    return STRATA_OK;
+}
+
+int strata__plugin_cfg(strata_ctx_t *ctx, const strata__plugin_t *p,
+                       const char *section, int lenient, void **out)
+{
+    static const char *const also_valid[] = { "plugin", NULL };
+    size_t size = p->vt->cfg_size ? p->vt->cfg_size : 1;
+    void *cfg = calloc(1, size);
+    if (!cfg)
+        return STRATA_ENOMEM;
+    int rc = lenient ? apply_defaults(p->vt->options, cfg)
+                     : strata__cfg_apply(ctx->cfg, section, p->vt->options,
+                                         cfg, also_valid);
+    if (rc != STRATA_OK) {
+        free(cfg);
+        cfg = NULL;
+    }
+    *out = cfg;
+    return rc;
+}
+
+int strata_plugins_list(strata_ctx_t *ctx, strata_plugin_cb cb, void *user)
+{
+    if (!ctx || !cb)
+        return STRATA_EINVAL;
+    /* Only [plugins] path matters here: a listing must work even when other
+     * sections of the file are still wrong. */
+    char *path = strata__plugin_search_path(
+        strata__cfg_get(ctx->cfg, "plugins", "path"));
+    if (!path)
+        return STRATA_ENOMEM;
+    int rc = strata__plugin_scan(path, cb, user);
+    free(path);
+    return rc;
+}
+
+int strata_train(strata_ctx_t *ctx)
+{
+    if (!ctx)
+        return STRATA_EINVAL;
+    int rc = strata__ctx_resolve(ctx);
+    return rc == STRATA_OK ? strata__train(ctx) : rc;
+}

@@ -1,0 +1,189 @@
+/* The strata_host_v1_t table handed to plugins: logging, config, memory,
+ * arithmetic, the optimizer and transports. Host functions take no context
+ * argument (the ABI mirrors NCCL's and SQLite's), so they act on the run
+ * that is active in this process: one training run per process at a time. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels_cpu.h"
+#include "runtime.h"
+
+struct strata_transport {
+    strata__plugin_t *plugin;
+    void             *pctx;
+    void             *cfg;
+    strata_group_t    group;
+    strata_env_t      env;
+};
+
+static _Atomic(strata_ctx_t *) g_active;
+
+static strata_ctx_t *active(void) { return atomic_load(&g_active); }
+
+static void host_log(int level, const char *who, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void host_log(int level, const char *who, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    strata__vlog(level, who, fmt, ap);
+    va_end(ap);
+}
+
+static const char *host_cfg_get(const char *section, const char *key)
+{
+    strata_ctx_t *ctx = active();
+    return ctx && section && key ? strata__cfg_get(ctx->cfg, section, key) : NULL;
+}
+
+static int cpu_only(int32_t device)
+{
+    return STRATA_DEVICE_TYPE(device) == STRATA_DEV_CPU ? STRATA_OK
+                                                        : STRATA_ENOTSUP;
+}
+
+static int host_axpy(int32_t device, size_t n, float a, const float *x, float *y)
+{
+    int rc = cpu_only(device);
+    if (rc == STRATA_OK)
+        kc_axpy(n, a, x, y);
+    return rc;
+}
+
+static int host_scale(int32_t device, size_t n, float a, float *x)
+{
+    int rc = cpu_only(device);
+    if (rc == STRATA_OK)
+        kc_scale(n, a, x);
+    return rc;
+}
+
+static int host_sum(int32_t device, size_t n, float *dst,
+                    const float *const *srcs, int nsrc)
+{
+    int rc = cpu_only(device);
+    if (rc == STRATA_OK && nsrc < 1)
+        rc = STRATA_EINVAL;
+    if (rc == STRATA_OK)
+        kc_sum(n, dst, srcs, nsrc);
+    return rc;
+}
+
+static int host_opt_create(int32_t device, size_t count, strata_opt_t **out)
+{
+    strata_ctx_t *ctx = active();
+    if (!ctx) {
+        *out = NULL;
+        return STRATA_ESTATE;
+    }
+    return strata__opt_create(&ctx->s.optimizer, device, count, out);
+}
+
+/* Is `name` one of the plugins listed in "nccl, zmq"? */
+static int listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        p += strspn(p, " ,");
+        size_t len = strcspn(p, " ,");
+        if (len == n && strncmp(p, name, n) == 0)
+            return 1;
+        p += len;
+    }
+    return 0;
+}
+
+static int host_t_open(const char *name, const strata_group_t *group,
+                       strata_transport_t **out)
+{
+    *out = NULL;
+    strata_ctx_t *ctx = active();
+    if (!ctx || !name || !group)
+        return ctx ? STRATA_EINVAL : STRATA_ESTATE;
+    strata__plugin_t *p;
+    int rc = strata__ctx_plugin(ctx, name, STRATA_KIND_TRANSPORT, &p);
+    if (rc != STRATA_OK)
+        return rc;
+    strata_transport_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return STRATA_ENOMEM;
+    t->plugin = p;
+    t->group = *group;
+    /* [transport] keys belong to the transport(s) named there; a transport a
+     * strategy opens on its own (local inside mwms) runs on its defaults. */
+    rc = strata__plugin_cfg(ctx, p, "transport",
+                            !listed(ctx->s.transport, name), &t->cfg);
+    if (rc == STRATA_OK) {
+        t->env.struct_size = sizeof t->env;
+        t->env.kind = STRATA_KIND_TRANSPORT;
+        t->env.cfg = t->cfg;
+        t->env.section = "transport";
+        t->env.group = &t->group;
+        t->env.nreplicas = group->nlocal;
+        t->env.devices = group->devices;
+        rc = p->vt->init(strata__host(ctx), &t->env, &t->pctx);
+    }
+    if (rc != STRATA_OK) {
+        free(t->cfg);
+        free(t);
+        return rc;
+    }
+    *out = t;
+    return STRATA_OK;
+}
+
+static int host_t_reduce(strata_transport_t *t, strata_op_t *op)
+{
+    return t && t->plugin->vt->reduce ? t->plugin->vt->reduce(t->pctx, op)
+                                      : STRATA_ENOTSUP;
+}
+
+static int host_t_update(strata_transport_t *t, strata_op_t *op)
+{
+    return t && t->plugin->vt->update ? t->plugin->vt->update(t->pctx, op)
+                                      : STRATA_ENOTSUP;
+}
+
+static int host_t_ctl(strata_transport_t *t, int op, void *arg)
+{
+    return t && STRATA_HAS(t->plugin->vt, ctl)
+               ? t->plugin->vt->ctl(t->pctx, op, arg) : STRATA_ENOTSUP;
+}
+
+static void host_t_close(strata_transport_t *t)
+{
+    if (!t)
+        return;
+    t->plugin->vt->fini(t->pctx);
+    free(t->cfg);
+    free(t);
+}
+
+static const strata_host_v1_t k_host = {
+    .struct_size = sizeof(strata_host_v1_t),
+    .abi_major = STRATA_ABI_MAJOR,
+    .abi_minor = STRATA_ABI_MINOR,
+    .log = host_log,
+    .cfg_get = host_cfg_get,
+    .alloc = strata__dev_alloc,
+    .free = strata__dev_free,
+    .copy = strata__dev_copy,
+    .axpy = host_axpy,
+    .scale = host_scale,
+    .sum = host_sum,
+    .opt_create = host_opt_create,
+    .opt_step = strata__opt_step,
+    .opt_destroy = strata__opt_destroy,
+    .t_open = host_t_open,
+    .t_reduce = host_t_reduce,
+    .t_update = host_t_update,
+    .t_ctl = host_t_ctl,
+    .t_close = host_t_close,
+};
+
+const strata_host_v1_t *strata__host(strata_ctx_t *ctx)
+{
+    atomic_store(&g_active, ctx);
+    return &k_host;
+}

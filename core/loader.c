@@ -1,0 +1,577 @@
+/* Plugin loader: find <name>.so along a search path, dlopen it and check its
+ * header before the core touches any entry (rules 1-4, 11, 14 of STYLE.md).
+ * Every refusal is one log line that names the file and both values. */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#ifndef STRATA_PLUGIN_DIR
+#error "STRATA_PLUGIN_DIR (the install plugin dir) comes from core/CMakeLists.txt"
+#endif
+#ifndef STRATA_PLUGIN_RELDIR
+#error "STRATA_PLUGIN_RELDIR (lib/strata/plugins) comes from core/CMakeLists.txt"
+#endif
+
+#define WHO "loader"
+#define NAME_MAX_LEN (sizeof(((strata__plugin_t *)0)->name) - 1)
+/* The vtable as ABI 1.0 defined it: a plugin that declares less is broken. */
+#define V1_0_SIZE (offsetof(strata_plugin_v1_t, ctl) + \
+                   sizeof(((strata_plugin_v1_t *)0)->ctl))
+/* A directory is input too: bound what one listing may allocate. */
+#define MAX_SO_PER_DIR 1024
+
+const char *strata__kind_name(uint32_t kind)
+{
+    switch (kind) {
+    case STRATA_KIND_STRATEGY:  return "strategy";
+    case STRATA_KIND_TRANSPORT: return "transport";
+    default:                    return "unknown";
+    }
+}
+
+static int valid_name(const char *s)
+{
+    size_t n = 0;
+    if (!s)
+        return 0;
+    for (; s[n]; n++)
+        if (!((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= '0' && s[n] <= '9')
+              || s[n] == '_' || s[n] == '-'))
+            return 0;
+    return n > 0 && n <= NAME_MAX_LEN;
+}
+
+/* ---- a growable string; `oom` sticks once an allocation failed --------- */
+
+struct sbuf { char *s; size_t len, cap; int oom; };
+
+static void sb_add(struct sbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 128;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = realloc(b->s, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->s = p;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+/* ---- search path ------------------------------------------------------- */
+
+/* Next non-empty entry of a ':'-separated list: its start, length in *n;
+ * NULL at the end. */
+static const char *path_next(const char **cur, size_t *n)
+{
+    const char *p = *cur;
+    while (p && *p) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        *cur = end ? end + 1 : NULL;
+        if (len > 0) {
+            *n = len;
+            return p;
+        }
+        p = *cur;
+    }
+    *cur = NULL;
+    return NULL;
+}
+
+static int path_has(const char *list, const char *dir, size_t n)
+{
+    const char *cur = list, *e;
+    size_t len;
+    while ((e = path_next(&cur, &len)) != NULL)
+        if (len == n && memcmp(e, dir, n) == 0)
+            return 1;
+    return 0;
+}
+
+/* Append one dir, trimmed of blanks and trailing '/', unless empty or
+ * already present ("a/" and "a" are the same dir). */
+static void path_add_dir(struct sbuf *b, const char *dir, size_t n)
+{
+    while (n > 0 && (*dir == ' ' || *dir == '\t')) {
+        dir++;
+        n--;
+    }
+    while (n > 0 && (dir[n - 1] == ' ' || dir[n - 1] == '\t'))
+        n--;
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    if (n == 0 || path_has(b->s, dir, n))
+        return;
+    if (b->len > 0)
+        sb_add(b, ":", 1);
+    sb_add(b, dir, n);
+}
+
+static void path_add_list(struct sbuf *b, const char *list)
+{
+    const char *cur = list, *e;
+    size_t n;
+    while ((e = path_next(&cur, &n)) != NULL)
+        path_add_dir(b, e, n);
+}
+
+/* <prefix>/lib/strata/plugins where the binary is <prefix>/<bindir>/exe, so
+ * the build tree (which mirrors the install tree) and a relocated install
+ * both find their own plugins. */
+static void path_add_exe_relative(struct sbuf *b)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return;
+    exe[n] = '\0';
+    for (int up = 0; up < 2; up++) {        /* drop the file, then its dir */
+        char *slash = strrchr(exe, '/');
+        if (!slash)
+            return;
+        *slash = '\0';
+    }
+    char dir[PATH_MAX + sizeof STRATA_PLUGIN_RELDIR + 1];
+    int len = snprintf(dir, sizeof dir, "%s/%s", exe, STRATA_PLUGIN_RELDIR);
+    if (len > 0 && (size_t)len < sizeof dir)
+        path_add_dir(b, dir, (size_t)len);
+}
+
+char *strata__plugin_search_path(const char *ini_path)
+{
+    struct sbuf b = { 0 };
+    sb_add(&b, "", 0);                       /* never return NULL for "" */
+    if (ini_path)
+        path_add_list(&b, ini_path);
+    const char *env = getenv("STRATA_PLUGIN_PATH");
+    if (env)
+        path_add_list(&b, env);
+    path_add_exe_relative(&b);
+    path_add_dir(&b, STRATA_PLUGIN_DIR, strlen(STRATA_PLUGIN_DIR));
+    if (b.oom) {
+        free(b.s);
+        strata__log(STRATA_LOG_ERROR, WHO, "out of memory building the plugin search path");
+        return NULL;
+    }
+    return b.s;
+}
+
+/* "<dir>/<stem>.so", malloc'd. */
+static char *join_so(const char *dir, size_t n, const char *stem)
+{
+    size_t len = n + 1 + strlen(stem) + 3 + 1;
+    char *p = malloc(len);
+    if (p)
+        snprintf(p, len, "%.*s/%s.so", (int)n, dir, stem);
+    return p;
+}
+
+static int is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* ---- directory listing ------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void free_list(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* Stems of the regular *.so files of `dir`, sorted. A missing dir is an
+ * empty list. Returns 0 or STRATA_ENOMEM. */
+static int list_so(const char *dir, size_t dn, char ***out, size_t *nout)
+{
+    char path[PATH_MAX];
+    char **v = NULL;
+    size_t n = 0;
+    *out = NULL;
+    *nout = 0;
+    if (dn >= sizeof path)
+        return 0;
+    memcpy(path, dir, dn);
+    path[dn] = '\0';
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len <= 3 || e->d_name[0] == '.' || strcmp(e->d_name + len - 3, ".so") != 0)
+            continue;
+        if (n == MAX_SO_PER_DIR) {
+            strata__log(STRATA_LOG_WARN, WHO, "%s: more than %d plugins, ignoring the rest",
+                        path, MAX_SO_PER_DIR);
+            break;
+        }
+        char *stem = strndup(e->d_name, len - 3);
+        char *full = stem ? join_so(path, dn, stem) : NULL;
+        if (!full) {
+            free(stem);
+            goto oom;
+        }
+        int keep = is_file(full);            /* follows links; no dirs */
+        free(full);
+        if (!keep) {
+            free(stem);
+            continue;
+        }
+        if (n % 16 == 0) {
+            char **nv = realloc(v, (n + 16) * sizeof *v);
+            if (!nv) {
+                free(stem);
+                goto oom;
+            }
+            v = nv;
+        }
+        v[n++] = stem;
+    }
+    closedir(d);
+    if (n > 1)
+        qsort(v, n, sizeof *v, cmp_str);
+    *out = v;
+    *nout = n;
+    return 0;
+oom:
+    closedir(d);
+    free_list(v, n);
+    strata__log(STRATA_LOG_ERROR, WHO, "out of memory listing %s", path);
+    return STRATA_ENOMEM;
+}
+
+/* The plugin file along the path whose stem is closest to `name`, if close
+ * enough to be a typo; "" otherwise. */
+static void suggest(const char *name, const char *search_path, char *best, size_t len)
+{
+    const char *cur = search_path, *e;
+    size_t n;
+    int best_d = 3;                          /* suggest at distance 1 or 2 */
+    best[0] = '\0';
+    while ((e = path_next(&cur, &n)) != NULL) {
+        char **v;
+        size_t nv;
+        if (list_so(e, n, &v, &nv) != 0)
+            return;
+        for (size_t i = 0; i < nv; i++) {
+            int d = strata__edit_distance(name, v[i]);
+            if (d > 0 && d < best_d && (size_t)d < strlen(name)) {
+                best_d = d;
+                snprintf(best, len, "%s", v[i]);
+            }
+        }
+        free_list(v, nv);
+    }
+}
+
+/* ---- checking one file -------------------------------------------------- */
+
+struct probe {
+    void *dl;                      /* dlopen handle, NULL if it did not load */
+    const strata_plugin_v1_t *vt;  /* the v1 symbol; header fields trustworthy
+                                      only when `major` == STRATA_ABI_MAJOR  */
+    int major, minor;              /* ABI the file declares; -1 = unknown   */
+};
+
+/* Bytes of the ELF symbol at `addr`, 0 when unknown. */
+static size_t symbol_size(const void *addr)
+{
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    if (dladdr1(addr, &info, (void **)&sym, RTLD_DL_SYMENT) && sym)
+        return (size_t)sym->st_size;
+    return 0;
+}
+
+/* dlerror() usually starts with the path again: drop it. */
+static const char *strip_path(const char *msg, const char *path)
+{
+    size_t n = strlen(path);
+    if (msg && strncmp(msg, path, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ')
+        return msg + n + 2;
+    return msg ? msg : "unknown dlopen error";
+}
+
+/* dlopen `path` and check its header against `want` (0: either kind, the
+ * header says which). Logs one line at `level` when refused. pr->dl is left
+ * open, also on failure, so that a listing can read the header; the caller
+ * closes it. */
+static int probe_file(const char *path, const char *stem, uint32_t want, int level,
+                      struct probe *pr)
+{
+    pr->dl = NULL;
+    pr->vt = NULL;
+    pr->major = pr->minor = -1;
+
+    dlerror();
+    pr->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!pr->dl) {
+        strata__log(level, WHO, "%s: cannot load: %s; perhaps a missing symbol, "
+                    "or built for another version?", path, strip_path(dlerror(), path));
+        return STRATA_EABI;
+    }
+
+    const strata_plugin_v1_t *vt = dlsym(pr->dl, STRATA_PLUGIN_SYMBOL_V1);
+    if (!vt) {
+        /* Name the majors it does export, newest first (cf. NCCL's vN). */
+        char found[160] = "";
+        size_t used = 0;
+        for (int v = 9; v >= 0; v--) {
+            char sym[32];
+            snprintf(sym, sizeof sym, "strata_plugin_v%d", v);
+            if (v == STRATA_ABI_MAJOR || !dlsym(pr->dl, sym))
+                continue;
+            if (pr->major < 0)
+                pr->major = v;
+            int k = snprintf(found + used, sizeof found - used, "%s%s",
+                             used ? ", " : " (found: ", sym);
+            if (k > 0 && used + (size_t)k < sizeof found)
+                used += (size_t)k;
+        }
+        if (used > 0)
+            snprintf(found + used, sizeof found - used, ")");
+        strata__log(level, WHO, "%s: no symbol %s: not a strata plugin, or built "
+                    "for another ABI major%s", path, STRATA_PLUGIN_SYMBOL_V1, found);
+        return STRATA_EABI;
+    }
+
+    /* The header is all the loader may read before it knows the layout. */
+    size_t symsz = symbol_size(vt);
+    if (symsz && symsz < sizeof vt->hdr) {
+        strata__log(level, WHO, "%s: symbol %s is %zu bytes, smaller than its "
+                    "header (%zu bytes)", path, STRATA_PLUGIN_SYMBOL_V1, symsz,
+                    sizeof vt->hdr);
+        return STRATA_EABI;
+    }
+    const strata_plugin_header_t *h = &vt->hdr;
+    pr->major = h->abi_major;
+    pr->minor = h->abi_minor;
+    if (h->abi_major != STRATA_ABI_MAJOR) {
+        strata__log(level, WHO, "%s: plugin ABI major %u, this core speaks ABI "
+                    "major %d (plugin %u.%u, core %d.%d); rebuild it against this "
+                    "strata", path, h->abi_major, STRATA_ABI_MAJOR, h->abi_major,
+                    h->abi_minor, STRATA_ABI_MAJOR, STRATA_ABI_MINOR);
+        return STRATA_EABI;
+    }
+    pr->vt = vt;
+    if (h->struct_size < V1_0_SIZE) {
+        strata__log(level, WHO, "%s: struct_size %u is smaller than the ABI 1.0 "
+                    "vtable (%zu bytes)", path, h->struct_size, (size_t)V1_0_SIZE);
+        return STRATA_EABI;
+    }
+    if (symsz && symsz < h->struct_size) {
+        strata__log(level, WHO, "%s: struct_size %u is larger than its symbol %s "
+                    "(%zu bytes)", path, h->struct_size, STRATA_PLUGIN_SYMBOL_V1, symsz);
+        return STRATA_EABI;
+    }
+    if (!h->build_sig || strcmp(h->build_sig, STRATA_BUILD_SIG) != 0) {
+        strata__log(level, WHO, "%s is not binary compatible (plugin build sig "
+                    "'%s', core build sig '%s')", path,
+                    h->build_sig ? h->build_sig : "(none)", STRATA_BUILD_SIG);
+        return STRATA_EABI;
+    }
+    if (want == 0 && h->kind != STRATA_KIND_STRATEGY && h->kind != STRATA_KIND_TRANSPORT) {
+        strata__log(level, WHO, "%s has unknown plugin kind %u (expected %u for a "
+                    "strategy or %u for a transport)", path, h->kind,
+                    STRATA_KIND_STRATEGY, STRATA_KIND_TRANSPORT);
+        return STRATA_EABI;
+    }
+    if (want != 0 && h->kind != want) {
+        if (h->kind == STRATA_KIND_STRATEGY || h->kind == STRATA_KIND_TRANSPORT)
+            strata__log(level, WHO, "%s is a %s plugin, expected a %s", path,
+                        strata__kind_name(h->kind), strata__kind_name(want));
+        else
+            strata__log(level, WHO, "%s has unknown plugin kind %u, expected a %s",
+                        path, h->kind, strata__kind_name(want));
+        return STRATA_EABI;
+    }
+    if (!h->name || strcmp(h->name, stem) != 0) {
+        strata__log(level, WHO, "%s: header name '%s' does not match the file name "
+                    "'%s' (they must be equal)", path, h->name ? h->name : "(null)",
+                    stem);
+        return STRATA_EABI;
+    }
+    if (!vt->init || !vt->fini) {
+        strata__log(level, WHO, "%s: required entry %s is NULL", path,
+                    !vt->init ? "init" : "fini");
+        return STRATA_EABI;
+    }
+    return 0;
+}
+
+/* ---- open / close ------------------------------------------------------ */
+
+static int not_found(const char *name, uint32_t kind, const char *search_path)
+{
+    struct sbuf dirs = { 0 };
+    const char *cur = search_path, *e;
+    size_t n;
+    while ((e = path_next(&cur, &n)) != NULL) {
+        if (dirs.len > 0)
+            sb_add(&dirs, ", ", 2);
+        sb_add(&dirs, e, n);
+    }
+    char best[NAME_MAX_LEN + 1 + 256];
+    suggest(name, search_path, best, sizeof best);
+    strata__log(STRATA_LOG_ERROR, WHO, "%s plugin '%s' not found; looked in: %s%s%s%s",
+                strata__kind_name(kind), name,
+                dirs.len ? dirs.s : dirs.oom ? "(out of memory)" : "(no directories)",
+                best[0] ? "; did you mean '" : "", best, best[0] ? "'?" : "");
+    free(dirs.s);
+    return STRATA_ENOENT;
+}
+
+int strata__plugin_open(const char *name, uint32_t kind, const char *search_path,
+                        strata__plugin_t **out)
+{
+    if (!out)
+        return STRATA_EINVAL;
+    *out = NULL;
+    if (kind != STRATA_KIND_STRATEGY && kind != STRATA_KIND_TRANSPORT) {
+        strata__log(STRATA_LOG_ERROR, WHO, "invalid plugin kind %u", kind);
+        return STRATA_EINVAL;
+    }
+    if (!valid_name(name)) {
+        strata__log(STRATA_LOG_ERROR, WHO, "invalid %s plugin name '%s': use 1 to %zu "
+                    "of a-z, 0-9, '_' and '-' (the file is <name>.so)",
+                    strata__kind_name(kind), name ? name : "(null)", NAME_MAX_LEN);
+        return STRATA_EINVAL;
+    }
+
+    /* First dir that has the file wins, even when that file is broken. */
+    char *path = NULL;
+    const char *cur = search_path, *e;
+    size_t n;
+    while ((e = path_next(&cur, &n)) != NULL) {
+        path = join_so(e, n, name);
+        if (!path) {
+            strata__log(STRATA_LOG_ERROR, WHO, "out of memory opening plugin '%s'", name);
+            return STRATA_ENOMEM;
+        }
+        if (is_file(path))
+            break;
+        free(path);
+        path = NULL;
+    }
+    if (!path)
+        return not_found(name, kind, search_path);
+
+    struct probe pr;
+    int rc = probe_file(path, name, kind, STRATA_LOG_ERROR, &pr);
+    strata__plugin_t *p = NULL;
+    if (rc == 0 && (p = malloc(sizeof *p)) == NULL) {
+        strata__log(STRATA_LOG_ERROR, WHO, "out of memory opening %s", path);
+        rc = STRATA_ENOMEM;
+    }
+    if (rc != 0) {
+        if (pr.dl)
+            dlclose(pr.dl);
+        free(path);
+        return rc;
+    }
+    p->vt = pr.vt;
+    p->dl = pr.dl;
+    p->path = path;
+    snprintf(p->name, sizeof p->name, "%s", name);
+    *out = p;
+    return 0;
+}
+
+void strata__plugin_close(strata__plugin_t *p)
+{
+    if (!p)
+        return;
+    if (p->dl)
+        dlclose(p->dl);
+    free(p->path);
+    free(p);
+}
+
+/* ---- scan --------------------------------------------------------------- */
+
+/* Report one file. Errors are logged at debug level only: a listing shows
+ * broken plugins through `status`, it does not spray error lines. */
+static void scan_one(const char *path, const char *stem, strata_plugin_cb cb, void *user)
+{
+    struct probe pr = { NULL, NULL, -1, -1 };
+    int rc;
+    if (!valid_name(stem)) {
+        strata__log(STRATA_LOG_DEBUG, WHO, "%s: '%s' is not a valid plugin name",
+                    path, stem);
+        rc = STRATA_EINVAL;
+    } else {
+        rc = probe_file(path, stem, 0, STRATA_LOG_DEBUG, &pr);
+    }
+    const strata_plugin_header_t *h = pr.vt ? &pr.vt->hdr : NULL;
+    cb(user, stem, strata__kind_name(h ? h->kind : 0), pr.major, pr.minor,
+       h && h->version ? h->version : "", h && h->description ? h->description : "",
+       path, rc);
+    if (pr.dl)
+        dlclose(pr.dl);               /* after cb: the strings live in the .so */
+}
+
+int strata__plugin_scan(const char *search_path, strata_plugin_cb cb, void *user)
+{
+    if (!cb)
+        return STRATA_EINVAL;
+    char **seen = NULL;
+    size_t nseen = 0;
+    int rc = 0;
+    const char *cur = search_path, *e;
+    size_t n;
+    while (rc == 0 && (e = path_next(&cur, &n)) != NULL) {
+        char **v;
+        size_t nv;
+        rc = list_so(e, n, &v, &nv);
+        if (rc != 0)
+            break;
+        size_t i = 0;
+        for (; i < nv; i++) {
+            int dup = 0;
+            for (size_t j = 0; j < nseen && !dup; j++)
+                dup = strcmp(seen[j], v[i]) == 0;
+            if (dup)
+                continue;                    /* an earlier dir has it: it wins */
+            char *path = join_so(e, n, v[i]);
+            char **ns = path ? realloc(seen, (nseen + 1) * sizeof *seen) : NULL;
+            if (!ns) {
+                free(path);
+                strata__log(STRATA_LOG_ERROR, WHO, "out of memory listing plugins");
+                rc = STRATA_ENOMEM;
+                break;
+            }
+            seen = ns;
+            seen[nseen++] = v[i];            /* the list's string moves to seen */
+            v[i] = NULL;
+            scan_one(path, seen[nseen - 1], cb, user);
+            free(path);
+        }
+        free_list(v, nv);
+    }
+    free_list(seen, nseen);
+    return rc;
+}

@@ -1,0 +1,87 @@
+/* Keras-like progress: on a terminal a redrawn bar per epoch, elsewhere one
+ * line per epoch (logs and CI stay readable). */
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+double strata__now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void strata__progress_init(strata__progress_t *p, int mode, int epochs)
+{
+    if (mode == STRATA__PROGRESS_AUTO)
+        mode = isatty(STDOUT_FILENO) ? STRATA__PROGRESS_BAR
+                                     : STRATA__PROGRESS_LINE;
+    p->mode = mode;
+    p->epochs = epochs;
+}
+
+void strata__progress_begin(strata__progress_t *p, int epoch, int64_t total)
+{
+    p->epoch = epoch;
+    p->total = total;
+    p->t0 = p->last = strata__now();
+    if (p->mode == STRATA__PROGRESS_BAR) {
+        printf("Epoch %d/%d\n", epoch + 1, p->epochs);
+        fflush(stdout);
+    }
+}
+
+static void bar(char *out, int width, int64_t done, int64_t total)
+{
+    int fill = total > 0 ? (int)((double)done / (double)total * width) : width;
+    for (int i = 0; i < width; i++)
+        out[i] = i < fill ? '=' : '.';
+    if (fill > 0 && fill < width)
+        out[fill - 1] = '>';
+    out[width] = '\0';
+}
+
+void strata__progress_step(strata__progress_t *p, int64_t done, double loss,
+                           double acc)
+{
+    if (p->mode != STRATA__PROGRESS_BAR)
+        return;
+    double now = strata__now();
+    if (now - p->last < 0.1)
+        return;
+    p->last = now;
+    double eta = done > 0 ? (now - p->t0) / (double)done * (double)(p->total - done)
+                          : 0.0;
+    char b[31];
+    bar(b, 30, done, p->total);
+    printf("\r%lld/%lld [%s] - ETA: %.0fs - loss: %.4f - accuracy: %.4f",
+           (long long)done, (long long)p->total, b, eta, loss, acc);
+    fflush(stdout);
+}
+
+void strata__progress_end(strata__progress_t *p, int64_t done, double secs,
+                          double loss, double acc, int has_val,
+                          double val_loss, double val_acc)
+{
+    if (p->mode == STRATA__PROGRESS_NONE)
+        return;
+    char val[96] = "";
+    if (has_val)
+        snprintf(val, sizeof val, " - val_loss: %.4f - val_accuracy: %.4f",
+                 val_loss, val_acc);
+    double per_step_ms = done > 0 ? secs / (double)done * 1e3 : 0.0;
+    if (p->mode == STRATA__PROGRESS_BAR) {
+        char b[31];
+        bar(b, 30, done, done);
+        printf("\r%lld/%lld [%s] - %.0fs %.2fms/step - loss: %.4f - "
+               "accuracy: %.4f%s\n", (long long)done, (long long)p->total, b,
+               secs, per_step_ms, loss, acc, val);
+    } else {
+        printf("Epoch %d/%d - %lld steps - %.1fs %.2fms/step - loss: %.4f - "
+               "accuracy: %.4f%s\n", p->epoch + 1, p->epochs, (long long)done,
+               secs, per_step_ms, loss, acc, val);
+    }
+    fflush(stdout);
+}

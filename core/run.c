@@ -1,0 +1,368 @@
+/* Setting a run up (data, model, devices, the strategy and its variables),
+ * its outputs (banner, metrics CSV, variable dump) and tearing it down. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "run.h"
+
+static int load_split(const strata__data_cfg_t *d, const char *images,
+                      const char *labels, size_t limit, strata__dataset_t *out)
+{
+    char ip[4096], lp[4096];
+    int a = snprintf(ip, sizeof ip, "%s%s%s", images[0] == '/' ? "" : d->dir,
+                     images[0] == '/' || !d->dir[0] ? "" : "/", images);
+    int b = snprintf(lp, sizeof lp, "%s%s%s", labels[0] == '/' ? "" : d->dir,
+                     labels[0] == '/' || !d->dir[0] ? "" : "/", labels);
+    if (a < 0 || b < 0 || (size_t)a >= sizeof ip || (size_t)b >= sizeof lp) {
+        strata__log(STRATA_LOG_ERROR, "data", "[data] path too long");
+        return STRATA_ECONFIG;
+    }
+    return strata__dataset_load(ip, lp, limit, out);
+}
+
+static int setup_data(strata__run_t *run)
+{
+    const strata__data_cfg_t *d = &run->s->data;
+    int rc = load_split(d, d->train_images, d->train_labels,
+                        (size_t)d->limit_train, &run->train);
+    if (rc == STRATA_OK && run->s->train.eval)
+        rc = load_split(d, d->test_images, d->test_labels,
+                        (size_t)d->limit_test, &run->test);
+    if (rc != STRATA_OK)
+        return rc;
+    if (run->s->train.eval && run->test.dim != run->train.dim) {
+        strata__log(STRATA_LOG_ERROR, "data",
+                    "test images have %zu features, training images %zu",
+                    run->test.dim, run->train.dim);
+        return STRATA_EDATA;
+    }
+    run->perm = malloc(run->train.n * sizeof *run->perm);
+    run->test_order = malloc((run->test.n ? run->test.n : 1) * sizeof(uint32_t));
+    if (!run->perm || !run->test_order)
+        return STRATA_ENOMEM;
+    strata__epoch_order(run->test_order, run->test.n, 0, 0, 0);
+    return STRATA_OK;
+}
+
+static int setup_batches(strata__run_t *run)
+{
+    const strata__train_cfg_t *t = &run->s->train;
+    int rc = strata__devices_parse(t->devices, run->devices, STRATA_MAX_REPLICAS,
+                                   &run->nreplicas);
+    if (rc != STRATA_OK)
+        return rc;
+    int R = run->nreplicas;
+    if (t->batch_size % R != 0) {
+        strata__log(STRATA_LOG_ERROR, "train",
+                    "[train] batch_size = %lld is the global batch and must "
+                    "split evenly across %d replicas", (long long)t->batch_size,
+                    R);
+        return STRATA_ECONFIG;
+    }
+    if ((size_t)t->batch_size > run->train.n) {
+        strata__log(STRATA_LOG_ERROR, "train",
+                    "[train] batch_size = %lld is larger than the %zu training "
+                    "samples", (long long)t->batch_size, run->train.n);
+        return STRATA_ECONFIG;
+    }
+    run->batch = (int)t->batch_size;
+    run->per_replica = run->batch / R;
+    /* The last partial batch of an epoch is dropped (drop_remainder): every
+     * step then splits evenly, and the shuffle puts other samples there in
+     * the next epoch. */
+    run->steps_per_epoch = (int64_t)(run->train.n / (size_t)run->batch);
+    const strata__optimizer_cfg_t *o = &run->s->optimizer;
+    run->lr_target = o->lr * (t->lr_scaling ? (double)R : 1.0);
+    run->warmup_steps = (int64_t)(t->warmup_epochs * (double)run->steps_per_epoch);
+    return STRATA_OK;
+}
+
+static int setup_replicas(strata__run_t *run)
+{
+    run->reps = calloc((size_t)run->nreplicas, sizeof *run->reps);
+    if (!run->reps)
+        return STRATA_ENOMEM;
+    int rows = run->per_replica > 256 ? run->per_replica : 256;
+    for (int r = 0; r < run->nreplicas; r++) {
+        strata__replica_t *rep = &run->reps[r];
+        rep->run = run;
+        rep->r = r;
+        rep->device = run->devices[r];
+        int rc = strata__work_alloc(&run->model, rows, &rep->work);
+        if (rc != STRATA_OK)
+            return rc;
+        rep->grads = strata__dev_alloc(rep->device,
+                                       run->model.count * sizeof(float));
+        if (!rep->grads)
+            return STRATA_ENOMEM;
+    }
+    return STRATA_OK;
+}
+
+static int setup_strategy(strata__run_t *run)
+{
+    strata_ctx_t *ctx = run->ctx;
+    int rc = strata__ctx_plugin(ctx, run->s->strategy, STRATA_KIND_STRATEGY,
+                                &run->strategy);
+    if (rc == STRATA_OK)
+        rc = strata__plugin_cfg(ctx, run->strategy, "strategy", 0, &run->scfg);
+    if (rc != STRATA_OK)
+        return rc;
+    run->task = (strata_task_t){ .type = "worker", .index = 0, .rank = 0 };
+    run->cluster = (strata_cluster_t){ .struct_size = sizeof run->cluster,
+                                       .ntasks = 1, .tasks = &run->task,
+                                       .self = 0, .nworkers = 1 };
+    run->env = (strata_env_t){
+        .struct_size = sizeof run->env, .kind = STRATA_KIND_STRATEGY,
+        .cfg = run->scfg, .section = "strategy", .cluster = &run->cluster,
+        .nreplicas = run->nreplicas, .nvars = run->model.nvars,
+        .devices = run->devices, .model_count = run->model.count,
+        .transport = run->s->transport,
+    };
+    const strata_plugin_v1_t *vt = run->strategy->vt;
+    rc = vt->init(strata__host(ctx), &run->env, &run->spctx);
+    if (rc != STRATA_OK) {
+        strata__log(STRATA_LOG_ERROR, "train", "strategy %s: init failed: %s",
+                    run->strategy->name, strata_strerror(rc));
+        run->spctx = NULL;
+        return rc;
+    }
+    run->var_state = calloc((size_t)run->model.nvars,
+                            vt->var_state_size ? vt->var_state_size : 1);
+    if (!run->var_state)
+        return STRATA_ENOMEM;
+    for (int i = 0; i < run->model.nvars; i++) {
+        strata_var_t *v = &run->model.vars[i];
+        v->init = run->init + v->offset;
+        v->value = calloc((size_t)run->nreplicas, sizeof *v->value);
+        if (!v->value)
+            return STRATA_ENOMEM;
+        v->state = (char *)run->var_state + (size_t)i * vt->var_state_size;
+        rc = vt->create_var(run->spctx, v);
+        for (int r = 0; rc == STRATA_OK && r < run->nreplicas; r++)
+            if (!v->value[r]) {
+                strata__log(STRATA_LOG_ERROR, "train",
+                            "strategy %s: create_var(%s) left replica %d "
+                            "without storage", run->strategy->name, v->name, r);
+                rc = STRATA_EINTERNAL;
+            }
+        if (rc != STRATA_OK) {
+            strata__log(STRATA_LOG_ERROR, "train",
+                        "strategy %s: create_var(%s): %s", run->strategy->name,
+                        v->name, strata_strerror(rc));
+            return rc;
+        }
+    }
+    return STRATA_OK;
+}
+
+int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
+{
+    run->ctx = ctx;
+    run->s = &ctx->s;
+    if (strata__crew_init(&run->crew) != 0)
+        return STRATA_ENOMEM;
+    run->crew_ok = 1;
+    int rc = setup_data(run);
+    if (rc == STRATA_OK) {
+        int nclasses = run->train.nclasses > run->test.nclasses
+                           ? run->train.nclasses : run->test.nclasses;
+        rc = strata__model_build(run->s->model.layers, (int)run->train.dim,
+                                 nclasses, &run->model);
+    }
+    if (rc == STRATA_OK) {
+        run->init = malloc(run->model.count * sizeof(float));
+        if (!run->init)
+            rc = STRATA_ENOMEM;
+        else
+            strata__model_init(&run->model, (uint64_t)run->s->train.seed,
+                               run->init);
+    }
+    if (rc == STRATA_OK)
+        rc = setup_batches(run);
+    if (rc == STRATA_OK)
+        rc = setup_replicas(run);
+    if (rc == STRATA_OK)
+        rc = setup_strategy(run);
+    return rc;
+}
+
+void strata__run_banner(const strata__run_t *run)
+{
+    char devs[512] = "", one[32];
+    size_t used = 0;
+    for (int r = 0; r < run->nreplicas && used < sizeof devs - 40; r++)
+        used += (size_t)snprintf(devs + used, sizeof devs - used, "%s%s",
+                                 r ? ", " : "",
+                                 strata__device_str(run->devices[r], one,
+                                                    sizeof one));
+    printf("num_replicas_in_sync: %d (strategy %s, transport %s, devices %s)\n",
+           run->nreplicas, run->strategy->name, run->s->transport, devs);
+    printf("model: %s: %zu parameters; %zu training samples, global batch %d "
+           "(%d per replica), %lld steps per epoch\n", run->s->model.layers,
+           run->model.count, run->train.n, run->batch, run->per_replica,
+           (long long)run->steps_per_epoch);
+    fflush(stdout);
+}
+
+int strata__write_atomic(const char *path, const void *data, size_t len)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >=
+        (int)sizeof tmp)
+        return STRATA_EINVAL;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        strata__log(STRATA_LOG_ERROR, "output", "%s: cannot create: %s", tmp,
+                    strerror(errno));
+        return STRATA_EIO;
+    }
+    const char *p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t n = write(fd, p, left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        p += n;
+        left -= (size_t)n;
+    }
+    int err = left > 0 ? errno : 0;
+    if (!err && fsync(fd) != 0)
+        err = errno;
+    if (close(fd) != 0 && !err)
+        err = errno;
+    if (!err && rename(tmp, path) != 0)
+        err = errno;
+    if (err) {
+        strata__log(STRATA_LOG_ERROR, "output", "%s: cannot write: %s", path,
+                    strerror(err));
+        unlink(tmp);
+        return STRATA_EIO;
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return STRATA_OK;
+}
+
+int strata__metrics_append(strata__run_t *run, const strata__epoch_stats_t *st)
+{
+    strata__epoch_stats_t *h = realloc(run->history,
+                                       (size_t)(run->nhistory + 1) * sizeof *h);
+    if (!h)
+        return STRATA_ENOMEM;
+    run->history = h;
+    h[run->nhistory++] = *st;
+    const char *path = run->s->train.metrics_csv;
+    if (!path || !path[0])
+        return STRATA_OK;
+    size_t cap = 128 + (size_t)run->nhistory * 160, len = 0;
+    char *buf = malloc(cap);
+    if (!buf)
+        return STRATA_ENOMEM;
+    len += (size_t)snprintf(buf, cap, "epoch,steps,train_loss,train_acc,"
+                            "test_loss,test_acc,seconds,samples_per_s\n");
+    for (int i = 0; i < run->nhistory; i++) {
+        const strata__epoch_stats_t *e = &h[i];
+        char tl[32] = "", ta[32] = "";
+        if (e->has_test) {
+            snprintf(tl, sizeof tl, "%.6f", e->test_loss);
+            snprintf(ta, sizeof ta, "%.6f", e->test_acc);
+        }
+        len += (size_t)snprintf(buf + len, cap - len,
+                                "%d,%lld,%.6f,%.6f,%s,%s,%.4f,%.1f\n", e->epoch,
+                                (long long)e->steps, e->train_loss,
+                                e->train_acc, tl, ta, e->seconds,
+                                e->samples_per_s);
+    }
+    int rc = strata__write_atomic(path, buf, len);
+    free(buf);
+    return rc;
+}
+
+/* debug.dump_vars: every variable of replica 0, in model order, raw
+ * little-endian float32 (tests compare runs bit for bit). */
+static int dump_vars(const strata__run_t *run, const char *path)
+{
+    const strata__model_t *m = &run->model;
+    size_t total = 0;
+    for (int i = 0; i < m->nvars; i++)
+        total += m->vars[i].count;
+    float *buf = malloc(total * sizeof *buf + 1);
+    if (!buf)
+        return STRATA_ENOMEM;
+    size_t at = 0;
+    for (int i = 0; i < m->nvars; i++) {
+        const strata_var_t *v = &m->vars[i];
+        int rc = strata__dev_copy(STRATA_DEVICE(STRATA_DEV_CPU, 0), buf + at,
+                                  run->devices[0], v->value[0],
+                                  v->count * sizeof(float));
+        if (rc != STRATA_OK) {
+            free(buf);
+            return rc;
+        }
+        at += v->count;
+    }
+    int rc = strata__write_atomic(path, buf, total * sizeof *buf);
+    free(buf);
+    return rc;
+}
+
+int strata__run_finish(strata__run_t *run)
+{
+    const char *dump = run->s->debug.dump_vars;
+    if (dump && dump[0]) {
+        int rc = dump_vars(run, dump);
+        if (rc != STRATA_OK)
+            return rc;
+    }
+    if (run->nhistory > 0 && run->s->train.progress != STRATA__PROGRESS_NONE) {
+        const strata__epoch_stats_t *e = &run->last;
+        if (e->has_test)
+            printf("done: %d epochs, test accuracy %.4f, test loss %.4f\n",
+                   e->epoch, e->test_acc, e->test_loss);
+        else
+            printf("done: %d epochs, train accuracy %.4f, train loss %.4f\n",
+                   e->epoch, e->train_acc, e->train_loss);
+        fflush(stdout);
+    }
+    return STRATA_OK;
+}
+
+void strata__run_teardown(strata__run_t *run)
+{
+    if (run->spctx)
+        run->strategy->vt->fini(run->spctx);
+    for (int i = 0; i < run->model.nvars; i++)
+        free(run->model.vars[i].value);
+    free(run->var_state);
+    free(run->scfg);
+    if (run->reps)
+        for (int r = 0; r < run->nreplicas; r++) {
+            strata__work_free(&run->reps[r].work);
+            strata__dev_free(run->reps[r].device, run->reps[r].grads);
+        }
+    free(run->reps);
+    if (run->sync_bar_ok)
+        pthread_barrier_destroy(&run->sync_bar);
+    if (run->crew_ok)
+        strata__crew_destroy(&run->crew);
+    free(run->history);
+    free(run->init);
+    free(run->perm);
+    free(run->test_order);
+    strata__dataset_free(&run->train);
+    strata__dataset_free(&run->test);
+    free(run);
+}

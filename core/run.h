@@ -1,0 +1,79 @@
+/* strata core -- the state of one training run, shared by train.c (the
+ * loop) and run.c (setup, output, teardown). Internal. */
+#ifndef STRATA_CORE_RUN_H
+#define STRATA_CORE_RUN_H
+
+#include "crew.h"
+#include "runtime.h"
+
+typedef struct strata__run strata__run_t;
+
+typedef struct strata__replica {
+    strata__run_t   *run;
+    int              r;
+    int32_t          device;
+    pthread_t        thread;
+    strata__work_t   work;
+    float           *grads;          /* flat, model.count elements         */
+    double           loss_sum;       /* this epoch                         */
+    int64_t          correct;
+    _Atomic int64_t  steps_done;
+    double           eval_loss;
+    int64_t          eval_correct;
+} strata__replica_t;
+
+typedef struct strata__epoch_stats {
+    int     epoch;
+    int64_t steps;
+    double  train_loss, train_acc, test_loss, test_acc, seconds, samples_per_s;
+    int     has_test;
+} strata__epoch_stats_t;
+
+struct strata__run {
+    strata_ctx_t             *ctx;
+    const strata__settings_t *s;
+    strata__dataset_t         train, test;
+    uint32_t                 *perm;         /* this epoch's sample order   */
+    uint32_t                 *test_order;   /* identity                    */
+    strata__model_t           model;
+    float                    *init;         /* flat initial values         */
+    int                       nreplicas;
+    int32_t                   devices[STRATA_MAX_REPLICAS];
+    strata__replica_t        *reps;
+    int                       batch, per_replica;
+    int64_t                   steps_per_epoch;
+    double                    lr_target;
+    int64_t                   warmup_steps;
+    /* the strategy */
+    strata__plugin_t         *strategy;
+    void                     *scfg, *spctx;
+    void                     *var_state;    /* nvars * var_state_size      */
+    strata_task_t             task;
+    strata_cluster_t          cluster;
+    strata_env_t              env;
+    /* threads and phases */
+    strata__crew_t            crew;
+    int                       crew_ok, nthreads;
+    pthread_barrier_t         sync_bar;     /* debug.check_sync only       */
+    int                       sync_bar_ok;
+    int64_t                   steps_this_epoch, global_step0;
+    _Atomic int               rc;           /* first failure               */
+    strata__progress_t        progress;
+    strata__epoch_stats_t     last;
+    strata__epoch_stats_t    *history;      /* one per epoch, for the CSV  */
+    int                       nhistory;
+};
+
+int  strata__run_setup(strata_ctx_t *ctx, strata__run_t *run);
+void strata__run_banner(const strata__run_t *run);
+/* Append an epoch's stats and rewrite train.metrics_csv atomically. */
+int  strata__metrics_append(strata__run_t *run, const strata__epoch_stats_t *st);
+/* After the last epoch: debug.dump_vars and the summary line. */
+int  strata__run_finish(strata__run_t *run);
+/* Frees everything; `run` itself too. */
+void strata__run_teardown(strata__run_t *run);
+/* Write `len` bytes to `path` atomically: temp file in the same directory,
+ * fsync, rename, fsync of the directory. */
+int  strata__write_atomic(const char *path, const void *data, size_t len);
+
+#endif

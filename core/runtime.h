@@ -1,0 +1,146 @@
+/* strata core -- the run: context, model, host services, training loop.
+ * Internal; never installed. */
+#ifndef STRATA_CORE_RUNTIME_H
+#define STRATA_CORE_RUNTIME_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "internal.h"
+#include "data/data.h"
+
+/* ---- model.c: a Sequential stack of dense layers ----------------------- */
+
+typedef struct strata__layer {
+    int in, out;
+    int relu;                       /* ReLU after the affine map           */
+} strata__layer_t;
+
+typedef struct strata__model {
+    int             nlayers;
+    strata__layer_t layers[STRATA_MAX_LAYERS];
+    int             input_dim, nclasses, max_width;
+    int             nvars;          /* 2 per layer: kernel, bias           */
+    size_t          count;          /* float32 elements in the flat layout */
+    strata_var_t    vars[2 * STRATA_MAX_LAYERS];
+    char            names[2 * STRATA_MAX_LAYERS][32];
+} strata__model_t;
+
+/* Parse "dense 128 relu, dense 10" for inputs of `input_dim` features and
+ * labels in [0, nclasses); the last layer needs at least nclasses units and
+ * no ReLU
+ * ("softmax" is accepted there: the loss applies it). Fills vars[]
+ * descriptors (name, shape, count, offset) but no storage. */
+int  strata__model_build(const char *spec, int input_dim, int nclasses,
+                         strata__model_t *m);
+/* Glorot-uniform kernels, zero biases, drawn from `seed`: flat[m->count]. */
+void strata__model_init(const strata__model_t *m, uint64_t seed, float *flat);
+
+/* Per-replica scratch for a slice of up to `rows` samples. */
+typedef struct strata__work {
+    int      rows;
+    float   *x;                     /* rows x input_dim                     */
+    int32_t *y;                     /* rows                                 */
+    float   *act[STRATA_MAX_LAYERS];/* rows x out, outputs of each layer    */
+    float   *delta[2];              /* rows x max_width, ping-pong          */
+} strata__work_t;
+
+int  strata__work_alloc(const strata__model_t *m, int rows, strata__work_t *w);
+void strata__work_free(strata__work_t *w);
+
+/* Forward + backward of `rows` samples already in w->x / w->y, with the
+ * variables of replica `r` (m->vars[i].value[r]); gradients go to the flat
+ * buffer `grads` (m->count), scaled by `scale` (1 / global batch for a mean
+ * loss). Returns the summed loss; adds correct predictions to *correct. */
+double strata__model_train_step(const strata__model_t *m, int r,
+                                strata__work_t *w, int rows, float *grads,
+                                float scale, int64_t *correct);
+/* Forward only (evaluation): summed loss, correct predictions. */
+double strata__model_eval(const strata__model_t *m, int r, strata__work_t *w,
+                          int rows, int64_t *correct);
+
+/* ---- optimizer.c: the [optimizer] section as host opt_* services ------- */
+
+struct strata_opt {
+    int     kind;                   /* STRATA__OPT_*                        */
+    int32_t device;
+    size_t  count;
+    int64_t t;                      /* updates applied                       */
+    float   momentum, beta1, beta2, epsilon;
+    float  *m, *v;                  /* slots (NULL when the kind has none)  */
+};
+
+int  strata__opt_create(const strata__optimizer_cfg_t *cfg, int32_t device,
+                        size_t count, strata_opt_t **out);
+int  strata__opt_step(strata_opt_t *opt, float *param, const float *grad,
+                      size_t count, float lr);
+void strata__opt_destroy(strata_opt_t *opt);
+
+/* ---- device.c ------------------------------------------------------------ */
+
+/* Parse "cpu:0, cpu:1" (empty: one CPU replica per online core). */
+int  strata__devices_parse(const char *spec, int32_t *out, int max, int *n);
+const char *strata__device_str(int32_t dev, char *buf, size_t len);
+void *strata__dev_alloc(int32_t device, size_t bytes);
+void  strata__dev_free(int32_t device, void *p);
+int   strata__dev_copy(int32_t dst_dev, void *dst, int32_t src_dev,
+                       const void *src, size_t bytes);
+
+/* ---- ctx.c / host.c ---------------------------------------------------- */
+
+typedef struct strata__loaded {
+    strata__plugin_t *plugin;
+} strata__loaded_t;
+
+struct strata_ctx {
+    strata__cfg_t      *cfg;
+    strata__settings_t  s;
+    char               *config_path;   /* NULL: defaults only               */
+    char               *search_path;   /* plugin search path                */
+    strata__plugin_t   *plugins[STRATA_MAX_PLUGINS];
+    int                 nplugins;
+    int                 settings_ok;
+};
+
+/* Make `ctx` the run that host services act on (one per process at a time)
+ * and return the host table handed to its plugins. */
+const strata_host_v1_t *strata__host(strata_ctx_t *ctx);
+/* Load (once per ctx) plugin `name` of `kind`. */
+int strata__ctx_plugin(strata_ctx_t *ctx, const char *name, uint32_t kind,
+                       strata__plugin_t **out);
+/* Resolve settings (core sections) after every override is in. */
+int strata__ctx_resolve(strata_ctx_t *ctx);
+/* Parse `section`'s keys for plugin `p` into a new cfg struct (calloc'd,
+ * p->vt->cfg_size bytes, at least 1). `lenient` tolerates keys the plugin
+ * does not know (they belong to another plugin of the same section). */
+int strata__plugin_cfg(strata_ctx_t *ctx, const strata__plugin_t *p,
+                       const char *section, int lenient, void **out);
+
+/* ---- train.c ------------------------------------------------------------- */
+
+int strata__train(strata_ctx_t *ctx);
+
+#endif /* STRATA_CORE_RUNTIME_H */
+
+/* ---- progress.c: the Keras-like progress line ---------------------------- */
+
+enum { STRATA__PROGRESS_AUTO = 0, STRATA__PROGRESS_BAR = 1,
+       STRATA__PROGRESS_LINE = 2, STRATA__PROGRESS_NONE = 3 };
+
+typedef struct strata__progress {
+    int     mode;            /* BAR / LINE / NONE after resolving AUTO      */
+    int     epoch, epochs;
+    int64_t total;           /* steps in this epoch                         */
+    double  t0, last;        /* epoch start, last redraw (seconds)          */
+} strata__progress_t;
+
+double strata__now(void);    /* monotonic seconds */
+void strata__progress_init(strata__progress_t *p, int mode, int epochs);
+void strata__progress_begin(strata__progress_t *p, int epoch, int64_t total);
+/* Redraws at most every 100 ms (BAR mode only). */
+void strata__progress_step(strata__progress_t *p, int64_t done, double loss,
+                           double acc);
+/* The epoch's closing line (`secs` of training); val_* when has_val. */
+void strata__progress_end(strata__progress_t *p, int64_t done, double secs,
+                          double loss, double acc, int has_val,
+                          double val_loss, double val_acc);

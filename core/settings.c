@@ -1,0 +1,218 @@
+/* The core's own config sections: option tables, defaults, help texts.
+ *
+ * The defaults reproduce the seeds' main job with no file at all: an MLP
+ * (dense 128 relu, dense 10) on Fashion-MNIST, Adam, 5 epochs, global batch
+ * 32, mirrored over one CPU replica per core. etc/strata.ini lists the same
+ * keys with the same values; tests/config checks that they agree. */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Magnitudes past 1e18 read as "no bound" in messages (see config.c). */
+#define UNBOUNDED 1e300
+#define UNIT_OPEN 0.999999 /* [0, 1) for decay rates */
+
+/* OPT: no bounds (min > max); NUM: inclusive bounds, no choices. */
+#define OPT(k, t, def, st, m, ch, help) \
+    { (k), (t), 0, (def), offsetof(st, m), 1, 0, (ch), (help) }
+#define NUM(k, t, def, st, m, lo, hi, help) \
+    { (k), (t), 0, (def), offsetof(st, m), (lo), (hi), NULL, (help) }
+
+#define T strata__train_cfg_t
+static const strata_option_t k_train[] = {
+    NUM("epochs", STRATA_OPT_INT, "5", T, epochs, 1, 1000000,
+        "passes over the training set"),
+    NUM("batch_size", STRATA_OPT_INT, "32", T, batch_size, 1, 1000000,
+        "global batch size, split evenly across all replicas"),
+    OPT("seed", STRATA_OPT_INT, "42", T, seed, NULL,
+        "seed of weight init and shuffling (same seed, same run)"),
+    OPT("lr_scaling", STRATA_OPT_ENUM, "none", T, lr_scaling, "none|linear",
+        "linear: multiply lr by the number of replicas"),
+    NUM("warmup_epochs", STRATA_OPT_FLOAT, "0", T, warmup_epochs, 0,
+        UNBOUNDED, "ramp lr up linearly over this many epochs"),
+    NUM("max_steps", STRATA_OPT_INT, "0", T, max_steps, 0, UNBOUNDED,
+        "stop after this many steps; 0 = whole epochs"),
+    OPT("devices", STRATA_OPT_STRING, "", T, devices, NULL,
+        "replica devices, e.g. cpu:0, cpu:1 or gpu:0, gpu:1; "
+        "empty = one cpu replica per core"),
+    OPT("metrics_csv", STRATA_OPT_STRING, "", T, metrics_csv, NULL,
+        "write per-epoch loss and accuracy to this CSV file; empty = none"),
+    OPT("progress", STRATA_OPT_ENUM, "auto", T, progress,
+        "auto|bar|line|none", "progress display (auto: bar on a terminal)"),
+    OPT("eval", STRATA_OPT_BOOL, "true", T, eval, NULL,
+        "evaluate on the test set after every epoch"),
+    { 0 }
+};
+#undef T
+
+static const strata_option_t k_model[] = {
+    OPT("layers", STRATA_OPT_STRING, "dense 128 relu, dense 10",
+        strata__model_cfg_t, layers, NULL,
+        "comma-separated layers: dense <units> [relu]; the last gives the "
+        "logits"),
+    { 0 }
+};
+
+#define T strata__data_cfg_t
+static const strata_option_t k_data[] = {
+    OPT("dir", STRATA_OPT_STRING, "/usr/share/datasets/fashion-mnist", T, dir,
+        NULL, "directory of the IDX files"),
+    OPT("train_images", STRATA_OPT_STRING, "train-images-idx3-ubyte.gz", T,
+        train_images, NULL,
+        "training images (IDX, may be gzipped); relative to dir"),
+    OPT("train_labels", STRATA_OPT_STRING, "train-labels-idx1-ubyte.gz", T,
+        train_labels, NULL, "training labels; relative to dir"),
+    OPT("test_images", STRATA_OPT_STRING, "t10k-images-idx3-ubyte.gz", T,
+        test_images, NULL, "test images; relative to dir"),
+    OPT("test_labels", STRATA_OPT_STRING, "t10k-labels-idx1-ubyte.gz", T,
+        test_labels, NULL, "test labels; relative to dir"),
+    NUM("limit_train", STRATA_OPT_INT, "0", T, limit_train, 0, UNBOUNDED,
+        "use only the first N training samples; 0 = all"),
+    NUM("limit_test", STRATA_OPT_INT, "0", T, limit_test, 0, UNBOUNDED,
+        "use only the first N test samples; 0 = all"),
+    OPT("shuffle", STRATA_OPT_BOOL, "true", T, shuffle, NULL,
+        "reshuffle the training set every epoch (seeded)"),
+    { 0 }
+};
+#undef T
+
+#define T strata__optimizer_cfg_t
+static const strata_option_t k_optimizer[] = {
+    OPT("name", STRATA_OPT_ENUM, "adam", T, name, "sgd|momentum|adam",
+        "optimizer"),
+    NUM("lr", STRATA_OPT_FLOAT, "0.001", T, lr, 1e-12, UNBOUNDED,
+        "learning rate"),
+    NUM("momentum", STRATA_OPT_FLOAT, "0.9", T, momentum, 0, UNIT_OPEN,
+        "momentum: decay of the velocity"),
+    NUM("beta1", STRATA_OPT_FLOAT, "0.9", T, beta1, 0, UNIT_OPEN,
+        "adam: decay of the first-moment estimate"),
+    NUM("beta2", STRATA_OPT_FLOAT, "0.999", T, beta2, 0, UNIT_OPEN,
+        "adam: decay of the second-moment estimate"),
+    NUM("epsilon", STRATA_OPT_FLOAT, "1e-7", T, epsilon, 1e-12, 1,
+        "adam: added to the denominator for stability"),
+    { 0 }
+};
+#undef T
+
+static const strata_option_t k_plugins[] = {
+    OPT("path", STRATA_OPT_STRING, "", strata__plugins_cfg_t, path, NULL,
+        "extra plugin directories, ':'-separated, searched first"),
+    { 0 }
+};
+
+/* The ENUM order is the STRATA_LOG_* values (tests/config checks it). */
+static const strata_option_t k_log[] = {
+    OPT("level", STRATA_OPT_ENUM, "info", strata__log_cfg_t, level,
+        "error|warn|info|debug", "least severe messages shown"),
+    { 0 }
+};
+
+#define T strata__debug_cfg_t
+static const strata_option_t k_debug[] = {
+    OPT("check_sync", STRATA_OPT_BOOL, "false", T, check_sync, NULL,
+        "check after every step that all replicas hold bitwise-equal "
+        "variables"),
+    OPT("dump_vars", STRATA_OPT_STRING, "", T, dump_vars, NULL,
+        "write the final variables (raw float32 LE) to this file; "
+        "empty = none"),
+    { 0 }
+};
+#undef T
+
+/* [strategy] and [transport] hold one core key, and the plugin's keys. The
+ * struct of "plugin" is the settings member itself (offset 0). */
+static const strata_option_t k_strategy[] = {
+    { "plugin", STRATA_OPT_STRING, 0, "mirrored", 0, 1, 0, NULL,
+      "strategy plugin: mirrored, mwms, ps or central" },
+    { 0 }
+};
+static const strata_option_t k_transport[] = {
+    { "plugin", STRATA_OPT_STRING, 0, "local", 0, 1, 0, NULL,
+      "transport plugins, comma-separated; the first that accepts wins" },
+    { 0 }
+};
+
+#define SEC(n, opts, member) { (n), (opts), offsetof(strata__settings_t, member) }
+/* opts == NULL: a reserved section, applied by the module that owns it
+ * (cluster resolution, checkpoints); it is known to the environment loader
+ * and is not an "unknown section". */
+const strata__section_t strata__sections[] = {
+    SEC("train", k_train, train),
+    SEC("model", k_model, model),
+    SEC("data", k_data, data),
+    SEC("optimizer", k_optimizer, optimizer),
+    SEC("plugins", k_plugins, plugins),
+    SEC("log", k_log, log),
+    SEC("debug", k_debug, debug),
+    SEC("strategy", k_strategy, strategy),
+    SEC("transport", k_transport, transport),
+    { "cluster", NULL, 0 },
+    { "checkpoint", NULL, 0 },
+    { NULL, NULL, 0 }
+};
+
+/* Sections whose other keys belong to the selected plugin: accept them now
+ * ("*"), the plugin's own table checks them once it is loaded. */
+static int plugin_owned(const char *name)
+{
+    return strcmp(name, "strategy") == 0 || strcmp(name, "transport") == 0;
+}
+
+static int unknown_section(const strata__cfg_t *c, const char *name)
+{
+    size_t len = strlen(name);
+    int limit = len / 3 > 2 ? (int)(len / 3) : 2;
+    const char *best = NULL;
+    int bestd = limit + 1;
+    char all[256];
+    size_t n = 0;
+    all[0] = '\0';
+    for (const strata__section_t *s = strata__sections; s->name; s++) {
+        int d = strata__edit_distance(name, s->name);
+        if (d < bestd) {
+            best = s->name;
+            bestd = d;
+        }
+        if (n < sizeof all) {
+            int w = snprintf(all + n, sizeof all - n, "%s%s", n ? ", " : "",
+                             s->name);
+            n = w < 0 ? sizeof all : n + (size_t)w;
+        }
+    }
+    /* key NULL: where the section's first value came from. */
+    const char *origin = strata__cfg_origin(c, name, NULL);
+    if (best)
+        strata__log(STRATA_LOG_ERROR, "config",
+                    "%s: unknown section [%s]; did you mean [%s]?", origin,
+                    name, best);
+    else
+        strata__log(STRATA_LOG_ERROR, "config",
+                    "%s: unknown section [%s]; sections: %s", origin, name,
+                    all);
+    return STRATA_ECONFIG;
+}
+
+int strata__settings_load(const strata__cfg_t *c, strata__settings_t *s)
+{
+    static const char *const k_any[] = { "*", NULL };
+    memset(s, 0, sizeof *s);
+    for (const strata__section_t *sec = strata__sections; sec->name; sec++) {
+        if (!sec->opts)
+            continue;
+        int rc = strata__cfg_apply(c, sec->name, sec->opts,
+                                   (char *)s + sec->offset,
+                                   plugin_owned(sec->name) ? k_any : NULL);
+        if (rc != 0)
+            return rc;
+    }
+    for (const char *const *name = strata__cfg_sections(c); *name; name++) {
+        const strata__section_t *sec = strata__sections;
+        while (sec->name && strcmp(sec->name, *name) != 0)
+            sec++;
+        if (!sec->name)
+            return unknown_section(c, *name);
+    }
+    return 0;
+}

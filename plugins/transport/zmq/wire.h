@@ -1,0 +1,79 @@
+/* zmq.so -- the wire format: one small versioned header on every message.
+ *
+ * A message is one zmq multipart message of 1 or 2 frames:
+ *
+ *     [header: STRZ_HDR_SIZE bytes] [payload: `length` bytes, when length > 0]
+ *
+ * (the ROUTER socket that receives it prepends the sender's routing id
+ * frame; that frame is zmq's, not ours). All integers are little-endian.
+ *
+ *   off size field    meaning
+ *    0   4   magic    'S' 'T' 'R' 'Z'
+ *    4   2   version  STRZ_WIRE_VERSION (1); another version is refused
+ *    6   1   type     HELLO=1 HELLO_ACK=2 DATA=3 BCAST=4 BARRIER=5 ABORT=6
+ *    7   1   flags    0 (reserved)
+ *    8   4   sender   rank of the sender (int32)
+ *   12   4   step     ring step of the collective, 0-based; ABORT: the
+ *                     failure's STRATA error code, negated (e.g. 11 = EPEER)
+ *   16   8   seq      collective sequence number (every member counts its
+ *                     collectives the same way; HELLO/HELLO_ACK: 0)
+ *   24   8   offset   DATA/BCAST/BARRIER: first float32 element of the
+ *                     segment in the caller's buffer; else 0
+ *   32   4   length   payload bytes (DATA/BCAST/BARRIER: 4 x elements;
+ *                     HELLO: bytes of the job tag; else 0)
+ *   36   4   aux      HELLO: group size; DATA/BARRIER: reduce op (0 sum,
+ *                     1 mean); BCAST: root rank; ABORT: failed rank or -1
+ *   40   8   total    DATA/BCAST/BARRIER: float32 elements of the whole
+ *                     buffer of the collective (all members must agree)
+ *
+ * Sequence of one rendezvous: each rank's DEALER sends HELLO to its right
+ * neighbour's ROUTER, which checks magic, version, tag, size and that the
+ * sender is its left neighbour, and answers HELLO_ACK. Then a BARRIER runs
+ * once around the ring (seq 0). Collectives use seq 1, 2, ...
+ *
+ * A receiver checks the header against the frame sizes before it uses any
+ * field, then checks type, sender, seq, step, offset, length, aux and total
+ * against what it expects next; anything else is STRATA_EPROTO and nothing
+ * of the message is applied. */
+#ifndef STRZ_WIRE_H
+#define STRZ_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define STRZ_WIRE_VERSION 1
+#define STRZ_HDR_SIZE     48
+#define STRZ_MAX_TAG      255   /* bytes of a job tag in HELLO */
+
+enum strz_type {
+    STRZ_HELLO = 1, STRZ_HELLO_ACK = 2, STRZ_DATA = 3, STRZ_BCAST = 4,
+    STRZ_BARRIER = 5, STRZ_ABORT = 6
+};
+
+typedef struct strz_hdr {
+    uint16_t version;
+    uint8_t  type;
+    uint8_t  flags;
+    int32_t  sender;
+    int32_t  step;
+    uint64_t seq;
+    uint64_t offset;
+    uint32_t length;
+    int32_t  aux;
+    uint64_t total;
+} strz_hdr_t;
+
+/* Writes STRZ_HDR_SIZE bytes (magic and version included) to `out`. */
+void strz_wire_pack(const strz_hdr_t *h, unsigned char out[STRZ_HDR_SIZE]);
+
+/* Decodes a header frame of `len` bytes followed by a payload frame of
+ * `payload_len` bytes (0 when absent). Checks size, magic, version, type and
+ * that `length` equals payload_len. Returns 0, or -1 with a short static
+ * reason in *why ("bad magic", ...). Never reads past `len`. */
+int strz_wire_unpack(const void *buf, size_t len, size_t payload_len,
+                     strz_hdr_t *h, const char **why);
+
+/* "DATA", "ABORT", ...; "?" for an unknown type. */
+const char *strz_wire_type_name(int type);
+
+#endif /* STRZ_WIRE_H */
