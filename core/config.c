@@ -283,8 +283,8 @@ static char *read_line(char *str, int num, void *stream)
             too_long = 1;
     }
     if (ferror(st->f)) {
-        strata__log(STRATA_LOG_ERROR, WHO, "%s:%d: cannot read: %s", st->path,
-                    st->line + 1, strerror(errno));
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: cannot read: %s", st->path,
+                    strerror(errno));
         st->rc = STRATA_EIO;
         return NULL;
     }

@@ -75,7 +75,7 @@ int strata__devices_parse(const char *spec, int32_t *out, int max, int *n)
                         "[train] devices: '%.*s': this build has no CUDA "
                         "support (configure with -DSTRATA_CUDA=ON)",
                         (int)(e - p), p);
-            return STRATA_ENOTSUP;
+            return STRATA_ECONFIG;
         }
         for (int i = 0; i < *n; i++)
             if (out[i] == dev) {

@@ -72,14 +72,16 @@ int  strata__cfg_set(strata__cfg_t *c, const char *assignment, int prec,
 const char *strata__cfg_get(const strata__cfg_t *c, const char *section,
                             const char *key);
 /* Origin of a resolved value: "etc/x.ini:14", "--set", "env STRATA_X_Y",
- * "default"; NULL when the key is not set. */
+ * "default"; NULL when the key is not set. key NULL: origin of the
+ * section's first value. */
 const char *strata__cfg_origin(const strata__cfg_t *c, const char *section,
                                const char *key);
 /* Fill `dst` from `opts`: defaults first, then every value of `section`.
  * Unknown keys of the section are an error with the nearest valid key
  * ("etc/x.ini:14: [strategy] unknown key 'reduce_opp'; did you mean
  * 'reduce_op'?"); `also_valid` (NULL-terminated, may be NULL) lists keys
- * that are valid but handled elsewhere (e.g. "plugin"). Bad values say
+ * that are valid but handled elsewhere (e.g. "plugin"); an entry "*" accepts
+ * every key without an option (plugin-owned sections). Bad values say
  * what was expected. Returns STRATA_ECONFIG on the first error. */
 int  strata__cfg_apply(const strata__cfg_t *c, const char *section,
                        const strata_option_t *opts, void *dst,
@@ -88,7 +90,8 @@ int  strata__cfg_apply(const strata__cfg_t *c, const char *section,
 const char *const *strata__cfg_sections(const strata__cfg_t *c);
 /* Levenshtein distance, for suggestions. */
 int  strata__edit_distance(const char *a, const char *b);
-/* Parse a typed option value (used by apply; exposed for tests). */
+/* Parse a typed option value (used by apply; exposed for tests). dst is the
+ * member itself (struct + o->offset); STRING stores the text itself. */
 int  strata__opt_parse(const strata_option_t *o, const char *text, void *dst,
                        char *why, size_t whylen);
 
@@ -151,7 +154,8 @@ typedef struct strata__settings {
 } strata__settings_t;
 
 /* The core's sections in order, each with its option table; terminated by a
- * NULL name. [strategy] and [transport] list only "plugin": the rest of their
+ * NULL name. opts == NULL: a reserved section (cluster, checkpoint) applied
+ * by its own module. [strategy] and [transport] list only "plugin": the rest of their
  * keys belong to the plugin and are checked against its table after load. */
 typedef struct strata__section {
     const char            *name;
@@ -180,7 +184,8 @@ char *strata__plugin_search_path(const char *ini_path);
  * each: file not found (listing every dir looked in), dlopen failure, no
  * strata_plugin_v1 symbol, another ABI major, struct_size too small, other
  * build signature, wrong kind, header name != file stem, missing init/fini.
- * On failure *out == NULL. */
+ * Not found: STRATA_ENOPLUGIN; refused: STRATA_EABI; bad name or kind:
+ * STRATA_EINVAL. On failure *out == NULL. */
 int  strata__plugin_open(const char *name, uint32_t kind,
                          const char *search_path, strata__plugin_t **out);
 void strata__plugin_close(strata__plugin_t *p);

@@ -442,7 +442,7 @@ static int not_found(const char *name, uint32_t kind, const char *search_path)
                 dirs.len ? dirs.s : dirs.oom ? "(out of memory)" : "(no directories)",
                 best[0] ? "; did you mean '" : "", best, best[0] ? "'?" : "");
     free(dirs.s);
-    return STRATA_ENOENT;
+    return STRATA_ENOPLUGIN;
 }
 
 int strata__plugin_open(const char *name, uint32_t kind, const char *search_path,

@@ -183,6 +183,8 @@ static int unknown_section(const strata__cfg_t *c, const char *name)
     }
     /* key NULL: where the section's first value came from. */
     const char *origin = strata__cfg_origin(c, name, NULL);
+    if (!origin)
+        origin = "config";
     if (best)
         strata__log(STRATA_LOG_ERROR, "config",
                     "%s: unknown section [%s]; did you mean [%s]?", origin,
@@ -214,5 +216,16 @@ int strata__settings_load(const strata__cfg_t *c, strata__settings_t *s)
         if (!sec->name)
             return unknown_section(c, *name);
     }
+    /* An empty plugin name would only fail later, as "'' not found". */
+    static const char *const k_plug[] = { "strategy", "transport" };
+    const char *const val[] = { s->strategy, s->transport };
+    for (int i = 0; i < 2; i++)
+        if (!val[i][strspn(val[i], " ,")]) {
+            const char *origin = strata__cfg_origin(c, k_plug[i], "plugin");
+            strata__log(STRATA_LOG_ERROR, "config",
+                        "%s: [%s] plugin = '%s': expected a plugin name",
+                        origin ? origin : "config", k_plug[i], val[i]);
+            return STRATA_ECONFIG;
+        }
     return 0;
 }

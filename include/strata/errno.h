@@ -27,14 +27,15 @@ extern "C" {
     X(ECANCELED, -14, "canceled")                                        \
     X(EDEVICE,   -15, "device error")                                    \
     X(ESTATE,    -16, "call out of order")                               \
-    X(EINTERNAL, -17, "internal error")
+    X(EINTERNAL, -17, "internal error")                                  \
+    X(ENOPLUGIN, -18, "plugin not found")
 
 enum strata_errno {
     STRATA_OK = 0,
 #define STRATA_ERRNO_ENUM_(name, val, str) STRATA_##name = (val),
     STRATA_ERRNO_MAP(STRATA_ERRNO_ENUM_)
 #undef STRATA_ERRNO_ENUM_
-    STRATA_ERRNO_LAST_ = -18
+    STRATA_ERRNO_LAST_ = -19
 };
 
 #ifdef __cplusplus

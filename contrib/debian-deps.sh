@@ -1,0 +1,20 @@
+#!/bin/sh
+# Install what strata needs to build, test and run on Debian 12 (bookworm).
+# Everything comes from Debian's archive; nothing is downloaded otherwise.
+# The CUDA toolkit and NCCL (for -DSTRATA_CUDA) are not Debian packages:
+# install them from NVIDIA if you want the GPU path.
+set -eu
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+PKGS="build-essential cmake pkg-config clang libinih-dev libopenblas-dev
+      zlib1g-dev libzmq3-dev libcjson-dev dataset-fashion-mnist iproute2"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+        || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "debian-deps: installing:$missing"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi

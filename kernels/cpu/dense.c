@@ -1,0 +1,78 @@
+/* Dense layer forward/backward on row-major float32, GEMM through CBLAS. */
+#include "kernels_cpu.h"
+#include "kc_loop.h"
+
+#include <cblas.h>
+#include <string.h>
+
+static void zero(size_t n, float *x)
+{
+    if (n)
+        memset(x, 0, n * sizeof *x);
+}
+
+void kc_bias_add(int m, int n, const float *restrict b, float *restrict Y)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    size_t nn = (size_t)n;
+    for (size_t r = 0; r < (size_t)m; r++) {
+        float *restrict y = Y + r * nn;
+        KC_FOR(j, nn, y[j] += b[j]);
+    }
+}
+
+void kc_bias_grad(int m, int n, const float *restrict dY, float *restrict db)
+{
+    if (n <= 0)
+        return;
+    size_t nn = (size_t)n;
+    zero(nn, db);
+    /* Row by row: contiguous, vectorised over columns, fixed summation order. */
+    for (size_t r = 0; r < (size_t)(m > 0 ? m : 0); r++) {
+        const float *restrict d = dY + r * nn;
+        KC_FOR(j, nn, db[j] += d[j]);
+    }
+}
+
+void kc_dense_fwd(int m, int k, int n, const float *X, const float *W,
+                  const float *b, float *Y)
+{
+    if (m <= 0 || n <= 0 || k < 0)
+        return;
+    /* Y starts as the bias rows, then one sgemm accumulates X W (beta = 1).
+     * Measured as fast as sgemm + kc_bias_add for 784-128-10 at batch
+     * 16..256 (GEMM dominates), and Y is not re-read after BLAS. */
+    size_t nn = (size_t)n;
+    for (size_t r = 0; r < (size_t)m; r++)
+        memcpy(Y + r * nn, b, nn * sizeof *Y);
+    if (k == 0)
+        return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k,
+                1.0f, X, k, W, n, 1.0f, Y, n);
+}
+
+void kc_dense_bwd(int m, int k, int n, const float *X, const float *W,
+                  const float *dY, float *dW, float *db, float *dX)
+{
+    if (k < 0 || n < 0 || m < 0)
+        return;
+    kc_bias_grad(m, n, dY, db);
+    if (k == 0)
+        return;                                  /* dW and dX are empty */
+    if (m == 0 || n == 0) {
+        /* Sums over an empty dimension; BLAS is not asked about K = 0. */
+        if (n > 0)
+            zero((size_t)k * (size_t)n, dW);
+        if (dX && m > 0)
+            zero((size_t)m * (size_t)k, dX);
+        return;
+    }
+    /* dW[k x n] = X^T[k x m] dY[m x n] */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, m,
+                1.0f, X, k, dY, n, 0.0f, dW, n);
+    /* dX[m x k] = dY[m x n] W^T[n x k] */
+    if (dX)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, k, n,
+                    1.0f, dY, n, W, n, 0.0f, dX, k);
+}

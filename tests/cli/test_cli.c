@@ -1,0 +1,110 @@
+/* The strata command line: help, version, exit codes, and one clear error
+ * line for each kind of bad input. */
+#include "check.h"
+#include "spawn.h"
+
+static spawn_result_t R;
+
+/* run(args...): strata with those arguments. */
+static int run_(char *const *args)
+{
+    char *argv[16] = { (char *)spawn_strata_bin() };
+    for (int i = 0; args[i] && i < 14; i++)
+        argv[i + 1] = args[i];
+    spawn_run(argv, 60, &R);
+    return R.code;
+}
+#define run(...) run_((char *const[]){ __VA_ARGS__, NULL })
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+int main(void)
+{
+    char dir[] = "/tmp/strata-cliXXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char ini[600], bad[600], setc[700];
+    snprintf(ini, sizeof ini, "%s/ok.ini", dir);
+    snprintf(bad, sizeof bad, "%s/bad.ini", dir);
+
+    CHECK(run("--version") == 0);
+    CHECK(strstr(R.out, "strata 0.") && strstr(R.out, "plugin ABI 1."));
+    CHECK(run("--help") == 0);
+    CHECK(strstr(R.out, "exit codes") != NULL);
+    CHECK(run("train", "--help") == 0);
+    CHECK(strstr(R.out, "--set") != NULL);
+    CHECK(run("plugins", "--help") == 0);
+    CHECK(run_((char *const[]){ NULL }) == 2);
+    CHECK(run("frobnicate") == 2);
+    CHECK(strstr(R.err, "unknown command 'frobnicate'") != NULL);
+    CHECK(run("train", "--bogus") == 2);
+    CHECK(strstr(R.err, "unknown argument '--bogus'") != NULL);
+    CHECK(run("train", "-c") == 2);
+
+    /* `strata plugins` lists ours with kind, ABI and path. */
+    CHECK(run("plugins") == 0);
+    CHECK(strstr(R.out, "mirrored") && strstr(R.out, "strategy"));
+    CHECK(strstr(R.out, "local") && strstr(R.out, "transport"));
+    CHECK(strstr(R.out, "mirrored.so") != NULL);
+
+    /* A missing config file names it. */
+    CHECK(run("train", "-c", "/nonexistent/x.ini") == 2);
+    CHECKF(strstr(R.err, "/nonexistent/x.ini") != NULL, "%s", R.err);
+
+    /* An unknown key: file:line, section, key and the nearest valid key. */
+    write_file(bad, "[train]\nepochs = 1\nbatch_sise = 32\n");
+    CHECK(run("train", "-c", bad) == 2);
+    CHECKF(strstr(R.err, "bad.ini:3") && strstr(R.err, "batch_sise") &&
+           strstr(R.err, "batch_size"), "%s", R.err);
+
+    /* A bad value says what was expected. */
+    CHECK(run("train", "--set", "train.epochs=five") == 2);
+    CHECKF(strstr(R.err, "epochs") && strstr(R.err, "five"), "%s", R.err);
+
+    /* A bad --set assignment. */
+    CHECK(run("train", "--set", "epochs") == 2);
+
+    /* A strategy that does not exist: the dirs looked in. */
+    CHECK(run("train", "--set", "strategy.plugin=mirroed") == 3);
+    CHECKF(strstr(R.err, "mirroed") && strstr(R.err, "looked in"), "%s", R.err);
+
+    /* A plugin's own key is checked against its option table. */
+    CHECK(run("train", "--set", "strategy.reduce_opp=sum") == 2);
+    CHECKF(strstr(R.err, "reduce_opp") && strstr(R.err, "reduce_op"), "%s", R.err);
+    CHECK(run("train", "--set", "strategy.reduce_op=median") == 2);
+    CHECKF(strstr(R.err, "mean") && strstr(R.err, "sum"), "%s", R.err);
+
+    /* The global batch must split evenly across replicas. */
+    CHECK(run("train", "--set", "train.devices=cpu:0,cpu:1,cpu:2", "--set",
+              "train.batch_size=32") == 2);
+    CHECKF(strstr(R.err, "batch_size") && strstr(R.err, "3 replicas"), "%s", R.err);
+    CHECK(run("train", "--set", "train.devices=cpu:0,cpu:0") == 2);
+    CHECK(run("train", "--set", "train.devices=tpu:0") == 2);
+
+    /* A missing data file names it; the run fails with 1. */
+    CHECK(run("train", "--set", "data.dir=/nonexistent") == 1);
+    CHECKF(strstr(R.err, "/nonexistent/") != NULL, "%s", R.err);
+
+    /* Precedence: --set over environment over file. A tiny run prints the
+     * resolved global batch in its banner. */
+    write_file(ini, "[train]\nepochs = 1\nmax_steps = 2\nbatch_size = 8\n"
+                    "eval = false\ndevices = cpu:0\n[data]\nlimit_train = 64\n");
+    CHECK(run("train", "-c", ini) == 0);
+    CHECKF(strstr(R.out, "global batch 8 ") != NULL, "%s", R.out);
+    setenv("STRATA_TRAIN_BATCH_SIZE", "16", 1);
+    CHECK(run("train", "-c", ini) == 0);
+    CHECKF(strstr(R.out, "global batch 16 ") != NULL, "%s", R.out);
+    snprintf(setc, sizeof setc, "train.batch_size=4");
+    CHECK(run("train", "-c", ini, "--set", setc) == 0);
+    CHECKF(strstr(R.out, "global batch 4 ") != NULL, "%s", R.out);
+    unsetenv("STRATA_TRAIN_BATCH_SIZE");
+
+    unlink(ini);
+    unlink(bad);
+    rmdir(dir);
+    return CHECK_DONE();
+}

@@ -1,0 +1,177 @@
+/* Dense layer kernels: forward against a double reference, every gradient
+ * against central finite differences, edge shapes. */
+#include "kc_test.h"
+#include "kernels_cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct dense_case {
+    int m, k, n;
+    float *X, *W, *b, *R, *Y;
+};
+
+/* Scalar loss sum(Y * R): its gradient w.r.t. Y is R. */
+static double dense_loss(void *vctx)
+{
+    struct dense_case *c = vctx;
+    kc_dense_fwd(c->m, c->k, c->n, c->X, c->W, c->b, c->Y);
+    double s = 0;
+    for (size_t i = 0; i < (size_t)c->m * (size_t)c->n; i++)
+        s += (double)c->Y[i] * c->R[i];
+    return s;
+}
+
+static void ref_fwd(int m, int k, int n, const float *X, const float *W,
+                    const float *b, double *Y)
+{
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = b[j];
+            for (int p = 0; p < k; p++)
+                s += (double)X[i * k + p] * W[p * n + j];
+            Y[i * n + j] = s;
+        }
+}
+
+static float *nanbuf(size_t n)
+{
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = NAN;
+    return p;
+}
+
+static void test_fwd(int m, int k, int n)
+{
+    float *X = malloc(sizeof(float) * (size_t)m * k), *W = malloc(sizeof(float) * (size_t)k * n);
+    float *b = malloc(sizeof(float) * n), *Y = nanbuf((size_t)m * n);
+    double *ref = malloc(sizeof(double) * (size_t)m * n);
+    kc_fill((size_t)m * k, X, 0, 1);
+    kc_fill((size_t)k * n, W, -0.1, 0.1);
+    kc_fill((size_t)n, b, -1, 1);
+    kc_dense_fwd(m, k, n, X, W, b, Y);   /* Y held NaN: must be overwritten */
+    ref_fwd(m, k, n, X, W, b, ref);
+    char what[64];
+    snprintf(what, sizeof what, "fwd %dx%dx%d", m, k, n);
+    KC_CHECK_NEAR(what, (size_t)m * n, Y, ref, 1e-4, 1e-4);
+    free(X); free(W); free(b); free(Y); free(ref);
+}
+
+static void test_grads(int m, int k, int n)
+{
+    struct dense_case c = { m, k, n, NULL, NULL, NULL, NULL, NULL };
+    c.X = malloc(sizeof(float) * (size_t)m * k);
+    c.W = malloc(sizeof(float) * (size_t)k * n);
+    c.b = malloc(sizeof(float) * n);
+    c.R = malloc(sizeof(float) * (size_t)m * n);
+    c.Y = malloc(sizeof(float) * (size_t)m * n);
+    float *dW = nanbuf((size_t)k * n), *db = nanbuf(n), *dX = nanbuf((size_t)m * k);
+    kc_fill((size_t)m * k, c.X, -1, 1);
+    kc_fill((size_t)k * n, c.W, -1, 1);
+    kc_fill((size_t)n, c.b, -1, 1);
+    kc_fill((size_t)m * n, c.R, -1, 1);
+
+    kc_dense_bwd(m, k, n, c.X, c.W, c.R, dW, db, dX);
+    kc_grad_check("dense dW", (size_t)k * n, c.W, dW, dense_loss, &c, 1e-3);
+    kc_grad_check("dense db", (size_t)n, c.b, db, dense_loss, &c, 1e-3);
+    kc_grad_check("dense dX", (size_t)m * k, c.X, dX, dense_loss, &c, 1e-3);
+
+    /* dX == NULL (input layer): same dW and db, nothing else touched. */
+    float *dW2 = nanbuf((size_t)k * n), *db2 = nanbuf(n);
+    kc_dense_bwd(m, k, n, c.X, c.W, c.R, dW2, db2, NULL);
+    CHECK(memcmp(dW, dW2, sizeof(float) * (size_t)k * n) == 0);
+    CHECK(memcmp(db, db2, sizeof(float) * n) == 0);
+
+    free(c.X); free(c.W); free(c.b); free(c.R); free(c.Y);
+    free(dW); free(db); free(dX); free(dW2); free(db2);
+}
+
+static void test_bias(void)
+{
+    enum { M = 5, N = 21 };
+    float b[N], Y[M * N], Y0[M * N], db[N];
+    double ref[N];
+    kc_fill(N, b, -1, 1);
+    kc_fill(M * N, Y, -1, 1);
+    memcpy(Y0, Y, sizeof Y);
+    kc_bias_add(M, N, b, Y);
+    int ok = 1;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++)
+            ok &= Y[i * N + j] == Y0[i * N + j] + b[j];
+    CHECK(ok);
+
+    for (int j = 0; j < N; j++) {
+        db[j] = NAN;
+        ref[j] = 0;
+        for (int i = 0; i < M; i++)
+            ref[j] += Y0[i * N + j];
+    }
+    kc_bias_grad(M, N, Y0, db);
+    KC_CHECK_NEAR("bias_grad", N, db, ref, 1e-6, 1e-6);
+    kc_bias_grad(0, N, Y0, db);          /* no rows: sums are zero */
+    ok = 1;
+    for (int j = 0; j < N; j++)
+        ok &= db[j] == 0.0f;
+    CHECK(ok);
+}
+
+static void test_edges(void)
+{
+    float X[12], W[12], b[4] = { 1, 2, 3, 4 }, Y[12], dW[12], db[4], dX[12];
+    kc_fill(12, X, -1, 1);
+    kc_fill(12, W, -1, 1);
+
+    /* k = 0: Y is the bias rows. */
+    for (int i = 0; i < 12; i++)
+        Y[i] = NAN;
+    kc_dense_fwd(3, 0, 4, X, W, b, Y);
+    int ok = 1;
+    for (int i = 0; i < 12; i++)
+        ok &= Y[i] == b[i % 4];
+    CHECK(ok);
+
+    /* m = 0: dW and db are sums over no rows. */
+    for (int i = 0; i < 12; i++)
+        dW[i] = NAN;
+    for (int i = 0; i < 4; i++)
+        db[i] = NAN;
+    kc_dense_bwd(0, 3, 4, X, W, Y, dW, db, dX);
+    ok = 1;
+    for (int i = 0; i < 12; i++)
+        ok &= dW[i] == 0.0f;
+    for (int i = 0; i < 4; i++)
+        ok &= db[i] == 0.0f;
+    CHECK(ok);
+
+    /* n = 0: dX = dY W^T is an empty sum. */
+    for (int i = 0; i < 12; i++)
+        dX[i] = NAN;
+    kc_dense_bwd(3, 4, 0, X, W, Y, dW, db, dX);
+    ok = 1;
+    for (int i = 0; i < 12; i++)
+        ok &= dX[i] == 0.0f;
+    CHECK(ok);
+
+    /* Negative sizes are ignored, not crashes. */
+    kc_dense_fwd(-1, 3, 4, X, W, b, Y);
+    kc_dense_bwd(3, -1, 4, X, W, Y, dW, db, dX);
+    kc_bias_add(-2, 4, b, Y);
+    CHECK(1);
+}
+
+int main(void)
+{
+    kc_seed(1);
+    test_fwd(1, 1, 1);
+    test_fwd(5, 7, 3);
+    test_fwd(33, 70, 17);
+    test_fwd(64, 784, 128);
+    test_fwd(256, 128, 10);
+    test_grads(5, 7, 3);
+    test_grads(4, 19, 17);
+    test_bias();
+    test_edges();
+    return CHECK_DONE();
+}

@@ -1,0 +1,165 @@
+/* Fused softmax + sparse categorical cross-entropy and accuracy counting:
+ * loss against a double reference, gradient by finite differences,
+ * stability with huge logits, argmax ties, aliasing. */
+#include "kc_test.h"
+#include "kernels_cpu.h"
+
+#include <string.h>
+
+/* -log softmax(x)[y] summed over rows, naively in double (shifted only so
+ * that the reference itself survives the huge-logit rows). */
+static double ref_loss(int m, int c, const float *x, const int32_t *y)
+{
+    double s = 0;
+    for (int i = 0; i < m; i++) {
+        const float *r = x + (size_t)i * c;
+        double mx = r[0], z = 0;
+        for (int j = 1; j < c; j++)
+            mx = r[j] > mx ? r[j] : mx;
+        for (int j = 0; j < c; j++)
+            z += exp((double)r[j] - mx);
+        s += log(z) + mx - r[y[i]];
+    }
+    return s;
+}
+
+static int all_finite(size_t n, const float *x)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return 0;
+    return 1;
+}
+
+struct xent_case {
+    int m, c;
+    float *x;
+    const int32_t *y;
+    float scale;
+};
+
+static double xent_loss(void *vctx)
+{
+    struct xent_case *k = vctx;
+    return kc_softmax_xent(k->m, k->c, k->x, k->y, NULL, 0, NULL) * k->scale;
+}
+
+static void test_reference(void)
+{
+    enum { M = 37, C = 10 };
+    float x[M * C], d[M * C], d2[M * C];
+    int32_t y[M];
+    kc_fill(M * C, x, -4, 4);
+    for (int i = 0; i < M; i++)
+        y[i] = (int32_t)(kc_unif(0, 1) * C) % C;
+    double want = ref_loss(M, C, x, y);
+    int64_t correct = 0;
+    double got = kc_softmax_xent(M, C, x, y, d, 1.0f / M, &correct);
+    CHECKF(kc_close(got, want, 1e-6, 1e-6), "loss %.12g want %.12g", got, want);
+    CHECK(correct == kc_count_correct(M, C, x, y));
+    CHECK(kc_softmax_xent(M, C, x, y, NULL, 0, NULL) == got);
+
+    /* Each dlogits row is (softmax - onehot) * scale: sums to 0, and the
+     * label entry is the only negative one. */
+    int ok = 1;
+    for (int i = 0; i < M; i++) {
+        double s = 0;
+        for (int j = 0; j < C; j++) {
+            s += d[i * C + j];
+            ok &= (j == y[i]) ? d[i * C + j] < 0 : d[i * C + j] > 0;
+        }
+        ok &= fabs(s) < 1e-7;
+    }
+    CHECK(ok);
+
+    /* dlogits may alias logits: same bits, same loss. */
+    memcpy(d2, x, sizeof x);
+    int64_t c2 = 0;
+    double got2 = kc_softmax_xent(M, C, d2, y, d2, 1.0f / M, &c2);
+    CHECK(got2 == got);
+    CHECK(c2 == correct);
+    CHECK(memcmp(d, d2, sizeof d) == 0);
+}
+
+static void test_grad(void)
+{
+    enum { M = 4, C = 5 };
+    float x[M * C], d[M * C];
+    int32_t y[M] = { 0, 4, 2, 2 };
+    kc_fill(M * C, x, -2, 2);
+    struct xent_case k = { M, C, x, y, 0.37f };
+    kc_softmax_xent(M, C, x, y, d, k.scale, NULL);
+    kc_grad_check("xent dlogits", M * C, x, d, xent_loss, &k, 1e-3);
+}
+
+static void test_stability(void)
+{
+    enum { C = 4 };
+    float x[6 * C] = {
+        1e4f, -1e4f, 0, 5,            /* label 1: loss 2e4 */
+        1e4f, -1e4f, 0, 5,            /* label 0: loss ~0  */
+        -1e4f, -1e4f, -1e4f, -1e4f,   /* all equal: log(C) */
+        1e4f, 1e4f, 1e4f, 1e4f,
+        3e38f, -3e38f, 0, 1,          /* near FLT_MAX: exp(-inf) = 0 */
+        -3e38f, -3e38f, -3e38f, -3e38f,
+    };
+    int32_t y[6] = { 1, 0, 2, 3, 1, 0 };
+    float d[6 * C];
+    double rows[6];
+    for (int i = 0; i < 6; i++) {
+        rows[i] = kc_softmax_xent(1, C, x + i * C, y + i, d + i * C, 1.0f, NULL);
+        CHECKF(isfinite(rows[i]), "row %d loss %g", i, rows[i]);
+    }
+    CHECK(all_finite(6 * C, d));
+    CHECK(kc_close(rows[0], 2e4, 1e-9, 0));
+    CHECK(rows[1] >= 0 && rows[1] < 1e-30);
+    CHECK(kc_close(rows[2], log(C), 1e-6, 0));
+    CHECK(kc_close(rows[3], log(C), 1e-6, 0));
+    CHECK(kc_close(rows[4], 6e38, 1e-6, 0));
+    CHECK(kc_close(rows[5], log(C), 1e-6, 0));
+    CHECK(d[0] == 1.0f && d[1] == -1.0f);        /* softmax one-hot on 0 */
+    CHECK(d[4] == 0.0f && d[5] == 0.0f);          /* exactly right */
+    CHECK(kc_close(d[2 * C + 2], 0.25 - 1, 1e-6, 0));
+    double all = kc_softmax_xent(6, C, x, y, NULL, 0, NULL);
+    CHECK(isfinite(all) && kc_close(all, ref_loss(6, C, x, y), 1e-9, 0));
+}
+
+static void test_correct(void)
+{
+    enum { C = 3 };
+    float x[5 * C] = {
+        1, 3, 3,        /* tie: argmax 1 */
+        1, 3, 3,
+        2, 2, 2,        /* all tie: argmax 0 */
+        -5, -1, -9,
+        0, 0, 7,
+    };
+    int32_t y[5] = { 1, 2, 0, 1, 0 };
+    CHECK(kc_count_correct(5, C, x, y) == 3);
+    int64_t correct = 5;                  /* added to, not overwritten */
+    kc_softmax_xent(5, C, x, y, NULL, 0, &correct);
+    CHECK(correct == 8);
+    CHECK(kc_count_correct(0, C, x, y) == 0);
+    CHECK(kc_softmax_xent(0, C, x, y, NULL, 0, &correct) == 0.0);
+    CHECK(correct == 8);
+
+    /* A label outside [0, c): NaN loss (visible), never counted, finite
+     * gradient, and no out-of-bounds access (run under ASan). */
+    int32_t bad[2] = { 3, -1 };
+    float d[2 * C];
+    correct = 0;
+    double l = kc_softmax_xent(2, C, x + 3 * C, bad, d, 1.0f, &correct);
+    CHECK(isnan(l));
+    CHECK(correct == 0);
+    CHECK(all_finite(2 * C, d));
+}
+
+int main(void)
+{
+    kc_seed(3);
+    test_reference();
+    test_grad();
+    test_stability();
+    test_correct();
+    return CHECK_DONE();
+}

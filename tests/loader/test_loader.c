@@ -1,0 +1,439 @@
+/* Loader: search path, open/close of good and broken fake plugins (one log
+ * line each, naming the file and both values), first-wins, scan. */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "internal.h"
+
+#define D1 LOADER_DIR1
+#define D2 LOADER_DIR2
+#define BOTH D1 ":" D2
+
+/* ---- stderr capture ----------------------------------------------------- */
+
+static char g_log[16384];
+static int g_saved = -1;
+static FILE *g_tmp;
+
+static void capture_begin(void)
+{
+    fflush(stderr);
+    g_tmp = tmpfile();
+    g_saved = dup(2);
+    if (!g_tmp || g_saved < 0 || dup2(fileno(g_tmp), 2) < 0) {
+        fprintf(stderr, "cannot capture stderr\n");
+        exit(2);
+    }
+}
+
+static const char *capture_end(void)
+{
+    fflush(stderr);
+    dup2(g_saved, 2);
+    close(g_saved);
+    rewind(g_tmp);
+    size_t n = fread(g_log, 1, sizeof g_log - 1, g_tmp);
+    g_log[n] = '\0';
+    fclose(g_tmp);
+    return g_log;
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* open must fail with `code`, leave *out NULL, and log exactly one line that
+ * holds every word of the NULL-terminated list. */
+static void expect_fail(const char *name, uint32_t kind, const char *sp, int code, ...)
+{
+    static strata__plugin_t dummy;
+    strata__plugin_t *p = &dummy;
+    capture_begin();
+    int rc = strata__plugin_open(name, kind, sp, &p);
+    const char *log = capture_end();
+    const char *who = name ? name : "(null)";
+    CHECKF(rc == code, "%s: rc %s, want %s", who, strata_err_name(rc), strata_err_name(code));
+    CHECKF(p == NULL, "%s: *out not NULL", who);
+    CHECKF(count_lines(log) == 1, "%s: %d log lines: %s", who, count_lines(log), log);
+    CHECKF(strstr(log, "loader: error: ") != NULL, "%s: not an error line: %s", who, log);
+    va_list ap;
+    va_start(ap, code);
+    for (const char *w; (w = va_arg(ap, const char *)) != NULL;)
+        CHECKF(strstr(log, w) != NULL, "%s: log lacks \"%s\": %s", who, w, log);
+    va_end(ap);
+    if (rc == 0 && p != &dummy)
+        strata__plugin_close(p);
+}
+
+/* open must succeed quietly; returns the plugin (caller closes). */
+static strata__plugin_t *expect_ok(const char *name, uint32_t kind, const char *sp)
+{
+    strata__plugin_t *p = NULL;
+    capture_begin();
+    int rc = strata__plugin_open(name, kind, sp, &p);
+    const char *log = capture_end();
+    CHECKF(rc == 0, "%s: rc %s: %s", name, strata_err_name(rc), log);
+    CHECKF(log[0] == '\0', "%s: logged on success: %s", name, log);
+    CHECK(rc != 0 || p != NULL);
+    return rc == 0 ? p : NULL;
+}
+
+/* ---- tests ----------------------------------------------------------------- */
+
+static void test_kind_name(void)
+{
+    CHECK(strcmp(strata__kind_name(STRATA_KIND_STRATEGY), "strategy") == 0);
+    CHECK(strcmp(strata__kind_name(STRATA_KIND_TRANSPORT), "transport") == 0);
+    CHECK(strcmp(strata__kind_name(0), "unknown") == 0);
+    CHECK(strcmp(strata__kind_name(77), "unknown") == 0);
+}
+
+static void test_search_path(void)
+{
+    /* The expected exe-relative dir, computed independently. */
+    char exe[4096], rel[4200];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    CHECK(n > 0);
+    exe[n > 0 ? n : 0] = '\0';
+    *strrchr(exe, '/') = '\0';
+    *strrchr(exe, '/') = '\0';
+    snprintf(rel, sizeof rel, "%s/lib/strata/plugins", exe);
+
+    char want[9000];
+    setenv("STRATA_PLUGIN_PATH", "/e1::/e2/:/ini1: /e3 ", 1);
+    char *sp = strata__plugin_search_path("/ini1:/ini2:::/ini1/");
+    snprintf(want, sizeof want, "/ini1:/ini2:/e1:/e2:/e3:%s:%s", rel,
+             "/nonexistent/strata-install/lib/strata/plugins");
+    CHECKF(sp && strcmp(sp, want) == 0, "got %s\nwant %s", sp ? sp : "(null)", want);
+    free(sp);
+
+    unsetenv("STRATA_PLUGIN_PATH");
+    sp = strata__plugin_search_path(NULL);
+    snprintf(want, sizeof want, "%s:%s", rel,
+             "/nonexistent/strata-install/lib/strata/plugins");
+    CHECKF(sp && strcmp(sp, want) == 0, "got %s\nwant %s", sp ? sp : "(null)", want);
+    free(sp);
+
+    setenv("STRATA_PLUGIN_PATH", "", 1);
+    sp = strata__plugin_search_path("");
+    CHECKF(sp && strcmp(sp, want) == 0, "got %s\nwant %s", sp ? sp : "(null)", want);
+    free(sp);
+}
+
+static void test_open_ok(void)
+{
+    strata__plugin_t *p = expect_ok("fake_ok", STRATA_KIND_STRATEGY, D1);
+    if (p) {
+        CHECK(strcmp(p->name, "fake_ok") == 0);
+        CHECK(strcmp(p->path, D1 "/fake_ok.so") == 0);
+        CHECK(p->dl != NULL);
+        CHECK(strcmp(p->vt->hdr.name, "fake_ok") == 0);
+        CHECK(p->vt->hdr.kind == STRATA_KIND_STRATEGY);
+        void *ctx = &ctx;
+        CHECK(p->vt->init(NULL, NULL, &ctx) == 0 && ctx == NULL);
+        p->vt->fini(ctx);
+        CHECK(STRATA_HAS(p->vt, ctl) == 0);   /* sized, but NULL */
+    }
+    strata__plugin_close(p);
+    strata__plugin_close(NULL);               /* no-op */
+
+    /* A transport opened as one; empty entries in the path are skipped. */
+    p = expect_ok("fake_kind", STRATA_KIND_TRANSPORT, "::/nonexistent:" D1 ":");
+    CHECK(p && p->vt->hdr.kind == STRATA_KIND_TRANSPORT);
+    strata__plugin_close(p);
+
+    /* Two handles on the same file are independent. */
+    strata__plugin_t *a = expect_ok("fake_ok", STRATA_KIND_STRATEGY, D1);
+    strata__plugin_t *b = expect_ok("fake_ok", STRATA_KIND_STRATEGY, D1);
+    CHECK(a && b && a != b && a->vt == b->vt);
+    strata__plugin_close(a);
+    strata__plugin_close(b);
+}
+
+static void test_open_broken(void)
+{
+    char small[160];
+    snprintf(small, sizeof small, "struct_size %zu is smaller than the ABI 1.0 vtable (%zu",
+             offsetof(strata_plugin_v1_t, update),
+             offsetof(strata_plugin_v1_t, ctl) + sizeof(void (*)(void)));
+
+    expect_fail("fake_abi2", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
+                D1 "/fake_abi2.so", "ABI major 2", "ABI major 1", NULL);
+    expect_fail("fake_nosym", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
+                D1 "/fake_nosym.so", "no symbol strata_plugin_v1",
+                "(found: strata_plugin_v2)", NULL);
+    expect_fail("fake_name", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
+                D1 "/fake_name.so", "'other'", "'fake_name'", NULL);
+    expect_fail("fake_kind", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
+                D1 "/fake_kind.so is a transport plugin, expected a strategy", NULL);
+    expect_fail("fake_ok", STRATA_KIND_TRANSPORT, BOTH, STRATA_EABI,
+                D1 "/fake_ok.so is a strategy plugin, expected a transport", NULL);
+    expect_fail("fake_sig", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
+                D1 "/fake_sig.so is not binary compatible", "'ptr2-f16-be'",
+                "'" STRATA_BUILD_SIG "'", NULL);
+    expect_fail("fake_small", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
+                D1 "/fake_small.so", small, NULL);
+    expect_fail("fake_noinit", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
+                D1 "/fake_noinit.so", "init is NULL", NULL);
+    expect_fail("fake_undef", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
+                D1 "/fake_undef.so: cannot load", "strata_no_such_function",
+                "perhaps a missing symbol", NULL);
+}
+
+static void test_open_bad_args(void)
+{
+    char longname[80];
+    memset(longname, 'a', 64);
+    longname[64] = '\0';
+    const char *bad[] = { "../fake_ok", "Fake_ok", "fake ok", "fake_ok.so", "", longname };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        expect_fail(bad[i], STRATA_KIND_STRATEGY, BOTH, STRATA_EINVAL,
+                    "invalid strategy plugin name", NULL);
+    expect_fail(NULL, STRATA_KIND_TRANSPORT, BOTH, STRATA_EINVAL,
+                "invalid transport plugin name '(null)'", NULL);
+    expect_fail("fake_ok", 3, BOTH, STRATA_EINVAL, "invalid plugin kind 3", NULL);
+    CHECK(strata__plugin_open("fake_ok", STRATA_KIND_STRATEGY, D1, NULL) == STRATA_EINVAL);
+    longname[63] = '\0';                       /* 63 is fine: only not found */
+    expect_fail(longname, STRATA_KIND_STRATEGY, BOTH, STRATA_ENOPLUGIN, "not found", NULL);
+}
+
+static void test_not_found(void)
+{
+    expect_fail("fake_oj", STRATA_KIND_STRATEGY, D1 ":/nonexistent/dir:" D2, STRATA_ENOPLUGIN,
+                "strategy plugin 'fake_oj' not found",
+                "looked in: " D1 ", /nonexistent/dir, " D2 ";",
+                "did you mean 'fake_ok'?", NULL);
+    /* Suggestions come from every dir, not only the first. */
+    expect_fail("fake_only3", STRATA_KIND_TRANSPORT, "/nonexistent/dir:" D2, STRATA_ENOPLUGIN,
+                "transport plugin 'fake_only3' not found", "did you mean 'fake_only2'?", NULL);
+    expect_fail("zzzzzzzz", STRATA_KIND_STRATEGY, BOTH, STRATA_ENOPLUGIN,
+                "'zzzzzzzz' not found", NULL);
+    CHECKF(strstr(g_log, "did you mean") == NULL, "%s", g_log);
+    expect_fail("fake_ok", STRATA_KIND_STRATEGY, "", STRATA_ENOPLUGIN,
+                "looked in: (no directories)", NULL);
+    expect_fail("fake_ok", STRATA_KIND_STRATEGY, NULL, STRATA_ENOPLUGIN,
+                "looked in: (no directories)", NULL);
+}
+
+static void test_first_wins(void)
+{
+    strata__plugin_t *p = expect_ok("fake_dup", STRATA_KIND_STRATEGY, BOTH);
+    CHECK(p && strcmp(p->vt->hdr.version, "1") == 0 &&
+          strcmp(p->path, D1 "/fake_dup.so") == 0);
+    strata__plugin_close(p);
+    p = expect_ok("fake_dup", STRATA_KIND_STRATEGY, D2 ":" D1);
+    CHECK(p && strcmp(p->vt->hdr.version, "2") == 0 &&
+          strcmp(p->path, D2 "/fake_dup.so") == 0);
+    strata__plugin_close(p);
+    p = expect_ok("fake_only2", STRATA_KIND_STRATEGY, BOTH);
+    CHECK(p && strcmp(p->path, D2 "/fake_only2.so") == 0);
+    strata__plugin_close(p);
+    /* A broken file found first is an error, not a reason to look further. */
+    expect_fail("fake_nosym", STRATA_KIND_STRATEGY, D1 ":" D2, STRATA_EABI,
+                "no symbol", NULL);
+}
+
+static void test_env(void)
+{
+    /* [plugins] path comes before $STRATA_PLUGIN_PATH. */
+    setenv("STRATA_PLUGIN_PATH", D2, 1);
+    char *sp = strata__plugin_search_path(NULL);
+    strata__plugin_t *p = sp ? expect_ok("fake_only2", STRATA_KIND_STRATEGY, sp) : NULL;
+    CHECK(p && strcmp(p->path, D2 "/fake_only2.so") == 0);
+    strata__plugin_close(p);
+    p = sp ? expect_ok("fake_dup", STRATA_KIND_STRATEGY, sp) : NULL;
+    CHECK(p && strcmp(p->vt->hdr.version, "2") == 0);
+    strata__plugin_close(p);
+    free(sp);
+
+    sp = strata__plugin_search_path(D1);
+    p = sp ? expect_ok("fake_dup", STRATA_KIND_STRATEGY, sp) : NULL;
+    CHECK(p && strcmp(p->vt->hdr.version, "1") == 0);
+    strata__plugin_close(p);
+    free(sp);
+    unsetenv("STRATA_PLUGIN_PATH");
+}
+
+/* ---- scan ---------------------------------------------------------------- */
+
+struct rec {
+    char name[64], kind[16], version[32], path[4200];
+    int major, minor, status, desc;
+};
+struct recs { struct rec r[64]; int n, overflow; };
+
+static void collect(void *user, const char *name, const char *kind, int abi_major,
+                    int abi_minor, const char *version, const char *description,
+                    const char *path, int status)
+{
+    struct recs *rs = user;
+    if (rs->n == 64) {
+        rs->overflow = 1;
+        return;
+    }
+    struct rec *r = &rs->r[rs->n++];
+    snprintf(r->name, sizeof r->name, "%s", name);
+    snprintf(r->kind, sizeof r->kind, "%s", kind);
+    snprintf(r->version, sizeof r->version, "%s", version ? version : "(null)");
+    snprintf(r->path, sizeof r->path, "%s", path);
+    r->major = abi_major;
+    r->minor = abi_minor;
+    r->status = status;
+    r->desc = description && description[0];
+}
+
+static const struct rec *find(const struct recs *rs, const char *name)
+{
+    const struct rec *hit = NULL;
+    int hits = 0;
+    for (int i = 0; i < rs->n; i++)
+        if (strcmp(rs->r[i].name, name) == 0) {
+            hit = &rs->r[i];
+            hits++;
+        }
+    CHECKF(hits == 1, "%s listed %d times", name, hits);
+    return hit;
+}
+
+static void expect_rec(const struct recs *rs, const char *name, const char *kind,
+                       int major, int status, const char *dir)
+{
+    const struct rec *r = find(rs, name);
+    if (!r)
+        return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.so", dir, name);
+    CHECKF(strcmp(r->kind, kind) == 0, "%s: kind %s, want %s", name, r->kind, kind);
+    CHECKF(r->major == major, "%s: major %d, want %d", name, r->major, major);
+    CHECKF(r->status == status, "%s: status %s, want %s", name,
+           strata_err_name(r->status), strata_err_name(status));
+    CHECKF(strcmp(r->path, path) == 0, "%s: path %s", name, r->path);
+}
+
+static void test_scan(void)
+{
+    static struct recs rs;
+    capture_begin();
+    int rc = strata__plugin_scan(BOTH ":/nonexistent/dir:" D1, collect, &rs);
+    const char *log = capture_end();
+    CHECK(rc == 0);
+    CHECKF(log[0] == '\0', "scan logged: %s", log);
+    CHECK(!rs.overflow);
+    CHECKF(rs.n == 11, "listed %d", rs.n);
+
+    expect_rec(&rs, "fake_ok", "strategy", 1, 0, D1);
+    expect_rec(&rs, "fake_kind", "transport", 1, 0, D1);
+    expect_rec(&rs, "fake_dup", "strategy", 1, 0, D1);
+    expect_rec(&rs, "fake_only2", "strategy", 1, 0, D2);
+    expect_rec(&rs, "fake_abi2", "unknown", 2, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_nosym", "unknown", 2, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_name", "strategy", 1, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_sig", "strategy", 1, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_small", "strategy", 1, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_noinit", "strategy", 1, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_undef", "unknown", -1, STRATA_EABI, D1);
+
+    const struct rec *r = find(&rs, "fake_ok");
+    CHECK(r && r->minor == STRATA_ABI_MINOR && strcmp(r->version, "1.0.0") == 0 && r->desc);
+    r = find(&rs, "fake_dup");
+    CHECK(r && strcmp(r->version, "1") == 0);
+    r = find(&rs, "fake_undef");
+    CHECK(r && r->minor == -1 && strcmp(r->version, "") == 0 && !r->desc);
+
+    /* Sorted by name within a dir, dirs in path order. */
+    for (int i = 1; i < rs.n; i++) {
+        int same_dir = strncmp(rs.r[i].path, rs.r[i - 1].path, strlen(D1) + 1) == 0;
+        if (same_dir)
+            CHECKF(strcmp(rs.r[i - 1].name, rs.r[i].name) < 0, "order %s, %s",
+                   rs.r[i - 1].name, rs.r[i].name);
+    }
+    CHECK(rs.n > 0 && strcmp(rs.r[rs.n - 1].name, "fake_only2") == 0);
+
+    /* Debug level shows why each broken one was refused. */
+    static struct recs dbg;
+    strata__log_set_level(STRATA_LOG_DEBUG);
+    capture_begin();
+    strata__plugin_scan(D1, collect, &dbg);
+    log = capture_end();
+    strata__log_set_level(STRATA_LOG_INFO);
+    CHECKF(count_lines(log) == 7, "%d debug lines: %s", count_lines(log), log);
+    CHECK(strstr(log, "fake_undef.so: cannot load") != NULL);
+
+    CHECK(strata__plugin_scan(BOTH, NULL, NULL) == STRATA_EINVAL);
+    static struct recs none;
+    CHECK(strata__plugin_scan(NULL, collect, &none) == 0 && none.n == 0);
+    CHECK(strata__plugin_scan("/nonexistent/a:/nonexistent/b", collect, &none) == 0
+          && none.n == 0);
+}
+
+/* A dir with junk: only regular *.so files are listed, and the ones that
+ * are not plugins are listed as broken, quietly. */
+static void test_scan_junk(void)
+{
+    char dir[] = "/tmp/strata_loader_XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(!"mkdtemp");
+        return;
+    }
+    char p[256];
+    const char *files[] = { "Bad.so", "empty.so", ".hidden.so", "readme.txt", "x.so.1" };
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        CHECK(fd >= 0);
+        if (fd >= 0) {
+            CHECK(write(fd, "junk", 4) == 4);
+            close(fd);
+        }
+    }
+    snprintf(p, sizeof p, "%s/sub.so", dir);
+    CHECK(mkdir(p, 0755) == 0);
+
+    static struct recs rs;
+    capture_begin();
+    int rc = strata__plugin_scan(dir, collect, &rs);
+    const char *log = capture_end();
+    CHECK(rc == 0);
+    CHECKF(log[0] == '\0', "scan logged: %s", log);
+    CHECKF(rs.n == 2, "listed %d", rs.n);
+    expect_rec(&rs, "Bad", "unknown", -1, STRATA_EINVAL, dir);
+    expect_rec(&rs, "empty", "unknown", -1, STRATA_EABI, dir);
+
+    /* Opening the junk says it cannot be loaded, naming the file. */
+    snprintf(p, sizeof p, "%s/empty.so: cannot load", dir);
+    expect_fail("empty", STRATA_KIND_STRATEGY, dir, STRATA_EABI, p, NULL);
+
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        unlink(p);
+    }
+    snprintf(p, sizeof p, "%s/sub.so", dir);
+    rmdir(p);
+    CHECK(rmdir(dir) == 0);
+}
+
+int main(void)
+{
+    strata__log_set_level(STRATA_LOG_INFO);
+    test_kind_name();
+    test_search_path();
+    test_open_ok();
+    test_open_broken();
+    test_open_bad_args();
+    test_not_found();
+    test_first_wins();
+    test_env();
+    test_scan();
+    test_scan_junk();
+    return CHECK_DONE();
+}

@@ -1,0 +1,51 @@
+#!/bin/bash
+# Every test, as CI runs it, from a fresh Debian 12 machine:
+#   1. install the Debian packages strata needs (contrib/debian-deps.sh)
+#   2. gcc build (warnings are errors) and the whole ctest suite
+#   3. clang build (warnings are errors)
+#   4. AddressSanitizer + UndefinedBehaviorSanitizer build and the suite
+#      (without the slow end-to-end accuracy run)
+#   5. ThreadSanitizer build and the threaded tests (label "threads")
+#   6. the CUDA targets, when a CUDA toolkit is installed (compiled always,
+#      GPU tests run where a GPU exists and are reported skipped elsewhere)
+# Build trees go to $STRATA_TEST_BUILD (default: ./build-test).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+out=${STRATA_TEST_BUILD:-$root/build-test}
+jobs=${JOBS:-$(nproc)}
+
+contrib/debian-deps.sh
+
+step() { printf '\n==== %s\n' "$*"; }
+
+build() { # dir, cmake args...
+    local dir=$1; shift
+    cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+    cmake --build "$dir" -j "$jobs"
+}
+
+cuda=OFF
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+    cuda=ON
+    export PATH="$PATH:/usr/local/cuda/bin"
+fi
+
+step "gcc build (STRATA_CUDA=$cuda) and every test"
+CC=gcc build "$out/gcc" -DSTRATA_CUDA=$cuda
+ctest --test-dir "$out/gcc" --output-on-failure -j 2
+
+step "clang build"
+CC=clang build "$out/clang" -DSTRATA_CUDA=OFF
+
+step "AddressSanitizer + UndefinedBehaviorSanitizer"
+CC=clang build "$out/asan" -DSTRATA_CUDA=OFF -DSTRATA_SANITIZE=address,undefined
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir "$out/asan" --output-on-failure -LE slow -j 2
+
+step "ThreadSanitizer (threaded tests)"
+CC=clang build "$out/tsan" -DSTRATA_CUDA=OFF -DSTRATA_SANITIZE=thread
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir "$out/tsan" --output-on-failure -L threads
+
+step "all test stages passed"
