@@ -70,6 +70,11 @@ typedef struct strata_cluster {
     const strata_task_t *tasks;     /* ntasks entries                         */
     int32_t              self;      /* index of this process in `tasks`       */
     int32_t              nworkers;  /* tasks that train: chief + workers      */
+    const char          *rendezvous;/* "host:port" where tasks whose address  */
+                                    /* is NULL announce themselves (torchrun's */
+                                    /* MASTER_ADDR:PORT); NULL when all known  */
+    const char          *source;    /* where the spec came from, for messages: */
+                                    /* "TF_CONFIG", "SLURM", "[cluster]", ...  */
 } strata_cluster_t;
 
 /* Scope of a transport group. */

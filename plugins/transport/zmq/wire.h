@@ -16,7 +16,8 @@
  *   12   4   step     ring step of the collective, 0-based; ABORT: the
  *                     failure's STRATA error code, negated (e.g. 11 = EPEER)
  *   16   8   seq      collective sequence number (every member counts its
- *                     collectives the same way; HELLO/HELLO_ACK: 0)
+ *                     collectives the same way; HELLO/HELLO_ACK: 0; ABORT:
+ *                     the collective that failed)
  *   24   8   offset   DATA/BCAST/BARRIER: first float32 element of the
  *                     segment in the caller's buffer; else 0
  *   32   4   length   payload bytes (DATA/BCAST/BARRIER: 4 x elements;
@@ -29,7 +30,7 @@
  * Sequence of one rendezvous: each rank's DEALER sends HELLO to its right
  * neighbour's ROUTER, which checks magic, version, tag, size and that the
  * sender is its left neighbour, and answers HELLO_ACK. Then a BARRIER runs
- * once around the ring (seq 0). Collectives use seq 1, 2, ...
+ * once around the ring as collective seq 1; later collectives are 2, 3, ...
  *
  * A receiver checks the header against the frame sizes before it uses any
  * field, then checks type, sender, seq, step, offset, length, aux and total
