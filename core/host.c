@@ -18,6 +18,11 @@ struct strata_transport {
 };
 
 static _Atomic(strata_ctx_t *) g_active;
+/* Bytes plugins placed through alloc and opt_create (never decremented):
+ * what a strategy holds for variables and optimizer state. */
+static atomic_size_t g_placed;
+
+size_t strata__host_placed_bytes(void) { return atomic_load(&g_placed); }
 
 static strata_ctx_t *active(void) { return atomic_load(&g_active); }
 
@@ -70,6 +75,14 @@ static int host_sum(int32_t device, size_t n, float *dst,
     return rc;
 }
 
+static void *host_alloc(int32_t device, size_t bytes)
+{
+    void *p = strata__dev_alloc(device, bytes);
+    if (p)
+        atomic_fetch_add(&g_placed, bytes);
+    return p;
+}
+
 static int host_opt_create(int32_t device, size_t count, strata_opt_t **out)
 {
     strata_ctx_t *ctx = active();
@@ -77,7 +90,13 @@ static int host_opt_create(int32_t device, size_t count, strata_opt_t **out)
         *out = NULL;
         return STRATA_ESTATE;
     }
-    return strata__opt_create(&ctx->s.optimizer, device, count, out);
+    int rc = strata__opt_create(&ctx->s.optimizer, device, count, out);
+    if (rc == STRATA_OK)
+        atomic_fetch_add(&g_placed, count * sizeof(float) *
+                                        (size_t)((*out)->m != NULL) +
+                                    count * sizeof(float) *
+                                        (size_t)((*out)->v != NULL));
+    return rc;
 }
 
 /* Is `name` one of the plugins listed in "nccl, zmq"? */
@@ -166,7 +185,7 @@ static const strata_host_v1_t k_host = {
     .abi_minor = STRATA_ABI_MINOR,
     .log = host_log,
     .cfg_get = host_cfg_get,
-    .alloc = strata__dev_alloc,
+    .alloc = host_alloc,
     .free = strata__dev_free,
     .copy = strata__dev_copy,
     .axpy = host_axpy,

@@ -125,6 +125,7 @@ static int setup_strategy(strata__run_t *run)
         .transport = run->s->transport,
     };
     const strata_plugin_v1_t *vt = run->strategy->vt;
+    size_t placed0 = strata__host_placed_bytes();
     rc = vt->init(strata__host(ctx), &run->env, &run->spctx);
     if (rc != STRATA_OK) {
         strata__log(STRATA_LOG_ERROR, "train", "strategy %s: init failed: %s",
@@ -158,6 +159,7 @@ static int setup_strategy(strata__run_t *run)
             return rc;
         }
     }
+    run->placed_bytes = strata__host_placed_bytes() - placed0;
     return STRATA_OK;
 }
 
@@ -207,6 +209,11 @@ void strata__run_banner(const strata__run_t *run)
            "(%d per replica), %lld steps per epoch\n", run->s->model.layers,
            run->model.count, run->train.n, run->batch, run->per_replica,
            (long long)run->steps_per_epoch);
+    size_t model_bytes = run->model.count * sizeof(float);
+    printf("strategy %s placed %zu bytes of variables and optimizer state "
+           "(%.2f x the model's %zu bytes)\n", run->strategy->name,
+           run->placed_bytes, (double)run->placed_bytes / (double)model_bytes,
+           model_bytes);
     fflush(stdout);
 }
 

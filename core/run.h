@@ -51,6 +51,7 @@ struct strata__run {
     strata_task_t             task;
     strata_cluster_t          cluster;
     strata_env_t              env;
+    size_t                    placed_bytes; /* by the strategy         */
     /* threads and phases */
     strata__crew_t            crew;
     int                       crew_ok, nthreads;

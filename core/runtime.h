@@ -105,6 +105,9 @@ struct strata_ctx {
 /* Make `ctx` the run that host services act on (one per process at a time)
  * and return the host table handed to its plugins. */
 const strata_host_v1_t *strata__host(strata_ctx_t *ctx);
+/* Bytes that plugins placed through host alloc and opt_create (variables
+ * and optimizer slots), counted since the process started. */
+size_t strata__host_placed_bytes(void);
 /* Load (once per ctx) plugin `name` of `kind`. */
 int strata__ctx_plugin(strata_ctx_t *ctx, const char *name, uint32_t kind,
                        strata__plugin_t **out);

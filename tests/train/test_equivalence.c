@@ -9,6 +9,7 @@
 
 #define NVARS 4
 static const size_t k_counts[NVARS] = { 784 * 128, 128, 128 * 10, 10 };
+static spawn_result_t g_last;
 
 static int train_dump(const char *strategy, const char *devices, int batch,
                       const char *dump, const char *extra)
@@ -25,14 +26,18 @@ static int train_dump(const char *strategy, const char *devices, int batch,
                      "--set", "data.limit_train=4000", "--set", dev,
                      "--set", bs, "--set", dv, "--set", st,
                      "--set", (char *)extra, NULL };
-    spawn_result_t *r = malloc(sizeof *r);
-    spawn_run(argv, 120, r);
-    int code = r->code;
-    if (code != 0)
+    spawn_run(argv, 120, &g_last);
+    if (g_last.code != 0)
         fprintf(stderr, "strata (%s, %s) exited %d:\n%s\n", strategy, devices,
-                code, r->err);
-    free(r);
-    return code;
+                g_last.code, g_last.err);
+    return g_last.code;
+}
+
+/* Bytes the strategy placed, from the banner of the last run. */
+static double placed_ratio(void)
+{
+    const char *p = strstr(g_last.out, "bytes of variables and optimizer state (");
+    return p ? atof(p + strlen("bytes of variables and optimizer state (")) : -1;
 }
 
 static float *load(const char *path, size_t n)
@@ -94,6 +99,19 @@ int main(void)
     CHECK(train_dump("mirrored", "cpu:0, cpu:1", 32, two,
                      "debug.check_sync=true") == 0);
     compare(one, two, "mirrored 2 replicas vs 1, batch 32");
+    double mirrored_ratio = placed_ratio();
+
+    /* central: one copy of the model, whatever the replica count. */
+    char central[600];
+    snprintf(central, sizeof central, "%s/central.bin", dir);
+    CHECK(train_dump("central", "cpu:0, cpu:1", 32, central,
+                     "debug.check_sync=true") == 0);
+    compare(one, central, "central 2 replicas vs 1, batch 32");
+    double central_ratio = placed_ratio();
+    /* Adam: variables + 2 slots. mirrored holds that per replica. */
+    CHECKF(central_ratio > 2.99 && central_ratio < 3.01, "central %.3f", central_ratio);
+    CHECKF(mirrored_ratio > 5.99 && mirrored_ratio < 6.01, "mirrored %.3f", mirrored_ratio);
+    unlink(central);
 
     /* Three replicas: the mean is no longer a power-of-two scaling. */
     CHECK(train_dump("mirrored", "cpu:0", 33, one33, "debug.check_sync=true") == 0);

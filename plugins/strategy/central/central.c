@@ -1,0 +1,202 @@
+/* central.so -- CentralStorageStrategy: synchronous replicas that share one
+ * copy of every variable and of the optimizer state, on the parameter
+ * device. On CPU devices the replicas read the central copy itself, no
+ * copies. Each step the replicas' gradients are summed and one optimizer
+ * step updates the central copy; both are done in parallel, every replica
+ * thread taking its own chunk of the flat layout (so the sum of an element
+ * is always made by one thread in replica order: deterministic). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <strata/plugin.h>
+
+typedef struct central_cfg {
+    int         reduce_op;         /* 0 mean, 1 sum                        */
+    const char *parameter_device;  /* "cpu"                                */
+} central_cfg_t;
+
+static const strata_option_t central_options[] = {
+    { .key = "reduce_op", .type = STRATA_OPT_ENUM, .def = "mean",
+      .offset = offsetof(central_cfg_t, reduce_op), .min = 1, .max = 0,
+      .choices = "mean|sum",
+      .help = "how replica gradients combine: mean (the global-batch "
+              "gradient) or sum (N times larger)" },
+    { .key = "parameter_device", .type = STRATA_OPT_STRING, .def = "cpu",
+      .offset = offsetof(central_cfg_t, parameter_device), .min = 1, .max = 0,
+      .help = "device that holds the only copy of the variables and of the "
+              "optimizer state (cpu)" },
+    { .key = NULL },
+};
+
+typedef struct central {
+    const strata_host_v1_t *host;
+    int                     n;
+    int32_t                 pdev;      /* parameter device                 */
+    size_t                  count;
+    int                     mean;
+    float                  *vars;      /* the central copy                 */
+    strata_opt_t          **opt;       /* per replica: its chunk's state   */
+    float                 **grads;     /* per replica, published per step  */
+    strata_transport_t     *t;         /* barrier between replica threads  */
+} central_t;
+
+static void central_fini(void *pctx);
+
+/* Chunk i of n on 16-float (64-byte) lines: no two threads share a line. */
+static size_t chunk_lo(size_t count, int n, int i)
+{
+    size_t lines = (count + 15) / 16;
+    size_t lo = lines * (size_t)i / (size_t)n * 16;
+    return lo < count ? lo : count;
+}
+
+static int central_init(const strata_host_v1_t *host, const strata_env_t *env,
+                        void **pctx)
+{
+    *pctx = NULL;
+    const central_cfg_t *cfg = env->cfg;
+    if (strcmp(cfg->parameter_device, "cpu") != 0 &&
+        strcmp(cfg->parameter_device, "cpu:0") != 0) {
+        host->log(STRATA_LOG_ERROR, "central",
+                  "[strategy] parameter_device = '%s': only cpu is supported",
+                  cfg->parameter_device);
+        return STRATA_EINVAL;
+    }
+    for (int r = 0; r < env->nreplicas; r++)
+        if (STRATA_DEVICE_TYPE(env->devices[r]) != STRATA_DEV_CPU) {
+            host->log(STRATA_LOG_ERROR, "central",
+                      "replica %d is not on a CPU device: GPU compute devices "
+                      "need the CUDA build", r);
+            return STRATA_ENOTSUP;
+        }
+    central_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return STRATA_ENOMEM;
+    c->host = host;
+    c->n = env->nreplicas;
+    c->pdev = STRATA_DEVICE(STRATA_DEV_CPU, 0);
+    c->count = env->model_count;
+    c->mean = cfg->reduce_op == 0;
+    c->vars = host->alloc(c->pdev, c->count * sizeof(float));
+    c->opt = calloc((size_t)c->n, sizeof *c->opt);
+    c->grads = calloc((size_t)c->n, sizeof *c->grads);
+    int rc = c->vars && c->opt && c->grads ? STRATA_OK : STRATA_ENOMEM;
+    for (int r = 0; rc == STRATA_OK && r < c->n; r++)
+        rc = host->opt_create(c->pdev, chunk_lo(c->count, c->n, r + 1) -
+                                           chunk_lo(c->count, c->n, r),
+                              &c->opt[r]);
+    if (rc == STRATA_OK && c->n > 1) {
+        const strata_group_t g = {
+            .struct_size = sizeof g, .scope = STRATA_SCOPE_LOCAL, .size = c->n,
+            .rank = 0, .nlocal = c->n, .devices = env->devices,
+            .tag = "central",
+        };
+        rc = host->t_open("local", &g, &c->t);
+    }
+    if (rc != STRATA_OK) {
+        central_fini(c);
+        return rc;
+    }
+    *pctx = c;
+    return STRATA_OK;
+}
+
+static void central_fini(void *pctx)
+{
+    central_t *c = pctx;
+    if (!c)
+        return;
+    c->host->t_close(c->t);
+    for (int r = 0; c->opt && r < c->n; r++)
+        c->host->opt_destroy(c->opt[r]);
+    c->host->free(c->pdev, c->vars);
+    free(c->opt);
+    free(c->grads);
+    free(c);
+}
+
+/* One copy: every replica reads the central variable itself. */
+static int central_create_var(void *pctx, strata_var_t *var)
+{
+    central_t *c = pctx;
+    if (var->offset + var->count > c->count)
+        return STRATA_EINVAL;
+    float *dst = c->vars + var->offset;
+    int rc = c->host->copy(c->pdev, dst, STRATA_DEVICE(STRATA_DEV_CPU, 0),
+                           var->init, var->count * sizeof(float));
+    for (int r = 0; rc == STRATA_OK && r < c->n; r++)
+        var->value[r] = dst;
+    return rc;
+}
+
+static int barrier(central_t *c, int slot)
+{
+    return c->n > 1 ? c->host->t_ctl(c->t, STRATA_CTL_BARRIER, &slot)
+                    : STRATA_OK;
+}
+
+/* Sum this replica's chunk of every replica's gradients into replica 0's
+ * buffer, once all gradients of the step are there. */
+static int central_reduce(void *pctx, strata_op_t *op)
+{
+    central_t *c = pctx;
+    if (op->slot < 0 || op->slot >= c->n || op->count != c->count)
+        return STRATA_EINVAL;
+    c->grads[op->slot] = op->buf;
+    int rc = barrier(c, op->slot);
+    if (rc != STRATA_OK || c->n == 1)
+        return rc;
+    size_t lo = chunk_lo(c->count, c->n, op->slot);
+    size_t hi = chunk_lo(c->count, c->n, op->slot + 1);
+    if (hi == lo)
+        return STRATA_OK;
+    const float *srcs[c->n];
+    for (int r = 0; r < c->n; r++)
+        srcs[r] = c->grads[r] + lo;
+    rc = c->host->sum(c->pdev, hi - lo, c->grads[0] + lo, srcs, c->n);
+    if (rc == STRATA_OK && c->mean)
+        rc = c->host->scale(c->pdev, hi - lo, 1.0f / (float)c->n,
+                            c->grads[0] + lo);
+    return rc;
+}
+
+/* One optimizer step on the central copy, each replica its chunk; then
+ * everybody waits so that no replica reads a half-updated variable. */
+static int central_update(void *pctx, strata_op_t *op)
+{
+    central_t *c = pctx;
+    if (op->slot < 0 || op->slot >= c->n)
+        return STRATA_EINVAL;
+    size_t lo = chunk_lo(c->count, c->n, op->slot);
+    size_t hi = chunk_lo(c->count, c->n, op->slot + 1);
+    int rc = STRATA_OK;
+    if (hi > lo)
+        rc = c->host->opt_step(c->opt[op->slot], c->vars + lo,
+                               c->grads[0] + lo, hi - lo, op->lr);
+    /* On failure the core aborts the step through ctl(STRATA_CTL_ABORT),
+     * which wakes the replicas waiting here. */
+    return rc == STRATA_OK ? barrier(c, op->slot) : rc;
+}
+
+static int central_ctl(void *pctx, int op, void *arg)
+{
+    central_t *c = pctx;
+    if (op == STRATA_CTL_ABORT)
+        return c->t ? c->host->t_ctl(c->t, op, arg) : STRATA_OK;
+    return STRATA_ENOTSUP;
+}
+
+STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {
+    STRATA_PLUGIN_HEADER_V1(STRATA_KIND_STRATEGY, "central", "0.1.0",
+                            "CentralStorageStrategy: synchronous replicas "
+                            "sharing one copy of the variables on the "
+                            "parameter device"),
+    .options = central_options,
+    .cfg_size = sizeof(central_cfg_t),
+    .init = central_init,
+    .fini = central_fini,
+    .create_var = central_create_var,
+    .reduce = central_reduce,
+    .update = central_update,
+    .ctl = central_ctl,
+};
