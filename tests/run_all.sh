@@ -34,6 +34,8 @@ fi
 step "gcc build (STRATA_CUDA=$cuda) and every test"
 CC=gcc build "$out/gcc" -DSTRATA_CUDA=$cuda
 ctest --test-dir "$out/gcc" --output-on-failure -j 2
+# A skipped test says why (no GPU, no data set, ...): show it.
+grep -h "^SKIPPED" "$out/gcc/Testing/Temporary/LastTest.log" | sort -u || true
 
 step "clang build"
 CC=clang build "$out/clang" -DSTRATA_CUDA=OFF

@@ -1,0 +1,105 @@
+/* Dense layer on cuBLAS. cuBLAS is column-major; a row-major A[r x c] is the
+ * column-major A^T, so row-major C = A B is computed as C^T = B^T A^T by
+ * swapping the operands (no transposes are materialised). */
+#include <cublas_v2.h>
+
+#include "kg_internal.h"
+
+static int kg_blas_fail(cublasStatus_t st)
+{
+    return kg__fail(KG_ECUBLAS, cublasGetStatusString(st));
+}
+
+/* Row-major C[rows x cols] = op(A) op(B) with ldc = cols, i.e. column-major
+ * C^T[cols x rows] = op(B)^T op(A)^T. ta/tb say whether A/B are stored
+ * transposed (row-major), inner is the shared dimension. */
+static int kg_gemm_rm(kg_blas_t h, kg_stream_t s, bool ta, bool tb, int rows,
+                      int cols, int inner, const float *A, int lda,
+                      const float *B, int ldb, float *C)
+{
+    if (rows == 0 || cols == 0)
+        return KG_OK;
+    if (inner == 0)   /* empty product: C = 0, as BLAS does for beta 0 */
+        return kg__cuda(cudaMemsetAsync(C, 0, sizeof(float) * (size_t)rows
+                                        * (size_t)cols, s));
+    cublasStatus_t st = cublasSetStream(h, s);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return kg_blas_fail(st);
+    const float one = 1.0f, zero = 0.0f;
+    st = cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                     ta ? CUBLAS_OP_T : CUBLAS_OP_N, cols, rows, inner, &one,
+                     B, ldb, A, lda, &zero, C, cols);
+    return st == CUBLAS_STATUS_SUCCESS ? KG_OK : kg_blas_fail(st);
+}
+
+__global__ void kg_bias_add_k(size_t total, int n, const float *b, float *Y)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x)
+        Y[i] += b[i % (size_t)n];
+}
+
+/* One thread per column, rows in order: the same summation order as the CPU
+ * twin, and coalesced because neighbouring threads read neighbouring
+ * columns. */
+__global__ void kg_bias_grad_k(int m, int n, const float *dY, float *db)
+{
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < n;
+         j += gridDim.x * blockDim.x) {
+        float acc = 0.0f;
+        for (int i = 0; i < m; i++)
+            acc += dY[(size_t)i * (size_t)n + (size_t)j];
+        db[j] = acc;
+    }
+}
+
+int kg_bias_add(int m, int n, const float *b, float *Y, kg_stream_t s)
+{
+    if (m <= 0 || n <= 0)
+        return KG_OK;
+    size_t total = (size_t)m * (size_t)n;
+    kg_bias_add_k<<<kg__blocks(total), KG_THREADS, 0, s>>>(total, n, b, Y);
+    return kg__launched();
+}
+
+int kg_bias_grad(int m, int n, const float *dY, float *db, kg_stream_t s)
+{
+    if (n <= 0)
+        return KG_OK;
+    if (m < 0)
+        m = 0;                                  /* db = 0, as kc_bias_grad */
+    kg_bias_grad_k<<<kg__blocks((size_t)n), KG_THREADS, 0, s>>>(m, n, dY, db);
+    return kg__launched();
+}
+
+int kg_dense_fwd(kg_blas_t h, int m, int k, int n, const float *X,
+                 const float *W, const float *b, float *Y, kg_stream_t s)
+{
+    if (m <= 0 || n <= 0 || k < 0)
+        return KG_OK;                           /* as kc_dense_fwd */
+    if (!h)
+        return kg__fail(KG_EINVAL, "kg_dense_fwd: no cuBLAS handle");
+    /* Y[m x n] = X[m x k] W[k x n] */
+    int rc = kg_gemm_rm(h, s, false, false, m, n, k, X, k, W, n, Y);
+    if (rc == KG_OK && b)
+        rc = kg_bias_add(m, n, b, Y, s);
+    return rc;
+}
+
+int kg_dense_bwd(kg_blas_t h, int m, int k, int n, const float *X,
+                 const float *W, const float *dY, float *dW, float *db,
+                 float *dX, kg_stream_t s)
+{
+    if (m < 0 || k < 0 || n < 0)
+        return KG_OK;                           /* as kc_dense_bwd */
+    if (!h)
+        return kg__fail(KG_EINVAL, "kg_dense_bwd: no cuBLAS handle");
+    /* dW[k x n] = X^T[k x m] dY[m x n]: X (m x k, ld k) used transposed. */
+    int rc = kg_gemm_rm(h, s, true, false, k, n, m, X, k, dY, n, dW);
+    if (rc == KG_OK)
+        rc = kg_bias_grad(m, n, dY, db, s);
+    /* dX[m x k] = dY[m x n] W^T[n x k]: W (k x n, ld n) used transposed. */
+    if (rc == KG_OK && dX)
+        rc = kg_gemm_rm(h, s, false, true, m, k, n, dY, n, W, n, dX);
+    return rc;
+}

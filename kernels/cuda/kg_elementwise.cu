@@ -1,0 +1,163 @@
+/* Elementwise kernels: activations, optimizer steps, reduction helpers.
+ * Memory-bound grid-stride loops. The library is built with -fmad=false so
+ * that a*b+c rounds twice, as in the C twin: SGD, momentum, scale, axpy,
+ * sum and u8_to_f32 give the same bits as kernels/cpu. */
+#include <math.h>
+
+#include "kg_internal.h"
+
+#define KG_FOR(i, n) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* Launch kernel `k` over n items on stream s and check the launch. */
+#define KG_LAUNCH(k, n, s, ...) do { \
+    if ((n) == 0) return KG_OK; \
+    k<<<kg__blocks(n), KG_THREADS, 0, (s)>>>((n), __VA_ARGS__); \
+    return kg__launched(); } while (0)
+
+__global__ void kg_relu_fwd_k(size_t n, const float *x, float *y)
+{
+    KG_FOR(i, n) y[i] = x[i] < 0.0f ? 0.0f : x[i];   /* keeps NaN, as kc */
+}
+
+__global__ void kg_relu_bwd_k(size_t n, const float *y, const float *dy,
+                              float *dx)
+{
+    KG_FOR(i, n) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+__global__ void kg_sgd_k(size_t n, float *w, const float *g, float lr)
+{
+    KG_FOR(i, n) w[i] -= lr * g[i];
+}
+
+__global__ void kg_momentum_k(size_t n, float *w, const float *g, float *v,
+                              float lr, float mom)
+{
+    KG_FOR(i, n) {
+        float vi = mom * v[i] - lr * g[i];
+        v[i] = vi;
+        w[i] += vi;
+    }
+}
+
+/* PyTorch's arithmetic, as kc_adam: step = lr / (1 - b1^t) and
+ * rsq_bc2 = 1 / sqrt(1 - b2^t), both from double on the host. */
+__global__ void kg_adam_k(size_t n, float *w, const float *g, float *m,
+                          float *v, float b1, float b2, float eps, float step,
+                          float rsq_bc2)
+{
+    KG_FOR(i, n) {
+        float gi = g[i];
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        w[i] -= step * mi / (sqrtf(vi) * rsq_bc2 + eps);
+    }
+}
+
+__global__ void kg_scale_k(size_t n, float a, float *x)
+{
+    KG_FOR(i, n) x[i] *= a;
+}
+
+__global__ void kg_axpy_k(size_t n, float a, const float *x, float *y)
+{
+    KG_FOR(i, n) y[i] += a * x[i];
+}
+
+/* Sources travel by value in the kernel's parameters: no device-side array
+ * to allocate or copy. Longer lists run in chunks that continue from dst,
+ * which keeps the strict left-to-right order of additions. */
+enum { KG_SUM_CHUNK = 32 };
+struct kg_srcs { const float *p[KG_SUM_CHUNK]; };
+
+__global__ void kg_sum_k(size_t n, float *dst, kg_srcs src, int nsrc,
+                         int from_dst)
+{
+    KG_FOR(i, n) {
+        float acc = from_dst ? dst[i] : src.p[0][i];
+        for (int j = from_dst ? 0 : 1; j < nsrc; j++)
+            acc += src.p[j][i];
+        dst[i] = acc;
+    }
+}
+
+__global__ void kg_u8_to_f32_k(size_t n, const uint8_t *src, float scale,
+                               float *dst)
+{
+    KG_FOR(i, n) dst[i] = (float)src[i] * scale;
+}
+
+int kg_relu_fwd(size_t n, const float *x, float *y, kg_stream_t s)
+{
+    KG_LAUNCH(kg_relu_fwd_k, n, s, x, y);
+}
+
+int kg_relu_bwd(size_t n, const float *y, const float *dy, float *dx,
+                kg_stream_t s)
+{
+    KG_LAUNCH(kg_relu_bwd_k, n, s, y, dy, dx);
+}
+
+int kg_sgd(size_t n, float *w, const float *g, float lr, kg_stream_t s)
+{
+    KG_LAUNCH(kg_sgd_k, n, s, w, g, lr);
+}
+
+int kg_momentum(size_t n, float *w, const float *g, float *v, float lr,
+                float momentum, kg_stream_t s)
+{
+    KG_LAUNCH(kg_momentum_k, n, s, w, g, v, lr, momentum);
+}
+
+int kg_adam(size_t n, float *w, const float *g, float *m, float *v, float lr,
+            float b1, float b2, float eps, int64_t t, kg_stream_t s)
+{
+    if (t < 1)
+        t = 1;              /* as kc_adam: t counts this update */
+    double bc1 = 1.0 - pow((double)b1, (double)t);
+    double bc2 = 1.0 - pow((double)b2, (double)t);
+    float step = (float)((double)lr / bc1);
+    float rsq_bc2 = (float)(1.0 / sqrt(bc2));
+    KG_LAUNCH(kg_adam_k, n, s, w, g, m, v, b1, b2, eps, step, rsq_bc2);
+}
+
+int kg_scale(size_t n, float a, float *x, kg_stream_t s)
+{
+    KG_LAUNCH(kg_scale_k, n, s, a, x);
+}
+
+int kg_axpy(size_t n, float a, const float *x, float *y, kg_stream_t s)
+{
+    KG_LAUNCH(kg_axpy_k, n, s, a, x, y);
+}
+
+int kg_sum(size_t n, float *dst, const float *const *srcs, int nsrc,
+           kg_stream_t s)
+{
+    if (nsrc < 1 || n == 0)
+        return KG_OK;                       /* as kc_sum */
+    if (!srcs)
+        return kg__fail(KG_EINVAL, "kg_sum: srcs is NULL");
+    for (int at = 0; at < nsrc; at += KG_SUM_CHUNK) {
+        kg_srcs chunk;
+        int cnt = nsrc - at < KG_SUM_CHUNK ? nsrc - at : KG_SUM_CHUNK;
+        for (int j = 0; j < KG_SUM_CHUNK; j++)
+            chunk.p[j] = j < cnt ? srcs[at + j] : NULL;
+        kg_sum_k<<<kg__blocks(n), KG_THREADS, 0, s>>>(n, dst, chunk, cnt,
+                                                      at > 0);
+        int rc = kg__launched();
+        if (rc != KG_OK)
+            return rc;
+    }
+    return KG_OK;
+}
+
+int kg_u8_to_f32(size_t n, const uint8_t *src, float scale, float *dst,
+                 kg_stream_t s)
+{
+    KG_LAUNCH(kg_u8_to_f32_k, n, s, src, scale, dst);
+}

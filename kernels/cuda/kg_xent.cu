@@ -1,0 +1,166 @@
+/* Fused softmax cross-entropy and accuracy: one warp per row.
+ * The loss sum is deterministic: each block adds its rows in a fixed order,
+ * writes one partial into the caller's kg_xent_acc_t, and the last block to
+ * finish (atomic ticket) adds the partials in block order. */
+#include <math.h>
+
+#include "kg_internal.h"
+
+enum { KG_WARPS = 8, KG_WARP = 32 };
+
+/* Argmax of a row, first index on ties (as the CPU twin), for one warp.
+ * Max-with-lowest-index is commutative and associative, so the butterfly
+ * leaves every lane with the same (value, index). c >= 1 gives index >= 0. */
+__device__ static int kg_row_argmax(const float *x, int c, int lane,
+                                    float *maxv)
+{
+    float best = -INFINITY;
+    int bi = -1;                      /* -1: this lane saw no element */
+    for (int j = lane; j < c; j += KG_WARP) {
+        float v = x[j];
+        if (bi < 0 || v > best) {
+            best = v;
+            bi = j;
+        }
+    }
+    for (int off = KG_WARP / 2; off > 0; off /= 2) {
+        float ob = __shfl_xor_sync(0xffffffffu, best, off);
+        int oi = __shfl_xor_sync(0xffffffffu, bi, off);
+        if (oi >= 0 && (bi < 0 || ob > best || (ob == best && oi < bi))) {
+            best = ob;
+            bi = oi;
+        }
+    }
+    *maxv = best;
+    return bi;
+}
+
+__device__ static double kg_warp_sum(double v)
+{
+    for (int off = KG_WARP / 2; off > 0; off /= 2)
+        v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+/* Row r of the global warp w: rows w, w + nwarps, ... (fixed for given m). */
+__global__ void __launch_bounds__(KG_WARPS * KG_WARP)
+kg_xent_k(int m, int c, const float *logits, const int32_t *labels,
+          float *dlogits, float scale, kg_xent_acc_t *acc)
+{
+    __shared__ double s_loss[KG_WARPS];
+    __shared__ long long s_corr[KG_WARPS];
+    const int lane = threadIdx.x % KG_WARP, warp = threadIdx.x / KG_WARP;
+    const int nwarps = gridDim.x * KG_WARPS;
+    double loss = 0.0;                /* meaningful in lane 0 */
+    long long corr = 0;
+
+    for (int r = blockIdx.x * KG_WARPS + warp; r < m; r += nwarps) {
+        const float *x = logits + (size_t)r * (size_t)c;
+        const int label = labels[r];
+        const bool valid = label >= 0 && label < c;
+        float mx;
+        const int am = kg_row_argmax(x, c, lane, &mx);
+        const double xl = valid ? (double)x[label] : 0.0;
+        /* As kc_softmax_xent: exp in float, sums and the log in double. */
+        double se = 0.0;
+        for (int j = lane; j < c; j += KG_WARP)
+            se += (double)expf(x[j] - mx);
+        se = kg_warp_sum(se);
+        if (lane == 0) {
+            loss += valid ? log(se) - (xl - (double)mx) : (double)NAN;
+            corr += (valid && am == label);
+        }
+        /* dlogits may alias logits: every lane has read x[label] and its
+         * own elements before any lane overwrites them. */
+        __syncwarp();
+        if (dlogits) {
+            float *d = dlogits + (size_t)r * (size_t)c;
+            const float f = (float)((double)scale / se);
+            for (int j = lane; j < c; j += KG_WARP) {
+                float p = expf(x[j] - mx) * f;
+                d[j] = j == label ? p - scale : p;
+            }
+        }
+        __syncwarp();
+    }
+    if (lane == 0) {
+        s_loss[warp] = loss;
+        s_corr[warp] = corr;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double bl = 0.0;
+        long long bc = 0;
+        for (int w = 0; w < KG_WARPS; w++) {
+            bl += s_loss[w];
+            bc += s_corr[w];
+        }
+        acc->part_loss[blockIdx.x] = bl;
+        acc->part_correct[blockIdx.x] = bc;
+        __threadfence();              /* partial visible before the ticket */
+        /* atomicInc wraps to 0 at gridDim.x - 1: the ticket is reset for
+         * the next call by the last block itself. */
+        unsigned t = atomicInc(&acc->ticket, gridDim.x - 1);
+        if (t == gridDim.x - 1) {
+            __threadfence();
+            const volatile double *pl = acc->part_loss;
+            const volatile int64_t *pc = acc->part_correct;
+            double tl = 0.0;
+            long long tc = 0;
+            for (unsigned b = 0; b < gridDim.x; b++) {
+                tl += pl[b];
+                tc += pc[b];
+            }
+            acc->loss_sum += tl;
+            acc->correct += tc;
+        }
+    }
+}
+
+__global__ void __launch_bounds__(KG_WARPS * KG_WARP)
+kg_count_correct_k(int m, int c, const float *logits, const int32_t *labels,
+                   int64_t *correct)
+{
+    const int lane = threadIdx.x % KG_WARP;
+    const int gw = blockIdx.x * KG_WARPS + threadIdx.x / KG_WARP;
+    unsigned long long corr = 0;
+    for (int r = gw; r < m; r += gridDim.x * KG_WARPS) {
+        float mx;
+        int am = kg_row_argmax(logits + (size_t)r * (size_t)c, c, lane, &mx);
+        corr += (am == labels[r]);
+    }
+    if (lane == 0 && corr)            /* integer atomics: order-free */
+        atomicAdd((unsigned long long *)correct, corr);
+}
+
+/* Enough warps for one row each, capped at the accumulator's partials. */
+static unsigned kg_row_blocks(int m, unsigned cap)
+{
+    unsigned b = ((unsigned)m + KG_WARPS - 1) / KG_WARPS;   /* m > 0 */
+    return b < cap ? b : cap;
+}
+
+int kg_softmax_xent(int m, int c, const float *logits, const int32_t *labels,
+                    float *dlogits, float scale, kg_xent_acc_t *acc,
+                    kg_stream_t s)
+{
+    if (!acc)
+        return kg__fail(KG_EINVAL, "kg_softmax_xent: acc is NULL");
+    if (m <= 0 || c <= 0)
+        return KG_OK;                           /* as kc_softmax_xent */
+    kg_xent_k<<<kg_row_blocks(m, KG_XENT_MAX_BLOCKS), KG_WARPS * KG_WARP, 0,
+                s>>>(m, c, logits, labels, dlogits, scale, acc);
+    return kg__launched();
+}
+
+int kg_count_correct(int m, int c, const float *logits, const int32_t *labels,
+                     int64_t *correct, kg_stream_t s)
+{
+    if (!correct)
+        return kg__fail(KG_EINVAL, "kg_count_correct: correct is NULL");
+    if (m <= 0 || c <= 0)
+        return KG_OK;
+    kg_count_correct_k<<<kg_row_blocks(m, 4096), KG_WARPS * KG_WARP, 0,
+                         s>>>(m, c, logits, labels, correct);
+    return kg__launched();
+}
