@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <strata/strata.h>
+#include "cli.h"
 
 /* Exit codes (documented in README.md and `strata --help`). */
 enum {
@@ -19,6 +19,7 @@ static const char *const k_usage =
     "commands:\n"
     "  train     train a model as configured (default: Fashion-MNIST, the\n"
     "            seeds' MLP, MirroredStrategy on one replica per core)\n"
+    "  launch    start a job of several tasks (workers, ps) on this machine\n"
     "  plugins   list the strategy and transport plugins on the search path\n"
     "\n"
     "`strata COMMAND --help` describes each command.\n"
@@ -203,6 +204,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "train"))
         return cmd_train(argc - 2, argv + 2);
+    if (!strcmp(cmd, "launch"))
+        return cli_launch(argc - 2, argv + 2);
     if (!strcmp(cmd, "plugins"))
         return cmd_plugins(argc - 2, argv + 2);
     fprintf(stderr, "strata: unknown command '%s'\n%s", cmd, k_usage);

@@ -1,0 +1,379 @@
+/* strata launch: start a whole job on this machine. Every task is a child
+ * `strata train` process that learns the cluster from TF_CONFIG (free
+ * loopback ports picked here). Output lines are prefixed with the task
+ * name; SIGINT/SIGTERM are forwarded; when one task fails the others are
+ * stopped; every child is reaped. */
+#include <errno.h>
+#include <stdarg.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define MAX_TASKS 64
+#define GRACE_S 10 /* SIGTERM, then SIGKILL after this long */
+
+typedef struct child {
+    char  name[32];      /* "worker:1" */
+    char  type[16];
+    int   index;
+    int   port;
+    pid_t pid;
+    int   fd[2];         /* stdout, stderr pipes; -1 once closed */
+    char  buf[2][4096];  /* partial lines */
+    size_t len[2];
+    int   status;        /* exit status once reaped */
+    int   done;
+} child_t;
+
+static volatile sig_atomic_t g_signal;
+
+static void on_signal(int sig) { g_signal = sig; }
+
+static const char *const k_usage =
+    "usage: strata launch [-n WORKERS | --workers N] [--ps M] [--chief]\n"
+    "                     [-c FILE] [--set SECTION.KEY=VALUE]...\n"
+    "\n"
+    "Start a job of N workers (and M parameter servers, and a separate chief\n"
+    "with --chief) on this machine, on free loopback ports. Each task is a\n"
+    "`strata train` process whose TF_CONFIG names the cluster and its task.\n"
+    "Output lines are prefixed with the task (\"[worker:1] ...\");\n"
+    "SIGINT/SIGTERM are forwarded to every task; when a task fails the others\n"
+    "are stopped (SIGTERM, SIGKILL after 10 s) and launch exits with the\n"
+    "failed task's exit code.\n"
+    "\n"
+    "  -n, --workers N   worker tasks (default 2)\n"
+    "      --ps M        parameter-server tasks (default 0)\n"
+    "      --chief       a separate chief (coordinator) task\n"
+    "  -c, --config FILE, -s, --set K=V   passed to every task\n";
+
+/* A free TCP port on 127.0.0.1, as the kernel hands them out. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+/* Append to a bounded string; returns -1 once it no longer fits. */
+static int put(char *out, size_t cap, size_t *at, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int put(char *out, size_t cap, size_t *at, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out + *at, cap - *at, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= cap - *at)
+        return -1;
+    *at += (size_t)n;
+    return 0;
+}
+
+/* TensorFlow's TF_CONFIG for task `self` of the job. */
+static int tf_config(const child_t *c, int n, int self, char *out, size_t cap)
+{
+    static const char *const types[] = { "chief", "worker", "ps" };
+    size_t at = 0;
+    int rc = put(out, cap, &at, "{\"cluster\": {");
+    int lists = 0;
+    for (int t = 0; t < 3; t++) {
+        int members = 0;
+        for (int i = 0; i < n; i++) {
+            if (strcmp(c[i].type, types[t]) != 0)
+                continue;
+            if (members++ == 0)
+                rc |= put(out, cap, &at, "%s\"%s\": [", lists++ ? ", " : "",
+                          types[t]);
+            else
+                rc |= put(out, cap, &at, ", ");
+            rc |= put(out, cap, &at, "\"127.0.0.1:%d\"", c[i].port);
+        }
+        if (members)
+            rc |= put(out, cap, &at, "]");
+    }
+    rc |= put(out, cap, &at, "}, \"task\": {\"type\": \"%s\", \"index\": %d}}",
+              c[self].type, c[self].index);
+    return rc;
+}
+
+static int start_child(child_t *c, int n, int self, char **train_argv)
+{
+    char tf[8192];
+    if (tf_config(c, n, self, tf, sizeof tf) != 0) {
+        fprintf(stderr, "strata: launch: TF_CONFIG too long\n");
+        return -1;
+    }
+    int out[2], err[2];
+    if (pipe(out) != 0 || pipe(err) != 0) {
+        fprintf(stderr, "strata: launch: pipe: %s\n", strerror(errno));
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "strata: launch: fork: %s\n", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        dup2(err[1], STDERR_FILENO);
+        close(out[0]);
+        close(out[1]);
+        close(err[0]);
+        close(err[1]);
+        setenv("TF_CONFIG", tf, 1);
+        /* The parent's choice of terminal rules the progress display. */
+        setenv("STRATA_LAUNCHED", c[self].name, 1);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        execv("/proc/self/exe", train_argv);
+        fprintf(stderr, "strata: launch: exec: %s\n", strerror(errno));
+        _exit(127);
+    }
+    close(out[1]);
+    close(err[1]);
+    c[self].pid = pid;
+    c[self].fd[0] = out[0];
+    c[self].fd[1] = err[0];
+    printf("[launch] %s: pid %ld, 127.0.0.1:%d\n", c[self].name, (long)pid,
+           c[self].port);
+    fflush(stdout);
+    return 0;
+}
+
+/* Read what a child wrote and print whole lines with its name in front. */
+static void drain(child_t *c, int which)
+{
+    FILE *to = which == 0 ? stdout : stderr;
+    char *buf = c->buf[which];
+    ssize_t n = read(c->fd[which], buf + c->len[which],
+                     sizeof c->buf[which] - 1 - c->len[which]);
+    if (n <= 0) {
+        if (c->len[which] > 0)
+            fprintf(to, "[%s] %.*s\n", c->name, (int)c->len[which], buf);
+        c->len[which] = 0;
+        close(c->fd[which]);
+        c->fd[which] = -1;
+        return;
+    }
+    c->len[which] += (size_t)n;
+    size_t start = 0;
+    for (size_t i = 0; i < c->len[which]; i++)
+        if (buf[i] == '\n' || buf[i] == '\r') {
+            fprintf(to, "[%s] %.*s\n", c->name, (int)(i - start), buf + start);
+            start = i + 1;
+        }
+    /* A line longer than the buffer is printed in pieces. */
+    if (start == 0 && c->len[which] == sizeof c->buf[which] - 1) {
+        fprintf(to, "[%s] %.*s\n", c->name, (int)c->len[which], buf);
+        start = c->len[which];
+    }
+    memmove(buf, buf + start, c->len[which] - start);
+    c->len[which] -= start;
+    fflush(to);
+}
+
+static void signal_all(child_t *c, int n, int sig)
+{
+    for (int i = 0; i < n; i++)
+        if (c[i].pid > 0 && !c[i].done)
+            kill(c[i].pid, sig);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Poll output and children until all are reaped. Returns launch's exit code:
+ * 0, or the first failed task's code (128+N for a signal). */
+static int supervise(child_t *c, int n)
+{
+    int code = 0, alive = n;
+    double stop_at = 0; /* when set: SIGKILL the rest at this time */
+    while (alive > 0) {
+        struct pollfd pfd[2 * MAX_TASKS];
+        int idx[2 * MAX_TASKS], np = 0;
+        for (int i = 0; i < n; i++)
+            for (int w = 0; w < 2; w++)
+                if (c[i].fd[w] >= 0) {
+                    pfd[np] = (struct pollfd){ .fd = c[i].fd[w], .events = POLLIN };
+                    idx[np++] = 2 * i + w;
+                }
+        int r = poll(pfd, (nfds_t)np, 100);
+        for (int k = 0; r > 0 && k < np; k++)
+            if (pfd[k].revents)
+                drain(&c[idx[k] / 2], idx[k] % 2);
+        if (g_signal) {
+            fprintf(stderr, "[launch] signal %d: forwarding to every task\n",
+                    (int)g_signal);
+            signal_all(c, n, (int)g_signal);
+            if (!code)
+                code = 128 + (int)g_signal;
+            g_signal = 0;
+            if (stop_at == 0)
+                stop_at = now_s() + GRACE_S;
+        }
+        for (int i = 0; i < n; i++) {
+            if (c[i].done)
+                continue;
+            int st;
+            if (waitpid(c[i].pid, &st, WNOHANG) != c[i].pid)
+                continue;
+            /* Keep reading its pipes until they close (poll above). */
+            c[i].done = 1;
+            alive--;
+            int ec = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            c[i].status = ec;
+            if (ec != 0 && code == 0) {
+                code = ec;
+                fprintf(stderr, "[launch] %s failed (exit %d); stopping the "
+                        "other tasks\n", c[i].name, ec);
+                signal_all(c, n, SIGTERM);
+                stop_at = now_s() + GRACE_S;
+            } else if (ec == 0) {
+                printf("[launch] %s finished\n", c[i].name);
+            }
+        }
+        if (stop_at > 0 && now_s() > stop_at) {
+            signal_all(c, n, SIGKILL);
+            stop_at = now_s() + 3600; /* once */
+        }
+    }
+    /* Flush what the pipes still hold. */
+    for (int i = 0; i < n; i++)
+        for (int w = 0; w < 2; w++)
+            while (c[i].fd[w] >= 0)
+                drain(&c[i], w);
+    return code;
+}
+
+static int parse_count(const char *flag, const char *v, int *out)
+{
+    char *end;
+    long n = v ? strtol(v, &end, 10) : -1;
+    if (!v || *end || n < 0 || n > MAX_TASKS) {
+        fprintf(stderr, "strata: launch: %s needs a count in [0, %d]\n%s",
+                flag, MAX_TASKS, k_usage);
+        return -1;
+    }
+    *out = (int)n;
+    return 0;
+}
+
+int cli_launch(int argc, char **argv)
+{
+    int workers = 2, ps = 0, chief = 0;
+    /* argv of every child: strata train [-c FILE] [--set K=V]... */
+    char **targv = calloc((size_t)argc + 3, sizeof *targv);
+    if (!targv)
+        return 1;
+    int nt = 0;
+    targv[nt++] = "strata";
+    targv[nt++] = "train";
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(k_usage, stdout);
+            free(targv);
+            return 0;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--workers")) {
+            if (parse_count(a, i + 1 < argc ? argv[++i] : NULL, &workers) != 0)
+                goto usage;
+        } else if (!strcmp(a, "--ps")) {
+            if (parse_count(a, i + 1 < argc ? argv[++i] : NULL, &ps) != 0)
+                goto usage;
+        } else if (!strcmp(a, "--chief")) {
+            chief = 1;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--config") ||
+                   !strcmp(a, "-s") || !strcmp(a, "--set")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "strata: launch: %s needs a value\n%s", a,
+                        k_usage);
+                goto usage;
+            }
+            targv[nt++] = argv[i];
+            targv[nt++] = argv[++i];
+        } else {
+            fprintf(stderr, "strata: launch: unknown argument '%s'\n%s", a,
+                    k_usage);
+            goto usage;
+        }
+    }
+    int n = chief + workers + ps;
+    if (workers + chief < 1 || n > MAX_TASKS) {
+        fprintf(stderr, "strata: launch: need at least one worker (or "
+                "--chief), at most %d tasks in all\n", MAX_TASKS);
+        goto usage;
+    }
+    child_t *c = calloc((size_t)n, sizeof *c);
+    if (!c) {
+        free(targv);
+        return 1;
+    }
+    int k = 0;
+    for (int i = 0; i < chief; i++, k++)
+        snprintf(c[k].type, sizeof c[k].type, "chief"), c[k].index = i;
+    for (int i = 0; i < workers; i++, k++)
+        snprintf(c[k].type, sizeof c[k].type, "worker"), c[k].index = i;
+    for (int i = 0; i < ps; i++, k++)
+        snprintf(c[k].type, sizeof c[k].type, "ps"), c[k].index = i;
+    for (int i = 0; i < n; i++) {
+        snprintf(c[i].name, sizeof c[i].name, "%s:%d", c[i].type, c[i].index);
+        c[i].fd[0] = c[i].fd[1] = -1;
+        c[i].port = free_port();
+        for (int j = 0; j < i; j++)
+            if (c[j].port == c[i].port)
+                c[i].port = free_port(), j = -1;
+        if (c[i].port <= 0) {
+            fprintf(stderr, "strata: launch: no free port: %s\n",
+                    strerror(errno));
+            free(c);
+            free(targv);
+            return 1;
+        }
+    }
+    struct sigaction sa = { .sa_handler = on_signal };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int code = 0, started = 0;
+    for (int i = 0; i < n; i++) {
+        if (start_child(c, n, i, targv) != 0) {
+            code = 1;
+            signal_all(c, i, SIGTERM);
+            break;
+        }
+        started++;
+    }
+    int sup = supervise(c, started);
+    code = code ? code : sup;
+    printf("[launch] %s: %d task%s, exit %d\n", code ? "failed" : "done",
+           started, started == 1 ? "" : "s", code);
+    free(c);
+    free(targv);
+    return code;
+usage:
+    free(targv);
+    return 2;
+}
