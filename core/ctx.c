@@ -38,7 +38,20 @@ void strata_ctx_destroy(strata_ctx_t *ctx)
     strata__cfg_free(ctx->cfg);
     free(ctx->config_path);
     free(ctx->search_path);
+    free(ctx->task);
     free(ctx);
+}
+
+int strata_ctx_set_task(strata_ctx_t *ctx, const char *task)
+{
+    if (!ctx || !task)
+        return STRATA_EINVAL;
+    char *copy = strdup(task);
+    if (!copy)
+        return STRATA_ENOMEM;
+    free(ctx->task);
+    ctx->task = copy;
+    return STRATA_OK;
 }
 
 int strata_ctx_set(strata_ctx_t *ctx, const char *assignment)

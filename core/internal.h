@@ -139,6 +139,7 @@ typedef struct strata__log_cfg {
 typedef struct strata__debug_cfg {
     int         check_sync;     /* compare replicas bitwise after each step  */
     const char *dump_vars;      /* write final variables (raw f32 LE) here  */
+    int         hash_vars;      /* every worker prints a hash of them       */
 } strata__debug_cfg_t;
 
 typedef struct strata__settings {

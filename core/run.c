@@ -10,6 +10,8 @@
 
 #include "run.h"
 
+extern char **environ;
+
 static int load_split(const strata__data_cfg_t *d, const char *images,
                       const char *labels, size_t limit, strata__dataset_t *out)
 {
@@ -56,12 +58,13 @@ static int setup_batches(strata__run_t *run)
                                    &run->nreplicas);
     if (rc != STRATA_OK)
         return rc;
-    int R = run->nreplicas;
-    if (t->batch_size % R != 0) {
+    int R = run->nreplicas, total = R * run->nworkers;
+    if (t->batch_size % total != 0) {
         strata__log(STRATA_LOG_ERROR, "train",
                     "[train] batch_size = %lld is the global batch and must "
-                    "split evenly across %d replicas", (long long)t->batch_size,
-                    R);
+                    "split evenly across %d replicas%s",
+                    (long long)t->batch_size, total,
+                    run->nworkers > 1 ? " (all workers)" : "");
         return STRATA_ECONFIG;
     }
     if ((size_t)t->batch_size > run->train.n) {
@@ -71,13 +74,13 @@ static int setup_batches(strata__run_t *run)
         return STRATA_ECONFIG;
     }
     run->batch = (int)t->batch_size;
-    run->per_replica = run->batch / R;
+    run->per_replica = run->batch / total;
     /* The last partial batch of an epoch is dropped (drop_remainder): every
      * step then splits evenly, and the shuffle puts other samples there in
      * the next epoch. */
     run->steps_per_epoch = (int64_t)(run->train.n / (size_t)run->batch);
     const strata__optimizer_cfg_t *o = &run->s->optimizer;
-    run->lr_target = o->lr * (t->lr_scaling ? (double)R : 1.0);
+    run->lr_target = o->lr * (t->lr_scaling ? (double)total : 1.0);
     run->warmup_steps = (int64_t)(t->warmup_epochs * (double)run->steps_per_epoch);
     return STRATA_OK;
 }
@@ -113,13 +116,10 @@ static int setup_strategy(strata__run_t *run)
         rc = strata__plugin_cfg(ctx, run->strategy, "strategy", 0, &run->scfg);
     if (rc != STRATA_OK)
         return rc;
-    run->task = (strata_task_t){ .type = "worker", .index = 0, .rank = 0 };
-    run->cluster = (strata_cluster_t){ .struct_size = sizeof run->cluster,
-                                       .ntasks = 1, .tasks = &run->task,
-                                       .self = 0, .nworkers = 1 };
+
     run->env = (strata_env_t){
         .struct_size = sizeof run->env, .kind = STRATA_KIND_STRATEGY,
-        .cfg = run->scfg, .section = "strategy", .cluster = &run->cluster,
+        .cfg = run->scfg, .section = "strategy", .cluster = &run->cluster.pub,
         .nreplicas = run->nreplicas, .nvars = run->model.nvars,
         .devices = run->devices, .model_count = run->model.count,
         .transport = run->s->transport,
@@ -163,6 +163,31 @@ static int setup_strategy(strata__run_t *run)
     return STRATA_OK;
 }
 
+/* Which tasks make the job and which one this process is. */
+static int setup_cluster(strata__run_t *run)
+{
+    int rc = strata__cluster_resolve(run->ctx->cfg, run->ctx->task, environ,
+                                     &run->cluster);
+    if (rc != STRATA_OK)
+        return rc;
+    run->cluster_ok = 1;
+    const strata_cluster_t *c = &run->cluster.pub;
+    const strata_task_t *me = &c->tasks[c->self];
+    if (me->rank < 0) {
+        char name[48];
+        strata__log(STRATA_LOG_ERROR, "train",
+                    "task %s does not train: strategy %s runs chief and worker "
+                    "tasks only (cluster from %s)",
+                    strata__task_name(me, name, sizeof name), run->s->strategy,
+                    c->source);
+        return STRATA_ECONFIG;
+    }
+    run->nworkers = c->nworkers;
+    run->rank = me->rank;
+    run->chief = me->rank == 0;
+    return STRATA_OK;
+}
+
 int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
 {
     run->ctx = ctx;
@@ -170,7 +195,9 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
     if (strata__crew_init(&run->crew) != 0)
         return STRATA_ENOMEM;
     run->crew_ok = 1;
-    int rc = setup_data(run);
+    int rc = setup_cluster(run);
+    if (rc == STRATA_OK)
+        rc = setup_data(run);
     if (rc == STRATA_OK) {
         int nclasses = run->train.nclasses > run->test.nclasses
                            ? run->train.nclasses : run->test.nclasses;
@@ -196,6 +223,8 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
 
 void strata__run_banner(const strata__run_t *run)
 {
+    if (!run->chief)
+        return;
     char devs[512] = "", one[32];
     size_t used = 0;
     for (int r = 0; r < run->nreplicas && used < sizeof devs - 40; r++)
@@ -203,8 +232,10 @@ void strata__run_banner(const strata__run_t *run)
                                  r ? ", " : "",
                                  strata__device_str(run->devices[r], one,
                                                     sizeof one));
-    printf("num_replicas_in_sync: %d (strategy %s, transport %s, devices %s)\n",
-           run->nreplicas, run->strategy->name, run->s->transport, devs);
+    printf("num_replicas_in_sync: %d (strategy %s, transport %s, %d worker%s "
+           "x devices %s)\n", run->nreplicas * run->nworkers,
+           run->strategy->name, run->s->transport, run->nworkers,
+           run->nworkers == 1 ? "" : "s", devs);
     printf("model: %s: %zu parameters; %zu training samples, global batch %d "
            "(%d per replica), %lld steps per epoch\n", run->s->model.layers,
            run->model.count, run->train.n, run->batch, run->per_replica,
@@ -272,7 +303,7 @@ int strata__metrics_append(strata__run_t *run, const strata__epoch_stats_t *st)
     run->history = h;
     h[run->nhistory++] = *st;
     const char *path = run->s->train.metrics_csv;
-    if (!path || !path[0])
+    if (!path || !path[0] || !run->chief)
         return STRATA_OK;
     size_t cap = 128 + (size_t)run->nhistory * 160, len = 0;
     char *buf = malloc(cap);
@@ -298,43 +329,60 @@ int strata__metrics_append(strata__run_t *run, const strata__epoch_stats_t *st)
     return rc;
 }
 
-/* debug.dump_vars: every variable of replica 0, in model order, raw
- * little-endian float32 (tests compare runs bit for bit). */
-static int dump_vars(const strata__run_t *run, const char *path)
+/* Every variable of replica 0, in model order, as one host buffer. */
+static float *gather_vars(const strata__run_t *run, size_t *total)
 {
     const strata__model_t *m = &run->model;
-    size_t total = 0;
+    *total = 0;
     for (int i = 0; i < m->nvars; i++)
-        total += m->vars[i].count;
-    float *buf = malloc(total * sizeof *buf + 1);
-    if (!buf)
-        return STRATA_ENOMEM;
+        *total += m->vars[i].count;
+    float *buf = malloc(*total * sizeof *buf + 1);
     size_t at = 0;
-    for (int i = 0; i < m->nvars; i++) {
+    for (int i = 0; buf && i < m->nvars; i++) {
         const strata_var_t *v = &m->vars[i];
-        int rc = strata__dev_copy(STRATA_DEVICE(STRATA_DEV_CPU, 0), buf + at,
-                                  run->devices[0], v->value[0],
-                                  v->count * sizeof(float));
-        if (rc != STRATA_OK) {
+        if (strata__dev_copy(STRATA_DEVICE(STRATA_DEV_CPU, 0), buf + at,
+                             run->devices[0], v->value[0],
+                             v->count * sizeof(float)) != STRATA_OK) {
             free(buf);
-            return rc;
+            return NULL;
         }
         at += v->count;
     }
-    int rc = strata__write_atomic(path, buf, total * sizeof *buf);
-    free(buf);
-    return rc;
+    return buf;
+}
+
+/* FNV-1a over the bytes: equal hashes on every worker mean bitwise-equal
+ * variables. */
+static uint64_t fnv1a(const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
 }
 
 int strata__run_finish(strata__run_t *run)
 {
-    const char *dump = run->s->debug.dump_vars;
-    if (dump && dump[0]) {
-        int rc = dump_vars(run, dump);
+    const strata__debug_cfg_t *d = &run->s->debug;
+    int want_dump = d->dump_vars && d->dump_vars[0] && run->chief;
+    if (want_dump || d->hash_vars) {
+        size_t total;
+        float *vars = gather_vars(run, &total);
+        if (!vars)
+            return STRATA_ENOMEM;
+        int rc = STRATA_OK;
+        if (want_dump) /* raw little-endian float32: tests compare runs */
+            rc = strata__write_atomic(d->dump_vars, vars, total * sizeof *vars);
+        if (d->hash_vars)
+            printf("variables hash (rank %d): %016llx\n", run->rank,
+                   (unsigned long long)fnv1a(vars, total * sizeof *vars));
+        free(vars);
         if (rc != STRATA_OK)
             return rc;
     }
-    if (run->nhistory > 0 && run->s->train.progress != STRATA__PROGRESS_NONE) {
+    if (run->chief && run->nhistory > 0 &&
+        run->s->train.progress != STRATA__PROGRESS_NONE) {
         const strata__epoch_stats_t *e = &run->last;
         if (e->has_test)
             printf("done: %d epochs, test accuracy %.4f, test loss %.4f\n",
@@ -342,8 +390,8 @@ int strata__run_finish(strata__run_t *run)
         else
             printf("done: %d epochs, train accuracy %.4f, train loss %.4f\n",
                    e->epoch, e->train_acc, e->train_loss);
-        fflush(stdout);
     }
+    fflush(stdout);
     return STRATA_OK;
 }
 
@@ -369,6 +417,8 @@ void strata__run_teardown(strata__run_t *run)
     free(run->init);
     free(run->perm);
     free(run->test_order);
+    if (run->cluster_ok)
+        strata__cluster_free(&run->cluster);
     strata__dataset_free(&run->train);
     strata__dataset_free(&run->test);
     free(run);

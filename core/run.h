@@ -3,6 +3,7 @@
 #ifndef STRATA_CORE_RUN_H
 #define STRATA_CORE_RUN_H
 
+#include "cluster.h"
 #include "crew.h"
 #include "runtime.h"
 
@@ -41,6 +42,8 @@ struct strata__run {
     int32_t                   devices[STRATA_MAX_REPLICAS];
     strata__replica_t        *reps;
     int                       batch, per_replica;
+    int                       nworkers, rank;  /* training processes, mine */
+    int                       chief;        /* rank 0: prints, writes files */
     int64_t                   steps_per_epoch;
     double                    lr_target;
     int64_t                   warmup_steps;
@@ -48,8 +51,8 @@ struct strata__run {
     strata__plugin_t         *strategy;
     void                     *scfg, *spctx;
     void                     *var_state;    /* nvars * var_state_size      */
-    strata_task_t             task;
-    strata_cluster_t          cluster;
+    strata__cluster_t         cluster;      /* the job; pub is the ABI view */
+    int                       cluster_ok;
     strata_env_t              env;
     size_t                    placed_bytes; /* by the strategy         */
     /* threads and phases */

@@ -97,6 +97,7 @@ struct strata_ctx {
     strata__settings_t  s;
     char               *config_path;   /* NULL: defaults only               */
     char               *search_path;   /* plugin search path                */
+    char               *task;          /* --task TYPE:INDEX, or NULL        */
     strata__plugin_t   *plugins[STRATA_MAX_PLUGINS];
     int                 nplugins;
     int                 settings_ok;

@@ -117,6 +117,8 @@ static const strata_option_t k_debug[] = {
     OPT("dump_vars", STRATA_OPT_STRING, "", T, dump_vars, NULL,
         "write the final variables (raw float32 LE) to this file; "
         "empty = none"),
+    OPT("hash_vars", STRATA_OPT_BOOL, "false", T, hash_vars, NULL,
+        "every worker prints a hash of its final variables"),
     { 0 }
 };
 #undef T

@@ -64,7 +64,11 @@ static void train_epoch(strata__replica_t *rep)
     const float scale = 1.0f / (float)b;
     for (int64_t s = 0; s < run->steps_this_epoch && !failed(run); s++) {
         int64_t step = run->global_step0 + s;
-        size_t first = (size_t)s * (size_t)run->batch + (size_t)rep->r * (size_t)b;
+        /* This replica's slice of global batch s: replicas are numbered
+         * across workers, so every worker reads only its own share and the
+         * union is exactly the single-device batch. */
+        size_t g = (size_t)run->rank * (size_t)run->nreplicas + (size_t)rep->r;
+        size_t first = (size_t)s * (size_t)run->batch + g * (size_t)b;
         strata__batch_fill(&run->train, run->perm, first, (size_t)b,
                            rep->work.x, rep->work.y);
         int64_t correct = 0;
@@ -103,11 +107,10 @@ static void train_epoch(strata__replica_t *rep)
         rep->loss_sum += loss;
         rep->correct += correct;
         atomic_store_explicit(&rep->steps_done, s + 1, memory_order_release);
-        if (rep->r == 0) {
-            int64_t n = (s + 1) * (int64_t)run->batch;
-            strata__progress_step(&run->progress, s + 1,
-                                  rep->loss_sum * run->nreplicas / (double)n,
-                                  (double)rep->correct * run->nreplicas / (double)n);
+        if (rep->r == 0) { /* replica 0's running figures: an estimate */
+            double n = (double)(s + 1) * b;
+            strata__progress_step(&run->progress, s + 1, rep->loss_sum / n,
+                                  (double)rep->correct / n);
         }
     }
 }
@@ -117,8 +120,9 @@ static void train_epoch(strata__replica_t *rep)
 static void eval_share(strata__replica_t *rep)
 {
     strata__run_t *run = rep->run;
-    size_t n = run->test.n, R = (size_t)run->nreplicas;
-    size_t lo = n * (size_t)rep->r / R, hi = n * ((size_t)rep->r + 1) / R;
+    size_t n = run->test.n, R = (size_t)run->nreplicas * (size_t)run->nworkers;
+    size_t g = (size_t)run->rank * (size_t)run->nreplicas + (size_t)rep->r;
+    size_t lo = n * g / R, hi = n * (g + 1) / R;
     rep->eval_loss = 0.0;
     rep->eval_correct = 0;
     for (size_t i = lo; i < hi; i += (size_t)rep->work.rows) {
@@ -155,7 +159,26 @@ static void run_phase(strata__run_t *run, int phase)
     strata__crew_run(&run->crew, phase, phase != PHASE_EXIT);
 }
 
-static void evaluate(strata__run_t *run, double *loss, double *acc)
+/* Sum (loss, correct) over every process of the job: the strategy knows
+ * how (STRATA_CTL_WORLD_SUM); a single-process strategy does not need to. */
+static int world_sum(strata__run_t *run, double *loss, int64_t *correct)
+{
+    const strata_plugin_v1_t *vt = run->strategy->vt;
+    if (run->nworkers == 1 || !STRATA_HAS(vt, ctl))
+        return STRATA_OK;
+    float buf[2] = { (float)*loss, (float)*correct };
+    strata_op_t op = { .struct_size = sizeof op, .buf = buf, .count = 2,
+                       .device = STRATA_DEVICE(STRATA_DEV_CPU, 0),
+                       .reduce_op = STRATA_REDUCE_SUM };
+    int rc = vt->ctl(run->spctx, STRATA_CTL_WORLD_SUM, &op);
+    if (rc == STRATA_ENOTSUP)
+        return STRATA_OK;
+    *loss = buf[0];
+    *correct = (int64_t)buf[1];
+    return rc;
+}
+
+static int evaluate(strata__run_t *run, double *loss, double *acc)
 {
     run_phase(run, PHASE_EVAL);
     double l = 0.0;
@@ -164,14 +187,19 @@ static void evaluate(strata__run_t *run, double *loss, double *acc)
         l += run->reps[r].eval_loss;
         c += run->reps[r].eval_correct;
     }
+    int rc = world_sum(run, &l, &c);
     *loss = run->test.n ? l / (double)run->test.n : 0.0;
     *acc = run->test.n ? (double)c / (double)run->test.n : 0.0;
+    return rc;
 }
 
 static int train_loop(strata__run_t *run)
 {
     const strata__train_cfg_t *t = &run->s->train;
-    strata__progress_init(&run->progress, t->progress, (int)t->epochs);
+    /* Only the chief speaks; the other workers report errors only. */
+    strata__progress_init(&run->progress,
+                          run->chief ? t->progress : STRATA__PROGRESS_NONE,
+                          (int)t->epochs);
     int64_t step = 0;
     for (int e = 0; e < t->epochs && !failed(run); e++) {
         int64_t steps = run->steps_per_epoch;
@@ -202,8 +230,13 @@ static int train_loop(strata__run_t *run)
             correct += run->reps[r].correct;
         }
         double n = (double)steps * (double)run->batch;
-        if (t->eval)
-            evaluate(run, &vloss, &vacc);
+        int rc = world_sum(run, &loss, &correct);
+        if (rc == STRATA_OK && t->eval)
+            rc = evaluate(run, &vloss, &vacc);
+        if (rc != STRATA_OK) {
+            fail(run, rc);
+            break;
+        }
         strata__progress_end(&run->progress, steps, secs, loss / n,
                              (double)correct / n, t->eval, vloss, vacc);
         strata__epoch_stats_t st = {
@@ -212,7 +245,7 @@ static int train_loop(strata__run_t *run)
             .test_acc = vacc, .seconds = secs,
             .samples_per_s = secs > 0 ? n / secs : 0.0, .has_test = t->eval,
         };
-        int rc = strata__metrics_append(run, &st);
+        rc = strata__metrics_append(run, &st);
         if (rc != STRATA_OK)
             return rc;
         run->last = st;

@@ -28,7 +28,7 @@ static const char *const k_usage =
     "            2 bad command line or configuration; 3 plugin error\n";
 
 static const char *const k_train_usage =
-    "usage: strata train [-c FILE] [--set SECTION.KEY=VALUE]...\n"
+    "usage: strata train [-c FILE] [--set SECTION.KEY=VALUE]... [--task T:I]\n"
     "\n"
     "Train as described by FILE (an INI file; without one, the compiled-in\n"
     "defaults run the main job). Values resolve as: --set over environment\n"
@@ -36,6 +36,8 @@ static const char *const k_train_usage =
     "\n"
     "  -c, --config FILE        the INI file (see share/strata/etc/strata.ini)\n"
     "  -s, --set SECTION.KEY=V  override one key, e.g. --set train.epochs=3\n"
+    "  -t, --task TYPE:INDEX    which task of the cluster this process is\n"
+    "                           (over [cluster] task, TF_CONFIG, SLURM, torchrun)\n"
     "  -h, --help               this text\n";
 
 static const char *const k_plugins_usage =
@@ -61,6 +63,7 @@ static int exit_code(int rc)
 
 typedef struct args {
     const char *config;
+    const char *task;
     const char **sets;
     int nsets;
 } args_t;
@@ -80,7 +83,8 @@ static int parse_args(int argc, char **argv, const char *usage, args_t *a)
             return -1;
         }
         if (!strcmp(arg, "-c") || !strcmp(arg, "--config") ||
-            !strcmp(arg, "-s") || !strcmp(arg, "--set")) {
+            !strcmp(arg, "-s") || !strcmp(arg, "--set") ||
+            !strcmp(arg, "-t") || !strcmp(arg, "--task")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "strata: %s needs a value\n%s", arg, usage);
                 return EXIT_USAGE;
@@ -90,11 +94,15 @@ static int parse_args(int argc, char **argv, const char *usage, args_t *a)
             val = arg + 9, arg = "--config";
         } else if (!strncmp(arg, "--set=", 6)) {
             val = arg + 6, arg = "--set";
+        } else if (!strncmp(arg, "--task=", 7)) {
+            val = arg + 7, arg = "--task";
         } else {
             fprintf(stderr, "strata: unknown argument '%s'\n%s", arg, usage);
             return EXIT_USAGE;
         }
-        if (arg[1] == 'c' || !strcmp(arg, "--config")) {
+        if (arg[1] == 't' || !strcmp(arg, "--task")) {
+            a->task = val;
+        } else if (arg[1] == 'c' || !strcmp(arg, "--config")) {
             if (a->config) {
                 fprintf(stderr, "strata: -c given twice ('%s', '%s')\n",
                         a->config, val);
@@ -113,6 +121,8 @@ static int make_ctx(const args_t *a, strata_ctx_t **ctx)
     int rc = strata_ctx_create(a->config, ctx);
     for (int i = 0; rc == STRATA_OK && i < a->nsets; i++)
         rc = strata_ctx_set(*ctx, a->sets[i]);
+    if (rc == STRATA_OK && a->task)
+        rc = strata_ctx_set_task(*ctx, a->task);
     if (rc != STRATA_OK) {
         strata_ctx_destroy(*ctx);
         *ctx = NULL;

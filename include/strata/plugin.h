@@ -58,6 +58,12 @@ extern "C" {
  * threads are inside reduce/update; arg unused. A strategy forwards it to
  * the transports it opened. */
 #define STRATA_CTL_ABORT   2
+/* Strategy: sum a small host float buffer across every training process of
+ * the job, in place (arg = strata_op_t *, buf on the host). Collective;
+ * called from the main thread between epochs (metrics, evaluation). A
+ * strategy of one process returns STRATA_ENOTSUP: the core's sum is
+ * already global. */
+#define STRATA_CTL_WORLD_SUM 3
 
 /* The entry symbol of ABI major 1. */
 #define STRATA_PLUGIN_SYMBOL_V1 "strata_plugin_v1"

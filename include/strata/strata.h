@@ -37,6 +37,11 @@ STRATA_API void strata_ctx_destroy(strata_ctx_t *ctx);
 /* Override one key, "section.key=value" (as the CLI's --set). */
 STRATA_API int strata_ctx_set(strata_ctx_t *ctx, const char *assignment);
 
+/* Which task of the cluster this process is, "TYPE:INDEX" (as the CLI's
+ * --task): overrides the task named by [cluster], TF_CONFIG, SLURM or
+ * torchrun variables; checked when the run starts. */
+STRATA_API int strata_ctx_set_task(strata_ctx_t *ctx, const char *task);
+
 /* Value of a resolved key, or NULL. Valid until the ctx is destroyed. */
 STRATA_API const char *strata_ctx_get(strata_ctx_t *ctx, const char *section,
                                       const char *key);

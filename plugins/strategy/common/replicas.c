@@ -1,0 +1,93 @@
+#include "replicas.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int replicas_init(replicas_t *rs, const strata_host_v1_t *host,
+                  const strata_env_t *env)
+{
+    memset(rs, 0, sizeof *rs);
+    rs->host = host;
+    rs->n = env->nreplicas;
+    rs->devices = env->devices;
+    rs->count = env->model_count;
+    rs->slab = calloc((size_t)rs->n, sizeof *rs->slab);
+    rs->opt = calloc((size_t)rs->n, sizeof *rs->opt);
+    int rc = rs->slab && rs->opt ? STRATA_OK : STRATA_ENOMEM;
+    for (int r = 0; rc == STRATA_OK && r < rs->n; r++) {
+        rs->slab[r] = host->alloc(rs->devices[r], rs->count * sizeof(float));
+        rc = rs->slab[r] ? host->opt_create(rs->devices[r], rs->count,
+                                            &rs->opt[r])
+                         : STRATA_ENOMEM;
+    }
+    if (rc != STRATA_OK)
+        replicas_fini(rs);
+    return rc;
+}
+
+void replicas_fini(replicas_t *rs)
+{
+    for (int r = 0; r < rs->n; r++) {
+        if (rs->opt)
+            rs->host->opt_destroy(rs->opt[r]);
+        if (rs->slab)
+            rs->host->free(rs->devices[r], rs->slab[r]);
+    }
+    free(rs->opt);
+    free(rs->slab);
+    rs->opt = NULL;
+    rs->slab = NULL;
+}
+
+int replicas_create_var(replicas_t *rs, strata_var_t *var)
+{
+    if (var->offset + var->count > rs->count)
+        return STRATA_EINVAL;
+    for (int r = 0; r < rs->n; r++) {
+        float *dst = rs->slab[r] + var->offset;
+        int rc = rs->host->copy(rs->devices[r], dst,
+                                STRATA_DEVICE(STRATA_DEV_CPU, 0), var->init,
+                                var->count * sizeof(float));
+        if (rc != STRATA_OK)
+            return rc;
+        var->value[r] = dst;
+    }
+    return STRATA_OK;
+}
+
+int replicas_update(replicas_t *rs, const strata_op_t *op)
+{
+    if (op->slot < 0 || op->slot >= rs->n || op->count != rs->count)
+        return STRATA_EINVAL;
+    return rs->host->opt_step(rs->opt[op->slot], rs->slab[op->slot], op->buf,
+                              rs->count, op->lr);
+}
+
+int open_first_transport(const strata_host_v1_t *host, const char *who,
+                         const char *list, const char *fallback,
+                         const strata_group_t *group, strata_transport_t **out)
+{
+    const char *p = list && list[0] ? list : fallback;
+    char name[64];
+    while (*p) {
+        p += strspn(p, " ,");
+        size_t len = strcspn(p, " ,");
+        if (len == 0)
+            break;
+        if (len >= sizeof name)
+            len = sizeof name - 1;
+        memcpy(name, p, len);
+        name[len] = '\0';
+        p += len;
+        int rc = host->t_open(name, group, out);
+        if (rc != STRATA_EDECLINE)
+            return rc;
+        host->log(STRATA_LOG_INFO, who, "transport %s declined; trying the "
+                  "next", name);
+    }
+    host->log(STRATA_LOG_ERROR, who, "no transport of '%s' accepts a group "
+              "of %d %s", list && list[0] ? list : fallback, group->size,
+              group->scope == STRATA_SCOPE_LOCAL ? "local replicas"
+                                                 : "processes");
+    return STRATA_EDECLINE;
+}

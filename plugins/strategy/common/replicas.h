@@ -1,0 +1,32 @@
+/* Mirrored replicas for strategy plugins (mirrored.so, mwms.so): one slab
+ * per replica holding a copy of every variable, and one optimizer state per
+ * replica. Uses the public SDK only; compiled into each plugin that needs it. */
+#ifndef STRATA_PLUGINS_REPLICAS_H
+#define STRATA_PLUGINS_REPLICAS_H
+
+#include <strata/plugin.h>
+
+typedef struct replicas {
+    const strata_host_v1_t *host;
+    int                     n;
+    const int32_t          *devices;
+    size_t                  count;   /* elements of the flat layout          */
+    float                 **slab;    /* per replica: all of its variables    */
+    strata_opt_t          **opt;     /* per replica: its optimizer state     */
+} replicas_t;
+
+int  replicas_init(replicas_t *rs, const strata_host_v1_t *host,
+                   const strata_env_t *env);
+void replicas_fini(replicas_t *rs);
+/* Copy the variable's initial value into every replica; set value[r]. */
+int  replicas_create_var(replicas_t *rs, strata_var_t *var);
+/* The optimizer step of replica op->slot with the gradients in op->buf. */
+int  replicas_update(replicas_t *rs, const strata_op_t *op);
+
+/* Open the first transport of `list` ("nccl, zmq"; NULL/empty: `fallback`)
+ * that does not decline `group`; `who` names the strategy in messages. */
+int  open_first_transport(const strata_host_v1_t *host, const char *who,
+                          const char *list, const char *fallback,
+                          const strata_group_t *group, strata_transport_t **out);
+
+#endif

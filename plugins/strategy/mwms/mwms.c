@@ -1,0 +1,220 @@
+/* mwms.so -- MultiWorkerMirroredStrategy: synchronous replicas across
+ * processes (workers) and machines. Inside a worker the replicas are
+ * mirrored as in mirrored.so and reduce through `local`; one thread per
+ * worker (replica 0) then all-reduces the worker's result with the other
+ * workers through the [transport] plugin (zmq, ...) and the result fans back
+ * out to the local replicas. Every replica of every worker ends each step
+ * with bitwise-equal gradients, hence bitwise-equal variables. The variables
+ * start from the chief's (rank 0) broadcast. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <strata/plugin.h>
+
+#include "../common/replicas.h"
+
+typedef struct mwms_cfg {
+    int reduce_op; /* 0 mean, 1 sum */
+} mwms_cfg_t;
+
+static const strata_option_t mwms_options[] = {
+    { .key = "reduce_op", .type = STRATA_OPT_ENUM, .def = "mean",
+      .offset = offsetof(mwms_cfg_t, reduce_op), .min = 1, .max = 0,
+      .choices = "mean|sum",
+      .help = "how gradients combine over all replicas of all workers: mean "
+              "(the global-batch gradient) or sum" },
+    { .key = NULL },
+};
+
+typedef struct mwms {
+    replicas_t          rs;
+    int                 reduce_op;
+    int                 nworkers, rank;
+    strata_transport_t *local;   /* replica threads of this worker          */
+    strata_transport_t *world;   /* one member per worker                   */
+    /* the world group: training tasks in rank order */
+    const char        **addrs;
+    const char        **names;
+    char               *name_buf;
+    int32_t             cpu;
+} mwms_t;
+
+static void mwms_fini(void *pctx)
+{
+    mwms_t *m = pctx;
+    if (!m)
+        return;
+    if (m->rs.host) {
+        m->rs.host->t_close(m->world);
+        m->rs.host->t_close(m->local);
+    }
+    replicas_fini(&m->rs);
+    free(m->addrs);
+    free(m->names);
+    free(m->name_buf);
+    free(m);
+}
+
+/* The training tasks (chief, workers) of the cluster, in rank order. */
+static int world_members(mwms_t *m, const strata_cluster_t *c)
+{
+    m->nworkers = c->nworkers;
+    m->rank = c->tasks[c->self].rank;
+    m->addrs = calloc((size_t)c->nworkers, sizeof *m->addrs);
+    m->names = calloc((size_t)c->nworkers, sizeof *m->names);
+    m->name_buf = calloc((size_t)c->nworkers, 48);
+    if (!m->addrs || !m->names || !m->name_buf)
+        return STRATA_ENOMEM;
+    for (int i = 0; i < c->ntasks; i++) {
+        const strata_task_t *t = &c->tasks[i];
+        if (t->rank < 0)
+            continue;
+        if (t->rank >= c->nworkers)
+            return STRATA_EINVAL;
+        char *name = m->name_buf + 48 * t->rank;
+        snprintf(name, 48, "%s:%d", t->type, t->index);
+        m->names[t->rank] = name;
+        m->addrs[t->rank] = t->address;
+    }
+    return STRATA_OK;
+}
+
+static int mwms_init(const strata_host_v1_t *host, const strata_env_t *env,
+                     void **pctx)
+{
+    *pctx = NULL;
+    const strata_cluster_t *c = env->cluster;
+    if (!c || c->self < 0 || c->self >= c->ntasks ||
+        c->tasks[c->self].rank < 0) {
+        host->log(STRATA_LOG_ERROR, "mwms",
+                  "this process is not a training task (chief or worker) of "
+                  "the cluster");
+        return STRATA_EINVAL;
+    }
+    mwms_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return STRATA_ENOMEM;
+    const mwms_cfg_t *cfg = env->cfg;
+    m->reduce_op = cfg->reduce_op == 0 ? STRATA_REDUCE_MEAN : STRATA_REDUCE_SUM;
+    m->cpu = STRATA_DEVICE(STRATA_DEV_CPU, 0);
+    int rc = replicas_init(&m->rs, host, env);
+    if (rc == STRATA_OK)
+        rc = world_members(m, c);
+    if (rc == STRATA_OK && env->nreplicas > 1) {
+        const strata_group_t g = {
+            .struct_size = sizeof g, .scope = STRATA_SCOPE_LOCAL,
+            .size = env->nreplicas, .rank = 0, .nlocal = env->nreplicas,
+            .devices = env->devices, .tag = "mwms-local",
+        };
+        rc = host->t_open("local", &g, &m->local);
+    }
+    if (rc == STRATA_OK && m->nworkers > 1) {
+        const strata_group_t g = {
+            .struct_size = sizeof g, .scope = STRATA_SCOPE_WORLD,
+            .size = m->nworkers, .rank = m->rank, .nlocal = 1,
+            .devices = &env->devices[0], .addrs = m->addrs,
+            .names = m->names, .tag = "mwms",
+        };
+        rc = open_first_transport(host, "mwms", env->transport, "zmq", &g,
+                                  &m->world);
+    }
+    if (rc != STRATA_OK) {
+        mwms_fini(m);
+        return rc;
+    }
+    host->log(STRATA_LOG_DEBUG, "mwms", "worker %s: rank %d of %d, %d local "
+              "replicas", m->names[m->rank], m->rank, m->nworkers, m->rs.n);
+    *pctx = m;
+    return STRATA_OK;
+}
+
+/* Every replica of every worker starts from the chief's values: the chief
+ * broadcasts the whole slab once the last variable is placed. */
+static int mwms_create_var(void *pctx, strata_var_t *var)
+{
+    mwms_t *m = pctx;
+    int rc = replicas_create_var(&m->rs, var);
+    if (rc != STRATA_OK || !m->world || var->offset + var->count < m->rs.count)
+        return rc;
+    strata_op_t op = {
+        .struct_size = sizeof op, .slot = 0, .buf = m->rs.slab[0],
+        .count = m->rs.count, .device = m->rs.devices[0], .root = 0,
+    };
+    rc = m->rs.host->t_update(m->world, &op);
+    for (int r = 1; rc == STRATA_OK && r < m->rs.n; r++)
+        rc = m->rs.host->copy(m->rs.devices[r], m->rs.slab[r],
+                              m->rs.devices[0], m->rs.slab[0],
+                              m->rs.count * sizeof(float));
+    return rc;
+}
+
+/* Local all-reduce, then replica 0 all-reduces across workers, then the
+ * local replicas take replica 0's result. With MEAN the local mean of equal
+ * replica counts, averaged over workers, is the global mean. */
+static int mwms_reduce(void *pctx, strata_op_t *op)
+{
+    mwms_t *m = pctx;
+    const strata_host_v1_t *h = m->rs.host;
+    strata_op_t t = *op;
+    t.reduce_op = m->reduce_op;
+    int rc = STRATA_OK;
+    if (m->local)
+        rc = h->t_reduce(m->local, &t);
+    if (rc == STRATA_OK && m->world && op->slot == 0) {
+        strata_op_t w = t;
+        w.slot = 0;
+        rc = h->t_reduce(m->world, &w);
+        if (rc != STRATA_OK && m->local)
+            h->t_ctl(m->local, STRATA_CTL_ABORT, NULL);
+    }
+    if (rc == STRATA_OK && m->local && m->world) {
+        t.root = 0;
+        rc = h->t_update(m->local, &t);
+    }
+    return rc;
+}
+
+static int mwms_update(void *pctx, strata_op_t *op)
+{
+    return replicas_update(&((mwms_t *)pctx)->rs, op);
+}
+
+static int mwms_ctl(void *pctx, int op, void *arg)
+{
+    mwms_t *m = pctx;
+    const strata_host_v1_t *h = m->rs.host;
+    switch (op) {
+    case STRATA_CTL_ABORT:
+        if (m->local)
+            h->t_ctl(m->local, op, arg);
+        if (m->world)
+            h->t_ctl(m->world, op, arg);
+        return STRATA_OK;
+    case STRATA_CTL_WORLD_SUM: {
+        if (!m->world)
+            return STRATA_OK; /* one worker: the local sum is the sum */
+        strata_op_t w = *(const strata_op_t *)arg;
+        w.slot = 0;
+        w.reduce_op = STRATA_REDUCE_SUM;
+        return h->t_reduce(m->world, &w);
+    }
+    default:
+        return STRATA_ENOTSUP;
+    }
+}
+
+STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {
+    STRATA_PLUGIN_HEADER_V1(STRATA_KIND_STRATEGY, "mwms", "0.1.0",
+                            "MultiWorkerMirroredStrategy: synchronous replicas "
+                            "across workers, local then cross-worker "
+                            "all-reduce"),
+    .options = mwms_options,
+    .cfg_size = sizeof(mwms_cfg_t),
+    .init = mwms_init,
+    .fini = mwms_fini,
+    .create_var = mwms_create_var,
+    .reduce = mwms_reduce,
+    .update = mwms_update,
+    .ctl = mwms_ctl,
+};
