@@ -202,7 +202,7 @@ static int parse_task(const char *s, int *type, long *index)
 static void describe(const build_t *b, char *buf, size_t n)
 {
     size_t len = 0;
-    buf[0] = '\0';
+    snprintf(buf, n, "no tasks");
     for (int t = 0; t < NTYPES && len < n; t++)
         if (b->count[t]) {
             int w = snprintf(buf + len, n - len, "%s%d %s", len ? ", " : "",
@@ -218,7 +218,7 @@ static int self_problem(const build_t *b, int type, long index, char *why,
     char has[96];
     describe(b, has, sizeof has);
     if (b->count[type] == 0) {
-        snprintf(why, n, "type '%s' is not in the cluster (it has %s)",
+        snprintf(why, n, "type '%s' is not in the cluster (its tasks: %s)",
                  k_types[type], has);
         return -1;
     }
@@ -339,7 +339,7 @@ static int from_ini(build_t *b, const strata__cluster_cfg_t *k,
         b->self_index = index;
     } else if (!b->cli) {
         describe(b, why, sizeof why);
-        ERR("[cluster] lists %s task(s) but not which one this process is: "
+        ERR("[cluster] lists tasks (%s) but not which one this process is: "
             "set [cluster] task = TYPE:INDEX or pass --task (%s)", why,
             origin_of(cfg, NULL));
         return STRATA_ECONFIG;
@@ -515,8 +515,12 @@ static int from_tf_config(build_t *b, const char *text)
     cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
     if (!root) {
         size_t off = end ? (size_t)(end - text) : 0;
-        ERR("TF_CONFIG: malformed JSON at offset %zu: '%.24s'", off,
-            text + off);
+        if (text[off])
+            ERR("TF_CONFIG: malformed JSON at offset %zu: '%.24s'", off,
+                text + off);
+        else
+            ERR("TF_CONFIG: malformed JSON: it ends at offset %zu too early",
+                off);
         return STRATA_ECONFIG;
     }
     int rc = tf_root(b, root);
@@ -822,8 +826,9 @@ static int from_slurm(build_t *b, char *const *envp,
         return STRATA_ECONFIG;
     }
     if (parse_long(procid_s, 0, ntasks - 1, &procid) != 0) {
-        ERR("SLURM: SLURM_PROCID='%s' out of range: SLURM_NTASKS=%ld",
-            clip(procid_s, cut, sizeof cut), ntasks);
+        ERR("SLURM: SLURM_PROCID='%s': expected an integer in [0, %ld] "
+            "(SLURM_NTASKS=%ld)", clip(procid_s, cut, sizeof cut), ntasks - 1,
+            ntasks);
         return STRATA_ECONFIG;
     }
     if (k->slurm_ps >= ntasks) {
@@ -878,8 +883,8 @@ static int from_torchrun(build_t *b, char *const *envp)
         return STRATA_ECONFIG;
     }
     if (parse_long(v[0], 0, ws - 1, &rank) != 0) {
-        ERR("torchrun: RANK='%s' out of range: WORLD_SIZE=%ld",
-            clip(v[0], cut, sizeof cut), ws);
+        ERR("torchrun: RANK='%s': expected an integer in [0, %ld] "
+            "(WORLD_SIZE=%ld)", clip(v[0], cut, sizeof cut), ws - 1, ws);
         return STRATA_ECONFIG;
     }
     if (parse_long(v[3], 1, 65535, &port) != 0) {
@@ -955,8 +960,8 @@ static int finish(build_t *b, const char *cli_task, int cli_type,
     }
     if (b->count[T_CHIEF] + b->count[T_WORKER] == 0) {
         describe(b, why, sizeof why);
-        ERR("%s: no chief and no worker task: nothing would train (the "
-            "cluster has %s)", b->src, why);
+        ERR("%s: no chief and no worker task: nothing would train (its "
+            "tasks: %s)", b->src, why);
         return STRATA_ECONFIG;
     }
     for (int i = 0; i < n; i++)
@@ -1020,7 +1025,7 @@ int strata__cluster_resolve(const strata__cfg_t *cfg, const char *cli_task,
     long cli_index = 0;
     char cut[120];
     if (cli_task && parse_task(cli_task, &cli_type, &cli_index) != 0) {
-        ERR("--task %s: expected TYPE:INDEX with TYPE " TYPE_LIST
+        ERR("--task '%s': expected TYPE:INDEX with TYPE " TYPE_LIST
             " (e.g. worker:1)", clip(cli_task, cut, sizeof cut));
         return STRATA_ECONFIG;
     }

@@ -55,6 +55,7 @@
 #define STRATA_MAX_TASKS 1024 /* tasks in one job */
 #endif
 
+/* Do not copy it by value: pub.tasks points into the struct itself. */
 typedef struct strata__cluster {
     strata_cluster_t pub;     /* what plugins see; pub.tasks == tasks      */
     strata_task_t    tasks[STRATA_MAX_TASKS];

@@ -3,7 +3,10 @@
 #ifndef STRATA_TESTS_SPAWN_H
 #define STRATA_TESTS_SPAWN_H
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +22,7 @@ typedef struct spawn_result {
     char err[65536];    /* stderr, truncated */
 } spawn_result_t;
 
-static void spawn_read_file_(const char *path, char *buf, size_t cap)
+static inline void spawn_read_file_(const char *path, char *buf, size_t cap)
 {
     buf[0] = '\0';
     FILE *f = fopen(path, "rb");
@@ -31,7 +34,7 @@ static void spawn_read_file_(const char *path, char *buf, size_t cap)
 }
 
 /* argv[0] is the program path; argv ends with NULL. */
-static int spawn_run(char *const argv[], int timeout_s, spawn_result_t *res)
+static inline int spawn_run(char *const argv[], int timeout_s, spawn_result_t *res)
 {
     char outp[] = "/tmp/strata-test-outXXXXXX", errp[] = "/tmp/strata-test-errXXXXXX";
     int ofd = mkstemp(outp), efd = mkstemp(errp);
@@ -73,11 +76,101 @@ static int spawn_run(char *const argv[], int timeout_s, spawn_result_t *res)
     return 0;
 }
 
+/* A child started without waiting: output goes to files read at the end. */
+typedef struct spawn_child {
+    pid_t pid;
+    char  outp[64], errp[64];
+    int   code;            /* after spawn_wait */
+    int   reaped;
+} spawn_child_t;
+
+/* Start argv with extra environment entries ("NAME=value", NULL-ended). */
+static inline int spawn_start(char *const argv[], char *const env_add[],
+                       spawn_child_t *c)
+{
+    snprintf(c->outp, sizeof c->outp, "/tmp/strata-test-outXXXXXX");
+    snprintf(c->errp, sizeof c->errp, "/tmp/strata-test-errXXXXXX");
+    int ofd = mkstemp(c->outp), efd = mkstemp(c->errp);
+    c->code = -1;
+    c->reaped = 0;
+    if (ofd < 0 || efd < 0)
+        return -1;
+    c->pid = fork();
+    if (c->pid == 0) {
+        dup2(ofd, 1);
+        dup2(efd, 2);
+        for (int i = 0; env_add && env_add[i]; i++)
+            putenv(env_add[i]);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(ofd);
+    close(efd);
+    return c->pid > 0 ? 0 : -1;
+}
+
+/* Wait until the child exits or `timeout_s` passes (then SIGKILL). Returns
+ * the seconds waited. */
+static inline double spawn_wait(spawn_child_t *c, double timeout_s)
+{
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double waited = 0;
+    int status = 0;
+    for (;;) {
+        pid_t w = waitpid(c->pid, &status, WNOHANG);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        waited = (double)(now.tv_sec - t0.tv_sec) +
+                 (double)(now.tv_nsec - t0.tv_nsec) * 1e-9;
+        if (w == c->pid)
+            break;
+        if (waited >= timeout_s) {
+            kill(c->pid, SIGCONT);
+            kill(c->pid, SIGKILL);
+            waitpid(c->pid, &status, 0);
+            break;
+        }
+        usleep(10000);
+    }
+    c->reaped = 1;
+    c->code = WIFEXITED(status) ? WEXITSTATUS(status)
+            : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+    return waited;
+}
+
+/* Read the child's output files (after spawn_wait) and remove them. */
+static inline void spawn_collect(spawn_child_t *c, char *out, size_t outcap, char *err,
+                          size_t errcap)
+{
+    spawn_read_file_(c->outp, out, outcap);
+    spawn_read_file_(c->errp, err, errcap);
+    unlink(c->outp);
+    unlink(c->errp);
+}
+
+/* A TCP port that was free on 127.0.0.1 a moment ago. */
+static inline int spawn_free_port(void);
+
 /* The strata binary under test ($STRATA_BIN, set by ctest). */
-static const char *spawn_strata_bin(void)
+static inline const char *spawn_strata_bin(void)
 {
     const char *b = getenv("STRATA_BIN");
     return b && *b ? b : "strata";
+}
+
+static inline int spawn_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
 }
 
 #endif

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "cluster.h"
 #include "internal.h"
 
 static char g_etc[PATH_MAX];
@@ -615,6 +616,15 @@ static const strata__section_t *section(const char *name)
     return NULL;
 }
 
+/* A section's option table: its own, or for a reserved section the table
+ * of the module that applies it (cluster.c). */
+static const strata_option_t *opts_of(const strata__section_t *s)
+{
+    if (s && !s->opts && strcmp(s->name, "cluster") == 0)
+        return strata__cluster_options;
+    return s ? s->opts : NULL;
+}
+
 static void test_tables(void)
 {
     /* the log level ENUM is STRATA_LOG_* and what log.c parses */
@@ -641,7 +651,7 @@ static void test_tables(void)
     CHECK(strata__sections[11].name == NULL);
     /* every core option has a default and a help line */
     for (const strata__section_t *s = strata__sections; s->name; s++)
-        for (const strata_option_t *o = s->opts; o && o->key; o++) {
+        for (const strata_option_t *o = opts_of(s); o && o->key; o++) {
             CHECKF(o->def != NULL, "[%s] %s has no default", s->name, o->key);
             CHECKF(o->help && *o->help && !strchr(o->help, '\n'),
                    "[%s] %s help", s->name, o->key);
@@ -660,19 +670,20 @@ static void test_strata_ini(void)
     CHECKF(strata__cfg_load_file(c, path) == 0, "%s", path);
     for (const char *const *sec = strata__cfg_sections(c); *sec; sec++) {
         const strata__section_t *s = section(*sec);
-        CHECKF(s && s->opts, "[%s] is not a core section", *sec);
+        CHECKF(opts_of(s), "[%s] is not a core section", *sec);
     }
     for (const strata__section_t *s = strata__sections; s->name; s++) {
-        if (!s->opts)
+        const strata_option_t *opts = opts_of(s);
+        if (!opts)
             continue;
         char a[512], b[512];
         memset(a, 0, sizeof a);
         memset(b, 0, sizeof b);
         /* strictly: no key beyond the table, not even in [strategy] */
-        CHECKF(strata__cfg_apply(c, s->name, s->opts, a, NULL) == 0, "[%s]",
+        CHECKF(strata__cfg_apply(c, s->name, opts, a, NULL) == 0, "[%s]",
                s->name);
-        CHECK(strata__cfg_apply(empty, s->name, s->opts, b, NULL) == 0);
-        for (const strata_option_t *o = s->opts; o->key; o++) {
+        CHECK(strata__cfg_apply(empty, s->name, opts, b, NULL) == 0);
+        for (const strata_option_t *o = opts; o->key; o++) {
             CHECKF(strata__cfg_get(c, s->name, o->key) != NULL,
                    "strata.ini lacks [%s] %s", s->name, o->key);
             const char *pa, *pb;
@@ -716,7 +727,7 @@ static void test_strata_ini(void)
             char key[64];
             snprintf(key, sizeof key, "%.*s", (int)strcspn(line, " ="), line);
             const strata__section_t *s = section(sec);
-            const strata_option_t *o = s ? s->opts : NULL;
+            const strata_option_t *o = opts_of(s);
             while (o && o->key && strcmp(o->key, key) != 0)
                 o++;
             CHECKF(o && o->key, "strata.ini: [%s] %s unknown", sec, key);
@@ -730,7 +741,7 @@ static void test_strata_ini(void)
     }
     int want = 0;
     for (const strata__section_t *s = strata__sections; s->name; s++)
-        for (const strata_option_t *o = s->opts; o && o->key; o++)
+        for (const strata_option_t *o = opts_of(s); o && o->key; o++)
             want++;
     CHECKF(nkeys == want, "strata.ini has %d keys, the tables %d", nkeys,
            want);

@@ -1,0 +1,519 @@
+/* zmq_allreduce_test -- runs groups of zmq_driver processes over loopback
+ * tcp and ipc and checks results, failures and refusals.
+ *
+ *   zmq_allreduce_test DRIVER [basic|fail|proto]
+ *
+ * basic: sums/means/broadcasts/barriers of many sizes for n = 2, 3, 4;
+ *        every rank's stdout (one hash per action) must be identical.
+ * fail:  a peer killed (SIGKILL), stopped (SIGSTOP) or canceled
+ *        (ctl ABORT) mid-collective, and a peer that never starts: every
+ *        other rank exits non-zero within timeout_s + 5 s and names it.
+ * proto: malformed messages from a raw zmq socket are refused (EPROTO).
+ *
+ * Every spawned process is reaped: SIGKILL then waitpid on the way out. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zmq.h>
+
+#include "check.h"
+
+#define MAXN 4
+#define EXIT_ETIMEDOUT 110
+#define EXIT_EPEER     111
+#define EXIT_EPROTO    112
+#define EXIT_ECANCELED 114
+
+static const char *g_driver;
+static char g_plugin[PATH_MAX];
+static char g_dir[] = "/tmp/strz-test-XXXXXX";
+static int g_runs;
+static int g_verbose; /* $ZMQ_TEST_VERBOSE: show every rank's stderr */
+
+typedef struct proc {
+    pid_t  pid;
+    int    status;     /* waitpid status, valid when done */
+    int    done;
+    double t_exit;     /* seconds after the spawn */
+    char   out[PATH_MAX], err[PATH_MAX];
+} proc_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* n distinct free loopback ports: bind port 0, read it back, close. */
+static int free_ports(int n, int *port)
+{
+    int fd[MAXN];
+    for (int i = 0; i < n; i++) {
+        struct sockaddr_in a = { .sin_family = AF_INET,
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof a;
+        fd[i] = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd[i] < 0 || bind(fd[i], (struct sockaddr *)&a, sizeof a) != 0
+            || getsockname(fd[i], (struct sockaddr *)&a, &len) != 0)
+            return -1;
+        port[i] = ntohs(a.sin_port);
+    }
+    for (int i = 0; i < n; i++)
+        close(fd[i]);
+    return 0;
+}
+
+static int make_addrs(int n, int ipc, char *out, size_t len)
+{
+    int port[MAXN];
+    size_t o = 0;
+    if (!ipc && free_ports(n, port) != 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        int w = ipc ? snprintf(out + o, len - o, "%sipc://%s/r%d-%d",
+                               i ? "," : "", g_dir, g_runs, i)
+                    : snprintf(out + o, len - o, "%s127.0.0.1:%d",
+                               i ? "," : "", port[i]);
+        if (w < 0 || (size_t)w >= len - o)
+            return -1;
+        o += (size_t)w;
+    }
+    return 0;
+}
+
+/* Fork/exec the driver as `rank` with stdout/stderr to files. */
+static int spawn(proc_t *p, int rank, int n, const char *addrs,
+                 const char *kill_spec, const char *kill_flag,
+                 const char *const *opts,
+                 const char *const *actions)
+{
+    char *argv[64], rs[16], ns[16];
+    int k = 0;
+
+    snprintf(rs, sizeof rs, "%d", rank);
+    snprintf(ns, sizeof ns, "%d", n);
+    snprintf(p->out, sizeof p->out, "%s/run%d-r%d.out", g_dir, g_runs, rank);
+    snprintf(p->err, sizeof p->err, "%s/run%d-r%d.err", g_dir, g_runs, rank);
+    argv[k++] = (char *)g_driver;
+    argv[k++] = "-p"; argv[k++] = g_plugin;
+    argv[k++] = "-r"; argv[k++] = rs;
+    argv[k++] = "-n"; argv[k++] = ns;
+    argv[k++] = "-a"; argv[k++] = (char *)addrs;
+    if (kill_spec) {
+        argv[k++] = (char *)kill_flag;
+        argv[k++] = (char *)kill_spec;
+    }
+    for (int i = 0; opts && opts[i] && k < 40; i++) {
+        argv[k++] = "-o";
+        argv[k++] = (char *)opts[i];
+    }
+    for (int i = 0; actions[i] && k < 62; i++)
+        argv[k++] = (char *)actions[i];
+    argv[k] = NULL;
+    p->done = 0;
+    p->pid = fork();
+    if (p->pid < 0)
+        return -1;
+    if (p->pid == 0) {
+        int o = open(p->out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int e = open(p->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
+            _exit(126);
+        execv(g_driver, argv);
+        _exit(127);
+    }
+    return 0;
+}
+
+/* Wait until every process in ps[0..n) that is not `skip` exited, at most
+ * `limit` seconds after t0; then SIGKILL and reap every one still there. */
+static void wait_all(proc_t *ps, int n, double t0, double limit, int skip)
+{
+    for (;;) {
+        int pending = 0;
+        for (int i = 0; i < n; i++) {
+            if (ps[i].done || ps[i].pid <= 0)
+                continue;
+            if (waitpid(ps[i].pid, &ps[i].status, WNOHANG) == ps[i].pid) {
+                ps[i].done = 1;
+                ps[i].t_exit = now_s() - t0;
+            } else if (i != skip) {
+                pending++;
+            }
+        }
+        if (!pending || now_s() - t0 > limit)
+            break;
+        usleep(10000);
+    }
+    for (int i = 0; i < n; i++) {
+        if (ps[i].done || ps[i].pid <= 0)
+            continue;
+        kill(ps[i].pid, SIGKILL); /* also ends a stopped process */
+        waitpid(ps[i].pid, &ps[i].status, 0);
+        ps[i].done = 1;
+        ps[i].t_exit = now_s() - t0;
+        if (i != skip)
+            ps[i].status = -1; /* mark: had to be killed */
+    }
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t n = 0;
+    if (f == NULL)
+        return strdup("");
+    buf = calloc(1, 1 << 16);
+    if (buf)
+        n = fread(buf, 1, (1 << 16) - 1, f);
+    if (buf)
+        buf[n] = '\0';
+    fclose(f);
+    return buf ? buf : strdup("");
+}
+
+static int exit_code(const proc_t *p)
+{
+    return p->status >= 0 && WIFEXITED(p->status) ? WEXITSTATUS(p->status)
+                                                  : -1;
+}
+
+static void dump(const proc_t *p, int rank)
+{
+    char *e = slurp(p->err);
+    fprintf(stderr, "--- rank %d: status 0x%x, exit %d, at %.2f s; stderr:\n%s",
+            rank, p->status, exit_code(p), p->t_exit, e);
+    free(e);
+}
+
+/* ---- basic: results and bitwise equality ------------------------------- */
+
+static void run_ok(int n, int ipc, const char *const *opts,
+                   const char *const *actions, double limit)
+{
+    proc_t ps[MAXN];
+    char addrs[2048];
+    int nact = 0;
+
+    while (actions[nact])
+        nact++;
+    g_runs++;
+    CHECK(make_addrs(n, ipc, addrs, sizeof addrs) == 0);
+    double t0 = now_s();
+    for (int i = 0; i < n; i++)
+        CHECK(spawn(&ps[i], i, n, addrs, NULL, NULL, opts, actions) == 0);
+    wait_all(ps, n, t0, limit, -1);
+    char *first = slurp(ps[0].out);
+    int lines = 0;
+    for (char *s = first; *s; s++)
+        lines += *s == '\n';
+    for (int i = 0; i < n; i++) {
+        char *o = slurp(ps[i].out);
+        int ok = exit_code(&ps[i]) == 0 && strcmp(o, first) == 0;
+        CHECKF(ok, "n=%d %s: rank %d failed or differs from rank 0", n,
+               ipc ? "ipc" : "tcp", i);
+        if (!ok) {
+            dump(&ps[i], i);
+            fprintf(stderr, "stdout:\n%s\nrank 0 stdout:\n%s", o, first);
+        }
+        free(o);
+    }
+    CHECKF(lines == nact, "n=%d: %d result lines for %d actions", n, lines,
+           nact);
+    printf("n=%d %s: %d actions in %.2f s\n", n, ipc ? "ipc" : "tcp", nact,
+           now_s() - t0);
+    free(first);
+}
+
+/* The README's option table lists exactly the plugin's keys. */
+static void check_readme(void)
+{
+    const char *src = getenv("STRATA_SRC");
+    char path[PATH_MAX], keys[PATH_MAX];
+    proc_t p = { 0 };
+
+    if (src == NULL)
+        return;
+    snprintf(path, sizeof path, "%s/plugins/transport/zmq/README.md", src);
+    snprintf(keys, sizeof keys, "%s/keys.out", g_dir);
+    p.pid = fork();
+    if (p.pid == 0) {
+        int o = open(keys, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (o < 0 || dup2(o, 1) < 0)
+            _exit(126);
+        execl(g_driver, g_driver, "-p", g_plugin, "--list-options", (char *)0);
+        _exit(127);
+    }
+    waitpid(p.pid, &p.status, 0);
+    CHECK(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0);
+    char *readme = slurp(path), *list = slurp(keys);
+    int nkeys = 0, nrows = 0;
+    for (char *k = strtok(list, "\n"); k; k = strtok(NULL, "\n")) {
+        char want[128];
+        snprintf(want, sizeof want, "| `%s` |", k);
+        CHECKF(strstr(readme, want) != NULL, "README lacks a row for %s", k);
+        nkeys++;
+    }
+    char *sec = strstr(readme, "\n## Options"), *end;
+    if (sec && (end = strstr(sec + 1, "\n## ")) != NULL)
+        *end = '\0';
+    for (char *s = sec; s && (s = strstr(s + 1, "\n| `")) != NULL;)
+        nrows++;
+    CHECKF(nrows == nkeys, "README has %d option rows, the table %d keys",
+           nrows, nkeys);
+    free(readme);
+    free(list);
+}
+
+static void basic(void)
+{
+    static const char *const a2[] = {
+        "sum:1", "sum:7", "sum:1000", "mean:1000", "mean:7", "sum:262144",
+        "bcast:0:1000", "bcast:1:7", "bcast:1:262144", "barrier",
+        "sum:16777216", "barrier", "rep:16384:500", "rep:3:300", NULL };
+    static const char *const a3[] = {
+        "sum:1", "sum:2", "mean:2", "sum:7", "mean:7", "sum:1000",
+        "mean:1001", "sum:262147", "bcast:0:5", "bcast:2:1000", "barrier",
+        "rep:40000:200", NULL };
+    static const char *const a4[] = {
+        "sum:1", "sum:3", "sum:7", "mean:1000", "sum:100003", "mean:100003",
+        "bcast:0:9", "bcast:3:70001", "barrier", "sum:5", NULL };
+    static const char *const small_seg[] = { "chunk_bytes=4K", NULL };
+    static const char *const opts[] = { "timeout_s=20", NULL };
+
+    check_readme();
+    run_ok(2, 0, opts, a2, 40);
+    run_ok(3, 0, opts, a3, 20);
+    run_ok(4, 1, opts, a4, 20);
+    run_ok(4, 0, small_seg, a4, 20); /* many segments per chunk */
+}
+
+/* ---- fail: dead, stopped and missing peers ----------------------------- */
+
+static const char *const k_fail_opts[] = { "timeout_s=2", "heartbeat_ms=200",
+                                           NULL };
+
+/* Rank `victim` gets `sig` (KILL/STOP) or cancels itself (ABORT) `die_ms`
+ * after its start; the others must exit with EPEER or ETIMEDOUT within
+ * die_ms + timeout_s + 5 s and name the victim. */
+static void run_victim(int n, int victim, const char *sig, int die_ms)
+{
+    int cancel = strcmp(sig, "ABORT") == 0;
+    static const char *const loop[] = { "loop:262144", NULL };
+    proc_t ps[MAXN];
+    char addrs[2048], spec[32], name[32];
+    const double bound = die_ms / 1000.0 + 2.0 + 5.0;
+
+    g_runs++;
+    CHECK(make_addrs(n, 0, addrs, sizeof addrs) == 0);
+    if (cancel)
+        snprintf(spec, sizeof spec, "%d", die_ms);
+    else
+        snprintf(spec, sizeof spec, "%s:%d", sig, die_ms);
+    snprintf(name, sizeof name, "worker:%d", victim);
+    double t0 = now_s();
+    for (int i = 0; i < n; i++)
+        CHECK(spawn(&ps[i], i, n, addrs, i == victim ? spec : NULL,
+                    cancel ? "-c" : "-k", k_fail_opts, loop) == 0);
+    wait_all(ps, n, t0, bound + 1.0, cancel ? -1 : victim);
+    if (cancel)
+        CHECKF(exit_code(&ps[victim]) == EXIT_ECANCELED, "canceled rank "
+               "exit %d", exit_code(&ps[victim]));
+    for (int i = 0; i < n; i++) {
+        if (i == victim)
+            continue;
+        char *e = slurp(ps[i].err);
+        int code = exit_code(&ps[i]);
+        int ok = (code == EXIT_EPEER || code == EXIT_ETIMEDOUT)
+                 && ps[i].t_exit <= bound && strstr(e, name) != NULL
+                 && strstr(e, "error:") != NULL;
+        CHECKF(ok, "SIG%s of rank %d: rank %d exit %d at %.2f s (bound %.1f)"
+               ", names %s: %s", sig, victim, i, code, ps[i].t_exit, bound,
+               name, strstr(e, name) ? "yes" : "no");
+        if (!ok || g_verbose)
+            dump(&ps[i], i);
+        free(e);
+    }
+    printf("SIG%s of rank %d/%d: survivors done in %.2f s\n", sig, victim, n,
+           now_s() - t0);
+}
+
+/* Rank `missing` never starts: the others fail the rendezvous, naming it. */
+static void run_missing(int n, int missing)
+{
+    static const char *const acts[] = { "barrier", NULL };
+    proc_t ps[MAXN];
+    char addrs[2048], name[32];
+
+    g_runs++;
+    CHECK(make_addrs(n, 0, addrs, sizeof addrs) == 0);
+    snprintf(name, sizeof name, "worker:%d", missing);
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        ps[i].pid = 0;
+        ps[i].done = 1;
+        if (i != missing)
+            CHECK(spawn(&ps[i], i, n, addrs, NULL, NULL, k_fail_opts, acts) == 0);
+    }
+    wait_all(ps, n, t0, 2.0 + 5.0, -1);
+    for (int i = 0; i < n; i++) {
+        if (i == missing)
+            continue;
+        char *e = slurp(ps[i].err);
+        int code = exit_code(&ps[i]);
+        int ok = (code == EXIT_ETIMEDOUT || code == EXIT_EPEER)
+                 && strstr(e, name) != NULL;
+        CHECKF(ok, "missing rank %d: rank %d exit %d, names it: %s", missing,
+               i, code, strstr(e, name) ? "yes" : "no");
+        if (!ok || g_verbose)
+            dump(&ps[i], i);
+        free(e);
+    }
+    printf("missing rank %d/%d: done in %.2f s\n", missing, n, now_s() - t0);
+}
+
+static void fail(void)
+{
+    run_victim(4, 1, "KILL", 400);
+    run_victim(3, 2, "STOP", 400);
+    run_victim(2, 0, "STOP", 600);
+    run_victim(3, 1, "ABORT", 400);
+    run_missing(3, 2);
+}
+
+/* ---- proto: a raw socket sends garbage to rank 0 ----------------------- */
+
+static void run_garbage(const void *msg, size_t len, const char *what)
+{
+    static const char *const acts[] = { "sleep:600", "barrier", "barrier",
+                                        NULL };
+    proc_t ps[2];
+    char addrs[256], ep[300];
+
+    g_runs++;
+    CHECK(make_addrs(2, 0, addrs, sizeof addrs) == 0);
+    double t0 = now_s();
+    for (int i = 0; i < 2; i++)
+        CHECK(spawn(&ps[i], i, 2, addrs, NULL, NULL, k_fail_opts, acts) == 0);
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int linger = 2000;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    snprintf(ep, sizeof ep, "tcp://%.*s", (int)strcspn(addrs, ","), addrs);
+    CHECK(zmq_connect(s, ep) == 0);
+    CHECK(zmq_send(s, msg, len, 0) == (int)len);
+    wait_all(ps, 2, t0, 2.0 + 5.0, -1);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+
+    char *e = slurp(ps[0].err);
+    int code = exit_code(&ps[0]);
+    int ok = code == EXIT_EPROTO && strstr(e, "refused") != NULL
+             && strstr(e, "127.0.0.1") != NULL;
+    CHECKF(ok, "%s: rank 0 exit %d (want %d, not a crash)", what, code,
+           EXIT_EPROTO);
+    if (!ok || g_verbose)
+        dump(&ps[0], 0);
+    CHECKF(exit_code(&ps[1]) > 0, "%s: rank 1 exit %d", what,
+           exit_code(&ps[1]));
+    free(e);
+    printf("%s refused in %.2f s\n", what, now_s() - t0);
+}
+
+/* Members that disagree on the collective: refused as EPROTO, not applied. */
+static void run_mismatch(const char *a0, const char *a1, const char *what)
+{
+    char b0[128], b1[128];
+    const char *acts0[8] = { 0 }, *acts1[8] = { 0 };
+    proc_t ps[2];
+
+    snprintf(b0, sizeof b0, "%s", a0);
+    snprintf(b1, sizeof b1, "%s", a1);
+    for (int i = 0; i < 7 && (acts0[i] = strtok(i ? NULL : b0, " ")); i++) {
+    }
+    for (int i = 0; i < 7 && (acts1[i] = strtok(i ? NULL : b1, " ")); i++) {
+    }
+    char addrs[256];
+    int eproto = 0;
+
+    g_runs++;
+    CHECK(make_addrs(2, 0, addrs, sizeof addrs) == 0);
+    double t0 = now_s();
+    CHECK(spawn(&ps[0], 0, 2, addrs, NULL, NULL, k_fail_opts, acts0) == 0);
+    CHECK(spawn(&ps[1], 1, 2, addrs, NULL, NULL, k_fail_opts, acts1) == 0);
+    wait_all(ps, 2, t0, 2.0 + 5.0, -1);
+    for (int i = 0; i < 2; i++) {
+        char *e = slurp(ps[i].err);
+        int code = exit_code(&ps[i]);
+        CHECKF(code == EXIT_EPROTO || code == EXIT_EPEER, "%s: rank %d exit "
+               "%d", what, i, code);
+        eproto += code == EXIT_EPROTO
+                  && strstr(e, "unexpected message from worker:") != NULL;
+        if (g_verbose)
+            dump(&ps[i], i);
+        free(e);
+    }
+    CHECKF(eproto > 0, "%s: no rank refused with EPROTO", what);
+    printf("%s refused in %.2f s\n", what, now_s() - t0);
+}
+
+static void proto(void)
+{
+    run_mismatch("sum:1000", "sum:999", "count mismatch");
+    run_mismatch("sum:1000", "mean:1000", "op mismatch");
+    run_mismatch("sum:1000", "bcast:0:1000", "collective mismatch");
+    /* a root receives nothing: the next collective finds the disagreement */
+    run_mismatch("bcast:0:1000 barrier", "bcast:1:1000 barrier",
+                 "root mismatch");
+    unsigned char hdr[48] = { 'S', 'T', 'R', 'Z', 9, 0, 3 };
+    run_garbage("hello, are you zmq?", 19, "bad magic");
+    run_garbage(hdr, sizeof hdr, "bad version");
+    hdr[4] = 1; /* good version, DATA with a length the frame lacks */
+    hdr[32] = 0x10;
+    run_garbage(hdr, sizeof hdr, "bad length");
+}
+
+int main(int argc, char **argv)
+{
+    const char *which = argc > 2 ? argv[2] : "basic";
+    const char *dir = getenv("STRATA_PLUGIN_PATH");
+
+    if (argc < 2 || dir == NULL) {
+        fprintf(stderr, "usage: STRATA_PLUGIN_PATH=dir %s DRIVER [basic|fail|"
+                "proto]\n", argv[0]);
+        return 2;
+    }
+    g_driver = argv[1];
+    g_verbose = getenv("ZMQ_TEST_VERBOSE") != NULL;
+    snprintf(g_plugin, sizeof g_plugin, "%.*s/zmq.so", (int)strcspn(dir, ":"),
+             dir);
+    signal(SIGPIPE, SIG_IGN);
+    if (mkdtemp(g_dir) == NULL) {
+        perror("mkdtemp");
+        return 2;
+    }
+    if (strcmp(which, "fail") == 0)
+        fail();
+    else if (strcmp(which, "proto") == 0)
+        proto();
+    else
+        basic();
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", g_dir);
+    return CHECK_DONE();
+}

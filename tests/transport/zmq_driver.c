@@ -1,0 +1,453 @@
+/* zmq_driver -- runs as one rank of a zmq.so group and checks collectives.
+ *
+ *   zmq_driver [-p zmq.so] -r RANK -n SIZE -a ADDR0,ADDR1,... [-o key=val]...
+ *              [-t group_timeout_ms] [-k SIGNAL:MS] [-c MS] [-g TAG]
+ *              ACTION...
+ *   zmq_driver [-p zmq.so] --list-options
+ *
+ * The plugin is dlopen()ed from -p, else $STRATA_PLUGIN_PATH/zmq.so. Its
+ * options are filled from its own table's defaults, then -o overrides (the
+ * core does this in real runs). -k: a thread sends SIGNAL (KILL, STOP) to
+ * this process after MS ms. -c: a thread calls ctl(STRATA_CTL_ABORT) MS ms
+ * after init. -g: the group's job tag ("" = none). Actions, in order:
+ *
+ *   sum:COUNT  mean:COUNT   all-reduce of integer-valued data derived from
+ *                           (rank, index), checked exactly against a plain sum
+ *   bcast:ROOT:COUNT        broadcast, checked against the root's data
+ *   barrier                 ctl(STRATA_CTL_BARRIER)
+ *   sleep:MS
+ *   rep:COUNT:ITERS         sum:COUNT ITERS times, each checked
+ *   loop:COUNT              sum:COUNT until an error (for failure tests)
+ *   bench:COUNT:ITERS       median time of ITERS all-reduces, to stderr
+ *
+ * Each checked action prints "<action> <hash of the result>" on stdout, so
+ * every rank's stdout must be identical. Exit: 0 ok, 1 wrong result,
+ * 2 usage or load error, 100 + (-rc) when the plugin returns rc < 0. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <strata/plugin.h>
+
+static int g_rank;
+
+/* ---- the host table: real log/alloc/free/copy, the rest unsupported --- */
+
+static void h_log(int level, const char *who, const char *fmt, ...)
+{
+    static const char *lv[] = { "error: ", "warning: ", "", "debug: " };
+    char line[1024];
+    va_list ap;
+    int n = snprintf(line, sizeof line, "zmq_driver[%d]: %s: %s", g_rank, who,
+                     level >= 0 && level <= 3 ? lv[level] : "");
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof line)
+        vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", line);
+}
+
+static const char *h_cfg_get(const char *s, const char *k) { return NULL; }
+
+static void *h_alloc(int32_t dev, size_t bytes)
+{
+    size_t n = (bytes + 63) / 64 * 64;
+    void *p = aligned_alloc(64, n ? n : 64);
+    if (p)
+        memset(p, 0, n ? n : 64);
+    return p;
+}
+
+static void h_free(int32_t dev, void *p) { free(p); }
+
+static int h_copy(int32_t dd, void *dst, int32_t sd, const void *src, size_t n)
+{
+    memcpy(dst, src, n);
+    return 0;
+}
+
+static int h_axpy(int32_t d, size_t n, float a, const float *x, float *y)
+{ return STRATA_ENOTSUP; }
+static int h_scale(int32_t d, size_t n, float a, float *x)
+{ return STRATA_ENOTSUP; }
+static int h_sum(int32_t d, size_t n, float *dst, const float *const *s, int k)
+{ return STRATA_ENOTSUP; }
+static int h_opt_create(int32_t d, size_t c, strata_opt_t **o)
+{ *o = NULL; return STRATA_ENOTSUP; }
+static int h_opt_step(strata_opt_t *o, float *p, const float *g, size_t c,
+                      float lr)
+{ return STRATA_ENOTSUP; }
+static void h_opt_destroy(strata_opt_t *o) { }
+static int h_t_open(const char *n, const strata_group_t *g,
+                    strata_transport_t **o)
+{ *o = NULL; return STRATA_ENOTSUP; }
+static int h_t_op(strata_transport_t *t, strata_op_t *op)
+{ return STRATA_ENOTSUP; }
+static int h_t_ctl(strata_transport_t *t, int op, void *arg)
+{ return STRATA_ENOTSUP; }
+static void h_t_close(strata_transport_t *t) { }
+
+static const strata_host_v1_t k_host = {
+    .struct_size = sizeof(strata_host_v1_t),
+    .abi_major = STRATA_ABI_MAJOR, .abi_minor = STRATA_ABI_MINOR,
+    .log = h_log, .cfg_get = h_cfg_get, .alloc = h_alloc, .free = h_free,
+    .copy = h_copy, .axpy = h_axpy, .scale = h_scale, .sum = h_sum,
+    .opt_create = h_opt_create, .opt_step = h_opt_step,
+    .opt_destroy = h_opt_destroy, .t_open = h_t_open, .t_reduce = h_t_op,
+    .t_update = h_t_op, .t_ctl = h_t_ctl, .t_close = h_t_close,
+};
+
+/* ---- options: the plugin's table, defaults then -o overrides ---------- */
+
+static int parse_opt(const strata_option_t *o, const char *text, void *cfg)
+{
+    char *end = NULL;
+    char *dst = (char *)cfg + o->offset;
+    switch (o->type) {
+    case STRATA_OPT_INT: {
+        long long v = strtoll(text, &end, 10);
+        memcpy(dst, &(int64_t){ v }, sizeof(int64_t));
+        break;
+    }
+    case STRATA_OPT_SIZE: {
+        double v = strtod(text, &end);
+        if (*end == 'K' || *end == 'k') v *= 1024, end++;
+        else if (*end == 'M' || *end == 'm') v *= 1024 * 1024, end++;
+        else if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024, end++;
+        memcpy(dst, &(int64_t){ (int64_t)v }, sizeof(int64_t));
+        break;
+    }
+    case STRATA_OPT_FLOAT: {
+        double v = strtod(text, &end);
+        memcpy(dst, &v, sizeof v);
+        break;
+    }
+    case STRATA_OPT_BOOL: {
+        int v = strcmp(text, "true") == 0 || strcmp(text, "1") == 0
+                || strcmp(text, "yes") == 0;
+        memcpy(dst, &v, sizeof v);
+        return 0;
+    }
+    case STRATA_OPT_STRING:
+        memcpy(dst, &text, sizeof text);
+        return 0;
+    default:
+        return -1;
+    }
+    return end && *end == '\0' && end != text ? 0 : -1;
+}
+
+static void *make_cfg(const strata_plugin_v1_t *vt, char **over, int nover)
+{
+    void *cfg = calloc(1, vt->cfg_size ? vt->cfg_size : 1);
+    for (const strata_option_t *o = vt->options; cfg && o && o->key; o++) {
+        const char *text = o->def;
+        size_t kl = strlen(o->key);
+        for (int i = 0; i < nover; i++)
+            if (strncmp(over[i], o->key, kl) == 0 && over[i][kl] == '=')
+                text = over[i] + kl + 1;
+        if (text == NULL || parse_opt(o, text, cfg) != 0) {
+            fprintf(stderr, "zmq_driver: option %s: bad value '%s'\n", o->key,
+                    text ? text : "(required)");
+            free(cfg);
+            return NULL;
+        }
+    }
+    return cfg;
+}
+
+/* ---- data and checks -------------------------------------------------- */
+
+/* Integer-valued in [-511, 511]: any sum of a few is exact in float32. */
+static float value(int rank, size_t i)
+{
+    uint64_t x = (uint64_t)i * 2654435761u + (uint64_t)rank * 977u + 12345u;
+    return (float)((int)((x >> 7) % 1023u) - 511);
+}
+
+static uint64_t fnv1a(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct run {
+    const strata_plugin_v1_t *vt;
+    void *pctx;
+    int rank, n;
+} run_t;
+
+static int allreduce(run_t *r, float *buf, size_t count, int op)
+{
+    for (size_t i = 0; i < count; i++)
+        buf[i] = value(r->rank, i);
+    strata_op_t o = { .struct_size = sizeof o, .buf = buf, .count = count,
+                      .device = STRATA_DEVICE(STRATA_DEV_CPU, 0),
+                      .reduce_op = op };
+    return r->vt->reduce(r->pctx, &o);
+}
+
+static int check_sum(run_t *r, const float *buf, size_t count, int op)
+{
+    for (size_t i = 0; i < count; i++) {
+        float want = 0.0f;
+        for (int k = 0; k < r->n; k++)
+            want += value(k, i);
+        if (op == STRATA_REDUCE_MEAN)
+            want *= 1.0f / (float)r->n;
+        if (buf[i] != want) {
+            fprintf(stderr, "zmq_driver[%d]: element %zu of %zu: %g, want %g\n",
+                    r->rank, i, count, buf[i], want);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int do_action(run_t *r, const char *a)
+{
+    unsigned long long count = 0, iters = 0, ms = 0;
+    int root = 0, rc = 0, op = STRATA_REDUCE_SUM;
+    float *buf = NULL;
+
+    if (strcmp(a, "barrier") == 0) {
+        int slot = 0;
+        rc = r->vt->ctl(r->pctx, STRATA_CTL_BARRIER, &slot);
+        if (rc == 0)
+            printf("barrier ok\n");
+        return rc;
+    }
+    if (sscanf(a, "sleep:%llu", &ms) == 1) {
+        usleep((useconds_t)(ms * 1000));
+        return 0;
+    }
+    if (sscanf(a, "bench:%llu:%llu", &count, &iters) == 2 && count && iters) {
+        double *t = calloc(iters, sizeof *t);
+        buf = malloc(count * sizeof(float));
+        for (unsigned long long k = 0; buf && t && k < iters + 2 && !rc; k++) {
+            double t0 = now_s();
+            rc = allreduce(r, buf, count, op);
+            if (k >= 2)
+                t[k - 2] = now_s() - t0;
+        }
+        if (!rc && t) {
+            qsort(t, iters, sizeof *t, cmp_double);
+            fprintf(stderr, "bench %llu bytes: median %.1f us (min %.1f)\n",
+                    count * 4, t[iters / 2] * 1e6, t[0] * 1e6);
+        }
+        free(t);
+        free(buf);
+        return rc;
+    }
+    if (sscanf(a, "loop:%llu", &count) == 1 && count) {
+        buf = malloc(count * sizeof(float));
+        while (buf && rc == 0)
+            rc = allreduce(r, buf, count, op);
+        free(buf);
+        return rc;
+    }
+    if (sscanf(a, "rep:%llu:%llu", &count, &iters) == 2 && count && iters) {
+        buf = malloc(count * sizeof(float));
+        for (unsigned long long k = 0; buf && k < iters && rc == 0; k++)
+            if ((rc = allreduce(r, buf, count, op)) == 0
+                && check_sum(r, buf, count, op))
+                rc = 1;
+        if (rc == 0 && buf)
+            printf("%s %016llx\n", a,
+                   (unsigned long long)fnv1a(buf, count * sizeof(float)));
+        free(buf);
+        return buf ? rc : -98;
+    }
+    int kind = 0;
+    if (sscanf(a, "sum:%llu", &count) == 1)
+        kind = 1;
+    else if (sscanf(a, "mean:%llu", &count) == 1)
+        kind = 1, op = STRATA_REDUCE_MEAN;
+    else if (sscanf(a, "bcast:%d:%llu", &root, &count) == 2)
+        kind = 2;
+    if (!kind || count == 0 || (buf = malloc(count * sizeof(float))) == NULL) {
+        fprintf(stderr, "zmq_driver: bad action '%s'\n", a);
+        return -98; /* exit 198 */
+    }
+    if (kind == 1) {
+        rc = allreduce(r, buf, count, op);
+        if (rc == 0 && check_sum(r, buf, count, op))
+            rc = 1;
+    } else {
+        for (size_t i = 0; i < count; i++)
+            buf[i] = r->rank == root ? value(root, i) : -1.0f;
+        strata_op_t o = { .struct_size = sizeof o, .buf = buf, .count = count,
+                          .device = STRATA_DEVICE(STRATA_DEV_CPU, 0),
+                          .root = root };
+        rc = r->vt->update(r->pctx, &o);
+        for (size_t i = 0; rc == 0 && i < count; i++)
+            if (buf[i] != value(root, i)) {
+                fprintf(stderr, "zmq_driver[%d]: bcast element %zu wrong\n",
+                        r->rank, i);
+                rc = 1;
+            }
+    }
+    if (rc == 0)
+        printf("%s %016llx\n", a,
+               (unsigned long long)fnv1a(buf, count * sizeof(float)));
+    free(buf);
+    return rc;
+}
+
+/* ---- main -------------------------------------------------------------- */
+
+static int g_die_sig, g_die_ms, g_cancel_ms = -1;
+
+static void *cancel_later(void *arg)
+{
+    run_t *r = arg;
+    usleep((useconds_t)g_cancel_ms * 1000);
+    r->vt->ctl(r->pctx, STRATA_CTL_ABORT, NULL);
+    return NULL;
+}
+
+static void *die_later(void *arg)
+{
+    usleep((useconds_t)g_die_ms * 1000);
+    kill(getpid(), g_die_sig);
+    return NULL;
+}
+
+static char **split(char *s, int *n)
+{
+    char **v = calloc(strlen(s) + 2, sizeof *v);
+    *n = 0;
+    for (char *tok = strtok(s, ","); v && tok; tok = strtok(NULL, ","))
+        v[(*n)++] = tok;
+    return v;
+}
+
+static const char *plugin_path(const char *arg, char *buf, size_t len)
+{
+    const char *dir = getenv("STRATA_PLUGIN_PATH");
+    if (arg)
+        return arg;
+    if (dir == NULL)
+        return "zmq.so";
+    snprintf(buf, len, "%.*s/zmq.so", (int)strcspn(dir, ":"), dir);
+    return buf;
+}
+
+int main(int argc, char **argv)
+{
+    const char *plugin = NULL;
+    char *addrs = NULL, *over[32], pbuf[4096];
+    const char *tag = "zmq-driver-job";
+    int nover = 0, list = 0, group_timeout = 0, i;
+    run_t r = { 0 };
+
+    r.n = 1;
+    for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+        const char *o = argv[i];
+        if (strcmp(o, "--list-options") == 0) { list = 1; continue; }
+        if (i + 1 >= argc)
+            break;
+        const char *v = argv[++i];
+        if (strcmp(o, "-p") == 0) plugin = v;
+        else if (strcmp(o, "-r") == 0) r.rank = atoi(v);
+        else if (strcmp(o, "-n") == 0) r.n = atoi(v);
+        else if (strcmp(o, "-a") == 0) addrs = (char *)v;
+        else if (strcmp(o, "-o") == 0 && nover < 32) over[nover++] = (char *)v;
+        else if (strcmp(o, "-t") == 0) group_timeout = atoi(v);
+        else if (strcmp(o, "-c") == 0) g_cancel_ms = atoi(v);
+        else if (strcmp(o, "-g") == 0) tag = v[0] ? v : NULL;
+        else if (strcmp(o, "-k") == 0) {
+            char sig[16] = "";
+            if (sscanf(v, "%15[A-Z]:%d", sig, &g_die_ms) != 2) break;
+            g_die_sig = strcmp(sig, "STOP") == 0 ? SIGSTOP : SIGKILL;
+        } else break;
+    }
+    g_rank = r.rank;
+    const char *path = plugin_path(plugin, pbuf, sizeof pbuf);
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (dl == NULL) {
+        fprintf(stderr, "zmq_driver: %s\n", dlerror());
+        return 2;
+    }
+    r.vt = dlsym(dl, STRATA_PLUGIN_SYMBOL_V1);
+    if (r.vt == NULL || r.vt->hdr.abi_major != STRATA_ABI_MAJOR
+        || r.vt->hdr.kind != STRATA_KIND_TRANSPORT) {
+        fprintf(stderr, "zmq_driver: %s: not a v1 transport plugin\n", path);
+        return 2;
+    }
+    if (list) {
+        for (const strata_option_t *o = r.vt->options; o && o->key; o++)
+            printf("%s\n", o->key);
+        return 0;
+    }
+    int naddr = 0;
+    char **addr = addrs ? split(addrs, &naddr) : NULL;
+    if (naddr != r.n || r.rank < 0 || r.rank >= r.n || i > argc) {
+        fprintf(stderr, "usage: see the comment at the top of zmq_driver.c\n");
+        return 2;
+    }
+    char **names = calloc((size_t)r.n, sizeof *names);
+    for (int k = 0; names && k < r.n; k++) {
+        names[k] = malloc(32);
+        snprintf(names[k], 32, "worker:%d", k);
+    }
+    void *cfg = make_cfg(r.vt, over, nover);
+    if (cfg == NULL || names == NULL)
+        return 2;
+    strata_group_t g = { .struct_size = sizeof g, .scope = STRATA_SCOPE_WORLD,
+                         .size = r.n, .rank = r.rank, .nlocal = 1,
+                         .timeout_ms = group_timeout,
+                         .addrs = (const char *const *)addr,
+                         .names = (const char *const *)names,
+                         .tag = tag };
+    strata_env_t env = { .struct_size = sizeof env,
+                         .kind = STRATA_KIND_TRANSPORT, .cfg = cfg,
+                         .section = "transport", .group = &g };
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (g_die_sig) {
+        pthread_t th;
+        pthread_create(&th, NULL, die_later, NULL);
+        pthread_detach(th);
+    }
+    int rc = r.vt->init(&k_host, &env, &r.pctx);
+    pthread_t canceler;
+    int canceling = rc == 0 && g_cancel_ms >= 0
+                    && pthread_create(&canceler, NULL, cancel_later, &r) == 0;
+    for (; rc == 0 && i < argc; i++)
+        rc = do_action(&r, argv[i]);
+    if (canceling)
+        pthread_join(canceler, NULL);
+    if (r.pctx)
+        r.vt->fini(r.pctx);
+    for (int k = 0; k < r.n; k++)
+        free(names[k]);
+    free(names);
+    free(addr);
+    free(cfg);
+    dlclose(dl);
+    if (rc < 0)
+        fprintf(stderr, "zmq_driver[%d]: exit with code %d\n", r.rank, rc);
+    return rc < 0 ? 100 - rc : rc;
+}
