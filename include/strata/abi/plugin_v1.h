@@ -154,6 +154,50 @@ typedef struct strata_op {
     int64_t  step;       /* 0-based global step this call belongs to          */
 } strata_op_t;
 
+/* ---- strategies that drive the job (ABI 1.1) -------------------------- */
+
+/* A step handed to a worker by its strategy's next_step() (ps: by the
+ * coordinator), and the results of the worker's previous step. */
+typedef struct strata_step {
+    uint32_t struct_size;
+    int32_t  done;        /* out: 1 = no more work; the worker finishes     */
+    int64_t  id;          /* out: job-wide step id, 0-based                 */
+    int32_t  epoch;       /* out: 0-based                                   */
+    int32_t  attempt;     /* out: 1, or more when the step was re-scheduled */
+    int64_t  batch;       /* out: index of the global batch in the epoch    */
+    int32_t  has_result;  /* in: the fields below describe the last step    */
+    int32_t  samples;     /* in: samples of the last step (this worker)     */
+    double   loss_sum;    /* in: summed loss of those samples               */
+    int64_t  correct;     /* in: correct predictions among them             */
+} strata_step_t;
+
+/* What drive() is told about the job. */
+typedef struct strata_drive {
+    uint32_t struct_size;
+    int32_t  epochs;
+    int64_t  steps_per_epoch;
+    int64_t  max_steps;       /* 0: whole epochs                            */
+    int32_t  batch;           /* global batch                               */
+    int32_t  eval;            /* evaluate on the test set after each epoch  */
+    int64_t  train_samples;
+} strata_drive_t;
+
+/* Progress and metrics that a driving strategy hands to the core, which
+ * prints them like its own loop does and writes train.metrics_csv. */
+#define STRATA_REPORT_EPOCH_BEGIN 1 /* epoch, steps (in the epoch)          */
+#define STRATA_REPORT_STEP        2 /* steps done, running loss and acc     */
+#define STRATA_REPORT_EPOCH_END   3 /* everything below                     */
+typedef struct strata_report {
+    uint32_t struct_size;
+    int32_t  kind;
+    int32_t  epoch;           /* 0-based                                    */
+    int32_t  has_val;
+    int64_t  steps;
+    double   loss, acc;       /* training loss and accuracy                 */
+    double   val_loss, val_acc;
+    double   seconds;         /* EPOCH_END: training time of the epoch      */
+} strata_report_t;
+
 /* ---- the services the core gives every plugin (rule 5) ---------------- */
 
 typedef struct strata_host_v1 {
@@ -198,6 +242,19 @@ typedef struct strata_host_v1 {
     int  (*t_update)(strata_transport_t *t, strata_op_t *op);
     int  (*t_ctl)(strata_transport_t *t, int op, void *arg);
     void (*t_close)(strata_transport_t *t);
+
+    /* ---- ABI 1.1 ---- */
+    /* Point to point through a transport (see the transport's send/recv). */
+    int  (*t_send)(strata_transport_t *t, int peer, const void *hdr,
+                   size_t hlen, const void *data, size_t dlen, int timeout_ms);
+    int  (*t_recv)(strata_transport_t *t, int *peer, void *buf, size_t cap,
+                   size_t *len, int timeout_ms);
+    /* For drive(): evaluate the test set with the variables as placed
+     * (var->value[r] of every replica; the replica threads share the work).
+     * Main thread only. */
+    int  (*evaluate)(double *loss, double *acc);
+    /* For drive(): progress line, metrics CSV (only the chief prints). */
+    int  (*report)(const strata_report_t *r);
 } strata_host_v1_t;
 
 /* ---- the plugin vtable ----------------------------------------------- */
@@ -249,6 +306,30 @@ typedef struct strata_plugin_v1 {
 
     /* Optional escape hatch: STRATA_CTL_* ops; unknown ops -> STRATA_ENOTSUP. */
     int  (*ctl)(void *pctx, int op, void *arg);
+
+    /* ---- ABI 1.1: guard with STRATA_HAS ---- */
+
+    /* Optional. Strategy: run this process's part of the job when the
+     * strategy drives it itself (ps: a parameter server, the coordinator).
+     * Main thread, once, after every create_var, instead of the core's
+     * training loop; return STRATA_ENOTSUP to let the core train here (ps:
+     * the workers). May block for the whole job. */
+    int  (*drive)(void *pctx, const strata_drive_t *d);
+
+    /* Optional. Strategy: the next step this worker runs, given the results
+     * of its previous one; NULL: the core runs every batch of every epoch in
+     * order. Main thread; may block up to the job's timeout. */
+    int  (*next_step)(void *pctx, strata_step_t *st);
+
+    /* Optional. Transport: send one message (hdr then data, either may be
+     * empty) to member `peer`, and receive one from any member into buf
+     * (a message longer than cap is dropped: STRATA_EPROTO). Thread-safe
+     * per instance; each wait bounded by timeout_ms (<= 0: the transport's
+     * timeout). */
+    int  (*send)(void *pctx, int peer, const void *hdr, size_t hlen,
+                 const void *data, size_t dlen, int timeout_ms);
+    int  (*recv)(void *pctx, int *peer, void *buf, size_t cap, size_t *len,
+                 int timeout_ms);
 } strata_plugin_v1_t;
 
 #ifdef __cplusplus
