@@ -76,6 +76,9 @@ int  strata__opt_step(strata_opt_t *opt, float *param, const float *grad,
                       size_t count, float lr);
 void strata__opt_destroy(strata_opt_t *opt);
 
+/* ---- fpenv.c: flush denormals to zero in the calling thread ------------ */
+void strata__fpenv_fast(void);
+
 /* ---- device.c ------------------------------------------------------------ */
 
 /* Parse "cpu:0, cpu:1" (empty: one CPU replica per online core). */

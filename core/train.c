@@ -140,6 +140,7 @@ static void *replica_main(void *arg)
     strata__replica_t *rep = arg;
     strata__run_t *run = rep->run;
     openblas_set_num_threads(1);
+    strata__fpenv_fast();
     uint64_t gen = 0;
     for (;;) {
         int phase = strata__crew_wait(&run->crew, &gen);

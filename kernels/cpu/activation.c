@@ -17,7 +17,7 @@ static void relu_copy(size_t n, const float *restrict x, float *restrict y)
     KC_FOR(i, n, y[i] = relu(x[i]));
 }
 
-void kc_relu_fwd(size_t n, const float *x, float *y)
+KC_HOT void kc_relu_fwd(size_t n, const float *x, float *y)
 {
     if (y == x)
         relu_inplace(n, y);
@@ -36,7 +36,7 @@ static void relu_bwd_copy(size_t n, const float *restrict y,
     KC_FOR(i, n, float g = dy[i]; dx[i] = y[i] > 0.0f ? g : 0.0f);
 }
 
-void kc_relu_bwd(size_t n, const float *y, const float *dy, float *dx)
+KC_HOT void kc_relu_bwd(size_t n, const float *y, const float *dy, float *dx)
 {
     if (dx == dy)
         relu_bwd_inplace(n, y, dx);

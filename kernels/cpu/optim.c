@@ -5,7 +5,7 @@
 
 #include <math.h>
 
-void kc_sgd(size_t n, float *restrict w, const float *restrict g, float lr)
+KC_HOT void kc_sgd(size_t n, float *restrict w, const float *restrict g, float lr)
 {
     KC_FOR(i, n, w[i] -= lr * g[i]);
 }
@@ -18,7 +18,7 @@ static inline void momentum_one(float *restrict w, const float *restrict g,
     *w += vi;
 }
 
-void kc_momentum(size_t n, float *restrict w, const float *restrict g,
+KC_HOT void kc_momentum(size_t n, float *restrict w, const float *restrict g,
                  float *restrict v, float lr, float momentum)
 {
     KC_FOR(i, n, momentum_one(w + i, g + i, v + i, lr, momentum));
@@ -39,7 +39,7 @@ static inline void adam_one(float *restrict w, const float *restrict g,
     *w -= step * mi / (sqrtf(vi) * rsq_bc2 + eps);
 }
 
-void kc_adam(size_t n, float *restrict w, const float *restrict g,
+KC_HOT void kc_adam(size_t n, float *restrict w, const float *restrict g,
              float *restrict m, float *restrict v, float lr, float b1, float b2,
              float eps, int64_t t)
 {

@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-void kc_scale(size_t n, float a, float *x)
+KC_HOT void kc_scale(size_t n, float a, float *x)
 {
     KC_FOR(i, n, x[i] *= a);
 }
@@ -20,7 +20,7 @@ static void axpy_two(size_t n, float a, const float *restrict x, float *restrict
     KC_FOR(i, n, y[i] += a * x[i]);
 }
 
-void kc_axpy(size_t n, float a, const float *x, float *y)
+KC_HOT void kc_axpy(size_t n, float a, const float *x, float *y)
 {
     if (x == y)
         axpy_self(n, a, y);
@@ -70,7 +70,7 @@ static void set4(size_t n, float *restrict d, const float *restrict s,
     KC_FOR(i, n, float t = s[i] + a[i]; t = t + b[i]; d[i] = t + c[i]);
 }
 
-void kc_sum(size_t n, float *dst, const float *const *srcs, int nsrc)
+KC_HOT void kc_sum(size_t n, float *dst, const float *const *srcs, int nsrc)
 {
     if (nsrc < 1 || n == 0)
         return;
@@ -94,7 +94,7 @@ void kc_sum(size_t n, float *dst, const float *const *srcs, int nsrc)
         acc1(n, dst, s[0]);
 }
 
-void kc_u8_to_f32(size_t n, const uint8_t *restrict src, float scale,
+KC_HOT void kc_u8_to_f32(size_t n, const uint8_t *restrict src, float scale,
                   float *restrict dst)
 {
     KC_FOR(i, n, dst[i] = (float)src[i] * scale);
