@@ -179,6 +179,24 @@ static void host_t_close(strata_transport_t *t)
     free(t);
 }
 
+static int host_t_send(strata_transport_t *t, int peer, const void *hdr,
+                       size_t hlen, const void *data, size_t dlen,
+                       int timeout_ms)
+{
+    return t && STRATA_HAS(t->plugin->vt, send)
+               ? t->plugin->vt->send(t->pctx, peer, hdr, hlen, data, dlen,
+                                     timeout_ms)
+               : STRATA_ENOTSUP;
+}
+
+static int host_t_recv(strata_transport_t *t, int *peer, void *buf, size_t cap,
+                       size_t *len, int timeout_ms)
+{
+    return t && STRATA_HAS(t->plugin->vt, recv)
+               ? t->plugin->vt->recv(t->pctx, peer, buf, cap, len, timeout_ms)
+               : STRATA_ENOTSUP;
+}
+
 static const strata_host_v1_t k_host = {
     .struct_size = sizeof(strata_host_v1_t),
     .abi_major = STRATA_ABI_MAJOR,
@@ -199,6 +217,10 @@ static const strata_host_v1_t k_host = {
     .t_update = host_t_update,
     .t_ctl = host_t_ctl,
     .t_close = host_t_close,
+    .t_send = host_t_send,
+    .t_recv = host_t_recv,
+    .evaluate = strata__host_evaluate,
+    .report = strata__host_report,
 };
 
 const strata_host_v1_t *strata__host(strata_ctx_t *ctx)

@@ -140,6 +140,8 @@ typedef struct strata__debug_cfg {
     int         check_sync;     /* compare replicas bitwise after each step  */
     const char *dump_vars;      /* write final variables (raw f32 LE) here  */
     int         hash_vars;      /* every worker prints a hash of them       */
+    int64_t     step_delay_ms;  /* a straggler: sleep in every step         */
+    const char *delay_task;     /* ... on this task only ("" = all)         */
 } strata__debug_cfg_t;
 
 typedef struct strata__settings {

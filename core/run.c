@@ -54,11 +54,12 @@ static int setup_data(strata__run_t *run)
 static int setup_batches(strata__run_t *run)
 {
     const strata__train_cfg_t *t = &run->s->train;
-    int rc = strata__devices_parse(t->devices, run->devices, STRATA_MAX_REPLICAS,
-                                   &run->nreplicas);
-    if (rc != STRATA_OK)
-        return rc;
-    int R = run->nreplicas, total = R * run->nworkers;
+    /* A strategy that hands out steps (next_step) gives each worker whole
+     * global batches; otherwise all workers share every batch. */
+    int sharing = STRATA_HAS(run->strategy->vt, next_step) ? 1 : run->nworkers;
+    int R = run->nreplicas, total = R * sharing;
+    run->shards = total;
+    run->shard0 = sharing > 1 ? run->rank * R : 0;
     if (t->batch_size % total != 0) {
         strata__log(STRATA_LOG_ERROR, "train",
                     "[train] batch_size = %lld is the global batch and must "
@@ -107,15 +108,24 @@ static int setup_replicas(strata__run_t *run)
     return STRATA_OK;
 }
 
+static int check_role(strata__run_t *run);
+
+static int load_strategy(strata__run_t *run)
+{
+    int rc = strata__ctx_plugin(run->ctx, run->s->strategy,
+                                STRATA_KIND_STRATEGY, &run->strategy);
+    if (rc == STRATA_OK)
+        rc = strata__plugin_cfg(run->ctx, run->strategy, "strategy", 0,
+                                &run->scfg);
+    if (rc == STRATA_OK)
+        rc = check_role(run);
+    return rc;
+}
+
 static int setup_strategy(strata__run_t *run)
 {
     strata_ctx_t *ctx = run->ctx;
-    int rc = strata__ctx_plugin(ctx, run->s->strategy, STRATA_KIND_STRATEGY,
-                                &run->strategy);
-    if (rc == STRATA_OK)
-        rc = strata__plugin_cfg(ctx, run->strategy, "strategy", 0, &run->scfg);
-    if (rc != STRATA_OK)
-        return rc;
+    int rc;
 
     run->env = (strata_env_t){
         .struct_size = sizeof run->env, .kind = STRATA_KIND_STRATEGY,
@@ -173,19 +183,34 @@ static int setup_cluster(strata__run_t *run)
     run->cluster_ok = 1;
     const strata_cluster_t *c = &run->cluster.pub;
     const strata_task_t *me = &c->tasks[c->self];
-    if (me->rank < 0) {
-        char name[48];
-        strata__log(STRATA_LOG_ERROR, "train",
-                    "task %s does not train: strategy %s runs chief and worker "
-                    "tasks only (cluster from %s)",
-                    strata__task_name(me, name, sizeof name), run->s->strategy,
-                    c->source);
-        return STRATA_ECONFIG;
-    }
     run->nworkers = c->nworkers;
     run->rank = me->rank;
     run->chief = me->rank == 0;
+    /* debug.step_delay_ms slows this task down (a straggler) when it is the
+     * one debug.delay_task names, or every task when that is empty. */
+    const strata__debug_cfg_t *d = &run->s->debug;
+    char name[48];
+    strata__task_name(me, name, sizeof name);
+    if (d->step_delay_ms > 0 && (!d->delay_task[0] || !strcmp(d->delay_task, name)))
+        run->delay_us = (long)(d->step_delay_ms * 1000);
     return STRATA_OK;
+}
+
+/* A task that does not train (a ps, a separate coordinator) needs a
+ * strategy that drives the job itself. */
+static int check_role(strata__run_t *run)
+{
+    const strata_cluster_t *c = &run->cluster.pub;
+    const strata_task_t *me = &c->tasks[c->self];
+    if (me->rank >= 0 || STRATA_HAS(run->strategy->vt, drive))
+        return STRATA_OK;
+    char name[48];
+    strata__log(STRATA_LOG_ERROR, "train",
+                "task %s does not train, and strategy %s runs chief and worker "
+                "tasks only (cluster from %s)",
+                strata__task_name(me, name, sizeof name), run->s->strategy,
+                c->source);
+    return STRATA_ECONFIG;
 }
 
 int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
@@ -212,6 +237,11 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
             strata__model_init(&run->model, (uint64_t)run->s->train.seed,
                                run->init);
     }
+    if (rc == STRATA_OK)
+        rc = strata__devices_parse(run->s->train.devices, run->devices,
+                                   STRATA_MAX_REPLICAS, &run->nreplicas);
+    if (rc == STRATA_OK)
+        rc = load_strategy(run);
     if (rc == STRATA_OK)
         rc = setup_batches(run);
     if (rc == STRATA_OK)

@@ -18,7 +18,8 @@ typedef struct strata__replica {
     float           *grads;          /* flat, model.count elements         */
     double           loss_sum;       /* this epoch                         */
     int64_t          correct;
-    _Atomic int64_t  steps_done;
+    double           step_loss;      /* the last step                      */
+    int64_t          step_correct;
     double           eval_loss;
     int64_t          eval_correct;
 } strata__replica_t;
@@ -43,6 +44,10 @@ struct strata__run {
     strata__replica_t        *reps;
     int                       batch, per_replica;
     int                       nworkers, rank;  /* training processes, mine */
+    int                       shards;       /* replica slices of a batch   */
+    int                       shard0;       /* my first slice              */
+    int64_t                   step_batch, step_id; /* PHASE_STEP's step    */
+    long                      delay_us;     /* debug.step_delay_ms here    */
     int                       chief;        /* rank 0: prints, writes files */
     int64_t                   steps_per_epoch;
     double                    lr_target;

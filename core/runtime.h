@@ -126,6 +126,9 @@ int strata__plugin_cfg(strata_ctx_t *ctx, const strata__plugin_t *p,
 /* ---- train.c ------------------------------------------------------------- */
 
 int strata__train(strata_ctx_t *ctx);
+/* host->evaluate and host->report, for the run whose drive() is running. */
+int strata__host_evaluate(double *loss, double *acc);
+int strata__host_report(const strata_report_t *r);
 
 #endif /* STRATA_CORE_RUNTIME_H */
 

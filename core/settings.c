@@ -119,6 +119,11 @@ static const strata_option_t k_debug[] = {
         "empty = none"),
     OPT("hash_vars", STRATA_OPT_BOOL, "false", T, hash_vars, NULL,
         "every worker prints a hash of its final variables"),
+    NUM("step_delay_ms", STRATA_OPT_INT, "0", T, step_delay_ms, 0, 600000,
+        "sleep this long in every step: a straggler, for benchmarks"),
+    OPT("delay_task", STRATA_OPT_STRING, "", T, delay_task, NULL,
+        "the task step_delay_ms applies to, e.g. worker:2; empty = every "
+        "task"),
     { 0 }
 };
 #undef T

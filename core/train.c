@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "run.h"
 
@@ -15,7 +16,7 @@
  * oversubscribe the cores. */
 extern void openblas_set_num_threads(int n);
 
-enum { PHASE_TRAIN, PHASE_EVAL, PHASE_EXIT };
+enum { PHASE_TRAIN, PHASE_STEP, PHASE_EVAL, PHASE_EXIT };
 
 static void fail(strata__run_t *run, int rc)
 {
@@ -56,59 +57,70 @@ static int check_sync(strata__run_t *run, int r, int64_t step)
     return STRATA_OK;
 }
 
-static void train_epoch(strata__replica_t *rep)
+/* One step of one replica: global batch `batch` of this epoch's order, the
+ * job-wide step `step`. */
+static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
 {
     strata__run_t *run = rep->run;
     const strata__model_t *m = &run->model;
     const int b = run->per_replica;
-    const float scale = 1.0f / (float)b;
-    for (int64_t s = 0; s < run->steps_this_epoch && !failed(run); s++) {
-        int64_t step = run->global_step0 + s;
-        /* This replica's slice of global batch s: replicas are numbered
-         * across workers, so every worker reads only its own share and the
-         * union is exactly the single-device batch. */
-        size_t g = (size_t)run->rank * (size_t)run->nreplicas + (size_t)rep->r;
-        size_t first = (size_t)s * (size_t)run->batch + g * (size_t)b;
-        strata__batch_fill(&run->train, run->perm, first, (size_t)b,
-                           rep->work.x, rep->work.y);
-        int64_t correct = 0;
-        double loss = strata__model_train_step(m, rep->r, &rep->work, b,
-                                               rep->grads, scale, &correct);
-        strata_op_t op = {
-            .struct_size = sizeof op, .slot = rep->r, .buf = rep->grads,
-            .count = m->count, .device = rep->device,
-            .reduce_op = STRATA_REDUCE_MEAN, .lr = lr_at(run, step),
-            .step = step,
-        };
-        int rc = run->strategy->vt->reduce(run->spctx, &op);
-        if (rc == STRATA_OK)
-            rc = run->strategy->vt->update(run->spctx, &op);
-        if (run->s->debug.check_sync) {
-            /* Every replica passes both barriers, failed or not, so that no
-             * replica waits for one that has left the loop. */
-            if (rc != STRATA_OK)
-                fail(run, rc);
-            pthread_barrier_wait(&run->sync_bar);
-            if (rc == STRATA_OK && !failed(run))
-                rc = check_sync(run, rep->r, step);
-            if (rc != STRATA_OK)
-                fail(run, rc);
-            pthread_barrier_wait(&run->sync_bar);
-        }
-        if (rc != STRATA_OK) {
-            if (rc != STRATA_ECANCELED)
-                strata__log(STRATA_LOG_ERROR, "train",
-                            "replica %d, step %lld: %s failed: %s", rep->r,
-                            (long long)step, run->strategy->name,
-                            strata_strerror(rc));
+    /* This replica's slice of the global batch: slices are numbered across
+     * the workers that share a batch, so every worker reads only its own
+     * share and the union is exactly the single-device batch. */
+    size_t g = (size_t)run->shard0 + (size_t)rep->r;
+    size_t first = (size_t)batch * (size_t)run->batch + g * (size_t)b;
+    strata__batch_fill(&run->train, run->perm, first, (size_t)b, rep->work.x,
+                       rep->work.y);
+    if (run->delay_us > 0)
+        usleep((useconds_t)run->delay_us);
+    int64_t correct = 0;
+    double loss = strata__model_train_step(m, rep->r, &rep->work, b,
+                                           rep->grads, 1.0f / (float)b,
+                                           &correct);
+    strata_op_t op = {
+        .struct_size = sizeof op, .slot = rep->r, .buf = rep->grads,
+        .count = m->count, .device = rep->device,
+        .reduce_op = STRATA_REDUCE_MEAN, .lr = lr_at(run, step), .step = step,
+    };
+    int rc = run->strategy->vt->reduce(run->spctx, &op);
+    if (rc == STRATA_OK)
+        rc = run->strategy->vt->update(run->spctx, &op);
+    if (run->s->debug.check_sync) {
+        /* Every replica passes both barriers, failed or not, so that no
+         * replica waits for one that has left the loop. */
+        if (rc != STRATA_OK)
             fail(run, rc);
+        pthread_barrier_wait(&run->sync_bar);
+        if (rc == STRATA_OK && !failed(run))
+            rc = check_sync(run, rep->r, step);
+        if (rc != STRATA_OK)
+            fail(run, rc);
+        pthread_barrier_wait(&run->sync_bar);
+    }
+    if (rc != STRATA_OK) {
+        if (rc != STRATA_ECANCELED)
+            strata__log(STRATA_LOG_ERROR, "train",
+                        "replica %d, step %lld: %s failed: %s", rep->r,
+                        (long long)step, run->strategy->name,
+                        strata_strerror(rc));
+        fail(run, rc);
+        return rc;
+    }
+    rep->step_loss = loss;
+    rep->step_correct = correct;
+    rep->loss_sum += loss;
+    rep->correct += correct;
+    return STRATA_OK;
+}
+
+static void train_epoch(strata__replica_t *rep)
+{
+    strata__run_t *run = rep->run;
+    for (int64_t s = 0; s < run->steps_this_epoch && !failed(run); s++) {
+        if (train_step(rep, s, run->global_step0 + s) != STRATA_OK)
             break;
-        }
-        rep->loss_sum += loss;
-        rep->correct += correct;
-        atomic_store_explicit(&rep->steps_done, s + 1, memory_order_release);
         if (rep->r == 0) { /* replica 0's running figures: an estimate */
-            double n = (double)(s + 1) * b;
+            double n = (double)(s + 1) * run->per_replica;
             strata__progress_step(&run->progress, s + 1, rep->loss_sum / n,
                                   (double)rep->correct / n);
         }
@@ -120,8 +132,8 @@ static void train_epoch(strata__replica_t *rep)
 static void eval_share(strata__replica_t *rep)
 {
     strata__run_t *run = rep->run;
-    size_t n = run->test.n, R = (size_t)run->nreplicas * (size_t)run->nworkers;
-    size_t g = (size_t)run->rank * (size_t)run->nreplicas + (size_t)rep->r;
+    size_t n = run->test.n, R = (size_t)run->shards;
+    size_t g = (size_t)run->shard0 + (size_t)rep->r;
     size_t lo = n * g / R, hi = n * (g + 1) / R;
     rep->eval_loss = 0.0;
     rep->eval_correct = 0;
@@ -148,6 +160,8 @@ static void *replica_main(void *arg)
             break;
         if (phase == PHASE_TRAIN)
             train_epoch(rep);
+        else if (phase == PHASE_STEP)
+            train_step(rep, run->step_batch, run->step_id);
         else
             eval_share(rep);
         strata__crew_done(&run->crew);
@@ -194,13 +208,28 @@ static int evaluate(strata__run_t *run, double *loss, double *acc)
     return rc;
 }
 
-static int train_loop(strata__run_t *run)
+/* Close an epoch: progress line, metrics CSV row, the run's last stats. */
+static int finish_epoch(strata__run_t *run, const strata__epoch_stats_t *st)
+{
+    strata__progress_end(&run->progress, st->steps, st->seconds,
+                         st->train_loss, st->train_acc, st->has_test,
+                         st->test_loss, st->test_acc);
+    run->last = *st;
+    return strata__metrics_append(run, st);
+}
+
+static void progress_init(strata__run_t *run)
 {
     const strata__train_cfg_t *t = &run->s->train;
-    /* Only the chief speaks; the other workers report errors only. */
+    /* Only the chief speaks; the other tasks report errors only. */
     strata__progress_init(&run->progress,
                           run->chief ? t->progress : STRATA__PROGRESS_NONE,
                           (int)t->epochs);
+}
+
+static int train_loop(strata__run_t *run)
+{
+    const strata__train_cfg_t *t = &run->s->train;
     int64_t step = 0;
     for (int e = 0; e < t->epochs && !failed(run); e++) {
         int64_t steps = run->steps_per_epoch;
@@ -213,7 +242,6 @@ static int train_loop(strata__run_t *run)
         for (int r = 0; r < run->nreplicas; r++) {
             run->reps[r].loss_sum = 0.0;
             run->reps[r].correct = 0;
-            atomic_store(&run->reps[r].steps_done, 0);
         }
         run->steps_this_epoch = steps;
         run->global_step0 = step;
@@ -238,20 +266,120 @@ static int train_loop(strata__run_t *run)
             fail(run, rc);
             break;
         }
-        strata__progress_end(&run->progress, steps, secs, loss / n,
-                             (double)correct / n, t->eval, vloss, vacc);
         strata__epoch_stats_t st = {
             .epoch = e + 1, .steps = steps, .train_loss = loss / n,
             .train_acc = (double)correct / n, .test_loss = vloss,
             .test_acc = vacc, .seconds = secs,
             .samples_per_s = secs > 0 ? n / secs : 0.0, .has_test = t->eval,
         };
-        rc = strata__metrics_append(run, &st);
+        rc = finish_epoch(run, &st);
         if (rc != STRATA_OK)
             return rc;
-        run->last = st;
     }
     return atomic_load(&run->rc);
+}
+
+/* A worker of a strategy that hands out steps (next_step): run the step it
+ * is given, report its results with the next request, until done. */
+static int step_loop(strata__run_t *run)
+{
+    const strata_plugin_v1_t *vt = run->strategy->vt;
+    const strata__train_cfg_t *t = &run->s->train;
+    strata_step_t st = { .struct_size = sizeof st };
+    int epoch = -1;
+    while (!failed(run)) {
+        int rc = vt->next_step(run->spctx, &st);
+        if (rc == STRATA_OK && st.done)
+            break;
+        if (rc == STRATA_OK &&
+            (st.epoch < 0 || st.epoch >= t->epochs || st.batch < 0 ||
+             st.batch >= run->steps_per_epoch)) {
+            strata__log(STRATA_LOG_ERROR, "train",
+                        "strategy %s handed out batch %lld of epoch %d: out of "
+                        "range (%lld batches, %lld epochs)", run->strategy->name,
+                        (long long)st.batch, st.epoch,
+                        (long long)run->steps_per_epoch, (long long)t->epochs);
+            rc = STRATA_EPROTO;
+        }
+        if (rc != STRATA_OK) {
+            fail(run, rc);
+            break;
+        }
+        if (st.epoch != epoch) {
+            strata__epoch_order(run->perm, run->train.n, (uint64_t)t->seed,
+                                (uint64_t)st.epoch, run->s->data.shuffle);
+            epoch = st.epoch;
+        }
+        run->step_batch = st.batch;
+        run->step_id = st.id;
+        run_phase(run, PHASE_STEP);
+        st.has_result = 1;
+        st.samples = run->batch;
+        st.loss_sum = 0.0;
+        st.correct = 0;
+        for (int r = 0; r < run->nreplicas; r++) {
+            st.loss_sum += run->reps[r].step_loss;
+            st.correct += run->reps[r].step_correct;
+        }
+    }
+    return atomic_load(&run->rc);
+}
+
+/* ---- host services for strategies that drive the job (drive()) -------- */
+
+static strata__run_t *_Atomic g_run; /* the run whose drive() is running */
+
+int strata__host_evaluate(double *loss, double *acc)
+{
+    strata__run_t *run = atomic_load(&g_run);
+    if (!run || !loss || !acc)
+        return run ? STRATA_EINVAL : STRATA_ESTATE;
+    return evaluate(run, loss, acc);
+}
+
+int strata__host_report(const strata_report_t *r)
+{
+    strata__run_t *run = atomic_load(&g_run);
+    if (!run || !r)
+        return run ? STRATA_EINVAL : STRATA_ESTATE;
+    switch (r->kind) {
+    case STRATA_REPORT_EPOCH_BEGIN:
+        strata__progress_begin(&run->progress, r->epoch, r->steps);
+        return STRATA_OK;
+    case STRATA_REPORT_STEP:
+        strata__progress_step(&run->progress, r->steps, r->loss, r->acc);
+        return STRATA_OK;
+    case STRATA_REPORT_EPOCH_END: {
+        double n = (double)r->steps * (double)run->batch;
+        strata__epoch_stats_t st = {
+            .epoch = r->epoch + 1, .steps = r->steps, .train_loss = r->loss,
+            .train_acc = r->acc, .test_loss = r->val_loss,
+            .test_acc = r->val_acc, .seconds = r->seconds,
+            .samples_per_s = r->seconds > 0 ? n / r->seconds : 0.0,
+            .has_test = r->has_val,
+        };
+        return finish_epoch(run, &st);
+    }
+    default:
+        return STRATA_EINVAL;
+    }
+}
+
+/* The strategy drives this task (ps server, coordinator); ENOTSUP: it
+ * trains here in the core's loop. */
+static int drive(strata__run_t *run)
+{
+    const strata__train_cfg_t *t = &run->s->train;
+    const strata_drive_t d = {
+        .struct_size = sizeof d, .epochs = (int32_t)t->epochs,
+        .steps_per_epoch = run->steps_per_epoch, .max_steps = t->max_steps,
+        .batch = run->batch, .eval = t->eval,
+        .train_samples = (int64_t)run->train.n,
+    };
+    atomic_store(&g_run, run);
+    int rc = run->strategy->vt->drive(run->spctx, &d);
+    atomic_store(&g_run, NULL);
+    return rc;
 }
 
 static int start_threads(strata__run_t *run)
@@ -292,8 +420,12 @@ int strata__train(strata_ctx_t *ctx)
     if (rc == STRATA_OK)
         rc = start_threads(run);
     if (rc == STRATA_OK) {
+        const strata_plugin_v1_t *vt = run->strategy->vt;
         strata__run_banner(run);
-        rc = train_loop(run);
+        progress_init(run);
+        rc = STRATA_HAS(vt, drive) ? drive(run) : STRATA_ENOTSUP;
+        if (rc == STRATA_ENOTSUP)
+            rc = STRATA_HAS(vt, next_step) ? step_loop(run) : train_loop(run);
     }
     stop_threads(run);
     if (rc == STRATA_OK)
