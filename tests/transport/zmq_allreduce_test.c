@@ -294,7 +294,13 @@ static void basic(void)
     static const char *const small_seg[] = { "chunk_bytes=4K", NULL };
     static const char *const opts[] = { "timeout_s=20", NULL };
 
+    static const char *const quick[] = { "barrier", "sum:3", NULL };
+    static const char *const quick_opts[] = { "timeout_s=5", NULL };
+
     check_readme();
+    /* start-up races: many short groups in a row */
+    for (int i = 0; i < 30; i++)
+        run_ok(2 + i % 2, i % 3 == 0, quick_opts, quick, 10);
     run_ok(2, 0, opts, a2, 40);
     run_ok(3, 0, opts, a3, 20);
     run_ok(4, 1, opts, a4, 20);

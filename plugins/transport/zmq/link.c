@@ -1,0 +1,306 @@
+/* zmq.so -- the links of the ring: sockets, options (deadlines,
+ * heartbeats, limits), monitors and the HELLO rendezvous.
+ *
+ * Each rank binds a ROUTER (rx) on its own address and connects a DEALER
+ * (tx) to its right neighbour's ROUTER. Data flows rightwards: tx -> right's
+ * rx. HELLO_ACK and leftward ABORTs come back over the same connection
+ * (right's rx -> our tx). A stranger can reach rx too; its messages are
+ * refused by routing id.
+ *
+ * Every socket carries ZMTP heartbeats (a silent peer is dropped after 3
+ * intervals, which the monitors report), a bounded LINGER and SNDTIMEO, a
+ * MAXMSGSIZE of one segment and a high-water mark of window_bytes. */
+#include "strz.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t strz_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void strz_close_sock(void **s, void **mon)
+{
+    if (*s != NULL)
+        (void)zmq_socket_monitor(*s, NULL, 0);
+    if (*mon != NULL)
+        zmq_close(*mon);
+    if (*s != NULL)
+        zmq_close(*s);
+    *s = NULL;
+    *mon = NULL;
+}
+
+/* ---- rendezvous ------------------------------------------------------ */
+
+/* A HELLO (or anything else) arriving at rx before the left neighbour said
+ * hello. Returns 0 (nothing / accepted), or a reported error. */
+static int hello_rx(strz_ctx_t *c)
+{
+    zmq_msg_t part[3];
+    int np, extra;
+    const char *why = NULL;
+    strz_hdr_t h;
+    char w[160];
+
+    int rc = strz_read_parts(c->rx, part, 3, &np, &extra);
+    if (rc == STRATA_EAGAIN)
+        return 0;
+    if (rc < 0)
+        return strz_fail(c, STRATA_EIO, c->rank, "receive: %s",
+                         zmq_strerror(-rc));
+    char from[64];
+    strz_peer_address(&part[np > 1 ? 1 : 0], from, sizeof from);
+    w[0] = '\0';
+    if (strz_unpack_parts(part, np, 1, extra, &h, &why))
+        snprintf(w, sizeof w, "%s", why);
+    else if (h.type != STRZ_HELLO)
+        snprintf(w, sizeof w, "%s before HELLO", strz_wire_type_name(h.type));
+    else if (h.sender != c->left)
+        snprintf(w, sizeof w, "HELLO from rank %d, expected the left "
+                 "neighbour %d (addresses in a different order?)",
+                 (int)h.sender, (int)c->left);
+    else if (h.aux != c->n)
+        snprintf(w, sizeof w, "HELLO for a group of %d, this one has %d",
+                 (int)h.aux, (int)c->n);
+    else if (h.length != strlen(c->tag) /* == the payload's size */
+             || (h.length > 0
+                 && memcmp(zmq_msg_data(&part[2]), c->tag, h.length) != 0))
+        snprintf(w, sizeof w, "HELLO from another job (tag differs from "
+                 "'%s')", c->tag);
+    if (w[0]) {
+        strz_close_parts(part, np);
+        return strz_fail(c, STRATA_EPROTO, c->rank,
+                         "message from %s refused: %s", from, w);
+    }
+    size_t idlen = zmq_msg_size(&part[0]);
+    if (idlen == 0 || idlen > sizeof c->left_id) {
+        strz_close_parts(part, np);
+        return strz_fail(c, STRATA_EPROTO, c->rank, "bad routing id from %s",
+                         from);
+    }
+    memcpy(c->left_id, zmq_msg_data(&part[0]), idlen);
+    c->left_id_len = idlen;
+    c->left_fd = zmq_msg_get(&part[1], ZMQ_SRCFD);
+    strz_close_parts(part, np);
+
+    strz_hdr_t ack = { .type = STRZ_HELLO_ACK, .sender = c->rank,
+                       .aux = c->n };
+    unsigned char hb[STRZ_HDR_SIZE];
+    strz_wire_pack(&ack, hb);
+    if (zmq_send(c->rx, c->left_id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0
+        || zmq_send(c->rx, hb, sizeof hb, ZMQ_DONTWAIT) < 0)
+        return strz_fail(c, STRATA_EPEER, c->left,
+                         "cannot answer HELLO of %s (%s): %s",
+                         c->name[c->left], c->addr[c->left],
+                         zmq_strerror(zmq_errno()));
+    return 0;
+}
+
+/* ---- opening and closing -------------------------------------------- */
+
+static int opt(strz_ctx_t *c, void *s, int name, const void *v, size_t len,
+               const char *what)
+{
+    if (zmq_setsockopt(s, name, v, len) == 0)
+        return 0;
+    strz_log(c, STRATA_LOG_ERROR, "zmq_setsockopt(%s): %s", what,
+             zmq_strerror(zmq_errno()));
+    return STRATA_EINTERNAL;
+}
+
+static int opt_int(strz_ctx_t *c, void *s, int name, int v, const char *what)
+{
+    return opt(c, s, name, &v, sizeof v, what);
+}
+
+static int common_opts(strz_ctx_t *c, void *s)
+{
+    int hb = (int)c->cfg.heartbeat_ms;
+    int64_t seg_bytes = (int64_t)(c->seg * sizeof(float));
+    int64_t maxmsg = seg_bytes > 4096 ? seg_bytes : 4096;
+    int hwm = (int)(c->cfg.window_bytes / seg_bytes);
+    int rc = 0;
+
+    if (hwm < 4)
+        hwm = 4;
+    rc |= opt_int(c, s, ZMQ_LINGER, (int)c->cfg.linger_ms, "LINGER");
+    rc |= opt(c, s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg, "MAXMSGSIZE");
+    rc |= opt_int(c, s, ZMQ_HEARTBEAT_IVL, hb, "HEARTBEAT_IVL");
+    rc |= opt_int(c, s, ZMQ_HEARTBEAT_TIMEOUT, 3 * hb, "HEARTBEAT_TIMEOUT");
+    rc |= opt_int(c, s, ZMQ_HEARTBEAT_TTL, 3 * hb > 6553599 ? 6553599 : 3 * hb,
+                  "HEARTBEAT_TTL");
+    rc |= opt_int(c, s, ZMQ_SNDHWM, hwm, "SNDHWM");
+    rc |= opt_int(c, s, ZMQ_RCVHWM, hwm, "RCVHWM");
+    rc |= opt_int(c, s, ZMQ_SNDTIMEO, (int)c->timeout_ms, "SNDTIMEO");
+    if (c->ipv6)
+        rc |= opt_int(c, s, ZMQ_IPV6, 1, "IPV6");
+    return rc ? STRATA_EINTERNAL : 0;
+}
+
+/* A "tcp://name:port" that is not an interface or literal address: bind the
+ * address the name resolves to, else every interface. */
+static int bind_resolved(strz_ctx_t *c, const char *ep)
+{
+    char host[256], ep2[320], num[NI_MAXHOST];
+    const char *colon = strrchr(ep, ':');
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
+
+    if (strncmp(ep, "tcp://", 6) != 0 || colon == NULL
+        || (size_t)(colon - ep - 6) >= sizeof host)
+        return -1;
+    memcpy(host, ep + 6, (size_t)(colon - ep - 6));
+    host[colon - ep - 6] = '\0';
+    if (getaddrinfo(host, NULL, &hints, &ai) == 0) {
+        for (struct addrinfo *a = ai; a; a = a->ai_next) {
+            if (getnameinfo(a->ai_addr, a->ai_addrlen, num, sizeof num, NULL,
+                            0, NI_NUMERICHOST) != 0)
+                continue;
+            snprintf(ep2, sizeof ep2, a->ai_family == AF_INET6
+                     ? "tcp://[%s]%s" : "tcp://%s%s", num, colon);
+            if (zmq_bind(c->rx, ep2) == 0) {
+                freeaddrinfo(ai);
+                return 0;
+            }
+        }
+        freeaddrinfo(ai);
+    }
+    snprintf(ep2, sizeof ep2, "tcp://*%s", colon);
+    if (zmq_bind(c->rx, ep2) != 0)
+        return -1;
+    strz_log(c, STRATA_LOG_WARN, "cannot bind %s; listening on every "
+             "interface (%s)", ep, ep2);
+    return 0;
+}
+
+static int monitor(strz_ctx_t *c, void *s, const char *which, void **mon)
+{
+    char ep[96];
+    snprintf(ep, sizeof ep, "inproc://strz-%p-%s", (void *)c, which);
+    if (zmq_socket_monitor(s, ep, ZMQ_EVENT_DISCONNECTED) != 0
+        || (*mon = zmq_socket(c->zctx, ZMQ_PAIR)) == NULL
+        || opt_int(c, *mon, ZMQ_LINGER, 0, "LINGER") != 0
+        || zmq_connect(*mon, ep) != 0) {
+        strz_log(c, STRATA_LOG_ERROR, "socket monitor: %s",
+                 zmq_strerror(zmq_errno()));
+        return STRATA_EINTERNAL;
+    }
+    return 0;
+}
+
+static int make_pipe(strz_ctx_t *c, int fd[2])
+{
+    if (pipe2(fd, O_NONBLOCK | O_CLOEXEC) == 0)
+        return 0;
+    strz_log(c, STRATA_LOG_ERROR, "pipe: %s", strerror(errno));
+    return STRATA_EIO;
+}
+
+static int open_sockets(strz_ctx_t *c)
+{
+    const char *self = c->ep[c->rank];
+    char id[64];
+
+    for (int i = 0; i < c->n; i++)
+        if (strchr(c->ep[i], '[') != NULL)
+            c->ipv6 = 1;
+    if (make_pipe(c, c->wake) || make_pipe(c, c->zc_pipe))
+        return STRATA_EIO;
+    if ((c->zctx = zmq_ctx_new()) == NULL
+        || zmq_ctx_set(c->zctx, ZMQ_IO_THREADS, (int)c->cfg.io_threads) != 0) {
+        strz_log(c, STRATA_LOG_ERROR, "zmq context: %s",
+                 zmq_strerror(zmq_errno()));
+        return STRATA_EINTERNAL;
+    }
+    c->rx = zmq_socket(c->zctx, ZMQ_ROUTER);
+    c->tx = zmq_socket(c->zctx, ZMQ_DEALER);
+    if (c->rx == NULL || c->tx == NULL) {
+        strz_log(c, STRATA_LOG_ERROR, "zmq_socket: %s",
+                 zmq_strerror(zmq_errno()));
+        return STRATA_EINTERNAL;
+    }
+    snprintf(id, sizeof id, "strz:%d", (int)c->rank);
+    if (common_opts(c, c->rx) || common_opts(c, c->tx)
+        || opt_int(c, c->rx, ZMQ_ROUTER_MANDATORY, 1, "ROUTER_MANDATORY")
+        || opt(c, c->tx, ZMQ_ROUTING_ID, id, strlen(id), "ROUTING_ID")
+        || opt_int(c, c->tx, ZMQ_IMMEDIATE, 1, "IMMEDIATE"))
+        return STRATA_EINTERNAL;
+    if (zmq_bind(c->rx, self) != 0) {
+        int e = zmq_errno();
+        if ((e != ENODEV && e != EINVAL) || bind_resolved(c, self) != 0) {
+            strz_log(c, STRATA_LOG_ERROR, "cannot listen on %s (%s, %s): %s",
+                     self, c->name[c->rank], c->addr[c->rank],
+                     zmq_strerror(e));
+            return STRATA_EIO;
+        }
+    }
+    if (monitor(c, c->rx, "rx", &c->mon_rx) || monitor(c, c->tx, "tx", &c->mon_tx))
+        return STRATA_EINTERNAL;
+    if (zmq_connect(c->tx, c->ep[c->right]) != 0) {
+        strz_log(c, STRATA_LOG_ERROR, "cannot connect to %s (%s): %s",
+                 c->name[c->right], c->ep[c->right], zmq_strerror(zmq_errno()));
+        return STRATA_EIO;
+    }
+    return 0;
+}
+
+int strz_link_open(strz_ctx_t *c, int64_t deadline)
+{
+    int rc, sent = 0;
+
+    c->what = "rendezvous";
+    c->left_fd = -1;
+    if ((rc = open_sockets(c)) != 0)
+        return rc;
+    strz_hdr_t h = { .type = STRZ_HELLO, .sender = c->rank, .aux = c->n,
+                     .length = (uint32_t)strlen(c->tag) };
+    for (;;) {
+        if (!sent) {
+            rc = strz_send(c, &h, c->tag);
+            if (rc == 0)
+                sent = 1;
+            else if (rc != STRATA_EAGAIN)
+                return rc;
+        }
+        /* Stop reading rx once the left said hello: what follows belongs
+         * to the first collective. */
+        if (c->left_id_len == 0 && (rc = hello_rx(c)) != 0)
+            return rc;
+        if (sent && c->right_up && c->left_id_len > 0)
+            break;
+        rc = strz_wait(c, (c->left_id_len == 0 ? STRZ_W_IN : 0)
+                          | (sent ? 0 : STRZ_W_OUT), deadline);
+        if (rc)
+            return rc;
+    }
+    c->running = 1;
+    return 0;
+}
+
+void strz_link_close(strz_ctx_t *c)
+{
+    strz_close_sock(&c->tx, &c->mon_tx);
+    strz_close_sock(&c->rx, &c->mon_rx);
+    if (c->zctx) {
+        while (zmq_ctx_term(c->zctx) != 0 && zmq_errno() == EINTR) {
+        }
+        c->zctx = NULL;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (c->wake[i] >= 0)
+            close(c->wake[i]);
+        if (c->zc_pipe[i] >= 0)
+            close(c->zc_pipe[i]);
+        c->wake[i] = c->zc_pipe[i] = -1;
+    }
+}

@@ -1,0 +1,316 @@
+/* zmq.so -- transport plugin: ring collectives between processes (and
+ * machines) over ZeroMQ. This file: the vtable, the option table, init,
+ * fini, ctl and the argument checks. README.md lists the options. */
+#include "strz.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define STRZ_MAX_MEMBERS 65536
+#define STRZ_MAX_ADDR    1024
+
+static const strata_option_t k_options[] = {
+    { "chunk_bytes", STRATA_OPT_SIZE, 0, "256K",
+      offsetof(strz_cfg_t, chunk_bytes), 4096, 64.0 * 1024 * 1024, NULL,
+      "pipeline segment: bytes per message of a ring step" },
+    { "timeout_s", STRATA_OPT_FLOAT, 0, "60",
+      offsetof(strz_cfg_t, timeout_s), 0.01, 86400, NULL,
+      "bound on one collective and on start-up (the group's timeout wins)" },
+    { "heartbeat_ms", STRATA_OPT_INT, 0, "1000",
+      offsetof(strz_cfg_t, heartbeat_ms), 10, 600000, NULL,
+      "ZMTP heartbeat interval; a peer silent for 3 intervals is dead" },
+    { "linger_ms", STRATA_OPT_INT, 0, "1000",
+      offsetof(strz_cfg_t, linger_ms), 0, 60000, NULL,
+      "at close, how long queued messages may still be delivered" },
+    { "window_bytes", STRATA_OPT_SIZE, 0, "16M",
+      offsetof(strz_cfg_t, window_bytes), 65536, 1024.0 * 1024 * 1024, NULL,
+      "bytes queued per link before a sender waits (high-water mark)" },
+    { "io_threads", STRATA_OPT_INT, 0, "1",
+      offsetof(strz_cfg_t, io_threads), 1, 16, NULL,
+      "ZeroMQ I/O threads" },
+    { NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL }
+};
+
+static void free_strv(char **v, int n)
+{
+    if (v == NULL)
+        return;
+    for (int i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static void zmqt_fini(void *pctx)
+{
+    strz_ctx_t *c = pctx;
+    if (c == NULL)
+        return;
+    strz_link_close(c);
+    if (c->stage)
+        c->host->free(STRATA_DEVICE(STRATA_DEV_CPU, 0), c->stage);
+    free_strv(c->ep, c->n);
+    free_strv(c->addr, c->n);
+    free_strv(c->name, c->n);
+    free(c);
+}
+
+/* "host:port" -> "tcp://host:port"; "tcp://..." and "ipc://..." as given. */
+static char *endpoint_of(const char *addr)
+{
+    size_t n = strlen(addr);
+    char *ep;
+
+    if (strncmp(addr, "tcp://", 6) == 0 || strncmp(addr, "ipc://", 6) == 0)
+        return n > 6 ? strdup(addr) : NULL;
+    if (strstr(addr, "://") != NULL || strrchr(addr, ':') == NULL
+        || strrchr(addr, ':') == addr || strrchr(addr, ':')[1] == '\0')
+        return NULL;
+    if ((ep = malloc(n + 7)) != NULL)
+        snprintf(ep, n + 7, "tcp://%s", addr);
+    return ep;
+}
+
+static int check_cfg(const strata_host_v1_t *host, const strz_cfg_t *cfg)
+{
+    const char *bad = NULL;
+    if (cfg->chunk_bytes < 4096 || cfg->chunk_bytes > 64 * 1024 * 1024)
+        bad = "chunk_bytes (4K..64M)";
+    else if (!(cfg->timeout_s >= 0.01 && cfg->timeout_s <= 86400))
+        bad = "timeout_s (0.01..86400)";
+    else if (cfg->heartbeat_ms < 10 || cfg->heartbeat_ms > 600000)
+        bad = "heartbeat_ms (10..600000)";
+    else if (cfg->linger_ms < 0 || cfg->linger_ms > 60000)
+        bad = "linger_ms (0..60000)";
+    else if (cfg->window_bytes < 65536
+             || cfg->window_bytes > 1024LL * 1024 * 1024)
+        bad = "window_bytes (64K..1G)";
+    else if (cfg->io_threads < 1 || cfg->io_threads > 16)
+        bad = "io_threads (1..16)";
+    if (bad == NULL)
+        return 0;
+    host->log(STRATA_LOG_ERROR, "zmq", "[transport] %s out of range", bad);
+    return STRATA_ECONFIG;
+}
+
+/* Copy and check the group; logs what is wrong. */
+static int take_group(strz_ctx_t *c, const strata_group_t *g)
+{
+    const strata_host_v1_t *h = c->host;
+
+    if (g->size < 1 || g->size > STRZ_MAX_MEMBERS || g->rank < 0
+        || g->rank >= g->size || g->nlocal > 1) {
+        h->log(STRATA_LOG_ERROR, "zmq", "bad group: size %d, rank %d, "
+               "nlocal %d (one member per process)", (int)g->size,
+               (int)g->rank, (int)g->nlocal);
+        return STRATA_EINVAL;
+    }
+    if (g->tag && strlen(g->tag) > STRZ_MAX_TAG) {
+        h->log(STRATA_LOG_ERROR, "zmq", "group tag longer than %d bytes",
+               STRZ_MAX_TAG);
+        return STRATA_EINVAL;
+    }
+    c->n = g->size;
+    c->rank = g->rank;
+    c->left = (c->rank + c->n - 1) % c->n;
+    c->right = (c->rank + 1) % c->n;
+    snprintf(c->tag, sizeof c->tag, "%s", g->tag ? g->tag : "");
+    c->ep = calloc((size_t)c->n, sizeof *c->ep);
+    c->addr = calloc((size_t)c->n, sizeof *c->addr);
+    c->name = calloc((size_t)c->n, sizeof *c->name);
+    if (!c->ep || !c->addr || !c->name)
+        return STRATA_ENOMEM;
+    for (int i = 0; i < c->n; i++) {
+        char dflt[32];
+        const char *a = g->addrs ? g->addrs[i] : NULL;
+        const char *nm = g->names && g->names[i] ? g->names[i] : NULL;
+        snprintf(dflt, sizeof dflt, "rank:%d", i);
+        c->name[i] = strdup(nm ? nm : dflt);
+        c->addr[i] = strdup(a ? a : "(none)");
+        if (!c->name[i] || !c->addr[i])
+            return STRATA_ENOMEM;
+        if (c->n == 1)
+            continue;
+        if (a == NULL || strlen(a) > STRZ_MAX_ADDR
+            || (c->ep[i] = endpoint_of(a)) == NULL) {
+            h->log(STRATA_LOG_ERROR, "zmq", "address of %s: '%s' is not "
+                   "host:port, tcp://host:port or ipc://path", c->name[i],
+                   a ? a : "(null)");
+            return STRATA_EINVAL;
+        }
+    }
+    return 0;
+}
+
+static int zmqt_init(const strata_host_v1_t *host, const strata_env_t *env,
+                     void **pctx)
+{
+    strz_ctx_t *c;
+    int rc;
+
+    if (pctx == NULL)
+        return STRATA_EINVAL;
+    *pctx = NULL;
+    if (host == NULL || host->log == NULL || env == NULL)
+        return STRATA_EINVAL;
+    const strata_group_t *g = env->group;
+    if (g == NULL || g->scope != STRATA_SCOPE_WORLD) {
+        host->log(STRATA_LOG_INFO, "zmq", "declined: connects processes "
+                  "(WORLD scope groups) only");
+        return STRATA_EDECLINE;
+    }
+    if (env->cfg == NULL) {
+        host->log(STRATA_LOG_ERROR, "zmq", "no parsed [transport] options");
+        return STRATA_EINVAL;
+    }
+    if ((rc = check_cfg(host, env->cfg)) != 0)
+        return rc;
+    if ((c = calloc(1, sizeof *c)) == NULL)
+        return STRATA_ENOMEM;
+    c->host = host;
+    c->what = "start-up";
+    c->cfg = *(const strz_cfg_t *)env->cfg;
+    c->wake[0] = c->wake[1] = c->zc_pipe[0] = c->zc_pipe[1] = -1;
+    c->left_fd = -1;
+    atomic_init(&c->zc_out, 0);
+    atomic_init(&c->canceled, 0);
+    c->seg = (size_t)c->cfg.chunk_bytes / sizeof(float);
+    c->timeout_ms = g->timeout_ms > 0 ? g->timeout_ms
+                                      : (int32_t)(c->cfg.timeout_s * 1000.0);
+    if (c->timeout_ms < 1)
+        c->timeout_ms = 1;
+    if ((rc = take_group(c, g)) != 0)
+        goto fail;
+    if (c->n > 1) {
+        /* Rendezvous with both neighbours, then once around the ring; the
+         * ring gets a little longer so that a missing member is named by
+         * the ABORT of its neighbour rather than as a plain timeout. */
+        int64_t t0 = strz_now_ms();
+        if ((rc = strz_link_open(c, t0 + c->timeout_ms)) != 0
+            || (rc = strz_barrier(c, t0 + c->timeout_ms + 1000)) != 0)
+            goto fail;
+    }
+    c->running = 1;
+    *pctx = c;
+    return 0;
+fail:
+    zmqt_fini(c);
+    return rc;
+}
+
+/* A buffer on another device travels through host memory. */
+static float *host_view(strz_ctx_t *c, strata_op_t *op, size_t bytes)
+{
+    int32_t cpu = STRATA_DEVICE(STRATA_DEV_CPU, 0);
+
+    if (STRATA_DEVICE_TYPE(op->device) == STRATA_DEV_CPU)
+        return op->buf;
+    if (c->stage_bytes < bytes) {
+        if (c->stage)
+            c->host->free(cpu, c->stage);
+        c->stage_bytes = 0;
+        if ((c->stage = c->host->alloc(cpu, bytes)) == NULL)
+            return NULL;
+        c->stage_bytes = bytes;
+    }
+    if (c->host->copy(cpu, c->stage, op->device, op->buf, bytes) != 0)
+        return NULL;
+    return c->stage;
+}
+
+static int host_done(strz_ctx_t *c, strata_op_t *op, const float *view,
+                     size_t bytes, int rc)
+{
+    if (rc == 0 && view != op->buf
+        && c->host->copy(op->device, op->buf,
+                         STRATA_DEVICE(STRATA_DEV_CPU, 0), view, bytes) != 0)
+        rc = STRATA_EDEVICE;
+    return rc;
+}
+
+static int check_op(strz_ctx_t *c, const strata_op_t *op, const char *what)
+{
+    if (op == NULL || (op->buf == NULL && op->count > 0)
+        || op->count > SIZE_MAX / sizeof(float)) {
+        strz_log(c, STRATA_LOG_ERROR, "%s: no buffer", what);
+        return STRATA_EINVAL;
+    }
+    return c->broken;
+}
+
+static int zmqt_reduce(void *pctx, strata_op_t *op)
+{
+    strz_ctx_t *c = pctx;
+    int rc = check_op(c, op, "allreduce");
+
+    if (rc || op->count == 0)
+        return rc;
+    if (op->reduce_op != STRATA_REDUCE_SUM && op->reduce_op != STRATA_REDUCE_MEAN) {
+        strz_log(c, STRATA_LOG_ERROR, "allreduce: unknown reduce op %d",
+                 (int)op->reduce_op);
+        return STRATA_EINVAL;
+    }
+    size_t bytes = op->count * sizeof(float);
+    c->what = "allreduce";
+    float *v = host_view(c, op, bytes);
+    if (v == NULL) /* the peers must not wait for us: fail the group */
+        return strz_fail(c, STRATA_ENOMEM, c->rank,
+                         "no host staging buffer (%zu bytes)", bytes);
+    rc = strz_allreduce(c, v, op->count, op->reduce_op);
+    return host_done(c, op, v, bytes, rc);
+}
+
+static int zmqt_update(void *pctx, strata_op_t *op)
+{
+    strz_ctx_t *c = pctx;
+    int rc = check_op(c, op, "broadcast");
+
+    if (rc || op->count == 0)
+        return rc;
+    if (op->root < 0 || op->root >= c->n) {
+        strz_log(c, STRATA_LOG_ERROR, "broadcast: root %d not in 0..%d",
+                 (int)op->root, (int)c->n - 1);
+        return STRATA_EINVAL;
+    }
+    size_t bytes = op->count * sizeof(float);
+    c->what = "broadcast";
+    float *v = host_view(c, op, bytes);
+    if (v == NULL) /* the peers must not wait for us: fail the group */
+        return strz_fail(c, STRATA_ENOMEM, c->rank,
+                         "no host staging buffer (%zu bytes)", bytes);
+    rc = strz_broadcast(c, v, op->count, op->root);
+    return host_done(c, op, v, bytes, rc);
+}
+
+static int zmqt_ctl(void *pctx, int op, void *arg)
+{
+    strz_ctx_t *c = pctx;
+    (void)arg;
+    switch (op) {
+    case STRATA_CTL_BARRIER:
+        return strz_barrier(c, 0);
+    case STRATA_CTL_ABORT:
+        /* Any thread: flag, then wake a waiter (write is thread-safe). */
+        atomic_store(&c->canceled, 1);
+        if (c->wake[1] >= 0 && write(c->wake[1], "", 1) < 0) {
+            /* already has a byte pending */
+        }
+        return 0;
+    default:
+        return STRATA_ENOTSUP;
+    }
+}
+
+STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {
+    STRATA_PLUGIN_HEADER_V1(STRATA_KIND_TRANSPORT, "zmq", "0.1.0",
+                            "ring all-reduce and broadcast between processes "
+                            "over ZeroMQ (tcp, ipc)"),
+    .options  = k_options,
+    .cfg_size = sizeof(strz_cfg_t),
+    .init     = zmqt_init,
+    .fini     = zmqt_fini,
+    .reduce   = zmqt_reduce,
+    .update   = zmqt_update,
+    .ctl      = zmqt_ctl,
+};
