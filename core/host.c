@@ -221,6 +221,7 @@ static const strata_host_v1_t k_host = {
     .t_recv = host_t_recv,
     .evaluate = strata__host_evaluate,
     .report = strata__host_report,
+    .opt_io = strata__opt_io,
 };
 
 const strata_host_v1_t *strata__host(strata_ctx_t *ctx)

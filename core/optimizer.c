@@ -68,3 +68,27 @@ void strata__opt_destroy(strata_opt_t *o)
     strata__dev_free(o->device, o->v);
     free(o);
 }
+
+int strata__opt_io(strata_opt_t *o, int set, float *const *slots, int nslots,
+                   int64_t *steps)
+{
+    float *mine[2] = { o ? o->m : NULL, o ? o->v : NULL };
+    int have = o ? (o->v ? 2 : o->m ? 1 : 0) : -1;
+    if (!o || nslots != have || (nslots > 0 && !slots) || !steps)
+        return STRATA_EINVAL;
+    for (int i = 0; i < nslots; i++) {
+        int rc = set ? strata__dev_copy(o->device, mine[i],
+                                        STRATA_DEVICE(STRATA_DEV_CPU, 0),
+                                        slots[i], o->count * sizeof(float))
+                     : strata__dev_copy(STRATA_DEVICE(STRATA_DEV_CPU, 0),
+                                        slots[i], o->device, mine[i],
+                                        o->count * sizeof(float));
+        if (rc != STRATA_OK)
+            return rc;
+    }
+    if (set)
+        o->t = *steps;
+    else
+        *steps = o->t;
+    return STRATA_OK;
+}

@@ -75,6 +75,9 @@ int  strata__opt_create(const strata__optimizer_cfg_t *cfg, int32_t device,
 int  strata__opt_step(strata_opt_t *opt, float *param, const float *grad,
                       size_t count, float lr);
 void strata__opt_destroy(strata_opt_t *opt);
+/* host->opt_io: slots and step count to (set = 0) or from host buffers. */
+int  strata__opt_io(strata_opt_t *opt, int set, float *const *slots,
+                    int nslots, int64_t *steps);
 
 /* ---- fpenv.c: flush denormals to zero in the calling thread ------------ */
 void strata__fpenv_fast(void);

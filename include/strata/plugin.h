@@ -64,6 +64,14 @@ extern "C" {
  * strategy of one process returns STRATA_ENOTSUP: the core's sum is
  * already global. */
 #define STRATA_CTL_WORLD_SUM 3
+/* Strategy: copy the model's state (replica 0's variables, its optimizer
+ * slots and step count) into the host buffers of arg (strata_state_t *), or
+ * install it on every replica. Main thread, between steps. A multi-process
+ * strategy makes both collective: GET gathers to the chief (rank 0), SET
+ * installs the chief's state everywhere (the other ranks pass buffers that
+ * receive it). */
+#define STRATA_CTL_STATE_GET 4
+#define STRATA_CTL_STATE_SET 5
 
 /* The entry symbol of ABI major 1. */
 #define STRATA_PLUGIN_SYMBOL_V1 "strata_plugin_v1"

@@ -198,6 +198,16 @@ typedef struct strata_report {
     double   seconds;         /* EPOCH_END: training time of the epoch      */
 } strata_report_t;
 
+/* The training state of the model in the flat layout, on the host: what a
+ * checkpoint holds. Argument of STRATA_CTL_STATE_GET / STRATA_CTL_STATE_SET. */
+typedef struct strata_state {
+    uint32_t struct_size;
+    int32_t  nslots;     /* optimizer slots per element (adam 2, momentum 1) */
+    float   *vars;       /* model_count elements                             */
+    float   *slots[4];   /* nslots buffers of model_count elements           */
+    int64_t  opt_steps;  /* updates the optimizer has applied (Adam's t)     */
+} strata_state_t;
+
 /* ---- the services the core gives every plugin (rule 5) ---------------- */
 
 typedef struct strata_host_v1 {
@@ -255,6 +265,10 @@ typedef struct strata_host_v1 {
     int  (*evaluate)(double *loss, double *acc);
     /* For drive(): progress line, metrics CSV (only the chief prints). */
     int  (*report)(const strata_report_t *r);
+    /* Read (set = 0) or write (set = 1) an optimizer's slots and step count
+     * from/to host buffers of opt's count elements (checkpoints). */
+    int  (*opt_io)(strata_opt_t *opt, int set, float *const *slots,
+                   int nslots, int64_t *steps);
 } strata_host_v1_t;
 
 /* ---- the plugin vtable ----------------------------------------------- */
