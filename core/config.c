@@ -522,12 +522,19 @@ static void fmt_num(double v, char *buf, size_t n)
     }
 }
 
+/* An option is bounded unless min > max or both are 0 (the value a
+ * designated initializer leaves): [min, max] inclusive. */
+static int bounded(const strata_option_t *o)
+{
+    return o->min < o->max || (o->min == o->max && o->min != 0.0);
+}
+
 /* " in [a, b]", " >= a", " <= b" or "". */
 static void fmt_range(const strata_option_t *o, char *buf, size_t n)
 {
     char lo[40], hi[40];
     buf[0] = '\0';
-    if (o->min > o->max)
+    if (!bounded(o))
         return;
     int has_lo = o->min > -NO_BOUND, has_hi = o->max < NO_BOUND;
     fmt_num(o->min, lo, sizeof lo);
@@ -542,7 +549,7 @@ static void fmt_range(const strata_option_t *o, char *buf, size_t n)
 
 static int out_of_range(const strata_option_t *o, double v)
 {
-    return o->min <= o->max && (v < o->min || v > o->max);
+    return bounded(o) && (v < o->min || v > o->max);
 }
 
 static int parse_int(const char *s, int64_t *out)

@@ -155,8 +155,13 @@ int strata_plugins_list(strata_ctx_t *ctx, strata_plugin_cb cb, void *user)
 {
     if (!ctx || !cb)
         return STRATA_EINVAL;
-    /* Only [plugins] path matters here: a listing must work even when other
-     * sections of the file are still wrong. */
+    /* Only [plugins] path and [log] level matter here: a listing must work
+     * even when other sections of the file are still wrong. At debug level
+     * the loader says why a plugin is BROKEN. */
+    const char *lv = strata__cfg_get(ctx->cfg, "log", "level");
+    int level = lv ? strata__log_level_parse(lv) : -1;
+    if (level >= 0)
+        strata__log_set_level(level);
     char *path = strata__plugin_search_path(
         strata__cfg_get(ctx->cfg, "plugins", "path"));
     if (!path)

@@ -47,8 +47,8 @@ typedef struct strata_option {
     uint32_t    flags;   /* reserved, 0                                      */
     const char *def;     /* default as text; NULL = the key is required      */
     size_t      offset;  /* offsetof(your_cfg, member)                       */
-    double      min;     /* INT/FLOAT/SIZE bounds, inclusive; ignored when   */
-    double      max;     /*   min > max                                      */
+    double      min;     /* INT/FLOAT/SIZE bounds, inclusive; no bounds when */
+    double      max;     /*   min > max or both are 0                        */
     const char *choices; /* ENUM: "mean|sum"                                 */
     const char *help;    /* one line for etc/strata.ini and `strata plugins` */
 } strata_option_t;
