@@ -21,14 +21,14 @@
         for (size_t i = kc_b_; i < kc_n_; i++) { body; }                      \
     } while (0)
 
-/* KC_HOT: compile an elementwise kernel twice, for AVX2 (Haswell) and for
- * the baseline, and pick at load time (ifunc): one portable binary that uses
+/* KC_HOT: compile an elementwise kernel twice, for AVX2 and for
+ * the baseline, and pick at load time (ifunc, by CPU feature): one portable binary that uses
  * 8-wide vectors where the CPU has them. gcc only (clang 14 does not emit
  * the clones of a function declared without the attribute), and off under
  * the sanitizers, which do not mix well with ifunc resolvers. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define KC_HOT __attribute__((target_clones("arch=haswell", "default")))
+#define KC_HOT __attribute__((target_clones("avx2", "default")))
 #else
 #define KC_HOT
 #endif
