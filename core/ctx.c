@@ -178,3 +178,9 @@ int strata_train(strata_ctx_t *ctx)
     int rc = strata__ctx_resolve(ctx);
     return rc == STRATA_OK ? strata__train(ctx) : rc;
 }
+
+void strata_request_stop(strata_ctx_t *ctx)
+{
+    if (ctx)
+        atomic_store(&ctx->stop, 1);
+}

@@ -42,36 +42,48 @@ static const char *host_cfg_get(const char *section, const char *key)
     return ctx && section && key ? strata__cfg_get(ctx->cfg, section, key) : NULL;
 }
 
-static int cpu_only(int32_t device)
+/* *k = NULL on a CPU (the kernels are called right here); another device's
+ * kernel table otherwise, whose work is complete when the host call
+ * returns: plugins know nothing of streams. */
+static int on_device(int32_t device, strata__kdev_t **k)
 {
-    return STRATA_DEVICE_TYPE(device) == STRATA_DEV_CPU ? STRATA_OK
-                                                        : STRATA_ENOTSUP;
+    *k = NULL;
+    return STRATA_DEVICE_TYPE(device) == STRATA_DEV_CPU
+               ? STRATA_OK : strata__kdev_get(device, k);
 }
 
 static int host_axpy(int32_t device, size_t n, float a, const float *x, float *y)
 {
-    int rc = cpu_only(device);
-    if (rc == STRATA_OK)
+    strata__kdev_t *k;
+    int rc = on_device(device, &k);
+    if (rc == STRATA_OK && !k)
         kc_axpy(n, a, x, y);
+    else if (rc == STRATA_OK && (rc = k->ops->axpy(k, n, a, x, y)) == STRATA_OK)
+        rc = k->ops->sync(k);
     return rc;
 }
 
 static int host_scale(int32_t device, size_t n, float a, float *x)
 {
-    int rc = cpu_only(device);
-    if (rc == STRATA_OK)
+    strata__kdev_t *k;
+    int rc = on_device(device, &k);
+    if (rc == STRATA_OK && !k)
         kc_scale(n, a, x);
+    else if (rc == STRATA_OK && (rc = k->ops->scale(k, n, a, x)) == STRATA_OK)
+        rc = k->ops->sync(k);
     return rc;
 }
 
 static int host_sum(int32_t device, size_t n, float *dst,
                     const float *const *srcs, int nsrc)
 {
-    int rc = cpu_only(device);
-    if (rc == STRATA_OK && nsrc < 1)
-        rc = STRATA_EINVAL;
-    if (rc == STRATA_OK)
+    strata__kdev_t *k = NULL;
+    int rc = nsrc < 1 ? STRATA_EINVAL : on_device(device, &k);
+    if (rc == STRATA_OK && !k)
         kc_sum(n, dst, srcs, nsrc);
+    else if (rc == STRATA_OK &&
+             (rc = k->ops->sum(k, n, dst, srcs, nsrc)) == STRATA_OK)
+        rc = k->ops->sync(k);
     return rc;
 }
 

@@ -144,6 +144,12 @@ typedef struct strata__debug_cfg {
     const char *delay_task;     /* ... on this task only ("" = all)         */
 } strata__debug_cfg_t;
 
+typedef struct strata__checkpoint_cfg {
+    const char *dir;            /* "" = no checkpoints                      */
+    int64_t     every_steps, every_epochs, keep;
+    int         restore;        /* 0 auto, 1 never                          */
+} strata__checkpoint_cfg_t;
+
 typedef struct strata__settings {
     strata__train_cfg_t     train;
     strata__model_cfg_t     model;
@@ -152,12 +158,13 @@ typedef struct strata__settings {
     strata__plugins_cfg_t   plugins;
     strata__log_cfg_t       log;
     strata__debug_cfg_t     debug;
+    strata__checkpoint_cfg_t checkpoint;
     const char             *strategy;   /* [strategy] plugin               */
     const char             *transport;  /* [transport] plugin (list)       */
 } strata__settings_t;
 
 /* The core's sections in order, each with its option table; terminated by a
- * NULL name. opts == NULL: a reserved section (cluster, checkpoint) applied
+ * NULL name. opts == NULL: a reserved section (cluster) applied
  * by its own module. [strategy] and [transport] list only "plugin": the rest of their
  * keys belong to the plugin and are checked against its table after load. */
 typedef struct strata__section {

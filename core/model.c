@@ -1,12 +1,12 @@
 /* A Sequential stack of dense layers: parsing, initialisation, and the
- * forward/backward pass of one replica over the kernels of kernels/cpu. */
+ * forward/backward pass of one replica, on the replica's device through its
+ * kernel table (kops.h): the same code drives CPU and GPU replicas. */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels_cpu.h"
 #include "runtime.h"
 
 /* Split "dense 128 relu" into words; returns the count (at most max). */
@@ -155,21 +155,37 @@ void strata__model_init(const strata__model_t *m, uint64_t seed, float *flat)
     }
 }
 
-int strata__work_alloc(const strata__model_t *m, int rows, strata__work_t *w)
+int strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
+                          strata__work_t *w)
 {
     memset(w, 0, sizeof *w);
+    w->device = device;
     w->rows = rows;
+    w->dim = (size_t)m->input_dim;
+    int rc = strata__kdev_get(device, &w->kd);
+    if (rc != STRATA_OK)
+        return rc;
+    const strata__kops_t *o = w->kd->ops;
     size_t r = (size_t)(rows > 0 ? rows : 1);
-    w->x = strata__dev_alloc(STRATA_DEVICE(STRATA_DEV_CPU, 0),
-                             r * (size_t)m->input_dim * sizeof(float));
-    w->y = strata__dev_alloc(STRATA_DEVICE(STRATA_DEV_CPU, 0), r * sizeof(int32_t));
+    w->x = strata__dev_alloc(device, r * w->dim * sizeof(float));
+    w->y = strata__dev_alloc(device, r * sizeof(int32_t));
     int ok = w->x && w->y;
     for (int i = 0; ok && i < m->nlayers; i++)
-        ok = (w->act[i] = strata__dev_alloc(STRATA_DEVICE(STRATA_DEV_CPU, 0),
+        ok = (w->act[i] = strata__dev_alloc(device,
                   r * (size_t)m->layers[i].out * sizeof(float))) != NULL;
     for (int i = 0; ok && i < 2; i++)
-        ok = (w->delta[i] = strata__dev_alloc(STRATA_DEVICE(STRATA_DEV_CPU, 0),
+        ok = (w->delta[i] = strata__dev_alloc(device,
                   r * (size_t)m->max_width * sizeof(float))) != NULL;
+    if (ok && STRATA_DEVICE_TYPE(device) != STRATA_DEV_CPU) {
+        /* A batch arrives as raw pixels and labels through page-locked
+         * staging; the device scales the pixels (a quarter of the bytes of
+         * floats cross the bus). */
+        ok = (w->stage_x = o->host_alloc(w->kd, r * w->dim)) &&
+             (w->stage_y = o->host_alloc(w->kd, r * sizeof(int32_t))) &&
+             (w->pixels = strata__dev_alloc(device, r * w->dim));
+    }
+    if (ok)
+        ok = o->xacc_init(w->kd, &w->acc) == STRATA_OK;
     if (!ok) {
         strata__work_free(w);
         return STRATA_ENOMEM;
@@ -177,16 +193,65 @@ int strata__work_alloc(const strata__model_t *m, int rows, strata__work_t *w)
     return STRATA_OK;
 }
 
+int strata__work_alloc(const strata__model_t *m, int rows, strata__work_t *w)
+{
+    return strata__work_alloc_on(m, STRATA_DEVICE(STRATA_DEV_CPU, 0), rows, w);
+}
+
 void strata__work_free(strata__work_t *w)
 {
-    int32_t cpu = STRATA_DEVICE(STRATA_DEV_CPU, 0);
-    strata__dev_free(cpu, w->x);
-    strata__dev_free(cpu, w->y);
+    int32_t dev = w->device;
+    if (w->kd) {
+        const strata__kops_t *o = w->kd->ops;
+        if (w->staged)
+            (void)o->sync(w->kd); /* copies from the staging in flight */
+        o->xacc_fini(w->kd, &w->acc);
+        o->host_free(w->kd, w->stage_x);
+        o->host_free(w->kd, w->stage_y);
+    }
+    strata__dev_free(dev, w->pixels);
+    strata__dev_free(dev, w->x);
+    strata__dev_free(dev, w->y);
     for (int i = 0; i < STRATA_MAX_LAYERS; i++)
-        strata__dev_free(cpu, w->act[i]);
+        strata__dev_free(dev, w->act[i]);
     for (int i = 0; i < 2; i++)
-        strata__dev_free(cpu, w->delta[i]);
+        strata__dev_free(dev, w->delta[i]);
     memset(w, 0, sizeof *w);
+}
+
+int strata__model_load_batch(strata__work_t *w, const strata__dataset_t *d,
+                             const uint32_t *perm, size_t first, size_t rows)
+{
+    if (rows > (size_t)(w->rows > 0 ? w->rows : 1) || d->dim != w->dim) {
+        strata__log(STRATA_LOG_ERROR, "model", "a batch of %zu rows of %zu "
+                    "features does not fit work of %d rows of %zu", rows,
+                    d->dim, w->rows, w->dim);
+        return STRATA_EINVAL;
+    }
+    if (STRATA_DEVICE_TYPE(w->device) == STRATA_DEV_CPU) {
+        strata__batch_fill(d, perm, first, rows, w->x, w->y);
+        return STRATA_OK;
+    }
+    strata__kdev_t *k = w->kd;
+    const strata__kops_t *o = k->ops;
+    /* The last batch's copies read the staging until the step's read-back
+     * waited for them; wait here if nothing did. */
+    int rc = w->staged ? o->sync(k) : STRATA_OK;
+    if (rc != STRATA_OK)
+        return rc;
+    w->staged = 0;
+    for (size_t i = 0; i < rows; i++) {
+        size_t s = perm ? perm[first + i] : first + i;
+        memcpy(w->stage_x + i * d->dim, d->images + s * d->dim, d->dim);
+        w->stage_y[i] = d->labels[s];
+    }
+    rc = o->copy(k, STRATA__H2D, w->pixels, w->stage_x, rows * d->dim);
+    if (rc == STRATA_OK)
+        rc = o->copy(k, STRATA__H2D, w->y, w->stage_y, rows * sizeof(int32_t));
+    w->staged = 1;
+    if (rc == STRATA_OK)
+        rc = o->u8_to_f32(k, rows * d->dim, w->pixels, 1.0f / 255.0f, w->x);
+    return rc;
 }
 
 static const float *var_at(const strata__model_t *m, int vi, int r)
@@ -194,48 +259,97 @@ static const float *var_at(const strata__model_t *m, int vi, int r)
     return (const float *)m->vars[vi].value[r];
 }
 
-/* Forward through every layer; returns the logits (last activation). */
-static float *forward(const strata__model_t *m, int r, strata__work_t *w,
-                      int rows)
+/* Forward through every layer; *logits = the last activation. */
+static int forward(const strata__model_t *m, int r, strata__work_t *w,
+                   int rows, float **logits)
 {
+    strata__kdev_t *k = w->kd;
+    const strata__kops_t *o = k->ops;
     const float *in = w->x;
-    for (int i = 0; i < m->nlayers; i++) {
+    int rc = STRATA_OK;
+    for (int i = 0; rc == STRATA_OK && i < m->nlayers; i++) {
         const strata__layer_t *l = &m->layers[i];
-        kc_dense_fwd(rows, l->in, l->out, in, var_at(m, 2 * i, r),
-                     var_at(m, 2 * i + 1, r), w->act[i]);
-        if (l->relu)
-            kc_relu_fwd((size_t)rows * (size_t)l->out, w->act[i], w->act[i]);
+        rc = o->dense_fwd(k, rows, l->in, l->out, in, var_at(m, 2 * i, r),
+                          var_at(m, 2 * i + 1, r), w->act[i]);
+        if (rc == STRATA_OK && l->relu)
+            rc = o->relu_fwd(k, (size_t)rows * (size_t)l->out, w->act[i],
+                             w->act[i]);
         in = w->act[i];
     }
-    return w->act[m->nlayers - 1];
+    *logits = w->act[m->nlayers - 1];
+    return rc;
+}
+
+/* The step's sums reach the host: on a GPU this waits for the stream. */
+static int read_back(strata__work_t *w, double *loss, int64_t *correct)
+{
+    int rc = w->kd->ops->xent_read(w->kd, &w->acc);
+    if (rc == STRATA_OK) {
+        w->staged = 0; /* the wait covered the batch's copies */
+        *loss = w->acc.loss;
+        *correct += w->acc.correct;
+    }
+    return rc;
+}
+
+int strata__model_step(const strata__model_t *m, int r, strata__work_t *w,
+                       int rows, float *grads, float scale, double *loss,
+                       int64_t *correct)
+{
+    strata__kdev_t *k = w->kd;
+    const strata__kops_t *o = k->ops;
+    float *logits;
+    *loss = 0.0;
+    int rc = o->xent_zero(k, &w->acc);
+    if (rc == STRATA_OK)
+        rc = forward(m, r, w, rows, &logits);
+    float *delta = w->delta[0];
+    if (rc == STRATA_OK)
+        rc = o->softmax_xent(k, rows, m->nclasses, logits, w->y, delta, scale,
+                             &w->acc);
+    for (int i = m->nlayers - 1; rc == STRATA_OK && i >= 0; i--) {
+        const strata__layer_t *l = &m->layers[i];
+        const float *in = i > 0 ? w->act[i - 1] : w->x;
+        float *dx = i > 0 ? w->delta[(m->nlayers - i) & 1] : NULL;
+        rc = o->dense_bwd(k, rows, l->in, l->out, in, var_at(m, 2 * i, r),
+                          delta, grads + m->vars[2 * i].offset,
+                          grads + m->vars[2 * i + 1].offset, dx);
+        if (rc == STRATA_OK && dx && m->layers[i - 1].relu)
+            rc = o->relu_bwd(k, (size_t)rows * (size_t)l->in, w->act[i - 1],
+                             dx, dx);
+        delta = dx;
+    }
+    return rc == STRATA_OK ? read_back(w, loss, correct) : rc;
+}
+
+int strata__model_evaluate(const strata__model_t *m, int r, strata__work_t *w,
+                           int rows, double *loss, int64_t *correct)
+{
+    strata__kdev_t *k = w->kd;
+    float *logits;
+    *loss = 0.0;
+    int rc = k->ops->xent_zero(k, &w->acc);
+    if (rc == STRATA_OK)
+        rc = forward(m, r, w, rows, &logits);
+    if (rc == STRATA_OK)
+        rc = k->ops->softmax_xent(k, rows, m->nclasses, logits, w->y, NULL,
+                                  1.0f, &w->acc);
+    return rc == STRATA_OK ? read_back(w, loss, correct) : rc;
 }
 
 double strata__model_train_step(const strata__model_t *m, int r,
                                 strata__work_t *w, int rows, float *grads,
                                 float scale, int64_t *correct)
 {
-    float *logits = forward(m, r, w, rows);
-    float *delta = w->delta[0];
-    double loss = kc_softmax_xent(rows, m->nclasses, logits, w->y, delta,
-                                  scale, correct);
-    for (int i = m->nlayers - 1; i >= 0; i--) {
-        const strata__layer_t *l = &m->layers[i];
-        const float *in = i > 0 ? w->act[i - 1] : w->x;
-        float *dx = i > 0 ? w->delta[(m->nlayers - i) & 1] : NULL;
-        kc_dense_bwd(rows, l->in, l->out, in, var_at(m, 2 * i, r), delta,
-                     grads + m->vars[2 * i].offset,
-                     grads + m->vars[2 * i + 1].offset, dx);
-        if (dx && m->layers[i - 1].relu)
-            kc_relu_bwd((size_t)rows * (size_t)l->in, w->act[i - 1], dx, dx);
-        delta = dx;
-    }
-    return loss;
+    double loss;
+    return strata__model_step(m, r, w, rows, grads, scale, &loss, correct) ==
+                   STRATA_OK ? loss : NAN;
 }
 
 double strata__model_eval(const strata__model_t *m, int r, strata__work_t *w,
                           int rows, int64_t *correct)
 {
-    float *logits = forward(m, r, w, rows);
-    return kc_softmax_xent(rows, m->nclasses, logits, w->y, NULL, 1.0f,
-                           correct);
+    double loss;
+    return strata__model_evaluate(m, r, w, rows, &loss, correct) == STRATA_OK
+               ? loss : NAN;
 }

@@ -1,25 +1,27 @@
 /* The [optimizer] section as a service: state (slots) next to the variable
- * it updates, one fused kernel pass per step. */
+ * it updates, one fused kernel pass per step, through the kernel table of
+ * the variable's device (kops.h). On a GPU the step is enqueued on the
+ * device's stream and step() returns at once: the next forward pass runs
+ * on the same stream, and every copy off the device (host->copy) waits for
+ * it, so nobody sees the variable before its update. */
 #include <stdlib.h>
 
-#include "kernels_cpu.h"
 #include "runtime.h"
 
 int strata__opt_create(const strata__optimizer_cfg_t *cfg, int32_t device,
                        size_t count, strata_opt_t **out)
 {
     *out = NULL;
-    if (STRATA_DEVICE_TYPE(device) != STRATA_DEV_CPU) {
-        strata__log(STRATA_LOG_ERROR, "optimizer",
-                    "device %d: only CPU devices are supported by this build",
-                    (int)device);
-        return STRATA_ENOTSUP;
-    }
+    strata__kdev_t *kd;
+    int rc = strata__kdev_get(device, &kd);
+    if (rc != STRATA_OK)
+        return rc;
     strata_opt_t *o = calloc(1, sizeof *o);
     if (!o)
         return STRATA_ENOMEM;
     o->kind = cfg->name;
     o->device = device;
+    o->kd = kd;
     o->count = count;
     o->momentum = (float)cfg->momentum;
     o->beta1 = (float)cfg->beta1;
@@ -42,22 +44,19 @@ int strata__opt_step(strata_opt_t *o, float *param, const float *grad,
 {
     if (!o || count > o->count)
         return STRATA_EINVAL;
+    strata__kdev_t *k = o->kd;
     o->t++;
     switch (o->kind) {
     case STRATA__OPT_SGD:
-        kc_sgd(count, param, grad, lr);
-        break;
+        return k->ops->sgd(k, count, param, grad, lr);
     case STRATA__OPT_MOMENTUM:
-        kc_momentum(count, param, grad, o->m, lr, o->momentum);
-        break;
+        return k->ops->momentum(k, count, param, grad, o->m, lr, o->momentum);
     case STRATA__OPT_ADAM:
-        kc_adam(count, param, grad, o->m, o->v, lr, o->beta1, o->beta2,
-                o->epsilon, o->t);
-        break;
+        return k->ops->adam(k, count, param, grad, o->m, o->v, lr, o->beta1,
+                            o->beta2, o->epsilon, o->t);
     default:
         return STRATA_EINVAL;
     }
-    return STRATA_OK;
 }
 
 void strata__opt_destroy(strata_opt_t *o)

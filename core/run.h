@@ -65,7 +65,9 @@ struct strata__run {
     int                       crew_ok, nthreads;
     pthread_barrier_t         sync_bar;     /* debug.check_sync only       */
     int                       sync_bar_ok;
-    int64_t                   steps_this_epoch, global_step0;
+    int64_t                   seg_lo, seg_hi;  /* batches of this phase   */
+    int64_t                   epoch_step0;  /* global step of batch 0      */
+    int64_t                   epoch_first;  /* first batch run this epoch  */
     _Atomic int               rc;           /* first failure               */
     strata__progress_t        progress;
     strata__epoch_stats_t     last;

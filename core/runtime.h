@@ -8,6 +8,7 @@
 
 #include "internal.h"
 #include "data/data.h"
+#include "kops.h"
 
 /* ---- model.c: a Sequential stack of dense layers ----------------------- */
 
@@ -43,10 +44,31 @@ typedef struct strata__work {
     int32_t *y;                     /* rows                                 */
     float   *act[STRATA_MAX_LAYERS];/* rows x out, outputs of each layer    */
     float   *delta[2];              /* rows x max_width, ping-pong          */
+    /* where the buffers above live (strata__work_alloc: cpu:0), and what a
+     * GPU replica needs besides: page-locked staging for a batch, the raw
+     * pixels on the device, the loss accumulator */
+    int32_t         device;
+    strata__kdev_t *kd;
+    size_t          dim;            /* input_dim                            */
+    uint8_t        *stage_x;        /* GPU: rows x dim pixels, page-locked  */
+    int32_t        *stage_y;        /* GPU: rows labels, page-locked        */
+    uint8_t        *pixels;         /* GPU: rows x dim pixels on the device */
+    int             staged;         /* GPU: copies from stage_* in flight   */
+    strata__xacc_t  acc;
 } strata__work_t;
 
 int  strata__work_alloc(const strata__model_t *m, int rows, strata__work_t *w);
+/* The same on `device`, the replica's device (work_alloc uses cpu:0). */
+int  strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
+                           strata__work_t *w);
 void strata__work_free(strata__work_t *w);
+
+/* Samples perm[first .. first + rows) of `d` (perm NULL: first ..) into
+ * w->x / w->y, on the work's device: strata__batch_fill on a CPU; on a GPU
+ * the raw pixels and labels go through page-locked staging to the device
+ * and are scaled there (kops u8_to_f32). rows <= w->rows. */
+int  strata__model_load_batch(strata__work_t *w, const strata__dataset_t *d,
+                              const uint32_t *perm, size_t first, size_t rows);
 
 /* Forward + backward of `rows` samples already in w->x / w->y, with the
  * variables of replica `r` (m->vars[i].value[r]); gradients go to the flat
@@ -58,6 +80,15 @@ double strata__model_train_step(const strata__model_t *m, int r,
 /* Forward only (evaluation): summed loss, correct predictions. */
 double strata__model_eval(const strata__model_t *m, int r, strata__work_t *w,
                           int rows, int64_t *correct);
+/* The two above with an error code (a GPU can fail): *loss = summed loss,
+ * *correct += correct predictions. On a GPU the variables, `grads` and the
+ * work must be on the work's device; loss and correct come back to the
+ * host once per call, the call's only wait for the GPU. */
+int strata__model_step(const strata__model_t *m, int r, strata__work_t *w,
+                       int rows, float *grads, float scale, double *loss,
+                       int64_t *correct);
+int strata__model_evaluate(const strata__model_t *m, int r, strata__work_t *w,
+                           int rows, double *loss, int64_t *correct);
 
 /* ---- optimizer.c: the [optimizer] section as host opt_* services ------- */
 
@@ -68,6 +99,7 @@ struct strata_opt {
     int64_t t;                      /* updates applied                       */
     float   momentum, beta1, beta2, epsilon;
     float  *m, *v;                  /* slots (NULL when the kind has none)  */
+    strata__kdev_t *kd;             /* the kernels of `device`               */
 };
 
 int  strata__opt_create(const strata__optimizer_cfg_t *cfg, int32_t device,
@@ -91,6 +123,10 @@ void *strata__dev_alloc(int32_t device, size_t bytes);
 void  strata__dev_free(int32_t device, void *p);
 int   strata__dev_copy(int32_t dst_dev, void *dst, int32_t src_dev,
                        const void *src, size_t bytes);
+/* 1 when the bytes at a (on dev_a) and b (on dev_b) are equal, 0 when not,
+ * or a negative STRATA_E* code (debug.check_sync on any device). */
+int   strata__dev_equal(int32_t dev_a, const void *a, int32_t dev_b,
+                        const void *b, size_t bytes);
 
 /* ---- ctx.c / host.c ---------------------------------------------------- */
 
@@ -104,6 +140,7 @@ struct strata_ctx {
     char               *config_path;   /* NULL: defaults only               */
     char               *search_path;   /* plugin search path                */
     char               *task;          /* --task TYPE:INDEX, or NULL        */
+    atomic_int          stop;          /* strata_request_stop() was called  */
     strata__plugin_t   *plugins[STRATA_MAX_PLUGINS];
     int                 nplugins;
     int                 settings_ok;

@@ -128,6 +128,22 @@ static const strata_option_t k_debug[] = {
 };
 #undef T
 
+#define T strata__checkpoint_cfg_t
+static const strata_option_t k_checkpoint[] = {
+    OPT("dir", STRATA_OPT_STRING, "", T, dir, NULL,
+        "directory of checkpoints (safetensors); empty = no checkpoints"),
+    NUM("every_steps", STRATA_OPT_INT, "0", T, every_steps, 0, UNBOUNDED,
+        "also write one every this many steps; 0 = not by steps"),
+    NUM("every_epochs", STRATA_OPT_INT, "1", T, every_epochs, 0, UNBOUNDED,
+        "write one after every this many epochs; 0 = not by epochs"),
+    NUM("keep", STRATA_OPT_INT, "3", T, keep, 0, UNBOUNDED,
+        "keep the newest this many checkpoints; 0 = keep all"),
+    OPT("restore", STRATA_OPT_ENUM, "auto", T, restore, "auto|never",
+        "auto: resume from the newest valid checkpoint in dir, if any"),
+    { 0 }
+};
+#undef T
+
 /* [strategy] and [transport] hold one core key, and the plugin's keys. The
  * struct of "plugin" is the settings member itself (offset 0). */
 static const strata_option_t k_strategy[] = {
@@ -143,7 +159,7 @@ static const strata_option_t k_transport[] = {
 
 #define SEC(n, opts, member) { (n), (opts), offsetof(strata__settings_t, member) }
 /* opts == NULL: a reserved section, applied by the module that owns it
- * (cluster resolution, checkpoints); it is known to the environment loader
+ * (cluster resolution); it is known to the environment loader
  * and is not an "unknown section". */
 const strata__section_t strata__sections[] = {
     SEC("train", k_train, train),
@@ -156,7 +172,7 @@ const strata__section_t strata__sections[] = {
     SEC("strategy", k_strategy, strategy),
     SEC("transport", k_transport, transport),
     { "cluster", NULL, 0 },
-    { "checkpoint", NULL, 0 },
+    SEC("checkpoint", k_checkpoint, checkpoint),
     { NULL, NULL, 0 }
 };
 

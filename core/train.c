@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "run.h"
+#include "resume.h"
 
 /* OpenBLAS: one BLAS thread per replica thread, so replicas do not
  * oversubscribe the cores. */
@@ -113,15 +113,18 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
     return STRATA_OK;
 }
 
-static void train_epoch(strata__replica_t *rep)
+/* Batches [seg_lo, seg_hi) of the epoch: one segment between two step
+ * boundaries at which the main thread may checkpoint or stop. */
+static void train_segment(strata__replica_t *rep)
 {
     strata__run_t *run = rep->run;
-    for (int64_t s = 0; s < run->steps_this_epoch && !failed(run); s++) {
-        if (train_step(rep, s, run->global_step0 + s) != STRATA_OK)
+    for (int64_t s = run->seg_lo; s < run->seg_hi && !failed(run); s++) {
+        if (train_step(rep, s, run->epoch_step0 + s) != STRATA_OK)
             break;
         if (rep->r == 0) { /* replica 0's running figures: an estimate */
-            double n = (double)(s + 1) * run->per_replica;
-            strata__progress_step(&run->progress, s + 1, rep->loss_sum / n,
+            int64_t done = s + 1 - run->epoch_first;
+            double n = (double)done * run->per_replica;
+            strata__progress_step(&run->progress, done, rep->loss_sum / n,
                                   (double)rep->correct / n);
         }
     }
@@ -159,7 +162,7 @@ static void *replica_main(void *arg)
         if (phase == PHASE_EXIT)
             break;
         if (phase == PHASE_TRAIN)
-            train_epoch(rep);
+            train_segment(rep);
         else if (phase == PHASE_STEP)
             train_step(rep, run->step_batch, run->step_id);
         else
@@ -176,18 +179,22 @@ static void run_phase(strata__run_t *run, int phase)
 
 /* Sum (loss, correct) over every process of the job: the strategy knows
  * how (STRATA_CTL_WORLD_SUM); a single-process strategy does not need to. */
-static int world_sum(strata__run_t *run, double *loss, int64_t *correct)
+int strata__run_world_sum(strata__run_t *run, float *buf, int n)
 {
     const strata_plugin_v1_t *vt = run->strategy->vt;
     if (run->nworkers == 1 || !STRATA_HAS(vt, ctl))
         return STRATA_OK;
-    float buf[2] = { (float)*loss, (float)*correct };
-    strata_op_t op = { .struct_size = sizeof op, .buf = buf, .count = 2,
+    strata_op_t op = { .struct_size = sizeof op, .buf = buf, .count = (size_t)n,
                        .device = STRATA_DEVICE(STRATA_DEV_CPU, 0),
                        .reduce_op = STRATA_REDUCE_SUM };
     int rc = vt->ctl(run->spctx, STRATA_CTL_WORLD_SUM, &op);
-    if (rc == STRATA_ENOTSUP)
-        return STRATA_OK;
+    return rc == STRATA_ENOTSUP ? STRATA_OK : rc;
+}
+
+static int world_sum(strata__run_t *run, double *loss, int64_t *correct)
+{
+    float buf[2] = { (float)*loss, (float)*correct };
+    int rc = strata__run_world_sum(run, buf, 2);
     *loss = buf[0];
     *correct = (int64_t)buf[1];
     return rc;
@@ -227,15 +234,39 @@ static void progress_init(strata__run_t *run)
                           (int)t->epochs);
 }
 
+/* Steps between two checks for a stop request: short enough that a
+ * preempted job stops promptly, long enough that the check costs nothing. */
+#define SEGMENT_STEPS 32
+
+/* Has anybody asked the job to stop? Agreed by every worker. */
+static int stop_requested(strata__run_t *run, int *stop)
+{
+    float flag = atomic_load(&run->ctx->stop) ? 1.0f : 0.0f;
+    int rc = strata__run_world_sum(run, &flag, 1);
+    *stop = flag > 0.5f;
+    return rc;
+}
+
+static int checkpointing(const strata__run_t *run)
+{
+    return run->s->checkpoint.dir && run->s->checkpoint.dir[0];
+}
+
 static int train_loop(strata__run_t *run)
 {
     const strata__train_cfg_t *t = &run->s->train;
-    int64_t step = 0;
-    for (int e = 0; e < t->epochs && !failed(run); e++) {
+    const strata__checkpoint_cfg_t *ck = &run->s->checkpoint;
+    strata__resume_t at;
+    int rc = strata__checkpoint_restore(run, &at);
+    if (rc != STRATA_OK)
+        return rc;
+    int64_t step = at.step;
+    for (int e = at.epoch; e < t->epochs && !failed(run); e++) {
+        int64_t first = e == at.epoch ? at.batch : 0;
         int64_t steps = run->steps_per_epoch;
-        if (t->max_steps > 0 && step + steps > t->max_steps)
-            steps = t->max_steps - step;
-        if (steps <= 0)
+        if (t->max_steps > 0 && step + (steps - first) > t->max_steps)
+            steps = first + (t->max_steps - step);
+        if (steps <= first)
             break;
         strata__epoch_order(run->perm, run->train.n, (uint64_t)t->seed,
                             (uint64_t)e, run->s->data.shuffle);
@@ -243,38 +274,76 @@ static int train_loop(strata__run_t *run)
             run->reps[r].loss_sum = 0.0;
             run->reps[r].correct = 0;
         }
-        run->steps_this_epoch = steps;
-        run->global_step0 = step;
-        strata__progress_begin(&run->progress, e, steps);
-        double t0 = strata__now();
-        run_phase(run, PHASE_TRAIN);
-        double secs = strata__now() - t0;
+        run->epoch_step0 = step - first;
+        run->epoch_first = first;
+        strata__progress_begin(&run->progress, e, steps - first);
+        double secs = 0.0;
+        int stop = 0;
+        for (int64_t b = first; b < steps && !failed(run) && !stop;) {
+            int64_t end = b + SEGMENT_STEPS < steps ? b + SEGMENT_STEPS : steps;
+            if (ck->every_steps > 0) { /* end on the next multiple */
+                int64_t g = run->epoch_step0 + b, k = ck->every_steps;
+                int64_t next = (g / k + 1) * k - run->epoch_step0;
+                if (next < end)
+                    end = next;
+            }
+            run->seg_lo = b;
+            run->seg_hi = end;
+            double t0 = strata__now();
+            run_phase(run, PHASE_TRAIN);
+            secs += strata__now() - t0;
+            if (failed(run))
+                break;
+            b = end;
+            step = run->epoch_step0 + b;
+            rc = stop_requested(run, &stop);
+            if (rc == STRATA_OK && b < steps && checkpointing(run) &&
+                (stop || (ck->every_steps > 0 && step % ck->every_steps == 0)))
+                rc = strata__checkpoint_save(run, e, b, step);
+            if (rc != STRATA_OK) {
+                fail(run, rc);
+                break;
+            }
+        }
         if (failed(run))
             break;
-        step += steps;
+        int64_t done = steps - first;
         double loss = 0.0, vloss = 0.0, vacc = 0.0;
         int64_t correct = 0;
         for (int r = 0; r < run->nreplicas; r++) {
             loss += run->reps[r].loss_sum;
             correct += run->reps[r].correct;
         }
-        double n = (double)steps * (double)run->batch;
-        int rc = world_sum(run, &loss, &correct);
-        if (rc == STRATA_OK && t->eval)
+        double n = (double)done * (double)run->batch;
+        rc = world_sum(run, &loss, &correct);
+        int whole = step == run->epoch_step0 + run->steps_per_epoch;
+        if (rc == STRATA_OK && t->eval && whole)
             rc = evaluate(run, &vloss, &vacc);
+        if (rc == STRATA_OK && whole && checkpointing(run) &&
+            (stop || (ck->every_epochs > 0 && (e + 1) % ck->every_epochs == 0)))
+            rc = strata__checkpoint_save(run, e + 1, 0, step);
         if (rc != STRATA_OK) {
             fail(run, rc);
             break;
         }
         strata__epoch_stats_t st = {
-            .epoch = e + 1, .steps = steps, .train_loss = loss / n,
+            .epoch = e + 1, .steps = done, .train_loss = loss / n,
             .train_acc = (double)correct / n, .test_loss = vloss,
             .test_acc = vacc, .seconds = secs,
-            .samples_per_s = secs > 0 ? n / secs : 0.0, .has_test = t->eval,
+            .samples_per_s = secs > 0 ? n / secs : 0.0,
+            .has_test = t->eval && whole,
         };
         rc = finish_epoch(run, &st);
         if (rc != STRATA_OK)
             return rc;
+        if (stop) {
+            strata__log(STRATA_LOG_WARN, "train", "stopped on request at step "
+                        "%lld%s", (long long)step,
+                        checkpointing(run) ? "; the checkpoint resumes it"
+                                           : " (no [checkpoint] dir: nothing "
+                                             "to resume from)");
+            return STRATA_ESTOPPED;
+        }
     }
     return atomic_load(&run->rc);
 }

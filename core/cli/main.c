@@ -1,4 +1,5 @@
 /* strata -- the command line. Uses the public API (strata.h) only. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,9 @@ enum {
     EXIT_FAILED = 1,   /* the run failed: I/O, data, peer, device, internal */
     EXIT_USAGE = 2,    /* bad command line or configuration                 */
     EXIT_PLUGIN = 3,   /* a plugin could not be found, loaded or used       */
+    EXIT_RESTART = 75, /* stopped by SIGTERM/SIGINT at a step boundary after
+                          a last checkpoint: run the same command again to
+                          resume (EX_TEMPFAIL)                              */
 };
 
 static const char *const k_usage =
@@ -21,11 +25,15 @@ static const char *const k_usage =
     "            seeds' MLP, MirroredStrategy on one replica per core)\n"
     "  launch    start a job of several tasks (workers, ps) on this machine\n"
     "  plugins   list the strategy and transport plugins on the search path\n"
+    "  eval      evaluate a checkpoint on the test set\n"
+    "  inspect   print a checkpoint's tensors, shapes and metadata\n"
     "\n"
     "`strata COMMAND --help` describes each command.\n"
     "\n"
     "exit codes: 0 success; 1 the run failed (I/O, data, peer, device);\n"
-    "            2 bad command line or configuration; 3 plugin error\n";
+    "            2 bad command line or configuration; 3 plugin error;\n"
+    "            75 stopped by SIGTERM/SIGINT after a last checkpoint: run\n"
+    "            the same command again to resume\n";
 
 static const char *const k_train_usage =
     "usage: strata train [-c FILE] [--set SECTION.KEY=VALUE]... [--task T:I]\n"
@@ -52,6 +60,7 @@ static int exit_code(int rc)
 {
     switch (rc) {
     case STRATA_OK: return EXIT_OK;
+    case STRATA_ESTOPPED: return EXIT_RESTART;
     case STRATA_ECONFIG:
     case STRATA_EINVAL: return EXIT_USAGE;
     case STRATA_EABI:
@@ -132,6 +141,18 @@ static int make_ctx(const args_t *a, strata_ctx_t **ctx)
     return EXIT_OK;
 }
 
+/* SIGTERM/SIGINT: stop at the next step boundary with a last checkpoint
+ * (preemption); a second signal ends the process at once. */
+static strata_ctx_t *volatile g_training;
+
+static void on_stop_signal(int sig)
+{
+    strata_ctx_t *ctx = g_training;
+    if (ctx)
+        strata_request_stop(ctx);
+    signal(sig, SIG_DFL);
+}
+
 static int cmd_train(int argc, char **argv)
 {
     args_t a = { 0 };
@@ -140,8 +161,17 @@ static int cmd_train(int argc, char **argv)
     if (code == 0)
         code = make_ctx(&a, &ctx);
     if (code == 0) {
+        g_training = ctx;
+        struct sigaction sa = { .sa_handler = on_stop_signal };
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
         int rc = strata_train(ctx);
-        if (rc != STRATA_OK)
+        g_training = NULL;
+        if (rc == STRATA_ESTOPPED)
+            fprintf(stderr, "strata: train stopped on request; run the same "
+                    "command again to resume (exit %d)\n", EXIT_RESTART);
+        else if (rc != STRATA_OK)
             fprintf(stderr, "strata: train failed: %s (%s)\n",
                     strata_strerror(rc), strata_err_name(rc));
         code = exit_code(rc);
@@ -149,6 +179,72 @@ static int cmd_train(int argc, char **argv)
     strata_ctx_destroy(ctx);
     free(a.sets);
     return code < 0 ? EXIT_OK : code;
+}
+
+static const char *const k_eval_usage =
+    "usage: strata eval [-c FILE] [--set SECTION.KEY=VALUE]... --checkpoint PATH\n"
+    "\n"
+    "Evaluate the checkpoint PATH on the test set of the configuration (its\n"
+    "[model] layers must match the checkpoint's).\n";
+
+static const char *const k_inspect_usage =
+    "usage: strata inspect PATH\n"
+    "\n"
+    "Print the tensors (name, dtype, shape, bytes, min/max/mean) and the\n"
+    "metadata of a checkpoint; the file is fully validated first.\n";
+
+static int cmd_eval(int argc, char **argv)
+{
+    /* --checkpoint PATH is ours; the rest is the usual -c/--set. */
+    const char *path = NULL;
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    int n = 0;
+    for (int i = 0; rest && i < argc; i++) {
+        if (!strcmp(argv[i], "--checkpoint") && i + 1 < argc)
+            path = argv[++i];
+        else if (!strncmp(argv[i], "--checkpoint=", 13))
+            path = argv[i] + 13;
+        else
+            rest[n++] = argv[i];
+    }
+    args_t a = { 0 };
+    int code = rest ? parse_args(n, rest, k_eval_usage, &a) : EXIT_FAILED;
+    if (code == 0 && !path) {
+        fprintf(stderr, "strata: eval needs --checkpoint PATH\n%s",
+                k_eval_usage);
+        code = EXIT_USAGE;
+    }
+    strata_ctx_t *ctx = NULL;
+    if (code == 0)
+        code = make_ctx(&a, &ctx);
+    if (code == 0) {
+        int rc = strata_eval(ctx, path);
+        if (rc != STRATA_OK)
+            fprintf(stderr, "strata: eval failed: %s (%s)\n",
+                    strata_strerror(rc), strata_err_name(rc));
+        code = exit_code(rc);
+    }
+    strata_ctx_destroy(ctx);
+    free(a.sets);
+    free(rest);
+    return code < 0 ? EXIT_OK : code;
+}
+
+static int cmd_inspect(int argc, char **argv)
+{
+    if (argc == 1 && (!strcmp(argv[0], "-h") || !strcmp(argv[0], "--help"))) {
+        fputs(k_inspect_usage, stdout);
+        return EXIT_OK;
+    }
+    if (argc != 1) {
+        fprintf(stderr, "strata: inspect needs one PATH\n%s", k_inspect_usage);
+        return EXIT_USAGE;
+    }
+    int rc = strata_inspect(argv[0]);
+    if (rc != STRATA_OK)
+        fprintf(stderr, "strata: inspect failed: %s (%s)\n",
+                strata_strerror(rc), strata_err_name(rc));
+    return exit_code(rc);
 }
 
 typedef struct listing {
@@ -218,6 +314,10 @@ int main(int argc, char **argv)
         return cli_launch(argc - 2, argv + 2);
     if (!strcmp(cmd, "plugins"))
         return cmd_plugins(argc - 2, argv + 2);
+    if (!strcmp(cmd, "eval"))
+        return cmd_eval(argc - 2, argv + 2);
+    if (!strcmp(cmd, "inspect"))
+        return cmd_inspect(argc - 2, argv + 2);
     fprintf(stderr, "strata: unknown command '%s'\n%s", cmd, k_usage);
     return EXIT_USAGE;
 }

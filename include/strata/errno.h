@@ -28,14 +28,15 @@ extern "C" {
     X(EDEVICE,   -15, "device error")                                    \
     X(ESTATE,    -16, "call out of order")                               \
     X(EINTERNAL, -17, "internal error")                                  \
-    X(ENOPLUGIN, -18, "plugin not found")
+    X(ENOPLUGIN, -18, "plugin not found")                                \
+    X(ESTOPPED,  -19, "stopped on request; restart to resume")
 
 enum strata_errno {
     STRATA_OK = 0,
 #define STRATA_ERRNO_ENUM_(name, val, str) STRATA_##name = (val),
     STRATA_ERRNO_MAP(STRATA_ERRNO_ENUM_)
 #undef STRATA_ERRNO_ENUM_
-    STRATA_ERRNO_LAST_ = -19
+    STRATA_ERRNO_LAST_ = -20
 };
 
 #ifdef __cplusplus

@@ -49,6 +49,19 @@ STRATA_API const char *strata_ctx_get(strata_ctx_t *ctx, const char *section,
 /* Train as configured; blocks until done. 0 on success. */
 STRATA_API int strata_train(strata_ctx_t *ctx);
 
+/* Ask a running strata_train() to stop at the next step boundary (every
+ * worker of the job agrees on which), write a last checkpoint when
+ * [checkpoint] dir is set, and return STRATA_ESTOPPED. Async-signal-safe:
+ * call it from a SIGTERM/SIGINT handler. */
+STRATA_API void strata_request_stop(strata_ctx_t *ctx);
+
+/* Evaluate the checkpoint at `path` on the configured test set; prints the
+ * loss and accuracy. */
+STRATA_API int strata_eval(strata_ctx_t *ctx, const char *path);
+
+/* Print a checkpoint's tensors, shapes and metadata to stdout. */
+STRATA_API int strata_inspect(const char *path);
+
 /* Called once per plugin found along the search path. */
 typedef void (*strata_plugin_cb)(void *user, const char *name, const char *kind,
                                  int abi_major, int abi_minor,

@@ -178,12 +178,36 @@ static int central_update(void *pctx, strata_op_t *op)
     return rc == STRATA_OK ? barrier(c, op->slot) : rc;
 }
 
+/* The central copy, and each replica's chunk of the optimizer state. */
+static int central_state(central_t *c, int set, strata_state_t *st)
+{
+    const int32_t cpu = STRATA_DEVICE(STRATA_DEV_CPU, 0);
+    size_t bytes = c->count * sizeof(float);
+    int rc = set ? c->host->copy(c->pdev, c->vars, cpu, st->vars, bytes)
+                 : c->host->copy(cpu, st->vars, c->pdev, c->vars, bytes);
+    for (int r = 0; rc == STRATA_OK && r < c->n; r++) {
+        size_t lo = chunk_lo(c->count, c->n, r);
+        float *slots[4] = { 0 };
+        for (int i = 0; i < st->nslots && i < 4; i++)
+            slots[i] = st->slots[i] + lo;
+        rc = c->host->opt_io(c->opt[r], set, slots, st->nslots,
+                             &st->opt_steps);
+    }
+    return rc;
+}
+
 static int central_ctl(void *pctx, int op, void *arg)
 {
     central_t *c = pctx;
-    if (op == STRATA_CTL_ABORT)
+    switch (op) {
+    case STRATA_CTL_ABORT:
         return c->t ? c->host->t_ctl(c->t, op, arg) : STRATA_OK;
-    return STRATA_ENOTSUP;
+    case STRATA_CTL_STATE_GET:
+    case STRATA_CTL_STATE_SET:
+        return central_state(c, op == STRATA_CTL_STATE_SET, arg);
+    default:
+        return STRATA_ENOTSUP;
+    }
 }
 
 STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {

@@ -63,6 +63,24 @@ int replicas_update(replicas_t *rs, const strata_op_t *op)
                               rs->count, op->lr);
 }
 
+int replicas_state(replicas_t *rs, int set, strata_state_t *st)
+{
+    const int32_t cpu = STRATA_DEVICE(STRATA_DEV_CPU, 0);
+    const size_t bytes = rs->count * sizeof(float);
+    for (int r = 0; r < (set ? rs->n : 1); r++) {
+        int rc = set ? rs->host->copy(rs->devices[r], rs->slab[r], cpu,
+                                      st->vars, bytes)
+                     : rs->host->copy(cpu, st->vars, rs->devices[r],
+                                      rs->slab[r], bytes);
+        if (rc == STRATA_OK)
+            rc = rs->host->opt_io(rs->opt[r], set, st->slots, st->nslots,
+                                  &st->opt_steps);
+        if (rc != STRATA_OK)
+            return rc;
+    }
+    return STRATA_OK;
+}
+
 int open_first_transport(const strata_host_v1_t *host, const char *who,
                          const char *list, const char *fallback,
                          const strata_group_t *group, strata_transport_t **out)

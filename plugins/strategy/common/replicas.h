@@ -23,6 +23,10 @@ int  replicas_create_var(replicas_t *rs, strata_var_t *var);
 /* The optimizer step of replica op->slot with the gradients in op->buf. */
 int  replicas_update(replicas_t *rs, const strata_op_t *op);
 
+/* STRATA_CTL_STATE_GET (set = 0): replica 0's variables and optimizer
+ * state into st; STRATA_CTL_STATE_SET (set = 1): st into every replica. */
+int  replicas_state(replicas_t *rs, int set, strata_state_t *st);
+
 /* Open the first transport of `list` ("nccl, zmq"; NULL/empty: `fallback`)
  * that does not decline `group`; `who` names the strategy in messages. */
 int  open_first_transport(const strata_host_v1_t *host, const char *who,

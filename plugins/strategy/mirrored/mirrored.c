@@ -91,9 +91,15 @@ static int mirrored_update(void *pctx, strata_op_t *op)
 static int mirrored_ctl(void *pctx, int op, void *arg)
 {
     mirrored_t *m = pctx;
-    if (op == STRATA_CTL_ABORT)
+    switch (op) {
+    case STRATA_CTL_ABORT:
         return m->rs.host->t_ctl(m->t, op, arg);
-    return STRATA_ENOTSUP;
+    case STRATA_CTL_STATE_GET:
+    case STRATA_CTL_STATE_SET:
+        return replicas_state(&m->rs, op == STRATA_CTL_STATE_SET, arg);
+    default:
+        return STRATA_ENOTSUP;
+    }
 }
 
 STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {

@@ -191,6 +191,20 @@ static int mwms_ctl(void *pctx, int op, void *arg)
         if (m->world)
             h->t_ctl(m->world, op, arg);
         return STRATA_OK;
+    case STRATA_CTL_STATE_GET: /* every worker holds the same state */
+        return replicas_state(&m->rs, 0, arg);
+    case STRATA_CTL_STATE_SET: {
+        /* The chief read the checkpoint: its state goes to every worker. */
+        strata_state_t *st = arg;
+        strata_op_t b = { .struct_size = sizeof b, .count = m->rs.count,
+                          .device = m->cpu, .root = 0 };
+        int rc = STRATA_OK;
+        for (int i = -1; m->world && rc == STRATA_OK && i < st->nslots; i++) {
+            b.buf = i < 0 ? st->vars : st->slots[i];
+            rc = h->t_update(m->world, &b);
+        }
+        return rc == STRATA_OK ? replicas_state(&m->rs, 1, st) : rc;
+    }
     case STRATA_CTL_WORLD_SUM: {
         if (!m->world)
             return STRATA_OK; /* one worker: the local sum is the sum */

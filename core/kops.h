@@ -1,0 +1,113 @@
+/* strata core -- the per-device kernel table. Internal; never installed.
+ *
+ * The model, the optimizer and the host table's arithmetic run the same code
+ * on every kind of device: they call the kernels through the table of the
+ * device they work on, with that device's context. kops_cpu.c wraps
+ * kernels/cpu (kc_*); kops_cuda.c wraps kernels/cuda (kg_*) in a CUDA build.
+ *
+ * A context belongs to one device, for the whole process: on a GPU it holds
+ * the device's one stream and one cuBLAS handle. Every GPU replica has a
+ * device of its own, so this is also the replica's stream. Calls on a GPU
+ * only ENQUEUE work on that stream, in call order, and return at once
+ * unless they say otherwise; CPU calls are done when they return. Any
+ * thread may call (each call selects the device for the calling thread).
+ *
+ * Every int function returns 0 or a negative STRATA_E* code and has logged
+ * the cause (device, operation, CUDA's reason) once. */
+#ifndef STRATA_CORE_KOPS_H
+#define STRATA_CORE_KOPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct strata__kops strata__kops_t;
+
+/* The context of one device. `ops` and `device` are for everybody; the
+ * rest (stream, cuBLAS handle) is private to the table's file. */
+typedef struct strata__kdev {
+    const strata__kops_t *ops;
+    int32_t               device;   /* STRATA_DEVICE(type, index) */
+} strata__kdev_t;
+
+/* Loss and correct predictions of a step, accumulated on the device and
+ * read back once (xent_read). */
+typedef struct strata__xacc {
+    double  loss;      /* after xent_read: summed loss                     */
+    int64_t correct;   /* after xent_read: correct predictions             */
+    void   *dev;       /* GPU: the device accumulator (kg_xent_acc_t)      */
+    void   *host;      /* GPU: page-locked read-back of loss and correct   */
+} strata__xacc_t;
+
+/* Copy directions of kops->copy. */
+enum { STRATA__H2D = 0, STRATA__D2H = 1, STRATA__D2D = 2 };
+
+struct strata__kops {
+    const char *name;                                  /* "cpu" | "cuda"  */
+
+    /* ---- memory ------------------------------------------------------ */
+    /* Zeroed device memory, ready for any stream and any thread when the
+     * call returns (GPU: synchronous); NULL when out of memory. */
+    void *(*alloc)(strata__kdev_t *k, size_t bytes);
+    void  (*free)(strata__kdev_t *k, void *p);         /* NULL: no-op     */
+    /* Host memory for staging copies (GPU: page-locked). */
+    void *(*host_alloc)(strata__kdev_t *k, size_t bytes);
+    void  (*host_free)(strata__kdev_t *k, void *p);
+    /* Copy on the device's stream (asynchronous on a GPU: a host buffer
+     * must stay untouched until sync). */
+    int   (*copy)(strata__kdev_t *k, int dir, void *dst, const void *src,
+                  size_t bytes);
+    /* Wait until everything enqueued on the device's stream is done. */
+    int   (*sync)(strata__kdev_t *k);
+
+    /* ---- the kernels of kernels_cpu.h, same arguments ----------------- */
+    int (*dense_fwd)(strata__kdev_t *k, int m, int kk, int n, const float *X,
+                     const float *W, const float *b, float *Y);
+    int (*dense_bwd)(strata__kdev_t *k, int m, int kk, int n, const float *X,
+                     const float *W, const float *dY, float *dW, float *db,
+                     float *dX);
+    int (*relu_fwd)(strata__kdev_t *k, size_t n, const float *x, float *y);
+    int (*relu_bwd)(strata__kdev_t *k, size_t n, const float *y,
+                    const float *dy, float *dx);
+
+    /* Softmax cross-entropy: xent_zero starts a step's sums, softmax_xent
+     * adds one batch to them (dlogits as kc_softmax_xent), xent_read brings
+     * them to a->loss / a->correct: on a GPU this waits for the stream, the
+     * one host synchronisation of a training step. */
+    int  (*xacc_init)(strata__kdev_t *k, strata__xacc_t *a);
+    void (*xacc_fini)(strata__kdev_t *k, strata__xacc_t *a);
+    int  (*xent_zero)(strata__kdev_t *k, strata__xacc_t *a);
+    int  (*softmax_xent)(strata__kdev_t *k, int m, int c, const float *logits,
+                         const int32_t *labels, float *dlogits, float scale,
+                         strata__xacc_t *a);
+    int  (*xent_read)(strata__kdev_t *k, strata__xacc_t *a);
+
+    int (*sgd)(strata__kdev_t *k, size_t n, float *w, const float *g, float lr);
+    int (*momentum)(strata__kdev_t *k, size_t n, float *w, const float *g,
+                    float *v, float lr, float momentum);
+    int (*adam)(strata__kdev_t *k, size_t n, float *w, const float *g,
+                float *m, float *v, float lr, float b1, float b2, float eps,
+                int64_t t);
+
+    int (*scale)(strata__kdev_t *k, size_t n, float a, float *x);
+    int (*axpy)(strata__kdev_t *k, size_t n, float a, const float *x, float *y);
+    /* srcs: a host array of nsrc >= 1 pointers on this device. */
+    int (*sum)(strata__kdev_t *k, size_t n, float *dst,
+               const float *const *srcs, int nsrc);
+    int (*u8_to_f32)(strata__kdev_t *k, size_t n, const uint8_t *src,
+                     float scale, float *dst);
+};
+
+/* kops_cpu.c: the CPU table, and the context of any device: CPU devices
+ * share one stateless context; a GPU's is made on first use (CUDA build;
+ * STRATA_ENOTSUP otherwise, STRATA_EDEVICE when it cannot be made). */
+extern const strata__kops_t strata__kops_cpu;
+int strata__kdev_get(int32_t device, strata__kdev_t **out);
+
+/* kops_cuda.c (stubs without STRATA_HAVE_CUDA). */
+/* *n = usable CUDA devices, probed once per process; *why says why there
+ * is none. STRATA_ENOTSUP (and *n = 0) in a build without CUDA. */
+int strata__gpu_count(int *n, const char **why);
+/* The context of GPU `index`, made once (thread-safe). */
+int strata__kdev_gpu(int index, strata__kdev_t **out);
+
+#endif /* STRATA_CORE_KOPS_H */

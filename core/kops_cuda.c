@@ -1,0 +1,373 @@
+/* The CUDA kernel table: kernels/cuda behind the per-device interface of
+ * kops.h, and the contexts of the GPUs (one stream and one cuBLAS handle
+ * each, made on first use, kept for the life of the process like CUDA's
+ * own primary context). Built for real only with STRATA_HAVE_CUDA; without
+ * it, GPUs are refused with the reason. */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime.h"
+
+#ifdef STRATA_HAVE_CUDA
+
+#include <pthread.h>
+
+#include "cuda/kernels_cuda.h"
+
+#ifndef STRATA_MAX_GPUS
+#define STRATA_MAX_GPUS 64 /* GPU contexts per process */
+#endif
+
+typedef struct kdev_cuda {
+    strata__kdev_t pub;    /* first: the kops functions get &pub */
+    int            index;  /* CUDA device ordinal                 */
+    kg_stream_t    stream;
+    kg_blas_t      blas;
+} kdev_cuda_t;
+
+static kdev_cuda_t *cu(strata__kdev_t *k) { return (kdev_cuda_t *)k; }
+
+/* One line naming the GPU, what failed and CUDA's reason. */
+static int gpu_fail(int index, const char *what)
+{
+    strata__log(STRATA_LOG_ERROR, "cuda", "gpu:%d: %s: %s", index, what,
+                kg_last_error());
+    return STRATA_EDEVICE;
+}
+
+/* Select the context's device for the calling thread (replica threads,
+ * the main thread and plugins all call in), then make the kg_ call. */
+#define KG(c, what, call)                                                    \
+    ((kg_set_device((c)->index) != KG_OK || (call) != KG_OK)                 \
+         ? gpu_fail((c)->index, (what)) : STRATA_OK)
+
+/* ---- memory --------------------------------------------------------- */
+
+static void *cu_alloc(strata__kdev_t *k, size_t bytes)
+{
+    kdev_cuda_t *c = cu(k);
+    size_t n = bytes ? bytes : 64;
+    void *p = NULL;
+    if (KG(c, "allocate device memory", kg_malloc(&p, n, c->stream)) != 0)
+        return NULL;
+    /* Stream-ordered memory: the sync makes it usable on every stream
+     * (a transport's) and guarantees the zeroes. */
+    if (KG(c, "zero device memory", kg_memset(p, 0, n, c->stream)) != 0 ||
+        KG(c, "allocate device memory", kg_stream_sync(c->stream)) != 0) {
+        (void)kg_free(p, c->stream);
+        return NULL;
+    }
+    return p;
+}
+
+static void cu_free(strata__kdev_t *k, void *p)
+{
+    kdev_cuda_t *c = cu(k);
+    if (p)
+        (void)KG(c, "free device memory", kg_free(p, c->stream));
+}
+
+static void *cu_host_alloc(strata__kdev_t *k, size_t bytes)
+{
+    kdev_cuda_t *c = cu(k);
+    void *p = NULL;
+    if (KG(c, "allocate page-locked host memory",
+           kg_malloc_host(&p, bytes ? bytes : 64)) != 0)
+        return NULL;
+    return p;
+}
+
+static void cu_host_free(strata__kdev_t *k, void *p)
+{
+    kdev_cuda_t *c = cu(k);
+    if (p)
+        (void)KG(c, "free page-locked host memory", kg_free_host(p));
+}
+
+static int cu_copy(strata__kdev_t *k, int dir, void *dst, const void *src,
+                   size_t bytes)
+{
+    kdev_cuda_t *c = cu(k);
+    switch (dir) {
+    case STRATA__H2D:
+        return KG(c, "copy to the device",
+                  kg_memcpy_h2d(dst, src, bytes, c->stream));
+    case STRATA__D2H:
+        return KG(c, "copy from the device",
+                  kg_memcpy_d2h(dst, src, bytes, c->stream));
+    default:
+        return KG(c, "copy on the device",
+                  kg_memcpy_d2d(dst, src, bytes, c->stream));
+    }
+}
+
+static int cu_sync(strata__kdev_t *k)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "wait for the stream", kg_stream_sync(c->stream));
+}
+
+/* ---- kernels ---------------------------------------------------------- */
+
+static int cu_dense_fwd(strata__kdev_t *k, int m, int kk, int n,
+                        const float *X, const float *W, const float *b,
+                        float *Y)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "dense forward",
+              kg_dense_fwd(c->blas, m, kk, n, X, W, b, Y, c->stream));
+}
+
+static int cu_dense_bwd(strata__kdev_t *k, int m, int kk, int n,
+                        const float *X, const float *W, const float *dY,
+                        float *dW, float *db, float *dX)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "dense backward",
+              kg_dense_bwd(c->blas, m, kk, n, X, W, dY, dW, db, dX,
+                           c->stream));
+}
+
+static int cu_relu_fwd(strata__kdev_t *k, size_t n, const float *x, float *y)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "relu forward", kg_relu_fwd(n, x, y, c->stream));
+}
+
+static int cu_relu_bwd(strata__kdev_t *k, size_t n, const float *y,
+                       const float *dy, float *dx)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "relu backward", kg_relu_bwd(n, y, dy, dx, c->stream));
+}
+
+static void cu_xacc_fini(strata__kdev_t *k, strata__xacc_t *a)
+{
+    cu_free(k, a->dev);
+    cu_host_free(k, a->host);
+    memset(a, 0, sizeof *a);
+}
+
+static int cu_xacc_init(strata__kdev_t *k, strata__xacc_t *a)
+{
+    memset(a, 0, sizeof *a);
+    a->dev = cu_alloc(k, sizeof(kg_xent_acc_t));
+    a->host = cu_host_alloc(k, KG_XENT_ACC_RESULT_BYTES);
+    if (!a->dev || !a->host) {
+        cu_xacc_fini(k, a);
+        return STRATA_ENOMEM;
+    }
+    return STRATA_OK;
+}
+
+static int cu_xent_zero(strata__kdev_t *k, strata__xacc_t *a)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "zero the loss accumulator",
+              kg_memset(a->dev, 0, sizeof(kg_xent_acc_t), c->stream));
+}
+
+static int cu_softmax_xent(strata__kdev_t *k, int m, int nc,
+                           const float *logits, const int32_t *labels,
+                           float *dlogits, float scale, strata__xacc_t *a)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "softmax cross-entropy",
+              kg_softmax_xent(m, nc, logits, labels, dlogits, scale, a->dev,
+                              c->stream));
+}
+
+/* The step's one host synchronisation: loss and correct come back. */
+static int cu_xent_read(strata__kdev_t *k, strata__xacc_t *a)
+{
+    kdev_cuda_t *c = cu(k);
+    int rc = KG(c, "read the loss back",
+                kg_memcpy_d2h(a->host, a->dev, KG_XENT_ACC_RESULT_BYTES,
+                              c->stream));
+    if (rc == STRATA_OK)
+        rc = KG(c, "wait for the step", kg_stream_sync(c->stream));
+    if (rc == STRATA_OK) {
+        const char *h = a->host;
+        memcpy(&a->loss, h + offsetof(kg_xent_acc_t, loss_sum),
+               sizeof a->loss);
+        memcpy(&a->correct, h + offsetof(kg_xent_acc_t, correct),
+               sizeof a->correct);
+    }
+    return rc;
+}
+
+static int cu_sgd(strata__kdev_t *k, size_t n, float *w, const float *g,
+                  float lr)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "SGD step", kg_sgd(n, w, g, lr, c->stream));
+}
+
+static int cu_momentum(strata__kdev_t *k, size_t n, float *w, const float *g,
+                       float *v, float lr, float momentum)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "momentum step",
+              kg_momentum(n, w, g, v, lr, momentum, c->stream));
+}
+
+static int cu_adam(strata__kdev_t *k, size_t n, float *w, const float *g,
+                   float *m, float *v, float lr, float b1, float b2,
+                   float eps, int64_t t)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "Adam step",
+              kg_adam(n, w, g, m, v, lr, b1, b2, eps, t, c->stream));
+}
+
+static int cu_scale(strata__kdev_t *k, size_t n, float a, float *x)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "scale", kg_scale(n, a, x, c->stream));
+}
+
+static int cu_axpy(strata__kdev_t *k, size_t n, float a, const float *x,
+                   float *y)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "axpy", kg_axpy(n, a, x, y, c->stream));
+}
+
+static int cu_sum(strata__kdev_t *k, size_t n, float *dst,
+                  const float *const *srcs, int nsrc)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "sum", kg_sum(n, dst, srcs, nsrc, c->stream));
+}
+
+static int cu_u8_to_f32(strata__kdev_t *k, size_t n, const uint8_t *src,
+                        float scale, float *dst)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "scale the input", kg_u8_to_f32(n, src, scale, dst,
+                                                 c->stream));
+}
+
+static const strata__kops_t k_kops_cuda = {
+    .name = "cuda",
+    .alloc = cu_alloc,
+    .free = cu_free,
+    .host_alloc = cu_host_alloc,
+    .host_free = cu_host_free,
+    .copy = cu_copy,
+    .sync = cu_sync,
+    .dense_fwd = cu_dense_fwd,
+    .dense_bwd = cu_dense_bwd,
+    .relu_fwd = cu_relu_fwd,
+    .relu_bwd = cu_relu_bwd,
+    .xacc_init = cu_xacc_init,
+    .xacc_fini = cu_xacc_fini,
+    .xent_zero = cu_xent_zero,
+    .softmax_xent = cu_softmax_xent,
+    .xent_read = cu_xent_read,
+    .sgd = cu_sgd,
+    .momentum = cu_momentum,
+    .adam = cu_adam,
+    .scale = cu_scale,
+    .axpy = cu_axpy,
+    .sum = cu_sum,
+    .u8_to_f32 = cu_u8_to_f32,
+};
+
+/* ---- the GPUs of this process ------------------------------------------ */
+
+static pthread_once_t  g_once = PTHREAD_ONCE_INIT;
+static int             g_count;
+static char            g_why[256];
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static kdev_cuda_t    *g_dev[STRATA_MAX_GPUS];
+
+static void probe(void)
+{
+    int n = 0;
+    (void)kg_device_count(&n); /* never fails; n = 0 says "none" */
+    g_count = n;
+    snprintf(g_why, sizeof g_why, "%s", kg_last_error());
+}
+
+int strata__gpu_count(int *n, const char **why)
+{
+    pthread_once(&g_once, probe);
+    *n = g_count;
+    *why = g_why;
+    return STRATA_OK;
+}
+
+static int make(int index, kdev_cuda_t **out)
+{
+    kdev_cuda_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return STRATA_ENOMEM;
+    c->pub.ops = &k_kops_cuda;
+    c->pub.device = STRATA_DEVICE(STRATA_DEV_GPU, index);
+    c->index = index;
+    int rc = KG(c, "create a stream", kg_stream_create(&c->stream));
+    if (rc == STRATA_OK)
+        rc = KG(c, "create a cuBLAS handle", kg_blas_create(&c->blas,
+                                                             c->stream));
+    if (rc != STRATA_OK) {
+        (void)kg_stream_destroy(c->stream);
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return STRATA_OK;
+}
+
+int strata__kdev_gpu(int index, strata__kdev_t **out)
+{
+    *out = NULL;
+    int n;
+    const char *why;
+    strata__gpu_count(&n, &why);
+    if (n == 0) {
+        strata__log(STRATA_LOG_ERROR, "cuda", "gpu:%d: no CUDA device: %s",
+                    index, why);
+        return STRATA_EDEVICE;
+    }
+    if (index < 0 || index >= n || index >= STRATA_MAX_GPUS) {
+        if (n == 1)
+            strata__log(STRATA_LOG_ERROR, "cuda", "gpu:%d: no such GPU (this "
+                        "process sees one: gpu:0)", index);
+        else
+            strata__log(STRATA_LOG_ERROR, "cuda", "gpu:%d: no such GPU (this "
+                        "process sees %d: gpu:0 to gpu:%d)", index, n, n - 1);
+        return STRATA_EDEVICE;
+    }
+    pthread_mutex_lock(&g_lock);
+    int rc = STRATA_OK;
+    if (!g_dev[index])
+        rc = make(index, &g_dev[index]);
+    kdev_cuda_t *c = g_dev[index];
+    pthread_mutex_unlock(&g_lock);
+    if (rc == STRATA_OK)
+        *out = &c->pub;
+    return rc;
+}
+
+#else /* !STRATA_HAVE_CUDA */
+
+#define NO_CUDA "this build has no CUDA support (configure with -DSTRATA_CUDA=ON)"
+
+int strata__gpu_count(int *n, const char **why)
+{
+    *n = 0;
+    *why = NO_CUDA;
+    return STRATA_ENOTSUP;
+}
+
+int strata__kdev_gpu(int index, strata__kdev_t **out)
+{
+    *out = NULL;
+    strata__log(STRATA_LOG_ERROR, "device", "gpu:%d: %s", index, NO_CUDA);
+    return STRATA_ENOTSUP;
+}
+
+#endif /* STRATA_HAVE_CUDA */

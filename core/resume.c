@@ -1,0 +1,334 @@
+/* Checkpoints of a run: what goes into one (every variable, every optimizer
+ * slot, the position in the data, what defines the model), writing one at a
+ * step boundary, and resuming from the newest valid one. The file layer
+ * (safetensors, CRC-32C, atomic rename, rotation) is checkpoint.c. */
+#include <errno.h>
+#include <inttypes.h>
+#include <sys/stat.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "resume.h"
+
+static const char *const k_opt_names[] = { "sgd", "momentum", "adam" };
+
+int strata__opt_nslots(int kind)
+{
+    return kind == STRATA__OPT_ADAM ? 2 : kind == STRATA__OPT_MOMENTUM ? 1 : 0;
+}
+
+static const char *slot_name(int kind, int i)
+{
+    if (kind == STRATA__OPT_MOMENTUM)
+        return "velocity";
+    return i == 0 ? "m" : "v";
+}
+
+/* What must match between a checkpoint and the run that resumes from it:
+ * the model, the optimizer's slots, and the data order. */
+typedef struct identity {
+    char model[256], input[32], optimizer[16], batch[32], seed[32],
+         samples[32], shuffle[8], strategy[64];
+} identity_t;
+
+static void identity_of(const strata__run_t *run, identity_t *id)
+{
+    const strata__settings_t *s = run->s;
+    snprintf(id->model, sizeof id->model, "%s", s->model.layers);
+    snprintf(id->input, sizeof id->input, "%d", run->model.input_dim);
+    snprintf(id->optimizer, sizeof id->optimizer, "%s",
+             k_opt_names[s->optimizer.name]);
+    snprintf(id->batch, sizeof id->batch, "%d", run->batch);
+    snprintf(id->seed, sizeof id->seed, "%" PRId64, s->train.seed);
+    snprintf(id->samples, sizeof id->samples, "%zu", run->train.n);
+    snprintf(id->shuffle, sizeof id->shuffle, "%d", s->data.shuffle);
+    snprintf(id->strategy, sizeof id->strategy, "%s", s->strategy);
+}
+
+/* The training state of the strategy, on the host. */
+static int state_alloc(const strata__run_t *run, strata_state_t *st)
+{
+    memset(st, 0, sizeof *st);
+    st->struct_size = sizeof *st;
+    st->nslots = strata__opt_nslots(run->s->optimizer.name);
+    size_t bytes = run->model.count * sizeof(float);
+    st->vars = calloc(1, bytes);
+    int ok = st->vars != NULL;
+    for (int i = 0; ok && i < st->nslots; i++)
+        ok = (st->slots[i] = calloc(1, bytes)) != NULL;
+    return ok ? STRATA_OK : STRATA_ENOMEM;
+}
+
+static void state_free(strata_state_t *st)
+{
+    free(st->vars);
+    for (int i = 0; i < 4; i++)
+        free(st->slots[i]);
+}
+
+static int strategy_state(strata__run_t *run, int op, strata_state_t *st)
+{
+    const strata_plugin_v1_t *vt = run->strategy->vt;
+    int rc = STRATA_HAS(vt, ctl) ? vt->ctl(run->spctx, op, st)
+                                 : STRATA_ENOTSUP;
+    if (rc == STRATA_ENOTSUP)
+        strata__log(STRATA_LOG_ERROR, "checkpoint",
+                    "strategy %s cannot %s its state: [checkpoint] needs a "
+                    "strategy with STRATA_CTL_STATE_GET/SET",
+                    run->strategy->name,
+                    op == STRATA_CTL_STATE_GET ? "save" : "restore");
+    return rc;
+}
+
+int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
+                            int64_t step)
+{
+    const strata__checkpoint_cfg_t *c = &run->s->checkpoint;
+    strata_state_t st;
+    int rc = state_alloc(run, &st);
+    if (rc == STRATA_OK)
+        rc = strategy_state(run, STRATA_CTL_STATE_GET, &st);
+    if (rc != STRATA_OK || !run->chief) {
+        state_free(&st);
+        return rc;
+    }
+    const strata__model_t *m = &run->model;
+    int nt = m->nvars * (1 + st.nslots);
+    strata__tensor_t *t = calloc((size_t)nt, sizeof *t);
+    char (*names)[96] = calloc((size_t)nt, sizeof *names);
+    if (!t || !names) {
+        free(t);
+        free(names);
+        state_free(&st);
+        return STRATA_ENOMEM;
+    }
+    int k = 0;
+    for (int s = -1; s < st.nslots; s++)
+        for (int i = 0; i < m->nvars; i++, k++) {
+            const strata_var_t *v = &m->vars[i];
+            if (s < 0)
+                snprintf(names[k], sizeof names[k], "%s", v->name);
+            else
+                snprintf(names[k], sizeof names[k], "optimizer/%s/%s",
+                         slot_name(run->s->optimizer.name, s), v->name);
+            t[k].name = names[k];
+            t[k].dtype = "F32";
+            t[k].ndim = (int)v->ndim;
+            for (uint32_t d = 0; d < v->ndim; d++)
+                t[k].shape[d] = v->shape[d];
+            t[k].data = (s < 0 ? st.vars : st.slots[s]) + v->offset;
+            t[k].nbytes = v->count * sizeof(float);
+        }
+    identity_t id;
+    identity_of(run, &id);
+    char e[24], b[24], n[24], o[24];
+    snprintf(e, sizeof e, "%d", epoch);
+    snprintf(b, sizeof b, "%" PRId64, batch);
+    snprintf(n, sizeof n, "%" PRId64, step);
+    snprintf(o, sizeof o, "%" PRId64, st.opt_steps);
+    const strata__meta_t meta[] = {
+        { "strata.epoch", e },          { "strata.batch", b },
+        { "strata.step", n },           { "strata.opt_steps", o },
+        { "strata.model", id.model },   { "strata.input_dim", id.input },
+        { "strata.optimizer", id.optimizer },
+        { "strata.batch_size", id.batch }, { "strata.seed", id.seed },
+        { "strata.train_samples", id.samples },
+        { "strata.shuffle", id.shuffle }, { "strata.strategy", id.strategy },
+    };
+    char path[4096];
+    rc = strata__ckpt_path(c->dir, step, path, sizeof path);
+    if (rc == STRATA_OK)
+        rc = strata__ckpt_write(path, t, nt, meta,
+                                (int)(sizeof meta / sizeof meta[0]));
+    if (rc == STRATA_OK) {
+        strata__log(STRATA_LOG_INFO, "checkpoint", "wrote %s (epoch %d, batch "
+                    "%" PRId64 ", step %" PRId64 ")", path, epoch, batch, step);
+        rc = strata__ckpt_rotate(c->dir, (int)c->keep);
+    }
+    free(t);
+    free(names);
+    state_free(&st);
+    return rc;
+}
+
+/* A checkpoint of another model, optimizer or data order is refused with
+ * the first difference named. */
+static int check_identity(const strata__run_t *run, const strata__ckpt_t *ck,
+                          const char *path)
+{
+    identity_t id;
+    identity_of(run, &id);
+    const struct { const char *key, *mine, *what; } k[] = {
+        { "strata.model", id.model, "[model] layers" },
+        { "strata.input_dim", id.input, "input features" },
+        { "strata.optimizer", id.optimizer, "[optimizer] name" },
+        { "strata.batch_size", id.batch, "[train] batch_size" },
+        { "strata.seed", id.seed, "[train] seed" },
+        { "strata.train_samples", id.samples, "training samples" },
+        { "strata.shuffle", id.shuffle, "[data] shuffle" },
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        const char *theirs = strata__ckpt_meta(ck, k[i].key);
+        if (!theirs || strcmp(theirs, k[i].mine) != 0) {
+            strata__log(STRATA_LOG_ERROR, "checkpoint",
+                        "%s was written by another job: %s is '%s' there, "
+                        "'%s' here; refusing to resume (move it away or set "
+                        "[checkpoint] restore = never)", path, k[i].what,
+                        theirs ? theirs : "(missing)", k[i].mine);
+            return STRATA_ECONFIG;
+        }
+    }
+    return STRATA_OK;
+}
+
+static int meta_int(const strata__ckpt_t *ck, const char *key, int64_t lo,
+                    int64_t hi, int64_t *out, const char *path)
+{
+    const char *v = strata__ckpt_meta(ck, key);
+    char *end = NULL;
+    long long x = v ? strtoll(v, &end, 10) : 0;
+    if (!v || *end || x < lo || x > hi) {
+        strata__log(STRATA_LOG_ERROR, "checkpoint", "%s: metadata %s = '%s': "
+                    "expected an integer in [%" PRId64 ", %" PRId64 "]", path,
+                    key, v ? v : "(missing)", lo, hi);
+        return STRATA_EDATA;
+    }
+    *out = x;
+    return STRATA_OK;
+}
+
+/* Every variable (and slot) of the model, with its exact shape. */
+static int load_tensors(const strata__run_t *run, const strata__ckpt_t *ck,
+                        const char *path, strata_state_t *st)
+{
+    const strata__model_t *m = &run->model;
+    for (int s = -1; s < st->nslots; s++)
+        for (int i = 0; i < m->nvars; i++) {
+            const strata_var_t *v = &m->vars[i];
+            char name[96];
+            if (s < 0)
+                snprintf(name, sizeof name, "%s", v->name);
+            else
+                snprintf(name, sizeof name, "optimizer/%s/%s",
+                         slot_name(run->s->optimizer.name, s), v->name);
+            const strata__tensor_t *t = strata__ckpt_find(ck, name);
+            int ok = t && !strcmp(t->dtype, "F32") && t->ndim == (int)v->ndim &&
+                     t->nbytes == v->count * sizeof(float);
+            for (uint32_t d = 0; ok && d < v->ndim; d++)
+                ok = t->shape[d] == v->shape[d];
+            if (!ok) {
+                strata__log(STRATA_LOG_ERROR, "checkpoint",
+                            "%s: tensor %s is %s; the model needs F32 %" PRId64
+                            "x%" PRId64, path, name,
+                            t ? "of another dtype or shape" : "missing",
+                            v->shape[0], v->ndim > 1 ? v->shape[1] : 1);
+                return STRATA_EDATA;
+            }
+            memcpy((s < 0 ? st->vars : st->slots[s]) + v->offset, t->data,
+                   t->nbytes);
+        }
+    return STRATA_OK;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *dir)
+{
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
+        return STRATA_EINVAL;
+    for (char *q = p + 1;; q++) {
+        if (*q != '/' && *q != '\0')
+            continue;
+        char c = *q;
+        *q = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            strata__log(STRATA_LOG_ERROR, "checkpoint",
+                        "[checkpoint] dir: cannot create %s: %s", p,
+                        strerror(errno));
+            return STRATA_EIO;
+        }
+        *q = c;
+        if (!c)
+            return STRATA_OK;
+    }
+}
+
+int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
+{
+    const strata__checkpoint_cfg_t *c = &run->s->checkpoint;
+    memset(at, 0, sizeof *at);
+    if (!c->dir[0])
+        return STRATA_OK;
+    if (run->chief) {
+        int rc = make_dirs(c->dir);
+        if (rc != STRATA_OK)
+            return rc;
+    }
+    if (c->restore != 0)
+        return STRATA_OK;
+    /* Only the chief reads; a multi-process strategy's STATE_SET installs
+     * the chief's state on every worker. Whether there is one to install is
+     * agreed first, so that every worker takes the same path. */
+    strata__ckpt_t *ck = NULL;
+    char path[4096] = "";
+    int rc = STRATA_OK;
+    if (run->chief) {
+        rc = strata__ckpt_latest(c->dir, &ck, path, sizeof path);
+        if (rc == STRATA_ENOENT)
+            rc = STRATA_OK; /* nothing to resume from: a fresh start */
+        if (rc == STRATA_OK && ck)
+            rc = check_identity(run, ck, path);
+    }
+    int64_t found = ck != NULL, epoch = 0, batch = 0, step = 0, opt_steps = 0;
+    if (rc == STRATA_OK && ck) {
+        rc = meta_int(ck, "strata.epoch", 0, run->s->train.epochs, &epoch, path);
+        if (rc == STRATA_OK)
+            rc = meta_int(ck, "strata.batch", 0, run->steps_per_epoch, &batch,
+                          path);
+        if (rc == STRATA_OK)
+            rc = meta_int(ck, "strata.step", 0, INT64_MAX / 2, &step, path);
+        if (rc == STRATA_OK)
+            rc = meta_int(ck, "strata.opt_steps", 0, INT64_MAX / 2, &opt_steps,
+                          path);
+    }
+    /* Every worker learns whether and where to resume: the chief's figures
+     * (the others add zeros) travel as float32 sums, exact below 2^24; the
+     * global step is rebuilt from them. */
+    float v[3] = { 0, 0, 0 };
+    if (run->chief)
+        v[0] = rc == STRATA_OK ? (float)found : -1.0f, v[1] = (float)epoch,
+        v[2] = (float)batch;
+    int arc = strata__run_world_sum(run, v, 3);
+    if (rc == STRATA_OK)
+        rc = arc;
+    if (rc == STRATA_OK && v[0] < 0)
+        rc = STRATA_ECANCELED; /* the chief failed and said so */
+    if (rc != STRATA_OK || v[0] < 0.5f) {
+        strata__ckpt_free(ck);
+        return rc;
+    }
+    epoch = (int64_t)v[1];
+    batch = (int64_t)v[2];
+    step = epoch * run->steps_per_epoch + batch;
+    strata_state_t st;
+    rc = state_alloc(run, &st);
+    if (rc == STRATA_OK && ck)
+        rc = load_tensors(run, ck, path, &st);
+    st.opt_steps = ck ? opt_steps : step;
+    if (rc == STRATA_OK)
+        rc = strategy_state(run, STRATA_CTL_STATE_SET, &st);
+    state_free(&st);
+    strata__ckpt_free(ck);
+    if (rc != STRATA_OK)
+        return rc;
+    at->resumed = 1;
+    at->epoch = (int)epoch;
+    at->batch = batch;
+    at->step = step;
+    if (run->chief)
+        printf("resumed from %s: epoch %d, batch %" PRId64 ", step %" PRId64
+               "\n", path, at->epoch, batch, step);
+    return STRATA_OK;
+}

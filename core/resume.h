@@ -1,0 +1,34 @@
+/* strata core -- checkpoints of a run (resume.c). Internal. */
+#ifndef STRATA_CORE_RESUME_H
+#define STRATA_CORE_RESUME_H
+
+#include "run.h"
+
+/* Where a resumed run goes on. */
+typedef struct strata__resume {
+    int     resumed;
+    int     epoch;     /* 0-based epoch to continue in                */
+    int64_t batch;     /* next batch of that epoch                    */
+    int64_t step;      /* steps done before                           */
+} strata__resume_t;
+
+/* Optimizer slots per element of the [optimizer] kind (adam 2, ...). */
+int strata__opt_nslots(int kind);
+
+/* Write a checkpoint of the run at a step boundary: the next step to run is
+ * batch `batch` of epoch `epoch`, `step` steps are done. Collective for a
+ * multi-process strategy (every worker calls it); the chief writes. */
+int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
+                            int64_t step);
+
+/* [checkpoint] restore = auto: resume from the newest valid checkpoint of
+ * [checkpoint] dir (a corrupt one is skipped with a warning naming it);
+ * refuse one of another model, optimizer or data order. Collective.
+ * *at->resumed == 0: a fresh start. */
+int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at);
+
+/* Sum n floats across every training process (the strategy's
+ * STRATA_CTL_WORLD_SUM); a no-op for a job of one process. */
+int strata__run_world_sum(strata__run_t *run, float *buf, int n);
+
+#endif

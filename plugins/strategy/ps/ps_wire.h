@@ -1,0 +1,105 @@
+/* ps.so -- the wire protocol between the coordinator, the workers and the
+ * parameter servers.
+ *
+ * Every message is one transport message (host->t_send: zmq.so's "p2p:"
+ * group of all tasks) made of a fixed header of PS_HDR_SIZE bytes and,
+ * for PARAMS and PUSH, a payload of `count` float32 values:
+ *
+ *     [header: PS_HDR_SIZE bytes] [payload: 4 x count bytes]
+ *
+ * All integers and floats are little-endian.
+ *
+ *   off size field        meaning
+ *    0   4   magic        'S' 'T' 'P' 'S'
+ *    4   2   version      PS_WIRE_VERSION (1); another version is dropped
+ *    6   1   type         enum ps_type
+ *    7   1   status       replies: enum ps_status; requests: 0
+ *    8   4   sender       group member of the sender (its cluster task index)
+ *   12   4   attempt      STEP, PUSH, STEP_REQ's result: 1, 2, ... ; else 0
+ *   16   8   step         job-wide step id (STEP, PUSH, PUSH_ACK, STEP_REQ's
+ *                         result); -1 when none
+ *   24   8   req          request id; a reply echoes its request's
+ *   32   8   incarnation  random id of the sending process (a restarted
+ *                         task has a new one)
+ *   40   8   a            per type (below)
+ *   48   8   b            per type
+ *   56   8   c            per type
+ *   64   8   f            per type (float64)
+ *   72   4   count        float32 values in the payload (PARAMS, PUSH); else 0
+ *   76   4   epoch        STEP: 0-based epoch; else 0
+ *
+ *   type          from -> to          a                b        c        f
+ *   STEP_REQ   1  worker -> coord     samples          correct  has_res  loss_sum
+ *                 (status: PS_OK / PS_STALE / PS_FAILED of the previous step
+ *                  `step`/`attempt` when has_res = 1)
+ *   STEP       2  coord -> worker     batch (epoch in `epoch`)
+ *   WAIT       3  coord -> worker     retry after a ms
+ *   DONE       4  coord -> worker     -                                  (training is over)
+ *   HEARTBEAT  5  worker -> coord     -
+ *   PULL       6  worker|coord -> ps  -
+ *   PARAMS     7  ps -> puller        version of the ps (steps applied there)
+ *   PUSH       8  worker -> ps        version the gradient was computed from;
+ *                                     f = learning rate
+ *   PUSH_ACK   9  ps -> worker        version after; status PS_OK (applied),
+ *                                     PS_DUPLICATE (discarded), PS_STALE
+ *   PING      10  coord -> ps         -
+ *   PONG      11  ps -> coord         applied          duplicates malformed
+ *   FINISH    12  coord -> ps         -
+ *   FIN_ACK   13  ps -> coord         applied          duplicates malformed
+ *   ABORT     14  coord -> any        STRATA_E* code of the failure
+ *
+ * PARAMS and PUSH carry the values (gradients) of the receiving ps's
+ * shards, concatenated in placement order (ps_part.h): one fused message
+ * per ps and step, never one per variable.
+ *
+ * A receiver checks the whole message before it uses any field
+ * (ps_wire_unpack): total length = PS_HDR_SIZE + 4 x count exactly, magic,
+ * version, a known type, a status the type allows, count = 0 for types
+ * without payload, attempt >= 1 and step >= 0 where they are required,
+ * finite floats (lr > 0). Then the role checks the rest against what it
+ * knows (the sender's role, the step range, the payload size of its
+ * shards). A message that fails is counted and dropped: never applied,
+ * never fatal. */
+#ifndef PS_WIRE_H
+#define PS_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PS_WIRE_VERSION 1
+#define PS_HDR_SIZE     80
+
+enum ps_type {
+    PS_STEP_REQ = 1, PS_STEP = 2, PS_WAIT = 3, PS_DONE = 4, PS_HEARTBEAT = 5,
+    PS_PULL = 6, PS_PARAMS = 7, PS_PUSH = 8, PS_PUSH_ACK = 9, PS_PING = 10,
+    PS_PONG = 11, PS_FINISH = 12, PS_FIN_ACK = 13, PS_ABORT = 14,
+    PS_TYPE_LAST_ = PS_ABORT
+};
+
+enum ps_status {
+    PS_OK = 0, PS_DUPLICATE = 1, PS_STALE = 2, PS_FAILED = 3
+};
+
+typedef struct ps_hdr {
+    uint8_t  type, status;
+    int32_t  sender, attempt, epoch;
+    int64_t  step;
+    uint64_t req, incarnation;
+    int64_t  a, b, c;
+    double   f;
+    uint32_t count;
+} ps_hdr_t;
+
+/* Write PS_HDR_SIZE bytes. */
+void ps_wire_pack(const ps_hdr_t *h, unsigned char out[PS_HDR_SIZE]);
+
+/* Check and decode a message of `len` bytes. Returns 0 with *h filled and
+ * *payload pointing at the count float32 values (unaligned: copy them out),
+ * or -1 with a short static reason in *why. Never reads past len. */
+int ps_wire_unpack(const void *msg, size_t len, ps_hdr_t *h,
+                   const unsigned char **payload, const char **why);
+
+/* "PUSH", ...; "?" for an unknown type. */
+const char *ps_wire_type_name(int type);
+
+#endif /* PS_WIRE_H */
