@@ -36,8 +36,11 @@ static int run_(char *const *args, int timeout_s)
 }
 #define run(...) run_((char *const[]){ __VA_ARGS__, NULL }, 180)
 
-/* Start a run in the background, let it work `ms`, then send `sig`. */
-static int interrupt_(char *const *args, int ms, int sig)
+static int count_ckpts(const char *dir, char *newest, size_t len);
+
+/* Start a run in the background; once checkpoint dir `ck` holds a
+ * checkpoint (the run is mid-training; bounded wait), send `sig`. */
+static int interrupt_(char *const *args, const char *ck, int sig)
 {
     char *argv[40] = { (char *)spawn_strata_bin() };
     int n = 1;
@@ -46,13 +49,15 @@ static int interrupt_(char *const *args, int ms, int sig)
     spawn_child_t c;
     if (spawn_start(argv, NULL, &c) != 0)
         return -1;
-    usleep((useconds_t)ms * 1000);
+    char newest[256];
+    for (int i = 0; i < 300 && count_ckpts(ck, newest, sizeof newest) < 1; i++)
+        usleep(100000);
     kill(c.pid, sig);
     spawn_wait(&c, 60);
     spawn_collect(&c, g_out, sizeof g_out, g_err, sizeof g_err);
     return c.code;
 }
-#define interrupt(ms, sig, ...) interrupt_((char *const[]){ __VA_ARGS__, NULL }, ms, sig)
+#define interrupt(ck, sig, ...) interrupt_((char *const[]){ __VA_ARGS__, NULL }, ck, sig)
 
 static int same_file(const char *a, const char *b)
 {
@@ -106,7 +111,7 @@ static void one_process(const char *strategy)
     CHECK(run("train", COMMON, "--set", s_st, "--set", s_ref) == 0);
 
     /* kill -9 mid-epoch, then the same command again */
-    int code = interrupt(700, SIGKILL, "train", COMMON, "--set", s_st, "--set",
+    int code = interrupt(ck, SIGKILL, "train", COMMON, "--set", s_st, "--set",
                          s_got, "--set", s_ck, "--set",
                          "checkpoint.every_steps=37");
     CHECKF(code == 128 + SIGKILL, "%s: killed run exit %d: %s", strategy, code,
@@ -131,13 +136,14 @@ static void sigterm(void)
     snprintf(s_got, sizeof s_got, "debug.dump_vars=%s", got);
     snprintf(s_ck, sizeof s_ck, "checkpoint.dir=%s", ck);
     CHECK(run("train", COMMON, "--set", s_ref) == 0);
-    int code = interrupt(700, SIGTERM, "train", COMMON, "--set", s_got, "--set",
-                         s_ck);
+    int code = interrupt(ck, SIGTERM, "train", COMMON, "--set", s_got, "--set",
+                         s_ck, "--set", "checkpoint.every_steps=37");
     CHECKF(code == 75, "SIGTERM: exit %d (want 75): %s", code, g_err);
     CHECKF(strstr(g_err, "stopped on request") != NULL, "%s", g_err);
     char newest[256];
     CHECK(count_ckpts(ck, newest, sizeof newest) >= 1);
-    CHECK(run("train", COMMON, "--set", s_got, "--set", s_ck) == 0);
+    CHECK(run("train", COMMON, "--set", s_got, "--set", s_ck, "--set",
+              "checkpoint.every_steps=37") == 0);
     CHECK(same_file(ref, got));
 
     /* A damaged newest checkpoint: skipped with a warning naming it. */
