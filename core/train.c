@@ -307,6 +307,15 @@ static int train_loop(strata__run_t *run)
         }
         if (failed(run))
             break;
+        if (stop && step < run->epoch_step0 + steps) {
+            /* Stopped mid-epoch: no closing line; the checkpoint has it. */
+            strata__log(STRATA_LOG_WARN, "train", "stopped on request at step "
+                        "%lld%s", (long long)step,
+                        checkpointing(run) ? "; the checkpoint resumes it"
+                                           : " (no [checkpoint] dir: nothing "
+                                             "to resume from)");
+            return STRATA_ESTOPPED;
+        }
         int64_t done = steps - first;
         double loss = 0.0, vloss = 0.0, vacc = 0.0;
         int64_t correct = 0;

@@ -208,7 +208,7 @@ static double now_s(void)
  * 0, or the first failed task's code (128+N for a signal). */
 static int supervise(child_t *c, int n)
 {
-    int code = 0, alive = n;
+    int code = 0, alive = n, stopping = 0;
     double stop_at = 0; /* when set: SIGKILL the rest at this time */
     while (alive > 0) {
         struct pollfd pfd[2 * MAX_TASKS];
@@ -227,8 +227,9 @@ static int supervise(child_t *c, int n)
             fprintf(stderr, "[launch] signal %d: forwarding to every task\n",
                     (int)g_signal);
             signal_all(c, n, (int)g_signal);
-            if (!code)
-                code = 128 + (int)g_signal;
+            /* The tasks' own exit codes say how it ended (75: stopped with
+             * a checkpoint, restart to resume). */
+            stopping = 1;
             g_signal = 0;
             if (stop_at == 0)
                 stop_at = now_s() + GRACE_S;
@@ -246,10 +247,12 @@ static int supervise(child_t *c, int n)
             c[i].status = ec;
             if (ec != 0 && code == 0) {
                 code = ec;
-                fprintf(stderr, "[launch] %s failed (exit %d); stopping the "
-                        "other tasks\n", c[i].name, ec);
-                signal_all(c, n, SIGTERM);
-                stop_at = now_s() + GRACE_S;
+                if (!stopping) {
+                    fprintf(stderr, "[launch] %s failed (exit %d); stopping "
+                            "the other tasks\n", c[i].name, ec);
+                    signal_all(c, n, SIGTERM);
+                    stop_at = now_s() + GRACE_S;
+                }
             } else if (ec == 0) {
                 printf("[launch] %s finished\n", c[i].name);
             }
