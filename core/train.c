@@ -252,6 +252,16 @@ static int checkpointing(const strata__run_t *run)
     return run->s->checkpoint.dir && run->s->checkpoint.dir[0];
 }
 
+static int stopped(const strata__run_t *run, int64_t step)
+{
+    strata__log(STRATA_LOG_WARN, "train", "stopped on request at step %lld%s",
+                (long long)step,
+                checkpointing(run) ? "; the checkpoint resumes it"
+                                   : " (no [checkpoint] dir: nothing to "
+                                     "resume from)");
+    return STRATA_ESTOPPED;
+}
+
 static int train_loop(strata__run_t *run)
 {
     const strata__train_cfg_t *t = &run->s->train;
@@ -308,13 +318,7 @@ static int train_loop(strata__run_t *run)
         if (failed(run))
             break;
         if (stop && step < run->epoch_step0 + steps) {
-            /* Stopped mid-epoch: no closing line; the checkpoint has it. */
-            strata__log(STRATA_LOG_WARN, "train", "stopped on request at step "
-                        "%lld%s", (long long)step,
-                        checkpointing(run) ? "; the checkpoint resumes it"
-                                           : " (no [checkpoint] dir: nothing "
-                                             "to resume from)");
-            return STRATA_ESTOPPED;
+            return stopped(run, step); /* mid-epoch: no closing line */
         }
         int64_t done = steps - first;
         double loss = 0.0, vloss = 0.0, vacc = 0.0;
@@ -346,12 +350,7 @@ static int train_loop(strata__run_t *run)
         if (rc != STRATA_OK)
             return rc;
         if (stop) {
-            strata__log(STRATA_LOG_WARN, "train", "stopped on request at step "
-                        "%lld%s", (long long)step,
-                        checkpointing(run) ? "; the checkpoint resumes it"
-                                           : " (no [checkpoint] dir: nothing "
-                                             "to resume from)");
-            return STRATA_ESTOPPED;
+            return stopped(run, step);
         }
     }
     return atomic_load(&run->rc);
