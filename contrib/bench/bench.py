@@ -26,6 +26,7 @@ LAYERS = "dense 128 relu, dense 10"
 T_SINGLE_RATIO = 1.6    # batch 256: strata 2 replicas / best torch single
 T_DDP_RATIO = 8.0       # batch 64: strata 2 replicas / torch DDP
 T_RSS_MIB = 150.0       # peak RSS of a strata run
+T_MWMS_RATIO = 5.0      # batch 64: strata mwms 2 workers / torch DDP
 T_ACC_PP = 0.5          # accuracy: at most 0.5 points below torch's median
 
 
@@ -174,17 +175,22 @@ def read_metrics(path, what):
     return out
 
 
-def run_strata(a, ctx, tag, batch, epochs, seed, devices):
+def run_strata(a, ctx, tag, batch, epochs, seed, devices, workers=0):
+    """workers > 0: MultiWorkerMirroredStrategy, `strata launch -n workers`
+    over zmq (each worker one replica on `devices`)."""
     csv_path = os.path.join(ctx["dir"], tag + ".csv")
     log_path = os.path.join(ctx["dir"], tag + ".log")
     sets = ["train.epochs=%d" % epochs, "train.batch_size=%d" % batch,
             "train.seed=%d" % seed, "train.metrics_csv=" + csv_path,
             "optimizer.name=adam", "optimizer.lr=0.001",
-            "model.layers=" + LAYERS, "strategy.plugin=mirrored",
-            "transport.plugin=local", "data.dir=" + a.data]
+            "model.layers=" + LAYERS, "data.dir=" + a.data]
+    sets += (["strategy.plugin=mwms", "transport.plugin=zmq"] if workers else
+             ["strategy.plugin=mirrored", "transport.plugin=local"])
     if devices:
         sets.append("train.devices=" + devices)
     cmd = [ctx["strata"], "train", "-c", ctx["ini"]]
+    if workers:
+        cmd = [ctx["strata"], "launch", "-n", str(workers), "-c", ctx["ini"]]
     for s in sets:
         cmd += ["--set", s]
     rc, rss, wall = run_child(cmd, log_path)
@@ -247,7 +253,8 @@ def configs(a):
     if not a.skip_strata:
         out += [("s1", "strata mirrored, 1 replica", "strata", "cpu:0"),
                 ("s2", "strata mirrored, 2 replicas", "strata",
-                 "cpu:0, cpu:1")]
+                 "cpu:0, cpu:1"),
+                ("mw", "strata mwms, 2 workers x 1 (zmq)", "mwms", "cpu:0")]
     out += [("t1", "torch 1 thread", "torch", ["--threads", "1"]),
             ("t2", "torch 2 threads", "torch", ["--threads", "2"]),
             ("t2b", "torch 1 thread + 2 BLAS threads", "torch",
@@ -265,9 +272,10 @@ def speed(a, ctx):
                 tag = "speed-b%d-%s-r%d" % (batch, key, rnd)
                 progress("%s (batch %d, round %d/%d)"
                          % (label, batch, rnd + 1, a.rounds))
-                if kind == "strata":
+                if kind in ("strata", "mwms"):
                     rows, rss, wall = run_strata(a, ctx, tag, batch,
-                                                 a.epochs, a.seed, args)
+                                                 a.epochs, a.seed, args,
+                                                 2 if kind == "mwms" else 0)
                     rss = (rss, None)
                 else:
                     rows, rss, wall = run_torch(a, ctx, tag, batch, a.epochs,
@@ -342,6 +350,16 @@ def report_speed(a, res, targets):
         print("        strata 1 replica  / best torch single-process: %s"
               "   strata 1 replica / torch DDP: %s"
               % (fmt_ratio(ratio(s1, best_sps)), fmt_ratio(ratio(s1, ddp_sps))))
+        r_mw = ratio(res[(batch, "mw")]["sps"], ddp_sps)
+        print("        strata mwms 2 workers / torch DDP:             %s%s"
+              % (fmt_ratio(r_mw),
+                 "   target >= %.0fx: %s" % (T_MWMS_RATIO,
+                                           mark(r_mw >= T_MWMS_RATIO))
+                 if batch == 64 else ""))
+        if batch == 64:
+            targets.append(("batch 64: strata mwms 2 workers >= %.0fx torch "
+                            "DDP" % T_MWMS_RATIO, fmt_ratio(r_mw),
+                            r_mw >= T_MWMS_RATIO))
         if batch == 256:
             targets.append(("batch 256: strata 2 replicas >= %.1fx best torch "
                             "single-process" % T_SINGLE_RATIO,
@@ -353,6 +371,7 @@ def report_speed(a, res, targets):
         print()
     if not a.skip_strata:
         peak = max(r["rss"] for (b, k), r in res.items() if k in ("s1", "s2"))
+        # (mwms runs under `strata launch`: its RSS is the launcher's)
         targets.append(("peak RSS of the strata speed runs <= %.0f MiB"
                         % T_RSS_MIB, "%.0f MiB" % peak, peak <= T_RSS_MIB))
 
