@@ -103,6 +103,32 @@ int main(void)
     CHECKF(strstr(R.out, "global batch 4 ") != NULL, "%s", R.out);
     unsetenv("STRATA_TRAIN_BATCH_SIZE");
 
+    /* The Keras-like bar (forced: stdout is not a terminal here) and the
+     * one-line-per-epoch form. */
+    CHECK(run("train", "-c", ini, "--set", "train.progress=bar", "--set",
+              "train.max_steps=40", "--set", "data.limit_train=640") == 0);
+    CHECKF(strstr(R.out, "Epoch 1/1\n") != NULL, "%s", R.out);
+    CHECKF(strstr(R.out, "[==============================]") &&
+           strstr(R.out, "ms/step - loss: ") && strstr(R.out, "accuracy: "),
+           "%s", R.out);
+    CHECK(run("train", "-c", ini, "--set", "train.progress=line") == 0);
+    CHECKF(strstr(R.out, "Epoch 1/1 - 2 steps - ") != NULL, "%s", R.out);
+    CHECK(run("train", "-c", ini, "--set", "train.progress=none") == 0);
+    CHECK(strstr(R.out, "Epoch") == NULL);
+
+    /* Every INI file shipped in etc/ is valid (a 2-step run of each
+     * single-process one; mwms needs workers and is run by tests/mwms). */
+    const char *src = getenv("STRATA_SRC");
+    static const char *const inis[] = { "strata.ini", "mirrored.ini",
+                                        "central.ini", NULL };
+    for (int i = 0; src && inis[i]; i++) {
+        char p[700];
+        snprintf(p, sizeof p, "%s/etc/%s", src, inis[i]);
+        CHECKF(run("train", "-c", p, "--set", "train.max_steps=2", "--set",
+                   "train.eval=false", "--set", "data.limit_train=640") == 0,
+               "%s: %s", inis[i], R.err);
+    }
+
     unlink(ini);
     unlink(bad);
     rmdir(dir);
