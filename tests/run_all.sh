@@ -51,7 +51,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 
 step "ThreadSanitizer (threaded tests)"
 CC=clang build "$out/tsan" -DSTRATA_CUDA=OFF -DSTRATA_SANITIZE=thread
-TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp" \
     ctest --test-dir "$out/tsan" --output-on-failure -L threads
 
 step "all test stages passed"

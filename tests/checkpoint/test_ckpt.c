@@ -183,7 +183,7 @@ static void expect_bad_write(int line, strata__tensor_t *t, int nt,
     const char *path = tmp_path("badw.safetensors");
     capture_begin();
     int rc = strata__ckpt_write(path, t, nt, m, nm);
-    int lines = capture_end();
+    int lines = count_lines(capture_end());
     CHECKF(rc == STRATA_EINVAL, "line %d: rc %d", line, rc);
     CHECKF(lines == 1 && strstr(captured_, word), "line %d: %d lines: %s", line,
            lines, captured_);
@@ -226,7 +226,7 @@ static void test_bad_write(void)
     /* Missing directory: STRATA_ENOENT, one line naming the file. */
     capture_begin();
     int rc = strata__ckpt_write(tmp_path("no/such/dir.safetensors"), t, 6, NULL, 0);
-    int lines = capture_end();
+    int lines = count_lines(capture_end());
     CHECK(rc == STRATA_ENOENT && lines == 1 && strstr(captured_, "dir.safetensors"));
 }
 
@@ -241,7 +241,7 @@ static void expect_fail_(int line, const char *path, int want, const char *word,
     biggest_ = 0;
     capture_begin();
     int rc = strata__ckpt_read(path, &c);
-    int lines = capture_end();
+    int lines = count_lines(capture_end());
     CHECKF(rc == want, "line %d: rc %d, want %d", line, rc, want);
     CHECKF(c == NULL, "line %d: *out not NULL", line);
     CHECKF(lines == 1, "line %d: %d log lines: %s", line, lines, captured_);
@@ -261,7 +261,7 @@ static unsigned char img_[1 << 16];
 static const char *craft(const char *header, uint64_t hlen_lie, size_t ndata)
 {
     const char *path = tmp_path("crafted.safetensors");
-    write_bytes(path, img_, st_image(img_, header, hlen_lie, ndata));
+    write_file(path, img_, st_image(img_, header, hlen_lie, ndata));
     return path;
 }
 
@@ -270,7 +270,7 @@ static void expect_ok(int line, const char *header, size_t ndata, int ntensors)
     strata__ckpt_t *c = NULL;
     capture_begin();
     int rc = strata__ckpt_read(craft(header, 0, ndata), &c);
-    int lines = capture_end();
+    int lines = count_lines(capture_end());
     CHECKF(rc == 0 && lines == 0 && strata__ckpt_ntensors(c) == ntensors,
            "line %d: rc %d: %s", line, rc, captured_);
     strata__ckpt_free(c);
@@ -297,7 +297,7 @@ static void test_crafted(void)
     expect_fail(craft("{}", UINT64_MAX, 0), STRATA_EDATA, "limit");
     expect_fail(craft("{}", 100000001, 0), STRATA_EDATA, "limit");
     expect_fail(craft("", 0, 0), STRATA_EDATA, "too short");
-    write_bytes(tmp_path("short.safetensors"), "\x02\0\0", 3);
+    write_file(tmp_path("short.safetensors"), "\x02\0\0", 3);
     expect_fail(tmp_path("short.safetensors"), STRATA_EDATA, "too short");
 
     /* Not a JSON object / not JSON / trailing bytes / not UTF-8. */
@@ -315,7 +315,7 @@ static void test_crafted(void)
     memcpy(img_ + 8, "{\"a\0\":1}", 8);     /* a NUL byte in the header */
     for (int i = 0; i < 8; i++)
         img_[i] = i ? 0 : 8;
-    write_bytes(tmp_path("nul.safetensors"), img_, 16);
+    write_file(tmp_path("nul.safetensors"), img_, 16);
     expect_fail(tmp_path("nul.safetensors"), STRATA_EDATA, "UTF-8");
 
     /* Tensor entries. */
@@ -441,7 +441,7 @@ static void test_corruption(void)
         h |= (uint64_t)raw[i] << (8 * i);
 
     raw[n - 20] ^= 0x10;
-    write_bytes(bad, raw, n);
+    write_file(bad, raw, n);
     expect_fail(bad, STRATA_EDATA, "crc mismatch");
     raw[n - 20] ^= 0x10;
 
@@ -449,12 +449,12 @@ static void test_corruption(void)
     for (size_t i = 8; i < 8 + h; i++) {
         for (int bit = 0; bit < 8; bit += 3) {
             raw[i] ^= (unsigned char)(1u << bit);
-            write_bytes(bad, raw, n);
+            write_file(bad, raw, n);
             raw[i] ^= (unsigned char)(1u << bit);
             strata__ckpt_t *c = NULL;
             capture_begin();
             int rc = strata__ckpt_read(bad, &c);
-            int lines = capture_end();
+            int lines = count_lines(capture_end());
             if (rc) {
                 refused++;
                 quiet &= rc == STRATA_EDATA && lines == 1 && c == NULL;
@@ -474,12 +474,12 @@ static void test_corruption(void)
 
     int cut_ok = 1;
     for (size_t len = 0; len < n; len++) {
-        write_bytes(bad, raw, len);
+        write_file(bad, raw, len);
         strata__ckpt_t *c = NULL;
         biggest_ = 0;
         capture_begin();
         int rc = strata__ckpt_read(bad, &c);
-        int lines = capture_end();
+        int lines = count_lines(capture_end());
         if (rc != STRATA_EDATA || c || lines != 1 || biggest_ > n + 1024) {
             CHECKF(0, "cut at %zu: rc %d, %d lines, alloc %zu", len, rc, lines, biggest_);
             cut_ok = 0;
@@ -525,7 +525,7 @@ static void crash_writer(const char *stage, const char *path)
     char found[600];
     capture_begin();
     int rc = strata__ckpt_latest(tmpdir_, &c, found, sizeof found);
-    int lines = capture_end();
+    int lines = count_lines(capture_end());
     CHECK(rc == 0 && lines == 0 && strcmp(found, path) == 0);
     strata__ckpt_free(c);
 
@@ -567,7 +567,7 @@ static void test_rotate_latest(void)
     strata__ckpt_t *c = (strata__ckpt_t *)&c;
     capture_begin();
     int rc = strata__ckpt_latest(dir, &c, p, sizeof p);
-    int lines = capture_end();
+    int lines = count_lines(capture_end());
     CHECK(rc == STRATA_ENOENT && c == NULL && lines == 0);
 
     static const int64_t steps[] = { 3, 1, 100, 5, 10, 2 };
@@ -577,14 +577,14 @@ static void test_rotate_latest(void)
     }
     /* Not checkpoints: left alone. A live writer's temp file (ours): kept. */
     snprintf(p, sizeof p, "%s/notes.txt", dir);
-    write_bytes(p, "x", 1);
+    write_file(p, "x", 1);
     snprintf(p, sizeof p, "%s/ckpt-12.safetensors", dir);
-    write_bytes(p, "x", 1);
+    write_file(p, "x", 1);
     snprintf(p, sizeof p, "%s/ckpt-0000000200.safetensors.tmp.%ld", dir, (long)getpid());
-    write_bytes(p, "x", 1);
+    write_file(p, "x", 1);
     /* Another live process's (our parent's): kept too. */
     snprintf(p, sizeof p, "%s/ckpt-0000000201.safetensors.tmp.%ld", dir, (long)getppid());
-    write_bytes(p, "x", 1);
+    write_file(p, "x", 1);
 
     CHECK(strata__ckpt_rotate(dir, 3) == 0);
     const int64_t kept[] = { 5, 10, 100 }, gone[] = { 1, 2, 3 };
@@ -619,11 +619,11 @@ static void test_rotate_latest(void)
     size_t n;
     unsigned char *raw = read_all(want, &n);
     raw[n - 1] ^= 1;
-    write_bytes(want, raw, n);
+    write_file(want, raw, n);
     free(raw);
     capture_begin();
     rc = strata__ckpt_latest(dir, &c, found, sizeof found);
-    lines = capture_end();
+    lines = count_lines(capture_end());
     strata__ckpt_path(dir, 10, want, sizeof want);
     CHECK(rc == 0 && strcmp(found, want) == 0);
     CHECKF(lines == 1 && strstr(captured_, "warning") && strstr(captured_,
@@ -637,7 +637,7 @@ static void test_rotate_latest(void)
     CHECK(truncate(want, 30) == 0);
     capture_begin();
     rc = strata__ckpt_latest(dir, &c, NULL, 0);
-    lines = capture_end();
+    lines = count_lines(capture_end());
     CHECK(rc == 0 && lines == 2 && strstr(captured_, "ckpt-0000000010.safetensors"));
     strata__ckpt_free(c);
     /* Too short a buffer for the path. */
@@ -650,7 +650,7 @@ static void test_rotate_latest(void)
     CHECK(truncate(want, 7) == 0);
     capture_begin();
     rc = strata__ckpt_latest(dir, &c, found, sizeof found);
-    lines = capture_end();
+    lines = count_lines(capture_end());
     CHECK(rc == STRATA_ENOENT && c == NULL && lines == 3);
     CHECK(strata__ckpt_latest(tmp_path("nodir"), &c, NULL, 0) == STRATA_ENOENT);
     rm_tree(dir);
@@ -694,7 +694,7 @@ static void test_inspect(void)
     f = tmpfile();
     capture_begin();
     int rc = strata__ckpt_inspect(path, f);
-    int lines = capture_end();
+    int lines = count_lines(capture_end());
     CHECK(rc == STRATA_EDATA && lines == 1);
     fclose(f);
     unlink(path);
@@ -702,7 +702,7 @@ static void test_inspect(void)
 
 int main(void)
 {
-    tmp_make();
+    tmp_make("ckpt");
     test_crc();
     test_round_trip();
     test_bad_write();
@@ -712,6 +712,6 @@ int main(void)
     test_path();
     test_rotate_latest();
     test_inspect();
-    rm_tree(tmpdir_);
+    tmp_cleanup();
     return CHECK_DONE();
 }

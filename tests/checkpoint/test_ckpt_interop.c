@@ -149,12 +149,12 @@ int main(int argc, char **argv)
         CHECK_SKIP("%s cannot import safetensors and numpy (exit %d): "
                    "pip install safetensors numpy", python, rc);
 
-    tmp_make();
+    tmp_make("ckpt");
     strata_tensors();
     CHECKF(py(python, argv[1], "verify", tmp_path("from_strata.safetensors")) == 0,
            "safetensors.numpy.load_file disagrees with strata's file");
     CHECK(py(python, argv[1], "write", tmp_path("from_python.safetensors")) == 0);
     check_python_file();
-    rm_tree(tmpdir_);
+    tmp_cleanup();
     return CHECK_DONE();
 }

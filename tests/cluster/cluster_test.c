@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "cluster.h"
+#include "testutil.h"
 
 static char g_etc[PATH_MAX];
 
@@ -19,51 +20,14 @@ static char g_etc[PATH_MAX];
 #define NOENV ((const char *const[]){ NULL })
 #define SETS(...) ((const char *const[]){ __VA_ARGS__, NULL })
 
-/* ---- stderr capture (as tests/config) ----------------------------------- */
-
-static FILE *g_cap;
-static int g_saved = -1;
-
-static void capture_begin(void)
-{
-    fflush(stderr);
-    g_cap = tmpfile();
-    g_saved = dup(2);
-    if (!g_cap || g_saved < 0 || dup2(fileno(g_cap), 2) < 0) {
-        fprintf(stderr, "cannot capture stderr\n");
-        exit(2);
-    }
-}
-
-static char *capture_end(void)
-{
-    fflush(stderr);
-    dup2(g_saved, 2);
-    close(g_saved);
-    long n = ftell(g_cap);
-    char *buf = malloc(n > 0 ? (size_t)n + 1 : 1);
-    rewind(g_cap);
-    size_t got = n > 0 && buf ? fread(buf, 1, (size_t)n, g_cap) : 0;
-    if (buf)
-        buf[got] = '\0';
-    fclose(g_cap);
-    return buf;
-}
-
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; s && *s; s++)
-        n += *s == '\n';
-    return n;
-}
-
 /* ---- running one case ------------------------------------------------------ */
 
 /* Loads `ini` (may be NULL), then `sets` as --set, then resolves with `cli`
- * and `env`. Whatever was logged goes to *log (malloc'd). */
+ * and `env`. Whatever was logged goes to *log (captured_, valid until the
+ * next capture). */
 static int resolve(const char *ini, const char *const *sets, const char *cli,
-                   const char *const *env, strata__cluster_t *c, char **log)
+                   const char *const *env, strata__cluster_t *c,
+                   const char **log)
 {
     strata__cfg_t *cfg = NULL;
     int rc = 0;
@@ -87,11 +51,10 @@ static int resolve(const char *ini, const char *const *sets, const char *cli,
 static int ok_case(const char *ini, const char *const *sets, const char *cli,
                    const char *const *env, strata__cluster_t *c, int line)
 {
-    char *log = NULL;
+    const char *log = NULL;
     int rc = resolve(ini, sets, cli, env, c, &log);
     CHECKF(rc == 0 && log && !*log, "line %d: rc %d, log '%s'", line, rc,
            log ? log : "");
-    free(log);
     return rc;
 }
 #define OK(ini, sets, cli, env, c) ok_case(ini, sets, cli, env, c, __LINE__)
@@ -105,7 +68,7 @@ static void err_case(const char *ini, const char *const *sets,
 {
     strata__cluster_t c;
     memset(&c, 0x5a, sizeof c);
-    char *log = NULL;
+    const char *log = NULL;
     int rc = resolve(ini, sets, cli, env, &c, &log);
     CHECKF(rc == STRATA_ECONFIG, "line %d: rc %d", line, rc);
     const char *msg = log ? strstr(log, "error: ") : NULL;
@@ -119,7 +82,6 @@ static void err_case(const char *ini, const char *const *sets,
                && c.pub.rendezvous == NULL,
            "line %d: not left empty", line);
     strata__cluster_free(&c);
-    free(log);
 }
 #define ERRC(ini, sets, cli, env, who, what) \
     err_case(ini, sets, cli, env, who, what, __LINE__)
@@ -331,20 +293,18 @@ static void test_ini_env(void)
     CHECK(strata__cfg_load_env(cfg, (char *const *)env) == 0);
     capture_begin();
     int rc = strata__cluster_resolve(cfg, NULL, (char *const *)env, &c);
-    char *log = capture_end();
+    const char *log = capture_end();
     CHECK(rc == STRATA_ECONFIG);
     CHECKF(log && strstr(log, "[cluster] task = worker:7: index 7 out of "
                               "range: cluster has 2 worker tasks (env "
                               "STRATA_CLUSTER_TASK)"),
            "%s", log ? log : "");
-    free(log);
     CHECK(strata__cfg_set(cfg, "cluster.task=worker:1", STRATA__CFG_CLI,
                           NULL) == 0);
     capture_begin();
     rc = strata__cluster_resolve(cfg, NULL, (char *const *)env, &c);
     log = capture_end();
     CHECKF(rc == 0 && log && !*log, "%s", log ? log : "");
-    free(log);
     if (rc == 0) {
         CHECK(c.pub.self == 1);
         TASK(&c, 1, "worker", 1, 1, "b:2");
@@ -553,7 +513,7 @@ static void hostlist_ok(const char *spec, const char *want, int max, int line)
     char *out[64] = { 0 };
     capture_begin();
     int n = strata__slurm_hostlist(spec, out, max);
-    char *log = capture_end();
+    const char *log = capture_end();
     char got[1024] = "";
     for (int i = 0; i < n; i++) {
         size_t len = strlen(got);
@@ -563,7 +523,6 @@ static void hostlist_ok(const char *spec, const char *want, int max, int line)
     CHECKF(n > 0 && strcmp(got, want) == 0 && log && !*log,
            "line %d: '%s' -> %d '%s', want '%s' (%s)", line, spec, n, got,
            want, log ? log : "");
-    free(log);
 }
 #define HL_OK(spec, want) hostlist_ok(spec, want, 64, __LINE__)
 
@@ -573,7 +532,7 @@ static void hostlist_bad(const char *spec, const char *what, int max,
     char *out[64] = { 0 };
     capture_begin();
     int n = strata__slurm_hostlist(spec, out, max);
-    char *log = capture_end();
+    const char *log = capture_end();
     char head[256];
     /* a long spec is cut in the message */
     snprintf(head, sizeof head, "error: SLURM_NODELIST '%.100s%s", spec,
@@ -586,7 +545,6 @@ static void hostlist_bad(const char *spec, const char *what, int max,
     for (int i = 0; i < 64; i++)
         clean &= out[i] == NULL;
     CHECKF(clean, "line %d: names left behind", line);
-    free(log);
 }
 #define HL_BAD(spec, what) hostlist_bad(spec, what, 64, __LINE__)
 
@@ -914,14 +872,13 @@ static void check_source(const char *ini, const char *cli,
                          int ntasks, int self, int line)
 {
     strata__cluster_t c;
-    char *log = NULL;
+    const char *log = NULL;
     int rc = resolve(ini, NULL, cli, env, &c, &log);
     CHECKF(rc == 0 && log && !*log && strcmp(c.pub.source, source) == 0
                && c.pub.ntasks == ntasks && c.pub.self == self,
            "line %d: rc %d, source '%s', %d tasks, self %d; log '%s'", line,
            rc, rc == 0 ? c.pub.source : "", c.pub.ntasks, c.pub.self,
            log ? log : "");
-    free(log);
     strata__cluster_free(&c);
 }
 #define SOURCE(ini, cli, env, source, n, self) \
@@ -957,18 +914,7 @@ static void test_precedence(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s <tests/cluster dir> <etc dir>\n", argv[0]);
-        return 2;
-    }
-    if (!realpath(argv[2], g_etc)) {
-        perror(argv[2]);
-        return 2;
-    }
-    if (chdir(argv[1]) != 0) {
-        perror(argv[1]);
-        return 2;
-    }
+    enter_test_dir(argc, argv, "cluster", g_etc);
     strata__log_set_level(STRATA_LOG_INFO);
     test_single();
     test_ini();

@@ -13,67 +13,9 @@
 #include "check.h"
 #include "cluster.h"
 #include "internal.h"
+#include "testutil.h"
 
 static char g_etc[PATH_MAX];
-
-/* ---- helpers ------------------------------------------------------------- */
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    size_t r;
-    while (buf && (r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += r;
-        if (n + 1 == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-            }
-            buf = nb;
-        }
-    }
-    fclose(f);
-    if (buf)
-        buf[n] = '\0';
-    return buf;
-}
-
-/* stderr goes to a temp file between capture_begin and capture_end. */
-static FILE *g_cap;
-static int g_saved = -1;
-
-static void capture_begin(void)
-{
-    fflush(stderr);
-    g_cap = tmpfile();
-    g_saved = dup(2);
-    if (!g_cap || g_saved < 0 || dup2(fileno(g_cap), 2) < 0) {
-        fprintf(stderr, "cannot capture stderr\n");
-        exit(2);
-    }
-}
-
-static char *capture_end(void)
-{
-    fflush(stderr);
-    dup2(g_saved, 2);
-    close(g_saved);
-    long n = ftell(g_cap);
-    char *buf = malloc(n > 0 ? (size_t)n + 1 : 1);
-    rewind(g_cap);
-    size_t got = n > 0 && buf ? fread(buf, 1, (size_t)n, g_cap) : 0;
-    if (buf)
-        buf[got] = '\0';
-    fclose(g_cap);
-    return buf;
-}
-
-static int file_exists(const char *path) { return access(path, R_OK) == 0; }
 
 /* A plugin-like table covering every option type, for section [test]. */
 typedef struct tcfg {
@@ -164,7 +106,7 @@ static void run_golden(const golden_t *g)
 {
     char exp_path[256];
     snprintf(exp_path, sizeof exp_path, "%s.expected", g->name);
-    char *expected = slurp(exp_path);
+    char *expected = read_all(exp_path, NULL);
     CHECKF(expected != NULL, "%s: cannot read", exp_path);
     CHECKF(!g->file || strcmp(g->name, "missing") == 0
                || file_exists(g->file),
@@ -189,13 +131,12 @@ static void run_golden(const golden_t *g)
     if (rc == 0)
         rc = g->custom ? strata__cfg_apply(c, "test", k_test, &t, NULL)
                        : strata__settings_load(c, &s);
-    char *got = capture_end();
+    const char *got = capture_end();
     CHECKF(rc == g->rc, "%s: rc %d (%s), expected %d", g->name, rc,
            strata_err_name(rc), g->rc);
     CHECKF(got && strcmp(got, expected) == 0,
            "%s: stderr differs\n--- got:\n%s--- expected:\n%s", g->name,
            got ? got : "(null)", expected);
-    free(got);
     free(expected);
     strata__cfg_free(c);
 }
@@ -241,11 +182,10 @@ static void test_defaults(void)
     /* a directory opens but cannot be read */
     capture_begin();
     int rc = strata__cfg_load_file(c, ".");
-    char *got = capture_end();
+    const char *got = capture_end();
     CHECK(rc == STRATA_EIO);
     CHECKF(got && strcmp(got, "strata: config: error: .: cannot read: Is a "
                               "directory\n") == 0, "%s", got ? got : "-");
-    free(got);
     CHECK(strata__cfg_get(c, "train", "epochs") == NULL);
     CHECK(strata__cfg_origin(c, "train", "epochs") == NULL);
     strata__cfg_free(c);
@@ -322,7 +262,7 @@ static void test_layout(void)
     /* a file with an error changes nothing (syntax.ini sets epochs first) */
     capture_begin();
     int rc = strata__cfg_load_file(c, "syntax.ini");
-    free(capture_end());
+    capture_end();
     CHECK(rc == STRATA_ECONFIG);
     o = strata__cfg_get(c, "train", "epochs");
     CHECK(o && strcmp(o, "4") == 0);
@@ -565,13 +505,12 @@ static void test_apply(void)
     CHECK(strata__cfg_set(c, "other2.zzz=1", STRATA__CFG_CLI, NULL) == 0);
     capture_begin();
     int rc = strata__cfg_apply(c, "other2", k_test, &u, k_extra);
-    char *got = capture_end();
+    const char *got = capture_end();
     CHECK(rc == STRATA_ECONFIG);
     CHECKF(got && strcmp(got, "strata: config: error: --set: [other2] unknown "
                               "key 'zzz'; valid keys: count, ratio, flag, "
                               "label, mode, buf, need, plugin\n") == 0,
            "%s", got ? got : "-");
-    free(got);
     CHECK(strata__cfg_apply(c, "other2", k_test, &u, k_any) == 0);
     /* a section without options, and a bad built-in default */
     CHECK(strata__cfg_apply(c, "nosuch", NULL, NULL, NULL) == 0);
@@ -584,7 +523,6 @@ static void test_apply(void)
     CHECK(rc == STRATA_EINTERNAL);
     CHECKF(got && strstr(got, "invalid built-in default 'many'"), "%s",
            got ? got : "-");
-    free(got);
     capture_begin();
     rc = strata__cfg_apply(c, "other", NULL, NULL, NULL);
     got = capture_end();
@@ -592,7 +530,6 @@ static void test_apply(void)
     CHECKF(got && strcmp(got, "strata: config: error: --set: [other] unknown "
                               "key 'need'; this section takes no keys\n") == 0,
            "%s", got ? got : "-");
-    free(got);
     strata__cfg_free(c);
 }
 
@@ -709,7 +646,7 @@ static void test_strata_ini(void)
     strata__cfg_free(empty);
 
     /* the help comments */
-    char *text = slurp(path);
+    char *text = read_all(path, NULL);
     CHECK(text != NULL);
     char comment[1024] = "", sec[64] = "";
     int nkeys = 0;
@@ -759,9 +696,8 @@ static void test_mirrored_ini(void)
     int rc = strata__cfg_load_file(c, path);
     if (rc == 0)
         rc = strata__settings_load(c, &s);
-    char *got = capture_end();
+    const char *got = capture_end();
     CHECKF(rc == 0 && got && !*got, "%s: %s", path, got ? got : "");
-    free(got);
     if (rc == 0) {
         CHECK(strcmp(s.strategy, "mirrored") == 0);
         CHECK(strcmp(s.transport, "local") == 0);
@@ -776,18 +712,7 @@ static void test_mirrored_ini(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s <tests/config dir> <etc dir>\n", argv[0]);
-        return 2;
-    }
-    if (!realpath(argv[2], g_etc)) {
-        perror(argv[2]);
-        return 2;
-    }
-    if (chdir(argv[1]) != 0) {
-        perror(argv[1]);
-        return 2;
-    }
+    enter_test_dir(argc, argv, "config", g_etc);
     strata__log_set_level(STRATA_LOG_INFO);
     test_defaults();
     test_file_values();

@@ -10,47 +10,11 @@
 
 #include "check.h"
 #include "internal.h"
+#include "testutil.h"
 
 #define D1 LOADER_DIR1
 #define D2 LOADER_DIR2
 #define BOTH D1 ":" D2
-
-/* ---- stderr capture ----------------------------------------------------- */
-
-static char g_log[16384];
-static int g_saved = -1;
-static FILE *g_tmp;
-
-static void capture_begin(void)
-{
-    fflush(stderr);
-    g_tmp = tmpfile();
-    g_saved = dup(2);
-    if (!g_tmp || g_saved < 0 || dup2(fileno(g_tmp), 2) < 0) {
-        fprintf(stderr, "cannot capture stderr\n");
-        exit(2);
-    }
-}
-
-static const char *capture_end(void)
-{
-    fflush(stderr);
-    dup2(g_saved, 2);
-    close(g_saved);
-    rewind(g_tmp);
-    size_t n = fread(g_log, 1, sizeof g_log - 1, g_tmp);
-    g_log[n] = '\0';
-    fclose(g_tmp);
-    return g_log;
-}
-
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; *s; s++)
-        n += *s == '\n';
-    return n;
-}
 
 /* open must fail with `code`, leave *out NULL, and log exactly one line that
  * holds every word of the NULL-terminated list. */
@@ -218,7 +182,7 @@ static void test_not_found(void)
                 "transport plugin 'fake_only3' not found", "did you mean 'fake_only2'?", NULL);
     expect_fail("zzzzzzzz", STRATA_KIND_STRATEGY, BOTH, STRATA_ENOPLUGIN,
                 "'zzzzzzzz' not found", NULL);
-    CHECKF(strstr(g_log, "did you mean") == NULL, "%s", g_log);
+    CHECKF(strstr(captured_, "did you mean") == NULL, "%s", captured_);
     expect_fail("fake_ok", STRATA_KIND_STRATEGY, "", STRATA_ENOPLUGIN,
                 "looked in: (no directories)", NULL);
     expect_fail("fake_ok", STRATA_KIND_STRATEGY, NULL, STRATA_ENOPLUGIN,

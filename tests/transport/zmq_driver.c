@@ -137,6 +137,19 @@ static int parse_opt(const strata_option_t *o, const char *text, void *cfg)
     case STRATA_OPT_STRING:
         memcpy(dst, &text, sizeof text);
         return 0;
+    case STRATA_OPT_ENUM: { /* index of text in "a|b|c" */
+        const char *ch = o->choices;
+        size_t tl = strlen(text);
+        for (int k = 0; ch && *ch; k++) {
+            size_t l = strcspn(ch, "|");
+            if (l == tl && strncmp(ch, text, l) == 0) {
+                memcpy(dst, &k, sizeof k);
+                return 0;
+            }
+            ch += l + (ch[l] == '|');
+        }
+        return -1;
+    }
     default:
         return -1;
     }

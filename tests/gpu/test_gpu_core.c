@@ -1,0 +1,225 @@
+/* The core's GPU path without a GPU: core/kops_cuda.c, device.c, model.c
+ * and optimizer.c built for CUDA but linked against tests/gpu/fake_kg.c,
+ * which runs kernels/cuda's API on the CPU and checks every pointer it is
+ * given (device memory of the calling thread's device, the right side of
+ * each copy, big enough). So every build (ASan too) checks that:
+ *   - gpu:N devices parse against the device count; empty = every GPU;
+ *   - training on "gpu:1" (variables, gradients, Adam slots and work on the
+ *     device, batches staged through page-locked memory as uint8 and
+ *     scaled on the device, loss read back once per step) gives the same
+ *     bits as on cpu:0, from a thread that never selected the device;
+ *   - copies and comparisons between CPU and GPUs and GPU to GPU work;
+ *   - nothing is left allocated, and no pointer was misused. */
+#include <pthread.h>
+#include <string.h>
+
+#include "check.h"
+#include "fake_kg.h"
+#include "runtime.h"
+
+#define STEPS 3
+#define BATCH 32
+#define N     (STEPS * BATCH)
+#define DIM   20
+
+static const strata__optimizer_cfg_t k_adam = {
+    .name = STRATA__OPT_ADAM, .lr = 0.01, .momentum = 0.9, .beta1 = 0.9,
+    .beta2 = 0.999, .epsilon = 1e-7,
+};
+static const int32_t CPU0 = STRATA_DEVICE(STRATA_DEV_CPU, 0);
+
+typedef struct result {
+    int32_t  dev;
+    int      rc;
+    size_t   count;
+    float   *vars;              /* host copy of the final variables  */
+    double   loss[STEPS], eval_loss;
+    int64_t  correct, eval_correct;
+    int      x_dev;             /* fake device of work.x             */
+} result_t;
+
+static strata__dataset_t g_data;
+
+static void make_data(void)
+{
+    static uint8_t images[N * DIM], labels[N];
+    uint32_t x = 12345;
+    for (size_t i = 0; i < sizeof images; i++) {
+        x = x * 1103515245u + 12345u;
+        images[i] = (uint8_t)(x >> 24);
+    }
+    for (int i = 0; i < N; i++)
+        labels[i] = (uint8_t)(i * 7 % 10);
+    g_data = (strata__dataset_t){ .n = N, .dim = DIM, .rows = 4, .cols = 5,
+                                  .nclasses = 10, .images = images,
+                                  .labels = labels };
+}
+
+static void *train_on(void *arg)
+{
+    result_t *res = arg;
+    static _Thread_local strata__model_t m;
+    int32_t dev = res->dev;
+    int rc = strata__model_build("dense 16 relu, dense 10", DIM, 10, &m);
+    void *values[2 * STRATA_MAX_LAYERS];
+    float *init = malloc(m.count * sizeof(float));
+    float *slab = strata__dev_alloc(dev, m.count * sizeof(float));
+    float *grads = strata__dev_alloc(dev, m.count * sizeof(float));
+    strata__work_t w;
+    strata_opt_t *opt = NULL;
+    uint32_t perm[N];
+    memset(&w, 0, sizeof w);
+    if (rc == STRATA_OK && (!init || !slab || !grads))
+        rc = STRATA_ENOMEM;
+    if (rc == STRATA_OK) {
+        strata__model_init(&m, 7, init);
+        rc = strata__dev_copy(dev, slab, CPU0, init, m.count * sizeof(float));
+    }
+    for (int i = 0; i < m.nvars; i++) {
+        values[i] = slab + m.vars[i].offset;
+        m.vars[i].value = &values[i];
+    }
+    if (rc == STRATA_OK)
+        rc = strata__work_alloc_on(&m, dev, BATCH, &w);
+    if (rc == STRATA_OK)
+        rc = strata__opt_create(&k_adam, dev, m.count, &opt);
+    strata__epoch_order(perm, N, 1, 0, 1);
+    res->x_dev = fake_kg_device_of(w.x);
+    for (int s = 0; rc == STRATA_OK && s < STEPS; s++) {
+        rc = strata__model_load_batch(&w, &g_data, perm, (size_t)s * BATCH,
+                                      BATCH);
+        if (rc == STRATA_OK)
+            rc = strata__model_step(&m, 0, &w, BATCH, grads, 1.0f / BATCH,
+                                    &res->loss[s], &res->correct);
+        if (rc == STRATA_OK)
+            rc = strata__opt_step(opt, slab, grads, m.count, 0.01f);
+    }
+    /* Two loads in a row: the second waits for the first's copies. */
+    if (rc == STRATA_OK)
+        rc = strata__model_load_batch(&w, &g_data, NULL, 0, 30);
+    if (rc == STRATA_OK)
+        rc = strata__model_load_batch(&w, &g_data, NULL, 1, 30);
+    if (rc == STRATA_OK)
+        rc = strata__model_evaluate(&m, 0, &w, 30, &res->eval_loss,
+                                    &res->eval_correct);
+    res->count = m.count;
+    res->vars = malloc(m.count * sizeof(float));
+    if (rc == STRATA_OK)
+        rc = res->vars ? strata__dev_copy(CPU0, res->vars, dev, slab,
+                                          m.count * sizeof(float))
+                       : STRATA_ENOMEM;
+    /* A batch bigger than the work is refused, not overrun. */
+    if (rc == STRATA_OK &&
+        strata__model_load_batch(&w, &g_data, NULL, 0, BATCH + 1) !=
+            STRATA_EINVAL)
+        rc = STRATA_EINTERNAL;
+    strata__opt_destroy(opt);
+    strata__work_free(&w);
+    strata__dev_free(dev, grads);
+    strata__dev_free(dev, slab);
+    free(init);
+    res->rc = rc;
+    return NULL;
+}
+
+static void devices(void)
+{
+    int32_t d[8];
+    int n = -1;
+    CHECK(strata__devices_parse("gpu:0, gpu:1", d, 8, &n) == STRATA_OK &&
+          n == 2 && d[1] == STRATA_DEVICE(STRATA_DEV_GPU, 1));
+    CHECK(strata__devices_parse("", d, 8, &n) == STRATA_OK && n == 2 &&
+          d[0] == STRATA_DEVICE(STRATA_DEV_GPU, 0));
+    CHECK(strata__devices_parse("gpu:2", d, 8, &n) == STRATA_ECONFIG);
+    CHECK(strata__devices_parse("gpu:1, cpu:0", d, 8, &n) == STRATA_ECONFIG);
+    CHECK(strata__devices_parse("gpu:0, gpu:0", d, 8, &n) == STRATA_ECONFIG);
+    strata__kdev_t *k = NULL;
+    CHECK(strata__kdev_get(STRATA_DEVICE(STRATA_DEV_GPU, 5), &k) ==
+              STRATA_EDEVICE && k == NULL);
+    CHECK(strata__dev_alloc(STRATA_DEVICE(STRATA_DEV_GPU, 5), 64) == NULL);
+}
+
+static void copies(void)
+{
+    const int32_t g0 = STRATA_DEVICE(STRATA_DEV_GPU, 0);
+    const int32_t g1 = STRATA_DEVICE(STRATA_DEV_GPU, 1);
+    size_t n = (5u << 20) / sizeof(float) + 3; /* more than one 4 MiB slice */
+    float *h = malloc(n * sizeof *h), *back = malloc(n * sizeof *back);
+    float *a = strata__dev_alloc(g0, n * sizeof *a);
+    float *b = strata__dev_alloc(g1, n * sizeof *b);
+    CHECK(h && back && a && b);
+    if (!h || !back || !a || !b)
+        goto out;
+    CHECK(fake_kg_device_of(a) == 0 && fake_kg_device_of(b) == 1);
+    CHECK(a[0] == 0.0f && b[n - 1] == 0.0f); /* dev_alloc zeroes */
+    for (size_t i = 0; i < n; i++)
+        h[i] = (float)i * 0.5f;
+    CHECK(strata__dev_copy(g0, a, CPU0, h, n * sizeof *h) == STRATA_OK);
+    CHECK(strata__dev_copy(g1, b, g0, a, n * sizeof *a) == STRATA_OK);
+    CHECK(strata__dev_copy(CPU0, back, g1, b, n * sizeof *b) == STRATA_OK);
+    CHECK(memcmp(h, back, n * sizeof *h) == 0);
+    CHECK(strata__dev_equal(g0, a, g1, b, n * sizeof *a) == 1);
+    CHECK(strata__dev_equal(CPU0, h, g1, b, n * sizeof *a) == 1);
+    h[n - 1] = -1.0f;
+    CHECK(strata__dev_copy(g0, a + n - 1, CPU0, h + n - 1, sizeof *h) ==
+          STRATA_OK);
+    CHECK(strata__dev_equal(g0, a, g1, b, n * sizeof *a) == 0);
+    /* Same device: on the device. */
+    CHECK(strata__dev_copy(g0, a, g0, a + 1, 16 * sizeof *a) == STRATA_OK);
+    /* Optimizer slots to and from the host (checkpoints). */
+    strata_opt_t *o = NULL;
+    CHECK(strata__opt_create(&k_adam, g1, 8, &o) == STRATA_OK && o);
+    if (o) {
+        float s0[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, s1[8] = { 9 }, r0[8], r1[8];
+        float *in[2] = { s0, s1 }, *outp[2] = { r0, r1 };
+        int64_t t = 5, t2 = 0;
+        CHECK(strata__opt_io(o, 1, in, 2, &t) == STRATA_OK);
+        CHECK(strata__opt_io(o, 0, outp, 2, &t2) == STRATA_OK && t2 == 5);
+        CHECK(memcmp(s0, r0, sizeof s0) == 0 && memcmp(s1, r1, sizeof s1) == 0);
+        strata__opt_destroy(o);
+    }
+out:
+    strata__dev_free(g0, a);
+    strata__dev_free(g1, b);
+    free(h);
+    free(back);
+}
+
+int main(void)
+{
+    make_data();
+    devices();
+    size_t live0 = fake_kg_live_blocks();
+    copies();
+    CHECKF(fake_kg_live_blocks() == live0, "%zu blocks left by copies()",
+           fake_kg_live_blocks() - live0);
+
+    result_t cpu = { .dev = CPU0 }, gpu = { .dev = STRATA_DEVICE(STRATA_DEV_GPU, 1) };
+    train_on(&cpu);
+    /* A thread whose current device is still 0. */
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, train_on, &gpu) == 0);
+    pthread_join(th, NULL);
+    CHECKF(cpu.rc == STRATA_OK && gpu.rc == STRATA_OK, "cpu %d, gpu %d",
+           cpu.rc, gpu.rc);
+    CHECK(cpu.x_dev == -2 && gpu.x_dev == 1);
+    CHECK(cpu.count == gpu.count && cpu.vars && gpu.vars &&
+          memcmp(cpu.vars, gpu.vars, cpu.count * sizeof(float)) == 0);
+    for (int s = 0; s < STEPS; s++)
+        CHECKF(cpu.loss[s] == gpu.loss[s] && cpu.loss[s] > 0,
+               "step %d: loss %g (cpu) vs %g (gpu)", s, cpu.loss[s],
+               gpu.loss[s]);
+    CHECK(cpu.correct == gpu.correct);
+    CHECK(cpu.eval_loss == gpu.eval_loss && cpu.eval_loss > 0);
+    CHECK(cpu.eval_correct == gpu.eval_correct);
+    printf("losses %.6f %.6f %.6f; eval %.6f, %lld correct\n", gpu.loss[0],
+           gpu.loss[1], gpu.loss[2], gpu.eval_loss,
+           (long long)gpu.eval_correct);
+    CHECKF(fake_kg_live_blocks() == live0, "%zu device/page-locked blocks "
+           "leaked", fake_kg_live_blocks() - live0);
+    CHECKF(fake_kg_violations == 0, "%d pointer misuses (see above)",
+           fake_kg_violations);
+    free(cpu.vars);
+    free(gpu.vars);
+    return CHECK_DONE();
+}

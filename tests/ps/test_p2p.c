@@ -1,0 +1,355 @@
+/* zmq.so's point to point (send/recv on "p2p:" groups), members as
+ * instances of the plugin in this one process on loopback tcp:
+ *  - any member to any member, itself included, header and data intact;
+ *  - a receive times out on time; a message longer than the buffer is
+ *    refused (EPROTO) and the next one arrives;
+ *  - malformed messages from a raw zmq socket are dropped and counted in
+ *    the log, never delivered;
+ *  - a peer that went away is named within the send's timeout, and is
+ *    reached again once it restarts on its address;
+ *  - ctl(ABORT) wakes a blocked receive; collectives refused on p2p
+ *    groups, send/recv on ring groups. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <time.h>
+
+#include <zmq.h>
+
+#include "check.h"
+#include "spawn.h"
+#include "../../plugins/transport/zmq/p2p.h"
+
+static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char g_log[1 << 16];
+static size_t g_log_len;
+
+static void h_log(int level, const char *who, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    int n = snprintf(line, sizeof line, "[%d] %s: ", level, who);
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof line)
+        vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&g_log_lock);
+    size_t l = strlen(line);
+    if (g_log_len + l + 2 < sizeof g_log) {
+        memcpy(g_log + g_log_len, line, l);
+        g_log_len += l;
+        g_log[g_log_len++] = '\n';
+        g_log[g_log_len] = '\0';
+    }
+    pthread_mutex_unlock(&g_log_lock);
+    if (level <= STRATA_LOG_WARN)
+        fprintf(stderr, "%s\n", line);
+}
+
+static int log_count(const char *what)
+{
+    pthread_mutex_lock(&g_log_lock);
+    int n = 0;
+    for (const char *p = g_log; (p = strstr(p, what)) != NULL; p++)
+        n++;
+    pthread_mutex_unlock(&g_log_lock);
+    return n;
+}
+
+static void *h_alloc(int32_t d, size_t n)
+{
+    (void)d;
+    return calloc(1, n ? n : 1);
+}
+static void h_free(int32_t d, void *p) { (void)d; free(p); }
+static int h_copy(int32_t dd, void *dst, int32_t sd, const void *src, size_t n)
+{
+    (void)dd;
+    (void)sd;
+    memcpy(dst, src, n);
+    return 0;
+}
+
+static const strata_host_v1_t k_host = {
+    .struct_size = sizeof(strata_host_v1_t),
+    .abi_major = STRATA_ABI_MAJOR, .abi_minor = STRATA_ABI_MINOR,
+    .log = h_log, .alloc = h_alloc, .free = h_free, .copy = h_copy,
+};
+
+static const strata_plugin_v1_t *g_vt;
+static strz_cfg_t g_cfg;
+
+static int load(void)
+{
+    const char *dir = getenv("STRATA_PLUGIN_PATH");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/zmq.so", dir && *dir ? dir : ".");
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        fprintf(stderr, "%s\n", dlerror());
+        return -1;
+    }
+    g_vt = dlsym(dl, STRATA_PLUGIN_SYMBOL_V1);
+    if (!g_vt || !STRATA_HAS(g_vt, send) || !STRATA_HAS(g_vt, recv))
+        return -1;
+    /* the plugin's defaults, then what these tests need */
+    g_cfg = (strz_cfg_t){ .chunk_bytes = 256 << 10, .timeout_s = 5,
+                          .heartbeat_ms = 200, .linger_ms = 0,
+                          .window_bytes = 1 << 20, .io_threads = 1 };
+    return 0;
+}
+
+static const char *g_names[4] = { "m0", "m1", "m2", "m3" };
+static char g_addr[4][64];
+static const char *g_addrs[4];
+
+static void *open_member(int rank, int n, const char *tag)
+{
+    int32_t cpu = STRATA_DEVICE(STRATA_DEV_CPU, 0);
+    strata_group_t g = { .struct_size = sizeof g, .scope = STRATA_SCOPE_WORLD,
+                         .size = n, .rank = rank, .nlocal = 1,
+                         .timeout_ms = 2000, .devices = &cpu, .addrs = g_addrs,
+                         .names = g_names, .tag = tag };
+    strata_env_t env = { .struct_size = sizeof env,
+                         .kind = STRATA_KIND_TRANSPORT, .cfg = &g_cfg,
+                         .section = "transport", .group = &g,
+                         .nreplicas = 1, .devices = &cpu };
+    void *ctx = NULL;
+    int rc = g_vt->init(&k_host, &env, &ctx);
+    CHECKF(rc == 0, "init member %d: %d", rank, rc);
+    return rc == 0 ? ctx : NULL;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Receive one message and check who sent it and what it says. */
+static void expect(void *m, int from, const char *hdr, const char *data)
+{
+    char buf[4096];
+    int peer = -2;
+    size_t len = 0;
+    int rc = g_vt->recv(m, &peer, buf, sizeof buf, &len, 3000);
+    size_t hl = strlen(hdr), dl = strlen(data);
+    CHECKF(rc == 0 && peer == from && len == hl + dl
+           && memcmp(buf, hdr, hl) == 0 && memcmp(buf + hl, data, dl) == 0,
+           "recv: rc %d, peer %d (want %d), len %zu", rc, peer, from, len);
+}
+
+static void any_to_any(void **m)
+{
+    CHECK(g_vt->send(m[0], 1, "H01", 3, "data 0 to 1", 11, 0) == 0);
+    CHECK(g_vt->send(m[1], 0, "H10", 3, "data 1 to 0", 11, 0) == 0);
+    CHECK(g_vt->send(m[2], 0, "H20", 3, "", 0, 0) == 0);
+    CHECK(g_vt->send(m[0], 0, "", 0, "to myself", 9, 0) == 0);
+    CHECK(g_vt->send(m[0], 2, "H02", 3, "x", 1, 0) == 0);
+    expect(m[1], 0, "H01", "data 0 to 1");
+    expect(m[2], 0, "H02", "x");
+    /* m0 gets three, in some order between senders */
+    int seen = 0;
+    for (int i = 0; i < 3; i++) {
+        char buf[64];
+        int peer = -1;
+        size_t len = 0;
+        CHECK(g_vt->recv(m[0], &peer, buf, sizeof buf, &len, 3000) == 0);
+        seen |= peer >= 0 && peer < 3 ? 1 << peer : 8;
+    }
+    CHECK(seen == 7);
+    /* a large payload in order after a small one */
+    static char big[200000];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (char)(i * 7);
+    CHECK(g_vt->send(m[1], 2, "B", 1, big, sizeof big, 0) == 0);
+    char *buf = malloc(sizeof big + 1);
+    int peer = -1;
+    size_t len = 0;
+    CHECK(g_vt->recv(m[2], &peer, buf, sizeof big + 1, &len, 3000) == 0);
+    CHECK(peer == 1 && len == sizeof big + 1 && buf[0] == 'B'
+          && memcmp(buf + 1, big, sizeof big) == 0);
+    free(buf);
+    /* members outside the group, NULL buffers */
+    CHECK(g_vt->send(m[0], 3, "x", 1, NULL, 0, 0) == STRATA_EINVAL);
+    CHECK(g_vt->send(m[0], -1, "x", 1, NULL, 0, 0) == STRATA_EINVAL);
+    CHECK(g_vt->send(m[0], 1, NULL, 4, NULL, 0, 0) == STRATA_EINVAL);
+}
+
+static void timeouts_and_caps(void **m)
+{
+    char buf[64];
+    int peer = 5;
+    size_t len = 5;
+    double t0 = now_ms();
+    CHECK(g_vt->recv(m[2], &peer, buf, sizeof buf, &len, 300) == STRATA_ETIMEDOUT);
+    double dt = now_ms() - t0;
+    CHECKF(dt >= 250 && dt < 1500, "recv timeout took %.0f ms", dt);
+    CHECK(g_vt->send(m[0], 1, "0123456789", 10, "0123456789", 10, 0) == 0);
+    CHECK(g_vt->recv(m[1], &peer, buf, 8, &len, 3000) == STRATA_EPROTO);
+    CHECK(peer == 0);
+    CHECK(g_vt->send(m[0], 1, "ok", 2, "", 0, 0) == 0);
+    expect(m[1], 0, "ok", "");
+    /* longer than window_bytes: refused at the sender */
+    char *huge = calloc(1, (size_t)g_cfg.window_bytes);
+    CHECK(g_vt->send(m[0], 1, "h", 1, huge, (size_t)g_cfg.window_bytes, 0)
+          == STRATA_EINVAL);
+    free(huge);
+}
+
+static uint32_t tag_hash(const char *tag)
+{
+    uint32_t h = 2166136261u;
+    for (const unsigned char *s = (const unsigned char *)tag; *s; s++)
+        h = (h ^ *s) * 16777619u;
+    return h & 0x7fffffffu;
+}
+
+static void raw_send(void *s, const void *h, size_t hl, const char *a,
+                     const char *b, int frames)
+{
+    zmq_send(s, h, hl, frames > 1 ? ZMQ_SNDMORE : 0);
+    if (frames > 1)
+        zmq_send(s, a, strlen(a), frames > 2 ? ZMQ_SNDMORE : 0);
+    if (frames > 2)
+        zmq_send(s, b, strlen(b), 0);
+}
+
+static void malformed(void **m, const char *tag)
+{
+    void *zc = zmq_ctx_new(), *s = zmq_socket(zc, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    char ep[96];
+    snprintf(ep, sizeof ep, "tcp://%s", g_addrs[1]);
+    CHECK(zmq_connect(s, ep) == 0);
+    int before = log_count("dropped a malformed message");
+    unsigned char hb[STRZ_HDR_SIZE];
+    strz_hdr_t h = { .type = STRZ_DATA, .flags = STRZ_P2P_FLAG, .sender = 2,
+                     .offset = 3, .length = 6, .aux = (int32_t)tag_hash(tag) };
+    raw_send(s, "garbage", 7, NULL, NULL, 1);              /* one frame */
+    memset(hb, 0x5a, sizeof hb);
+    raw_send(s, hb, sizeof hb, "abc", "def", 3);           /* bad magic */
+    strz_hdr_t x = h;
+    x.aux ^= 1;                                            /* other job */
+    strz_wire_pack(&x, hb);
+    raw_send(s, hb, sizeof hb, "abc", "def", 3);
+    x = h;
+    x.sender = 9;                                          /* no member */
+    strz_wire_pack(&x, hb);
+    raw_send(s, hb, sizeof hb, "abc", "def", 3);
+    x = h;
+    x.length = 7;                                          /* length lies */
+    strz_wire_pack(&x, hb);
+    raw_send(s, hb, sizeof hb, "abc", "def", 3);
+    x = h;
+    x.flags = 0;                                           /* a ring DATA */
+    strz_wire_pack(&x, hb);
+    raw_send(s, hb, sizeof hb, "abc", "def", 3);
+    strz_wire_pack(&h, hb);                                /* well-formed */
+    raw_send(s, hb, sizeof hb, "abc", "def", 3);
+    expect(m[1], 2, "abc", "def");
+    int dropped = log_count("dropped a malformed message") - before;
+    CHECKF(dropped == 6, "%d malformed messages logged, want 6", dropped);
+    zmq_close(s);
+    zmq_ctx_term(zc);
+}
+
+static void dead_peer(void **m, int n, const char *tag)
+{
+    CHECK(g_vt->send(m[0], 2, "hi", 2, "", 0, 0) == 0);
+    expect(m[2], 0, "hi", "");
+    g_vt->fini(m[2]);
+    m[2] = NULL;
+    usleep(300000); /* the connection's drop reaches m0 */
+    double t0 = now_ms();
+    int rc = g_vt->send(m[0], 2, "lost", 4, "", 0, 500);
+    double dt = now_ms() - t0;
+    CHECKF(rc == STRATA_ETIMEDOUT, "send to a closed peer: %d", rc);
+    CHECKF(dt >= 400 && dt < 2000, "took %.0f ms", dt);
+    CHECKF(log_count("p2p: m2 (") >= 1, "the lost peer is not named:\n%s",
+           g_log);
+    /* it restarts on the same address: reached again */
+    m[2] = open_member(2, n, tag);
+    CHECK(g_vt->send(m[0], 2, "again", 5, "", 0, 3000) == 0);
+    if (m[2])
+        expect(m[2], 0, "again", "");
+}
+
+static void *recv_blocked(void *arg)
+{
+    char buf[16];
+    int peer;
+    size_t len;
+    static int rc;
+    rc = g_vt->recv(arg, &peer, buf, sizeof buf, &len, 10000);
+    return &rc;
+}
+
+static void abort_and_refusals(void **m)
+{
+    pthread_t t;
+    double t0 = now_ms();
+    pthread_create(&t, NULL, recv_blocked, m[1]);
+    usleep(200000);
+    CHECK(g_vt->ctl(m[1], STRATA_CTL_ABORT, NULL) == 0);
+    void *res;
+    pthread_join(t, &res);
+    CHECK(*(int *)res == STRATA_ECANCELED);
+    CHECK(now_ms() - t0 < 3000);
+    CHECK(g_vt->send(m[1], 0, "x", 1, "", 0, 0) == STRATA_ECANCELED);
+    /* no collectives on a p2p group */
+    float v = 1;
+    strata_op_t op = { .struct_size = sizeof op, .buf = &v, .count = 1,
+                       .device = STRATA_DEVICE(STRATA_DEV_CPU, 0) };
+    CHECK(g_vt->reduce(m[0], &op) == STRATA_ENOTSUP);
+    CHECK(g_vt->update(m[0], &op) == STRATA_ENOTSUP);
+    CHECK(g_vt->ctl(m[0], STRATA_CTL_BARRIER, NULL) == STRATA_ENOTSUP);
+    /* no point to point on a ring group (one member: no rendezvous) */
+    void *ring = open_member(0, 1, "ring");
+    if (ring) {
+        CHECK(g_vt->send(ring, 0, "x", 1, "", 0, 0) == STRATA_ENOTSUP);
+        g_vt->fini(ring);
+    }
+    /* a p2p group of one talks to itself in process */
+    void *solo = open_member(0, 1, "p2p:solo");
+    if (solo) {
+        CHECK(g_vt->send(solo, 0, "me", 2, "", 0, 0) == 0);
+        expect(solo, 0, "me", "");
+        g_vt->fini(solo);
+    }
+}
+
+int main(void)
+{
+    if (load() != 0)
+        CHECK_SKIP("zmq.so with send/recv not found in $STRATA_PLUGIN_PATH");
+    const int n = 3;
+    int port[4];
+    for (int i = 0; i < 4; i++) {
+        port[i] = spawn_free_port();
+        for (int k = 0; k < i; k++)
+            if (port[k] == port[i]) {
+                port[i] = spawn_free_port();
+                k = -1;
+            }
+        snprintf(g_addr[i], sizeof g_addr[i], "127.0.0.1:%d", port[i]);
+        g_addrs[i] = g_addr[i];
+    }
+    const char *tag = "p2p:test";
+    void *m[3];
+    for (int i = 0; i < n; i++)
+        m[i] = open_member(i, n, tag);
+    if (m[0] && m[1] && m[2]) {
+        any_to_any(m);
+        timeouts_and_caps(m);
+        malformed(m, tag);
+        dead_peer(m, n, tag);
+        abort_and_refusals(m);
+    }
+    for (int i = 0; i < n; i++)
+        if (m[i])
+            g_vt->fini(m[i]);
+    return CHECK_DONE();
+}

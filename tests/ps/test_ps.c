@@ -1,0 +1,442 @@
+/* ParameterServerStrategy jobs on loopback, one scenario per run:
+ *
+ *   roles          no ps / no worker / one process: a clear error; a job
+ *                  without a chief (worker 0 coordinates) trains
+ *   accuracy_kill  1 coordinator + 2 ps + 3 workers (strata launch) reach
+ *                  >= 85% test accuracy in 5 epochs; then the same job with
+ *                  worker:1 killed (-9) at a random point: it completes
+ *                  within 1% of that accuracy, the coordinator logs the
+ *                  re-scheduled step and every ps applied each scheduled
+ *                  step exactly once
+ *   restart        worker:1 killed and restarted: it rejoins, gets work
+ *   twice          worker:1 killed and restarted twice
+ *   pskill         ps:1 killed: the coordinator exits non-zero within its
+ *                  deadline, naming ps:1
+ *   replay         malformed messages and replayed pushes sent to ps:0 with
+ *                  a raw zmq socket change nothing (its counters say so)
+ *
+ * Free ports, bounded waits, every child reaped. */
+#include <math.h>
+#include <zmq.h>
+
+#include "check.h"
+#include "ps_job.h"
+#include "../../plugins/strategy/ps/ps_part.h"
+#include "../../plugins/strategy/ps/ps_wire.h"
+#include "../../plugins/transport/zmq/wire.h"
+
+#define DATA "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+#define P2P_FLAG 0x50 /* zmq.so p2p.h: a point-to-point DATA message */
+
+static const char *g_scenario;
+
+/* ---- reading the tasks' output --------------------------------------- */
+
+static double test_accuracy(const char *out)
+{
+    const char *p = strstr(out, "done: ");
+    p = p ? strstr(p, "test accuracy ") : NULL;
+    return p ? atof(p + strlen("test accuracy ")) : -1.0;
+}
+
+typedef struct counts {
+    long long applied, dups, malformed;
+} counts_t;
+
+/* The line a ps prints at exit: "ps:0 applied N steps, D duplicates
+ * discarded, M malformed messages dropped". */
+static int ps_counts(const char *err, const char *name, counts_t *c)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s applied ", name);
+    const char *p = strstr(err, key);
+    return p && sscanf(p + strlen(key), "%lld steps, %lld duplicates discarded, "
+                       "%lld malformed", &c->applied, &c->dups,
+                       &c->malformed) == 3 ? 0 : -1;
+}
+
+static void dump(const job_t *j)
+{
+    for (int i = 0; i < j->n; i++)
+        fprintf(stderr, "---- %s:%d (exit %d)\n%s%s", j->t[i].type,
+                j->t[i].index, j->t[i].code, j->t[i].out, j->t[i].err);
+}
+
+/* Every ps applied exactly `steps` (the coordinator agrees). */
+static void exactly_once(const job_t *j, long long steps, int nps)
+{
+    for (int k = 0; k < nps; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "ps:%d", k);
+        counts_t c;
+        int i = job_task(j, "ps", k);
+        CHECKF(ps_counts(j->t[i].err, name, &c) == 0 && c.applied == steps,
+               "%s: applied %lld, want %lld", name, c.applied, steps);
+    }
+    CHECKF(strstr(j->t[0].err, "exactly once: each of the") != NULL,
+           "coordinator did not confirm exactly once");
+}
+
+static void all_ok(const job_t *j)
+{
+    for (int i = 0; i < j->n; i++)
+        CHECKF(j->t[i].code == 0, "%s:%d exit %d", j->t[i].type,
+               j->t[i].index, j->t[i].code);
+}
+
+/* ---- scenarios ------------------------------------------------------- */
+
+static char *k_common[] = {
+    "strategy.plugin=ps", "transport.plugin=zmq", "train.devices=cpu:0",
+    "train.progress=line", "strategy.heartbeat_ms=250",
+};
+#define NCOMMON 5
+
+static void sets_with(char **out, int *n, char *const *more, int nmore)
+{
+    *n = 0;
+    for (int i = 0; i < NCOMMON; i++)
+        out[(*n)++] = k_common[i];
+    for (int i = 0; i < nmore; i++)
+        out[(*n)++] = more[i];
+}
+
+static int launch(char *const *args, spawn_result_t *r, int timeout_s)
+{
+    char *argv[48] = { (char *)spawn_strata_bin(), "launch" };
+    int a = 2;
+    for (int i = 0; args[i] && a < 46; i++)
+        argv[a++] = args[i];
+    return spawn_run(argv, timeout_s, r);
+}
+
+static void roles(void)
+{
+    spawn_result_t *r = malloc(sizeof *r);
+    char *no_ps[] = { "--workers", "2", "--set", "strategy.plugin=ps", "--set",
+                      "transport.plugin=zmq", "--set", "data.limit_train=1000",
+                      NULL };
+    launch(no_ps, r, 60);
+    CHECKF(r->code != 0 && strstr(r->err, "needs at least one ps task"),
+           "no ps: exit %d\n%s", r->code, r->err);
+    char *no_worker[] = { "--ps", "1", "--workers", "1", "--set",
+                          "strategy.plugin=ps", "--set", "transport.plugin=zmq",
+                          "--set", "data.limit_train=1000", NULL };
+    launch(no_worker, r, 60);
+    CHECKF(r->code != 0 && strstr(r->err, "0 workers besides worker:0"),
+           "no worker: exit %d\n%s", r->code, r->err);
+    char *bad_part[] = { "--ps", "1", "--workers", "1", "--chief", "--set",
+                         "strategy.plugin=ps", "--set", "transport.plugin=zmq",
+                         "--set", "strategy.partitioner=fixed:0", NULL };
+    launch(bad_part, r, 60);
+    CHECKF(r->code != 0 && strstr(r->err, "[strategy] partitioner"),
+           "bad partitioner: exit %d\n%s", r->code, r->err);
+    char *single[] = { (char *)spawn_strata_bin(), "train", "--set",
+                       "strategy.plugin=ps", "--set", "data.limit_train=1000",
+                       NULL };
+    spawn_run(single, 60, r);
+    CHECKF(r->code != 0 && strstr(r->err, "needs at least one ps task"),
+           "one process: exit %d\n%s", r->code, r->err);
+    /* No chief: worker 0 coordinates (SLURM's layout), the others train. */
+    char *no_chief[] = { "--ps", "1", "--workers", "3", "--set",
+                         "strategy.plugin=ps", "--set", "transport.plugin=zmq",
+                         "--set", "train.devices=cpu:0, cpu:1", "--set",
+                         "data.limit_train=3200", "--set", "train.epochs=2",
+                         "--set", "strategy.partitioner=max_size:64K", NULL };
+    launch(no_chief, r, 90);
+    CHECKF(r->code == 0, "no chief: exit %d\n%s", r->code, r->err);
+    CHECKF(strstr(r->err, "[ps:0] strata: ps: ps:0 applied 200 steps, 0 "
+                  "duplicates discarded, 0 malformed") != NULL,
+           "no chief: ps:0 counts\n%s", r->err);
+    CHECKF(strstr(r->err, "exactly once") && strstr(r->err, "worker:2 ran "),
+           "no chief:\n%s", r->err);
+    /* Stale-synchronous: with 3 workers a bound of 1 version refuses many
+     * pushes; each refused step is re-run, and still applied once. */
+    char *ssp[] = { "--ps", "2", "--workers", "3", "--chief", "--set",
+                    "strategy.plugin=ps", "--set", "transport.plugin=zmq",
+                    "--set", "train.devices=cpu:0", "--set",
+                    "data.limit_train=6400", "--set", "train.epochs=1", "--set",
+                    "strategy.max_staleness=1", NULL };
+    launch(ssp, r, 90);
+    CHECKF(r->code == 0, "max_staleness=1: exit %d\n%s", r->code, r->err);
+    const char *st = strstr(r->err, "[ps:0] strata: ps: ps:0 applied 200 steps");
+    st = st ? strstr(st, "malformed messages dropped (") : NULL;
+    long long refused = st ? atoll(st + strlen("malformed messages dropped (")) : -1;
+    printf("max_staleness=1: ps:0 refused %lld stale pushes\n", refused);
+    CHECKF(refused > 0, "no push refused as stale\n%s", r->err);
+    CHECKF(strstr(r->err, "exactly once: each of the 2 ps tasks applied every "
+                  "one of the 200 scheduled steps once") != NULL,
+           "max_staleness=1:\n%s", r->err);
+    free(r);
+}
+
+/* Kill worker:1 at a random point mid-epoch; returns the final accuracy. */
+static double killed_run(const char *ini, char **sets, int nsets,
+                         unsigned seed, long long steps)
+{
+    job_t j;
+    job_init(&j, 3, 2, sets, nsets);
+    j.config = ini;
+    job_start_all(&j);
+    srand(seed);
+    int epoch = 2 + rand() % 3; /* after the line of epoch 2, 3 or 4 */
+    double pause = 0.2 + (rand() % 600) / 1000.0;
+    char line[32];
+    snprintf(line, sizeof line, "Epoch %d/5", epoch);
+    CHECKF(job_await(&j, 0, 1, line, 200) == 0, "no '%s'", line);
+    usleep((useconds_t)(pause * 1e6));
+    printf("kill -9 worker:1 %.2f s after '%s' (seed %u)\n", pause, line, seed);
+    job_kill(&j, job_task(&j, "worker", 1));
+    for (int i = 0; i < j.n; i++)
+        job_wait(&j, i, 240);
+    CHECKF(j.t[0].code == 0, "coordinator exit %d", j.t[0].code);
+    for (int i = 0; i < j.n; i++)
+        if (i != job_task(&j, "worker", 1))
+            CHECKF(j.t[i].code == 0, "%s:%d exit %d", j.t[i].type,
+                   j.t[i].index, j.t[i].code);
+    CHECKF(strstr(j.t[0].err, "worker:1 (127.0.0.1:") && strstr(j.t[0].err,
+           "lost: no heartbeat"), "coordinator did not see worker:1 go");
+    const char *re = strstr(j.t[0].err, "re-scheduled: its worker was lost");
+    CHECKF(re != NULL, "no re-scheduled step in the coordinator's log");
+    if (re) {
+        const char *l = re;
+        while (l > j.t[0].err && l[-1] != '\n')
+            l--;
+        printf("coordinator: %.*s\n", (int)(strchr(re, '\n') - l), l);
+    }
+    exactly_once(&j, steps, 2);
+    double acc = test_accuracy(j.t[0].out);
+    if (check_failed_ || getenv("PS_TEST_VERBOSE"))
+        dump(&j);
+    job_free(&j);
+    return acc;
+}
+
+static void accuracy_kill(void)
+{
+    char ini[4096];
+    const char *src = getenv("STRATA_SRC");
+    snprintf(ini, sizeof ini, "%s/etc/ps.ini", src ? src : ".");
+    /* etc/ps.ini with a batch of 64 and half its learning rate: half the
+     * steps, and a final accuracy that varies less from run to run
+     * (asynchronous runs differ), so that 1% tells a fault's harm apart. */
+    char *args[] = { "--ps", "2", "--workers", "3", "--chief", "-c", ini,
+                     "--set", "train.batch_size=64", "--set",
+                     "optimizer.lr=0.0005", "--set", "train.progress=line",
+                     "--set", "strategy.heartbeat_ms=250", NULL };
+    spawn_result_t *r = malloc(sizeof *r);
+    launch(args, r, 240);
+    double base = test_accuracy(r->out);
+    printf("fault-free: test accuracy %.4f\n", base);
+    CHECKF(r->code == 0, "launch exit %d\n%s", r->code, r->err);
+    CHECKF(base >= 0.85, "test accuracy %.4f < 0.85\n%s", base, r->out);
+    const long long steps = 5 * (60000 / 64);
+    char want[128];
+    for (int k = 0; k < 2; k++) {
+        snprintf(want, sizeof want, "[ps:%d] strata: ps: ps:%d applied %lld "
+                 "steps, 0 duplicates discarded, 0 malformed", k, k, steps);
+        CHECKF(strstr(r->err, want) != NULL, "missing '%s'", want);
+    }
+    free(r);
+
+    char *more[] = { "train.batch_size=64", "optimizer.lr=0.0005" };
+    char *sets[JOB_SETS];
+    int n;
+    sets_with(sets, &n, more, 2);
+    double acc = killed_run(ini, sets, n, 20240611u, steps);
+    printf("worker:1 killed: test accuracy %.4f (fault-free %.4f)\n", acc, base);
+    CHECKF(acc >= 0 && fabs(acc - base) <= 0.01,
+           "accuracy %.4f is not within 1%% of the fault-free %.4f", acc, base);
+}
+
+/* Kill worker:1 `times` times, restarting it each time. */
+static void restart(int times)
+{
+    char *more[] = { "train.epochs=2", "strategy.timeout_s=30",
+                     "strategy.partitioner=fixed:2" };
+    char *sets[JOB_SETS];
+    int n;
+    sets_with(sets, &n, more, 3);
+    job_t j;
+    job_init(&j, 3, 2, sets, n);
+    job_start_all(&j);
+    int w1 = job_task(&j, "worker", 1);
+    CHECK(job_await(&j, 0, 0, "worker:1 registered", 60) == 0);
+    for (int k = 0; k < times; k++) {
+        usleep(1200000);
+        printf("kill -9 worker:1 (%d of %d), restart it\n", k + 1, times);
+        job_kill(&j, w1);
+        usleep(300000);
+        CHECK(job_start(&j, w1) == 0);
+        char want[64];
+        snprintf(want, sizeof want, "rejoined after a restart (%d so far)",
+                 k + 1);
+        CHECKF(job_await(&j, 0, 0, want, 60) == 0, "no '%s'", want);
+    }
+    job_wait_all(&j, 240);
+    all_ok(&j);
+    exactly_once(&j, 2 * 1875, 2);
+    const char *ran = strstr(j.t[w1].err, "worker:1 ran ");
+    long long nsteps = ran ? atoll(ran + strlen("worker:1 ran ")) : 0;
+    printf("restarted worker:1 ran %lld steps\n", nsteps);
+    CHECKF(nsteps > 0, "the restarted worker got no work");
+    if (check_failed_ || getenv("PS_TEST_VERBOSE"))
+        dump(&j);
+    job_free(&j);
+}
+
+static void pskill(void)
+{
+    char *more[] = { "train.epochs=5", "strategy.timeout_s=3" };
+    char *sets[JOB_SETS];
+    int n;
+    sets_with(sets, &n, more, 2);
+    job_t j;
+    job_init(&j, 3, 2, sets, n);
+    job_start_all(&j);
+    CHECK(job_await(&j, 0, 0, "registered", 60) == 0);
+    usleep(1500000);
+    int ps1 = job_task(&j, "ps", 1);
+    job_kill(&j, ps1);
+    double waited = job_wait(&j, 0, 3 + 10);
+    printf("ps:1 killed: coordinator exit %d after %.1f s\n", j.t[0].code,
+           waited);
+    CHECKF(j.t[0].code != 0 && j.t[0].code < 128,
+           "coordinator exit %d (want a clean non-zero exit)", j.t[0].code);
+    CHECKF(waited <= 3 + 4, "coordinator took %.1f s", waited);
+    CHECKF(strstr(j.t[0].err, "ps:1 (127.0.0.1:") != NULL,
+           "the coordinator does not name ps:1:\n%s", j.t[0].err);
+    /* the others stop too (ABORT, or their own deadlines) */
+    for (int i = 1; i < j.n; i++) {
+        double w = job_wait(&j, i, 15);
+        CHECKF(i == ps1 || (j.t[i].code != 0 && j.t[i].code < 128 && w < 14),
+               "%s:%d exit %d after %.1f s", j.t[i].type, j.t[i].index,
+               j.t[i].code, w);
+    }
+    if (check_failed_ || getenv("PS_TEST_VERBOSE"))
+        dump(&j);
+    job_free(&j);
+}
+
+static uint32_t tag_hash(const char *tag)
+{
+    uint32_t h = 2166136261u;
+    for (const unsigned char *s = (const unsigned char *)tag; *s; s++)
+        h = (h ^ *s) * 16777619u;
+    return h & 0x7fffffffu;
+}
+
+/* One p2p message from member `sender` (zmq.so framing, p2p.h). */
+static void raw(void *s, int sender, const void *msg, size_t len)
+{
+    strz_hdr_t h = { .type = STRZ_DATA, .flags = P2P_FLAG, .sender = sender,
+                     .offset = len < PS_HDR_SIZE ? len : PS_HDR_SIZE,
+                     .length = (uint32_t)len, .aux = (int32_t)tag_hash("p2p:ps") };
+    unsigned char hb[STRZ_HDR_SIZE];
+    strz_wire_pack(&h, hb);
+    zmq_send(s, hb, sizeof hb, ZMQ_SNDMORE);
+    zmq_send(s, msg, h.offset, ZMQ_SNDMORE);
+    zmq_send(s, (const char *)msg + h.offset, len - h.offset, 0);
+}
+
+static size_t ps0_values(const char *spec)
+{
+    ps_part_t p;
+    ps_place_t pl;
+    char why[128];
+    if (ps_part_parse(spec, &p, why, sizeof why) || ps_place_init(&pl, 2))
+        return 0;
+    int64_t k0[2] = { 784, 128 }, b0[1] = { 128 }, k1[2] = { 128, 10 },
+            b1[1] = { 10 };
+    ps_place_var(&pl, &p, 0, k0, 2, 0, 784 * 128);
+    ps_place_var(&pl, &p, 1, b0, 1, 100352, 128);
+    ps_place_var(&pl, &p, 2, k1, 2, 100480, 1280);
+    ps_place_var(&pl, &p, 3, b1, 1, 101760, 10);
+    size_t n = pl.ps_count[0];
+    ps_place_free(&pl);
+    return n;
+}
+
+static void replay(void)
+{
+    char *more[] = { "train.epochs=3", "data.limit_train=12000",
+                     "strategy.partitioner=fixed:3" };
+    char *sets[JOB_SETS];
+    int n;
+    sets_with(sets, &n, more, 3);
+    job_t j;
+    job_init(&j, 3, 2, sets, n);
+    job_start_all(&j);
+    CHECK(job_await(&j, 0, 1, "Epoch 1/3", 120) == 0);
+    int ps0 = job_task(&j, "ps", 0), w0 = job_task(&j, "worker", 0);
+    void *zc = zmq_ctx_new(), *s = zmq_socket(zc, ZMQ_DEALER);
+    int linger = 2000;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", j.t[ps0].port);
+    CHECK(zmq_connect(s, ep) == 0);
+    size_t count = ps0_values("fixed:3");
+    size_t len = PS_HDR_SIZE + count * sizeof(float);
+    unsigned char *msg = calloc(1, len);
+    zmq_send(s, "junk", 4, 0);                    /* transport drops it   */
+    ps_hdr_t push = { .type = PS_PUSH, .sender = w0, .attempt = 1, .step = 0,
+                      .req = 1, .a = 0, .f = 0.5, .count = (uint32_t)count };
+    ps_wire_pack(&push, msg);
+    msg[0] = 'X';
+    raw(s, w0, msg, len);                         /* bad magic: malformed */
+    ps_wire_pack(&push, msg);
+    raw(s, w0, msg, len - 4);                     /* count lies: malformed */
+    ps_hdr_t ping = { .type = PS_PING, .sender = w0, .step = -1 };
+    ps_wire_pack(&ping, msg);
+    raw(s, w0, msg, PS_HDR_SIZE);                 /* PING from a worker   */
+    for (size_t i = 0; i < count; i++)            /* a gradient that would */
+        memcpy(msg + PS_HDR_SIZE + 4 * i, &(float){ 1e3f }, 4); /* ruin it */
+    ps_wire_pack(&push, msg);
+    raw(s, w0, msg, len);                         /* replay of step 0     */
+    push.attempt = 2;
+    ps_wire_pack(&push, msg);
+    raw(s, w0, msg, len);                         /* a late second attempt */
+    free(msg);
+    zmq_close(s);
+    zmq_ctx_term(zc);
+    job_wait_all(&j, 240);
+    all_ok(&j);
+    exactly_once(&j, 3 * 375, 2);
+    counts_t c = { -1, -1, -1 };
+    CHECK(ps_counts(j.t[ps0].err, "ps:0", &c) == 0);
+    printf("ps:0: applied %lld, %lld duplicates, %lld malformed\n", c.applied,
+           c.dups, c.malformed);
+    CHECKF(c.dups == 2 && c.malformed == 3, "ps:0 counters");
+    CHECKF(strstr(j.t[ps0].err, "p2p: dropped a malformed message") != NULL,
+           "the transport did not report the junk frame");
+    double acc = test_accuracy(j.t[0].out);
+    CHECKF(acc > 0.75, "accuracy %.4f: the replayed push did harm", acc);
+    if (check_failed_ || getenv("PS_TEST_VERBOSE"))
+        dump(&j);
+    job_free(&j);
+}
+
+int main(int argc, char **argv)
+{
+    if (access(DATA, R_OK) != 0)
+        CHECK_SKIP("Fashion-MNIST not installed");
+    signal(SIGPIPE, SIG_IGN);
+    g_scenario = argc > 1 ? argv[1] : "roles";
+    if (!strcmp(g_scenario, "roles"))
+        roles();
+    else if (!strcmp(g_scenario, "accuracy_kill"))
+        accuracy_kill();
+    else if (!strcmp(g_scenario, "restart"))
+        restart(1);
+    else if (!strcmp(g_scenario, "twice"))
+        restart(2);
+    else if (!strcmp(g_scenario, "pskill"))
+        pskill();
+    else if (!strcmp(g_scenario, "replay"))
+        replay();
+    else {
+        fprintf(stderr, "unknown scenario '%s'\n", g_scenario);
+        return 2;
+    }
+    return CHECK_DONE();
+}

@@ -1,0 +1,257 @@
+/* ps.so units: the partitioners against TensorFlow's documented examples,
+ * contiguous row blocks, round-robin placement, option parsing; the wire
+ * header: round trip and every refusal; the coordinator's step table:
+ * order, retries first, first report wins. ps_part.c, ps_wire.c and
+ * ps_sched.c are compiled into this test. */
+#include <math.h>
+#include <string.h>
+
+#include "check.h"
+#include "../../plugins/strategy/ps/ps_part.h"
+#include "../../plugins/strategy/ps/ps_sched.h"
+#include "../../plugins/strategy/ps/ps_wire.h"
+
+static int64_t count_of(const char *spec, int64_t d0, int64_t d1)
+{
+    ps_part_t p;
+    char why[256];
+    if (ps_part_parse(spec, &p, why, sizeof why) != 0)
+        return -1;
+    int64_t shape[2] = { d0, d1 };
+    return ps_part_count(&p, shape, d1 ? 2 : 1, sizeof(float));
+}
+
+static void partitioners(void)
+{
+    /* FixedShardsPartitioner(num_shards=2)(TensorShape([10, 3])) -> [2, 1] */
+    CHECK(count_of("fixed:2", 10, 3) == 2);
+    /* never more shards than rows: min(num_shards, dim0) */
+    CHECK(count_of("fixed:5", 3, 4) == 3);
+    /* MinSizePartitioner(min_shard_bytes=4, max_shards=2)([6, 1]) -> [2, 1] */
+    CHECK(count_of("min_size:4:2", 6, 1) == 2);
+    /* MinSizePartitioner(min_shard_bytes=4, max_shards=10)([6, 1]) -> [6, 1] */
+    CHECK(count_of("min_size:4:10", 6, 1) == 6);
+    /* min_max_variable_partitioner docstring: [1024, 1024] float32, 256K:
+     * 16 shards with max_partitions >= 16, else max_partitions */
+    CHECK(count_of("min_size:256K:16", 1024, 1024) == 16);
+    CHECK(count_of("min_size:256K:100", 1024, 1024) == 16);
+    CHECK(count_of("min_size:256K:4", 1024, 1024) == 4);
+    /* max_shards defaults to 1, as in TensorFlow */
+    CHECK(count_of("min_size:4", 6, 1) == 1);
+    /* ceil: 5 bytes over a 4-byte minimum are 2 shards */
+    CHECK(count_of("min_size:16:10", 5, 1) == 2);
+    /* MaxSizePartitioner(max_shard_bytes=4)([6, 1]) -> [6, 1] */
+    CHECK(count_of("max_size:4", 6, 1) == 6);
+    /* MaxSizePartitioner(max_shard_bytes=4, max_shards=2)([6, 1]) -> [2, 1] */
+    CHECK(count_of("max_size:4:2", 6, 1) == 2);
+    /* MaxSizePartitioner(max_shard_bytes=1024)([6, 1]) -> [1, 1] */
+    CHECK(count_of("max_size:1024", 6, 1) == 1);
+    /* a row bigger than the maximum: one row per shard */
+    CHECK(count_of("max_size:4", 3, 100) == 3);
+    /* 784 x 128 float32 = 401408 bytes: floor(64K / 512) = 128 rows a
+     * shard, ceil(784 / 128) = 7 shards */
+    CHECK(count_of("max_size:64K", 784, 128) == 7);
+    CHECK(count_of("", 784, 128) == 1);
+    CHECK(count_of(NULL, 784, 128) == 1);
+    /* rank 0 is never split */
+    ps_part_t p;
+    char why[256];
+    CHECK(ps_part_parse("fixed:4", &p, why, sizeof why) == 0);
+    CHECK(ps_part_count(&p, NULL, 0, 4) == 1);
+}
+
+static void rows(void)
+{
+    /* 13 rows over 5 shards: 3, 3, 3, 2, 2, contiguous */
+    static const int64_t want[5] = { 3, 3, 3, 2, 2 };
+    int64_t next = 0;
+    for (int k = 0; k < 5; k++) {
+        int64_t r0, n;
+        ps_part_rows(13, 5, k, &r0, &n);
+        CHECKF(n == want[k] && r0 == next, "shard %d: rows %lld at %lld", k,
+               (long long)n, (long long)r0);
+        next = r0 + n;
+    }
+    CHECK(next == 13);
+    /* even split */
+    int64_t r0, n;
+    ps_part_rows(10, 2, 1, &r0, &n);
+    CHECK(r0 == 5 && n == 5);
+}
+
+static void parse(void)
+{
+    ps_part_t p;
+    char why[256];
+    CHECK(ps_part_parse("min_size:64K:2", &p, why, sizeof why) == 0);
+    CHECK(p.kind == PS_PART_MIN_SIZE && p.bytes == 65536 && p.max_shards == 2);
+    CHECK(ps_part_parse("max_size:1M", &p, why, sizeof why) == 0);
+    CHECK(p.kind == PS_PART_MAX_SIZE && p.bytes == 1048576 && p.max_shards == 0);
+    CHECK(ps_part_parse("fixed:3", &p, why, sizeof why) == 0);
+    CHECK(p.kind == PS_PART_FIXED && p.shards == 3);
+    static const char *const bad[] = {
+        "fixed:0", "fixed:", "fixed:3x", "fixed:-1", "min_size:abc",
+        "max_size:4K:0", "max_size:4K:", "bogus", "fixed:3:4", "min_size:4T",
+        "max_size:99999999999999999999",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        why[0] = '\0';
+        CHECKF(ps_part_parse(bad[i], &p, why, sizeof why) == -1 && why[0],
+               "'%s' accepted", bad[i]);
+    }
+}
+
+static void placement(void)
+{
+    ps_part_t p;
+    char why[256];
+    ps_place_t pl;
+    CHECK(ps_part_parse("fixed:2", &p, why, sizeof why) == 0);
+    CHECK(ps_place_init(&pl, 2) == 0);
+    int64_t k0[2] = { 13, 4 }, b0[1] = { 1 }, k1[2] = { 4, 3 };
+    CHECK(ps_place_var(&pl, &p, 0, k0, 2, 0, 52) == 0);  /* 2 shards */
+    CHECK(ps_place_var(&pl, &p, 1, b0, 1, 64, 1) == 0);  /* 1 row: 1 shard */
+    CHECK(ps_place_var(&pl, &p, 2, k1, 2, 80, 12) == 0); /* 2 shards */
+    CHECK(ps_place_var(&pl, &p, 3, k1, 2, 96, 11) == -1); /* count != shape */
+    CHECK(pl.n == 5);
+    /* round-robin over shards in model order: ps 0 1 0 1 0 */
+    static const int owner[5] = { 0, 1, 0, 1, 0 };
+    static const size_t off[5] = { 0, 28, 64, 80, 86 }, cnt[5] = { 28, 24, 1, 6, 6 };
+    for (int i = 0; i < pl.n && i < 5; i++)
+        CHECKF(pl.shard[i].ps == owner[i] && pl.shard[i].offset == off[i]
+               && pl.shard[i].count == cnt[i], "shard %d: ps %d, %zu at %zu",
+               i, pl.shard[i].ps, pl.shard[i].count, pl.shard[i].offset);
+    CHECK(pl.ps_count[0] == 28 + 1 + 6 && pl.ps_count[1] == 24 + 6);
+    ps_place_free(&pl);
+    /* no partitioner: whole variables, round-robin */
+    CHECK(ps_part_parse("", &p, why, sizeof why) == 0);
+    CHECK(ps_place_init(&pl, 3) == 0);
+    for (int v = 0; v < 4; v++)
+        CHECK(ps_place_var(&pl, &p, v, k0, 2, (size_t)v * 64, 52) == 0);
+    CHECK(pl.n == 4 && pl.shard[3].ps == 0 && pl.shard[2].ps == 2);
+    CHECK(pl.ps_count[0] == 104 && pl.ps_count[1] == 52);
+    ps_place_free(&pl);
+}
+
+static int unpack(const unsigned char *b, size_t len, ps_hdr_t *h)
+{
+    const unsigned char *pl;
+    const char *why = NULL;
+    int rc = ps_wire_unpack(b, len, h, &pl, &why);
+    return rc == 0 ? 0 : (why && why[0] ? -1 : -2);
+}
+
+static void wire(void)
+{
+    unsigned char b[PS_HDR_SIZE + 16];
+    float grad[4] = { 1, 2, 3, 4 };
+    ps_hdr_t h = { .type = PS_PUSH, .sender = 3, .attempt = 2, .step = 77,
+                   .req = 9, .incarnation = 0x1122334455667788ull, .a = 5,
+                   .f = 0.001, .count = 4 }, o;
+    ps_wire_pack(&h, b);
+    memcpy(b + PS_HDR_SIZE, grad, sizeof grad);
+    const unsigned char *pl = NULL;
+    const char *why = NULL;
+    CHECK(ps_wire_unpack(b, sizeof b, &o, &pl, &why) == 0);
+    CHECK(o.type == PS_PUSH && o.sender == 3 && o.attempt == 2
+          && o.step == 77 && o.req == 9 && o.incarnation == h.incarnation
+          && o.a == 5 && o.f == 0.001 && o.count == 4);
+    CHECK(pl == b + PS_HDR_SIZE);
+    /* every length is checked against the message */
+    CHECK(unpack(b, sizeof b - 1, &o) == -1);
+    CHECK(unpack(b, PS_HDR_SIZE - 1, &o) == -1);
+    CHECK(unpack(b, 0, &o) == -1);
+    unsigned char c[PS_HDR_SIZE + 16];
+#define MUTATE(off, val) (memcpy(c, b, sizeof c), c[off] = (unsigned char)(val))
+    MUTATE(0, 'X');
+    CHECK(unpack(c, sizeof c, &o) == -1);      /* magic */
+    MUTATE(4, 2);
+    CHECK(unpack(c, sizeof c, &o) == -1);      /* version */
+    MUTATE(6, 0);
+    CHECK(unpack(c, sizeof c, &o) == -1);      /* type 0 */
+    MUTATE(6, 99);
+    CHECK(unpack(c, sizeof c, &o) == -1);      /* unknown type */
+    MUTATE(7, PS_STALE);
+    CHECK(unpack(c, sizeof c, &o) == -1);      /* status on a request */
+    MUTATE(72, 5);
+    CHECK(unpack(c, sizeof c, &o) == -1);      /* count vs length */
+    MUTATE(75, 0x80);
+    CHECK(unpack(c, sizeof c, &o) == -1);      /* huge count */
+    /* type-specific: lr must be > 0 and finite; payload only on PUSH/PARAMS */
+    ps_hdr_t bad = h;
+    bad.f = 0;
+    ps_wire_pack(&bad, c);
+    CHECK(unpack(c, sizeof c, &o) == -1);
+    bad.f = NAN;
+    ps_wire_pack(&bad, c);
+    CHECK(unpack(c, sizeof c, &o) == -1);
+    bad = h;
+    bad.attempt = 0;
+    ps_wire_pack(&bad, c);
+    CHECK(unpack(c, sizeof c, &o) == -1);
+    bad = h;
+    bad.type = PS_PULL;
+    ps_wire_pack(&bad, c);
+    CHECK(unpack(c, sizeof c, &o) == -1);
+    ps_hdr_t q = { .type = PS_STEP_REQ, .c = 1, .step = 4, .attempt = 1,
+                   .a = 32, .b = 33, .f = 1.0 };
+    ps_wire_pack(&q, c);
+    CHECK(unpack(c, PS_HDR_SIZE, &o) == -1);   /* correct > samples */
+    q.b = 30;
+    ps_wire_pack(&q, c);
+    CHECK(unpack(c, PS_HDR_SIZE, &o) == 0);
+    q.c = 2;
+    ps_wire_pack(&q, c);
+    CHECK(unpack(c, PS_HDR_SIZE, &o) == -1);   /* has_result not 0/1 */
+    ps_hdr_t ack = { .type = PS_PUSH_ACK, .status = PS_DUPLICATE };
+    ps_wire_pack(&ack, c);
+    CHECK(unpack(c, PS_HDR_SIZE, &o) == 0 && o.status == PS_DUPLICATE);
+    CHECK(strcmp(ps_wire_type_name(PS_FIN_ACK), "FIN_ACK") == 0);
+    CHECK(strcmp(ps_wire_type_name(0), "?") == 0);
+}
+
+static void sched(void)
+{
+    ps_sched_t s;
+    int64_t b;
+    int32_t a;
+    CHECK(ps_sched_init(&s, 4) == 0);
+    ps_sched_begin(&s, 0, 4);
+    CHECK(ps_sched_next(&s, 0, &b, &a) == 1 && b == 0 && a == 1);
+    CHECK(ps_sched_next(&s, 1, &b, &a) == 1 && b == 1 && a == 1);
+    /* worker 1 is lost: batch 1 goes first, as attempt 2 */
+    CHECK(ps_sched_requeue(&s, 1) == 1);
+    CHECK(ps_sched_requeue(&s, 1) == 0);          /* not running any more */
+    CHECK(ps_sched_next(&s, 2, &b, &a) == 1 && b == 1 && a == 2);
+    CHECK(s.owner[1] == 2);
+    /* the first report counts, the late one does not */
+    CHECK(ps_sched_done(&s, 1, 10.0, 3, 4) == 1);
+    CHECK(ps_sched_done(&s, 1, 99.0, 4, 4) == 0);
+    CHECK(ps_sched_done(&s, 7, 1.0, 1, 1) == -1);
+    CHECK(s.loss == 10.0 && s.correct == 3 && s.samples == 4);
+    /* batch 0 re-queued, then reported done by its old worker while it
+     * waited: it is skipped, never handed out again */
+    CHECK(ps_sched_requeue(&s, 0) == 1);
+    CHECK(ps_sched_done(&s, 0, 1.0, 1, 4) == 1);
+    CHECK(ps_sched_next(&s, 0, &b, &a) == 1 && b == 2 && a == 1);
+    CHECK(ps_sched_next(&s, 0, &b, &a) == 1 && b == 3);
+    CHECK(ps_sched_next(&s, 0, &b, &a) == 0);
+    CHECK(!ps_sched_complete(&s));
+    CHECK(ps_sched_done(&s, 2, 0, 0, 4) == 1 && ps_sched_done(&s, 3, 0, 0, 4) == 1);
+    CHECK(ps_sched_complete(&s) && s.ndone == 4);
+    /* a new epoch starts over; more batches than room are cut */
+    ps_sched_begin(&s, 1, 9);
+    CHECK(s.n == 4 && s.epoch == 1 && s.ndone == 0 && s.attempt[1] == 0);
+    ps_sched_free(&s);
+}
+
+int main(void)
+{
+    partitioners();
+    rows();
+    parse();
+    placement();
+    wire();
+    sched();
+    return CHECK_DONE();
+}
