@@ -97,7 +97,8 @@ static int setup_replicas(strata__run_t *run)
         rep->run = run;
         rep->r = r;
         rep->device = run->devices[r];
-        int rc = strata__work_alloc(&run->model, rows, &rep->work);
+        int rc = strata__work_alloc_on(&run->model, rep->device, rows,
+                                       &rep->work);
         if (rc != STRATA_OK)
             return rc;
         rep->grads = strata__dev_alloc(rep->device,

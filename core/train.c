@@ -46,8 +46,13 @@ static int check_sync(strata__run_t *run, int r, int64_t step)
     const strata__model_t *m = &run->model;
     for (int i = 0; i < m->nvars; i++) {
         const strata_var_t *v = &m->vars[i];
-        if (v->value[r] != v->value[0] &&
-            memcmp(v->value[r], v->value[0], v->count * sizeof(float)) != 0) {
+        int eq = v->value[r] == v->value[0]
+                     ? 1 : strata__dev_equal(run->devices[r], v->value[r],
+                                             run->devices[0], v->value[0],
+                                             v->count * sizeof(float));
+        if (eq < 0)
+            return eq;
+        if (!eq) {
             strata__log(STRATA_LOG_ERROR, "train",
                         "step %lld: replica %d's %s differs from replica 0's "
                         "(debug.check_sync)", (long long)step, r, v->name);
@@ -69,20 +74,22 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
      * share and the union is exactly the single-device batch. */
     size_t g = (size_t)run->shard0 + (size_t)rep->r;
     size_t first = (size_t)batch * (size_t)run->batch + g * (size_t)b;
-    strata__batch_fill(&run->train, run->perm, first, (size_t)b, rep->work.x,
-                       rep->work.y);
+    int rc = strata__model_load_batch(&rep->work, &run->train, run->perm,
+                                      first, (size_t)b);
     if (run->delay_us > 0)
         usleep((useconds_t)run->delay_us);
     int64_t correct = 0;
-    double loss = strata__model_train_step(m, rep->r, &rep->work, b,
-                                           rep->grads, 1.0f / (float)b,
-                                           &correct);
+    double loss = 0.0;
+    if (rc == STRATA_OK)
+        rc = strata__model_step(m, rep->r, &rep->work, b, rep->grads,
+                                1.0f / (float)b, &loss, &correct);
     strata_op_t op = {
         .struct_size = sizeof op, .slot = rep->r, .buf = rep->grads,
         .count = m->count, .device = rep->device,
         .reduce_op = STRATA_REDUCE_MEAN, .lr = lr_at(run, step), .step = step,
     };
-    int rc = run->strategy->vt->reduce(run->spctx, &op);
+    if (rc == STRATA_OK)
+        rc = run->strategy->vt->reduce(run->spctx, &op);
     if (rc == STRATA_OK)
         rc = run->strategy->vt->update(run->spctx, &op);
     if (run->s->debug.check_sync) {
@@ -143,10 +150,17 @@ static void eval_share(strata__replica_t *rep)
     for (size_t i = lo; i < hi; i += (size_t)rep->work.rows) {
         size_t rows = hi - i < (size_t)rep->work.rows ? hi - i
                                                       : (size_t)rep->work.rows;
-        strata__batch_fill(&run->test, run->test_order, i, rows, rep->work.x,
-                           rep->work.y);
-        rep->eval_loss += strata__model_eval(&run->model, rep->r, &rep->work,
-                                             (int)rows, &rep->eval_correct);
+        double loss = 0.0;
+        int rc = strata__model_load_batch(&rep->work, &run->test,
+                                          run->test_order, i, rows);
+        if (rc == STRATA_OK)
+            rc = strata__model_evaluate(&run->model, rep->r, &rep->work,
+                                        (int)rows, &loss, &rep->eval_correct);
+        if (rc != STRATA_OK) {
+            fail(run, rc);
+            return;
+        }
+        rep->eval_loss += loss;
     }
 }
 
