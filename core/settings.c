@@ -152,7 +152,7 @@ static const strata_option_t k_strategy[] = {
     { 0 }
 };
 static const strata_option_t k_transport[] = {
-    { "plugin", STRATA_OPT_STRING, 0, "local", 0, 1, 0, NULL,
+    { "plugin", STRATA_OPT_STRING, 0, "local, nccl", 0, 1, 0, NULL,
       "transport plugins, comma-separated; the first that accepts wins" },
     { 0 }
 };
