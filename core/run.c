@@ -263,10 +263,13 @@ void strata__run_banner(const strata__run_t *run)
                                  r ? ", " : "",
                                  strata__device_str(run->devices[r], one,
                                                     sizeof one));
+    /* A strategy that hands out steps has a coordinator (rank 0) that does
+     * not train. */
+    int workers = run->nworkers -
+                  (STRATA_HAS(run->strategy->vt, next_step) && run->nworkers > 1);
     printf("num_replicas_in_sync: %d (strategy %s, transport %s, %d worker%s "
-           "x devices %s)\n", run->nreplicas * run->nworkers,
-           run->strategy->name, run->s->transport, run->nworkers,
-           run->nworkers == 1 ? "" : "s", devs);
+           "x devices %s)\n", run->nreplicas * workers, run->strategy->name,
+           run->s->transport, workers, workers == 1 ? "" : "s", devs);
     printf("model: %s: %zu parameters; %zu training samples, global batch %d "
            "(%d per replica), %lld steps per epoch\n", run->s->model.layers,
            run->model.count, run->train.n, run->batch, run->per_replica,

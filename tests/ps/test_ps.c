@@ -223,7 +223,7 @@ static void accuracy_kill(void)
     char *args[] = { "--ps", "2", "--workers", "3", "--chief", "-c", ini,
                      "--set", "train.batch_size=64", "--set",
                      "optimizer.lr=0.0005", "--set", "train.progress=line",
-                     "--set", "strategy.heartbeat_ms=250", NULL };
+                     NULL };
     spawn_result_t *r = malloc(sizeof *r);
     launch(args, r, 240);
     double base = test_accuracy(r->out);

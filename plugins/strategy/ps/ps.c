@@ -1,0 +1,263 @@
+/* ps.so -- ParameterServerStrategy: the variables live, sharded, on ps
+ * tasks that apply every pushed gradient as it arrives; workers pull the
+ * current parameters, compute the gradients of the batch the coordinator
+ * gives them and push them back, without waiting for each other; the
+ * coordinator (the chief) schedules the steps, joins every epoch,
+ * evaluates and re-schedules the step of a worker that died. The same
+ * binary plays every role: ps.h says which task is which, README.md lists
+ * the options, ps_wire.h documents the messages. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ps.h"
+
+static const strata_option_t ps_options[] = {
+    { .key = "partitioner", .type = STRATA_OPT_STRING, .def = "",
+      .offset = offsetof(ps_cfg_t, partitioner),
+      .help = "split variables along dim 0: fixed:N, min_size:BYTES[:MAX] or "
+              "max_size:BYTES[:MAX] (TensorFlow's partitioners); empty: whole "
+              "variables, round-robin over the ps tasks" },
+    { .key = "max_staleness", .type = STRATA_OPT_INT, .def = "0",
+      .offset = offsetof(ps_cfg_t, max_staleness), .min = 0, .max = 1e9,
+      .help = "a ps refuses a push computed from parameters more than this "
+              "many of its versions old (the step is re-run on fresh "
+              "parameters); 0: unbounded" },
+    { .key = "timeout_s", .type = STRATA_OPT_FLOAT, .def = "30",
+      .offset = offsetof(ps_cfg_t, timeout_s), .min = 0.1, .max = 86400,
+      .help = "deadline of every request, and how long a silent ps (or "
+              "coordinator) is waited for before the job stops" },
+    { .key = "heartbeat_ms", .type = STRATA_OPT_INT, .def = "500",
+      .offset = offsetof(ps_cfg_t, heartbeat_ms), .min = 10, .max = 60000,
+      .help = "worker heartbeats and coordinator pings; a worker silent for "
+              "6 intervals is lost and its step re-scheduled" },
+    { .key = NULL },
+};
+
+static void ps_fini(void *pctx)
+{
+    ps_t *p = pctx;
+    if (!p)
+        return;
+    ps_worker_fini(p);
+    ps_coord_fini(p);
+    ps_server_fini(p);
+    p->host->t_close(p->net);
+    p->host->t_close(p->local);
+    for (int r = 0; p->slab && r < p->nrep; r++)
+        p->host->free(p->devices[r], p->slab[r]);
+    free(p->slab);
+    p->host->free(p->cpu, p->master);
+    p->host->free(p->cpu, p->rbuf);
+    ps_place_free(&p->place);
+    free(p->addrs);
+    free(p->names);
+    free(p->name_buf);
+    free(p->ps_member);
+    free(p->member_ps);
+    free(p->worker_member);
+    free(p->member_worker);
+    free(p);
+}
+
+static uint64_t incarnation(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec
+                 ^ ((uint64_t)getpid() << 20);
+    x ^= x >> 31;
+    x *= 0x9e3779b97f4a7c15ull;
+    return x ^ (x >> 29);
+}
+
+/* Where this task keeps its copy of the variables. */
+static int storage(ps_t *p)
+{
+    size_t bytes = p->model_count * sizeof(float);
+    if (p->role == PS_ROLE_WORKER || p->role == PS_ROLE_COORD) {
+        p->slab = calloc((size_t)p->nrep, sizeof *p->slab);
+        if (!p->slab)
+            return STRATA_ENOMEM;
+        for (int r = 0; r < p->nrep; r++)
+            if (!(p->slab[r] = p->host->alloc(p->devices[r], bytes)))
+                return STRATA_ENOMEM;
+    } else if (!(p->master = p->host->alloc(p->cpu, bytes + sizeof(float)))) {
+        return STRATA_ENOMEM;
+    }
+    p->rcap = PS_HDR_SIZE + bytes;
+    p->rbuf = p->host->alloc(p->cpu, p->rcap);
+    return p->rbuf ? STRATA_OK : STRATA_ENOMEM;
+}
+
+static int open_transports(ps_t *p)
+{
+    int rc = STRATA_OK;
+    if (p->role == PS_ROLE_WORKER && p->nrep > 1) {
+        const strata_group_t g = {
+            .struct_size = sizeof g, .scope = STRATA_SCOPE_LOCAL,
+            .size = p->nrep, .rank = 0, .nlocal = p->nrep,
+            .devices = p->devices, .tag = "ps-local",
+        };
+        rc = p->host->t_open("local", &g, &p->local);
+    }
+    if (rc == STRATA_OK && p->role != PS_ROLE_IDLE)
+        rc = ps_net_open(p);
+    return rc;
+}
+
+static int ps_init(const strata_host_v1_t *host, const strata_env_t *env,
+                   void **pctx)
+{
+    *pctx = NULL;
+    ps_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return STRATA_ENOMEM;
+    p->host = host;
+    p->env = env;
+    p->cfg = *(const ps_cfg_t *)env->cfg;
+    p->cpu = STRATA_DEVICE(STRATA_DEV_CPU, 0);
+    p->nrep = env->nreplicas;
+    p->devices = env->devices;
+    p->model_count = env->model_count;
+    p->timeout_ms = (int)(p->cfg.timeout_s * 1000.0);
+    p->incarnation = incarnation();
+    atomic_init(&p->next_req, 0);
+    atomic_init(&p->malformed, 0);
+    char why[256];
+    int rc = STRATA_OK;
+    if (ps_part_parse(p->cfg.partitioner, &p->part, why, sizeof why) != 0) {
+        ps_log(p, STRATA_LOG_ERROR, "[strategy] partitioner: %s", why);
+        rc = STRATA_ECONFIG;
+    }
+    if (rc == STRATA_OK)
+        rc = ps_net_members(p);
+    if (rc == STRATA_OK && ps_place_init(&p->place, p->nps) != 0)
+        rc = STRATA_ENOMEM;
+    if (rc == STRATA_OK)
+        rc = storage(p);
+    if (rc == STRATA_OK)
+        rc = open_transports(p);
+    if (rc != STRATA_OK) {
+        ps_fini(p);
+        return rc;
+    }
+    static const char *const roles[] = { "?", "coordinator", "worker", "ps",
+                                         "idle" };
+    ps_log(p, STRATA_LOG_DEBUG, "%s: %s of a job of %d ps and %d workers",
+           ps_name(p, p->self), roles[p->role], p->nps, p->nworkers);
+    *pctx = p;
+    return STRATA_OK;
+}
+
+/* After the last variable: what each role needs of the placement. */
+static int placed(ps_t *p)
+{
+    switch (p->role) {
+    case PS_ROLE_PS:     return ps_server_init(p);
+    case PS_ROLE_COORD:  return ps_coord_init(p);
+    case PS_ROLE_WORKER: return ps_worker_init(p);
+    default:             return STRATA_OK;
+    }
+}
+
+static int ps_create_var(void *pctx, strata_var_t *var)
+{
+    ps_t *p = pctx;
+    if (var->offset + var->count > p->model_count || var->ndim > 4
+        || ps_place_var(&p->place, &p->part, (int32_t)var->index, var->shape,
+                        (int)var->ndim, var->offset, var->count) != 0) {
+        ps_log(p, STRATA_LOG_ERROR, "cannot place variable %s (%zu values at "
+               "%zu)", var->name, var->count, var->offset);
+        return STRATA_EINVAL;
+    }
+    /* Every task starts from the same seeded values: no broadcast. */
+    size_t bytes = var->count * sizeof(float);
+    for (int r = 0; r < p->nrep; r++) {
+        float *dst = p->slab ? p->slab[r] + var->offset : p->master + var->offset;
+        int32_t dev = p->slab ? p->devices[r] : p->cpu;
+        if ((p->slab || r == 0)
+            && p->host->copy(dev, dst, p->cpu, var->init, bytes) != STRATA_OK)
+            return STRATA_EDEVICE;
+        var->value[r] = dst;
+    }
+    if ((int)var->index + 1 == p->env->nvars)
+        return placed(p);
+    return STRATA_OK;
+}
+
+/* Worker replicas: reduce in process, then replica 0 pushes. */
+static int ps_reduce(void *pctx, strata_op_t *op)
+{
+    ps_t *p = pctx;
+    if (p->role != PS_ROLE_WORKER)
+        return STRATA_ESTATE;
+    strata_op_t t = *op;
+    t.reduce_op = STRATA_REDUCE_MEAN;
+    int rc = p->local ? p->host->t_reduce(p->local, &t) : STRATA_OK;
+    if (rc == STRATA_OK && op->slot == 0)
+        rc = ps_worker_push(p, &t);
+    return rc;
+}
+
+/* The ps applied the update; the next step pulls the result. */
+static int ps_update(void *pctx, strata_op_t *op)
+{
+    ps_t *p = pctx;
+    (void)op;
+    return p->role == PS_ROLE_WORKER ? STRATA_OK : STRATA_ESTATE;
+}
+
+static int ps_ctl(void *pctx, int op, void *arg)
+{
+    ps_t *p = pctx;
+    if (op != STRATA_CTL_ABORT)
+        return STRATA_ENOTSUP;
+    if (p->local)
+        p->host->t_ctl(p->local, op, arg);
+    if (p->net)
+        p->host->t_ctl(p->net, op, arg);
+    return STRATA_OK;
+}
+
+static int ps_drive(void *pctx, const strata_drive_t *d)
+{
+    ps_t *p = pctx;
+    switch (p->role) {
+    case PS_ROLE_COORD:
+        return ps_coord_drive(p, d);
+    case PS_ROLE_PS:
+        return ps_server_drive(p, d);
+    case PS_ROLE_WORKER:
+        return STRATA_ENOTSUP; /* the core's step loop, with next_step */
+    default:
+        ps_log(p, STRATA_LOG_INFO, "%s has no part in a ps job",
+               ps_name(p, p->self));
+        return STRATA_OK;
+    }
+}
+
+static int ps_next_step(void *pctx, strata_step_t *st)
+{
+    ps_t *p = pctx;
+    return p->role == PS_ROLE_WORKER ? ps_worker_next_step(p, st)
+                                     : STRATA_ESTATE;
+}
+
+STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {
+    STRATA_PLUGIN_HEADER_V1(STRATA_KIND_STRATEGY, "ps", "0.1.0",
+                            "ParameterServerStrategy: sharded variables on ps "
+                            "tasks, asynchronous workers, a coordinator that "
+                            "schedules steps"),
+    .options = ps_options,
+    .cfg_size = sizeof(ps_cfg_t),
+    .init = ps_init,
+    .fini = ps_fini,
+    .create_var = ps_create_var,
+    .reduce = ps_reduce,
+    .update = ps_update,
+    .ctl = ps_ctl,
+    .drive = ps_drive,
+    .next_step = ps_next_step,
+};

@@ -1,0 +1,144 @@
+/* ps.so -- internal declarations shared by the plugin's files.
+ *
+ *   ps.c         vtable, options, init/fini, create_var, roles, ctl
+ *   ps_net.c     the group of all tasks; send, receive, check, requests
+ *   ps_server.c  a ps task: shards, optimizer, apply-once, counters
+ *   ps_coord.c   the coordinator: messages, liveness, epochs, finish
+ *   ps_sched.c   the coordinator's step table and queue
+ *   ps_worker.c  a worker: next_step, pull, push, heartbeats
+ *   ps_part.c    partitioners and placement (ps_part.h)
+ *   ps_wire.c    the message header (ps_wire.h)
+ *
+ * Roles, from the cluster (env->cluster): the task of rank 0 (the chief,
+ * or worker 0 when there is no chief) is the coordinator and does not
+ * train; tasks of rank >= 1 are the workers; "ps" tasks serve variables;
+ * any other task (an evaluator) idles. */
+#ifndef PS_H
+#define PS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <strata/plugin.h>
+
+#include "ps_part.h"
+#include "ps_wire.h"
+
+typedef struct ps_cfg {
+    const char *partitioner;
+    int64_t     max_staleness;
+    double      timeout_s;
+    int64_t     heartbeat_ms;
+} ps_cfg_t;
+
+enum ps_role { PS_ROLE_COORD = 1, PS_ROLE_WORKER, PS_ROLE_PS, PS_ROLE_IDLE };
+
+/* A received message: header decoded, payload in the receive buffer. */
+typedef struct ps_msg {
+    int                  from;     /* group member                        */
+    ps_hdr_t             h;
+    const unsigned char *payload;  /* h.count float32 values, or NULL     */
+} ps_msg_t;
+
+typedef struct ps_server ps_server_t;
+typedef struct ps_coord  ps_coord_t;
+typedef struct ps_worker ps_worker_t;
+
+typedef struct ps {
+    const strata_host_v1_t *host;
+    const strata_env_t     *env;
+    ps_cfg_t                cfg;
+    int                     role;
+    int32_t                 cpu;
+    /* the group of all tasks: member i = env->cluster->tasks[i] */
+    int                     nmembers, self, coord;
+    const char            **addrs, **names;
+    char                   *name_buf;
+    int                    *ps_member;     /* nps: member of ps j          */
+    int                    *member_ps;     /* nmembers: ps index or -1     */
+    int                    *worker_member; /* nworkers: member of worker w */
+    int                    *member_worker; /* nmembers: worker index or -1 */
+    int                     nps, nworkers;
+    strata_transport_t     *net, *local;
+    int                     timeout_ms;
+    uint64_t                incarnation;
+    atomic_ullong           next_req;
+    atomic_llong            malformed;     /* dropped by ps_net_recv       */
+    /* placement (same on every task) */
+    ps_part_t               part;
+    ps_place_t              place;
+    size_t                  model_count;
+    /* worker, coordinator: every replica's copy of the variables */
+    float                 **slab;
+    int                     nrep;
+    const int32_t          *devices;
+    /* ps, idle: the host copy the variables point at */
+    float                  *master;
+    /* messaging buffers */
+    unsigned char          *rbuf;          /* receive: one message         */
+    size_t                  rcap;
+    /* roles */
+    ps_server_t            *srv;
+    ps_coord_t             *co;
+    ps_worker_t            *wk;
+} ps_t;
+
+#define ps_log(p, lvl, ...) ((p)->host->log((lvl), "ps", __VA_ARGS__))
+
+/* ---- ps_net.c -------------------------------------------------------- */
+
+int64_t ps_now_ms(void);
+/* Members, names, addresses and roles from the cluster; logs what is
+ * missing (no ps, no worker). */
+int  ps_net_members(ps_t *p);
+/* Open the group of all tasks ("p2p:ps" over the [transport] plugins). */
+int  ps_net_open(ps_t *p);
+/* A fresh request id. */
+uint64_t ps_net_req(ps_t *p);
+/* Send header h (sender and incarnation filled here) and `count` float32
+ * values to `member`. timeout_ms <= 0: the strategy's timeout. */
+int  ps_net_send(ps_t *p, int member, ps_hdr_t *h, const float *payload,
+                 uint32_t count, int timeout_ms);
+/* One well-formed message by `deadline` (ps_now_ms clock): 0 with m
+ * filled (m->payload points into p->rbuf until the next receive),
+ * STRATA_ETIMEDOUT, or a transport error. Malformed messages, and messages
+ * whose sender field disagrees with the transport, are counted in
+ * p->malformed and dropped. */
+int  ps_net_recv(ps_t *p, int64_t deadline, ps_msg_t *m);
+/* The text of a STRATA_E* code (plugins do not link the core). */
+const char *ps_strerror(int rc);
+/* The task name of a member ("ps:1") and its address, for messages. */
+const char *ps_name(const ps_t *p, int member);
+const char *ps_addr(const ps_t *p, int member);
+/* Copy a ps's payload (its shards, placement order) into `dst` (a flat
+ * model buffer on `device`), or gather them from it into `out` (host). */
+int  ps_scatter(ps_t *p, int ps, const unsigned char *payload, float *dst,
+                int32_t device);
+int  ps_gather(ps_t *p, int ps, const float *src, int32_t device, float *out);
+
+/* ---- ps_server.c ----------------------------------------------------- */
+
+int  ps_server_init(ps_t *p);          /* after placement: optimizer state */
+void ps_server_fini(ps_t *p);
+int  ps_server_drive(ps_t *p, const strata_drive_t *d);
+
+/* ---- ps_coord.c ------------------------------------------------------ */
+
+int  ps_coord_init(ps_t *p);
+void ps_coord_fini(ps_t *p);
+int  ps_coord_drive(ps_t *p, const strata_drive_t *d);
+
+/* ---- ps_worker.c ----------------------------------------------------- */
+
+int  ps_worker_init(ps_t *p);
+void ps_worker_fini(ps_t *p);
+int  ps_worker_next_step(ps_t *p, strata_step_t *st);
+/* Replica 0 after the local reduce: push the step's gradients. */
+int  ps_worker_push(ps_t *p, const strata_op_t *op);
+/* Pull every ps's shards into replica 0, then copy to the others. Also
+ * used by the coordinator (handler: its messages that are no PARAMS). */
+typedef int (*ps_other_fn)(ps_t *p, const ps_msg_t *m);
+int  ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other);
+
+#endif /* PS_H */

@@ -1,0 +1,481 @@
+/* ps.so -- the coordinator (TensorFlow's ClusterCoordinator with
+ * schedule/join): hands batches to the workers that ask, collects their
+ * results, joins at the end of every epoch, evaluates its own pulled copy
+ * of the variables and reports progress. Heartbeats say which workers are
+ * alive: a lost (or restarted) worker's running step goes back to the
+ * queue with the next attempt. The ps tasks are pinged: one that stops
+ * answering for strategy.timeout_s stops the job. At the end every worker
+ * is told DONE, every ps FINISH, and each ps's count of applied steps must
+ * equal the steps scheduled: exactly once. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps.h"
+#include "ps_sched.h"
+
+typedef struct co_worker {
+    int      seen, lost, told_done;
+    uint64_t inc;          /* incarnation of the process we know        */
+    int64_t  last_seen;    /* ps_now_ms of its last message             */
+    int64_t  batch;        /* running in epoch s.epoch, or -1           */
+    int64_t  steps, restarts;
+} co_worker_t;
+
+struct ps_coord {
+    ps_sched_t   s;
+    co_worker_t *w;
+    int64_t     *ps_last;     /* when ps j last spoke                    */
+    int64_t      spe;         /* step id = epoch * spe + batch           */
+    int64_t      next_tick, next_ping;
+    int64_t      lost_ms;     /* silence after which a worker is lost    */
+    int64_t      last_worker; /* when a worker was last alive            */
+    int          finishing;
+    int64_t      total_done;
+    int64_t      rescheduled, stale;
+    int32_t      batch;       /* global batch, for the figures           */
+};
+
+#define WAIT_MS 20 /* a worker that finds no step asks again after this */
+
+int ps_coord_init(ps_t *p)
+{
+    ps_coord_t *co = calloc(1, sizeof *co);
+    if (!co)
+        return STRATA_ENOMEM;
+    p->co = co;
+    co->w = calloc((size_t)p->nworkers, sizeof *co->w);
+    co->ps_last = calloc((size_t)p->nps, sizeof *co->ps_last);
+    if (!co->w || !co->ps_last)
+        return STRATA_ENOMEM;
+    for (int i = 0; i < p->nworkers; i++)
+        co->w[i].batch = -1;
+    co->lost_ms = 6 * p->cfg.heartbeat_ms;
+    return STRATA_OK;
+}
+
+void ps_coord_fini(ps_t *p)
+{
+    ps_coord_t *co = p->co;
+    if (!co)
+        return;
+    ps_sched_free(&co->s);
+    free(co->w);
+    free(co->ps_last);
+    free(co);
+    p->co = NULL;
+}
+
+static int reply_ms(const ps_t *p)
+{
+    return p->timeout_ms < 1000 ? p->timeout_ms : 1000;
+}
+
+/* Put worker wi's running step back in the queue, saying why (a stale
+ * push is routine under max_staleness: counted, logged at debug level). */
+static void reschedule_at(ps_t *p, int wi, int level, const char *why)
+{
+    ps_coord_t *co = p->co;
+    co_worker_t *w = &co->w[wi];
+    int64_t b = w->batch;
+    w->batch = -1;
+    if (b < 0 || co->s.owner[b] != wi || !ps_sched_requeue(&co->s, b))
+        return;
+    co->rescheduled++;
+    ps_log(p, level, "step %lld (epoch %d, batch %lld, attempt %d) "
+           "of %s re-scheduled: %s", (long long)(co->s.epoch * co->spe + b),
+           co->s.epoch + 1, (long long)b, co->s.attempt[b],
+           ps_name(p, p->worker_member[wi]), why);
+}
+
+static void reschedule(ps_t *p, int wi, const char *why)
+{
+    reschedule_at(p, wi, STRATA_LOG_WARN, why);
+}
+
+/* Any message from worker wi: alive; a new incarnation is a restart. */
+static void seen(ps_t *p, int wi, uint64_t inc)
+{
+    co_worker_t *w = &p->co->w[wi];
+    const char *name = ps_name(p, p->worker_member[wi]);
+    if (!w->seen) {
+        ps_log(p, STRATA_LOG_INFO, "%s registered", name);
+    } else if (w->inc != inc) {
+        w->restarts++;
+        ps_log(p, STRATA_LOG_WARN, "%s rejoined after a restart (%lld so "
+               "far); it pulls the current parameters and gets work", name,
+               (long long)w->restarts);
+        reschedule(p, wi, "its worker restarted");
+    } else if (w->lost) {
+        ps_log(p, STRATA_LOG_WARN, "%s is back after %.1f s of silence", name,
+               (ps_now_ms() - w->last_seen) / 1000.0);
+    }
+    w->seen = 1;
+    w->lost = 0;
+    w->inc = inc;
+    w->last_seen = p->co->last_worker = ps_now_ms();
+}
+
+static void progress(ps_t *p)
+{
+    const ps_sched_t *s = &p->co->s;
+    double n = s->samples > 0 ? (double)s->samples : 1.0;
+    strata_report_t r = {
+        .struct_size = sizeof r, .kind = STRATA_REPORT_STEP,
+        .epoch = s->epoch, .steps = s->ndone, .loss = s->loss / n,
+        .acc = (double)s->correct / n,
+    };
+    (void)p->host->report(&r);
+}
+
+/* The result of worker wi's previous step (STEP_REQ with has_result). */
+static void result(ps_t *p, int wi, const ps_hdr_t *h)
+{
+    ps_coord_t *co = p->co;
+    co_worker_t *w = &co->w[wi];
+    int64_t epoch = h->step / co->spe, b = h->step % co->spe;
+    if (w->batch == b && epoch == co->s.epoch)
+        w->batch = -1;
+    if (epoch != co->s.epoch || b >= co->s.n)
+        return; /* an epoch that is over: a late duplicate */
+    if (h->status == PS_OK) {
+        if (ps_sched_done(&co->s, b, h->f, h->b, h->a) == 1) {
+            co->total_done++;
+            w->steps++;
+            progress(p);
+        }
+        return;
+    }
+    if (co->s.state[b] == PS_B_RUNNING && co->s.owner[b] == wi) {
+        w->batch = b;
+        if (h->status == PS_STALE)
+            co->stale++;
+        reschedule_at(p, wi, h->status == PS_STALE ? STRATA_LOG_DEBUG
+                                                   : STRATA_LOG_WARN,
+                      h->status == PS_STALE ? "a ps refused its push as stale "
+                      "(strategy.max_staleness)" : "the worker failed it");
+    }
+}
+
+/* Answer a STEP_REQ: a step, WAIT (the epoch is joining), or DONE. */
+static void assign(ps_t *p, int wi, const ps_msg_t *m)
+{
+    ps_coord_t *co = p->co;
+    co_worker_t *w = &co->w[wi];
+    ps_hdr_t r = { .type = PS_WAIT, .req = m->h.req, .step = -1,
+                   .a = WAIT_MS };
+    int64_t b = -1;
+    int32_t attempt = 0;
+    if (co->finishing) {
+        r.type = PS_DONE;
+        r.a = 0;
+    } else if (w->batch < 0 && ps_sched_next(&co->s, wi, &b, &attempt)) {
+        r.type = PS_STEP;
+        r.step = co->s.epoch * co->spe + b;
+        r.attempt = attempt;
+        r.epoch = co->s.epoch;
+        r.a = b;
+        w->batch = b;
+    }
+    int rc = ps_net_send(p, m->from, &r, NULL, 0, reply_ms(p));
+    if (rc == STRATA_OK && r.type == PS_DONE)
+        w->told_done = 1;
+    if (rc != STRATA_OK && b >= 0)
+        reschedule(p, wi, "could not hand it over");
+}
+
+static void refuse(ps_t *p, const ps_msg_t *m, const char *why)
+{
+    long long n = atomic_fetch_add(&p->malformed, 1) + 1;
+    if (n <= 10 || n % 1000 == 0)
+        ps_log(p, STRATA_LOG_WARN, "coordinator: dropped %s from %s: %s",
+               ps_wire_type_name(m->h.type), ps_name(p, m->from), why);
+}
+
+/* Every message that is not a reply the caller awaits. */
+static int handle(ps_t *p, const ps_msg_t *m)
+{
+    ps_coord_t *co = p->co;
+    int wi = p->member_worker[m->from], j = p->member_ps[m->from];
+    if (j >= 0) {
+        co->ps_last[j] = ps_now_ms();
+        if (m->h.type != PS_PONG && m->h.type != PS_PARAMS
+            && m->h.type != PS_FIN_ACK)
+            refuse(p, m, "not a reply of a ps");
+        return STRATA_OK; /* PONG, or a late reply */
+    }
+    if (wi < 0) {
+        refuse(p, m, "not from a worker or a ps");
+        return STRATA_OK;
+    }
+    if (m->h.type != PS_HEARTBEAT && m->h.type != PS_STEP_REQ) {
+        refuse(p, m, "not a worker's request");
+        return STRATA_OK;
+    }
+    seen(p, wi, m->h.incarnation);
+    if (m->h.type == PS_STEP_REQ) {
+        if (m->h.c == 1)
+            result(p, wi, &m->h);
+        else if (co->w[wi].batch >= 0) /* our STEP never reached it */
+            reschedule(p, wi, "the worker asks again without its result");
+        assign(p, wi, m);
+    }
+    return STRATA_OK;
+}
+
+/* Pings, and who is gone: a silent worker is lost (its step goes back),
+ * a silent ps ends the job. Called with the queue drained. */
+static int tick(ps_t *p)
+{
+    ps_coord_t *co = p->co;
+    int64_t now = ps_now_ms();
+    if (now >= co->next_ping) {
+        co->next_ping = now + p->cfg.heartbeat_ms;
+        for (int j = 0; j < p->nps; j++) {
+            ps_hdr_t h = { .type = PS_PING, .step = -1, .req = ps_net_req(p) };
+            (void)ps_net_send(p, p->ps_member[j], &h, NULL, 0, 50);
+        }
+        now = ps_now_ms();
+    }
+    for (int j = 0; j < p->nps; j++)
+        if (now - co->ps_last[j] > p->timeout_ms) {
+            ps_log(p, STRATA_LOG_ERROR, "%s (%s) stopped answering: no reply "
+                   "for %.1f s (strategy.timeout_s); stopping the job",
+                   ps_name(p, p->ps_member[j]), ps_addr(p, p->ps_member[j]),
+                   (now - co->ps_last[j]) / 1000.0);
+            return STRATA_EPEER;
+        }
+    int alive = 0;
+    for (int wi = 0; wi < p->nworkers; wi++) {
+        co_worker_t *w = &co->w[wi];
+        if (w->seen && !w->lost && now - w->last_seen > co->lost_ms) {
+            w->lost = 1;
+            ps_log(p, STRATA_LOG_WARN, "%s (%s) lost: no heartbeat for %.1f s",
+                   ps_name(p, p->worker_member[wi]),
+                   ps_addr(p, p->worker_member[wi]),
+                   (now - w->last_seen) / 1000.0);
+            reschedule(p, wi, "its worker was lost");
+        }
+        alive += w->seen && !w->lost;
+    }
+    if (!alive && now - co->last_worker > p->timeout_ms) {
+        ps_log(p, STRATA_LOG_ERROR, "no worker alive for %.1f s "
+               "(strategy.timeout_s); stopping the job",
+               (now - co->last_worker) / 1000.0);
+        return STRATA_ETIMEDOUT;
+    }
+    return STRATA_OK;
+}
+
+/* Handle messages, with ticks in between, until `until`: STRATA_ETIMEDOUT.
+ * With `want`, until a message that matches it (type, sender member,
+ * request id), returned in *got; without, after each message handled. */
+typedef struct co_want {
+    int      type, from;
+    uint64_t req;
+} co_want_t;
+
+static int pump(ps_t *p, int64_t until, const co_want_t *want, ps_msg_t *got)
+{
+    ps_coord_t *co = p->co;
+    for (;;) {
+        int64_t now = ps_now_ms();
+        if (now >= co->next_tick) {
+            /* Drain first: queued heartbeats count before judging. */
+            ps_msg_t m;
+            int rc, n = 0;
+            while (n++ < 100000
+                   && (rc = ps_net_recv(p, ps_now_ms() + 1, &m)) == STRATA_OK) {
+                if (want && m.h.type == want->type && m.from == want->from
+                    && m.h.req == want->req) {
+                    *got = m;
+                    return STRATA_OK;
+                }
+                if ((rc = handle(p, &m)) != STRATA_OK)
+                    return rc;
+            }
+            if (rc != STRATA_OK && rc != STRATA_ETIMEDOUT)
+                return rc;
+            if ((rc = tick(p)) != STRATA_OK)
+                return rc;
+            co->next_tick = ps_now_ms() + (p->cfg.heartbeat_ms + 1) / 2;
+            now = ps_now_ms();
+        }
+        if (now >= until)
+            return STRATA_ETIMEDOUT;
+        ps_msg_t m;
+        int rc = ps_net_recv(p, until < co->next_tick ? until : co->next_tick,
+                             &m);
+        if (rc == STRATA_ETIMEDOUT)
+            continue;
+        if (rc != STRATA_OK)
+            return rc;
+        if (want && m.h.type == want->type && m.from == want->from
+            && m.h.req == want->req) {
+            *got = m;
+            return STRATA_OK;
+        }
+        if ((rc = handle(p, &m)) != STRATA_OK || !want)
+            return rc;
+    }
+}
+
+static int run_epoch(ps_t *p, const strata_drive_t *d, int epoch, int64_t n)
+{
+    ps_coord_t *co = p->co;
+    ps_sched_begin(&co->s, epoch, n);
+    for (int wi = 0; wi < p->nworkers; wi++)
+        co->w[wi].batch = -1; /* every step of the last epoch is done */
+    strata_report_t r = { .struct_size = sizeof r,
+                          .kind = STRATA_REPORT_EPOCH_BEGIN, .epoch = epoch,
+                          .steps = n };
+    (void)p->host->report(&r);
+    int64_t t0 = ps_now_ms();
+    while (!ps_sched_complete(&co->s)) {
+        int rc = pump(p, co->next_tick, NULL, NULL);
+        if (rc != STRATA_OK && rc != STRATA_ETIMEDOUT)
+            return rc;
+    }
+    r.seconds = (ps_now_ms() - t0) / 1000.0;
+    /* join: every step of the epoch is done; evaluate the pulled copy */
+    int64_t *versions = calloc((size_t)p->nps, sizeof *versions);
+    int rc = versions ? STRATA_OK : STRATA_ENOMEM;
+    if (rc == STRATA_OK && d->eval) {
+        rc = ps_pull_all(p, versions, handle);
+        if (rc == STRATA_OK)
+            rc = p->host->evaluate(&r.val_loss, &r.val_acc);
+        r.has_val = 1;
+    }
+    free(versions);
+    if (rc != STRATA_OK)
+        return rc;
+    double samples = co->s.samples > 0 ? (double)co->s.samples : 1.0;
+    r.kind = STRATA_REPORT_EPOCH_END;
+    r.loss = co->s.loss / samples;
+    r.acc = (double)co->s.correct / samples;
+    return p->host->report(&r);
+}
+
+/* Every worker alive is told DONE (they ask); bounded by the timeout. */
+static int release_workers(ps_t *p)
+{
+    ps_coord_t *co = p->co;
+    int64_t deadline = ps_now_ms() + p->timeout_ms;
+    for (;;) {
+        int waiting = 0;
+        for (int wi = 0; wi < p->nworkers; wi++)
+            waiting += co->w[wi].seen && !co->w[wi].lost
+                       && !co->w[wi].told_done;
+        if (!waiting)
+            return STRATA_OK;
+        if (ps_now_ms() >= deadline) {
+            ps_log(p, STRATA_LOG_WARN, "%d worker%s did not come for DONE "
+                   "within %.1f s", waiting, waiting == 1 ? "" : "s",
+                   p->timeout_ms / 1000.0);
+            return STRATA_OK;
+        }
+        int rc = pump(p, co->next_tick, NULL, NULL);
+        if (rc != STRATA_OK && rc != STRATA_ETIMEDOUT)
+            return rc;
+    }
+}
+
+/* FINISH every ps; check its count of applied steps: exactly once. */
+static int finish_ps(ps_t *p)
+{
+    ps_coord_t *co = p->co;
+    int rc = STRATA_OK, bad = 0;
+    int64_t dups = 0;
+    for (int j = 0; j < p->nps && rc == STRATA_OK; j++) {
+        int member = p->ps_member[j];
+        ps_hdr_t h = { .type = PS_FINISH, .step = -1, .req = ps_net_req(p) };
+        co_want_t want = { PS_FIN_ACK, member, h.req };
+        ps_msg_t m;
+        rc = ps_net_send(p, member, &h, NULL, 0, 0);
+        int64_t deadline = ps_now_ms() + p->timeout_ms;
+        while (rc == STRATA_OK) {
+            rc = pump(p, deadline, &want, &m);
+            if (rc != STRATA_ETIMEDOUT || ps_now_ms() >= deadline)
+                break;
+            rc = STRATA_OK;
+        }
+        if (rc == STRATA_ETIMEDOUT)
+            ps_log(p, STRATA_LOG_ERROR, "%s (%s) did not answer FINISH within "
+                   "%.1f s", ps_name(p, member), ps_addr(p, member),
+                   p->timeout_ms / 1000.0);
+        if (rc != STRATA_OK)
+            break;
+        dups += m.h.b;
+        if (m.h.a != co->total_done) {
+            bad++;
+            ps_log(p, STRATA_LOG_ERROR, "exactly once: %s applied %lld steps, "
+                   "but %lld were scheduled", ps_name(p, member),
+                   (long long)m.h.a, (long long)co->total_done);
+        } else {
+            ps_log(p, STRATA_LOG_INFO, "%s applied %lld steps, %lld duplicates "
+                   "discarded, %lld malformed messages dropped",
+                   ps_name(p, member), (long long)m.h.a, (long long)m.h.b,
+                   (long long)m.h.c);
+        }
+    }
+    if (rc == STRATA_OK && !bad)
+        ps_log(p, STRATA_LOG_INFO, "exactly once: each of the %d ps tasks "
+               "applied every one of the %lld scheduled steps once (%lld "
+               "re-scheduled, %lld of them after a stale push; %lld duplicate "
+               "pushes discarded)", p->nps, (long long)co->total_done,
+               (long long)co->rescheduled, (long long)co->stale,
+               (long long)dups);
+    return rc != STRATA_OK ? rc : bad ? STRATA_EINTERNAL : STRATA_OK;
+}
+
+/* Best effort: every other task learns that the job failed. */
+static void abort_all(ps_t *p, int code)
+{
+    for (int i = 0; i < p->nmembers; i++) {
+        if (i == p->self || (p->member_ps[i] < 0 && p->member_worker[i] < 0))
+            continue;
+        ps_hdr_t h = { .type = PS_ABORT, .step = -1, .a = code };
+        (void)ps_net_send(p, i, &h, NULL, 0, 100);
+    }
+}
+
+int ps_coord_drive(ps_t *p, const strata_drive_t *d)
+{
+    ps_coord_t *co = p->co;
+    co->spe = d->steps_per_epoch > 0 ? d->steps_per_epoch : 1;
+    co->batch = d->batch;
+    if (ps_sched_init(&co->s, co->spe) != 0)
+        return STRATA_ENOMEM;
+    int64_t now = ps_now_ms();
+    for (int j = 0; j < p->nps; j++)
+        co->ps_last[j] = now;
+    co->last_worker = now;
+    ps_log(p, STRATA_LOG_INFO, "coordinator %s: %d ps, %d workers, %d epochs "
+           "of %lld steps", ps_name(p, p->self), p->nps, p->nworkers,
+           d->epochs, (long long)d->steps_per_epoch);
+    int rc = STRATA_OK;
+    int64_t left = d->max_steps > 0 ? d->max_steps : INT64_MAX;
+    for (int e = 0; rc == STRATA_OK && e < d->epochs && left > 0; e++) {
+        int64_t n = d->steps_per_epoch < left ? d->steps_per_epoch : left;
+        rc = run_epoch(p, d, e, n);
+        left -= n;
+    }
+    co->finishing = 1;
+    int64_t *versions = calloc((size_t)p->nps, sizeof *versions);
+    if (rc == STRATA_OK && !d->eval) /* the final values, for the core */
+        rc = versions ? ps_pull_all(p, versions, handle) : STRATA_ENOMEM;
+    free(versions);
+    if (rc == STRATA_OK)
+        rc = release_workers(p);
+    if (rc == STRATA_OK)
+        rc = finish_ps(p);
+    for (int wi = 0; wi < p->nworkers; wi++)
+        if (co->w[wi].seen)
+            ps_log(p, STRATA_LOG_INFO, "%s ran %lld steps%s",
+                   ps_name(p, p->worker_member[wi]),
+                   (long long)co->w[wi].steps,
+                   co->w[wi].restarts ? " (restarted)" : "");
+    if (rc != STRATA_OK)
+        abort_all(p, rc);
+    return rc;
+}

@@ -1,0 +1,97 @@
+/* ps.so -- the coordinator's steps of one epoch (ps_sched.h). */
+#include "ps_sched.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int ps_sched_init(ps_sched_t *s, int64_t max_n)
+{
+    memset(s, 0, sizeof *s);
+    size_t n = (size_t)(max_n > 0 ? max_n : 1);
+    s->cap = (int64_t)n;
+    s->state = calloc(n, sizeof *s->state);
+    s->attempt = calloc(n, sizeof *s->attempt);
+    s->owner = calloc(n, sizeof *s->owner);
+    s->queue = calloc(n, sizeof *s->queue);
+    return s->state && s->attempt && s->owner && s->queue ? 0 : -1;
+}
+
+void ps_sched_free(ps_sched_t *s)
+{
+    free(s->state);
+    free(s->attempt);
+    free(s->owner);
+    free(s->queue);
+    memset(s, 0, sizeof *s);
+}
+
+void ps_sched_begin(ps_sched_t *s, int32_t epoch, int64_t n)
+{
+    if (n > s->cap)
+        n = s->cap;
+    s->epoch = epoch;
+    s->n = n;
+    s->head = 0;
+    s->len = n;
+    s->ndone = 0;
+    s->loss = 0.0;
+    s->correct = s->samples = 0;
+    for (int64_t b = 0; b < n; b++) {
+        s->state[b] = PS_B_PENDING;
+        s->attempt[b] = 0;
+        s->owner[b] = -1;
+        s->queue[b] = b;
+    }
+}
+
+int ps_sched_next(ps_sched_t *s, int32_t worker, int64_t *batch,
+                  int32_t *attempt)
+{
+    while (s->len > 0) {
+        int64_t b = s->queue[s->head];
+        s->head = (s->head + 1) % s->cap;
+        s->len--;
+        if (s->state[b] != PS_B_PENDING)
+            continue; /* reported done while it waited for a retry */
+        s->state[b] = PS_B_RUNNING;
+        s->owner[b] = worker;
+        *batch = b;
+        *attempt = ++s->attempt[b];
+        return 1;
+    }
+    return 0;
+}
+
+int ps_sched_requeue(ps_sched_t *s, int64_t batch)
+{
+    if (batch < 0 || batch >= s->n || s->state[batch] != PS_B_RUNNING)
+        return 0;
+    s->state[batch] = PS_B_PENDING;
+    s->owner[batch] = -1;
+    /* A pending batch is queued once, so the ring never overflows. */
+    s->head = (s->head + s->cap - 1) % s->cap;
+    s->queue[s->head] = batch;
+    s->len++;
+    return 1;
+}
+
+int ps_sched_done(ps_sched_t *s, int64_t batch, double loss, int64_t correct,
+                  int64_t samples)
+{
+    if (batch < 0 || batch >= s->n)
+        return -1;
+    if (s->state[batch] == PS_B_DONE)
+        return 0;
+    s->state[batch] = PS_B_DONE;
+    s->owner[batch] = -1;
+    s->ndone++;
+    s->loss += loss;
+    s->correct += correct;
+    s->samples += samples;
+    return 1;
+}
+
+int ps_sched_complete(const ps_sched_t *s)
+{
+    return s->ndone >= s->n;
+}

@@ -1,0 +1,46 @@
+/* ps.so -- the coordinator's steps of one epoch: which batches wait, which
+ * run (on whom, which attempt) and which are done, in the spirit of
+ * ClusterCoordinator.schedule/join: a batch handed out is running until
+ * its worker reports it; a batch whose worker is lost (or whose push came
+ * back stale) goes back to the FRONT of the queue with the next attempt;
+ * the first report of a batch counts, later ones are late duplicates. */
+#ifndef PS_SCHED_H
+#define PS_SCHED_H
+
+#include <stdint.h>
+
+enum { PS_B_PENDING = 0, PS_B_RUNNING = 1, PS_B_DONE = 2 };
+
+typedef struct ps_sched {
+    int32_t  epoch;
+    int64_t  n;            /* batches this epoch                      */
+    int8_t  *state;        /* per batch                               */
+    int32_t *attempt;      /* per batch: the last attempt handed out  */
+    int32_t *owner;        /* per batch: worker running it, or -1     */
+    int64_t *queue;        /* circular: pending batches, in order     */
+    int64_t  head, len, cap;
+    int64_t  ndone;
+    double   loss;         /* sums over the done batches              */
+    int64_t  correct, samples;
+} ps_sched_t;
+
+/* Room for epochs of up to `max_n` batches. 0 or -1 (out of memory). */
+int  ps_sched_init(ps_sched_t *s, int64_t max_n);
+void ps_sched_free(ps_sched_t *s);
+/* A new epoch of n (<= max_n) batches, all pending, in order. */
+void ps_sched_begin(ps_sched_t *s, int32_t epoch, int64_t n);
+/* Hand the next pending batch to `worker`: 1 with *batch and *attempt,
+ * 0 when none is pending. */
+int  ps_sched_next(ps_sched_t *s, int32_t worker, int64_t *batch,
+                   int32_t *attempt);
+/* Put a running batch back at the front of the queue: 1 if it was
+ * running, 0 otherwise (done already, or pending). */
+int  ps_sched_requeue(ps_sched_t *s, int64_t batch);
+/* Batch reported done: 1 the first time (its figures are added), 0 for a
+ * late duplicate, -1 when batch is out of range. */
+int  ps_sched_done(ps_sched_t *s, int64_t batch, double loss, int64_t correct,
+                   int64_t samples);
+/* Every batch of the epoch is done. */
+int  ps_sched_complete(const ps_sched_t *s);
+
+#endif /* PS_SCHED_H */

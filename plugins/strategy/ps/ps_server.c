@@ -1,0 +1,248 @@
+/* ps.so -- a parameter server task: it owns some shards of the variables
+ * and their optimizer state, answers PULL with their current values and
+ * applies each PUSH as it arrives, exactly once per step: a step id it
+ * has applied before is a duplicate (a re-scheduled step, a replay) and is
+ * discarded. It serves until the coordinator says FINISH, and gives up when
+ * the coordinator has been silent for strategy.timeout_s. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps.h"
+
+struct ps_server {
+    int            j;          /* this ps's index                          */
+    int           *mine;       /* indices into p->place.shard              */
+    int            nmine;
+    strata_opt_t **opt;        /* per shard of mine                        */
+    float         *vals;       /* staging for PARAMS                       */
+    size_t         count;      /* elements this ps owns                    */
+    unsigned char *applied;    /* bitmap over step ids [0, nsteps)         */
+    int64_t        nsteps;
+    int64_t        version;    /* steps applied here                       */
+    int64_t        ndup, nstale, nrefused;
+    int64_t        last_coord; /* when the coordinator last spoke          */
+};
+
+int ps_server_init(ps_t *p)
+{
+    ps_server_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return STRATA_ENOMEM;
+    p->srv = s;
+    s->j = p->member_ps[p->self];
+    s->count = p->place.ps_count[s->j];
+    s->mine = calloc((size_t)p->place.n + 1, sizeof *s->mine);
+    s->opt = calloc((size_t)p->place.n + 1, sizeof *s->opt);
+    s->vals = p->host->alloc(p->cpu, (s->count + 1) * sizeof(float));
+    if (!s->mine || !s->opt || !s->vals)
+        return STRATA_ENOMEM;
+    for (int i = 0; i < p->place.n; i++) {
+        const ps_shard_t *sh = &p->place.shard[i];
+        if (sh->ps != s->j)
+            continue;
+        int rc = p->host->opt_create(p->cpu, sh->count, &s->opt[s->nmine]);
+        if (rc != STRATA_OK)
+            return rc;
+        s->mine[s->nmine++] = i;
+    }
+    if (s->nmine == 0)
+        ps_log(p, STRATA_LOG_WARN, "%s holds no variable: there are more ps "
+               "tasks than shards (see strategy.partitioner)",
+               ps_name(p, p->self));
+    return STRATA_OK;
+}
+
+void ps_server_fini(ps_t *p)
+{
+    ps_server_t *s = p->srv;
+    if (!s)
+        return;
+    for (int i = 0; s->opt && i < s->nmine; i++)
+        p->host->opt_destroy(s->opt[i]);
+    p->host->free(p->cpu, s->vals);
+    free(s->opt);
+    free(s->mine);
+    free(s->applied);
+    free(s);
+    p->srv = NULL;
+}
+
+static void summary(ps_t *p)
+{
+    ps_server_t *s = p->srv;
+    ps_log(p, STRATA_LOG_INFO, "%s applied %lld steps, %lld duplicates "
+           "discarded, %lld malformed messages dropped (%lld stale pushes "
+           "refused)", ps_name(p, p->self), (long long)s->version,
+           (long long)s->ndup, (long long)atomic_load(&p->malformed),
+           (long long)s->nstale);
+}
+
+static void refuse(ps_t *p, const ps_msg_t *m, const char *why)
+{
+    long long n = atomic_fetch_add(&p->malformed, 1) + 1;
+    if (n <= 10 || n % 1000 == 0)
+        ps_log(p, STRATA_LOG_WARN, "%s: dropped %s from %s: %s (%lld so far)",
+               ps_name(p, p->self), ps_wire_type_name(m->h.type),
+               ps_name(p, m->from), why, n);
+}
+
+/* Replies are short-lived: a requester that died does not hold us up. */
+static int reply_ms(const ps_t *p)
+{
+    return p->timeout_ms < 1000 ? p->timeout_ms : 1000;
+}
+
+static void on_pull(ps_t *p, const ps_msg_t *m)
+{
+    ps_server_t *s = p->srv;
+    if (ps_gather(p, s->j, p->master, p->cpu, s->vals) != STRATA_OK)
+        return;
+    ps_hdr_t r = { .type = PS_PARAMS, .req = m->h.req, .step = -1,
+                   .a = s->version };
+    (void)ps_net_send(p, m->from, &r, s->vals, (uint32_t)s->count,
+                      reply_ms(p));
+}
+
+static int apply(ps_t *p, const float *grad, float lr)
+{
+    ps_server_t *s = p->srv;
+    size_t at = 0;
+    for (int i = 0; i < s->nmine; i++) {
+        const ps_shard_t *sh = &p->place.shard[s->mine[i]];
+        int rc = p->host->opt_step(s->opt[i], p->master + sh->offset,
+                                   grad + at, sh->count, lr);
+        if (rc != STRATA_OK)
+            return rc;
+        at += sh->count;
+    }
+    return STRATA_OK;
+}
+
+static int on_push(ps_t *p, const ps_msg_t *m)
+{
+    ps_server_t *s = p->srv;
+    const ps_hdr_t *h = &m->h;
+    if (p->member_worker[m->from] < 0) {
+        refuse(p, m, "only workers push");
+        return STRATA_OK;
+    }
+    if (h->count != s->count || h->step >= s->nsteps) {
+        refuse(p, m, h->count != s->count ? "gradient size differs from this "
+               "ps's shards" : "step id beyond the job");
+        return STRATA_OK;
+    }
+    ps_hdr_t r = { .type = PS_PUSH_ACK, .req = h->req, .step = h->step,
+                   .attempt = h->attempt };
+    unsigned char bit = (unsigned char)(1u << (h->step & 7));
+    if (s->applied[h->step >> 3] & bit) {
+        r.status = PS_DUPLICATE;
+        s->ndup++;
+        ps_log(p, STRATA_LOG_DEBUG, "%s: step %lld (attempt %d) from %s: "
+               "applied before, discarded", ps_name(p, p->self),
+               (long long)h->step, h->attempt, ps_name(p, m->from));
+    } else if (p->cfg.max_staleness > 0
+               && s->version - h->a > p->cfg.max_staleness) {
+        r.status = PS_STALE;
+        s->nstale++;
+    } else {
+        /* The payload sits 80 bytes into the 64-byte aligned buffer. */
+        int rc = apply(p, (const float *)(const void *)m->payload, (float)h->f);
+        if (rc != STRATA_OK) {
+            ps_log(p, STRATA_LOG_ERROR, "%s: optimizer step failed: %s",
+                   ps_name(p, p->self), ps_strerror(rc));
+            return rc;
+        }
+        s->applied[h->step >> 3] |= bit;
+        s->version++;
+    }
+    r.a = s->version;
+    (void)ps_net_send(p, m->from, &r, NULL, 0, reply_ms(p));
+    return STRATA_OK;
+}
+
+static void counters(const ps_t *p, ps_hdr_t *r)
+{
+    r->a = p->srv->version;
+    r->b = p->srv->ndup;
+    r->c = atomic_load(&p->malformed);
+}
+
+/* One message; 1 when the coordinator says FINISH. */
+static int handle(ps_t *p, const ps_msg_t *m)
+{
+    int from_coord = m->from == p->coord;
+    if (from_coord)
+        p->srv->last_coord = ps_now_ms();
+    switch (m->h.type) {
+    case PS_PULL:
+        if (from_coord || p->member_worker[m->from] >= 0)
+            on_pull(p, m);
+        else
+            refuse(p, m, "not from a worker or the coordinator");
+        return 0;
+    case PS_PUSH:
+        return on_push(p, m);
+    case PS_PING:
+    case PS_FINISH: {
+        if (!from_coord) {
+            refuse(p, m, "not from the coordinator");
+            return 0;
+        }
+        ps_hdr_t r = { .type = m->h.type == PS_PING ? PS_PONG : PS_FIN_ACK,
+                       .req = m->h.req, .step = -1 };
+        counters(p, &r);
+        (void)ps_net_send(p, m->from, &r, NULL, 0, reply_ms(p));
+        return m->h.type == PS_FINISH;
+    }
+    case PS_ABORT:
+        if (!from_coord) {
+            refuse(p, m, "not from the coordinator");
+            return 0;
+        }
+        ps_log(p, STRATA_LOG_ERROR, "%s: the coordinator %s stopped the job "
+               "(%s)", ps_name(p, p->self), ps_name(p, m->from),
+               ps_strerror((int)m->h.a));
+        return STRATA_EPEER;
+    default:
+        refuse(p, m, "not a request a ps serves");
+        return 0;
+    }
+}
+
+int ps_server_drive(ps_t *p, const strata_drive_t *d)
+{
+    ps_server_t *s = p->srv;
+    s->nsteps = (int64_t)d->epochs * d->steps_per_epoch;
+    if (d->max_steps > 0 && d->max_steps < s->nsteps)
+        s->nsteps = d->max_steps;
+    if (s->nsteps < 0 || s->nsteps > ((int64_t)1 << 40))
+        return STRATA_EINVAL;
+    s->applied = calloc((size_t)(s->nsteps / 8 + 1), 1);
+    if (!s->applied)
+        return STRATA_ENOMEM;
+    s->last_coord = ps_now_ms();
+    ps_log(p, STRATA_LOG_INFO, "%s serves %d shard%s (%zu values) for %d "
+           "worker%s", ps_name(p, p->self), s->nmine, s->nmine == 1 ? "" : "s",
+           s->count, p->nworkers, p->nworkers == 1 ? "" : "s");
+    int rc;
+    for (;;) {
+        ps_msg_t m;
+        rc = ps_net_recv(p, s->last_coord + p->timeout_ms, &m);
+        if (rc == STRATA_ETIMEDOUT) {
+            ps_log(p, STRATA_LOG_ERROR, "%s: no word from the coordinator %s "
+                   "(%s) for %.1f s; giving up", ps_name(p, p->self),
+                   ps_name(p, p->coord), ps_addr(p, p->coord),
+                   p->timeout_ms / 1000.0);
+            break;
+        }
+        if (rc == STRATA_OK && (rc = handle(p, &m)) == 1) {
+            rc = STRATA_OK;
+            break;
+        }
+        if (rc != STRATA_OK)
+            break;
+    }
+    summary(p);
+    return rc;
+}

@@ -1,0 +1,339 @@
+/* ps.so -- a worker: asks the coordinator for a step (reporting the
+ * previous one), pulls the current parameters from every ps, lets the
+ * core run forward and backward on the batch, reduces its local replicas
+ * in process and pushes the gradients: one fused message per ps, acked
+ * each; it never waits for other workers. A heartbeat thread tells the
+ * coordinator it is alive while it computes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ps.h"
+
+struct ps_worker {
+    int             w;          /* worker index                          */
+    int64_t        *version;    /* per ps: version of our parameters     */
+    float         **stage;      /* per ps: host buffer of its gradients  */
+    uint64_t       *req;        /* per ps: the request awaited           */
+    /* the step handed out last */
+    int             have_step;
+    int64_t         step;
+    int32_t         attempt;
+    int             status;     /* PS_OK, PS_STALE                       */
+    int64_t         steps_run, stale;
+    /* heartbeats */
+    pthread_t       hb;
+    int             hb_on;
+    pthread_mutex_t hb_lock;
+    pthread_cond_t  hb_cond;
+    int             hb_stop;
+};
+
+int ps_worker_init(ps_t *p)
+{
+    ps_worker_t *k = calloc(1, sizeof *k);
+    if (!k)
+        return STRATA_ENOMEM;
+    p->wk = k;
+    k->w = p->member_worker[p->self];
+    pthread_mutex_init(&k->hb_lock, NULL);
+    pthread_cond_init(&k->hb_cond, NULL);
+    k->version = calloc((size_t)p->nps, sizeof *k->version);
+    k->stage = calloc((size_t)p->nps, sizeof *k->stage);
+    k->req = calloc((size_t)p->nps, sizeof *k->req);
+    if (!k->version || !k->stage || !k->req)
+        return STRATA_ENOMEM;
+    for (int j = 0; j < p->nps; j++)
+        if (!(k->stage[j] = p->host->alloc(p->cpu, (p->place.ps_count[j] + 1)
+                                                       * sizeof(float))))
+            return STRATA_ENOMEM;
+    return STRATA_OK;
+}
+
+static void stop_heartbeats(ps_worker_t *k)
+{
+    if (!k->hb_on)
+        return;
+    pthread_mutex_lock(&k->hb_lock);
+    k->hb_stop = 1;
+    pthread_cond_signal(&k->hb_cond);
+    pthread_mutex_unlock(&k->hb_lock);
+    pthread_join(k->hb, NULL);
+    k->hb_on = 0;
+}
+
+void ps_worker_fini(ps_t *p)
+{
+    ps_worker_t *k = p->wk;
+    if (!k)
+        return;
+    stop_heartbeats(k);
+    if (k->steps_run > 0 || k->have_step)
+        ps_log(p, STRATA_LOG_INFO, "%s ran %lld steps (%lld pushes refused "
+               "as stale)", ps_name(p, p->self), (long long)k->steps_run,
+               (long long)k->stale);
+    for (int j = 0; k->stage && j < p->nps; j++)
+        p->host->free(p->cpu, k->stage[j]);
+    free(k->stage);
+    free(k->version);
+    free(k->req);
+    pthread_cond_destroy(&k->hb_cond);
+    pthread_mutex_destroy(&k->hb_lock);
+    free(k);
+    p->wk = NULL;
+}
+
+static void *heartbeat_main(void *arg)
+{
+    ps_t *p = arg;
+    ps_worker_t *k = p->wk;
+    pthread_mutex_lock(&k->hb_lock);
+    while (!k->hb_stop) {
+        pthread_mutex_unlock(&k->hb_lock);
+        ps_hdr_t h = { .type = PS_HEARTBEAT, .step = -1 };
+        (void)ps_net_send(p, p->coord, &h, NULL, 0, (int)p->cfg.heartbeat_ms);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t ns = ts.tv_nsec + p->cfg.heartbeat_ms * 1000000;
+        ts.tv_sec += (time_t)(ns / 1000000000);
+        ts.tv_nsec = (long)(ns % 1000000000);
+        pthread_mutex_lock(&k->hb_lock);
+        if (!k->hb_stop)
+            pthread_cond_timedwait(&k->hb_cond, &k->hb_lock, &ts);
+    }
+    pthread_mutex_unlock(&k->hb_lock);
+    return NULL;
+}
+
+/* A message that is not the reply awaited: an ABORT from the coordinator
+ * ends the job here; anything else is a late reply (dropped) or does not
+ * belong to a worker (counted as malformed). */
+static int other(ps_t *p, const ps_msg_t *m)
+{
+    if (m->from == p->coord && m->h.type == PS_ABORT) {
+        ps_log(p, STRATA_LOG_ERROR, "%s: the coordinator %s stopped the job "
+               "(%s)", ps_name(p, p->self), ps_name(p, m->from),
+               ps_strerror((int)m->h.a));
+        return STRATA_EPEER;
+    }
+    int late = (m->from == p->coord && (m->h.type == PS_STEP
+                || m->h.type == PS_WAIT || m->h.type == PS_DONE))
+               || (p->member_ps[m->from] >= 0 && (m->h.type == PS_PARAMS
+                   || m->h.type == PS_PUSH_ACK));
+    if (late) {
+        ps_log(p, STRATA_LOG_DEBUG, "%s: late %s from %s dropped",
+               ps_name(p, p->self), ps_wire_type_name(m->h.type),
+               ps_name(p, m->from));
+    } else {
+        atomic_fetch_add(&p->malformed, 1);
+        ps_log(p, STRATA_LOG_WARN, "%s: unexpected %s from %s dropped",
+               ps_name(p, p->self), ps_wire_type_name(m->h.type),
+               ps_name(p, m->from));
+    }
+    return STRATA_OK;
+}
+
+/* The ps a reply to one of our per-ps requests comes from, or -1. */
+static int ps_reply(const ps_t *p, const ps_msg_t *m, int type,
+                    const uint64_t *req, const int *pending)
+{
+    int j = p->member_ps[m->from];
+    if (j < 0 || m->h.type != type || !pending[j] || m->h.req != req[j])
+        return -1;
+    return j;
+}
+
+static int missing(ps_t *p, const int *pending, const char *what)
+{
+    for (int j = 0; j < p->nps; j++)
+        if (pending[j]) {
+            ps_log(p, STRATA_LOG_ERROR, "%s: %s (%s) did not answer %s "
+                   "within %.1f s", ps_name(p, p->self),
+                   ps_name(p, p->ps_member[j]), ps_addr(p, p->ps_member[j]),
+                   what, p->timeout_ms / 1000.0);
+            break;
+        }
+    return STRATA_ETIMEDOUT;
+}
+
+int ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other_fn)
+{
+    int *pending = calloc((size_t)p->nps, sizeof *pending);
+    uint64_t *req = calloc((size_t)p->nps, sizeof *req);
+    int rc = pending && req ? STRATA_OK : STRATA_ENOMEM, left = 0;
+    for (int j = 0; rc == STRATA_OK && j < p->nps; j++) {
+        ps_hdr_t h = { .type = PS_PULL, .step = -1, .req = ps_net_req(p) };
+        req[j] = h.req;
+        rc = ps_net_send(p, p->ps_member[j], &h, NULL, 0, 0);
+        pending[j] = 1;
+        left++;
+    }
+    int64_t deadline = ps_now_ms() + p->timeout_ms;
+    while (rc == STRATA_OK && left > 0) {
+        ps_msg_t m;
+        rc = ps_net_recv(p, deadline, &m);
+        if (rc == STRATA_ETIMEDOUT)
+            rc = missing(p, pending, "PULL");
+        if (rc != STRATA_OK)
+            break;
+        int j = ps_reply(p, &m, PS_PARAMS, req, pending);
+        if (j >= 0 && m.h.count != p->place.ps_count[j]) {
+            atomic_fetch_add(&p->malformed, 1);
+            ps_log(p, STRATA_LOG_WARN, "%s: PARAMS of %u values from %s, "
+                   "expected %zu: dropped", ps_name(p, p->self), m.h.count,
+                   ps_name(p, m.from), p->place.ps_count[j]);
+        } else if (j >= 0) {
+            rc = ps_scatter(p, j, m.payload, p->slab[0], p->devices[0]);
+            versions[j] = m.h.a;
+            pending[j] = 0;
+            left--;
+        } else {
+            rc = other_fn(p, &m);
+        }
+    }
+    for (int r = 1; rc == STRATA_OK && r < p->nrep; r++)
+        rc = p->host->copy(p->devices[r], p->slab[r], p->devices[0],
+                           p->slab[0], p->model_count * sizeof(float));
+    free(pending);
+    free(req);
+    return rc;
+}
+
+/* One STEP_REQ and its reply. */
+static int ask(ps_t *p, ps_hdr_t *q, ps_msg_t *m)
+{
+    q->req = ps_net_req(p);
+    int rc = ps_net_send(p, p->coord, q, NULL, 0, 0);
+    int64_t deadline = ps_now_ms() + p->timeout_ms;
+    while (rc == STRATA_OK) {
+        rc = ps_net_recv(p, deadline, m);
+        if (rc == STRATA_ETIMEDOUT)
+            ps_log(p, STRATA_LOG_ERROR, "%s: no answer from the coordinator "
+                   "%s (%s) within %.1f s", ps_name(p, p->self),
+                   ps_name(p, p->coord), ps_addr(p, p->coord),
+                   p->timeout_ms / 1000.0);
+        if (rc != STRATA_OK)
+            break;
+        if (m->from == p->coord && m->h.req == q->req
+            && (m->h.type == PS_STEP || m->h.type == PS_WAIT
+                || m->h.type == PS_DONE))
+            return STRATA_OK;
+        rc = other(p, m);
+    }
+    return rc;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 };
+    nanosleep(&ts, NULL);
+}
+
+int ps_worker_next_step(ps_t *p, strata_step_t *st)
+{
+    ps_worker_t *k = p->wk;
+    if (!k->hb_on) {
+        if (pthread_create(&k->hb, NULL, heartbeat_main, p) != 0)
+            return STRATA_ENOMEM;
+        k->hb_on = 1;
+    }
+    ps_hdr_t q = { .type = PS_STEP_REQ, .step = -1 };
+    if (k->have_step && st->has_result) {
+        q.c = 1;
+        q.step = k->step;
+        q.attempt = k->attempt;
+        q.status = (uint8_t)k->status;
+        q.a = st->samples;
+        q.b = st->correct;
+        q.f = st->loss_sum;
+        if (k->status == PS_OK)
+            k->steps_run++;
+    }
+    for (;;) {
+        ps_msg_t m;
+        int rc = ask(p, &q, &m);
+        if (rc != STRATA_OK)
+            return rc;
+        q.c = 0; /* the result went with the first request */
+        q.step = -1;
+        q.attempt = 0;
+        q.status = PS_OK;
+        q.a = q.b = 0;
+        q.f = 0;
+        if (m.h.type == PS_DONE) {
+            st->done = 1;
+            k->have_step = 0;
+            stop_heartbeats(k);
+            return STRATA_OK;
+        }
+        if (m.h.type == PS_WAIT) {
+            sleep_ms(m.h.a);
+            continue;
+        }
+        st->done = 0;
+        st->id = m.h.step;
+        st->epoch = m.h.epoch;
+        st->attempt = m.h.attempt;
+        st->batch = m.h.a;
+        k->have_step = 1;
+        k->step = m.h.step;
+        k->attempt = m.h.attempt;
+        k->status = PS_OK;
+        /* Parameters current as of now: the stale-synchronous bound is
+         * then counted from here to the push. */
+        return ps_pull_all(p, k->version, other);
+    }
+}
+
+int ps_worker_push(ps_t *p, const strata_op_t *op)
+{
+    ps_worker_t *k = p->wk;
+    if (!k->have_step || op->step != k->step || op->count != p->model_count) {
+        ps_log(p, STRATA_LOG_ERROR, "%s: gradients of step %lld, but step "
+               "%lld was handed out", ps_name(p, p->self),
+               (long long)op->step, (long long)k->step);
+        return STRATA_ESTATE;
+    }
+    int *pending = calloc((size_t)p->nps, sizeof *pending);
+    int rc = pending ? STRATA_OK : STRATA_ENOMEM, left = 0;
+    for (int j = 0; rc == STRATA_OK && j < p->nps; j++) {
+        rc = ps_gather(p, j, op->buf, op->device, k->stage[j]);
+        ps_hdr_t h = { .type = PS_PUSH, .step = k->step, .attempt = k->attempt,
+                       .req = ps_net_req(p), .a = k->version[j], .f = op->lr };
+        k->req[j] = h.req;
+        if (rc == STRATA_OK)
+            rc = ps_net_send(p, p->ps_member[j], &h, k->stage[j],
+                             (uint32_t)p->place.ps_count[j], 0);
+        pending[j] = 1;
+        left++;
+    }
+    int64_t deadline = ps_now_ms() + p->timeout_ms;
+    while (rc == STRATA_OK && left > 0) {
+        ps_msg_t m;
+        rc = ps_net_recv(p, deadline, &m);
+        if (rc == STRATA_ETIMEDOUT)
+            rc = missing(p, pending, "PUSH");
+        if (rc != STRATA_OK)
+            break;
+        int j = ps_reply(p, &m, PS_PUSH_ACK, k->req, pending);
+        if (j < 0 || m.h.step != k->step) {
+            rc = other(p, &m);
+            continue;
+        }
+        if (m.h.status == PS_STALE) {
+            k->status = PS_STALE;
+            k->stale++;
+            ps_log(p, STRATA_LOG_DEBUG, "%s: step %lld: %s refused the push as "
+                   "stale (parameters of version %lld, the ps is at %lld, "
+                   "max_staleness %lld)", ps_name(p, p->self),
+                   (long long)k->step, ps_name(p, m.from),
+                   (long long)k->version[j], (long long)m.h.a,
+                   (long long)p->cfg.max_staleness);
+        }
+        pending[j] = 0;
+        left--;
+    }
+    free(pending);
+    return rc;
+}
