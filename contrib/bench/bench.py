@@ -27,6 +27,8 @@ T_SINGLE_RATIO = 1.6    # batch 256: strata 2 replicas / best torch single
 T_DDP_RATIO = 8.0       # batch 64: strata 2 replicas / torch DDP
 T_RSS_MIB = 150.0       # peak RSS of a strata run
 T_MWMS_RATIO = 5.0      # batch 64: strata mwms 2 workers / torch DDP
+# 784*128 + 128 + 128*10 + 10 float32 variables, plus Adam's 2 slots
+MODEL_STATE_MIB = 3 * 101770 * 4 / 2**20
 T_ACC_PP = 0.5          # accuracy: at most 0.5 points below torch's median
 
 
@@ -175,7 +177,8 @@ def read_metrics(path, what):
     return out
 
 
-def run_strata(a, ctx, tag, batch, epochs, seed, devices, workers=0):
+def run_strata(a, ctx, tag, batch, epochs, seed, devices, workers=0,
+               strategy="mirrored"):
     """workers > 0: MultiWorkerMirroredStrategy, `strata launch -n workers`
     over zmq (each worker one replica on `devices`)."""
     csv_path = os.path.join(ctx["dir"], tag + ".csv")
@@ -185,7 +188,7 @@ def run_strata(a, ctx, tag, batch, epochs, seed, devices, workers=0):
             "optimizer.name=adam", "optimizer.lr=0.001",
             "model.layers=" + LAYERS, "data.dir=" + a.data]
     sets += (["strategy.plugin=mwms", "transport.plugin=zmq"] if workers else
-             ["strategy.plugin=mirrored", "transport.plugin=local"])
+             ["strategy.plugin=" + strategy, "transport.plugin=local"])
     if devices:
         sets.append("train.devices=" + devices)
     cmd = [ctx["strata"], "train", "-c", ctx["ini"]]
@@ -254,6 +257,8 @@ def configs(a):
         out += [("s1", "strata mirrored, 1 replica", "strata", "cpu:0"),
                 ("s2", "strata mirrored, 2 replicas", "strata",
                  "cpu:0, cpu:1"),
+                ("c2", "strata central, 2 replicas", "central",
+                 "cpu:0, cpu:1"),
                 ("mw", "strata mwms, 2 workers x 1 (zmq)", "mwms", "cpu:0")]
     out += [("t1", "torch 1 thread", "torch", ["--threads", "1"]),
             ("t2", "torch 2 threads", "torch", ["--threads", "2"]),
@@ -272,10 +277,11 @@ def speed(a, ctx):
                 tag = "speed-b%d-%s-r%d" % (batch, key, rnd)
                 progress("%s (batch %d, round %d/%d)"
                          % (label, batch, rnd + 1, a.rounds))
-                if kind in ("strata", "mwms"):
-                    rows, rss, wall = run_strata(a, ctx, tag, batch,
-                                                 a.epochs, a.seed, args,
-                                                 2 if kind == "mwms" else 0)
+                if kind in ("strata", "mwms", "central"):
+                    rows, rss, wall = run_strata(
+                        a, ctx, tag, batch, a.epochs, a.seed, args,
+                        2 if kind == "mwms" else 0,
+                        "central" if kind == "central" else "mirrored")
                     rss = (rss, None)
                 else:
                     rows, rss, wall = run_torch(a, ctx, tag, batch, a.epochs,
@@ -371,6 +377,14 @@ def report_speed(a, res, targets):
         print()
     if not a.skip_strata:
         peak = max(r["rss"] for (b, k), r in res.items() if k in ("s1", "s2"))
+        # central holds one copy of the variables and slots, mirrored one
+        # per replica: the difference shows in peak RSS.
+        for b in a.batches:
+            m2, c2 = res[(b, "s2")]["rss"], res[(b, "c2")]["rss"]
+            print("batch %d: peak RSS mirrored 2 replicas %.1f MiB, central 2 "
+                  "replicas %.1f MiB (difference %.1f MiB; the model with "
+                  "Adam's slots is %.1f MiB per copy)"
+                  % (b, m2, c2, m2 - c2, MODEL_STATE_MIB))
         # (mwms runs under `strata launch`: its RSS is the launcher's)
         targets.append(("peak RSS of the strata speed runs <= %.0f MiB"
                         % T_RSS_MIB, "%.0f MiB" % peak, peak <= T_RSS_MIB))
