@@ -512,6 +512,17 @@ int strata__train(strata_ctx_t *ctx)
         rc = start_threads(run);
     if (rc == STRATA_OK) {
         const strata_plugin_v1_t *vt = run->strategy->vt;
+        if (checkpointing(run) && (STRATA_HAS(vt, drive) ||
+                                   STRATA_HAS(vt, next_step))) {
+            strata__log(STRATA_LOG_ERROR, "checkpoint",
+                        "[checkpoint] dir is set, but strategy %s drives its "
+                        "own steps and cannot be checkpointed yet",
+                        run->strategy->name);
+            rc = STRATA_ECONFIG;
+        }
+    }
+    if (rc == STRATA_OK) {
+        const strata_plugin_v1_t *vt = run->strategy->vt;
         strata__run_banner(run);
         progress_init(run);
         rc = STRATA_HAS(vt, drive) ? drive(run) : STRATA_ENOTSUP;
