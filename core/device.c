@@ -1,7 +1,7 @@
 /* Devices: parsing "cpu:0, gpu:1" and memory on them. CPU memory is
  * 64-byte aligned and zeroed; GPU memory (a CUDA build) comes from the
- * GPU's kernel table (kops_cuda.c) and is zeroed too. A replica set is all
- * CPUs or all GPUs. */
+ * GPU's kernel table (the CUDA module, cuda_load.c) and is zeroed too. A
+ * replica set is all CPUs or all GPUs. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,10 +76,15 @@ int strata__devices_parse(const char *spec, int32_t *out, int max, int *n)
         p++;
     if (!*p) {
         /* Every GPU when this build and machine have any, else one CPU
-         * replica per core. */
+         * replica per core. Without an NVIDIA driver the CUDA module is
+         * not even loaded. */
         int gpus = 0;
         const char *why;
-        (void)strata__gpu_count(&gpus, &why);
+        if (strata__gpu_present() &&
+            strata__gpu_count(&gpus, &why) != STRATA_OK)
+            strata__log(STRATA_LOG_WARN, "devices", "[train] devices is "
+                        "empty and this machine has an NVIDIA driver, but "
+                        "%s: training on CPUs", why);
         if (gpus > 0) {
             for (int i = 0; i < gpus && i < max; i++)
                 out[(*n)++] = STRATA_DEVICE(STRATA_DEV_GPU, i);

@@ -3,7 +3,9 @@
  * The model, the optimizer and the host table's arithmetic run the same code
  * on every kind of device: they call the kernels through the table of the
  * device they work on, with that device's context. kops_cpu.c wraps
- * kernels/cpu (kc_*); kops_cuda.c wraps kernels/cuda (kg_*) in a CUDA build.
+ * kernels/cpu (kc_*); cuda/kops_cuda.c wraps kernels/cuda (kg_*) in the
+ * CUDA module, strata_cuda.so, which cuda_load.c loads when GPUs are
+ * wanted (a CUDA build only).
  *
  * A context belongs to one device, for the whole process: on a GPU it holds
  * the device's one stream and one cuBLAS handle. Every GPU replica has a
@@ -103,9 +105,15 @@ struct strata__kops {
 extern const strata__kops_t strata__kops_cpu;
 int strata__kdev_get(int32_t device, strata__kdev_t **out);
 
-/* kops_cuda.c (stubs without STRATA_HAVE_CUDA). */
-/* *n = usable CUDA devices, probed once per process; *why says why there
- * is none. STRATA_ENOTSUP (and *n = 0) in a build without CUDA. */
+/* cuda_load.c: the GPUs, through the CUDA module (stubs without
+ * STRATA_HAVE_CUDA). */
+/* 1 when this machine plausibly has an NVIDIA GPU (its driver's device
+ * nodes exist): cheap, loads nothing. Always 0 in a build without CUDA. */
+int strata__gpu_present(void);
+/* *n = usable CUDA devices, probed once per process (this loads the
+ * module); *why says why there is none. STRATA_ENOTSUP (and *n = 0) in a
+ * build without CUDA or when the module cannot be loaded (*why: where it
+ * was looked for, and dlerror()). */
 int strata__gpu_count(int *n, const char **why);
 /* The context of GPU `index`, made once (thread-safe). */
 int strata__kdev_gpu(int index, strata__kdev_t **out);

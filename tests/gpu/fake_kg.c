@@ -1,5 +1,8 @@
 /* A stand-in for kernels/cuda on the CPU, to test the core's GPU path
- * (kops_cuda.c, device.c, model.c, optimizer.c) where no GPU exists.
+ * (the CUDA module's core/cuda/kops_cuda.c, and cuda_load.c, device.c,
+ * model.c, optimizer.c) where no GPU exists: built with kops_cuda.c into
+ * strata_cuda_fake.so, which the test's core loads as it would the real
+ * strata_cuda.so.
  *
  * "Device" memory is host memory that this file hands out and keeps a
  * record of, per fake device; every kg_* call checks where its pointers

@@ -1,8 +1,12 @@
-/* The core's GPU path without a GPU: core/kops_cuda.c, device.c, model.c
- * and optimizer.c built for CUDA but linked against tests/gpu/fake_kg.c,
- * which runs kernels/cuda's API on the CPU and checks every pointer it is
- * given (device memory of the calling thread's device, the right side of
- * each copy, big enough). So every build (ASan too) checks that:
+/* The core's GPU path without a GPU: cuda_load.c, device.c, model.c and
+ * optimizer.c built for CUDA, on strata_cuda_fake.so: the CUDA module's
+ * code (core/cuda/kops_cuda.c) linked against tests/gpu/fake_kg.c, which
+ * runs kernels/cuda's API on the CPU and checks every pointer it is given
+ * (device memory of the calling thread's device, the right side of each
+ * copy, big enough). So every build (ASan too) checks that:
+ *   - the core finds the module relative to the binary, dlopen()s it and
+ *     takes its table (this test's build names the fake one, and says an
+ *     NVIDIA driver is there);
  *   - gpu:N devices parse against the device count; empty = every GPU;
  *   - training on "gpu:1" (variables, gradients, Adam slots and work on the
  *     device, batches staged through page-locked memory as uint8 and
@@ -10,11 +14,11 @@
  *     bits as on cpu:0, from a thread that never selected the device;
  *   - copies and comparisons between CPU and GPUs and GPU to GPU work;
  *   - nothing is left allocated, and no pointer was misused. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
 
 #include "check.h"
-#include "fake_kg.h"
 #include "runtime.h"
 
 #define STEPS 3
@@ -39,6 +43,27 @@ typedef struct result {
 } result_t;
 
 static strata__dataset_t g_data;
+
+/* fake_kg.h's exports, from the module the core loaded. */
+static int    *fk_violations;
+static size_t (*fk_live_blocks)(void);
+static int    (*fk_device_of)(const void *p);
+
+/* The core has loaded strata_cuda_fake.so (RTLD_NOLOAD: this finds it,
+ * never loads it); take the fake's counters from it. */
+static int fake_bind(void)
+{
+    void *h = dlopen(STRATA_FAKE_MODULE, RTLD_NOW | RTLD_NOLOAD);
+    CHECKF(h != NULL, "the core has not loaded %s", STRATA_FAKE_MODULE);
+    if (!h)
+        return -1;
+    fk_violations = (int *)dlsym(h, "fake_kg_violations");
+    *(void **)&fk_live_blocks = dlsym(h, "fake_kg_live_blocks");
+    *(void **)&fk_device_of = dlsym(h, "fake_kg_device_of");
+    dlclose(h);               /* drops this reference only */
+    CHECK(fk_violations && fk_live_blocks && fk_device_of);
+    return fk_violations && fk_live_blocks && fk_device_of ? 0 : -1;
+}
 
 static void make_data(void)
 {
@@ -84,7 +109,7 @@ static void *train_on(void *arg)
     if (rc == STRATA_OK)
         rc = strata__opt_create(&k_adam, dev, m.count, &opt);
     strata__epoch_order(perm, N, 1, 0, 1);
-    res->x_dev = fake_kg_device_of(w.x);
+    res->x_dev = fk_device_of(w.x);
     for (int s = 0; rc == STRATA_OK && s < STEPS; s++) {
         rc = strata__model_load_batch(&w, &g_data, perm, (size_t)s * BATCH,
                                       BATCH);
@@ -150,7 +175,7 @@ static void copies(void)
     CHECK(h && back && a && b);
     if (!h || !back || !a || !b)
         goto out;
-    CHECK(fake_kg_device_of(a) == 0 && fake_kg_device_of(b) == 1);
+    CHECK(fk_device_of(a) == 0 && fk_device_of(b) == 1);
     CHECK(a[0] == 0.0f && b[n - 1] == 0.0f); /* dev_alloc zeroes */
     for (size_t i = 0; i < n; i++)
         h[i] = (float)i * 0.5f;
@@ -189,10 +214,12 @@ int main(void)
 {
     make_data();
     devices();
-    size_t live0 = fake_kg_live_blocks();
+    if (fake_bind() != 0)
+        return CHECK_DONE();
+    size_t live0 = fk_live_blocks();
     copies();
-    CHECKF(fake_kg_live_blocks() == live0, "%zu blocks left by copies()",
-           fake_kg_live_blocks() - live0);
+    CHECKF(fk_live_blocks() == live0, "%zu blocks left by copies()",
+           fk_live_blocks() - live0);
 
     result_t cpu = { .dev = CPU0 }, gpu = { .dev = STRATA_DEVICE(STRATA_DEV_GPU, 1) };
     train_on(&cpu);
@@ -215,10 +242,10 @@ int main(void)
     printf("losses %.6f %.6f %.6f; eval %.6f, %lld correct\n", gpu.loss[0],
            gpu.loss[1], gpu.loss[2], gpu.eval_loss,
            (long long)gpu.eval_correct);
-    CHECKF(fake_kg_live_blocks() == live0, "%zu device/page-locked blocks "
-           "leaked", fake_kg_live_blocks() - live0);
-    CHECKF(fake_kg_violations == 0, "%d pointer misuses (see above)",
-           fake_kg_violations);
+    CHECKF(fk_live_blocks() == live0, "%zu device/page-locked blocks "
+           "leaked", fk_live_blocks() - live0);
+    CHECKF(*fk_violations == 0, "%d pointer misuses (see above)",
+           *fk_violations);
     free(cpu.vars);
     free(gpu.vars);
     return CHECK_DONE();

@@ -65,8 +65,8 @@ static int central_init(const strata_host_v1_t *host, const strata_env_t *env,
     for (int r = 0; r < env->nreplicas; r++)
         if (STRATA_DEVICE_TYPE(env->devices[r]) != STRATA_DEV_CPU) {
             host->log(STRATA_LOG_ERROR, "central",
-                      "replica %d is not on a CPU device: GPU compute devices "
-                      "need the CUDA build", r);
+                      "replica %d is not on a CPU device: central keeps "
+                      "CPU compute devices only in this version", r);
             return STRATA_ENOTSUP;
         }
     central_t *c = calloc(1, sizeof *c);

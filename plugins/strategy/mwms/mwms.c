@@ -107,7 +107,9 @@ static int mwms_init(const strata_host_v1_t *host, const strata_env_t *env,
             .size = env->nreplicas, .rank = 0, .nlocal = env->nreplicas,
             .devices = env->devices, .tag = "mwms-local",
         };
-        rc = host->t_open("local", &g, &m->local);
+        /* local declines GPU replicas; nccl takes them where it exists. */
+        rc = open_first_transport(host, "mwms", "local, nccl", NULL, &g,
+                                  &m->local);
     }
     if (rc == STRATA_OK && m->nworkers > 1) {
         const strata_group_t g = {

@@ -1,24 +1,41 @@
-/* The CUDA kernel table: kernels/cuda behind the per-device interface of
- * kops.h, and the contexts of the GPUs (one stream and one cuBLAS handle
- * each, made on first use, kept for the life of the process like CUDA's
- * own primary context). Built for real only with STRATA_HAVE_CUDA; without
- * it, GPUs are refused with the reason. */
+/* strata_cuda.so, the CUDA module: kernels/cuda behind the per-device
+ * interface of kops.h, and the contexts of the GPUs (one stream and one
+ * cuBLAS handle each, made on first use, kept for the life of the process
+ * like CUDA's own primary context). The core loads it only when GPUs are
+ * wanted (core/cuda_load.c) and reaches it through the one exported table
+ * at the end (core/cuda_module.h); it links no core code, and logs through
+ * the core's logger handed to init. */
+#include <pthread.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime.h"
-
-#ifdef STRATA_HAVE_CUDA
-
-#include <pthread.h>
-
 #include "cuda/kernels_cuda.h"
+#include "cuda_module.h"
+#include "runtime.h"
+#include "strata/plugin.h"
 
 #ifndef STRATA_MAX_GPUS
 #define STRATA_MAX_GPUS 64 /* GPU contexts per process */
 #endif
+
+static strata__cuda_log_fn g_log;
+
+static void cuda_init(strata__cuda_log_fn log) { g_log = log; }
+
+/* An error line through the core's logger. */
+static void cuda_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+static void cuda_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (g_log)
+        g_log(STRATA_LOG_ERROR, "cuda", fmt, ap);
+    va_end(ap);
+}
 
 typedef struct kdev_cuda {
     strata__kdev_t pub;    /* first: the kops functions get &pub */
@@ -32,8 +49,7 @@ static kdev_cuda_t *cu(strata__kdev_t *k) { return (kdev_cuda_t *)k; }
 /* One line naming the GPU, what failed and CUDA's reason. */
 static int gpu_fail(int index, const char *what)
 {
-    strata__log(STRATA_LOG_ERROR, "cuda", "gpu:%d: %s: %s", index, what,
-                kg_last_error());
+    cuda_error("gpu:%d: %s: %s", index, what, kg_last_error());
     return STRATA_EDEVICE;
 }
 
@@ -292,7 +308,7 @@ static void probe(void)
     snprintf(g_why, sizeof g_why, "%s", kg_last_error());
 }
 
-int strata__gpu_count(int *n, const char **why)
+static int cuda_gpu_count(int *n, const char **why)
 {
     pthread_once(&g_once, probe);
     *n = g_count;
@@ -321,24 +337,23 @@ static int make(int index, kdev_cuda_t **out)
     return STRATA_OK;
 }
 
-int strata__kdev_gpu(int index, strata__kdev_t **out)
+static int cuda_kdev_gpu(int index, strata__kdev_t **out)
 {
     *out = NULL;
     int n;
     const char *why;
-    strata__gpu_count(&n, &why);
+    cuda_gpu_count(&n, &why);
     if (n == 0) {
-        strata__log(STRATA_LOG_ERROR, "cuda", "gpu:%d: no CUDA device: %s",
-                    index, why);
+        cuda_error("gpu:%d: no CUDA device: %s", index, why);
         return STRATA_EDEVICE;
     }
     if (index < 0 || index >= n || index >= STRATA_MAX_GPUS) {
         if (n == 1)
-            strata__log(STRATA_LOG_ERROR, "cuda", "gpu:%d: no such GPU (this "
-                        "process sees one: gpu:0)", index);
+            cuda_error("gpu:%d: no such GPU (this process sees one: "
+                       "gpu:0)", index);
         else
-            strata__log(STRATA_LOG_ERROR, "cuda", "gpu:%d: no such GPU (this "
-                        "process sees %d: gpu:0 to gpu:%d)", index, n, n - 1);
+            cuda_error("gpu:%d: no such GPU (this process sees %d: gpu:0 "
+                       "to gpu:%d)", index, n, n - 1);
         return STRATA_EDEVICE;
     }
     pthread_mutex_lock(&g_lock);
@@ -352,22 +367,13 @@ int strata__kdev_gpu(int index, strata__kdev_t **out)
     return rc;
 }
 
-#else /* !STRATA_HAVE_CUDA */
+/* ---- the one exported symbol --------------------------------------------- */
 
-#define NO_CUDA "this build has no CUDA support (configure with -DSTRATA_CUDA=ON)"
-
-int strata__gpu_count(int *n, const char **why)
-{
-    *n = 0;
-    *why = NO_CUDA;
-    return STRATA_ENOTSUP;
-}
-
-int strata__kdev_gpu(int index, strata__kdev_t **out)
-{
-    *out = NULL;
-    strata__log(STRATA_LOG_ERROR, "device", "gpu:%d: %s", index, NO_CUDA);
-    return STRATA_ENOTSUP;
-}
-
-#endif /* STRATA_HAVE_CUDA */
+STRATA_EXPORT const strata_cuda_v1_t strata_cuda_v1 = {
+    .struct_size = sizeof(strata_cuda_v1_t),
+    .kops_size = sizeof(strata__kops_t),
+    .version = STRATA_VERSION_STRING,
+    .init = cuda_init,
+    .gpu_count = cuda_gpu_count,
+    .kdev_gpu = cuda_kdev_gpu,
+};
