@@ -38,6 +38,14 @@ typedef struct central {
     strata_opt_t          **opt;       /* per replica: its chunk's state   */
     float                 **grads;     /* per replica, published per step  */
     strata_transport_t     *t;         /* barrier between replica threads  */
+    /* GPU compute devices: each replica reads a staged copy of the central
+     * variables in its device memory, refreshed once per step, and its
+     * gradients are staged to the host for the sum. */
+    const int32_t          *devices;
+    int                     staged;
+    float                 **stage;     /* per replica: device copy          */
+    float                 **hgrad;     /* per replica: host gradients       */
+    int32_t                *cpus;      /* the barrier group's "devices"     */
 } central_t;
 
 static void central_fini(void *pctx);
@@ -62,13 +70,6 @@ static int central_init(const strata_host_v1_t *host, const strata_env_t *env,
                   cfg->parameter_device);
         return STRATA_EINVAL;
     }
-    for (int r = 0; r < env->nreplicas; r++)
-        if (STRATA_DEVICE_TYPE(env->devices[r]) != STRATA_DEV_CPU) {
-            host->log(STRATA_LOG_ERROR, "central",
-                      "replica %d is not on a CPU device: central keeps "
-                      "CPU compute devices only in this version", r);
-            return STRATA_ENOTSUP;
-        }
     central_t *c = calloc(1, sizeof *c);
     if (!c)
         return STRATA_ENOMEM;
@@ -80,7 +81,19 @@ static int central_init(const strata_host_v1_t *host, const strata_env_t *env,
     c->vars = host->alloc(c->pdev, c->count * sizeof(float));
     c->opt = calloc((size_t)c->n, sizeof *c->opt);
     c->grads = calloc((size_t)c->n, sizeof *c->grads);
-    int rc = c->vars && c->opt && c->grads ? STRATA_OK : STRATA_ENOMEM;
+    c->devices = env->devices;
+    c->staged = STRATA_DEVICE_TYPE(env->devices[0]) != STRATA_DEV_CPU;
+    c->stage = calloc((size_t)c->n, sizeof *c->stage);
+    c->hgrad = calloc((size_t)c->n, sizeof *c->hgrad);
+    c->cpus = calloc((size_t)c->n, sizeof *c->cpus);
+    int rc = c->vars && c->opt && c->grads && c->stage && c->hgrad && c->cpus
+                 ? STRATA_OK : STRATA_ENOMEM;
+    for (int r = 0; rc == STRATA_OK && c->staged && r < c->n; r++) {
+        c->stage[r] = host->alloc(c->devices[r], c->count * sizeof(float));
+        c->hgrad[r] = host->alloc(c->pdev, c->count * sizeof(float));
+        if (!c->stage[r] || !c->hgrad[r])
+            rc = STRATA_ENOMEM;
+    }
     for (int r = 0; rc == STRATA_OK && r < c->n; r++)
         rc = host->opt_create(c->pdev, chunk_lo(c->count, c->n, r + 1) -
                                            chunk_lo(c->count, c->n, r),
@@ -88,9 +101,13 @@ static int central_init(const strata_host_v1_t *host, const strata_env_t *env,
     if (rc == STRATA_OK && c->n > 1) {
         const strata_group_t g = {
             .struct_size = sizeof g, .scope = STRATA_SCOPE_LOCAL, .size = c->n,
-            .rank = 0, .nlocal = c->n, .devices = env->devices,
+            .rank = 0, .nlocal = c->n, .devices = c->cpus,
             .tag = "central",
         };
+        /* Only a barrier between the replica threads: whatever their
+         * devices, the shared memory is the host's. */
+        for (int r = 0; r < c->n; r++)
+            c->cpus[r] = STRATA_DEVICE(STRATA_DEV_CPU, 0);
         rc = host->t_open("local", &g, &c->t);
     }
     if (rc != STRATA_OK) {
@@ -109,24 +126,45 @@ static void central_fini(void *pctx)
     c->host->t_close(c->t);
     for (int r = 0; c->opt && r < c->n; r++)
         c->host->opt_destroy(c->opt[r]);
+    for (int r = 0; c->stage && c->hgrad && r < c->n; r++) {
+        c->host->free(c->devices[r], c->stage[r]);
+        c->host->free(c->pdev, c->hgrad[r]);
+    }
     c->host->free(c->pdev, c->vars);
     free(c->opt);
     free(c->grads);
+    free(c->stage);
+    free(c->hgrad);
+    free(c->cpus);
     free(c);
 }
 
-/* One copy: every replica reads the central variable itself. */
+/* One copy: every replica reads the central variable itself (CPU), or
+ * its staged copy of it (GPU). */
 static int central_create_var(void *pctx, strata_var_t *var)
 {
     central_t *c = pctx;
     if (var->offset + var->count > c->count)
         return STRATA_EINVAL;
     float *dst = c->vars + var->offset;
+    size_t bytes = var->count * sizeof(float);
     int rc = c->host->copy(c->pdev, dst, STRATA_DEVICE(STRATA_DEV_CPU, 0),
-                           var->init, var->count * sizeof(float));
-    for (int r = 0; rc == STRATA_OK && r < c->n; r++)
-        var->value[r] = dst;
+                           var->init, bytes);
+    for (int r = 0; rc == STRATA_OK && r < c->n; r++) {
+        var->value[r] = c->staged ? c->stage[r] + var->offset : dst;
+        if (c->staged)
+            rc = c->host->copy(c->devices[r], var->value[r], c->pdev, dst,
+                               bytes);
+    }
     return rc;
+}
+
+/* GPU replicas: the central copy to replica r's device. */
+static int restage(central_t *c, int r)
+{
+    return c->staged ? c->host->copy(c->devices[r], c->stage[r], c->pdev,
+                                     c->vars, c->count * sizeof(float))
+                     : STRATA_OK;
 }
 
 static int barrier(central_t *c, int slot)
@@ -142,8 +180,15 @@ static int central_reduce(void *pctx, strata_op_t *op)
     central_t *c = pctx;
     if (op->slot < 0 || op->slot >= c->n || op->count != c->count)
         return STRATA_EINVAL;
+    int rc = STRATA_OK;
     c->grads[op->slot] = op->buf;
-    int rc = barrier(c, op->slot);
+    if (c->staged) { /* the host sums: the gradients come over first */
+        rc = c->host->copy(c->pdev, c->hgrad[op->slot], op->device, op->buf,
+                           c->count * sizeof(float));
+        c->grads[op->slot] = c->hgrad[op->slot];
+    }
+    if (rc == STRATA_OK)
+        rc = barrier(c, op->slot);
     if (rc != STRATA_OK || c->n == 1)
         return rc;
     size_t lo = chunk_lo(c->count, c->n, op->slot);
@@ -175,7 +220,9 @@ static int central_update(void *pctx, strata_op_t *op)
                                c->grads[0] + lo, hi - lo, op->lr);
     /* On failure the core aborts the step through ctl(STRATA_CTL_ABORT),
      * which wakes the replicas waiting here. */
-    return rc == STRATA_OK ? barrier(c, op->slot) : rc;
+    if (rc == STRATA_OK)
+        rc = barrier(c, op->slot);
+    return rc == STRATA_OK ? restage(c, op->slot) : rc;
 }
 
 /* The central copy, and each replica's chunk of the optimizer state. */
@@ -193,6 +240,8 @@ static int central_state(central_t *c, int set, strata_state_t *st)
         rc = c->host->opt_io(c->opt[r], set, slots, st->nslots,
                              &st->opt_steps);
     }
+    for (int r = 0; rc == STRATA_OK && set && r < c->n; r++)
+        rc = restage(c, r);
     return rc;
 }
 
