@@ -329,6 +329,8 @@ static void basic(void)
     static const char *const ring_only[] = { "small_bytes=0", NULL };
     static const char *const gather_all[] = { "small_bytes=64M",
                                               "chunk_bytes=64M", NULL };
+    static const char *const zmq_only[] = { "direct=off", "timeout_s=20",
+                                            NULL };
     static const char *const opts[] = { "timeout_s=20", NULL };
 
     static const char *const quick[] = { "barrier", "sum:3", NULL };
@@ -344,7 +346,9 @@ static void basic(void)
     run_ok(4, 0, small_seg, a4, 20); /* many segments per chunk */
     if (strcmp(g_shm, "shm=off") == 0) {
         run_ok(3, 0, ring_only, a3, 20);  /* tiny buffers on the ring */
-        run_ok(4, 1, gather_all, a4, 20); /* big ones gathered */
+        run_ok(4, 0, gather_all, a4, 20); /* big ones gathered */
+        run_ok(2, 0, zmq_only, a2, 40);   /* data on zmq, not direct */
+        run_ok(3, 0, zmq_only, a3, 20);
     }
 }
 

@@ -2,25 +2,32 @@
  * MPI_Allreduce (float32, MPI_SUM, in place) for the sizes given.
  *
  *   mpirun -np N [--mca btl tcp,self | --mca btl vader,self] \
- *       mpi_allreduce [-q] BYTES...
+ *       mpi_allreduce [-l LABEL] BYTES...
  *
- * For every size: warm-up, then iterations timed between barriers; the
- * time per call is the slowest rank's mean. Rank 0 prints one line per
- * size: "RESULT mpi <n> <bytes> <seconds per call> <iterations>". */
+ * For every size: warm-up, a barrier, then iterations timed; the time per
+ * call is the slowest rank's mean. Rank 0 prints one line per size:
+ * "RESULT <label, default mpi> <n> <bytes> <seconds per call> <iterations>".
+ */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench_iters.h"
 
 int main(int argc, char **argv)
 {
-    int rank, n;
+    int rank, n, a = 1;
+    const char *label = "mpi";
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
-    for (int a = 1; a < argc; a++) {
+    if (argc > 2 && strcmp(argv[1], "-l") == 0) {
+        label = argv[2];
+        a = 3;
+    }
+    for (; a < argc; a++) {
         size_t bytes = (size_t)strtoull(argv[a], NULL, 10);
         size_t count = bytes / sizeof(float);
         float *buf = malloc(count * sizeof(float));
@@ -41,7 +48,8 @@ int main(int argc, char **argv)
         double t = (MPI_Wtime() - t0) / iters, tmax = 0;
         MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         if (rank == 0)
-            printf("RESULT mpi %d %zu %.9f %d\n", n, bytes, tmax, iters);
+            printf("RESULT %s %d %zu %.9f %d\n", label, n, bytes, tmax,
+                   iters);
         fflush(stdout);
         free(buf);
     }

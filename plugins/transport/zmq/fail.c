@@ -11,7 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static const char *code_words(int code)
+const char *strz_code_words(int code)
 {
     switch (code) {
     case STRATA_EPEER:     return "disconnected";
@@ -76,8 +76,11 @@ static int vfail(strz_ctx_t *c, int code, int wire_code, int peer,
         strz_log(c, STRATA_LOG_ERROR, "%s: %s", c->what, msg);
     if (peer < 0 || peer >= c->n)
         peer = c->rank;
+    if (c->shm)
+        strz_shm_publish_abort(c, peer, wire_code);
     send_abort(c, peer, wire_code);
     release_zero_copy(c);
+    strz_direct_drop(c); /* a pending direct send holds the caller's buffer */
     return code;
 }
 
@@ -111,13 +114,27 @@ int strz_abort_received(strz_ctx_t *c, const strz_hdr_t *h, int from)
                                                               : STRATA_EPEER;
     if (peer == from)
         return fail_relay(c, code, peer, "%s (%s) aborted (%s)",
-                          c->name[peer], c->addr[peer], code_words(code));
+                          c->name[peer], c->addr[peer], strz_code_words(code));
     if (peer == c->rank)
         return fail_relay(c, code, peer, "%s (%s) reports this member as "
                           "failed (%s)", c->name[from], c->addr[from],
-                          code_words(code));
+                          strz_code_words(code));
     return fail_relay(c, code, peer, "peer %s (%s) failed (%s; reported by %s)",
-                      c->name[peer], c->addr[peer], code_words(code),
+                      c->name[peer], c->addr[peer], strz_code_words(code),
                       c->name[from]);
 }
 
+
+int strz_abort_shared(strz_ctx_t *c, int peer, int code)
+{
+    if (peer < 0 || peer >= c->n)
+        peer = c->rank;
+    if (code >= 0 || code <= STRATA_ERRNO_LAST_)
+        code = STRATA_EPEER;
+    if (peer == c->rank)
+        return fail_relay(c, code, peer, "another member reports this "
+                          "member as failed (%s)", strz_code_words(code));
+    return fail_relay(c, code, peer, "peer %s (%s) failed (%s; reported "
+                      "through shared memory)", c->name[peer], c->addr[peer],
+                      strz_code_words(code));
+}

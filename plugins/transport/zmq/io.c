@@ -103,45 +103,88 @@ static int is_left(const strz_ctx_t *c, zmq_msg_t *id)
            && memcmp(zmq_msg_data(id), c->left_id, c->left_id_len) == 0;
 }
 
-int strz_recv(strz_ctx_t *c, strz_rmsg_t *m)
+int strz_zrecv(strz_ctx_t *c, strz_rmsg_t *m)
 {
     const char *why = NULL;
     int extra, rc;
 
-    memset(&m->h, 0, sizeof m->h);
-    m->data = NULL;
-    m->nparts = 0;
+    for (;;) {
+        memset(&m->h, 0, sizeof m->h);
+        m->data = NULL;
+        m->nparts = 0;
+        if (c->broken)
+            return c->broken;
+        rc = strz_read_parts(c->rx, m->part, 3, &m->nparts, &extra);
+        if (rc == STRATA_EAGAIN)
+            return rc;
+        if (rc < 0)
+            return strz_fail(c, STRATA_EIO, c->rank, "receive: %s",
+                             zmq_strerror(-rc));
+        int bad = strz_unpack_parts(m->part, m->nparts, 1, extra, &m->h, &why);
+        if (m->nparts < 2 || !is_left(c, &m->part[0])) {
+            char from[64];
+            strz_peer_address(&m->part[m->nparts > 1 ? 1 : 0], from,
+                              sizeof from);
+            strz_rmsg_close(m);
+            return strz_fail(c, STRATA_EPROTO, c->rank,
+                             "message from unknown peer %s refused: %s", from,
+                             bad ? why : "not the left neighbour");
+        }
+        if (bad) {
+            strz_rmsg_close(m);
+            return strz_fail(c, STRATA_EPROTO, c->left,
+                             "malformed message from %s (%s) refused: %s",
+                             c->name[c->left], c->addr[c->left], why);
+        }
+        if (m->h.type == STRZ_ABORT) {
+            strz_hdr_t h = m->h;
+            strz_rmsg_close(m);
+            return strz_abort_received(c, &h, c->left);
+        }
+        if (m->h.type == STRZ_PROBE_ACK) { /* the left is alive: look on */
+            if (m->h.seq == c->seq && m->h.offset > c->probe_acked)
+                c->probe_acked = m->h.offset;
+            strz_rmsg_close(m);
+            continue;
+        }
+        if (m->nparts == 3)
+            m->data = zmq_msg_data(&m->part[2]);
+        return 0;
+    }
+}
+
+/* Control messages that arrived on zmq while the data is direct: ABORTs
+ * and PROBE_ACKs are handled by strz_zrecv; data there is refused. */
+static int zmq_control(strz_ctx_t *c)
+{
+    strz_rmsg_t m;
+    int rc = strz_zrecv(c, &m);
+    if (rc == STRATA_EAGAIN)
+        return 0;
+    if (rc)
+        return rc;
+    int type = m.h.type;
+    strz_rmsg_close(&m);
+    return strz_fail(c, STRATA_EPROTO, c->left, "unexpected %s from %s (%s) "
+                     "refused: %s", strz_wire_type_name(type),
+                     c->name[c->left], c->addr[c->left],
+                     c->shm ? "this group's collectives run in shared memory"
+                            : "its data come on the direct connection");
+}
+
+int strz_recv(strz_ctx_t *c, strz_rmsg_t *m)
+{
+    return strz_recv_into(c, m, NULL, NULL);
+}
+
+int strz_recv_into(strz_ctx_t *c, strz_rmsg_t *m, const strz_hdr_t *want,
+                   void *dst)
+{
     if (c->broken)
         return c->broken;
-    rc = strz_read_parts(c->rx, m->part, 3, &m->nparts, &extra);
-    if (rc == STRATA_EAGAIN)
-        return rc;
-    if (rc < 0)
-        return strz_fail(c, STRATA_EIO, c->rank, "receive: %s",
-                         zmq_strerror(-rc));
-    int bad = strz_unpack_parts(m->part, m->nparts, 1, extra, &m->h, &why);
-    if (m->nparts < 2 || !is_left(c, &m->part[0])) {
-        char from[64];
-        strz_peer_address(&m->part[m->nparts > 1 ? 1 : 0], from, sizeof from);
-        strz_rmsg_close(m);
-        return strz_fail(c, STRATA_EPROTO, c->rank,
-                         "message from unknown peer %s refused: %s", from,
-                         bad ? why : "not the left neighbour");
-    }
-    if (bad) {
-        strz_rmsg_close(m);
-        return strz_fail(c, STRATA_EPROTO, c->left,
-                         "malformed message from %s (%s) refused: %s",
-                         c->name[c->left], c->addr[c->left], why);
-    }
-    if (m->h.type == STRZ_ABORT) {
-        strz_hdr_t h = m->h;
-        strz_rmsg_close(m);
-        return strz_abort_received(c, &h, c->left);
-    }
-    if (m->nparts == 3)
-        m->data = zmq_msg_data(&m->part[2]);
-    return 0;
+    if (!strz_direct_rx(c))
+        return strz_zrecv(c, m);
+    return strz_direct_recv(c, m, want, dst);
 }
 
 void strz_rmsg_close(strz_rmsg_t *m)
@@ -171,6 +214,8 @@ int strz_send(strz_ctx_t *c, const strz_hdr_t *h, const void *payload)
 
     if (c->broken)
         return c->broken;
+    if (strz_direct_tx(c))
+        return strz_direct_send(c, h, payload);
     if (c->tx == NULL)
         return STRATA_EINTERNAL;
     strz_wire_pack(h, hb);
@@ -208,6 +253,18 @@ int strz_send(strz_ctx_t *c, const strz_hdr_t *h, const void *payload)
     return 0;
 }
 
+/* The right neighbour passed its deadline waiting for us: say that we are
+ * alive and inside a wait (best effort; a full window means it has data
+ * of ours to read anyway). */
+static void answer_probe(strz_ctx_t *c, const strz_hdr_t *probe)
+{
+    strz_hdr_t h = { .type = STRZ_PROBE_ACK, .sender = c->rank,
+                     .seq = probe->seq, .offset = probe->offset };
+    unsigned char hb[STRZ_HDR_SIZE];
+    strz_wire_pack(&h, hb);
+    (void)zmq_send(c->tx, hb, sizeof hb, ZMQ_DONTWAIT);
+}
+
 /* Messages from the right neighbour (arriving on tx). */
 static int right_rx(strz_ctx_t *c)
 {
@@ -231,9 +288,15 @@ static int right_rx(strz_ctx_t *c)
                              c->name[c->right], c->addr[c->right], why);
         if (h.type == STRZ_ABORT)
             return strz_abort_received(c, &h, c->right);
+        if (h.type == STRZ_PROBE && c->running) {
+            answer_probe(c, &h);
+            continue;
+        }
         if (h.type == STRZ_HELLO_ACK && !c->right_up && h.sender == c->right
-            && h.aux == c->n) {
+            && h.aux == c->n && h.offset < 65536) {
             c->right_up = 1;
+            c->right_dport = (int)h.offset; /* a direct data socket, or 0 */
+            c->right_dtoken = h.total;
             continue;
         }
         return strz_fail(c, STRATA_EPROTO, c->right,
@@ -281,6 +344,8 @@ static void read_monitor(strz_ctx_t *c, void *mon, int is_tx)
 static int rx_has_input(strz_ctx_t *c)
 {
     int ev = 0;
+    if (strz_direct_rx(c)) /* a closed socket has nothing left to read */
+        return 0;
     size_t len = sizeof ev;
     return zmq_getsockopt(c->rx, ZMQ_EVENTS, &ev, &len) == 0
            && (ev & ZMQ_POLLIN);
@@ -326,7 +391,9 @@ static int timed_out(strz_ctx_t *c, int mask)
         return strz_fail(c, STRATA_ETIMEDOUT, peer,
                          "timed out after %.1f s: %s%s", s, l, r);
     }
-    if (mask & STRZ_W_IN)
+    /* A full window towards the right: the right is not reading, although
+     * a member in a collective always reads while it expects data. */
+    if ((mask & STRZ_W_IN) && !(mask & STRZ_W_OUT))
         return strz_fail(c, STRATA_ETIMEDOUT, c->left,
                          "timed out after %.1f s waiting for data from %s (%s)",
                          s, c->name[c->left], c->addr[c->left]);
@@ -335,47 +402,147 @@ static int timed_out(strz_ctx_t *c, int mask)
                      c->name[c->right], c->addr[c->right]);
 }
 
+/* How long a PROBE may go unanswered: long enough for a busy but live
+ * neighbour to look at its sockets, short against the timeout. */
+static int64_t probe_ms(const strz_ctx_t *c)
+{
+    int64_t ms = c->timeout_ms / 4;
+    return ms < 100 ? 100 : ms > 1000 ? 1000 : ms;
+}
+
+/* The deadline passed. Waiting for the left does not make the left the
+ * culprit: it may be waiting for its own left. So ask it (PROBE). A left
+ * that answers is alive inside a wait, and whoever stalls the ring will be
+ * named by the member right of it, whose ABORT comes round to us: keep
+ * waiting, asking again every probe_ms. A left that does not answer in
+ * probe_ms (stopped, or not in the collective at all) is the one at fault.
+ * One more timeout at most. Returns 0 (wait on, *until set) or the error. */
+static int past_deadline(strz_ctx_t *c, int mask, int64_t now,
+                         int64_t deadline, int64_t *until)
+{
+    int64_t pm = probe_ms(c), cap = deadline + c->timeout_ms;
+
+    if (!c->running || !(mask & STRZ_W_IN) || (mask & STRZ_W_OUT)
+        || c->left_id_len == 0 || c->left_gone_at || now >= cap)
+        return timed_out(c, mask);
+    if (c->probes_sent > c->probe_acked && now >= c->probe_at + pm)
+        return timed_out(c, mask); /* asked, no answer */
+    if (c->probes_sent == 0 || now >= c->probe_at + pm) {
+        strz_hdr_t h = { .type = STRZ_PROBE, .sender = c->rank,
+                         .seq = c->seq, .offset = c->probes_sent + 1 };
+        unsigned char hb[STRZ_HDR_SIZE];
+        strz_wire_pack(&h, hb);
+        if (zmq_send(c->rx, c->left_id, c->left_id_len,
+                     ZMQ_SNDMORE | ZMQ_DONTWAIT) != (int)c->left_id_len
+            || zmq_send(c->rx, hb, sizeof hb, ZMQ_DONTWAIT) != sizeof hb)
+            return timed_out(c, mask);
+        c->probes_sent++;
+        c->probe_at = now;
+    }
+    *until = c->probe_at + pm < cap ? c->probe_at + pm : cap;
+    return 0;
+}
+
+/* With every data link direct, the zmq sockets carry only control: look
+ * at them every STRZ_CTRL_MS (and at once while a neighbour is gone)
+ * instead of polling them with the data, which costs a few system calls
+ * per wait. */
+static int direct_only(const strz_ctx_t *c)
+{
+    return c->running && strz_direct_rx(c) && strz_direct_tx(c)
+           && atomic_load(&c->zc_out) == 0;
+}
+
+int strz_control_look(strz_ctx_t *c, int64_t now)
+{
+    int rc;
+    if (c->mon_tx)
+        read_monitor(c, c->mon_tx, 1);
+    read_monitor(c, c->mon_rx, 0);
+    if ((rc = right_rx(c)) != 0 || (rc = zmq_control(c)) != 0)
+        return rc;
+    c->next_ctrl = now + STRZ_CTRL_MS;
+    return 0;
+}
+
 int strz_wait(strz_ctx_t *c, int mask, int64_t deadline)
 {
-    zmq_pollitem_t it[6];
-    int k = 0, i_mrx, i_mtx = -1, i_wake, i_zc = -1;
+    zmq_pollitem_t it[8];
+    int k = 0, i_mrx = -1, i_mtx = -1, i_wake, i_zc = -1, i_dr = -1, i_dl = -1;
 
     if (c->broken)
         return c->broken;
     if (atomic_load(&c->canceled))
         return strz_fail(c, STRATA_ECANCELED, c->rank,
                          "canceled by the caller (ctl ABORT)");
+    /* A pending direct send makes progress in every wait: the right may be
+     * waiting for it while we wait for the left. */
+    int rc = strz_direct_pending(c) ? strz_direct_flush(c) : 0;
+    if (rc < 0)
+        return rc;
+    rc = 0;
+    int fast = direct_only(c);
     /* An ABORT that a closing right neighbour sent explains its leaving
      * better than the dropped connection does: read it first. */
     int64_t now = strz_now_ms(), until = deadline;
     int was_up = c->right_up;
-    int rc = right_rx(c);
+    if (!fast)
+        rc = right_rx(c);
+    else if (now >= c->next_ctrl || c->left_gone_at || c->right_gone_at)
+        rc = strz_control_look(c, now);
     if (rc == 0 && c->right_up != was_up)
         return 0; /* the HELLO_ACK the caller waits for: look again */
     if (rc == 0)
         rc = check_gone(c, mask, now, &until);
     if (rc)
         return rc;
-    if (now >= deadline)
-        return timed_out(c, mask);
+    if (now >= deadline) {
+        int64_t u = until;
+        if ((rc = past_deadline(c, mask, now, deadline, &u)) != 0)
+            return rc;
+        if (u < until || until <= now)
+            until = u;
+    }
+    if (fast && c->next_ctrl < until)
+        until = c->next_ctrl > now ? c->next_ctrl : now + 1;
 
-    if (mask & STRZ_W_IN)
-        it[k++] = (zmq_pollitem_t){ .socket = c->rx, .events = ZMQ_POLLIN };
-    if (c->tx) {
+    if (mask & STRZ_W_IN) {
+        if (strz_direct_rx(c)) {
+            i_dl = k;
+            it[k++] = (zmq_pollitem_t){ .fd = strz_direct_fd(c, 0),
+                                        .events = ZMQ_POLLIN };
+        } else {
+            it[k++] = (zmq_pollitem_t){ .socket = c->rx, .events = ZMQ_POLLIN };
+        }
+    }
+    if (strz_direct_tx(c) && !c->right_gone_at) {
+        /* the right never writes to us: readable means closed */
+        i_dr = k;
+        it[k++] = (zmq_pollitem_t){ .fd = strz_direct_fd(c, 1),
+                                    .events = ZMQ_POLLIN
+                                    | (strz_direct_pending(c) ? ZMQ_POLLOUT
+                                                              : 0) };
+    }
+    if (!fast && c->tx) {
         it[k++] = (zmq_pollitem_t){ .socket = c->tx, .events = ZMQ_POLLIN
-                                    | ((mask & STRZ_W_OUT) ? ZMQ_POLLOUT : 0) };
+                                    | ((mask & STRZ_W_OUT) && !strz_direct_tx(c)
+                                       ? ZMQ_POLLOUT : 0) };
         i_mtx = k;
         it[k++] = (zmq_pollitem_t){ .socket = c->mon_tx, .events = ZMQ_POLLIN };
     }
-    i_mrx = k;
-    it[k++] = (zmq_pollitem_t){ .socket = c->mon_rx, .events = ZMQ_POLLIN };
+    if (!fast) {
+        if (strz_direct_rx(c)) /* then it carries control only */
+            it[k++] = (zmq_pollitem_t){ .socket = c->rx, .events = ZMQ_POLLIN };
+        i_mrx = k;
+        it[k++] = (zmq_pollitem_t){ .socket = c->mon_rx, .events = ZMQ_POLLIN };
+    }
     i_wake = k;
     it[k++] = (zmq_pollitem_t){ .fd = c->wake[0], .events = ZMQ_POLLIN };
     if (mask & STRZ_W_ZC) {
         i_zc = k;
         it[k++] = (zmq_pollitem_t){ .fd = c->zc_pipe[0], .events = ZMQ_POLLIN };
     }
-    rc = zmq_poll(it, k, (long)(until - now));
+    rc = zmq_poll(it, k, until > now ? (long)(until - now) : 0);
     if (rc < 0) {
         if (zmq_errno() == EINTR)
             return 0;
@@ -384,31 +551,76 @@ int strz_wait(strz_ctx_t *c, int mask, int64_t deadline)
     }
     now = strz_now_ms();
     if (rc == 0)
-        return now >= deadline ? timed_out(c, mask) : 0;
+        return 0; /* the next call looks at the deadline */
     if (it[i_wake].revents)
         return strz_fail(c, STRATA_ECANCELED, c->rank,
                          "canceled by the caller (ctl ABORT)");
     if (i_zc >= 0 && it[i_zc].revents)
         drain_zc_pipe(c);
+    if (i_dr >= 0 && (it[i_dr].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
+        strz_direct_hup(c, 1);
+    if (i_dl >= 0 && (it[i_dl].revents & ZMQ_POLLERR)
+        && !(it[i_dl].revents & ZMQ_POLLIN))
+        strz_direct_hup(c, 0);
+    if (fast)
+        return 0;
     if (i_mtx >= 0 && it[i_mtx].revents)
         read_monitor(c, c->mon_tx, 1);
-    if (it[i_mrx].revents)
+    if (i_mrx >= 0 && it[i_mrx].revents)
         read_monitor(c, c->mon_rx, 0);
     if ((rc = right_rx(c)) != 0)
+        return rc;
+    if (strz_direct_rx(c) && (rc = zmq_control(c)) != 0)
         return rc;
     until = deadline;
     return check_gone(c, mask, now, &until);
 }
 
+int strz_ctrl_poll(strz_ctx_t *c, int need_left, int need_right)
+{
+    int64_t until = INT64_MAX;
+    int rc;
+
+    if (c->broken)
+        return c->broken;
+    if (atomic_load(&c->canceled))
+        return strz_fail(c, STRATA_ECANCELED, c->rank,
+                         "canceled by the caller (ctl ABORT)");
+    strz_direct_peek(c);
+    if ((rc = strz_control_look(c, strz_now_ms())) != 0)
+        return rc;
+    /* no data expected on the direct socket either */
+    if (strz_direct_rx(c) && !c->left_gone_at) {
+        strz_rmsg_t m;
+        rc = strz_direct_recv(c, &m, NULL, NULL);
+        if (rc == 0)
+            return strz_fail(c, STRATA_EPROTO, c->left, "unexpected %s from "
+                             "%s (%s) refused: this group's collectives run "
+                             "in shared memory", strz_wire_type_name(m.h.type),
+                             c->name[c->left], c->addr[c->left]);
+        if (rc != STRATA_EAGAIN)
+            return rc;
+    }
+    return check_gone(c, (need_left ? STRZ_W_IN : 0)
+                         | (need_right ? STRZ_W_SENDS : 0),
+                      strz_now_ms(), &until);
+}
+
 int strz_drain(strz_ctx_t *c, int64_t deadline)
 {
     /* zc_free writes a byte whenever the count reaches 0, so a release
-     * between the check and the poll still wakes the poll. */
-    while (atomic_load(&c->zc_out) > 0) {
-        int rc = strz_wait(c, STRZ_W_ZC, deadline);
+     * between the check and the poll still wakes the poll. A pending
+     * direct send is flushed by the waits. */
+    for (;;) {
+        int rc = strz_direct_pending(c) ? strz_direct_flush(c) : 0;
+        if (rc < 0)
+            return rc;
+        int pend = strz_direct_pending(c), zc = atomic_load(&c->zc_out) > 0;
+        if (!pend && !zc)
+            return 0;
+        rc = strz_wait(c, (pend ? STRZ_W_OUT : 0) | (zc ? STRZ_W_ZC : 0),
+                       deadline);
         if (rc)
             return rc;
     }
-    return 0;
 }
-

@@ -7,6 +7,9 @@
  * (right's rx -> our tx). A stranger can reach rx too; its messages are
  * refused by routing id.
  *
+ * With `direct = auto` on tcp the collectives' data take plain TCP sockets
+ * instead (direct.c), set up inside the same HELLO exchange.
+ *
  * Every socket carries ZMTP heartbeats (a silent peer is dropped after 3
  * intervals, which the monitors report), a bounded LINGER and SNDTIMEO, a
  * MAXMSGSIZE of one segment and a high-water mark of window_bytes. */
@@ -94,8 +97,14 @@ static int hello_rx(strz_ctx_t *c)
     c->left_fd = zmq_msg_get(&part[1], ZMQ_SRCFD);
     strz_close_parts(part, np);
 
+    /* The left wants a direct data socket: offer one if we want it too. */
+    int port = 0;
+    uint64_t token = 0;
+    if ((h.flags & STRZ_HELLO_DIRECT) && strz_direct_wanted(c))
+        (void)strz_direct_listen(c, &port, &token);
     strz_hdr_t ack = { .type = STRZ_HELLO_ACK, .sender = c->rank,
-                       .aux = c->n };
+                       .aux = c->n, .offset = (uint64_t)port,
+                       .total = token };
     unsigned char hb[STRZ_HDR_SIZE];
     strz_wire_pack(&ack, hb);
     if (zmq_send(c->rx, c->left_id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0
@@ -263,7 +272,8 @@ int strz_link_open(strz_ctx_t *c, int64_t deadline)
     if ((rc = open_sockets(c)) != 0)
         return rc;
     strz_hdr_t h = { .type = STRZ_HELLO, .sender = c->rank, .aux = c->n,
-                     .length = (uint32_t)strlen(c->tag) };
+                     .length = (uint32_t)strlen(c->tag),
+                     .flags = strz_direct_wanted(c) ? STRZ_HELLO_DIRECT : 0 };
     for (;;) {
         if (!sent) {
             rc = strz_send(c, &h, c->tag);
@@ -283,12 +293,18 @@ int strz_link_open(strz_ctx_t *c, int64_t deadline)
         if (rc)
             return rc;
     }
+    if ((rc = strz_direct_open(c, c->right_dport, c->right_dtoken,
+                               deadline)) != 0)
+        return rc;
     c->running = 1;
-    return 0;
+    return strz_shm_setup(c, deadline);
 }
 
 void strz_link_close(strz_ctx_t *c)
 {
+    strz_shm_close(c);
+    strz_direct_close(c);
+    strz_ring_free(c);
     strz_close_sock(&c->tx, &c->mon_tx);
     strz_close_sock(&c->rx, &c->mon_rx);
     if (c->zctx) {

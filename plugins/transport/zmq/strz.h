@@ -4,7 +4,12 @@
  *   link.c        sockets, options (heartbeats, limits), monitors, rendezvous
  *   io.c          send/receive, waits with deadlines, zero-copy release
  *   fail.c        failure reporting and ABORT propagation
- *   ring.c        all-reduce (reduce-scatter + all-gather), broadcast, barrier
+ *   ring.c        all-reduce (ring, or gather for small buffers), broadcast,
+ *                 barrier
+ *   shm.c         all-reduce through shared memory when every member is on
+ *                 this host (zmq still carries start-up, heartbeats, ABORT)
+ *   direct.c      direct TCP data sockets beside the zmq links
+ *   sum.c         the element-wise sums (vectorised loops)
  *   wire.c        header pack/check (format: wire.h)
  *
  * Prefix strz_ ("strata zmq"): zmq_ belongs to libzmq. Everything here is
@@ -29,7 +34,17 @@ typedef struct strz_cfg {
     int64_t linger_ms;     /* bound on delivering queued msgs at close   */
     int64_t window_bytes;  /* queued bytes per link (high-water mark)    */
     int64_t io_threads;    /* zmq I/O threads                            */
+    int64_t small_bytes;   /* all-reduces up to this size: gather, not ring */
+    int     shm;           /* STRZ_SHM_AUTO or STRZ_SHM_OFF (ENUM index)  */
+    int     direct;        /* STRZ_DIRECT_AUTO or STRZ_DIRECT_OFF         */
 } strz_cfg_t;
+
+enum { STRZ_SHM_AUTO = 0, STRZ_SHM_OFF = 1 };
+enum { STRZ_DIRECT_AUTO = 0, STRZ_DIRECT_OFF = 1 };
+
+/* With direct data sockets the zmq control plane is looked at this often
+ * while a collective waits (ABORTs, probes, monitors). */
+#define STRZ_CTRL_MS 10
 
 /* Sends of at least this many bytes are zero-copy (the caller's buffer is
  * handed to zmq; every collective waits until zmq let go of it). */
@@ -65,6 +80,20 @@ typedef struct strz_ctx {
                                           * connection drop; 0: not      */
     int    ipv6;           /* some endpoint is an IPv6 literal              */
     int    running;        /* rendezvous done (else: still saying HELLO)    */
+
+    /* A deadline passed while waiting for the left: PROBEs ask it whether
+     * it is alive and waiting too (io.c). Reset by every collective. */
+    uint64_t probes_sent, probe_acked;
+    int64_t  probe_at;     /* when the last PROBE left; 0: none            */
+
+    struct strz_shm *shm;  /* shared-memory path (shm.c), or NULL         */
+    struct strz_direct *direct; /* direct data sockets (direct.c), or NULL */
+    int      right_dport;  /* the right's offer (HELLO_ACK), 0: none        */
+    uint64_t right_dtoken;
+    int64_t  next_ctrl;    /* strz_now_ms() of the next control look       */
+    float   *scratch;      /* one segment: received data before it is added */
+    void    *gather;       /* gather all-reduce: received messages (ring.c) */
+    size_t   gather_cap;
 
     const char *what;      /* "allreduce", "broadcast", ... for messages    */
     uint64_t seq;          /* current collective                            */
@@ -110,8 +139,19 @@ void strz_close_sock(void **s, void **mon);
 int  strz_send(strz_ctx_t *c, const strz_hdr_t *h, const void *payload);
 /* Take one message from the left neighbour without blocking: 0 (m filled;
  * release it with strz_rmsg_close), STRATA_EAGAIN, or a reported error
- * (stranger, malformed header, ABORT). */
+ * (stranger, malformed header, ABORT). Data come from the direct socket
+ * when there is one (then only small payloads: see strz_recv_into). */
 int  strz_recv(strz_ctx_t *c, strz_rmsg_t *m);
+/* The same for a message whose header should be `want` (sender aside):
+ * on a direct socket its payload is read into `dst` (want->length bytes),
+ * and a message that is not `want` is returned with m->data NULL and
+ * nothing stored (the caller refuses it). On zmq `dst` is not used. The
+ * payload is at m->data either way. */
+int  strz_recv_into(strz_ctx_t *c, strz_rmsg_t *m, const strz_hdr_t *want,
+                    void *dst);
+/* Only the zmq socket from the left (control messages when data is
+ * direct). */
+int  strz_zrecv(strz_ctx_t *c, strz_rmsg_t *m);
 void strz_rmsg_close(strz_rmsg_t *m);
 /* Block until input from the left (STRZ_W_IN), room towards the right
  * (STRZ_W_OUT), a released zero-copy payload (STRZ_W_ZC), or a failure; handles monitor
@@ -137,6 +177,31 @@ int  strz_unpack_parts(zmq_msg_t *part, int nparts, int first, int extra,
 /* The sender's IP address from a received part, copied to out. */
 char *strz_peer_address(zmq_msg_t *m, char *out, size_t len);
 
+/* ---- direct.c -------------------------------------------------------- */
+
+/* Does this member want direct data sockets (tcp address, direct = auto)? */
+int  strz_direct_wanted(const strz_ctx_t *c);
+/* The left said it wants one: listen; *port = 0 when we cannot. */
+int  strz_direct_listen(strz_ctx_t *c, int *port, uint64_t *token);
+/* After the HELLOs: connect to the right's port (if it offered one) and
+ * accept the left (if we listen), by `deadline`. */
+int  strz_direct_open(strz_ctx_t *c, int right_port, uint64_t right_token,
+                      int64_t deadline);
+void strz_direct_close(strz_ctx_t *c);
+int  strz_direct_tx(const strz_ctx_t *c);  /* data to the right is direct */
+int  strz_direct_rx(const strz_ctx_t *c);  /* data from the left is direct */
+int  strz_direct_send(strz_ctx_t *c, const strz_hdr_t *h, const void *payload);
+int  strz_direct_flush(strz_ctx_t *c);     /* 0 sent, 1 pending, < 0 error */
+int  strz_direct_pending(const strz_ctx_t *c);
+void strz_direct_drop(strz_ctx_t *c);
+int  strz_direct_recv(strz_ctx_t *c, strz_rmsg_t *m, const strz_hdr_t *want,
+                      void *dst);
+int  strz_direct_fd(const strz_ctx_t *c, int right);
+/* A direct connection was seen closed (right: 1 or left: 0). */
+void strz_direct_hup(strz_ctx_t *c, int right);
+/* Without blocking: note neighbours whose connection closed. */
+void strz_direct_peek(strz_ctx_t *c);
+
 /* ---- fail.c ---------------------------------------------------------- */
 
 /* Report a failure of this collective ONCE: one error line (printf-style,
@@ -148,6 +213,21 @@ int  strz_fail(strz_ctx_t *c, int code, int peer, const char *fmt, ...)
 /* An ABORT from neighbour `from`: relay it and fail with STRATA_EPEER,
  * naming the peer it names. */
 int  strz_abort_received(strz_ctx_t *c, const strz_hdr_t *h, int from);
+/* Fail as told by the shared-memory abort word: `peer` failed (`code`),
+ * reported by another member. */
+int  strz_abort_shared(strz_ctx_t *c, int peer, int code);
+/* "disconnected", "timed out", ... for a STRATA error code. */
+const char *strz_code_words(int code);
+
+/* Non-blocking look at the control plane while a collective runs outside
+ * zmq (shared memory): ctl(ABORT), monitors, ABORTs and PROBEs from either
+ * neighbour. A neighbour whose connection dropped is reported (after the
+ * usual grace) only when `need_left` / `need_right` says the collective
+ * still waits for it. Returns 0 or a reported error. */
+int  strz_ctrl_poll(strz_ctx_t *c, int need_left, int need_right);
+/* Read the zmq control plane once (monitors, ABORTs, PROBEs; data there is
+ * refused) and schedule the next look (c->next_ctrl). */
+int  strz_control_look(strz_ctx_t *c, int64_t now);
 
 /* ---- ring.c ---------------------------------------------------------- */
 
@@ -158,5 +238,33 @@ int strz_broadcast(strz_ctx_t *c, float *buf, size_t count, int root);
 /* Every member meets (a one-element all-reduce, messages typed BARRIER),
  * by `deadline`, or 0 for the usual timeout from now. */
 int strz_barrier(strz_ctx_t *c, int64_t deadline);
+/* Frees what the collectives keep between calls. */
+void strz_ring_free(strz_ctx_t *c);
+
+/* ---- shm.c ----------------------------------------------------------- */
+
+/* After the HELLOs: when every member is on this host (and shm = auto),
+ * agree on a shared-memory segment around the ring; c->shm is set when
+ * every member mapped it. Not being able to is not an error (the zmq path
+ * is used); a peer that misbehaves is. */
+int  strz_shm_setup(strz_ctx_t *c, int64_t deadline);
+/* A collective through the segment: kind STRZ_DATA (in-place all-reduce,
+ * arg = reduce op; bitwise equal everywhere), STRZ_BCAST (arg = root) or
+ * STRZ_BARRIER (no buffer). */
+int  strz_shm_collective(strz_ctx_t *c, int kind, float *buf, size_t count,
+                         int arg, int64_t deadline);
+/* The first failure of the group, for everyone attached (fail.c). */
+void strz_shm_publish_abort(strz_ctx_t *c, int peer, int code);
+void strz_shm_close(strz_ctx_t *c);
+
+/* ---- sum.c ----------------------------------------------------------- */
+
+/* dst[i] = (src[0][i] + src[1][i] + ... + src[k-1][i]) * scale, summed in
+ * that order, for i < n; the sources may be unaligned and one of them may
+ * be dst. The same inputs give the same bits on every CPU. */
+void strz_sum(float *dst, const void *const *src, int k, size_t n,
+              float scale);
+/* dst[i] = (dst[i] + src[i]) * scale (or dst = src * scale when !add). */
+void strz_apply(float *dst, const void *src, size_t n, int add, float scale);
 
 #endif /* STRZ_H */

@@ -88,7 +88,7 @@ int strz_wire_unpack(const void *buf, size_t len, size_t payload_len,
     h->length = get32(p + 32);
     h->aux    = (int32_t)get32(p + 36);
     h->total  = get64(p + 40);
-    if (h->type < STRZ_HELLO || h->type > STRZ_ABORT) {
+    if (h->type < STRZ_HELLO || h->type > STRZ_TYPE_LAST) {
         *why = "unknown message type";
         return -1;
     }
@@ -97,6 +97,14 @@ int strz_wire_unpack(const void *buf, size_t len, size_t payload_len,
         return -1;
     }
     return 0;
+}
+
+int strz_hdr_same(const strz_hdr_t *want, const strz_hdr_t *got)
+{
+    return got->type == want->type && got->flags == want->flags
+           && got->seq == want->seq && got->step == want->step
+           && got->offset == want->offset && got->length == want->length
+           && got->aux == want->aux && got->total == want->total;
 }
 
 const char *strz_wire_type_name(int type)
@@ -108,6 +116,9 @@ const char *strz_wire_type_name(int type)
     case STRZ_BCAST:     return "BCAST";
     case STRZ_BARRIER:   return "BARRIER";
     case STRZ_ABORT:     return "ABORT";
+    case STRZ_PROBE:     return "PROBE";
+    case STRZ_PROBE_ACK: return "PROBE_ACK";
+    case STRZ_SHM:       return "SHM";
     default:             return "?";
     }
 }

@@ -1,7 +1,7 @@
 /* zmq.so -- transport plugin: ring collectives between processes (and
  * machines) over ZeroMQ. This file: the vtable, the option table, init,
  * fini, ctl and the argument checks. README.md lists the options. */
-#include "strz.h"
+#include "p2p.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,14 @@
 
 #define STRZ_MAX_MEMBERS 65536
 #define STRZ_MAX_ADDR    1024
+
+/* An instance: the ring's state, plus the point-to-point side when the
+ * group is a "p2p:" one (p2p.h). `c` comes first, so pctx is either. */
+typedef struct zmqt {
+    strz_ctx_t  c;
+    strz_p2p_t *p2p;
+} zmqt_t;
+#define P2P_OF(ctx) (((zmqt_t *)(ctx))->p2p)
 
 static const strata_option_t k_options[] = {
     { "chunk_bytes", STRATA_OPT_SIZE, 0, "256K",
@@ -30,6 +38,18 @@ static const strata_option_t k_options[] = {
     { "io_threads", STRATA_OPT_INT, 0, "1",
       offsetof(strz_cfg_t, io_threads), 1, 16, NULL,
       "ZeroMQ I/O threads" },
+    { "small_bytes", STRATA_OPT_SIZE, 0, "64K",
+      offsetof(strz_cfg_t, small_bytes), 0, 64.0 * 1024 * 1024, NULL,
+      "all-reduces up to this size gather whole buffers (n-1 steps, not "
+      "2(n-1)); 0: always the ring" },
+    { "shm", STRATA_OPT_ENUM, 0, "auto", offsetof(strz_cfg_t, shm), 0, 0,
+      "auto|off",
+      "auto: all-reduce through shared memory when every member is on "
+      "this host" },
+    { "direct", STRATA_OPT_ENUM, 0, "auto", offsetof(strz_cfg_t, direct), 0,
+      0, "auto|off",
+      "auto: on tcp, the collectives' data take plain TCP connections "
+      "beside zmq (one ephemeral port per member)" },
     { NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL }
 };
 
@@ -47,6 +67,7 @@ static void zmqt_fini(void *pctx)
     strz_ctx_t *c = pctx;
     if (c == NULL)
         return;
+    strz_p2p_close(P2P_OF(c));
     strz_link_close(c);
     if (c->stage)
         c->host->free(STRATA_DEVICE(STRATA_DEV_CPU, 0), c->stage);
@@ -88,6 +109,12 @@ static int check_cfg(const strata_host_v1_t *host, const strz_cfg_t *cfg)
         bad = "window_bytes (64K..1G)";
     else if (cfg->io_threads < 1 || cfg->io_threads > 16)
         bad = "io_threads (1..16)";
+    else if (cfg->small_bytes < 0 || cfg->small_bytes > 64 * 1024 * 1024)
+        bad = "small_bytes (0..64M)";
+    else if (cfg->shm != STRZ_SHM_AUTO && cfg->shm != STRZ_SHM_OFF)
+        bad = "shm (auto|off)";
+    else if (cfg->direct != STRZ_DIRECT_AUTO && cfg->direct != STRZ_DIRECT_OFF)
+        bad = "direct (auto|off)";
     if (bad == NULL)
         return 0;
     host->log(STRATA_LOG_ERROR, "zmq", "[transport] %s out of range", bad);
@@ -166,7 +193,7 @@ static int zmqt_init(const strata_host_v1_t *host, const strata_env_t *env,
     }
     if ((rc = check_cfg(host, env->cfg)) != 0)
         return rc;
-    if ((c = calloc(1, sizeof *c)) == NULL)
+    if ((c = calloc(1, sizeof(zmqt_t))) == NULL)
         return STRATA_ENOMEM;
     c->host = host;
     c->what = "start-up";
@@ -182,7 +209,11 @@ static int zmqt_init(const strata_host_v1_t *host, const strata_env_t *env,
         c->timeout_ms = 1;
     if ((rc = take_group(c, g)) != 0)
         goto fail;
-    if (c->n > 1) {
+    if (strz_p2p_group(g)) {
+        /* Point to point only: no ring, nobody to wait for. */
+        if ((rc = strz_p2p_open(c, &P2P_OF(c))) != 0)
+            goto fail;
+    } else if (c->n > 1) {
         /* Rendezvous with both neighbours, then once around the ring; the
          * ring gets a little longer so that a missing member is named by
          * the ABORT of its neighbour rather than as a plain timeout. */
@@ -235,6 +266,11 @@ static int check_op(strz_ctx_t *c, const strata_op_t *op, const char *what)
         || op->count > SIZE_MAX / sizeof(float)) {
         strz_log(c, STRATA_LOG_ERROR, "%s: no buffer", what);
         return STRATA_EINVAL;
+    }
+    if (P2P_OF(c)) {
+        strz_log(c, STRATA_LOG_ERROR, "%s: group '%s' is point-to-point "
+                 "only (no ring)", what, c->tag);
+        return STRATA_ENOTSUP;
     }
     return c->broken;
 }
@@ -289,10 +325,13 @@ static int zmqt_ctl(void *pctx, int op, void *arg)
     (void)arg;
     switch (op) {
     case STRATA_CTL_BARRIER:
+        if (P2P_OF(c))
+            return STRATA_ENOTSUP;
         return strz_barrier(c, 0);
     case STRATA_CTL_ABORT:
         /* Any thread: flag, then wake a waiter (write is thread-safe). */
         atomic_store(&c->canceled, 1);
+        strz_p2p_cancel(P2P_OF(c));
         if (c->wake[1] >= 0 && write(c->wake[1], "", 1) < 0) {
             /* already has a byte pending */
         }
@@ -300,6 +339,33 @@ static int zmqt_ctl(void *pctx, int op, void *arg)
     default:
         return STRATA_ENOTSUP;
     }
+}
+
+/* send/recv: point to point on "p2p:" groups only (p2p.h). */
+static int p2p_only(strz_ctx_t *c)
+{
+    strz_log(c, STRATA_LOG_ERROR, "send/recv: group '%s' is a ring; "
+             "point to point needs a group tagged '%s...'", c->tag,
+             STRZ_P2P_PREFIX);
+    return STRATA_ENOTSUP;
+}
+
+static int zmqt_send(void *pctx, int peer, const void *hdr, size_t hlen,
+                     const void *data, size_t dlen, int timeout_ms)
+{
+    strz_ctx_t *c = pctx;
+    return P2P_OF(c) ? strz_p2p_send(P2P_OF(c), peer, hdr, hlen, data, dlen,
+                                     timeout_ms)
+                     : p2p_only(c);
+}
+
+static int zmqt_recv(void *pctx, int *peer, void *buf, size_t cap,
+                     size_t *len, int timeout_ms)
+{
+    strz_ctx_t *c = pctx;
+    return P2P_OF(c) ? strz_p2p_recv(P2P_OF(c), peer, buf, cap, len,
+                                     timeout_ms)
+                     : p2p_only(c);
 }
 
 STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {
@@ -313,4 +379,6 @@ STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {
     .reduce   = zmqt_reduce,
     .update   = zmqt_update,
     .ctl      = zmqt_ctl,
+    .send     = zmqt_send,
+    .recv     = zmqt_recv,
 };

@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+"""The all-reduce benchmark's table: medians of the launches, bus bandwidth
+(nccl-tests: 2(n-1)/n x bytes / time), ratios and the targets.
+
+    report.py results.txt
+
+Input lines: "RESULT <impl> <n> <bytes> <seconds per call> <iterations>",
+impl one of strata_tcp, strata_shm, mpi_tcp, mpi_shm, gloo.
+
+Targets (each checked for every n):
+  tcp-64K+  strata tcp at least as fast as MPI over tcp, every size >= 64 KiB
+  gloo-1M   strata tcp at least 2x as fast as gloo at 1 MiB
+  lat-4K    strata tcp 4 KiB time at most 2x MPI over tcp's
+  shm-1M/16M  strata shm bus bandwidth >= 70 % of MPI shared memory's
+"""
+import statistics
+import sys
+
+IMPLS = ["strata_tcp", "mpi_tcp", "strata_shm", "mpi_shm", "gloo"]
+
+
+def fmt_t(t):
+    if t is None:
+        return "-"
+    if t < 1e-3:
+        return f"{t * 1e6:.1f} us"
+    return f"{t * 1e3:.2f} ms"
+
+
+def fmt_bw(n, b, t):
+    if t is None:
+        return "-"
+    return f"{2 * (n - 1) / n * b / t / 1e9:.2f}"
+
+
+def fmt_size(b):
+    return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
+
+
+def main():
+    runs = {}
+    for line in open(sys.argv[1]):
+        f = line.split()
+        if len(f) >= 5 and f[0] == "RESULT":
+            runs.setdefault((f[1], int(f[2]), int(f[3])), []).append(float(f[4]))
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    ns = sorted({k[1] for k in med})
+    sizes = sorted({k[2] for k in med})
+
+    def t(impl, n, b):
+        return med.get((impl, n, b))
+
+    print("time per call (median of launches) and bus bandwidth GB/s")
+    head = f"{'n':>2} {'size':>7} |" + "|".join(f"{i:>19} " for i in IMPLS)
+    print(head + "| tcp/mpi  shm/mpi  tcp/gloo")
+    print("-" * len(head) + "+" + "-" * 27)
+    for n in ns:
+        for b in sizes:
+            cells = []
+            for i in IMPLS:
+                x = t(i, n, b)
+                cells.append(f"{fmt_t(x):>10} {fmt_bw(n, b, x):>7} ")
+            def ratio(a, c):  # speed of a relative to c (>1: a faster)
+                x, y = t(a, n, b), t(c, n, b)
+                return f"{y / x:6.2f}x" if x and y else "     - "
+            print(f"{n:>2} {fmt_size(b):>7} |" + "|".join(cells) + "| "
+                  + ratio("strata_tcp", "mpi_tcp") + "  "
+                  + ratio("strata_shm", "mpi_shm") + "  "
+                  + ratio("strata_tcp", "gloo"))
+    print()
+    print("targets (speed ratios: >1 means strata is faster)")
+    checks = []
+    for n in ns:
+        for b in sizes:
+            st, mt = t("strata_tcp", n, b), t("mpi_tcp", n, b)
+            if b >= 65536 and st and mt:
+                checks.append((f"n={n} tcp {fmt_size(b)} >= MPI tcp",
+                               mt / st, 1.0))
+        st, gl = t("strata_tcp", n, 1 << 20), t("gloo", n, 1 << 20)
+        if st and gl:
+            checks.append((f"n={n} tcp 1 MiB >= 2x gloo", gl / st, 2.0))
+        st, mt = t("strata_tcp", n, 4096), t("mpi_tcp", n, 4096)
+        if st and mt:
+            checks.append((f"n={n} tcp 4 KiB <= 2x MPI tcp time", 2 * mt / st,
+                           1.0))
+        for b in (1 << 20, 16 << 20):
+            ss, ms = t("strata_shm", n, b), t("mpi_shm", n, b)
+            if ss and ms:
+                checks.append((f"n={n} shm {fmt_size(b)} >= 70% MPI shm busbw",
+                               ms / ss, 0.7))
+    passed = 0
+    for what, ratio, need in checks:
+        ok = ratio >= need
+        passed += ok
+        print(f"  {'PASS' if ok else 'MISS'}  {what:<40} {ratio:6.2f} "
+              f"(need {need:.2f})")
+    print(f"{passed} of {len(checks)} targets met")
+
+
+if __name__ == "__main__":
+    main()

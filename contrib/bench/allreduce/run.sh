@@ -1,0 +1,88 @@
+#!/bin/sh
+# All-reduce benchmark: strata's zmq.so (tcp and shared memory) against
+# Open MPI (tcp and shared memory) and gloo (PyTorch), side by side, on this
+# host. See README.md.
+#
+#   contrib/bench/allreduce/run.sh [-b BUILD_DIR] [-n "2 3 4"]
+#                                  [-s "4096 65536 ..."] [-r LAUNCHES]
+#
+# Needs a strata build (zmq.so; default BUILD_DIR: build). Installs Open MPI
+# (openmpi-bin, libopenmpi-dev) and PyTorch (python3-torch) from Debian
+# with apt-get when they are missing. Every launch runs all sizes; each
+# implementation is launched LAUNCHES times per group size, interleaved,
+# and the table shows medians. Raw lines: $OUT/results.txt.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+build=$root/build
+ns="2 3 4"
+sizes="4096 65536 1048576 16777216 67108864"
+launches=3
+while getopts b:n:s:r: opt; do
+    case $opt in
+    b) build=$(cd "$OPTARG" && pwd) ;;
+    n) ns=$OPTARG ;;
+    s) sizes=$OPTARG ;;
+    r) launches=$OPTARG ;;
+    *) sed -n '2,13p' "$0" >&2; exit 2 ;;
+    esac
+done
+plugin=$build/lib/strata/plugins/zmq.so
+[ -f "$plugin" ] || { echo "run.sh: no $plugin (build strata first)" >&2; exit 2; }
+py=/usr/bin/python3
+
+# ---- dependencies (Debian packages only) ---------------------------------
+need=""
+command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 \
+    || need="openmpi-bin libopenmpi-dev"
+"$py" -c 'import torch' >/dev/null 2>&1 || need="$need python3-torch"
+if [ -n "$need" ]; then
+    echo "run.sh: installing$need (Debian)" >&2
+    sudo=
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -q >&2
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q \
+        --no-install-recommends $need >&2
+fi
+
+# ---- build the drivers -----------------------------------------------------
+OUT=${OUT:-$(mktemp -d /tmp/strata-allreduce-XXXXXX)}
+mkdir -p "$OUT"
+mpicc -O2 -o "$OUT/mpi_allreduce" "$here/mpi_allreduce.c"
+${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -I"$root/include" \
+    -o "$OUT/strata_allreduce" "$here/strata_allreduce.c" -ldl
+mpirun=mpirun
+[ "$(id -u)" -ne 0 ] || mpirun="mpirun --allow-run-as-root"
+# Open MPI's tcp path must be ob1 + the tcp BTL (no UCX, no shared memory).
+mpi_tcp="$mpirun --oversubscribe --mca pml ob1 --mca btl tcp,self"
+mpi_shm="$mpirun --oversubscribe --mca pml ob1 --mca btl vader,self"
+res=$OUT/results.txt
+: >"$res"
+
+run() { # label, command...: keep the RESULT lines, relabelled
+    label=$1
+    shift
+    if "$@" >"$OUT/last.out" 2>"$OUT/last.err"; then
+        awk -v l="$label" '$1 == "RESULT" { $2 = l; print }' \
+            "$OUT/last.out" >>"$res"
+    else
+        echo "run.sh: $label failed:" >&2
+        tail -5 "$OUT/last.err" >&2
+    fi
+}
+
+t0=$(date +%s)
+for n in $ns; do
+    for k in $(seq 1 "$launches"); do
+        echo "run.sh: n=$n, launch $k of $launches" >&2
+        run strata_tcp "$OUT/strata_allreduce" -p "$plugin" -n "$n" \
+            -o shm=off $sizes
+        run mpi_tcp $mpi_tcp -np "$n" "$OUT/mpi_allreduce" $sizes
+        run strata_shm "$OUT/strata_allreduce" -p "$plugin" -n "$n" \
+            -o shm=auto $sizes
+        run mpi_shm $mpi_shm -np "$n" "$OUT/mpi_allreduce" $sizes
+        run gloo "$py" "$here/gloo_allreduce.py" -n "$n" $sizes
+    done
+done
+echo "run.sh: $(($(date +%s) - t0)) s; raw results in $res" >&2
+"$py" "$here/report.py" "$res"

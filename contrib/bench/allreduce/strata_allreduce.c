@@ -1,0 +1,375 @@
+/* strata_allreduce -- the strata side of the all-reduce benchmark: forks N
+ * ranks, each dlopen()s zmq.so (nothing of strata's core is linked) and
+ * times its all-reduce (float32, SUM, in place) for the sizes given.
+ *
+ *   strata_allreduce -p PATH/zmq.so -n N [-t tcp|ipc] [-o key=value]...
+ *                    [-l LABEL] BYTES...
+ *
+ * For every size: warm-up, a barrier, then iterations timed; the time per
+ * call is the slowest rank's mean (as nccl-tests and mpi_allreduce.c do).
+ * Prints one line per size: "RESULT <label> <n> <bytes> <seconds per call>
+ * <iterations>". Every rank also checks the last result against the exact
+ * sum (the data are small integers) and that all ranks hold the same bits:
+ * a wrong or unequal result fails the run (exit 1). */
+#include <dlfcn.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <strata/plugin.h>
+
+#include "bench_iters.h"
+
+#define MAXN 16
+#define MAXSIZES 16
+
+static int g_rank;
+
+static void h_log(int level, const char *who, const char *fmt, ...)
+{
+    va_list ap;
+    if (level > STRATA_LOG_WARN)
+        return;
+    fprintf(stderr, "strata_allreduce[%d]: %s: ", g_rank, who);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static void *h_alloc(int32_t dev, size_t bytes)
+{
+    (void)dev;
+    return aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+}
+
+static void h_free(int32_t dev, void *p)
+{
+    (void)dev;
+    free(p);
+}
+
+static int h_copy(int32_t dd, void *dst, int32_t sd, const void *src,
+                  size_t n)
+{
+    (void)dd;
+    (void)sd;
+    memcpy(dst, src, n);
+    return 0;
+}
+
+/* Only what a transport uses; the rest stays NULL. */
+static const strata_host_v1_t k_host = {
+    .struct_size = sizeof(strata_host_v1_t),
+    .abi_major = STRATA_ABI_MAJOR, .abi_minor = STRATA_ABI_MINOR,
+    .log = h_log, .alloc = h_alloc, .free = h_free, .copy = h_copy,
+};
+
+/* ---- options: the plugin's table, defaults then -o overrides ---------- */
+
+static int parse_opt(const strata_option_t *o, const char *text, void *cfg)
+{
+    char *end = NULL, *dst = (char *)cfg + o->offset;
+    switch (o->type) {
+    case STRATA_OPT_INT:
+    case STRATA_OPT_SIZE: {
+        double v = strtod(text, &end);
+        if (o->type == STRATA_OPT_SIZE && end && *end) {
+            const char *u = "KMG";
+            const char *at = strchr(u, *end & ~0x20);
+            for (const char *q = u; at && q <= at; q++)
+                v *= 1024;
+            end += at != NULL;
+        }
+        int64_t i = (int64_t)v;
+        memcpy(dst, &i, sizeof i);
+        break;
+    }
+    case STRATA_OPT_FLOAT: {
+        double v = strtod(text, &end);
+        memcpy(dst, &v, sizeof v);
+        break;
+    }
+    case STRATA_OPT_BOOL: {
+        int v = strcmp(text, "true") == 0 || strcmp(text, "1") == 0;
+        memcpy(dst, &v, sizeof v);
+        return 0;
+    }
+    case STRATA_OPT_ENUM: {
+        const char *ch = o->choices;
+        size_t tl = strlen(text);
+        for (int k = 0; ch && *ch; k++) {
+            size_t l = strcspn(ch, "|");
+            if (l == tl && strncmp(ch, text, l) == 0) {
+                memcpy(dst, &k, sizeof k);
+                return 0;
+            }
+            ch += l + (ch[l] == '|');
+        }
+        return -1;
+    }
+    case STRATA_OPT_STRING:
+        memcpy(dst, &text, sizeof text);
+        return 0;
+    default:
+        return -1;
+    }
+    return end && *end == '\0' && end != text ? 0 : -1;
+}
+
+static void *make_cfg(const strata_plugin_v1_t *vt, char **over, int nover)
+{
+    void *cfg = calloc(1, vt->cfg_size ? vt->cfg_size : 1);
+    for (int i = 0; cfg && i < nover; i++) {
+        const strata_option_t *o = vt->options;
+        while (o && o->key && (strncmp(over[i], o->key, strlen(o->key)) != 0
+                               || over[i][strlen(o->key)] != '='))
+            o++;
+        if (o == NULL || o->key == NULL) {
+            fprintf(stderr, "strata_allreduce: unknown option %s\n", over[i]);
+            free(cfg);
+            return NULL;
+        }
+    }
+    for (const strata_option_t *o = vt->options; cfg && o && o->key; o++) {
+        const char *text = o->def;
+        size_t kl = strlen(o->key);
+        for (int i = 0; i < nover; i++)
+            if (strncmp(over[i], o->key, kl) == 0 && over[i][kl] == '=')
+                text = over[i] + kl + 1;
+        if (text == NULL || parse_opt(o, text, cfg) != 0) {
+            fprintf(stderr, "strata_allreduce: option %s: bad value '%s'\n",
+                    o->key, text ? text : "(required)");
+            free(cfg);
+            return NULL;
+        }
+    }
+    return cfg;
+}
+
+/* ---- one rank --------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t fnv1a(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+typedef struct rank_out {
+    double   t[MAXSIZES];
+    int      iters[MAXSIZES];
+    uint64_t hash[MAXSIZES];
+    int      rc, wrong;
+} rank_out_t;
+
+static int reduce(const strata_plugin_v1_t *vt, void *pctx, float *buf,
+                  size_t count)
+{
+    strata_op_t o = { .struct_size = sizeof o, .buf = buf, .count = count,
+                      .device = STRATA_DEVICE(STRATA_DEV_CPU, 0),
+                      .reduce_op = STRATA_REDUCE_SUM };
+    return vt->reduce(pctx, &o);
+}
+
+static void run_rank(const strata_plugin_v1_t *vt, void *cfg, int rank, int n,
+                     char **addrs, const size_t *bytes, int nsizes,
+                     rank_out_t *out)
+{
+    char names[MAXN][16];
+    const char *namev[MAXN];
+    void *pctx = NULL;
+
+    for (int i = 0; i < n; i++) {
+        snprintf(names[i], sizeof names[i], "rank:%d", i);
+        namev[i] = names[i];
+    }
+    strata_group_t g = { .struct_size = sizeof g, .scope = STRATA_SCOPE_WORLD,
+                         .size = n, .rank = rank, .nlocal = 1,
+                         .addrs = (const char *const *)addrs, .names = namev,
+                         .tag = "allreduce-bench" };
+    strata_env_t env = { .struct_size = sizeof env,
+                         .kind = STRATA_KIND_TRANSPORT, .cfg = cfg,
+                         .section = "transport", .group = &g };
+    if ((out->rc = vt->init(&k_host, &env, &pctx)) != 0)
+        return;
+    for (int s = 0; s < nsizes && out->rc == 0; s++) {
+        size_t count = bytes[s] / sizeof(float);
+        float *buf = aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
+        int iters, warm, slot = 0;
+        if (buf == NULL) {
+            out->rc = STRATA_ENOMEM;
+            break;
+        }
+        bench_iters(bytes[s], n, &iters, &warm);
+        /* small integers: every partial sum is exact, whatever the order */
+        for (size_t i = 0; i < count; i++)
+            buf[i] = (float)((i * 7 + (size_t)rank * 3) % 11);
+        for (int k = 0; k < warm && out->rc == 0; k++)
+            out->rc = reduce(vt, pctx, buf, count);
+        if (out->rc == 0)
+            out->rc = vt->ctl(pctx, STRATA_CTL_BARRIER, &slot);
+        double t0 = now_s();
+        for (int k = 0; k < iters && out->rc == 0; k++)
+            out->rc = reduce(vt, pctx, buf, count);
+        out->t[s] = (now_s() - t0) / iters;
+        out->iters[s] = iters;
+        /* the last call's input, reduced once more, checked exactly */
+        for (size_t i = 0; i < count && out->rc == 0; i++)
+            buf[i] = (float)((i * 7 + (size_t)rank * 3) % 11);
+        if (out->rc == 0 && (out->rc = reduce(vt, pctx, buf, count)) == 0) {
+            for (size_t i = 0; i < count; i++) {
+                float want = 0;
+                for (int r = 0; r < n; r++)
+                    want += (float)((i * 7 + (size_t)r * 3) % 11);
+                out->wrong += buf[i] != want;
+            }
+            out->hash[s] = fnv1a(buf, count * sizeof(float));
+        }
+        free(buf);
+    }
+    vt->fini(pctx);
+}
+
+/* ---- main: fork the ranks, collect, print ------------------------------ */
+
+static int free_ports(int n, int *port)
+{
+    int fd[MAXN];
+    for (int i = 0; i < n; i++) {
+        struct sockaddr_in a = { .sin_family = AF_INET,
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof a;
+        fd[i] = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd[i] < 0 || bind(fd[i], (struct sockaddr *)&a, sizeof a) != 0
+            || getsockname(fd[i], (struct sockaddr *)&a, &len) != 0)
+            return -1;
+        port[i] = ntohs(a.sin_port);
+    }
+    for (int i = 0; i < n; i++)
+        close(fd[i]);
+    return 0;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: strata_allreduce -p zmq.so -n N [-t tcp|ipc] "
+            "[-o key=value]... [-l label] BYTES...\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    const char *plugin = NULL, *proto = "tcp", *label = "strata";
+    char *over[32];
+    int nover = 0, n = 2, nsizes = 0, i;
+    size_t bytes[MAXSIZES];
+
+    for (i = 1; i < argc && argv[i][0] == '-'; i += 2) {
+        if (i + 1 >= argc)
+            usage();
+        const char *o = argv[i], *v = argv[i + 1];
+        if (strcmp(o, "-p") == 0) plugin = v;
+        else if (strcmp(o, "-n") == 0) n = atoi(v);
+        else if (strcmp(o, "-t") == 0) proto = v;
+        else if (strcmp(o, "-l") == 0) label = v;
+        else if (strcmp(o, "-o") == 0 && nover < 32) over[nover++] = (char *)v;
+        else usage();
+    }
+    for (; i < argc && nsizes < MAXSIZES; i++)
+        if ((bytes[nsizes++] = (size_t)strtoull(argv[i], NULL, 10)) < 4)
+            usage();
+    if (plugin == NULL || n < 2 || n > MAXN || nsizes == 0)
+        usage();
+    void *dl = dlopen(plugin, RTLD_NOW | RTLD_LOCAL);
+    const strata_plugin_v1_t *vt = dl ? dlsym(dl, STRATA_PLUGIN_SYMBOL_V1)
+                                      : NULL;
+    if (vt == NULL || vt->hdr.kind != STRATA_KIND_TRANSPORT) {
+        fprintf(stderr, "strata_allreduce: %s: %s\n", plugin,
+                dl ? "not a transport plugin" : dlerror());
+        return 2;
+    }
+    void *cfg = make_cfg(vt, over, nover);
+    if (cfg == NULL)
+        return 2;
+
+    char addr_buf[MAXN][128], *addrs[MAXN];
+    int port[MAXN];
+    if (strcmp(proto, "tcp") == 0 && free_ports(n, port) != 0)
+        return 2;
+    for (int r = 0; r < n; r++) {
+        if (strcmp(proto, "tcp") == 0)
+            snprintf(addr_buf[r], sizeof addr_buf[r], "127.0.0.1:%d", port[r]);
+        else
+            snprintf(addr_buf[r], sizeof addr_buf[r],
+                     "ipc:///tmp/strata-bench-%ld-%d", (long)getpid(), r);
+        addrs[r] = addr_buf[r];
+    }
+
+    int pipes[MAXN][2];
+    pid_t pid[MAXN];
+    for (int r = 0; r < n; r++) {
+        if (pipe(pipes[r]) != 0 || (pid[r] = fork()) < 0)
+            return 2;
+        if (pid[r] == 0) {
+            rank_out_t out = { .rc = 0 };
+            g_rank = r;
+            run_rank(vt, cfg, r, n, addrs, bytes, nsizes, &out);
+            ssize_t w = write(pipes[r][1], &out, sizeof out);
+            _exit(w == (ssize_t)sizeof out ? 0 : 3);
+        }
+        close(pipes[r][1]);
+    }
+    rank_out_t out[MAXN];
+    int bad = 0;
+    for (int r = 0; r < n; r++) {
+        if (read(pipes[r][0], &out[r], sizeof out[r]) != (ssize_t)sizeof out[r]) {
+            memset(&out[r], 0, sizeof out[r]);
+            out[r].rc = -1000;
+        }
+        close(pipes[r][0]);
+    }
+    for (int r = 0; r < n; r++) {
+        int st = 0;
+        waitpid(pid[r], &st, 0);
+        if (out[r].rc || out[r].wrong) {
+            fprintf(stderr, "strata_allreduce: rank %d: rc %d, %d wrong "
+                    "elements\n", r, out[r].rc, out[r].wrong);
+            bad = 1;
+        }
+    }
+    for (int s = 0; s < nsizes && !bad; s++) {
+        double t = 0;
+        for (int r = 0; r < n; r++) {
+            t = out[r].t[s] > t ? out[r].t[s] : t;
+            if (out[r].hash[s] != out[0].hash[s]) {
+                fprintf(stderr, "strata_allreduce: %zu bytes: rank %d's result"
+                        " differs from rank 0's\n", bytes[s], r);
+                bad = 1;
+            }
+        }
+        printf("RESULT %s %d %zu %.9f %d\n", label, n, bytes[s], t,
+               out[0].iters[s]);
+    }
+    if (strcmp(proto, "ipc") == 0)
+        for (int r = 0; r < n; r++)
+            unlink(addrs[r] + 6);
+    free(cfg);
+    return bad;
+}
