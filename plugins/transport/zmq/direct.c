@@ -62,6 +62,9 @@ struct strz_direct {
     unsigned char *rx_dst;    /* where the payload goes                    */
     size_t   rx_pgot;         /* payload bytes read                        */
     unsigned char small[SMALL_MAX];
+
+    unsigned char back[STRZ_HDR_SIZE]; /* an ABORT coming back from the right */
+    size_t   back_got;
 };
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -460,6 +463,10 @@ int strz_direct_recv(strz_ctx_t *c, strz_rmsg_t *m, const strz_hdr_t *want,
             return strz_fail(c, STRATA_EPROTO, c->left, "malformed message "
                              "from %s (%s) refused: %s", c->name[c->left],
                              c->addr[c->left], why);
+        if (d->rx_h.type == STRZ_ABORT && d->rx_h.sender == c->left) {
+            d->rx_hgot = 0;
+            return strz_abort_received(c, &d->rx_h, c->left);
+        }
         if (d->rx_h.sender != c->left || d->rx_h.type == STRZ_HELLO
             || d->rx_h.type == STRZ_HELLO_ACK || d->rx_h.type == STRZ_ABORT
             || d->rx_h.type == STRZ_PROBE || d->rx_h.type == STRZ_PROBE_ACK)
@@ -498,14 +505,56 @@ int strz_direct_recv(strz_ctx_t *c, strz_rmsg_t *m, const strz_hdr_t *want,
     return 0;
 }
 
-/* ---- closed connections ---------------------------------------------- */
+/* ---- ABORT and closed connections ------------------------------------- */
 
-void strz_direct_hup(strz_ctx_t *c, int right)
+/* The ABORT goes on the data connections too: the neighbours notice a
+ * closed data connection first, and on the same stream the ABORT comes
+ * before the close, so it always wins. Leftwards it goes back on the
+ * left's connection (nothing else ever flows that way); rightwards only
+ * between messages, so that it is not taken for payload. */
+void strz_direct_abort(strz_ctx_t *c, const unsigned char hdr[STRZ_HDR_SIZE])
 {
-    if (right)
-        right_closed(c);
-    else
-        left_closed(c);
+    struct strz_direct *d = c->direct;
+    if (d == NULL)
+        return;
+    if (d->dl >= 0)
+        (void)send(d->dl, hdr, STRZ_HDR_SIZE, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (d->dr >= 0 && (d->tx_done == d->tx_len || d->tx_done == 0))
+        (void)send(d->dr, hdr, STRZ_HDR_SIZE, MSG_DONTWAIT | MSG_NOSIGNAL);
+    d->tx_len = d->tx_done = 0;
+}
+
+/* The right's connection is readable: an ABORT coming back, or closed. */
+int strz_direct_back(strz_ctx_t *c)
+{
+    struct strz_direct *d = c->direct;
+    const char *why = NULL;
+    strz_hdr_t h;
+
+    if (d == NULL || d->dr < 0 || c->right_gone_at)
+        return 0;
+    for (;;) {
+        ssize_t r = recv(d->dr, d->back + d->back_got,
+                         STRZ_HDR_SIZE - d->back_got, MSG_DONTWAIT);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        if (r <= 0) {
+            right_closed(c);
+            return 0;
+        }
+        d->back_got += (size_t)r;
+        if (d->back_got < STRZ_HDR_SIZE)
+            continue;
+        d->back_got = 0;
+        if (strz_wire_unpack(d->back, STRZ_HDR_SIZE, 0, &h, &why) == 0
+            && h.type == STRZ_ABORT && h.sender == c->right)
+            return strz_abort_received(c, &h, c->right);
+        return strz_fail(c, STRATA_EPROTO, c->right, "unexpected bytes from "
+                         "%s (%s) on its data connection refused",
+                         c->name[c->right], c->addr[c->right]);
+    }
 }
 
 void strz_direct_peek(strz_ctx_t *c)
@@ -514,10 +563,6 @@ void strz_direct_peek(strz_ctx_t *c)
     unsigned char b;
     if (d == NULL)
         return;
-    /* the right never writes to us: anything readable means closed */
-    if (d->dr >= 0 && !c->right_gone_at
-        && recv(d->dr, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0)
-        right_closed(c);
     if (d->dl >= 0 && !c->left_gone_at && !d->rx_have && d->rx_hgot == 0) {
         ssize_t r = recv(d->dl, &b, 1, MSG_PEEK | MSG_DONTWAIT);
         if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK

@@ -39,6 +39,8 @@ static void send_abort(strz_ctx_t *c, int peer, int code)
         (void)zmq_send(c->rx, hb, sizeof hb, ZMQ_DONTWAIT);
     if (c->tx && c->right_up)
         (void)zmq_send(c->tx, hb, sizeof hb, ZMQ_DONTWAIT);
+    /* and on the data connections, where it beats their close */
+    strz_direct_abort(c, hb);
 }
 
 /* After a failure the caller's buffer must not stay referenced by zmq: give

@@ -557,11 +557,12 @@ int strz_wait(strz_ctx_t *c, int mask, int64_t deadline)
                          "canceled by the caller (ctl ABORT)");
     if (i_zc >= 0 && it[i_zc].revents)
         drain_zc_pipe(c);
-    if (i_dr >= 0 && (it[i_dr].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
-        strz_direct_hup(c, 1);
+    if (i_dr >= 0 && (it[i_dr].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
+        && (rc = strz_direct_back(c)) != 0)
+        return rc;
     if (i_dl >= 0 && (it[i_dl].revents & ZMQ_POLLERR)
         && !(it[i_dl].revents & ZMQ_POLLIN))
-        strz_direct_hup(c, 0);
+        strz_direct_peek(c);
     if (fast)
         return 0;
     if (i_mtx >= 0 && it[i_mtx].revents)
@@ -587,7 +588,8 @@ int strz_ctrl_poll(strz_ctx_t *c, int need_left, int need_right)
         return strz_fail(c, STRATA_ECANCELED, c->rank,
                          "canceled by the caller (ctl ABORT)");
     strz_direct_peek(c);
-    if ((rc = strz_control_look(c, strz_now_ms())) != 0)
+    if ((rc = strz_direct_back(c)) != 0
+        || (rc = strz_control_look(c, strz_now_ms())) != 0)
         return rc;
     /* no data expected on the direct socket either */
     if (strz_direct_rx(c) && !c->left_gone_at) {

@@ -302,9 +302,11 @@ int strz_link_open(strz_ctx_t *c, int64_t deadline)
 
 void strz_link_close(strz_ctx_t *c)
 {
-    strz_shm_close(c);
-    strz_direct_close(c);
-    strz_ring_free(c);
+    /* zmq first: zmq_ctx_term() waits (up to linger_ms) until what is
+     * queued, an ABORT above all, went out. Only then may the direct
+     * sockets close: their EOF is what the neighbours notice first, and
+     * the ABORT must be there before it. zmq also lets go of any buffer
+     * (gather landing) it still referenced. */
     strz_close_sock(&c->tx, &c->mon_tx);
     strz_close_sock(&c->rx, &c->mon_rx);
     if (c->zctx) {
@@ -312,6 +314,9 @@ void strz_link_close(strz_ctx_t *c)
         }
         c->zctx = NULL;
     }
+    strz_direct_close(c);
+    strz_shm_close(c);
+    strz_ring_free(c);
     for (int i = 0; i < 2; i++) {
         if (c->wake[i] >= 0)
             close(c->wake[i]);

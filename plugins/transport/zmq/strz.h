@@ -197,9 +197,14 @@ void strz_direct_drop(strz_ctx_t *c);
 int  strz_direct_recv(strz_ctx_t *c, strz_rmsg_t *m, const strz_hdr_t *want,
                       void *dst);
 int  strz_direct_fd(const strz_ctx_t *c, int right);
-/* A direct connection was seen closed (right: 1 or left: 0). */
-void strz_direct_hup(strz_ctx_t *c, int right);
-/* Without blocking: note neighbours whose connection closed. */
+/* Send a packed ABORT on the data connections (both ways) and forget any
+ * pending send. */
+void strz_direct_abort(strz_ctx_t *c, const unsigned char hdr[STRZ_HDR_SIZE]);
+/* The right's data connection is readable: read an ABORT (reported) or
+ * note it closed. 0 or the reported error. */
+int  strz_direct_back(strz_ctx_t *c);
+/* Without blocking: note a closed connection from the left (its data are
+ * not read here). */
 void strz_direct_peek(strz_ctx_t *c);
 
 /* ---- fail.c ---------------------------------------------------------- */
