@@ -46,8 +46,7 @@ class BenchError(Exception):
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--strata", help="strata binary (default: $STRATA_BIN, "
-                   "then /work/main/build/bin/strata, then build/bin/strata "
-                   "under the repository)")
+                   "then build/bin/strata under the repository)")
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--workers", default="1,2,3,4",
                    help="worker counts (%(default)s)")
@@ -105,7 +104,6 @@ def progress(msg):
 
 def find_strata(a):
     for cand in (a.strata, os.environ.get("STRATA_BIN"),
-                 "/work/main/build/bin/strata",
                  os.path.join(REPO, "build", "bin", "strata")):
         if cand:
             if os.path.isfile(cand) and os.access(cand, os.X_OK):
