@@ -119,6 +119,35 @@ int main(void)
                      "debug.check_sync=true") == 0);
     compare(one33, three, "mirrored 3 replicas vs 1, batch 33");
 
+    /* The linear scaling rule: 2 replicas with lr_scaling = linear follow
+     * 1 replica at twice the learning rate. */
+    char lin[600], dbl[600];
+    snprintf(lin, sizeof lin, "%s/linear.bin", dir);
+    snprintf(dbl, sizeof dbl, "%s/double.bin", dir);
+    CHECK(train_dump("mirrored", "cpu:0, cpu:1", 32, lin,
+                     "train.lr_scaling=linear") == 0);
+    CHECK(train_dump("mirrored", "cpu:0", 32, dbl, "optimizer.lr=0.002") == 0);
+    compare(dbl, lin, "lr_scaling=linear on 2 replicas vs lr x 2 on 1");
+
+    /* Warm-up changes the run (a smaller step at first) and, like every
+     * setting, keeps 2 replicas on the single-device path. */
+    char w1[600], w2[600];
+    snprintf(w1, sizeof w1, "%s/warm1.bin", dir);
+    snprintf(w2, sizeof w2, "%s/warm2.bin", dir);
+    CHECK(train_dump("mirrored", "cpu:0", 32, w1, "train.warmup_epochs=1") == 0);
+    CHECK(train_dump("mirrored", "cpu:0, cpu:1", 32, w2,
+                     "train.warmup_epochs=1") == 0);
+    compare(w1, w2, "warm-up: 2 replicas vs 1");
+    size_t nw = 784 * 128 + 128 + 1280 + 10;
+    float *a = load(one, nw), *b = load(w1, nw);
+    CHECK(a && b && memcmp(a, b, nw * sizeof *a) != 0);
+    free(a);
+    free(b);
+    unlink(lin);
+    unlink(dbl);
+    unlink(w1);
+    unlink(w2);
+
     /* Same config twice: bitwise identical (determinism). */
     char again[600];
     snprintf(again, sizeof again, "%s/again.bin", dir);
