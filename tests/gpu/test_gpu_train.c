@@ -8,11 +8,10 @@
 #include <math.h>
 
 #include "check.h"
+#include "dumps.h"
 #include "spawn.h"
 #include "cuda/kernels_cuda.h"
 
-#define NVARS 4
-static const size_t k_counts[NVARS] = { 784 * 128, 128, 128 * 10, 10 };
 static spawn_result_t g_last;
 
 static int train_dump(const char *strategy, const char *devices,
@@ -38,50 +37,6 @@ static int train_dump(const char *strategy, const char *devices,
     return g_last.code;
 }
 
-static float *load(const char *path, size_t n)
-{
-    float *v = malloc(n * sizeof *v);
-    FILE *f = fopen(path, "rb");
-    if (!f || fread(v, sizeof *v, n, f) != n) {
-        if (f)
-            fclose(f);
-        free(v);
-        return NULL;
-    }
-    fclose(f);
-    return v;
-}
-
-/* Relative L2 distance per variable between two dumps. */
-static void compare(const char *a_path, const char *b_path, const char *what)
-{
-    size_t total = 0;
-    for (int i = 0; i < NVARS; i++)
-        total += k_counts[i];
-    float *a = load(a_path, total), *b = load(b_path, total);
-    CHECKF(a && b, "%s: dumps missing", what);
-    if (!a || !b) {
-        free(a);
-        free(b);
-        return;
-    }
-    size_t at = 0;
-    for (int i = 0; i < NVARS; i++) {
-        double d = 0, n = 0;
-        for (size_t j = 0; j < k_counts[i]; j++) {
-            double x = a[at + j], y = b[at + j];
-            d += (x - y) * (x - y);
-            n += x * x;
-        }
-        double rel = sqrt(d) / (sqrt(n) > 0 ? sqrt(n) : 1.0);
-        printf("%s: variable %d: relative L2 distance %.3g\n", what, i, rel);
-        CHECKF(rel <= 1e-4, "%s: variable %d differs by %.3g", what, i, rel);
-        at += k_counts[i];
-    }
-    free(a);
-    free(b);
-}
-
 int main(void)
 {
     int gpus = 0;
@@ -101,12 +56,12 @@ int main(void)
 
     CHECK(train_dump("mirrored", "gpu:0", "nccl", g1,
                      "debug.check_sync=true") == 0);
-    compare(cpu, g1, "mirrored gpu:0 vs cpu:0, batch 32");
+    dump_compare(cpu, g1, "mirrored gpu:0 vs cpu:0, batch 32", 0.0001);
 
     if (gpus >= 2) {
         CHECK(train_dump("mirrored", "gpu:0, gpu:1", "nccl", g2,
                          "debug.check_sync=true") == 0);
-        compare(cpu, g2, "mirrored gpu:0, gpu:1 vs cpu:0, batch 32");
+        dump_compare(cpu, g2, "mirrored gpu:0, gpu:1 vs cpu:0, batch 32", 0.0001);
     } else {
         printf("SKIPPED part: mirrored on gpu:0, gpu:1 needs two GPUs; this "
                "machine has one\n");
@@ -130,7 +85,7 @@ int main(void)
      * copy refreshed every step and send their gradients to the host. */
     CHECK(train_dump("central", "gpu:0", "local", g2, "debug.check_sync=true")
           == 0);
-    compare(cpu, g2, "central gpu:0 vs cpu:0, batch 32");
+    dump_compare(cpu, g2, "central gpu:0 vs cpu:0, batch 32", 0.0001);
 
     unlink(cpu);
     unlink(g1);

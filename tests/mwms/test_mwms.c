@@ -9,11 +9,10 @@
 #include <math.h>
 
 #include "check.h"
+#include "dumps.h"
 #include "spawn.h"
 
 #define MAXW 4
-#define NVARS 4
-static const size_t k_counts[NVARS] = { 784 * 128, 128, 128 * 10, 10 };
 static char g_dir[] = "/tmp/strata-mwmsXXXXXX";
 static char g_out[MAXW][65536], g_err[MAXW][65536];
 
@@ -68,45 +67,6 @@ static void wait_job(job_t *j, double timeout_s)
     }
 }
 
-static float *load(const char *path, size_t *n)
-{
-    *n = 0;
-    for (int i = 0; i < NVARS; i++)
-        *n += k_counts[i];
-    float *v = malloc(*n * sizeof *v);
-    FILE *f = fopen(path, "rb");
-    if (!f || fread(v, sizeof *v, *n, f) != *n) {
-        if (f)
-            fclose(f);
-        free(v);
-        return NULL;
-    }
-    fclose(f);
-    return v;
-}
-
-static void compare(const char *a_path, const char *b_path, const char *what)
-{
-    size_t n;
-    float *a = load(a_path, &n), *b = load(b_path, &n);
-    CHECKF(a && b, "%s: dumps missing", what);
-    size_t at = 0;
-    for (int i = 0; a && b && i < NVARS; i++) {
-        double d = 0, s = 0;
-        for (size_t k = 0; k < k_counts[i]; k++) {
-            double x = a[at + k], y = b[at + k];
-            d += (x - y) * (x - y);
-            s += x * x;
-        }
-        double rel = sqrt(d) / (s > 0 ? sqrt(s) : 1.0);
-        CHECKF(rel <= 1e-5, "%s: variable %d differs by %.3g", what, i, rel);
-        printf("%s: variable %d: relative L2 distance %.3g\n", what, i, rel);
-        at += k_counts[i];
-    }
-    free(a);
-    free(b);
-}
-
 /* The hash line every worker prints with debug.hash_vars. */
 static int hash_of(const char *out, char hash[17])
 {
@@ -147,7 +107,7 @@ static void equivalence(int workers, int replicas, const char *single)
     }
     snprintf(what, sizeof what, "mwms %d workers x %d replicas vs 1 device",
              workers, replicas);
-    compare(single, dump + strlen("debug.dump_vars="), what);
+    dump_compare(single, dump + strlen("debug.dump_vars="), what, 1e-05);
 }
 
 /* Kill (SIGKILL) or stop (SIGSTOP) worker 1 of 3 mid-training: the others

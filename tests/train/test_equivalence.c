@@ -5,10 +5,9 @@
 #include <math.h>
 
 #include "check.h"
+#include "dumps.h"
 #include "spawn.h"
 
-#define NVARS 4
-static const size_t k_counts[NVARS] = { 784 * 128, 128, 128 * 10, 10 };
 static spawn_result_t g_last;
 
 static int train_dump(const char *strategy, const char *devices, int batch,
@@ -40,51 +39,6 @@ static double placed_ratio(void)
     return p ? atof(p + strlen("bytes of variables and optimizer state (")) : -1;
 }
 
-static float *load(const char *path, size_t n)
-{
-    float *v = malloc(n * sizeof *v);
-    FILE *f = fopen(path, "rb");
-    if (!f || fread(v, sizeof *v, n, f) != n) {
-        if (f)
-            fclose(f);
-        free(v);
-        return NULL;
-    }
-    fclose(f);
-    return v;
-}
-
-/* Relative L2 distance per variable between two dumps. */
-static void compare(const char *a_path, const char *b_path, const char *what)
-{
-    size_t total = 0;
-    for (int i = 0; i < NVARS; i++)
-        total += k_counts[i];
-    float *a = load(a_path, total), *b = load(b_path, total);
-    CHECKF(a && b, "%s: dumps missing", what);
-    if (!a || !b) {
-        free(a);
-        free(b);
-        return;
-    }
-    size_t at = 0;
-    for (int i = 0; i < NVARS; i++) {
-        double d = 0, n = 0;
-        for (size_t j = 0; j < k_counts[i]; j++) {
-            double x = a[at + j], y = b[at + j];
-            d += (x - y) * (x - y);
-            n += x * x;
-        }
-        double rel = sqrt(d) / (sqrt(n) > 0 ? sqrt(n) : 1.0);
-        printf("%s: variable %d: relative L2 distance %.3g\n", what, i, rel);
-        CHECKF(rel <= 1e-5, "%s: variable %d differs by %.3g", what, i, rel);
-        at += k_counts[i];
-    }
-    /* The run must have moved away from the initial values. */
-    free(a);
-    free(b);
-}
-
 int main(void)
 {
     char dir[] = "/tmp/strata-equivXXXXXX";
@@ -98,7 +52,7 @@ int main(void)
     CHECK(train_dump("mirrored", "cpu:0", 32, one, "debug.check_sync=true") == 0);
     CHECK(train_dump("mirrored", "cpu:0, cpu:1", 32, two,
                      "debug.check_sync=true") == 0);
-    compare(one, two, "mirrored 2 replicas vs 1, batch 32");
+    dump_compare(one, two, "mirrored 2 replicas vs 1, batch 32", 1e-05);
     double mirrored_ratio = placed_ratio();
 
     /* central: one copy of the model, whatever the replica count. */
@@ -106,7 +60,7 @@ int main(void)
     snprintf(central, sizeof central, "%s/central.bin", dir);
     CHECK(train_dump("central", "cpu:0, cpu:1", 32, central,
                      "debug.check_sync=true") == 0);
-    compare(one, central, "central 2 replicas vs 1, batch 32");
+    dump_compare(one, central, "central 2 replicas vs 1, batch 32", 1e-05);
     double central_ratio = placed_ratio();
     /* Adam: variables + 2 slots. mirrored holds that per replica. */
     CHECKF(central_ratio > 2.99 && central_ratio < 3.01, "central %.3f", central_ratio);
@@ -117,7 +71,7 @@ int main(void)
     CHECK(train_dump("mirrored", "cpu:0", 33, one33, "debug.check_sync=true") == 0);
     CHECK(train_dump("mirrored", "cpu:0, cpu:1, cpu:2", 33, three,
                      "debug.check_sync=true") == 0);
-    compare(one33, three, "mirrored 3 replicas vs 1, batch 33");
+    dump_compare(one33, three, "mirrored 3 replicas vs 1, batch 33", 1e-05);
 
     /* The linear scaling rule: 2 replicas with lr_scaling = linear follow
      * 1 replica at twice the learning rate. */
@@ -127,7 +81,7 @@ int main(void)
     CHECK(train_dump("mirrored", "cpu:0, cpu:1", 32, lin,
                      "train.lr_scaling=linear") == 0);
     CHECK(train_dump("mirrored", "cpu:0", 32, dbl, "optimizer.lr=0.002") == 0);
-    compare(dbl, lin, "lr_scaling=linear on 2 replicas vs lr x 2 on 1");
+    dump_compare(dbl, lin, "lr_scaling=linear on 2 replicas vs lr x 2 on 1", 1e-05);
 
     /* Warm-up changes the run (a smaller step at first) and, like every
      * setting, keeps 2 replicas on the single-device path. */
@@ -137,9 +91,9 @@ int main(void)
     CHECK(train_dump("mirrored", "cpu:0", 32, w1, "train.warmup_epochs=1") == 0);
     CHECK(train_dump("mirrored", "cpu:0, cpu:1", 32, w2,
                      "train.warmup_epochs=1") == 0);
-    compare(w1, w2, "warm-up: 2 replicas vs 1");
+    dump_compare(w1, w2, "warm-up: 2 replicas vs 1", 1e-05);
     size_t nw = 784 * 128 + 128 + 1280 + 10;
-    float *a = load(one, nw), *b = load(w1, nw);
+    float *a = dump_load(one, nw), *b = dump_load(w1, nw);
     CHECK(a && b && memcmp(a, b, nw * sizeof *a) != 0);
     free(a);
     free(b);
@@ -154,7 +108,7 @@ int main(void)
     CHECK(train_dump("mirrored", "cpu:0, cpu:1", 32, again,
                      "debug.check_sync=true") == 0);
     size_t total = 784 * 128 + 128 + 1280 + 10;
-    float *x = load(two, total), *y = load(again, total);
+    float *x = dump_load(two, total), *y = dump_load(again, total);
     CHECK(x && y && memcmp(x, y, total * sizeof *x) == 0);
     free(x);
     free(y);

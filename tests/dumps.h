@@ -1,0 +1,62 @@
+/* Variable dumps (debug.dump_vars: raw float32 of the seeds' MLP, in model
+ * order) and the equivalence check between two of them. */
+#ifndef STRATA_TESTS_DUMPS_H
+#define STRATA_TESTS_DUMPS_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "check.h"
+
+#define DUMP_NVARS 4
+static const size_t dump_counts[DUMP_NVARS] = { 784 * 128, 128, 128 * 10, 10 };
+
+static inline size_t dump_total(void)
+{
+    size_t n = 0;
+    for (int i = 0; i < DUMP_NVARS; i++)
+        n += dump_counts[i];
+    return n;
+}
+
+/* The n floats of `path`, or NULL. */
+static inline float *dump_load(const char *path, size_t n)
+{
+    float *v = malloc(n * sizeof *v);
+    FILE *f = fopen(path, "rb");
+    if (!v || !f || fread(v, sizeof *v, n, f) != n) {
+        if (f)
+            fclose(f);
+        free(v);
+        return NULL;
+    }
+    fclose(f);
+    return v;
+}
+
+/* Relative L2 distance per variable between two dumps, each <= tol. */
+static inline void dump_compare(const char *a_path, const char *b_path,
+                                const char *what, double tol)
+{
+    size_t total = dump_total();
+    float *a = dump_load(a_path, total), *b = dump_load(b_path, total);
+    CHECKF(a && b, "%s: dumps missing", what);
+    size_t at = 0;
+    for (int i = 0; a && b && i < DUMP_NVARS; i++) {
+        double d = 0, s = 0;
+        for (size_t j = 0; j < dump_counts[i]; j++) {
+            double x = a[at + j], y = b[at + j];
+            d += (x - y) * (x - y);
+            s += x * x;
+        }
+        double rel = sqrt(d) / (s > 0 ? sqrt(s) : 1.0);
+        printf("%s: variable %d: relative L2 distance %.3g\n", what, i, rel);
+        CHECKF(rel <= tol, "%s: variable %d differs by %.3g", what, i, rel);
+        at += dump_counts[i];
+    }
+    free(a);
+    free(b);
+}
+
+#endif
