@@ -234,6 +234,8 @@ static const strata_host_v1_t k_host = {
     .evaluate = strata__host_evaluate,
     .report = strata__host_report,
     .opt_io = strata__opt_io,
+    .boundary_due = strata__host_boundary_due,
+    .boundary = strata__host_boundary,
 };
 
 const strata_host_v1_t *strata__host(strata_ctx_t *ctx)

@@ -4,14 +4,6 @@
 
 #include "run.h"
 
-/* Where a resumed run goes on. */
-typedef struct strata__resume {
-    int     resumed;
-    int     epoch;     /* 0-based epoch to continue in                */
-    int64_t batch;     /* next batch of that epoch                    */
-    int64_t step;      /* steps done before                           */
-} strata__resume_t;
-
 /* Optimizer slots per element of the [optimizer] kind (adam 2, ...). */
 int strata__opt_nslots(int kind);
 

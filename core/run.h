@@ -31,6 +31,14 @@ typedef struct strata__epoch_stats {
     int     has_test;
 } strata__epoch_stats_t;
 
+/* Where a resumed run goes on. */
+typedef struct strata__resume {
+    int     resumed;
+    int     epoch;     /* 0-based epoch to continue in                */
+    int64_t batch;     /* next batch of that epoch                    */
+    int64_t step;      /* steps done before                           */
+} strata__resume_t;
+
 struct strata__run {
     strata_ctx_t             *ctx;
     const strata__settings_t *s;
@@ -68,6 +76,10 @@ struct strata__run {
     int64_t                   seg_lo, seg_hi;  /* batches of this phase   */
     int64_t                   epoch_step0;  /* global step of batch 0      */
     int64_t                   epoch_first;  /* first batch run this epoch  */
+    strata__resume_t          resume;       /* where the run goes on     */
+    int                       resume_done;
+    int64_t                   last_boundary; /* drive(): step of the last
+                                                checkpoint (or the resume) */
     _Atomic int               rc;           /* first failure               */
     strata__progress_t        progress;
     strata__epoch_stats_t     last;

@@ -169,6 +169,9 @@ int strata__train(strata_ctx_t *ctx);
 /* host->evaluate and host->report, for the run whose drive() is running. */
 int strata__host_evaluate(double *loss, double *acc);
 int strata__host_report(const strata_report_t *r);
+/* host->boundary_due and host->boundary (ABI 1.2). */
+int strata__host_boundary_due(int32_t epoch, int64_t batch, int64_t step);
+int strata__host_boundary(int32_t epoch, int64_t batch, int64_t step);
 
 #endif /* STRATA_CORE_RUNTIME_H */
 

@@ -276,12 +276,24 @@ static int stopped(const strata__run_t *run, int64_t step)
     return STRATA_ESTOPPED;
 }
 
+/* Restore the newest checkpoint once, whoever asks first (drive() of a
+ * strategy that then declines to drive, or the core's loop). */
+static int resume(strata__run_t *run, strata__resume_t *at)
+{
+    int rc = STRATA_OK;
+    if (!run->resume_done)
+        rc = strata__checkpoint_restore(run, &run->resume);
+    run->resume_done = 1;
+    *at = run->resume;
+    return rc;
+}
+
 static int train_loop(strata__run_t *run)
 {
     const strata__train_cfg_t *t = &run->s->train;
     const strata__checkpoint_cfg_t *ck = &run->s->checkpoint;
     strata__resume_t at;
-    int rc = strata__checkpoint_restore(run, &at);
+    int rc = resume(run, &at);
     if (rc != STRATA_OK)
         return rc;
     int64_t step = at.step;
@@ -380,6 +392,8 @@ static int step_loop(strata__run_t *run)
     int epoch = -1;
     while (!failed(run)) {
         int rc = vt->next_step(run->spctx, &st);
+        if (rc == STRATA_ESTOPPED) /* the job stopped on request */
+            return stopped(run, st.id);
         if (rc == STRATA_OK && st.done)
             break;
         if (rc == STRATA_OK &&
@@ -456,19 +470,62 @@ int strata__host_report(const strata_report_t *r)
     }
 }
 
+/* Would strata__host_boundary act at this step? A checkpoint of
+ * every_steps (not twice at one step: a resumed run starts on one), or a
+ * stop request. */
+int strata__host_boundary_due(int32_t epoch, int64_t batch, int64_t step)
+{
+    strata__run_t *run = atomic_load(&g_run);
+    if (!run)
+        return 0;
+    const strata__checkpoint_cfg_t *ck = &run->s->checkpoint;
+    (void)epoch;
+    if (atomic_load(&run->ctx->stop))
+        return 1;
+    return checkpointing(run) && ck->every_steps > 0 && batch > 0 &&
+           step % ck->every_steps == 0 && step != run->last_boundary;
+}
+
+int strata__host_boundary(int32_t epoch, int64_t batch, int64_t step)
+{
+    strata__run_t *run = atomic_load(&g_run);
+    if (!run)
+        return STRATA_ESTATE;
+    const strata__checkpoint_cfg_t *ck = &run->s->checkpoint;
+    int stop = atomic_load(&run->ctx->stop) != 0;
+    int due = stop || strata__host_boundary_due(epoch, batch, step) ||
+              (batch == 0 && ck->every_epochs > 0 && epoch > 0 &&
+               epoch % ck->every_epochs == 0);
+    int rc = STRATA_OK;
+    if (due && checkpointing(run) && step != run->last_boundary) {
+        rc = strata__checkpoint_save(run, epoch, batch, step);
+        if (rc == STRATA_OK)
+            run->last_boundary = step;
+    }
+    return rc == STRATA_OK && stop ? stopped(run, step) : rc;
+}
+
 /* The strategy drives this task (ps server, coordinator); ENOTSUP: it
- * trains here in the core's loop. */
+ * trains here in the core's loop. A restored checkpoint is installed
+ * first (STRATA_CTL_STATE_SET: the coordinator takes it) and the job goes
+ * on from its position. */
 static int drive(strata__run_t *run)
 {
     const strata__train_cfg_t *t = &run->s->train;
+    strata__resume_t at;
+    int rc = resume(run, &at);
+    if (rc != STRATA_OK)
+        return rc;
     const strata_drive_t d = {
         .struct_size = sizeof d, .epochs = (int32_t)t->epochs,
         .steps_per_epoch = run->steps_per_epoch, .max_steps = t->max_steps,
         .batch = run->batch, .eval = t->eval,
         .train_samples = (int64_t)run->train.n,
+        .first_epoch = at.epoch, .first_batch = at.batch,
     };
+    run->last_boundary = at.resumed ? at.step : -1;
     atomic_store(&g_run, run);
-    int rc = run->strategy->vt->drive(run->spctx, &d);
+    rc = run->strategy->vt->drive(run->spctx, &d);
     atomic_store(&g_run, NULL);
     return rc;
 }
@@ -510,17 +567,6 @@ int strata__train(strata_ctx_t *ctx)
     int rc = strata__run_setup(ctx, run);
     if (rc == STRATA_OK)
         rc = start_threads(run);
-    if (rc == STRATA_OK) {
-        const strata_plugin_v1_t *vt = run->strategy->vt;
-        if (checkpointing(run) && (STRATA_HAS(vt, drive) ||
-                                   STRATA_HAS(vt, next_step))) {
-            strata__log(STRATA_LOG_ERROR, "checkpoint",
-                        "[checkpoint] dir is set, but strategy %s drives its "
-                        "own steps and cannot be checkpointed yet",
-                        run->strategy->name);
-            rc = STRATA_ECONFIG;
-        }
-    }
     if (rc == STRATA_OK) {
         const strata_plugin_v1_t *vt = run->strategy->vt;
         strata__run_banner(run);

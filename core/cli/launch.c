@@ -371,7 +371,10 @@ int cli_launch(int argc, char **argv)
     }
     int sup = supervise(c, started);
     code = code ? code : sup;
-    printf("[launch] %s: %d task%s, exit %d\n", code ? "failed" : "done",
+    /* 75: stopped on request with a checkpoint (strata train's code). */
+    printf("[launch] %s: %d task%s, exit %d\n",
+           code == 75 ? "stopped, run it again to resume" : code ? "failed"
+                                                              : "done",
            started, started == 1 ? "" : "s", code);
     free(c);
     free(targv);

@@ -14,6 +14,14 @@
  *                  deadline, naming ps:1
  *   replay         malformed messages and replayed pushes sent to ps:0 with
  *                  a raw zmq socket change nothing (its counters say so)
+ *   ckpt_pskill    ps:1 killed (-9) after the coordinator's checkpoint of
+ *                  step 300: the job fails; restarted whole, it resumes
+ *                  from that checkpoint (every ps takes its shards back),
+ *                  applies every step once and reaches the accuracy of a
+ *                  fault-free run
+ *   ckpt_stop      SIGTERM to every task mid-epoch: each exits 75 after
+ *                  the coordinator's checkpoint at the step it stopped at;
+ *                  restarted, the job resumes at exactly that step
  *
  * Free ports, bounded waits, every child reaped. */
 #include <math.h>
@@ -21,6 +29,7 @@
 
 #include "check.h"
 #include "ps_job.h"
+#include "testutil.h"
 #include "../../plugins/strategy/ps/ps_part.h"
 #include "../../plugins/strategy/ps/ps_wire.h"
 #include "../../plugins/transport/zmq/wire.h"
@@ -416,6 +425,129 @@ static void replay(void)
     job_free(&j);
 }
 
+/* ---- checkpoints ------------------------------------------------------ */
+
+/* The step a job resumed from ("resumed from DIR/ckpt-N...: ..., step S"),
+ * or -1. */
+static long long resumed_step(const job_t *j, const char *dir)
+{
+    char key[400];
+    snprintf(key, sizeof key, "resumed from %s/ckpt-", dir);
+    const char *p = strstr(j->t[0].out, key);
+    p = p ? strstr(p, ", step ") : NULL;
+    return p ? atoll(p + strlen(", step ")) : -1;
+}
+
+/* Restart the job of `sets` on fresh ports and run it to the end; every
+ * task exits 0, resumed from dir at a step the caller checks. */
+static long long resume_job(const char *dir, char **sets, int n,
+                            long long total, double *acc)
+{
+    job_t j;
+    job_init(&j, 2, 2, sets, n);
+    job_start_all(&j);
+    job_wait_all(&j, 240);
+    all_ok(&j);
+    long long at = resumed_step(&j, dir);
+    for (int k = 0; k < 2; k++) {
+        char want[64];
+        snprintf(want, sizeof want, "ps:%d: state restored at step %lld", k,
+                 at);
+        CHECKF(strstr(j.t[job_task(&j, "ps", k)].err, want) != NULL,
+               "no '%s'", want);
+    }
+    exactly_once(&j, total, 2);
+    *acc = test_accuracy(j.t[0].out);
+    if (check_failed_ || getenv("PS_TEST_VERBOSE"))
+        dump(&j);
+    job_free(&j);
+    return at;
+}
+
+static void ckpt_pskill(void)
+{
+    tmp_make("ps-ckpt");
+    char dir[300], set[320];
+    snprintf(dir, sizeof dir, "%s/run", tmpdir_);
+    snprintf(set, sizeof set, "checkpoint.dir=%s", dir);
+    char *more[] = { "train.epochs=3", "data.limit_train=6400",
+                     "strategy.timeout_s=3", "checkpoint.every_steps=100",
+                     "strategy.partitioner=fixed:2", set };
+    char *sets[JOB_SETS];
+    int n;
+    /* the fault-free run, without checkpoints */
+    sets_with(sets, &n, more, 5);
+    job_t j;
+    job_init(&j, 2, 2, sets, n);
+    job_start_all(&j);
+    job_wait_all(&j, 240);
+    all_ok(&j);
+    double base = test_accuracy(j.t[0].out);
+    job_free(&j);
+    /* ps:1 dies after the checkpoint of step 300 */
+    sets_with(sets, &n, more, 6);
+    job_init(&j, 2, 2, sets, n);
+    job_start_all(&j);
+    CHECKF(job_await(&j, 0, 0, "ckpt-0000000300.safetensors", 120) == 0,
+           "no checkpoint of step 300");
+    job_kill(&j, job_task(&j, "ps", 1));
+    job_wait_all(&j, 30);
+    CHECKF(j.t[0].code != 0 && strstr(j.t[0].err, "ps:1 (127.0.0.1:"),
+           "coordinator exit %d without naming ps:1", j.t[0].code);
+    if (check_failed_ || getenv("PS_TEST_VERBOSE"))
+        dump(&j);
+    job_free(&j);
+    /* the whole job restarted */
+    double acc = -1;
+    long long at = resume_job(dir, sets, n, 600, &acc);
+    printf("ps:1 killed after step 300; the restarted job resumed at step "
+           "%lld: test accuracy %.4f (fault-free %.4f)\n", at, acc, base);
+    CHECKF(at >= 300 && at < 600 && at % 100 == 0, "resumed at step %lld", at);
+    CHECKF(acc >= 0 && fabs(acc - base) <= 0.02,
+           "accuracy %.4f is not within 2%% of the fault-free %.4f", acc, base);
+    tmp_cleanup();
+}
+
+static void ckpt_stop(void)
+{
+    tmp_make("ps-stop");
+    char set[320];
+    snprintf(set, sizeof set, "checkpoint.dir=%s", tmpdir_);
+    char *more[] = { "train.epochs=3", "data.limit_train=12800",
+                     "strategy.timeout_s=10", set };
+    char *sets[JOB_SETS];
+    int n;
+    sets_with(sets, &n, more, 4);
+    job_t j;
+    job_init(&j, 2, 2, sets, n);
+    job_start_all(&j);
+    CHECKF(job_await(&j, 0, 1, "Epoch 1/3", 120) == 0, "no epoch 1");
+    usleep(300000);
+    for (int i = 0; i < j.n; i++) /* what a preempted cluster gets */
+        if (j.t[i].running)
+            kill(j.t[i].child.pid, SIGTERM);
+    job_wait_all(&j, 60);
+    for (int i = 0; i < j.n; i++)
+        CHECKF(j.t[i].code == 75, "%s:%d exit %d, want 75", j.t[i].type,
+               j.t[i].index, j.t[i].code);
+    const char *p = strstr(j.t[0].err, "stopped on request at step ");
+    long long stop = p ? atoll(p + strlen("stopped on request at step ")) : -1;
+    char ck[64];
+    snprintf(ck, sizeof ck, "ckpt-%010lld.safetensors", stop);
+    CHECKF(stop > 400 && stop < 1200 && access(tmp_path(ck), R_OK) == 0,
+           "stopped at step %lld without its checkpoint %s", stop, ck);
+    if (check_failed_ || getenv("PS_TEST_VERBOSE"))
+        dump(&j);
+    job_free(&j);
+    double acc = -1;
+    long long at = resume_job(tmpdir_, sets, n, 1200, &acc);
+    printf("SIGTERM: every task exited 75 at step %lld; resumed at step %lld, "
+           "test accuracy %.4f\n", stop, at, acc);
+    CHECKF(at == stop, "resumed at step %lld, stopped at %lld", at, stop);
+    CHECKF(acc > 0.78, "test accuracy %.4f after the resume", acc);
+    tmp_cleanup();
+}
+
 int main(int argc, char **argv)
 {
     if (access(DATA, R_OK) != 0)
@@ -434,6 +566,10 @@ int main(int argc, char **argv)
         pskill();
     else if (!strcmp(g_scenario, "replay"))
         replay();
+    else if (!strcmp(g_scenario, "ckpt_pskill"))
+        ckpt_pskill();
+    else if (!strcmp(g_scenario, "ckpt_stop"))
+        ckpt_stop();
     else {
         fprintf(stderr, "unknown scenario '%s'\n", g_scenario);
         return 2;

@@ -216,7 +216,7 @@ static void sched(void)
     int64_t b;
     int32_t a;
     CHECK(ps_sched_init(&s, 4) == 0);
-    ps_sched_begin(&s, 0, 4);
+    ps_sched_begin(&s, 0, 4, 0);
     CHECK(ps_sched_next(&s, 0, &b, &a) == 1 && b == 0 && a == 1);
     CHECK(ps_sched_next(&s, 1, &b, &a) == 1 && b == 1 && a == 1);
     /* worker 1 is lost: batch 1 goes first, as attempt 2 */
@@ -240,9 +240,95 @@ static void sched(void)
     CHECK(ps_sched_done(&s, 2, 0, 0, 4) == 1 && ps_sched_done(&s, 3, 0, 0, 4) == 1);
     CHECK(ps_sched_complete(&s) && s.ndone == 4);
     /* a new epoch starts over; more batches than room are cut */
-    ps_sched_begin(&s, 1, 9);
+    ps_sched_begin(&s, 1, 9, 0);
     CHECK(s.n == 4 && s.epoch == 1 && s.ndone == 0 && s.attempt[1] == 0);
     ps_sched_free(&s);
+}
+
+/* A resumed epoch, and draining to a step boundary. */
+static void sched_boundary(void)
+{
+    ps_sched_t s;
+    int64_t b;
+    int32_t a;
+    CHECK(ps_sched_init(&s, 8) == 0);
+    /* resumed after batch 3: 0..2 count as done, 3 goes out first */
+    ps_sched_begin(&s, 2, 8, 3);
+    CHECK(s.ndone == 3 && s.first == 3 && s.issued == 3 && s.limit == 8);
+    CHECK(s.samples == 0 && !ps_sched_complete(&s));
+    CHECK(ps_sched_next(&s, 0, &b, &a) == 1 && b == 3 && a == 1);
+    CHECK(ps_sched_next(&s, 1, &b, &a) == 1 && b == 4);
+    CHECK(s.issued == 5);
+    /* a boundary before batch 5: nothing past it goes out */
+    s.limit = s.issued;
+    CHECK(ps_sched_next(&s, 2, &b, &a) == 0);
+    CHECK(!ps_sched_drained(&s));
+    /* batch 4's worker is lost: its retry still goes out (before limit) */
+    CHECK(ps_sched_requeue(&s, 4) == 1);
+    CHECK(ps_sched_next(&s, 2, &b, &a) == 1 && b == 4 && a == 2);
+    CHECK(ps_sched_next(&s, 2, &b, &a) == 0);
+    CHECK(ps_sched_done(&s, 3, 1, 1, 4) == 1 && !ps_sched_drained(&s));
+    CHECK(ps_sched_done(&s, 4, 1, 1, 4) == 1 && ps_sched_drained(&s));
+    /* boundary passed: the rest goes out in order */
+    s.limit = s.n;
+    CHECK(ps_sched_next(&s, 0, &b, &a) == 1 && b == 5 && a == 1);
+    /* resumed at the epoch's end: nothing left */
+    ps_sched_begin(&s, 3, 8, 8);
+    CHECK(ps_sched_complete(&s) && ps_sched_next(&s, 0, &b, &a) == 0);
+    /* out of range firsts are clamped */
+    ps_sched_begin(&s, 3, 8, -2);
+    CHECK(s.first == 0 && s.ndone == 0);
+    ps_sched_free(&s);
+}
+
+/* Checkpoint messages: parts, slot counts, stop flags. */
+static void wire_state(void)
+{
+    unsigned char c[PS_HDR_SIZE + 8];
+    ps_hdr_t o;
+    const unsigned char *pl;
+    const char *why;
+    ps_hdr_t q = { .type = PS_STATE_REQ, .step = -1, .a = 2, .b = 2 };
+    ps_wire_pack(&q, c);
+    CHECK(ps_wire_unpack(c, PS_HDR_SIZE, &o, &pl, &why) == 0 && o.a == 2);
+    q.a = 3; /* part beyond the slots */
+    ps_wire_pack(&q, c);
+    CHECK(ps_wire_unpack(c, PS_HDR_SIZE, &o, &pl, &why) == -1);
+    q.a = 0;
+    q.b = PS_MAX_SLOTS + 1;
+    ps_wire_pack(&q, c);
+    CHECK(ps_wire_unpack(c, PS_HDR_SIZE, &o, &pl, &why) == -1);
+    /* STATE_PUT carries values and needs the step it restores */
+    ps_hdr_t put = { .type = PS_STATE_PUT, .step = 7, .a = 1, .b = 2, .c = 7,
+                     .count = 2 };
+    ps_wire_pack(&put, c);
+    memset(c + PS_HDR_SIZE, 0, 8);
+    CHECK(ps_wire_unpack(c, PS_HDR_SIZE + 8, &o, &pl, &why) == 0 && pl
+          && o.count == 2 && o.step == 7 && o.c == 7);
+    put.step = -1;
+    ps_wire_pack(&put, c);
+    CHECK(ps_wire_unpack(c, PS_HDR_SIZE + 8, &o, &pl, &why) == -1);
+    /* a failed STATE reply carries no values */
+    ps_hdr_t st = { .type = PS_STATE, .status = PS_FAILED, .step = -1,
+                    .count = 2 };
+    ps_wire_pack(&st, c);
+    CHECK(ps_wire_unpack(c, PS_HDR_SIZE + 8, &o, &pl, &why) == -1);
+    st.count = 0;
+    ps_wire_pack(&st, c);
+    CHECK(ps_wire_unpack(c, PS_HDR_SIZE, &o, &pl, &why) == 0
+          && o.status == PS_FAILED);
+    ps_hdr_t ack = { .type = PS_STATE_ACK, .status = PS_DUPLICATE };
+    ps_wire_pack(&ack, c);
+    CHECK(ps_wire_unpack(c, PS_HDR_SIZE, &o, &pl, &why) == -1);
+    /* DONE and FINISH: the stop flag is 0 or 1 */
+    ps_hdr_t done = { .type = PS_DONE, .step = -1, .a = 1 };
+    ps_wire_pack(&done, c);
+    CHECK(ps_wire_unpack(c, PS_HDR_SIZE, &o, &pl, &why) == 0 && o.a == 1);
+    done.type = PS_FINISH;
+    done.a = 2;
+    ps_wire_pack(&done, c);
+    CHECK(ps_wire_unpack(c, PS_HDR_SIZE, &o, &pl, &why) == -1);
+    CHECK(strcmp(ps_wire_type_name(PS_STATE_ACK), "STATE_ACK") == 0);
 }
 
 int main(void)
@@ -253,5 +339,7 @@ int main(void)
     placement();
     wire();
     sched();
+    sched_boundary();
+    wire_state();
     return CHECK_DONE();
 }

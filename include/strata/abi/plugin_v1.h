@@ -180,6 +180,9 @@ typedef struct strata_drive {
     int32_t  batch;           /* global batch                               */
     int32_t  eval;            /* evaluate on the test set after each epoch  */
     int64_t  train_samples;
+    /* ---- ABI 1.2 ---- */
+    int32_t  first_epoch;     /* where to start: 0 and 0, or the position   */
+    int64_t  first_batch;     /* a restored checkpoint resumes from         */
 } strata_drive_t;
 
 /* Progress and metrics that a driving strategy hands to the core, which
@@ -269,6 +272,22 @@ typedef struct strata_host_v1 {
      * from/to host buffers of opt's count elements (checkpoints). */
     int  (*opt_io)(strata_opt_t *opt, int set, float *const *slots,
                    int nslots, int64_t *steps);
+
+    /* ---- ABI 1.2: guard with STRATA_HAS_FIELD(strata_host_v1_t, ...) ---- */
+    /* For drive(): step boundaries of a job the strategy drives. A step
+     * boundary is a point where every step before global step `step`
+     * (batch `batch` of epoch `epoch`; batch 0 of the next epoch at an
+     * epoch's end) is applied and no later one. boundary_due() says, before
+     * the strategy hands out batch `batch`, whether the core wants to act
+     * there (a checkpoint of [checkpoint] every_steps, or a stop request):
+     * 1 or 0; cheap. boundary() is called at a step boundary (the strategy
+     * drains the steps in flight first): the core writes the checkpoint due
+     * there, if any, reading the state through STRATA_CTL_STATE_GET, and
+     * returns STRATA_OK to go on, STRATA_ESTOPPED when the job must stop
+     * (a stop was requested), or an error. Call it at the end of every
+     * epoch too (every_epochs). Main thread only. */
+    int  (*boundary_due)(int32_t epoch, int64_t batch, int64_t step);
+    int  (*boundary)(int32_t epoch, int64_t batch, int64_t step);
 } strata_host_v1_t;
 
 /* ---- the plugin vtable ----------------------------------------------- */

@@ -212,6 +212,12 @@ static int ps_update(void *pctx, strata_op_t *op)
 static int ps_ctl(void *pctx, int op, void *arg)
 {
     ps_t *p = pctx;
+    if (op == STRATA_CTL_STATE_GET || op == STRATA_CTL_STATE_SET)
+        /* Only the coordinator checkpoints: it gathers from the ps tasks
+         * and pushes a restored state back to them. */
+        return p->role == PS_ROLE_COORD
+                   ? ps_coord_state(p, op == STRATA_CTL_STATE_SET, arg)
+                   : STRATA_ESTATE;
     if (op != STRATA_CTL_ABORT)
         return STRATA_ENOTSUP;
     if (p->local)

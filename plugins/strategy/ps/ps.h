@@ -128,6 +128,9 @@ int  ps_server_drive(ps_t *p, const strata_drive_t *d);
 int  ps_coord_init(ps_t *p);
 void ps_coord_fini(ps_t *p);
 int  ps_coord_drive(ps_t *p, const strata_drive_t *d);
+/* STRATA_CTL_STATE_GET (set = 0): gather the state from the ps tasks at a
+ * step boundary; STATE_SET: keep it for drive() to push to them. */
+int  ps_coord_state(ps_t *p, int set, strata_state_t *st);
 
 /* ---- ps_worker.c ----------------------------------------------------- */
 

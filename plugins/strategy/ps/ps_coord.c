@@ -34,6 +34,11 @@ struct ps_coord {
     int64_t      total_done;
     int64_t      rescheduled, stale;
     int32_t      batch;       /* global batch, for the figures           */
+    int          stopped;     /* the job stopped on request (SIGTERM)    */
+    /* a restored checkpoint, for the ps tasks before the first step     */
+    float       *rs;          /* (1 + rs_slots) x model_count, or NULL   */
+    int          rs_slots;
+    int64_t      rs_opt_steps;
 };
 
 #define WAIT_MS 20 /* a worker that finds no step asks again after this */
@@ -60,6 +65,7 @@ void ps_coord_fini(ps_t *p)
     if (!co)
         return;
     ps_sched_free(&co->s);
+    free(co->rs);
     free(co->w);
     free(co->ps_last);
     free(co);
@@ -157,7 +163,26 @@ static void result(ps_t *p, int wi, const ps_hdr_t *h)
     }
 }
 
-/* Answer a STEP_REQ: a step, WAIT (the epoch is joining), or DONE. */
+/* The core's step boundaries (ABI 1.2): checkpoints, stop requests. */
+static int has_boundaries(const ps_t *p)
+{
+    return STRATA_HAS_FIELD(strata_host_v1_t, p->host, boundary);
+}
+
+/* Before the next fresh batch goes out: does the core want a boundary
+ * there? Then no batch from it on is handed out until it is reached. */
+static void plan_boundary(ps_t *p)
+{
+    ps_sched_t *s = &p->co->s;
+    if (s->limit < s->n || s->issued >= s->n || !has_boundaries(p))
+        return;
+    if (p->host->boundary_due(s->epoch, s->issued,
+                              s->epoch * p->co->spe + s->issued) == 1)
+        s->limit = s->issued;
+}
+
+/* Answer a STEP_REQ: a step, WAIT (the epoch is joining, or a step
+ * boundary is being drained), or DONE. */
 static void assign(ps_t *p, int wi, const ps_msg_t *m)
 {
     ps_coord_t *co = p->co;
@@ -166,9 +191,11 @@ static void assign(ps_t *p, int wi, const ps_msg_t *m)
                    .a = WAIT_MS };
     int64_t b = -1;
     int32_t attempt = 0;
+    if (!co->finishing)
+        plan_boundary(p);
     if (co->finishing) {
         r.type = PS_DONE;
-        r.a = 0;
+        r.a = co->stopped;
     } else if (w->batch < 0 && ps_sched_next(&co->s, wi, &b, &attempt)) {
         r.type = PS_STEP;
         r.step = co->s.epoch * co->spe + b;
@@ -320,21 +347,170 @@ static int pump(ps_t *p, int64_t until, const co_want_t *want, ps_msg_t *got)
     }
 }
 
-static int run_epoch(ps_t *p, const strata_drive_t *d, int epoch, int64_t n)
+/* Send request h to `member` and wait for its reply of type `type`
+ * (the other messages handled meanwhile) until `deadline`. */
+static int request(ps_t *p, int member, ps_hdr_t *h, const float *payload,
+                   uint32_t count, int type, int64_t deadline, ps_msg_t *m)
+{
+    h->req = ps_net_req(p);
+    co_want_t want = { type, member, h->req };
+    int rc = ps_net_send(p, member, h, payload, count, reply_ms(p));
+    while (rc == STRATA_OK) {
+        rc = pump(p, deadline, &want, m);
+        if (rc != STRATA_ETIMEDOUT || ps_now_ms() >= deadline)
+            break;
+        rc = STRATA_OK;
+    }
+    return rc;
+}
+
+/* STRATA_CTL_STATE_GET at a step boundary: every part of every ps's state
+ * (ps_wire.h: STATE_*) into the flat host buffers of st. */
+static int gather_state(ps_t *p, strata_state_t *st)
+{
+    if (st->nslots < 0 || st->nslots > PS_MAX_SLOTS)
+        return STRATA_EINVAL;
+    for (int j = 0; j < p->nps; j++) {
+        int member = p->ps_member[j];
+        for (int part = 0; part <= st->nslots; part++) {
+            ps_hdr_t h = { .type = PS_STATE_REQ, .step = -1, .a = part,
+                           .b = st->nslots };
+            ps_msg_t m;
+            int rc = request(p, member, &h, NULL, 0, PS_STATE,
+                             ps_now_ms() + p->timeout_ms, &m);
+            if (rc == STRATA_OK && (m.h.status != PS_OK || m.h.a != part ||
+                                    m.h.count != p->place.ps_count[j]))
+                rc = STRATA_EPROTO;
+            if (rc == STRATA_OK)
+                rc = ps_scatter(p, j, m.payload, part ? st->slots[part - 1]
+                                                      : st->vars, p->cpu);
+            if (rc != STRATA_OK) {
+                ps_log(p, STRATA_LOG_ERROR, "checkpoint: %s (%s) did not "
+                       "give part %d of its state: %s", ps_name(p, member),
+                       ps_addr(p, member), part, ps_strerror(rc));
+                return rc;
+            }
+            if (j == 0)
+                st->opt_steps = m.h.b;
+            else if (m.h.b != st->opt_steps) {
+                ps_log(p, STRATA_LOG_ERROR, "checkpoint: %s applied %lld "
+                       "optimizer steps, ps:0 %lld: not a step boundary",
+                       ps_name(p, member), (long long)m.h.b,
+                       (long long)st->opt_steps);
+                return STRATA_EINTERNAL;
+            }
+        }
+    }
+    return STRATA_OK;
+}
+
+/* A restored state goes to every ps before the first step: each part of
+ * its shards, retried until the ps is up and takes it (tasks start in any
+ * order) or strategy.timeout_s passes. */
+static int push_state(ps_t *p, int64_t step)
 {
     ps_coord_t *co = p->co;
-    ps_sched_begin(&co->s, epoch, n);
+    size_t most = 1;
+    for (int j = 0; j < p->nps; j++)
+        if (p->place.ps_count[j] > most)
+            most = p->place.ps_count[j];
+    float *buf = malloc(most * sizeof *buf);
+    int rc = buf ? STRATA_OK : STRATA_ENOMEM;
+    int64_t deadline = ps_now_ms() + p->timeout_ms;
+    for (int j = 0; rc == STRATA_OK && j < p->nps; j++) {
+        int member = p->ps_member[j];
+        for (int part = 0; rc == STRATA_OK && part <= co->rs_slots; part++) {
+            rc = ps_gather(p, j, co->rs + (size_t)part * p->model_count,
+                           p->cpu, buf);
+            ps_msg_t m;
+            do {
+                ps_hdr_t h = { .type = PS_STATE_PUT, .step = step, .a = part,
+                               .b = co->rs_slots, .c = co->rs_opt_steps };
+                int64_t until = ps_now_ms() + 1000;
+                if (rc == STRATA_OK)
+                    rc = request(p, member, &h, buf,
+                                 (uint32_t)p->place.ps_count[j], PS_STATE_ACK,
+                                 until < deadline ? until : deadline, &m);
+                if (rc != STRATA_OK && rc != STRATA_ENOMEM
+                    && ps_now_ms() < deadline) {
+                    if (rc != STRATA_ETIMEDOUT) /* the send failed */
+                        (void)pump(p, ps_now_ms() + 50, &(co_want_t){ 0 },
+                                   &m);
+                    rc = STRATA_EAGAIN; /* not up yet: again */
+                }
+            } while (rc == STRATA_EAGAIN);
+            if (rc == STRATA_OK && m.h.status != PS_OK)
+                rc = STRATA_EPEER;
+            if (rc != STRATA_OK)
+                ps_log(p, STRATA_LOG_ERROR, "restore: %s (%s) did not take "
+                       "part %d of its state within %.1f s: %s",
+                       ps_name(p, member), ps_addr(p, member), part,
+                       p->timeout_ms / 1000.0, ps_strerror(rc));
+        }
+    }
+    free(buf);
+    free(co->rs);
+    co->rs = NULL;
+    if (rc == STRATA_OK)
+        ps_log(p, STRATA_LOG_INFO, "restore: the %d ps tasks hold the state "
+               "of step %lld", p->nps, (long long)step);
+    return rc;
+}
+
+int ps_coord_state(ps_t *p, int set, strata_state_t *st)
+{
+    ps_coord_t *co = p->co;
+    if (!st || st->nslots < 0 || st->nslots > PS_MAX_SLOTS)
+        return STRATA_EINVAL;
+    if (!set)
+        return gather_state(p, st);
+    /* Kept until drive() pushes it: the ps tasks may not be up yet. */
+    size_t n = p->model_count;
+    free(co->rs);
+    co->rs = malloc((size_t)(1 + st->nslots) * n * sizeof(float) + 1);
+    if (!co->rs)
+        return STRATA_ENOMEM;
+    memcpy(co->rs, st->vars, n * sizeof(float));
+    for (int k = 0; k < st->nslots; k++)
+        memcpy(co->rs + (size_t)(1 + k) * n, st->slots[k], n * sizeof(float));
+    co->rs_slots = st->nslots;
+    co->rs_opt_steps = st->opt_steps;
+    return STRATA_OK;
+}
+
+/* The job stands at a step boundary: the core checkpoints if one is due
+ * and says whether to stop (STRATA_ESTOPPED). */
+static int boundary(ps_t *p, int32_t epoch, int64_t batch)
+{
+    if (!has_boundaries(p))
+        return STRATA_OK;
+    int rc = p->host->boundary(epoch, batch, epoch * p->co->spe + batch);
+    if (rc == STRATA_ESTOPPED)
+        p->co->stopped = 1;
+    return rc;
+}
+
+static int run_epoch(ps_t *p, const strata_drive_t *d, int epoch,
+                     int64_t first, int64_t n)
+{
+    ps_coord_t *co = p->co;
+    ps_sched_begin(&co->s, epoch, n, first);
     for (int wi = 0; wi < p->nworkers; wi++)
         co->w[wi].batch = -1; /* every step of the last epoch is done */
     strata_report_t r = { .struct_size = sizeof r,
                           .kind = STRATA_REPORT_EPOCH_BEGIN, .epoch = epoch,
-                          .steps = n };
+                          .steps = n - first };
     (void)p->host->report(&r);
     int64_t t0 = ps_now_ms();
     while (!ps_sched_complete(&co->s)) {
         int rc = pump(p, co->next_tick, NULL, NULL);
         if (rc != STRATA_OK && rc != STRATA_ETIMEDOUT)
             return rc;
+        if (co->s.limit < co->s.n && ps_sched_drained(&co->s)) {
+            if ((rc = boundary(p, epoch, co->s.limit)) != STRATA_OK)
+                return rc;
+            co->s.limit = co->s.n;
+        }
     }
     r.seconds = (ps_now_ms() - t0) / 1000.0;
     /* join: every step of the epoch is done; evaluate the pulled copy */
@@ -353,7 +529,10 @@ static int run_epoch(ps_t *p, const strata_drive_t *d, int epoch, int64_t n)
     r.kind = STRATA_REPORT_EPOCH_END;
     r.loss = co->s.loss / samples;
     r.acc = (double)co->s.correct / samples;
-    return p->host->report(&r);
+    rc = p->host->report(&r);
+    if (rc == STRATA_OK && n == d->steps_per_epoch) /* every_epochs */
+        rc = boundary(p, epoch + 1, 0);
+    return rc;
 }
 
 /* Every worker alive is told DONE (they ask); bounded by the timeout. */
@@ -388,17 +567,10 @@ static int finish_ps(ps_t *p)
     int64_t dups = 0;
     for (int j = 0; j < p->nps && rc == STRATA_OK; j++) {
         int member = p->ps_member[j];
-        ps_hdr_t h = { .type = PS_FINISH, .step = -1, .req = ps_net_req(p) };
-        co_want_t want = { PS_FIN_ACK, member, h.req };
+        ps_hdr_t h = { .type = PS_FINISH, .step = -1, .a = co->stopped };
         ps_msg_t m;
-        rc = ps_net_send(p, member, &h, NULL, 0, 0);
-        int64_t deadline = ps_now_ms() + p->timeout_ms;
-        while (rc == STRATA_OK) {
-            rc = pump(p, deadline, &want, &m);
-            if (rc != STRATA_ETIMEDOUT || ps_now_ms() >= deadline)
-                break;
-            rc = STRATA_OK;
-        }
+        rc = request(p, member, &h, NULL, 0, PS_FIN_ACK,
+                     ps_now_ms() + p->timeout_ms, &m);
         if (rc == STRATA_ETIMEDOUT)
             ps_log(p, STRATA_LOG_ERROR, "%s (%s) did not answer FINISH within "
                    "%.1f s", ps_name(p, member), ps_addr(p, member),
@@ -453,29 +625,45 @@ int ps_coord_drive(ps_t *p, const strata_drive_t *d)
     ps_log(p, STRATA_LOG_INFO, "coordinator %s: %d ps, %d workers, %d epochs "
            "of %lld steps", ps_name(p, p->self), p->nps, p->nworkers,
            d->epochs, (long long)d->steps_per_epoch);
-    int rc = STRATA_OK;
-    int64_t left = d->max_steps > 0 ? d->max_steps : INT64_MAX;
-    for (int e = 0; rc == STRATA_OK && e < d->epochs && left > 0; e++) {
-        int64_t n = d->steps_per_epoch < left ? d->steps_per_epoch : left;
-        rc = run_epoch(p, d, e, n);
-        left -= n;
+    /* Where to start: a restored checkpoint's position (ABI 1.2). */
+    int first_epoch = 0;
+    int64_t first_batch = 0;
+    if (STRATA_HAS_FIELD(strata_drive_t, d, first_batch)) {
+        first_epoch = d->first_epoch;
+        first_batch = d->first_batch;
+    }
+    int64_t step0 = first_epoch * co->spe + first_batch;
+    co->total_done = step0;
+    int rc = co->rs ? push_state(p, step0) : STRATA_OK;
+    int64_t left = d->max_steps > 0 ? d->max_steps - step0 : INT64_MAX;
+    for (int e = first_epoch; rc == STRATA_OK && e < d->epochs && left > 0;
+         e++) {
+        int64_t first = e == first_epoch ? first_batch : 0;
+        int64_t n = d->steps_per_epoch - first < left ? d->steps_per_epoch
+                                                      : first + left;
+        rc = run_epoch(p, d, e, first, n);
+        left -= n - first;
     }
     co->finishing = 1;
     int64_t *versions = calloc((size_t)p->nps, sizeof *versions);
     if (rc == STRATA_OK && !d->eval) /* the final values, for the core */
         rc = versions ? ps_pull_all(p, versions, handle) : STRATA_ENOMEM;
     free(versions);
+    if (rc == STRATA_ESTOPPED) /* a clean stop: every task goes too */
+        rc = STRATA_OK;
     if (rc == STRATA_OK)
         rc = release_workers(p);
     if (rc == STRATA_OK)
         rc = finish_ps(p);
+    if (rc == STRATA_OK && co->stopped)
+        rc = STRATA_ESTOPPED;
     for (int wi = 0; wi < p->nworkers; wi++)
         if (co->w[wi].seen)
             ps_log(p, STRATA_LOG_INFO, "%s ran %lld steps%s",
                    ps_name(p, p->worker_member[wi]),
                    (long long)co->w[wi].steps,
                    co->w[wi].restarts ? " (restarted)" : "");
-    if (rc != STRATA_OK)
+    if (rc != STRATA_OK && rc != STRATA_ESTOPPED)
         abort_all(p, rc);
     return rc;
 }

@@ -25,22 +25,29 @@ void ps_sched_free(ps_sched_t *s)
     memset(s, 0, sizeof *s);
 }
 
-void ps_sched_begin(ps_sched_t *s, int32_t epoch, int64_t n)
+void ps_sched_begin(ps_sched_t *s, int32_t epoch, int64_t n, int64_t first)
 {
     if (n > s->cap)
         n = s->cap;
+    if (first < 0)
+        first = 0;
+    if (first > n)
+        first = n;
     s->epoch = epoch;
     s->n = n;
+    s->first = s->issued = first;
+    s->limit = n;
     s->head = 0;
-    s->len = n;
-    s->ndone = 0;
+    s->len = n - first;
+    s->ndone = first;
     s->loss = 0.0;
     s->correct = s->samples = 0;
     for (int64_t b = 0; b < n; b++) {
-        s->state[b] = PS_B_PENDING;
+        s->state[b] = b < first ? PS_B_DONE : PS_B_PENDING;
         s->attempt[b] = 0;
         s->owner[b] = -1;
-        s->queue[b] = b;
+        if (b >= first)
+            s->queue[b - first] = b;
     }
 }
 
@@ -49,6 +56,8 @@ int ps_sched_next(ps_sched_t *s, int32_t worker, int64_t *batch,
 {
     while (s->len > 0) {
         int64_t b = s->queue[s->head];
+        if (b >= s->limit && s->state[b] == PS_B_PENDING)
+            return 0; /* fresh batches come in order: none before limit */
         s->head = (s->head + 1) % s->cap;
         s->len--;
         if (s->state[b] != PS_B_PENDING)
@@ -57,6 +66,8 @@ int ps_sched_next(ps_sched_t *s, int32_t worker, int64_t *batch,
         s->owner[b] = worker;
         *batch = b;
         *attempt = ++s->attempt[b];
+        if (b >= s->issued)
+            s->issued = b + 1;
         return 1;
     }
     return 0;
@@ -94,4 +105,9 @@ int ps_sched_done(ps_sched_t *s, int64_t batch, double loss, int64_t correct,
 int ps_sched_complete(const ps_sched_t *s)
 {
     return s->ndone >= s->n;
+}
+
+int ps_sched_drained(const ps_sched_t *s)
+{
+    return s->issued <= s->limit && s->ndone >= s->limit;
 }

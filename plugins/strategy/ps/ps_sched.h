@@ -14,6 +14,9 @@ enum { PS_B_PENDING = 0, PS_B_RUNNING = 1, PS_B_DONE = 2 };
 typedef struct ps_sched {
     int32_t  epoch;
     int64_t  n;            /* batches this epoch                      */
+    int64_t  first;        /* batches before it were done before      */
+    int64_t  issued;       /* the next batch never handed out         */
+    int64_t  limit;        /* no batch from here on is handed out     */
     int8_t  *state;        /* per batch                               */
     int32_t *attempt;      /* per batch: the last attempt handed out  */
     int32_t *owner;        /* per batch: worker running it, or -1     */
@@ -27,10 +30,12 @@ typedef struct ps_sched {
 /* Room for epochs of up to `max_n` batches. 0 or -1 (out of memory). */
 int  ps_sched_init(ps_sched_t *s, int64_t max_n);
 void ps_sched_free(ps_sched_t *s);
-/* A new epoch of n (<= max_n) batches, all pending, in order. */
-void ps_sched_begin(ps_sched_t *s, int32_t epoch, int64_t n);
+/* A new epoch of n (<= max_n) batches: [0, first) count as done (a
+ * resumed epoch: they were applied before), the rest pending, in order. */
+void ps_sched_begin(ps_sched_t *s, int32_t epoch, int64_t n, int64_t first);
 /* Hand the next pending batch to `worker`: 1 with *batch and *attempt,
- * 0 when none is pending. */
+ * 0 when none is pending (or the next one is at or past s->limit: a step
+ * boundary is being drained). */
 int  ps_sched_next(ps_sched_t *s, int32_t worker, int64_t *batch,
                    int32_t *attempt);
 /* Put a running batch back at the front of the queue: 1 if it was
@@ -42,5 +47,8 @@ int  ps_sched_done(ps_sched_t *s, int64_t batch, double loss, int64_t correct,
                    int64_t samples);
 /* Every batch of the epoch is done. */
 int  ps_sched_complete(const ps_sched_t *s);
+/* Every batch before s->limit is done, and none after was handed out: the
+ * job stands at a step boundary. */
+int  ps_sched_drained(const ps_sched_t *s);
 
 #endif /* PS_SCHED_H */

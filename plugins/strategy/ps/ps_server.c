@@ -22,6 +22,10 @@ struct ps_server {
     int64_t        version;    /* steps applied here                       */
     int64_t        ndup, nstale, nrefused;
     int64_t        last_coord; /* when the coordinator last spoke          */
+    /* checkpoints: parts of the state, slot-major, count values each     */
+    float         *state;      /* (1 + state_slots) x count                */
+    int            state_slots;
+    unsigned       state_got;  /* STATE_PUT parts received, a bit each     */
 };
 
 int ps_server_init(ps_t *p)
@@ -64,6 +68,7 @@ void ps_server_fini(ps_t *p)
     free(s->opt);
     free(s->mine);
     free(s->applied);
+    free(s->state);
     free(s);
     p->srv = NULL;
 }
@@ -161,6 +166,117 @@ static int on_push(ps_t *p, const ps_msg_t *m)
     return STRATA_OK;
 }
 
+/* ---- checkpoints (ps_wire.h: STATE_*) -------------------------------- */
+
+/* Room for the values and `nslots` optimizer slots of this ps's shards. */
+static int state_room(ps_t *p, int nslots)
+{
+    ps_server_t *s = p->srv;
+    if (s->state && s->state_slots == nslots)
+        return STRATA_OK;
+    free(s->state);
+    s->state_got = 0;
+    s->state_slots = nslots;
+    s->state = calloc((size_t)(1 + nslots) * s->count + 1, sizeof(float));
+    return s->state ? STRATA_OK : STRATA_ENOMEM;
+}
+
+/* Read (set = 0) or install (set = 1) every shard's optimizer slots from/to
+ * the slot parts of s->state, and the optimizer's step count. */
+static int state_slots_io(ps_t *p, int set, int64_t *steps)
+{
+    ps_server_t *s = p->srv;
+    size_t at = 0;
+    for (int i = 0; i < s->nmine; i++) {
+        float *slots[PS_MAX_SLOTS];
+        for (int k = 0; k < s->state_slots; k++)
+            slots[k] = s->state + (size_t)(1 + k) * s->count + at;
+        int64_t t = *steps;
+        int rc = p->host->opt_io(s->opt[i], set, slots, s->state_slots, &t);
+        if (rc != STRATA_OK)
+            return rc;
+        if (!set && i == 0)
+            *steps = t;
+        at += p->place.shard[s->mine[i]].count;
+    }
+    return STRATA_OK;
+}
+
+/* STATE_REQ: part 0 the values, part k slot k-1 of the optimizer. */
+static void on_state_req(ps_t *p, const ps_msg_t *m)
+{
+    ps_server_t *s = p->srv;
+    int part = (int)m->h.a, nslots = (int)m->h.b;
+    ps_hdr_t r = { .type = PS_STATE, .req = m->h.req, .step = -1, .a = part,
+                   .b = s->version };
+    const float *vals = NULL;
+    int rc = state_room(p, nslots);
+    if (rc == STRATA_OK)
+        rc = state_slots_io(p, 0, &r.b);
+    if (rc == STRATA_OK && part == 0)
+        rc = ps_gather(p, s->j, p->master, p->cpu, s->state);
+    if (rc == STRATA_OK)
+        vals = s->state + (size_t)part * s->count;
+    if (rc != STRATA_OK) {
+        ps_log(p, STRATA_LOG_ERROR, "%s: cannot read part %d of its state "
+               "for a checkpoint (%d optimizer slots asked): %s",
+               ps_name(p, p->self), part, nslots, ps_strerror(rc));
+        r.status = PS_FAILED;
+        vals = NULL;
+    }
+    (void)ps_net_send(p, m->from, &r, vals, vals ? (uint32_t)s->count : 0,
+                      reply_ms(p));
+}
+
+/* Steps [0, steps) count as applied here: a restored job goes on. */
+static void restored_version(ps_t *p, int64_t steps)
+{
+    ps_server_t *s = p->srv;
+    memset(s->applied, 0, (size_t)(s->nsteps / 8 + 1));
+    for (int64_t i = 0; i < steps && i < s->nsteps; i++)
+        s->applied[i >> 3] |= (unsigned char)(1u << (i & 7));
+    s->version = steps;
+}
+
+/* STATE_PUT: keep the part; with the last one, install them all. */
+static void on_state_put(ps_t *p, const ps_msg_t *m)
+{
+    ps_server_t *s = p->srv;
+    int part = (int)m->h.a, nslots = (int)m->h.b;
+    ps_hdr_t r = { .type = PS_STATE_ACK, .req = m->h.req, .step = -1,
+                   .a = part };
+    int rc = m->h.count == s->count ? state_room(p, nslots) : STRATA_EPROTO;
+    if (rc == STRATA_OK) {
+        memcpy(s->state + (size_t)part * s->count, m->payload,
+               s->count * sizeof(float));
+        s->state_got |= 1u << part;
+    }
+    if (rc == STRATA_OK && part == nslots) {
+        int64_t steps = m->h.c; /* the optimizer's */
+        if (s->state_got != (1u << (nslots + 1)) - 1)
+            rc = STRATA_EPROTO; /* a part is missing */
+        if (rc == STRATA_OK)
+            rc = ps_scatter(p, s->j, (const unsigned char *)s->state,
+                            p->master, p->cpu);
+        if (rc == STRATA_OK)
+            rc = state_slots_io(p, 1, &steps);
+        if (rc == STRATA_OK) {
+            restored_version(p, m->h.step);
+            ps_log(p, STRATA_LOG_INFO, "%s: state restored at step %lld",
+                   ps_name(p, p->self), (long long)m->h.step);
+        }
+        s->state_got = 0;
+    }
+    if (rc != STRATA_OK) {
+        ps_log(p, STRATA_LOG_ERROR, "%s: cannot restore part %d of its state "
+               "(%u values for %zu, %d optimizer slots): %s",
+               ps_name(p, p->self), part, m->h.count, s->count, nslots,
+               ps_strerror(rc));
+        r.status = PS_FAILED;
+    }
+    (void)ps_net_send(p, m->from, &r, NULL, 0, reply_ms(p));
+}
+
 static void counters(const ps_t *p, ps_hdr_t *r)
 {
     r->a = p->srv->version;
@@ -168,7 +284,8 @@ static void counters(const ps_t *p, ps_hdr_t *r)
     r->c = atomic_load(&p->malformed);
 }
 
-/* One message; 1 when the coordinator says FINISH. */
+/* One message; 1 when the coordinator says FINISH, 2 when it says FINISH
+ * because the job stopped on request. */
 static int handle(ps_t *p, const ps_msg_t *m)
 {
     int from_coord = m->from == p->coord;
@@ -193,8 +310,17 @@ static int handle(ps_t *p, const ps_msg_t *m)
                        .req = m->h.req, .step = -1 };
         counters(p, &r);
         (void)ps_net_send(p, m->from, &r, NULL, 0, reply_ms(p));
-        return m->h.type == PS_FINISH;
+        return m->h.type == PS_FINISH ? 1 + (m->h.a == 1) : 0;
     }
+    case PS_STATE_REQ:
+    case PS_STATE_PUT:
+        if (!from_coord)
+            refuse(p, m, "not from the coordinator");
+        else if (m->h.type == PS_STATE_REQ)
+            on_state_req(p, m);
+        else
+            on_state_put(p, m);
+        return 0;
     case PS_ABORT:
         if (!from_coord) {
             refuse(p, m, "not from the coordinator");
@@ -236,8 +362,8 @@ int ps_server_drive(ps_t *p, const strata_drive_t *d)
                    p->timeout_ms / 1000.0);
             break;
         }
-        if (rc == STRATA_OK && (rc = handle(p, &m)) == 1) {
-            rc = STRATA_OK;
+        if (rc == STRATA_OK && (rc = handle(p, &m)) > 0) {
+            rc = rc == 2 ? STRATA_ESTOPPED : STRATA_OK;
             break;
         }
         if (rc != STRATA_OK)

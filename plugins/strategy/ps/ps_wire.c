@@ -69,6 +69,9 @@ static int status_ok(int type, int status)
         return status == PS_OK || status == PS_STALE || status == PS_FAILED;
     case PS_PUSH_ACK:
         return status == PS_OK || status == PS_DUPLICATE || status == PS_STALE;
+    case PS_STATE:
+    case PS_STATE_ACK:
+        return status == PS_OK || status == PS_FAILED;
     default:
         return status == PS_OK;
     }
@@ -77,7 +80,8 @@ static int status_ok(int type, int status)
 /* Type-specific checks of a decoded header. */
 static const char *check_fields(const ps_hdr_t *h)
 {
-    int has_payload = h->type == PS_PARAMS || h->type == PS_PUSH;
+    int has_payload = h->type == PS_PARAMS || h->type == PS_PUSH
+                      || h->type == PS_STATE || h->type == PS_STATE_PUT;
     if (!has_payload && h->count != 0)
         return "payload on a message that takes none";
     if (!status_ok(h->type, h->status))
@@ -108,6 +112,26 @@ static const char *check_fields(const ps_hdr_t *h)
     case PS_FIN_ACK:
         if (h->a < 0 || h->b < 0 || h->c < 0)
             return "negative counter";
+        break;
+    case PS_DONE:
+    case PS_FINISH:
+        if (h->a != 0 && h->a != 1)
+            return "stop flag is not 0 or 1";
+        break;
+    case PS_STATE_REQ:
+    case PS_STATE_PUT:
+        if (h->b < 0 || h->b > PS_MAX_SLOTS || h->a < 0 || h->a > h->b
+            || h->c < 0 || (h->type == PS_STATE_PUT && h->step < 0))
+            return "bad state part, slot count or steps";
+        break;
+    case PS_STATE:
+        if (h->a < 0 || h->a > PS_MAX_SLOTS || h->b < 0
+            || (h->status != PS_OK && h->count != 0))
+            return "bad state part or optimizer steps";
+        break;
+    case PS_STATE_ACK:
+        if (h->a < 0 || h->a > PS_MAX_SLOTS)
+            return "bad state part";
         break;
     default:
         break;
@@ -166,7 +190,7 @@ const char *ps_wire_type_name(int type)
     static const char *const names[] = {
         "?", "STEP_REQ", "STEP", "WAIT", "DONE", "HEARTBEAT", "PULL",
         "PARAMS", "PUSH", "PUSH_ACK", "PING", "PONG", "FINISH", "FIN_ACK",
-        "ABORT",
+        "ABORT", "STATE_REQ", "STATE", "STATE_PUT", "STATE_ACK",
     };
     return type >= 1 && type <= PS_TYPE_LAST_ ? names[type] : names[0];
 }

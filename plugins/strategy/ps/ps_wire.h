@@ -3,7 +3,8 @@
  *
  * Every message is one transport message (host->t_send: zmq.so's "p2p:"
  * group of all tasks) made of a fixed header of PS_HDR_SIZE bytes and,
- * for PARAMS and PUSH, a payload of `count` float32 values:
+ * for PARAMS, PUSH, STATE and STATE_PUT, a payload of `count` float32
+ * values:
  *
  *     [header: PS_HDR_SIZE bytes] [payload: 4 x count bytes]
  *
@@ -34,7 +35,7 @@
  *                  `step`/`attempt` when has_res = 1)
  *   STEP       2  coord -> worker     batch (epoch in `epoch`)
  *   WAIT       3  coord -> worker     retry after a ms
- *   DONE       4  coord -> worker     -                                  (training is over)
+ *   DONE       4  coord -> worker     1: the job stopped on request (SIGTERM), 0: training is over
  *   HEARTBEAT  5  worker -> coord     -
  *   PULL       6  worker|coord -> ps  -
  *   PARAMS     7  ps -> puller        version of the ps (steps applied there)
@@ -44,9 +45,25 @@
  *                                     PS_DUPLICATE (discarded), PS_STALE
  *   PING      10  coord -> ps         -
  *   PONG      11  ps -> coord         applied          duplicates malformed
- *   FINISH    12  coord -> ps         -
+ *   FINISH    12  coord -> ps         1: the job stopped on request, else 0
  *   FIN_ACK   13  ps -> coord         applied          duplicates malformed
  *   ABORT     14  coord -> any        STRATA_E* code of the failure
+ *   STATE_REQ 15  coord -> ps         part             nslots
+ *   STATE     16  ps -> coord         part             optimizer steps
+ *                                     (status PS_FAILED, no payload: the
+ *                                      optimizer has another slot count)
+ *   STATE_PUT 17  coord -> ps         part             nslots   optimizer steps
+ *                                     (`step`: the steps the state holds)
+ *   STATE_ACK 18  ps -> coord         part             (status PS_OK, or
+ *                                     PS_FAILED: not installed)
+ *
+ * Checkpoints (STATE_*): at a step boundary the coordinator gathers the
+ * training state of every ps, part by part: part 0 is the values of its
+ * shards, part k (1..nslots) the optimizer's slot k-1 for them (Adam: m,
+ * v), each in placement order like PARAMS. To restore, it sends every part
+ * with STATE_PUT; the ps installs them all when the last part (k = nslots)
+ * arrives, sets its optimizer's step count (c) and its version to `step`,
+ * and counts steps [0, step) as applied.
  *
  * PARAMS and PUSH carry the values (gradients) of the receiving ps's
  * shards, concatenated in placement order (ps_part.h): one fused message
@@ -68,12 +85,14 @@
 
 #define PS_WIRE_VERSION 1
 #define PS_HDR_SIZE     80
+#define PS_MAX_SLOTS    4   /* optimizer slots a STATE part may name */
 
 enum ps_type {
     PS_STEP_REQ = 1, PS_STEP = 2, PS_WAIT = 3, PS_DONE = 4, PS_HEARTBEAT = 5,
     PS_PULL = 6, PS_PARAMS = 7, PS_PUSH = 8, PS_PUSH_ACK = 9, PS_PING = 10,
     PS_PONG = 11, PS_FINISH = 12, PS_FIN_ACK = 13, PS_ABORT = 14,
-    PS_TYPE_LAST_ = PS_ABORT
+    PS_STATE_REQ = 15, PS_STATE = 16, PS_STATE_PUT = 17, PS_STATE_ACK = 18,
+    PS_TYPE_LAST_ = PS_STATE_ACK
 };
 
 enum ps_status {

@@ -265,7 +265,8 @@ int ps_worker_next_step(ps_t *p, strata_step_t *st)
             st->done = 1;
             k->have_step = 0;
             stop_heartbeats(k);
-            return STRATA_OK;
+            /* Stopped on request: exit to be restarted, as the others do. */
+            return m.h.a == 1 ? STRATA_ESTOPPED : STRATA_OK;
         }
         if (m.h.type == PS_WAIT) {
             sleep_ms(m.h.a);
