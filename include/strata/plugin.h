@@ -69,7 +69,8 @@ extern "C" {
  * install it on every replica. Main thread, between steps. A multi-process
  * strategy makes both collective: GET gathers to the chief (rank 0), SET
  * installs the chief's state everywhere (the other ranks pass buffers that
- * receive it). */
+ * receive it). A strategy that drives the job (drive()) answers them in the
+ * task of rank 0: GET at a host->boundary() it called, SET before drive(). */
 #define STRATA_CTL_STATE_GET 4
 #define STRATA_CTL_STATE_SET 5
 
