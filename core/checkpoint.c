@@ -147,7 +147,68 @@ static int first_dup(const char **v, int n)
     return -1;
 }
 
-static const char *reserved_keys[] = { "strata.format", "strata.crc32c" };
+static const char *reserved_keys[] = { "strata.format", "strata.crc32c",
+                                       "strata.header_crc32c" };
+
+static int cmp_meta_idx(const void *a, const void *b, void *arg)
+{
+    const strata__meta_t *m = arg;
+    return strcmp(m[*(const int *)a].key, m[*(const int *)b].key);
+}
+
+static int cmp_tensor_idx(const void *a, const void *b, void *arg)
+{
+    const strata__tensor_t *t = arg;
+    return strcmp(t[*(const int *)a].name, t[*(const int *)b].name);
+}
+
+/* CRC-32C of what the header says, in one canonical order: the metadata by
+ * key (without the two checksums), then the tensors by name with dtype,
+ * shape and data offsets. An edit of the header that leaves valid JSON (an
+ * epoch changed, two names swapped) then fails like a flipped data byte.
+ * begin[i]: tensor i's first data byte. */
+static int header_crc(const strata__meta_t *m, int nm, const strata__tensor_t *t,
+                      const uint64_t *begin, int nt, uint32_t *out)
+{
+    int *mi = malloc(sizeof *mi * ((size_t)nm + 1));
+    int *ti = malloc(sizeof *ti * ((size_t)nt + 1));
+    if (!mi || !ti) {
+        free(mi);
+        free(ti);
+        return STRATA_ENOMEM;
+    }
+    for (int i = 0; i < nm; i++)
+        mi[i] = i;
+    for (int i = 0; i < nt; i++)
+        ti[i] = i;
+    qsort_r(mi, (size_t)nm, sizeof *mi, cmp_meta_idx, (void *)m);
+    qsort_r(ti, (size_t)nt, sizeof *ti, cmp_tensor_idx, (void *)t);
+    uint32_t crc = 0;
+    for (int k = 0; k < nm; k++) {
+        const strata__meta_t *x = &m[mi[k]];
+        if (!strcmp(x->key, "strata.crc32c") ||
+            !strcmp(x->key, "strata.header_crc32c"))
+            continue;
+        crc = strata__crc32c(crc, x->key, strlen(x->key) + 1);
+        crc = strata__crc32c(crc, x->value, strlen(x->value) + 1);
+    }
+    for (int k = 0; k < nt; k++) {
+        const strata__tensor_t *x = &t[ti[k]];
+        char rec[64 + 21 * STRATA_CKPT_MAX_NDIM];
+        size_t at = (size_t)snprintf(rec, sizeof rec, "%s|%" PRIu64 "|%" PRIu64
+                                     "|", dtype_canon(x->dtype), begin[ti[k]],
+                                     begin[ti[k]] + (uint64_t)x->nbytes);
+        for (int d = 0; d < x->ndim && at < sizeof rec; d++)
+            at += (size_t)snprintf(rec + at, sizeof rec - at, "%" PRIu64 ",",
+                                   (uint64_t)x->shape[d]);
+        crc = strata__crc32c(crc, x->name, strlen(x->name) + 1);
+        crc = strata__crc32c(crc, rec, at < sizeof rec ? at : sizeof rec);
+    }
+    free(mi);
+    free(ti);
+    *out = crc;
+    return STRATA_OK;
+}
 
 /* ---- write -------------------------------------------------------------- */
 
@@ -196,7 +257,8 @@ static int check_args(const char *path, const strata__tensor_t *t, int nt,
         else if (!utf8_ok(m[i].key) || !utf8_ok(m[i].value))
             why = "not valid UTF-8";
         else
-            for (size_t r = 0; r < 2; r++)
+            for (size_t r = 0; r < sizeof reserved_keys / sizeof *reserved_keys;
+                 r++)
                 if (strcmp(m[i].key, reserved_keys[r]) == 0)
                     why = "key is reserved for the writer";
         if (why) {
@@ -236,14 +298,16 @@ static cJSON *raw_u64(uint64_t v)
 /* The header JSON, padded with spaces to a multiple of 8 bytes. */
 static char *build_header(const strata__tensor_t *t, int nt,
                           const strata__meta_t *m, int nm, uint32_t crc,
-                          size_t *len)
+                          uint32_t hcrc, size_t *len)
 {
-    char hex[9];
+    char hex[9], hhex[9];
     snprintf(hex, sizeof hex, "%08" PRIx32, crc);
+    snprintf(hhex, sizeof hhex, "%08" PRIx32, hcrc);
     cJSON *root = cJSON_CreateObject();
     cJSON *md = root ? cJSON_AddObjectToObject(root, "__metadata__") : NULL;
     int ok = md && cJSON_AddStringToObject(md, "strata.format", "1")
-             && cJSON_AddStringToObject(md, "strata.crc32c", hex);
+             && cJSON_AddStringToObject(md, "strata.crc32c", hex)
+             && cJSON_AddStringToObject(md, "strata.header_crc32c", hhex);
     for (int i = 0; ok && i < nm; i++)
         ok = cJSON_AddStringToObject(md, m[i].key, m[i].value) != NULL;
     uint64_t off = 0;
@@ -330,11 +394,26 @@ int strata__ckpt_write(const char *path, const strata__tensor_t *t, int nt,
     if (rc)
         return rc;
 
-    uint32_t crc = 0;
+    uint32_t crc = 0, hcrc = 0;
     for (int i = 0; i < nt; i++)
         crc = strata__crc32c(crc, t[i].data, t[i].nbytes);
+    /* The header's own checksum covers strata.format too. */
+    strata__meta_t *all = malloc(sizeof *all * ((size_t)nm + 1));
+    uint64_t *begin = malloc(sizeof *begin * ((size_t)nt + 1));
+    if (all && begin) {
+        all[0] = (strata__meta_t){ "strata.format", "1" };
+        memcpy(all + 1, m, sizeof *m * (size_t)nm);
+        for (int i = 0; i < nt; i++)
+            begin[i] = i ? begin[i - 1] + t[i - 1].nbytes : 0;
+        rc = header_crc(all, nm + 1, t, begin, nt, &hcrc);
+    } else {
+        rc = STRATA_ENOMEM;
+    }
+    free(all);
+    free(begin);
     size_t hlen = 0;
-    char *hdr = build_header(t, nt, m, nm, crc, &hlen);
+    char *hdr = rc == STRATA_OK ? build_header(t, nt, m, nm, crc, hcrc, &hlen)
+                                : NULL;
     size_t tlen = strlen(path) + 32;
     char *tmp = malloc(tlen);
     if (!hdr || !tmp) {
@@ -561,8 +640,9 @@ static int check_tiling(const strata__ckpt_t *c, struct span *s, struct why *w)
     return 0;
 }
 
-static int parse_meta(strata__ckpt_t *c, const cJSON *md, uint32_t *want_crc,
-                      int *has_crc, struct why *w)
+/* want_crc/has_crc[0]: the data's checksum, [1]: the header's. */
+static int parse_meta(strata__ckpt_t *c, const cJSON *md, uint32_t want_crc[2],
+                      int has_crc[2], struct why *w)
 {
     char b1[72];
     const cJSON *k;
@@ -595,8 +675,14 @@ static int parse_meta(strata__ckpt_t *c, const cJSON *md, uint32_t *want_crc,
     if (fmt && strcmp(fmt, "1") != 0)
         return fail(w, STRATA_EDATA, "strata.format '%s' is not supported (this "
                     "build reads \"1\")", shown(fmt, b1));
-    const char *hex = strata__ckpt_meta(c, "strata.crc32c");
-    if (hex) {
+    /* strata's own file: both checksums must be there */
+    for (int r = 0; r < 2; r++) {
+        const char *key = reserved_keys[1 + r], *hex = strata__ckpt_meta(c, key);
+        if (!hex && fmt)
+            return fail(w, STRATA_EDATA, "strata.format is set but %s is "
+                        "missing", key);
+        if (!hex)
+            continue;
         uint32_t v32 = 0;
         size_t len = strlen(hex);
         for (size_t j = 0; j < len && len == 8; j++) {
@@ -608,13 +694,11 @@ static int parse_meta(strata__ckpt_t *c, const cJSON *md, uint32_t *want_crc,
             v32 = v32 << 4 | (uint32_t)(dgt & 15);
         }
         if (len != 8)
-            return fail(w, STRATA_EDATA, "strata.crc32c '%s' is not 8 hex digits",
+            return fail(w, STRATA_EDATA, "%s '%s' is not 8 hex digits", key,
                         shown(hex, b1));
-        *want_crc = v32;
-        *has_crc = 1;
-    } else if (fmt)     /* strata's own file: the checksum must be there */
-        return fail(w, STRATA_EDATA, "strata.format is set but strata.crc32c is "
-                    "missing");
+        want_crc[r] = v32;
+        has_crc[r] = 1;
+    }
     return 0;
 }
 
@@ -725,10 +809,27 @@ static int load_fd(int fd, uint64_t size, strata__ckpt_t *c, struct why *w)
     }
     if (!rc)
         rc = check_tiling(c, s, w);
-    uint32_t want_crc = 0;
-    int has_crc = 0;
+    uint32_t want_crc[2] = { 0, 0 };
+    int has_crc[2] = { 0, 0 };
     if (!rc && md)
-        rc = parse_meta(c, md, &want_crc, &has_crc, w);
+        rc = parse_meta(c, md, want_crc, has_crc, w);
+    if (!rc && has_crc[1]) {
+        uint64_t *begin = malloc(sizeof *begin * ((size_t)c->nt + 1));
+        uint32_t hcrc = 0;
+        rc = begin ? STRATA_OK : STRATA_ENOMEM;
+        for (int k = 0; k < c->nt && !rc; k++)
+            begin[s[k].i] = s[k].begin;
+        if (!rc)
+            rc = header_crc(c->m, c->nm, c->t, begin, c->nt, &hcrc);
+        free(begin);
+        if (rc)
+            rc = fail(w, rc, "out of memory");
+        else if (hcrc != want_crc[1])
+            rc = fail(w, STRATA_EDATA, "header crc mismatch: the header's "
+                      "CRC-32C is %08" PRIx32 ", strata.header_crc32c says "
+                      "%08" PRIx32 " (metadata, names or shapes were changed)",
+                      hcrc, want_crc[1]);
+    }
 
     /* Only now, with every size proven to lie within the file: the data. */
     size_t arena = SLOT_ALIGN;
@@ -750,9 +851,10 @@ static int load_fd(int fd, uint64_t size, strata__ckpt_t *c, struct why *w)
         slot += (x->nbytes + SLOT_ALIGN - 1) & ~(size_t)(SLOT_ALIGN - 1);
     }
     free(s);
-    if (!rc && has_crc && crc != want_crc)
+    if (!rc && has_crc[0] && crc != want_crc[0])
         rc = fail(w, STRATA_EDATA, "crc mismatch: the data section's CRC-32C is "
-                  "%08" PRIx32 ", strata.crc32c says %08" PRIx32, crc, want_crc);
+                  "%08" PRIx32 ", strata.crc32c says %08" PRIx32, crc,
+                  want_crc[0]);
     return rc;
 }
 

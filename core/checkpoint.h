@@ -9,12 +9,16 @@
  * [begin, end]} (offsets relative to the data section; the tensors cover it
  * exactly, without gaps or overlaps) plus an optional "__metadata__" object
  * of string -> string. strata writes the header padded with spaces so that
- * the data section starts 8-byte aligned, and always puts two metadata keys:
+ * the data section starts 8-byte aligned, and always puts three metadata
+ * keys:
  *   "strata.format" = "1"
  *   "strata.crc32c" = CRC-32C of the whole data section, 8 lowercase hex digits
+ *   "strata.header_crc32c" = CRC-32C of what the header says, in a canonical
+ *       order: every other metadata key and value by key, then every tensor
+ *       by name with its dtype, data offsets and shape
  * next to whatever the caller passes (epoch, step, rng state, ...). Files
  * written by other safetensors writers (no strata.* keys) read fine; a
- * present strata.crc32c is always checked.
+ * present checksum is always checked.
  *
  * Files in a checkpoint directory: DIR/ckpt-<step, 10 digits>.safetensors,
  * and, only while one is being written, DIR/ckpt-<step>.safetensors.tmp.<pid>.
@@ -57,8 +61,7 @@ size_t strata__ckpt_dtype_size(const char *dtype);
  * temp file is removed and `path` is untouched (the old file, if any, stays).
  * Tensors are written in the given order; names must be unique, valid UTF-8
  * and not "__metadata__"; each tensor's nbytes must equal prod(shape) * size.
- * Metadata keys must be unique and not "strata.format" or "strata.crc32c"
- * (the writer's own); keys and values must be valid UTF-8.
+ * Metadata keys must be unique and none of the writer's own three; keys and values must be valid UTF-8.
  * Bad arguments: STRATA_EINVAL; missing dir: STRATA_ENOENT; I/O: STRATA_EIO.
  * For zero-copy readers of other frameworks, put tensors with larger
  * elements first (each tensor is then aligned to its element size).
@@ -81,7 +84,8 @@ typedef struct strata__ckpt strata__ckpt_t;
  * shape (rank <= 4, non-negative, no overflow), data_offsets (in range,
  * end - begin == prod(shape) * size, the tensors tile the data section with
  * no gap or overlap), unique names, metadata strings, strata.format "1" if
- * present, strata.crc32c if present (and it must be when strata.format is). Memory is allocated only after these
+ * present, strata.crc32c and strata.header_crc32c if present (they must be
+ * when strata.format is). Memory is allocated only after these
  * checks, and never more than the file's size plus small overhead.
  * Missing file: STRATA_ENOENT; read error: STRATA_EIO; anything invalid:
  * STRATA_EDATA, with one error line naming the file and the problem.

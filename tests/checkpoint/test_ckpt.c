@@ -144,14 +144,14 @@ static void test_round_trip(void)
     }
     CHECK(strata__ckpt_tensor(c, 6) == NULL && strata__ckpt_tensor(c, -1) == NULL);
     CHECK(strata__ckpt_find(c, "nope") == NULL);
-    CHECK(strata__ckpt_nmeta(c) == 5);
+    CHECK(strata__ckpt_nmeta(c) == 6);
     CHECK(strcmp(strata__ckpt_meta(c, "strata.format"), "1") == 0);
     CHECK(strcmp(strata__ckpt_meta(c, "epoch"), "3") == 0);
     CHECK(strcmp(strata__ckpt_meta(c, "rng"), "0123456789abcdef:42") == 0);
     CHECK(strata__ckpt_meta(c, "missing") == NULL);
-    const strata__meta_t *m = strata__ckpt_meta_at(c, 3);
+    const strata__meta_t *m = strata__ckpt_meta_at(c, 4);
     CHECK(m && strcmp(m->key, "step") == 0 && strcmp(m->value, "120") == 0);
-    CHECK(strata__ckpt_meta_at(c, 5) == NULL);
+    CHECK(strata__ckpt_meta_at(c, 6) == NULL);
     /* strata.crc32c is the CRC of the data section, data section 8-aligned */
     size_t n;
     unsigned char *raw = read_all(path, &n);
@@ -170,7 +170,7 @@ static void test_round_trip(void)
     /* An empty checkpoint (no tensors, no caller metadata) is valid too. */
     CHECK(strata__ckpt_write(path, NULL, 0, NULL, 0) == 0);
     CHECK(strata__ckpt_read(path, &c) == 0 && strata__ckpt_ntensors(c) == 0
-          && strata__ckpt_nmeta(c) == 2);
+          && strata__ckpt_nmeta(c) == 3);
     strata__ckpt_free(c);
     unlink(path);
 }
@@ -397,6 +397,11 @@ static void test_crafted(void)
                 STRATA_EDATA, "says 0000000a");
     expect_fail(craft("{\"__metadata__\":{\"strata.crc32c\":\"00000001\"}}", 0, 0),
                 STRATA_EDATA, "crc mismatch");
+    expect_fail(craft("{\"__metadata__\":{\"strata.format\":\"1\",\"strata.crc32c\":"
+                      "\"00000000\"}}", 0, 0),
+                STRATA_EDATA, "strata.header_crc32c is missing");
+    expect_fail(craft("{\"__metadata__\":{\"strata.header_crc32c\":\"xyz\"}}", 0, 0),
+                STRATA_EDATA, "strata.header_crc32c 'xyz' is not 8 hex digits");
 
     /* Not a file / no file. */
     expect_fail(tmpdir_, STRATA_EDATA, "not a regular file");
@@ -408,7 +413,7 @@ static int same_as_fixture(const strata__ckpt_t *c)
 {
     strata__tensor_t want[6];
     fixture(want);
-    if (strata__ckpt_ntensors(c) != 6 || strata__ckpt_nmeta(c) != 5)
+    if (strata__ckpt_ntensors(c) != 6 || strata__ckpt_nmeta(c) != 6)
         return 0;
     for (int i = 0; i < 6; i++) {
         const strata__tensor_t *x = strata__ckpt_find(c, want[i].name);
@@ -416,9 +421,10 @@ static int same_as_fixture(const strata__ckpt_t *c)
             || memcmp(x->shape, want[i].shape, sizeof x->shape))
             return 0;
     }
-    static const char *const keys[] = { "strata.format", "strata.crc32c", "epoch",
-                                         "step", "rng" };
-    for (int i = 0; i < 5; i++)
+    static const char *const keys[] = { "strata.format", "strata.crc32c",
+                                        "strata.header_crc32c", "epoch", "step",
+                                        "rng" };
+    for (int i = 0; i < 6; i++)
         if (!strata__ckpt_meta(c, keys[i]))
             return 0;
     for (int i = 0; i < 3; i++)
@@ -468,9 +474,31 @@ static void test_corruption(void)
             strata__ckpt_free(c);
         }
     }
-    CHECK(refused > 0 && quiet);
+    /* strata.header_crc32c covers every name, shape and metadata value: no
+     * flip goes through. */
+    CHECK(refused > 0 && quiet && accepted == 0);
     printf("header bit flips: %d refused, %d read as a different checkpoint\n",
            refused, accepted);
+
+    /* Edits that keep the JSON valid: the header's checksum catches them. */
+    char *hdr = (char *)raw + 8, *at = memmem(hdr, h, "\"epoch\":\"3\"", 11);
+    CHECK(at != NULL);
+    if (at) {
+        at[9] = '4';                   /* resume from another epoch */
+        write_file(bad, raw, n);
+        expect_fail(bad, STRATA_EDATA, "header crc mismatch");
+        at[9] = '3';
+    }
+    char *k = memmem(hdr, h, "\"cube\":{", 8), *e = memmem(hdr, h, "\"step\":{", 8);
+    CHECK(k && e);
+    if (k && e) {                      /* two names swapped */
+        memcpy(k, "\"step\"", 6);
+        memcpy(e, "\"cube\"", 6);
+        write_file(bad, raw, n);
+        expect_fail(bad, STRATA_EDATA, "header crc mismatch");
+        memcpy(k, "\"cube\"", 6);
+        memcpy(e, "\"step\"", 6);
+    }
 
     int cut_ok = 1;
     for (size_t len = 0; len < n; len++) {
