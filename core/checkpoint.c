@@ -402,7 +402,8 @@ int strata__ckpt_write(const char *path, const strata__tensor_t *t, int nt,
     uint64_t *begin = malloc(sizeof *begin * ((size_t)nt + 1));
     if (all && begin) {
         all[0] = (strata__meta_t){ "strata.format", "1" };
-        memcpy(all + 1, m, sizeof *m * (size_t)nm);
+        if (nm > 0)
+            memcpy(all + 1, m, sizeof *m * (size_t)nm);
         for (int i = 0; i < nt; i++)
             begin[i] = i ? begin[i - 1] + t[i - 1].nbytes : 0;
         rc = header_crc(all, nm + 1, t, begin, nt, &hcrc);
