@@ -18,7 +18,8 @@
  *                  step 300: the job fails; restarted whole, it resumes
  *                  from that checkpoint (every ps takes its shards back),
  *                  applies every step once and reaches the accuracy of a
- *                  fault-free run
+ *                  fault-free run; `strata eval` of its last checkpoint
+ *                  gives the accuracy the coordinator reported
  *   ckpt_stop      SIGTERM to every task mid-epoch: each exits 75 after
  *                  the coordinator's checkpoint at the step it stopped at;
  *                  restarted, the job resumes at exactly that step
@@ -458,6 +459,27 @@ static long long resume_job(const char *dir, char **sets, int n,
     }
     exactly_once(&j, total, 2);
     *acc = test_accuracy(j.t[0].out);
+    /* The last checkpoint, gathered from the ps tasks' shards, holds
+     * exactly the variables the coordinator evaluated at the end. */
+    char path[400];
+    snprintf(path, sizeof path, "%s/ckpt-%010lld.safetensors", dir, total);
+    char *argv[2 * JOB_SETS + 6] = { (char *)spawn_strata_bin(), "eval",
+                                     "--checkpoint", path };
+    int a = 4;
+    for (int k = 0; k < n; k++) {
+        argv[a++] = "--set";
+        argv[a++] = sets[k];
+    }
+    spawn_result_t *r = malloc(sizeof *r);
+    spawn_run(argv, 60, r);
+    const char *e = strstr(r->out, "test accuracy ");
+    double eacc = e ? atof(e + strlen("test accuracy ")) : -1.0;
+    printf("strata eval %s: test accuracy %.4f (the job: %.4f)\n", path, eacc,
+           *acc);
+    CHECKF(r->code == 0 && eacc == *acc, "eval of the last checkpoint: exit "
+           "%d, accuracy %.4f, the job's %.4f\n%s", r->code, eacc, *acc,
+           r->err);
+    free(r);
     if (check_failed_ || getenv("PS_TEST_VERBOSE"))
         dump(&j);
     job_free(&j);
