@@ -12,8 +12,9 @@
  *   twice          worker:1 killed and restarted twice
  *   pskill         ps:1 killed: the coordinator exits non-zero within its
  *                  deadline, naming ps:1
- *   replay         malformed messages and replayed pushes sent to ps:0 with
- *                  a raw zmq socket change nothing (its counters say so)
+ *   replay         malformed messages, replayed pushes and a worker's
+ *                  STATE_PUT/STATE_REQ sent to ps:0 with a raw zmq socket
+ *                  change nothing (its counters say so)
  *   ckpt_pskill    ps:1 killed (-9) after the coordinator's checkpoint of
  *                  step 300: the job fails; restarted whole, it resumes
  *                  from that checkpoint (every ps takes its shards back),
@@ -406,6 +407,13 @@ static void replay(void)
     push.attempt = 2;
     ps_wire_pack(&push, msg);
     raw(s, w0, msg, len);                         /* a late second attempt */
+    ps_hdr_t put = { .type = PS_STATE_PUT, .sender = w0, .step = 0, .b = 0,
+                     .count = (uint32_t)count };
+    ps_wire_pack(&put, msg);
+    raw(s, w0, msg, len);                         /* a worker may not restore */
+    ps_hdr_t get = { .type = PS_STATE_REQ, .sender = w0, .step = -1 };
+    ps_wire_pack(&get, msg);
+    raw(s, w0, msg, PS_HDR_SIZE);                 /* nor read the state     */
     free(msg);
     zmq_close(s);
     zmq_ctx_term(zc);
@@ -416,7 +424,7 @@ static void replay(void)
     CHECK(ps_counts(j.t[ps0].err, "ps:0", &c) == 0);
     printf("ps:0: applied %lld, %lld duplicates, %lld malformed\n", c.applied,
            c.dups, c.malformed);
-    CHECKF(c.dups == 2 && c.malformed == 3, "ps:0 counters");
+    CHECKF(c.dups == 2 && c.malformed == 5, "ps:0 counters");
     CHECKF(strstr(j.t[ps0].err, "p2p: dropped a malformed message") != NULL,
            "the transport did not report the junk frame");
     double acc = test_accuracy(j.t[0].out);
