@@ -1,11 +1,13 @@
 /* local.so -- the transport between replica threads of one process.
  *
  * reduce: an in-place all-reduce in shared memory where every thread does
- * its share. Thread i owns chunk i of the buffer: it sums chunk i of every
+ * its share. Thread i owns chunk i of the buffers: it sums chunk i of every
  * replica's buffer, in replica order, into replica 0's buffer (and scales it
- * for MEAN); then every other thread copies all chunks from replica 0's
+ * for MEAN), then copies the result into chunk i of every other replica's
  * buffer. Each element is summed in one fixed order by one thread, so every
- * replica ends bitwise equal to every other, on every run.
+ * replica ends bitwise equal to every other, on every run. Between the two
+ * barriers of a call thread i touches nothing but chunk i, so the second
+ * barrier (every chunk is everywhere) ends the call.
  * update: broadcast from the root member. ctl: barrier and abort. */
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +19,17 @@
 
 typedef struct local_cfg {
     int64_t spin_us;
+    int64_t yield_us;
     int64_t timeout_s;
 } local_cfg_t;
 
 static const strata_option_t local_options[] = {
     { .key = "spin_us", .type = STRATA_OPT_INT, .def = "50",
       .offset = offsetof(local_cfg_t, spin_us), .min = 0, .max = 100000,
-      .help = "microseconds a waiting replica spins before it sleeps" },
+      .help = "microseconds a waiting replica spins before it yields" },
+    { .key = "yield_us", .type = STRATA_OPT_INT, .def = "1000",
+      .offset = offsetof(local_cfg_t, yield_us), .min = 0, .max = 1000000,
+      .help = "then microseconds it yields its core before it sleeps" },
     { .key = "timeout_s", .type = STRATA_OPT_INT, .def = "600",
       .offset = offsetof(local_cfg_t, timeout_s), .min = 1, .max = 86400,
       .help = "seconds a replica waits for the others before it gives up" },
@@ -63,7 +69,8 @@ static int local_init(const strata_host_v1_t *host, const strata_env_t *env,
     /* Spinning only pays when every member can have a core of its own. */
     int64_t spin_ns = sysconf(_SC_NPROCESSORS_ONLN) >= c->n
                           ? cfg->spin_us * 1000 : 0;
-    if (!c->bufs || spin_barrier_init(&c->bar, c->n, spin_ns) != 0) {
+    if (!c->bufs || spin_barrier_init(&c->bar, c->n, spin_ns,
+                                       cfg->yield_us * 1000) != 0) {
         free(c->bufs);
         free(c);
         return STRATA_ENOMEM;
@@ -111,6 +118,34 @@ static int check_op(local_ctx_t *c, const strata_op_t *op)
     return STRATA_OK;
 }
 
+/* Elements per pass of reduce_chunk: a block is summed, scaled and copied
+ * out while it is still in L1 (8 KiB of floats), not in three sweeps over
+ * the whole chunk. A multiple of 16, so blocks keep to cache lines. */
+#define BLOCK 2048
+
+/* Chunk [lo, hi) of every buffer: the sum (or mean) into buffer 0, then
+ * the same bits into every other buffer. */
+static int reduce_chunk(local_ctx_t *c, const strata_op_t *op, size_t lo,
+                        size_t hi)
+{
+    const int n = c->n;
+    const strata_host_v1_t *h = c->host;
+    float *dst = c->bufs[0];
+    const float *srcs[n];
+    int rc = STRATA_OK;
+    for (size_t b = lo; b < hi && rc == STRATA_OK; b += BLOCK) {
+        size_t len = hi - b < BLOCK ? hi - b : BLOCK;
+        for (int i = 0; i < n; i++)
+            srcs[i] = (const float *)c->bufs[i] + b;
+        rc = h->sum(op->device, len, dst + b, srcs, n);
+        if (rc == STRATA_OK && op->reduce_op == STRATA_REDUCE_MEAN)
+            rc = h->scale(op->device, len, 1.0f / (float)n, dst + b);
+        for (int i = 1; rc == STRATA_OK && i < n; i++)
+            memcpy((float *)c->bufs[i] + b, dst + b, len * sizeof(float));
+    }
+    return rc;
+}
+
 static int local_reduce(void *pctx, strata_op_t *op)
 {
     local_ctx_t *c = pctx;
@@ -120,31 +155,18 @@ static int local_reduce(void *pctx, strata_op_t *op)
     const int me = op->slot, n = c->n;
     if (n == 1)
         return STRATA_OK; /* the sum and the mean of one buffer are itself */
-    float *mine = op->buf;
-    c->bufs[me] = mine;
+    c->bufs[me] = op->buf;
     if ((rc = wait_all(c, me)) != STRATA_OK)
         return rc;
-    /* Reduce-scatter: my chunk of every buffer, summed into buffer 0. */
-    size_t lo = chunk_lo(op->count, n, me), hi = chunk_lo(op->count, n, me + 1);
-    if (hi > lo) {
-        const float *srcs[n];
-        for (int i = 0; i < n; i++)
-            srcs[i] = (const float *)c->bufs[i] + lo;
-        float *dst = (float *)c->bufs[0] + lo;
-        rc = c->host->sum(op->device, hi - lo, dst, srcs, n);
-        if (rc == STRATA_OK && op->reduce_op == STRATA_REDUCE_MEAN)
-            rc = c->host->scale(op->device, hi - lo, 1.0f / (float)n, dst);
-    }
+    /* My chunk: reduced into buffer 0, then copied to the others. */
+    rc = reduce_chunk(c, op, chunk_lo(op->count, n, me),
+                      chunk_lo(op->count, n, me + 1));
     if (rc != STRATA_OK) {
         spin_barrier_abort(&c->bar);
         return rc;
     }
-    if ((rc = wait_all(c, me)) != STRATA_OK)
-        return rc;
-    /* All-gather: everybody but replica 0 takes the result. */
-    if (me != 0)
-        memcpy(mine, c->bufs[0], op->count * sizeof(float));
-    /* Nobody may change its buffer while another still reads it. */
+    /* Every chunk is in every buffer, and nobody reads another's buffer
+     * after this: each may change its own at once. */
     return wait_all(c, me);
 }
 

@@ -1,6 +1,7 @@
 #include "spin_barrier.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <time.h>
 
 static int64_t now_ns(void)
@@ -19,10 +20,12 @@ static inline void cpu_relax(void)
 #endif
 }
 
-int spin_barrier_init(spin_barrier_t *b, int parties, int64_t spin_ns)
+int spin_barrier_init(spin_barrier_t *b, int parties, int64_t spin_ns,
+                      int64_t yield_ns)
 {
     b->parties = parties;
     b->spin_ns = spin_ns;
+    b->yield_ns = yield_ns;
     atomic_init(&b->arrived, 0);
     atomic_init(&b->gen, 0);
     atomic_init(&b->sleepers, 0);
@@ -86,6 +89,14 @@ int spin_barrier_wait(spin_barrier_t *b, int64_t timeout_ns)
         }
         if (atomic_load(&b->aborted))
             return -1;
+    }
+    /* Not a sleep: an idle CPU may take far longer to wake than the wait. */
+    while (now_ns() - start < b->spin_ns + b->yield_ns) {
+        if (atomic_load_explicit(&b->gen, memory_order_acquire) != gen)
+            return 0;
+        if (atomic_load(&b->aborted))
+            return -1;
+        sched_yield();
     }
     int64_t deadline = start + timeout_ns;
     struct timespec ts = { .tv_sec = deadline / 1000000000,

@@ -1,7 +1,9 @@
-/* A barrier for the replica threads of one process that spins briefly
- * before it sleeps: a hand-off between running threads then costs about a
- * microsecond instead of the tens of microseconds of a futex round trip,
- * and a waiting thread still gives its core away when the wait is long. */
+/* A barrier for the replica threads of one process that spins briefly,
+ * then yields its core for a while, before it sleeps: a hand-off between
+ * running threads then costs about a microsecond instead of a futex round
+ * trip (hundreds of microseconds where an idle virtual CPU has to be woken
+ * by the hypervisor), a thread that waits for one on the same core lets it
+ * run, and a waiting thread still sleeps when the wait is long. */
 #ifndef LOCAL_SPIN_BARRIER_H
 #define LOCAL_SPIN_BARRIER_H
 
@@ -11,7 +13,8 @@
 
 typedef struct spin_barrier {
     int             parties;
-    int64_t         spin_ns;     /* how long to spin before sleeping        */
+    int64_t         spin_ns;     /* how long to spin before yielding        */
+    int64_t         yield_ns;    /* then how long to yield before sleeping  */
     atomic_int      arrived;
     atomic_uint     gen;         /* bumped by the last arrival              */
     atomic_int      sleepers;
@@ -20,7 +23,8 @@ typedef struct spin_barrier {
     pthread_cond_t  cv;
 } spin_barrier_t;
 
-int  spin_barrier_init(spin_barrier_t *b, int parties, int64_t spin_ns);
+int  spin_barrier_init(spin_barrier_t *b, int parties, int64_t spin_ns,
+                       int64_t yield_ns);
 void spin_barrier_destroy(spin_barrier_t *b);
 /* 0 when everybody arrived; -1 on abort; -2 when timeout_ns passed. */
 int  spin_barrier_wait(spin_barrier_t *b, int64_t timeout_ns);
