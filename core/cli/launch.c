@@ -35,12 +35,13 @@ typedef struct child {
 } child_t;
 
 static volatile sig_atomic_t g_signal;
+static int g_forwarded; /* launch itself was asked to stop: never restart */
 
 static void on_signal(int sig) { g_signal = sig; }
 
 static const char *const k_usage =
     "usage: strata launch [-n WORKERS | --workers N] [--ps M] [--chief]\n"
-    "                     [-c FILE] [--set SECTION.KEY=VALUE]...\n"
+    "                     [--max-restarts R] [-c FILE] [--set SECTION.KEY=VALUE]...\n"
     "\n"
     "Start a job of N workers (and M parameter servers, and a separate chief\n"
     "with --chief) on this machine, on free loopback ports. Each task is a\n"
@@ -48,11 +49,15 @@ static const char *const k_usage =
     "Output lines are prefixed with the task (\"[worker:1] ...\");\n"
     "SIGINT/SIGTERM are forwarded to every task; when a task fails the others\n"
     "are stopped (SIGTERM, SIGKILL after 10 s) and launch exits with the\n"
-    "failed task's exit code.\n"
+    "failed task's exit code. With --max-restarts R, a job that failed is\n"
+    "started again, whole, up to R times; with a [checkpoint] dir it resumes\n"
+    "from the newest checkpoint. Never restarted: a bad configuration or\n"
+    "plugin (exit 2, 3), a task stopped on request (75), a signal to launch.\n"
     "\n"
-    "  -n, --workers N   worker tasks (default 2)\n"
-    "      --ps M        parameter-server tasks (default 0)\n"
-    "      --chief       a separate chief (coordinator) task\n"
+    "  -n, --workers N      worker tasks (default 2)\n"
+    "      --ps M           parameter-server tasks (default 0)\n"
+    "      --chief          a separate chief (coordinator) task\n"
+    "      --max-restarts R restarts of a failed job (default 0)\n"
     "  -c, --config FILE, -s, --set K=V   passed to every task\n";
 
 /* A free TCP port on 127.0.0.1, as the kernel hands them out. */
@@ -230,6 +235,7 @@ static int supervise(child_t *c, int n)
             /* The tasks' own exit codes say how it ended (75: stopped with
              * a checkpoint, restart to resume). */
             stopping = 1;
+            g_forwarded = 1;
             g_signal = 0;
             if (stop_at == 0)
                 stop_at = now_s() + GRACE_S;
@@ -270,6 +276,48 @@ static int supervise(child_t *c, int n)
     return code;
 }
 
+/* A failure that a fresh start can mend: not a bad configuration (2) or
+ * plugin (3), which would fail the same way, nor a stop on request (75). */
+static int restartable(int code)
+{
+    return code != 0 && code != 2 && code != 3 && code != 75;
+}
+
+/* One start of the whole job on fresh ports: every task started, supervised
+ * and reaped. Returns the job's exit code; *started: tasks started. */
+static int run_job(child_t *c, int n, char **targv, int *started)
+{
+    *started = 0;
+    for (int i = 0; i < n; i++) {
+        child_t keep = c[i];
+        memset(&c[i], 0, sizeof c[i]);
+        memcpy(c[i].name, keep.name, sizeof c[i].name);
+        memcpy(c[i].type, keep.type, sizeof c[i].type);
+        c[i].index = keep.index;
+        c[i].fd[0] = c[i].fd[1] = -1;
+        c[i].port = free_port();
+        for (int j = 0; j < i; j++)
+            if (c[j].port == c[i].port)
+                c[i].port = free_port(), j = -1;
+        if (c[i].port <= 0) {
+            fprintf(stderr, "strata: launch: no free port: %s\n",
+                    strerror(errno));
+            return 1;
+        }
+    }
+    int code = 0;
+    for (int i = 0; i < n; i++) {
+        if (start_child(c, n, i, targv) != 0) {
+            code = 1;
+            signal_all(c, i, SIGTERM);
+            break;
+        }
+        (*started)++;
+    }
+    int sup = supervise(c, *started);
+    return code ? code : sup;
+}
+
 static int parse_count(const char *flag, const char *v, int *out)
 {
     char *end;
@@ -285,7 +333,7 @@ static int parse_count(const char *flag, const char *v, int *out)
 
 int cli_launch(int argc, char **argv)
 {
-    int workers = 2, ps = 0, chief = 0;
+    int workers = 2, ps = 0, chief = 0, restarts = 0;
     /* argv of every child: strata train [-c FILE] [--set K=V]... */
     char **targv = calloc((size_t)argc + 3, sizeof *targv);
     if (!targv)
@@ -304,6 +352,9 @@ int cli_launch(int argc, char **argv)
                 goto usage;
         } else if (!strcmp(a, "--ps")) {
             if (parse_count(a, i + 1 < argc ? argv[++i] : NULL, &ps) != 0)
+                goto usage;
+        } else if (!strcmp(a, "--max-restarts")) {
+            if (parse_count(a, i + 1 < argc ? argv[++i] : NULL, &restarts) != 0)
                 goto usage;
         } else if (!strcmp(a, "--chief")) {
             chief = 1;
@@ -340,37 +391,22 @@ int cli_launch(int argc, char **argv)
         snprintf(c[k].type, sizeof c[k].type, "worker"), c[k].index = i;
     for (int i = 0; i < ps; i++, k++)
         snprintf(c[k].type, sizeof c[k].type, "ps"), c[k].index = i;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         snprintf(c[i].name, sizeof c[i].name, "%s:%d", c[i].type, c[i].index);
-        c[i].fd[0] = c[i].fd[1] = -1;
-        c[i].port = free_port();
-        for (int j = 0; j < i; j++)
-            if (c[j].port == c[i].port)
-                c[i].port = free_port(), j = -1;
-        if (c[i].port <= 0) {
-            fprintf(stderr, "strata: launch: no free port: %s\n",
-                    strerror(errno));
-            free(c);
-            free(targv);
-            return 1;
-        }
-    }
     struct sigaction sa = { .sa_handler = on_signal };
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    int code = 0, started = 0;
-    for (int i = 0; i < n; i++) {
-        if (start_child(c, n, i, targv) != 0) {
-            code = 1;
-            signal_all(c, i, SIGTERM);
+    int code, started;
+    for (int attempt = 0;; attempt++) {
+        code = run_job(c, n, targv, &started);
+        if (code == 0 || g_forwarded || g_signal || attempt >= restarts ||
+            !restartable(code))
             break;
-        }
-        started++;
+        fprintf(stderr, "[launch] restart %d/%d: the job failed (exit %d); "
+                "starting every task again\n", attempt + 1, restarts, code);
     }
-    int sup = supervise(c, started);
-    code = code ? code : sup;
     /* 75: stopped on request with a checkpoint (strata train's code). */
     printf("[launch] %s: %d task%s, exit %d\n",
            code == 75 ? "stopped, run it again to resume" : code ? "failed"

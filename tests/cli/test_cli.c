@@ -45,6 +45,15 @@ int main(void)
     CHECK(strstr(R.err, "unknown argument '--bogus'") != NULL);
     CHECK(run("train", "-c") == 2);
 
+    /* launch --max-restarts: a count, and never a restart of a job whose
+     * configuration is wrong (it would fail the same way each time). */
+    CHECK(run("launch", "--max-restarts", "x") == 2);
+    CHECK(strstr(R.err, "--max-restarts needs a count") != NULL);
+    CHECK(run("launch", "-n", "1", "--max-restarts", "3", "--set",
+              "train.epochs=zero") == 2);
+    CHECKF(strstr(R.err, "[train] epochs") && !strstr(R.err, "restart 1/"),
+           "%s", R.err);
+
     /* `strata plugins` lists ours with kind, ABI and path. */
     CHECK(run("plugins") == 0);
     CHECK(strstr(R.out, "mirrored") && strstr(R.out, "strategy"));

@@ -5,8 +5,9 @@
  *    resumes bitwise equal;
  *  - a corrupt newest checkpoint is skipped with a warning naming it;
  *  - a checkpoint of another model is refused with a clear error;
- *  - mwms, 2 workers: one killed, the job restarted, it resumes and ends with
- *    the fault-free variables on every worker;
+ *  - mwms, 2 workers: one killed, the job restarted (by hand, and by
+ *    `strata launch --max-restarts`), it resumes and ends with the
+ *    fault-free variables on every worker;
  *  - strata eval / inspect on good and damaged files. */
 #include <dirent.h>
 #include <sys/stat.h>
@@ -185,6 +186,35 @@ static void sigterm(void)
               "model.layers=dense 64 relu, dense 10") != 0);
 }
 
+/* Once checkpoint dir `ck` holds a checkpoint (bounded wait), kill -9 the
+ * first worker:1 that launcher `c` started. Returns its pid, 0 if none. */
+static long kill_worker1_after_checkpoint(spawn_child_t *c, const char *ck)
+{
+    char newest[256];
+    for (int i = 0; i < 300 && count_ckpts(ck, newest, sizeof newest) < 1; i++)
+        usleep(100000);
+    char buf[65536] = "";
+    spawn_read_file_(c->outp, buf, sizeof buf);
+    const char *p = strstr(buf, "[launch] worker:1: pid ");
+    long pid = p ? atol(p + strlen("[launch] worker:1: pid ")) : 0;
+    if (pid > 0)
+        kill((pid_t)pid, SIGKILL);
+    return pid;
+}
+
+/* Both workers' variable hashes (debug.hash_vars) in g_out equal `ref`. */
+static void check_hashes(const char *ref)
+{
+    for (int r = 0; r < 2; r++) {
+        char key[64];
+        snprintf(key, sizeof key, "variables hash (rank %d): ", r);
+        const char *q = strstr(g_out, key);
+        CHECKF(q && strncmp(q + strlen(key), ref, 16) == 0,
+               "worker %d after resume: %.16s, fault-free %s", r,
+               q ? q + strlen(key) : "(none)", ref);
+    }
+}
+
 /* mwms, 2 workers: kill one mid-training (the launcher stops the job),
  * start the job again: it resumes and ends with the fault-free variables. */
 static void multi_worker(void)
@@ -207,32 +237,36 @@ static void multi_worker(void)
                      "--set", s_ck, NULL };
     spawn_child_t c;
     CHECK(spawn_start(argv, NULL, &c) == 0);
-    /* Kill once the first checkpoint is there (bounded wait). */
-    char newest[256];
-    for (int i = 0; i < 300 && count_ckpts(ck, newest, sizeof newest) < 1; i++)
-        usleep(100000);
-    char buf[65536] = "";
-    spawn_read_file_(c.outp, buf, sizeof buf);
-    const char *p = strstr(buf, "[launch] worker:1: pid ");
-    long pid = p ? atol(p + strlen("[launch] worker:1: pid ")) : 0;
+    long pid = kill_worker1_after_checkpoint(&c, ck);
     CHECK(pid > 0);
-    if (pid > 0)
-        kill((pid_t)pid, SIGKILL);
     spawn_wait(&c, 60);
+    char newest[256];
     spawn_collect(&c, g_out, sizeof g_out, g_err, sizeof g_err);
     CHECKF(c.code != 0, "launch exit %d", c.code);
     CHECKF(count_ckpts(ck, newest, sizeof newest) >= 1, "no mwms checkpoint");
 
     CHECK(run("launch", "-n", "2", COMMON, MW, "--set", s_ck) == 0);
     CHECKF(strstr(g_out, "resumed from ") != NULL, "%s", g_out);
-    for (int r = 0; r < 2; r++) {
-        char key[64];
-        snprintf(key, sizeof key, "variables hash (rank %d): ", r);
-        const char *q = strstr(g_out, key);
-        CHECKF(q && strncmp(q + strlen(key), ref, 16) == 0,
-               "worker %d after resume: %.16s, fault-free %s", r,
-               q ? q + strlen(key) : "(none)", ref);
-    }
+    check_hashes(ref);
+
+    /* The same with no hand on the restart: launch --max-restarts starts the
+     * whole job again after the kill, and it resumes from the checkpoint. */
+    path(ck, "ck-mwms-auto");
+    snprintf(s_ck, sizeof s_ck, "checkpoint.dir=%s", ck);
+    char *auto_argv[] = { (char *)spawn_strata_bin(), "launch", "-n", "2",
+                          "--max-restarts", "2", COMMON, MW, "--set", s_ck,
+                          NULL };
+    CHECK(spawn_start(auto_argv, NULL, &c) == 0);
+    pid = kill_worker1_after_checkpoint(&c, ck);
+    CHECK(pid > 0);
+    spawn_wait(&c, 180);
+    spawn_collect(&c, g_out, sizeof g_out, g_err, sizeof g_err);
+    CHECKF(c.code == 0, "launch --max-restarts exit %d: %s", c.code, g_err);
+    CHECKF(strstr(g_err, "[launch] restart 1/2: the job failed") != NULL, "%s",
+           g_err);
+    CHECKF(strstr(g_err, "restart 2/2") == NULL, "restarted twice: %s", g_err);
+    CHECKF(strstr(g_out, "resumed from ") != NULL, "%s", g_out);
+    check_hashes(ref);
 #undef MW
 }
 
