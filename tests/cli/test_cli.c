@@ -120,6 +120,24 @@ int main(void)
     CHECKF(strstr(R.out, "[==============================]") &&
            strstr(R.out, "ms/step - loss: ") && strstr(R.out, "accuracy: "),
            "%s", R.out);
+    /* On a real terminal (a pty from util-linux's script) the bar is the
+     * default and redraws in place with step counter, ETA and running
+     * metrics while the epoch runs (steps slowed so that it redraws). */
+    if (access("/usr/bin/script", X_OK) == 0) {
+        char cmd[1400];
+        snprintf(cmd, sizeof cmd, "'%s' train -c '%s' --set train.max_steps=60 "
+                 "--set data.limit_train=640 --set debug.step_delay_ms=10",
+                 spawn_strata_bin(), ini);
+        char *sargv[] = { "/usr/bin/script", "-qec", cmd, "/dev/null", NULL };
+        spawn_run(sargv, 60, &R);
+        CHECKF(R.code == 0, "under script: exit %d: %s", R.code, R.out);
+        CHECKF(strstr(R.out, "Epoch 1/1") && strstr(R.out, " - ETA: ") &&
+               strstr(R.out, "\r60/60 [====") && strstr(R.out, ">....."),
+               "no live bar on a terminal: %s", R.out);
+    } else {
+        printf("note: /usr/bin/script missing: the terminal bar is not "
+               "checked\n");
+    }
     CHECK(run("train", "-c", ini, "--set", "train.progress=line") == 0);
     CHECKF(strstr(R.out, "Epoch 1/1 - 2 steps - ") != NULL, "%s", R.out);
     CHECK(run("train", "-c", ini, "--set", "train.progress=none") == 0);
