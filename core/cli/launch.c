@@ -34,10 +34,15 @@ typedef struct child {
     int   done;
 } child_t;
 
-static volatile sig_atomic_t g_signal;
-static int g_forwarded; /* launch itself was asked to stop: never restart */
+static volatile sig_atomic_t g_signal;  /* to forward; cleared once done */
+static volatile sig_atomic_t g_stopped; /* launch was asked to stop: never
+                                           restart the job */
 
-static void on_signal(int sig) { g_signal = sig; }
+static void on_signal(int sig)
+{
+    g_signal = sig;
+    g_stopped = 1;
+}
 
 static const char *const k_usage =
     "usage: strata launch [-n WORKERS | --workers N] [--ps M] [--chief]\n"
@@ -235,7 +240,6 @@ static int supervise(child_t *c, int n)
             /* The tasks' own exit codes say how it ended (75: stopped with
              * a checkpoint, restart to resume). */
             stopping = 1;
-            g_forwarded = 1;
             g_signal = 0;
             if (stop_at == 0)
                 stop_at = now_s() + GRACE_S;
@@ -401,7 +405,7 @@ int cli_launch(int argc, char **argv)
     int code, started;
     for (int attempt = 0;; attempt++) {
         code = run_job(c, n, targv, &started);
-        if (code == 0 || g_forwarded || g_signal || attempt >= restarts ||
+        if (code == 0 || g_stopped || attempt >= restarts ||
             !restartable(code))
             break;
         fprintf(stderr, "[launch] restart %d/%d: the job failed (exit %d); "

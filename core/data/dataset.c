@@ -118,10 +118,16 @@ void strata__epoch_order(uint32_t *perm, size_t n, uint64_t seed,
  * of the gather's time. */
 #define PREFETCH_ROWS 4
 
+/* Sample index of position i of the order (perm NULL: the file's order). */
+static size_t sample_at(const uint32_t *perm, size_t i)
+{
+    return perm ? perm[i] : i;
+}
+
 static void prefetch_row(const strata__dataset_t *d, const uint32_t *perm,
                          size_t i)
 {
-    const uint8_t *row = d->images + (size_t)(perm ? perm[i] : i) * d->dim;
+    const uint8_t *row = d->images + sample_at(perm, i) * d->dim;
     for (size_t off = 0; off < d->dim; off += 64)
         __builtin_prefetch(row + off);
 }
@@ -135,7 +141,7 @@ void strata__batch_fill(const strata__dataset_t *d, const uint32_t *perm,
     for (size_t i = 0; i < m; i++) {
         if (i + PREFETCH_ROWS < m)
             prefetch_row(d, perm, first + i + PREFETCH_ROWS);
-        size_t s = perm ? perm[first + i] : first + i;
+        size_t s = sample_at(perm, first + i);
         kc_u8_to_f32(d->dim, d->images + s * d->dim, scale, x + i * d->dim);
         y[i] = d->labels[s];
     }
