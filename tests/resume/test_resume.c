@@ -267,6 +267,23 @@ static void multi_worker(void)
     CHECKF(strstr(g_err, "restart 2/2") == NULL, "restarted twice: %s", g_err);
     CHECKF(strstr(g_out, "resumed from ") != NULL, "%s", g_out);
     check_hashes(ref);
+
+    /* SIGTERM to launch itself: every task stops with a checkpoint, exit
+     * 75, and --max-restarts does not start the job again. */
+    path(ck, "ck-mwms-term");
+    snprintf(s_ck, sizeof s_ck, "checkpoint.dir=%s", ck);
+    char *term_argv[] = { (char *)spawn_strata_bin(), "launch", "-n", "2",
+                          "--max-restarts", "2", COMMON, MW, "--set", s_ck,
+                          NULL };
+    CHECK(spawn_start(term_argv, NULL, &c) == 0);
+    for (int i = 0; i < 300 && count_ckpts(ck, newest, sizeof newest) < 1; i++)
+        usleep(100000);
+    kill(c.pid, SIGTERM);
+    spawn_wait(&c, 60);
+    spawn_collect(&c, g_out, sizeof g_out, g_err, sizeof g_err);
+    CHECKF(c.code == 75, "launch after SIGTERM: exit %d: %s", c.code, g_err);
+    CHECKF(strstr(g_err, "restart 1/") == NULL, "restarted after SIGTERM: %s",
+           g_err);
 #undef MW
 }
 
