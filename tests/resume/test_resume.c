@@ -186,13 +186,19 @@ static void sigterm(void)
               "model.layers=dense 64 relu, dense 10") != 0);
 }
 
-/* Once checkpoint dir `ck` holds a checkpoint (bounded wait), kill -9 the
- * first worker:1 that launcher `c` started. Returns its pid, 0 if none. */
-static long kill_worker1_after_checkpoint(spawn_child_t *c, const char *ck)
+/* Wait (30 s at most) until checkpoint dir `ck` holds a checkpoint. */
+static void wait_for_checkpoint(const char *ck)
 {
     char newest[256];
     for (int i = 0; i < 300 && count_ckpts(ck, newest, sizeof newest) < 1; i++)
         usleep(100000);
+}
+
+/* Once checkpoint dir `ck` holds a checkpoint, kill -9 the first worker:1
+ * that launcher `c` started. Returns its pid, 0 if none. */
+static long kill_worker1_after_checkpoint(spawn_child_t *c, const char *ck)
+{
+    wait_for_checkpoint(ck);
     char buf[65536] = "";
     spawn_read_file_(c->outp, buf, sizeof buf);
     const char *p = strstr(buf, "[launch] worker:1: pid ");
@@ -271,13 +277,9 @@ static void multi_worker(void)
     /* SIGTERM to launch itself: every task stops with a checkpoint, exit
      * 75, and --max-restarts does not start the job again. */
     path(ck, "ck-mwms-term");
-    snprintf(s_ck, sizeof s_ck, "checkpoint.dir=%s", ck);
-    char *term_argv[] = { (char *)spawn_strata_bin(), "launch", "-n", "2",
-                          "--max-restarts", "2", COMMON, MW, "--set", s_ck,
-                          NULL };
-    CHECK(spawn_start(term_argv, NULL, &c) == 0);
-    for (int i = 0; i < 300 && count_ckpts(ck, newest, sizeof newest) < 1; i++)
-        usleep(100000);
+    snprintf(s_ck, sizeof s_ck, "checkpoint.dir=%s", ck); /* in auto_argv */
+    CHECK(spawn_start(auto_argv, NULL, &c) == 0);
+    wait_for_checkpoint(ck);
     kill(c.pid, SIGTERM);
     spawn_wait(&c, 60);
     spawn_collect(&c, g_out, sizeof g_out, g_err, sizeof g_err);
