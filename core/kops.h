@@ -40,6 +40,22 @@ typedef struct strata__xacc {
     void   *host;      /* GPU: page-locked read-back of loss and correct   */
 } strata__xacc_t;
 
+/* Geometry of a conv2d / maxpool2d call, NHWC (see kc_conv_geom_t and
+ * kc_pool_geom_t in kernels/cpu/kernels_cpu.h: same members, same order). */
+typedef struct strata__conv {
+    int n, h, w, c;
+    int kh, kw, f;
+    int stride_h, stride_w;
+    int pad_top, pad_left;
+    int oh, ow;
+} strata__conv_t;
+
+typedef struct strata__pool {
+    int n, h, w, c;
+    int ph, pw, stride_h, stride_w;
+    int oh, ow;
+} strata__pool_t;
+
 /* Copy directions of kops->copy. */
 enum { STRATA__H2D = 0, STRATA__D2H = 1, STRATA__D2D = 2 };
 
@@ -97,6 +113,32 @@ struct strata__kops {
                const float *const *srcs, int nsrc);
     int (*u8_to_f32)(strata__kdev_t *k, size_t n, const uint8_t *src,
                      float scale, float *dst);
+
+    /* ---- layers beyond dense: the kc_* twins of kernels_cpu.h (NHWC;
+     * strata__conv_t / strata__pool_t have kc_conv_geom_t's and
+     * kc_pool_geom_t's members in the same order). `col` is workspace on
+     * the device, col_len floats, at least conv2d_col_len(g). */
+    int (*conv2d_fwd)(strata__kdev_t *k, const strata__conv_t *g,
+                      const float *X, const float *W, const float *b,
+                      float *Y, float *col, size_t col_len);
+    int (*conv2d_bwd)(strata__kdev_t *k, const strata__conv_t *g,
+                      const float *X, const float *W, const float *dY,
+                      float *dW, float *db, float *dX, float *col,
+                      size_t col_len);
+    int (*maxpool2d_fwd)(strata__kdev_t *k, const strata__pool_t *g,
+                         const float *X, float *Y, int32_t *argmax);
+    int (*maxpool2d_bwd)(strata__kdev_t *k, const strata__pool_t *g,
+                         const float *dY, const int32_t *argmax, float *dX);
+    int (*dropout_fwd)(strata__kdev_t *k, size_t n, const float *x, float *y,
+                       float rate, uint64_t seed, uint64_t first);
+    int (*dropout_bwd)(strata__kdev_t *k, size_t n, const float *dy,
+                       float *dx, float rate, uint64_t seed, uint64_t first);
+    int (*tanh_fwd)(strata__kdev_t *k, size_t n, const float *x, float *y);
+    int (*tanh_bwd)(strata__kdev_t *k, size_t n, const float *y,
+                    const float *dy, float *dx);
+    int (*sigmoid_fwd)(strata__kdev_t *k, size_t n, const float *x, float *y);
+    int (*sigmoid_bwd)(strata__kdev_t *k, size_t n, const float *y,
+                       const float *dy, float *dx);
 };
 
 /* kops_cpu.c: the CPU table, and the context of any device: CPU devices

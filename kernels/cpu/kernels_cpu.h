@@ -63,6 +63,70 @@ void kc_sum(size_t n, float *dst, const float *const *srcs, int nsrc);
 /* dst[i] = src[i] * scale : the per-batch uint8 -> float input scaling. */
 void kc_u8_to_f32(size_t n, const uint8_t *src, float scale, float *dst);
 
+/* ---- convolution and pooling: NHWC tensors, row-major -------------------
+ * Images are X[n][h][w][c]; a conv2d kernel is W[kh][kw][c][f] (Keras's
+ * layout), its output Y[n][oh][ow][f]. Padding is given explicitly (the
+ * caller computes Keras's 'valid' / 'same'); taps that fall in the padding
+ * read zeros. oh = (h + pad_top + pad_bottom - kh) / stride_h + 1, and the
+ * same for ow; the caller fills oh/ow and guarantees oh, ow >= 1. */
+typedef struct kc_conv_geom {
+    int n, h, w, c;          /* input                                      */
+    int kh, kw, f;           /* kernel size, filters                       */
+    int stride_h, stride_w;  /* >= 1                                       */
+    int pad_top, pad_left;   /* zeros before the first row / column        */
+    int oh, ow;              /* output                                     */
+} kc_conv_geom_t;
+
+/* Floats of im2col workspace that one image needs: oh*ow*kh*kw*c. The conv
+ * kernels lower to GEMM one group of images at a time, as many images as
+ * `col_len` floats of `col` hold (at least one: col_len >= this value). */
+size_t kc_conv2d_col_len(const kc_conv_geom_t *g);
+/* Y = conv(X, W) + b (b may be NULL). */
+void kc_conv2d_fwd(const kc_conv_geom_t *g, const float *X, const float *W,
+                   const float *b, float *Y, float *col, size_t col_len);
+/* dW[kh][kw][c][f] and db[f] (overwritten; db may be NULL) from dY[n][oh][ow][f];
+ * dX[n][h][w][c] = the input gradient, overwritten, when dX != NULL. */
+void kc_conv2d_bwd(const kc_conv_geom_t *g, const float *X, const float *W,
+                   const float *dY, float *dW, float *db, float *dX,
+                   float *col, size_t col_len);
+
+/* Max pooling, 'valid' padding: Y[n][oh][ow][c] is the max of the window
+ * of ph x pw inputs at (oy*stride_h, ox*stride_w); oh = (h - ph)/stride_h + 1.
+ * argmax[n*oh*ow*c] keeps, per output, the index of the chosen input
+ * element within X (first maximum in row-major window order). */
+typedef struct kc_pool_geom {
+    int n, h, w, c;
+    int ph, pw, stride_h, stride_w;
+    int oh, ow;
+} kc_pool_geom_t;
+void kc_maxpool2d_fwd(const kc_pool_geom_t *g, const float *X, float *Y,
+                      int32_t *argmax);
+/* dX (n*h*w*c, overwritten) = dY routed to the argmax inputs (summed where
+ * windows overlap). */
+void kc_maxpool2d_bwd(const kc_pool_geom_t *g, const float *dY,
+                      const int32_t *argmax, float *dX);
+
+/* ---- inverted dropout, counter-based ------------------------------------
+ * Element i is kept when kc_dropout_keep(seed, first + i, rate): the mask is
+ * a pure function of (seed, element index), so forward and backward agree
+ * without storing it, and a replica that holds rows [r0, r1) of a global
+ * batch (first = r0 * features) draws exactly what one device would.
+ * y = kept ? x / (1 - rate) : 0 ; 0 <= rate < 1 ; y may be x. */
+int  kc_dropout_keep(uint64_t seed, uint64_t index, float rate);
+void kc_dropout_fwd(size_t n, const float *x, float *y, float rate,
+                    uint64_t seed, uint64_t first);
+/* dx = kept ? dy / (1 - rate) : 0 ; dx may be dy. */
+void kc_dropout_bwd(size_t n, const float *dy, float *dx, float rate,
+                    uint64_t seed, uint64_t first);
+
+/* tanh and the logistic sigmoid; backward from the forward OUTPUT y:
+ * tanh: dx = dy * (1 - y*y) ; sigmoid: dx = dy * y * (1 - y). y may be x,
+ * dx may be dy. */
+void kc_tanh_fwd(size_t n, const float *x, float *y);
+void kc_tanh_bwd(size_t n, const float *y, const float *dy, float *dx);
+void kc_sigmoid_fwd(size_t n, const float *x, float *y);
+void kc_sigmoid_bwd(size_t n, const float *y, const float *dy, float *dx);
+
 #ifdef __cplusplus
 }
 #endif
