@@ -60,9 +60,13 @@ int strata_eval(strata_ctx_t *ctx, const char *path)
     rc = m ? strata__ckpt_read(path, &ck) : STRATA_ENOMEM;
     if (rc == STRATA_OK)
         rc = strata__dataset_load(ip, lp, (size_t)d->limit_test, &test);
-    if (rc == STRATA_OK)
-        rc = strata__model_build(ctx->s.model.layers, (int)test.dim,
-                                 test.nclasses, m);
+    if (rc == STRATA_OK) {
+        strata__shape_t in = strata__data_shape(&test);
+        rc = strata__model_build(ctx->s.model.layers,
+                                 strata__cfg_origin(ctx->cfg, "model",
+                                                    "layers"),
+                                 &in, test.nclasses, m);
+    }
     if (rc == STRATA_OK) {
         flat = malloc(m->count * sizeof *flat + 1);
         rc = flat ? load_vars(m, ck, path, flat) : STRATA_ENOMEM;
@@ -82,7 +86,9 @@ int strata_eval(strata_ctx_t *ctx, const char *path)
     for (size_t i = 0; rc == STRATA_OK && i < test.n; i += 256) {
         size_t rows = test.n - i < 256 ? test.n - i : 256;
         strata__batch_fill(&test, NULL, i, rows, w.x, w.y);
-        loss += strata__model_eval(m, 0, &w, (int)rows, &correct);
+        double part = 0.0;
+        rc = strata__model_evaluate(m, 0, &w, (int)rows, &part, &correct);
+        loss += part;
     }
     if (rc == STRATA_OK)
         printf("eval: %s: test loss %.4f, test accuracy %.4f (%zu samples)\n",

@@ -54,21 +54,6 @@ static int cpu_dense_bwd(strata__kdev_t *k, int m, int kk, int n,
     return STRATA_OK;
 }
 
-static int cpu_relu_fwd(strata__kdev_t *k, size_t n, const float *x, float *y)
-{
-    (void)k;
-    kc_relu_fwd(n, x, y);
-    return STRATA_OK;
-}
-
-static int cpu_relu_bwd(strata__kdev_t *k, size_t n, const float *y,
-                        const float *dy, float *dx)
-{
-    (void)k;
-    kc_relu_bwd(n, y, dy, dx);
-    return STRATA_OK;
-}
-
 static int cpu_xacc_init(strata__kdev_t *k, strata__xacc_t *a)
 {
     (void)k;
@@ -163,6 +148,102 @@ static int cpu_u8_to_f32(strata__kdev_t *k, size_t n, const uint8_t *src,
     return STRATA_OK;
 }
 
+/* strata__conv_t / strata__pool_t have the kernels' members in order. */
+_Static_assert(sizeof(strata__conv_t) == sizeof(kc_conv_geom_t),
+               "strata__conv_t must mirror kc_conv_geom_t");
+_Static_assert(sizeof(strata__pool_t) == sizeof(kc_pool_geom_t),
+               "strata__pool_t must mirror kc_pool_geom_t");
+
+static kc_conv_geom_t kc_conv(const strata__conv_t *g)
+{
+    return (kc_conv_geom_t){ g->n, g->h, g->w, g->c, g->kh, g->kw, g->f,
+                             g->stride_h, g->stride_w, g->pad_top,
+                             g->pad_left, g->oh, g->ow };
+}
+
+static kc_pool_geom_t kc_pool(const strata__pool_t *g)
+{
+    return (kc_pool_geom_t){ g->n, g->h, g->w, g->c, g->ph, g->pw,
+                             g->stride_h, g->stride_w, g->oh, g->ow };
+}
+
+static int cpu_conv2d_fwd(strata__kdev_t *k, const strata__conv_t *g,
+                          const float *X, const float *W, const float *b,
+                          float *Y, float *col, size_t col_len)
+{
+    (void)k;
+    kc_conv_geom_t kg = kc_conv(g);
+    kc_conv2d_fwd(&kg, X, W, b, Y, col, col_len);
+    return STRATA_OK;
+}
+
+static int cpu_conv2d_bwd(strata__kdev_t *k, const strata__conv_t *g,
+                          const float *X, const float *W, const float *dY,
+                          float *dW, float *db, float *dX, float *col,
+                          size_t col_len)
+{
+    (void)k;
+    kc_conv_geom_t kg = kc_conv(g);
+    kc_conv2d_bwd(&kg, X, W, dY, dW, db, dX, col, col_len);
+    return STRATA_OK;
+}
+
+static int cpu_maxpool2d_fwd(strata__kdev_t *k, const strata__pool_t *g,
+                             const float *X, float *Y, int32_t *argmax)
+{
+    (void)k;
+    kc_pool_geom_t kg = kc_pool(g);
+    kc_maxpool2d_fwd(&kg, X, Y, argmax);
+    return STRATA_OK;
+}
+
+static int cpu_maxpool2d_bwd(strata__kdev_t *k, const strata__pool_t *g,
+                             const float *dY, const int32_t *argmax,
+                             float *dX)
+{
+    (void)k;
+    kc_pool_geom_t kg = kc_pool(g);
+    kc_maxpool2d_bwd(&kg, dY, argmax, dX);
+    return STRATA_OK;
+}
+
+static int cpu_dropout_fwd(strata__kdev_t *k, size_t n, const float *x,
+                           float *y, float rate, uint64_t seed, uint64_t first)
+{
+    (void)k;
+    kc_dropout_fwd(n, x, y, rate, seed, first);
+    return STRATA_OK;
+}
+
+static int cpu_dropout_bwd(strata__kdev_t *k, size_t n, const float *dy,
+                           float *dx, float rate, uint64_t seed,
+                           uint64_t first)
+{
+    (void)k;
+    kc_dropout_bwd(n, dy, dx, rate, seed, first);
+    return STRATA_OK;
+}
+
+/* The elementwise activations: one wrapper shape each way. */
+#define CPU_ACT(name)                                                        \
+    static int cpu_##name##_fwd(strata__kdev_t *k, size_t n, const float *x, \
+                                float *y)                                    \
+    {                                                                        \
+        (void)k;                                                             \
+        kc_##name##_fwd(n, x, y);                                            \
+        return STRATA_OK;                                                    \
+    }                                                                        \
+    static int cpu_##name##_bwd(strata__kdev_t *k, size_t n, const float *y, \
+                                const float *dy, float *dx)                  \
+    {                                                                        \
+        (void)k;                                                             \
+        kc_##name##_bwd(n, y, dy, dx);                                       \
+        return STRATA_OK;                                                    \
+    }
+CPU_ACT(relu)
+CPU_ACT(tanh)
+CPU_ACT(sigmoid)
+
 const strata__kops_t strata__kops_cpu = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -187,6 +268,16 @@ const strata__kops_t strata__kops_cpu = {
     .axpy = cpu_axpy,
     .sum = cpu_sum,
     .u8_to_f32 = cpu_u8_to_f32,
+    .conv2d_fwd = cpu_conv2d_fwd,
+    .conv2d_bwd = cpu_conv2d_bwd,
+    .maxpool2d_fwd = cpu_maxpool2d_fwd,
+    .maxpool2d_bwd = cpu_maxpool2d_bwd,
+    .dropout_fwd = cpu_dropout_fwd,
+    .dropout_bwd = cpu_dropout_bwd,
+    .tanh_fwd = cpu_tanh_fwd,
+    .tanh_bwd = cpu_tanh_bwd,
+    .sigmoid_fwd = cpu_sigmoid_fwd,
+    .sigmoid_bwd = cpu_sigmoid_bwd,
 };
 
 /* CPU devices have no state of their own: they share this context. */

@@ -227,8 +227,11 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
     if (rc == STRATA_OK) {
         int nclasses = run->train.nclasses > run->test.nclasses
                            ? run->train.nclasses : run->test.nclasses;
-        rc = strata__model_build(run->s->model.layers, (int)run->train.dim,
-                                 nclasses, &run->model);
+        strata__shape_t in = strata__data_shape(&run->train);
+        rc = strata__model_build(run->s->model.layers,
+                                 strata__cfg_origin(run->ctx->cfg, "model",
+                                                    "layers"),
+                                 &in, nclasses, &run->model);
     }
     if (rc == STRATA_OK) {
         run->init = malloc(run->model.count * sizeof(float));
@@ -270,10 +273,11 @@ void strata__run_banner(const strata__run_t *run)
     printf("num_replicas_in_sync: %d (strategy %s, transport %s, %d worker%s "
            "x devices %s)\n", run->nreplicas * workers, run->strategy->name,
            run->s->transport, workers, workers == 1 ? "" : "s", devs);
-    printf("model: %s: %zu parameters; %zu training samples, global batch %d "
-           "(%d per replica), %lld steps per epoch\n", run->s->model.layers,
-           run->model.count, run->train.n, run->batch, run->per_replica,
+    printf("model: %zu parameters; %zu training samples, global batch %d "
+           "(%d per replica), %lld steps per epoch\n", run->model.params,
+           run->train.n, run->batch, run->per_replica,
            (long long)run->steps_per_epoch);
+    strata__model_summary(&run->model, stdout);
     size_t model_bytes = run->model.count * sizeof(float);
     printf("strategy %s placed %zu bytes of variables and optimizer state "
            "(%.2f x the model's %zu bytes)\n", run->strategy->name,

@@ -50,8 +50,10 @@ static const strata_option_t k_train[] = {
 static const strata_option_t k_model[] = {
     OPT("layers", STRATA_OPT_STRING, "dense 128 relu, dense 10",
         strata__model_cfg_t, layers, NULL,
-        "comma-separated layers: dense <units> [relu]; the last gives the "
-        "logits"),
+        "comma-separated layers (NHWC): dense UNITS [ACT], conv2d FILTERS "
+        "KERNEL [stride=S] [padding=valid|same] [ACT], maxpool2d POOL "
+        "[stride=S], flatten, dropout RATE; ACT = relu|tanh|sigmoid|none; the "
+        "last gives the logits"),
     { 0 }
 };
 

@@ -80,6 +80,9 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
         usleep((useconds_t)run->delay_us);
     int64_t correct = 0;
     double loss = 0.0;
+    rep->work.noise_seed =
+        strata__model_step_seed((uint64_t)run->s->train.seed, step);
+    rep->work.row0 = g * (size_t)b;
     if (rc == STRATA_OK)
         rc = strata__model_step(m, rep->r, &rep->work, b, rep->grads,
                                 1.0f / (float)b, &loss, &correct);

@@ -1,4 +1,4 @@
-/* Variable dumps (debug.dump_vars: raw float32 of the seeds' MLP, in model
+/* Variable dumps (debug.dump_vars: raw float32 of the variables, in model
  * order) and the equivalence check between two of them. */
 #ifndef STRATA_TESTS_DUMPS_H
 #define STRATA_TESTS_DUMPS_H
@@ -35,17 +35,21 @@ static inline float *dump_load(const char *path, size_t n)
     return v;
 }
 
-/* Relative L2 distance per variable between two dumps, each <= tol. */
-static inline void dump_compare(const char *a_path, const char *b_path,
-                                const char *what, double tol)
+/* Relative L2 distance per variable between two dumps of a model whose
+ * variables hold counts[0..nvars) floats, each <= tol. */
+static inline void dump_compare_model(const char *a_path, const char *b_path,
+                                      const char *what, double tol,
+                                      const size_t *counts, int nvars)
 {
-    size_t total = dump_total();
+    size_t total = 0;
+    for (int i = 0; i < nvars; i++)
+        total += counts[i];
     float *a = dump_load(a_path, total), *b = dump_load(b_path, total);
     CHECKF(a && b, "%s: dumps missing", what);
     size_t at = 0;
-    for (int i = 0; a && b && i < DUMP_NVARS; i++) {
+    for (int i = 0; a && b && i < nvars; i++) {
         double d = 0, s = 0;
-        for (size_t j = 0; j < dump_counts[i]; j++) {
+        for (size_t j = 0; j < counts[i]; j++) {
             double x = a[at + j], y = b[at + j];
             d += (x - y) * (x - y);
             s += x * x;
@@ -53,10 +57,17 @@ static inline void dump_compare(const char *a_path, const char *b_path,
         double rel = sqrt(d) / (s > 0 ? sqrt(s) : 1.0);
         printf("%s: variable %d: relative L2 distance %.3g\n", what, i, rel);
         CHECKF(rel <= tol, "%s: variable %d differs by %.3g", what, i, rel);
-        at += dump_counts[i];
+        at += counts[i];
     }
     free(a);
     free(b);
+}
+
+/* The same for the seeds' MLP. */
+static inline void dump_compare(const char *a_path, const char *b_path,
+                                const char *what, double tol)
+{
+    dump_compare_model(a_path, b_path, what, tol, dump_counts, DUMP_NVARS);
 }
 
 #endif

@@ -1,6 +1,8 @@
-/* ReLU forward/backward. */
+/* Elementwise activations: ReLU, tanh, sigmoid, forward and backward. */
 #include "kernels_cpu.h"
 #include "kc_loop.h"
+
+#include <math.h>
 
 /* x < 0 ? 0 : x keeps NaN (as max(x, 0) does in TF), unlike x > 0 ? x : 0. */
 static inline float relu(float x) { return x < 0.0f ? 0.0f : x; }
@@ -42,4 +44,32 @@ KC_HOT void kc_relu_bwd(size_t n, const float *y, const float *dy, float *dx)
         relu_bwd_inplace(n, y, dx);
     else
         relu_bwd_copy(n, y, dy, dx);
+}
+
+/* tanh and the logistic sigmoid, through libm (the GPU twin uses CUDA's
+ * tanhf / expf: equal to within a few ulps, not bitwise). The backward
+ * passes read the forward output. */
+void kc_tanh_fwd(size_t n, const float *x, float *y)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = tanhf(x[i]);
+}
+
+KC_HOT void kc_tanh_bwd(size_t n, const float *y, const float *dy, float *dx)
+{
+    for (size_t i = 0; i < n; i++)
+        dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+}
+
+void kc_sigmoid_fwd(size_t n, const float *x, float *y)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
+KC_HOT void kc_sigmoid_bwd(size_t n, const float *y, const float *dy,
+                           float *dx)
+{
+    for (size_t i = 0; i < n; i++)
+        dx[i] = dy[i] * y[i] * (1.0f - y[i]);
 }

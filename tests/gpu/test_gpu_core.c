@@ -85,7 +85,8 @@ static void *train_on(void *arg)
     result_t *res = arg;
     static _Thread_local strata__model_t m;
     int32_t dev = res->dev;
-    int rc = strata__model_build("dense 16 relu, dense 10", DIM, 10, &m);
+    strata__shape_t in = { 1, 1, DIM, 0 };
+    int rc = strata__model_build("dense 16 relu, dense 10", NULL, &in, 10, &m);
     void *values[2 * STRATA_MAX_LAYERS];
     float *init = malloc(m.count * sizeof(float));
     float *slab = strata__dev_alloc(dev, m.count * sizeof(float));

@@ -1,0 +1,149 @@
+/* conv2d FILTERS KERNEL [stride=S] [padding=valid|same] [ACT]: Keras's
+ * Conv2D on NHWC images, kernel W[kh][kw][c][filters], lowered to GEMM by
+ * the kernels (im2col). */
+#include <stdio.h>
+#include <string.h>
+
+#include "layer.h"
+#include "strata/errno.h"
+
+/* The im2col workspace holds at most this many floats (16 MiB), but always
+ * one image: the kernels then run one GEMM per group of images. */
+#define CONV_COL_BUDGET ((size_t)4 << 20)
+
+static int conv_parse(strata__layer_t *l, char *const *w, int n, char *why,
+                      size_t len)
+{
+    if (n < 2) {
+        snprintf(why, len, "expected FILTERS and KERNEL");
+        return -1;
+    }
+    if (strata__layer_int(w[0], 1, 65536, &l->units) != 0) {
+        snprintf(why, len, "filters '%s': expected an integer in [1, 65536]",
+                 w[0]);
+        return -1;
+    }
+    if (strata__layer_pair(w[1], 1, 64, &l->kh, &l->kw) != 0) {
+        snprintf(why, len, "kernel '%s': expected K or KHxKW, integers in "
+                 "[1, 64]", w[1]);
+        return -1;
+    }
+    l->stride_h = l->stride_w = 1;
+    for (int i = 2; i < n; i++) {
+        const char *v;
+        if ((v = strata__layer_opt(w[i], "stride"))) {
+            if (strata__layer_pair(v, 1, 64, &l->stride_h, &l->stride_w)) {
+                snprintf(why, len, "stride '%s': expected S or SHxSW, "
+                         "integers in [1, 64]", v);
+                return -1;
+            }
+        } else if ((v = strata__layer_opt(w[i], "padding"))) {
+            if (strcmp(v, "valid") && strcmp(v, "same")) {
+                snprintf(why, len, "padding '%s': expected valid or same", v);
+                return -1;
+            }
+            l->same = !strcmp(v, "same");
+        } else {
+            snprintf(why, len, "'%s': expected stride=S, padding=valid|same "
+                     "or an activation", w[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Keras: 'valid' keeps whole windows only; 'same' gives ceil(n / stride)
+ * outputs, the padding split with the extra one after. */
+static int conv_axis(int n, int k, int stride, int same, int *out, int *pad)
+{
+    if (same) {
+        *out = (n + stride - 1) / stride;
+        int total = (*out - 1) * stride + k - n;
+        *pad = total > 0 ? total / 2 : 0;
+        return 0;
+    }
+    *pad = 0;
+    if (n < k)
+        return -1;
+    *out = (n - k) / stride + 1;
+    return 0;
+}
+
+static int conv_infer(strata__layer_t *l, char *why, size_t len)
+{
+    if (!l->in.spatial) {
+        snprintf(why, len, "needs an image input (h, w, c), got %d flat "
+                 "features", l->in.c);
+        return -1;
+    }
+    int oh, ow;
+    if (conv_axis(l->in.h, l->kh, l->stride_h, l->same, &oh, &l->pad_top) ||
+        conv_axis(l->in.w, l->kw, l->stride_w, l->same, &ow, &l->pad_left)) {
+        snprintf(why, len, "kernel %dx%d does not fit the input (%d, %d, %d) "
+                 "with padding=valid", l->kh, l->kw, l->in.h, l->in.w,
+                 l->in.c);
+        return -1;
+    }
+    l->out = (strata__shape_t){ oh, ow, l->units, 1 };
+    return 0;
+}
+
+static strata__conv_t conv_geom(const strata__layer_t *l, int rows)
+{
+    return (strata__conv_t){
+        .n = rows, .h = l->in.h, .w = l->in.w, .c = l->in.c,
+        .kh = l->kh, .kw = l->kw, .f = l->units,
+        .stride_h = l->stride_h, .stride_w = l->stride_w,
+        .pad_top = l->pad_top, .pad_left = l->pad_left,
+        .oh = l->out.h, .ow = l->out.w,
+    };
+}
+
+static int conv_kernel_shape(const strata__layer_t *l, int64_t *dims,
+                             size_t *bias, double *fan_in, double *fan_out)
+{
+    dims[0] = l->kh;
+    dims[1] = l->kw;
+    dims[2] = l->in.c;
+    dims[3] = l->units;
+    *bias = (size_t)l->units;
+    double area = (double)l->kh * (double)l->kw;
+    *fan_in = area * (double)l->in.c;
+    *fan_out = area * (double)l->units;
+    return 4;
+}
+
+static size_t conv_col_floats(const strata__layer_t *l, int rows)
+{
+    size_t one = (size_t)l->out.h * (size_t)l->out.w * (size_t)l->kh *
+                 (size_t)l->kw * (size_t)l->in.c;
+    size_t group = one ? CONV_COL_BUDGET / one : 1;
+    if (group < 1)
+        group = 1;
+    if (group > (size_t)rows)
+        group = (size_t)(rows > 0 ? rows : 1);
+    return one * group;
+}
+
+static int conv_forward(const strata__layer_t *l, const strata__pass_t *p)
+{
+    strata__conv_t g = conv_geom(l, p->rows);
+    return p->k->ops->conv2d_fwd(p->k, &g, p->x, p->W, p->b, p->y, p->col,
+                                 p->col_len);
+}
+
+static int conv_backward(const strata__layer_t *l, const strata__pass_t *p)
+{
+    strata__conv_t g = conv_geom(l, p->rows);
+    return p->k->ops->conv2d_bwd(p->k, &g, p->x, p->W, p->dy, p->dW, p->db,
+                                 p->dx, p->col, p->col_len);
+}
+
+const strata__layer_kind_t strata__layer_conv2d = {
+    .name = "conv2d",
+    .usage = "conv2d FILTERS KERNEL [stride=S] [padding=valid|same] [ACT]",
+    .nvars = 2, .has_act = 1,
+    .parse = conv_parse, .infer = conv_infer,
+    .kernel_shape = conv_kernel_shape, .col_floats = conv_col_floats,
+    .forward = conv_forward, .backward = conv_backward,
+};

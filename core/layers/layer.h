@@ -1,0 +1,116 @@
+/* strata core -- one kind of layer, described once. Internal; never
+ * installed.
+ *
+ * A model (model.c) is a Sequential list of layers. Everything that differs
+ * between kinds lives in one strata__layer_kind_t per kind, in one file of
+ * this folder: how its INI words parse, the output shape it infers from its
+ * input shape, its variables and their initialisation, and its forward and
+ * backward pass through the device's kernel table (kops.h). model.c only
+ * chains them: buffers, activations, the loss. Adding a kind is one file
+ * here, its kernels, and one line in model.c's table.
+ *
+ * Tensors are NHWC everywhere (Keras's channels_last): a batch of images is
+ * x[rows][h][w][c], and a flat tensor of d features is the shape (1, 1, d)
+ * with spatial = 0. Flattening NHWC is free: the bytes do not move. */
+#ifndef STRATA_CORE_LAYER_H
+#define STRATA_CORE_LAYER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../kops.h"
+
+/* The shape of one sample. */
+typedef struct strata__shape {
+    int h, w, c;
+    int spatial;       /* 1: an image (h, w, c); 0: flat, h = w = 1 */
+} strata__shape_t;
+
+static inline size_t strata__shape_size(const strata__shape_t *s)
+{
+    return (size_t)s->h * (size_t)s->w * (size_t)s->c;
+}
+
+enum { STRATA__ACT_NONE = 0, STRATA__ACT_RELU, STRATA__ACT_TANH,
+       STRATA__ACT_SIGMOID };
+
+typedef struct strata__layer_kind strata__layer_kind_t;
+
+/* One layer of a model. The members a kind does not use stay 0. */
+typedef struct strata__layer {
+    const strata__layer_kind_t *kind;
+    int             index;          /* position in the model, 0-based     */
+    char            text[64];       /* its INI text, for messages         */
+    char            name[24];       /* "conv2d_0": prefix of its variables */
+    strata__shape_t in, out;
+    int             act;            /* STRATA__ACT_*, after the layer      */
+    int             var0;           /* its first variable in m->vars       */
+    /* dense: units; conv2d: filters, kernel, strides, padding; pooling */
+    int             units;
+    int             kh, kw, stride_h, stride_w, same;
+    int             pad_top, pad_left;
+    float           rate;           /* dropout                             */
+} strata__layer_t;
+
+/* What a forward or backward call works on: pointers on the replica's
+ * device. */
+typedef struct strata__pass {
+    strata__kdev_t *k;
+    int             rows;
+    const float    *x;              /* input, rows x in                     */
+    float          *y;              /* output, rows x out                   */
+    const float    *W, *b;          /* the replica's variables (or NULL)    */
+    float          *dW, *db;        /* backward: their gradients            */
+    const float    *dy;             /* backward: d loss / d y               */
+    float          *dx;             /* backward: d loss / d x; NULL for the
+                                       first layer                          */
+    float          *col;            /* conv2d workspace, col_len floats     */
+    size_t          col_len;
+    void           *aux;            /* the layer's own scratch (argmax)     */
+    int             training;       /* 0 at evaluation                      */
+    uint64_t        seed;           /* dropout: this step and layer         */
+    uint64_t        first;          /* dropout: index of x[0] in the global
+                                       batch's elements                     */
+} strata__pass_t;
+
+struct strata__layer_kind {
+    const char *name;               /* the INI word: "conv2d"               */
+    const char *usage;              /* for errors: "conv2d FILTERS KERNEL
+                                       [stride=S] [padding=valid|same] [ACT]" */
+    int         nvars;              /* 0, or 2: kernel and bias             */
+    int         has_act;            /* takes an activation word             */
+    int         alias;              /* output = input, nothing computed
+                                       (flatten): no buffer, no pass        */
+    /* Parse the words after the name (activation words already removed
+     * when has_act). On error, a reason in why. */
+    int    (*parse)(strata__layer_t *l, char *const *w, int n, char *why,
+                    size_t len);
+    /* l->out (and padding) from l->in; on error, a reason in why. */
+    int    (*infer)(strata__layer_t *l, char *why, size_t len);
+    /* nvars == 2: the kernel's shape (ndim, dims), the bias's length, and
+     * Glorot's fan_in / fan_out. */
+    int    (*kernel_shape)(const strata__layer_t *l, int64_t *dims,
+                           size_t *bias, double *fan_in, double *fan_out);
+    /* Workspace floats (conv2d) and scratch bytes for `rows` samples. */
+    size_t (*col_floats)(const strata__layer_t *l, int rows);
+    size_t (*aux_bytes)(const strata__layer_t *l, int rows);
+    int    (*forward)(const strata__layer_t *l, const strata__pass_t *p);
+    int    (*backward)(const strata__layer_t *l, const strata__pass_t *p);
+};
+
+extern const strata__layer_kind_t strata__layer_dense;
+extern const strata__layer_kind_t strata__layer_conv2d;
+extern const strata__layer_kind_t strata__layer_maxpool2d;
+extern const strata__layer_kind_t strata__layer_flatten;
+extern const strata__layer_kind_t strata__layer_dropout;
+
+/* Helpers for the kinds' parsers: an integer in [lo, hi] ("3"), a pair
+ * "3" or "3x5" (both in [lo, hi]), a float. Return 0 or -1. */
+int strata__layer_int(const char *s, int lo, int hi, int *out);
+int strata__layer_pair(const char *s, int lo, int hi, int *a, int *b);
+int strata__layer_float(const char *s, double lo, double hi, double *out);
+/* "key=value" options: *value = the text after "key=" when w starts with
+ * it, else NULL. */
+const char *strata__layer_opt(const char *w, const char *key);
+
+#endif /* STRATA_CORE_LAYER_H */

@@ -1,0 +1,111 @@
+/* strata core -- the model: a Sequential list of layers (layers/layer.h),
+ * its variables in one flat float32 layout, and the forward/backward pass
+ * of one replica on the replica's device, through its kernel table
+ * (kops.h): the same code drives CPU and GPU replicas. Internal; never
+ * installed. */
+#ifndef STRATA_CORE_MODEL_H
+#define STRATA_CORE_MODEL_H
+
+#include <stdio.h>
+
+#include "internal.h"
+#include "data/data.h"
+#include "kops.h"
+#include "layers/layer.h"
+
+typedef struct strata__model {
+    int             nlayers;
+    strata__layer_t layers[STRATA_MAX_LAYERS];
+    strata__shape_t input;          /* one sample, as the data gives it      */
+    int             input_dim;      /* its floats                            */
+    int             nclasses;       /* units of the last layer               */
+    size_t          max_width;      /* floats of the widest layer input or
+                                       output, per sample                    */
+    int             nvars;          /* 2 per layer with variables            */
+    size_t          count;          /* float32 elements of the flat layout
+                                       (each variable 64-byte aligned)       */
+    size_t          params;         /* floats trained: the variables' sizes  */
+    strata_var_t    vars[2 * STRATA_MAX_LAYERS];
+    char            names[2 * STRATA_MAX_LAYERS][32];
+} strata__model_t;
+
+/* The shape of one sample of `d`: images are (rows, cols, channels), flat
+ * data (1, 1, dim). */
+strata__shape_t strata__data_shape(const strata__dataset_t *d);
+
+/* Parse `spec` ("conv2d 32 3 relu, maxpool2d 2, flatten, dense 10") for
+ * samples of shape `input` and labels in [0, nclasses). `origin` says where
+ * the spec comes from ("etc/cnn.ini:29"; NULL: none) for errors, which name
+ * it, the layer's position and text, and what was expected. The last layer
+ * must be flat with at least nclasses units and no activation ('softmax'
+ * is accepted there: the loss applies it). A dense first layer reads images
+ * flat. Fills layers[] and vars[] (names, shapes, offsets), no storage. */
+int  strata__model_build(const char *spec, const char *origin,
+                         const strata__shape_t *input, int nclasses,
+                         strata__model_t *m);
+/* Glorot-uniform kernels (Keras's fans), zero biases, drawn from `seed`,
+ * one random stream per layer: flat[m->count]. */
+void strata__model_init(const strata__model_t *m, uint64_t seed, float *flat);
+/* Keras-like summary: one line per layer (name, spec, output shape,
+ * parameters) and the total, to `f`. */
+void strata__model_summary(const strata__model_t *m, FILE *f);
+/* The dropout seed of global step `step` of a run seeded with `seed`. */
+uint64_t strata__model_step_seed(uint64_t seed, int64_t step);
+
+/* Per-replica scratch for a slice of up to `rows` samples. */
+typedef struct strata__work {
+    int      rows;
+    float   *x;                     /* rows x input_dim                     */
+    int32_t *y;                     /* rows                                 */
+    float   *act[STRATA_MAX_LAYERS];/* rows x out, outputs of each layer
+                                       (NULL for alias layers: flatten)     */
+    void    *aux[STRATA_MAX_LAYERS];/* per-layer scratch (pool argmax)      */
+    float   *delta[2];              /* rows x max_width, ping-pong          */
+    float   *col;                   /* conv2d im2col workspace              */
+    size_t   col_len;               /* floats                               */
+    /* Set by the caller before each training step: dropout draws from the
+     * step's seed (strata__model_step_seed) and the slice's first row in
+     * the global batch, so replicas draw what one device would. */
+    uint64_t noise_seed;
+    size_t   row0;
+    /* where the buffers above live (strata__work_alloc: cpu:0), and what a
+     * GPU replica needs besides: page-locked staging for a batch, the raw
+     * pixels on the device, the loss accumulator */
+    int32_t         device;
+    strata__kdev_t *kd;
+    size_t          dim;            /* input_dim                            */
+    uint8_t        *stage_x;        /* GPU: rows x dim pixels, page-locked  */
+    int32_t        *stage_y;        /* GPU: rows labels, page-locked        */
+    uint8_t        *pixels;         /* GPU: rows x dim pixels on the device */
+    int             staged;         /* GPU: copies from stage_* in flight   */
+    strata__xacc_t  acc;
+} strata__work_t;
+
+int  strata__work_alloc(const strata__model_t *m, int rows, strata__work_t *w);
+/* The same on `device`, the replica's device (work_alloc uses cpu:0). */
+int  strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
+                           strata__work_t *w);
+void strata__work_free(strata__work_t *w);
+
+/* Samples perm[first .. first + rows) of `d` (perm NULL: first ..) into
+ * w->x / w->y, on the work's device: strata__batch_fill on a CPU; on a GPU
+ * the raw pixels and labels go through page-locked staging to the device
+ * and are scaled there (kops u8_to_f32). rows <= w->rows. */
+int  strata__model_load_batch(strata__work_t *w, const strata__dataset_t *d,
+                              const uint32_t *perm, size_t first, size_t rows);
+
+/* Forward + backward (training: dropout on) of `rows` samples already in
+ * w->x / w->y, with the variables of replica `r` (m->vars[i].value[r]);
+ * gradients go to the flat buffer `grads` (m->count), scaled by `scale`
+ * (1 / global batch for a mean loss). *loss = the summed loss, *correct +=
+ * correct predictions. On a GPU the variables, `grads` and the work must be
+ * on the work's device; loss and correct come back to the host once per
+ * call, the call's only wait for the GPU. */
+int strata__model_step(const strata__model_t *m, int r, strata__work_t *w,
+                       int rows, float *grads, float scale, double *loss,
+                       int64_t *correct);
+/* Forward only (evaluation: dropout off). */
+int strata__model_evaluate(const strata__model_t *m, int r, strata__work_t *w,
+                           int rows, double *loss, int64_t *correct);
+
+#endif /* STRATA_CORE_MODEL_H */

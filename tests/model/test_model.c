@@ -1,0 +1,291 @@
+/* The model layer table: specs parse into the shapes and parameter counts
+ * Keras gives, every bad spec is one error naming where, the layer and what
+ * was expected, and the backward pass of a model that chains every layer
+ * kind and activation matches central finite differences of its loss. */
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "runtime.h"
+
+static const strata__shape_t k_mnist = { 28, 28, 1, 1 };
+
+/* Build `spec`; the error line (stderr) goes to err when not NULL. */
+static int build(const char *spec, const strata__shape_t *in, int nclasses,
+                 strata__model_t *m, char *err, size_t cap)
+{
+    char path[] = "/tmp/strata-model-errXXXXXX";
+    int fd = mkstemp(path);
+    int saved = dup(2);
+    fflush(stderr);
+    dup2(fd, 2);
+    int rc = strata__model_build(spec, "job.ini:7", in, nclasses, m);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    if (err) {
+        ssize_t n = pread(fd, err, cap - 1, 0);
+        err[n > 0 ? n : 0] = '\0';
+    }
+    close(fd);
+    unlink(path);
+    return rc;
+}
+
+static void shape_is(const strata__layer_t *l, int h, int w, int c)
+{
+    CHECKF(l->out.h == h && l->out.w == w && l->out.c == c,
+           "%s: (%d, %d, %d), expected (%d, %d, %d)", l->text, l->out.h,
+           l->out.w, l->out.c, h, w, c);
+}
+
+static void test_shapes(void)
+{
+    static strata__model_t m;
+    CHECK(build("dense 128 relu, dense 10", &k_mnist, 10, &m, NULL, 0) == 0);
+    CHECKF(m.params == 101770, "MLP: %zu parameters", m.params);
+    CHECK(m.count >= m.params && m.vars[0].shape[0] == 784);
+
+    CHECK(build("conv2d 32 3 relu, maxpool2d 2, conv2d 64 3 relu, maxpool2d 2,"
+                " flatten, dropout 0.5, dense 10 softmax", &k_mnist, 10, &m,
+                NULL, 0) == 0);
+    CHECKF(m.params == 34826, "Keras CNN: %zu parameters", m.params);
+    shape_is(&m.layers[0], 26, 26, 32);
+    shape_is(&m.layers[1], 13, 13, 32);
+    shape_is(&m.layers[2], 11, 11, 64);
+    shape_is(&m.layers[3], 5, 5, 64);
+    shape_is(&m.layers[4], 1, 1, 1600);
+    CHECK(!m.layers[4].out.spatial && m.layers[3].out.spatial);
+    CHECK(m.nvars == 6 && !strcmp(m.vars[2].name, "conv2d_2/kernel"));
+    CHECK(m.vars[2].ndim == 4 && m.vars[2].shape[0] == 3 &&
+          m.vars[2].shape[1] == 3 && m.vars[2].shape[2] == 32 &&
+          m.vars[2].shape[3] == 64);
+    CHECK(!strcmp(m.vars[4].name, "dense_6/kernel") &&
+          m.vars[4].shape[0] == 1600);
+
+    CHECK(build("conv2d 32 3 relu, conv2d 64 3 relu, flatten, dense 64 relu, "
+                "dense 10 softmax", &k_mnist, 10, &m, NULL, 0) == 0);
+    CHECKF(m.params == 2378826, "seeds' CNN: %zu parameters", m.params);
+
+    /* Keras 'same': ceil(n / stride); 'valid' with strides; non-square. */
+    CHECK(build("conv2d 4 3 stride=2 padding=same, conv2d 2 5x3 tanh, "
+                "maxpool2d 3 stride=2, flatten, dense 10", &k_mnist, 10, &m,
+                NULL, 0) == 0);
+    shape_is(&m.layers[0], 14, 14, 4);
+    CHECK(m.layers[0].pad_top == 0 && m.layers[0].pad_left == 0);
+    shape_is(&m.layers[1], 10, 12, 2);
+    CHECK(m.layers[1].act == STRATA__ACT_TANH);
+    shape_is(&m.layers[2], 4, 5, 2);
+    CHECK(build("conv2d 4 5 padding=same sigmoid, flatten, dense 10",
+                &k_mnist, 10, &m, NULL, 0) == 0);
+    shape_is(&m.layers[0], 28, 28, 4);
+    CHECK(m.layers[0].pad_top == 2 && m.layers[0].act == STRATA__ACT_SIGMOID);
+    CHECK(build("conv2d 4 4 padding=same, flatten, dense 10", &k_mnist, 10,
+                &m, NULL, 0) == 0);
+    CHECK(m.layers[0].pad_top == 1); /* total 3: 1 before, 2 after */
+}
+
+static void error_is(const char *spec, const strata__shape_t *in,
+                     const char *want)
+{
+    static strata__model_t m;
+    char err[1024];
+    int rc = build(spec, in, 10, &m, err, sizeof err);
+    CHECKF(rc == STRATA_ECONFIG, "'%s' gave %d", spec, rc);
+    CHECKF(strstr(err, want) != NULL, "'%s': got '%s', wanted '%s'", spec,
+           err, want);
+    CHECKF(strstr(err, "job.ini:7: [model] layers") != NULL &&
+               strchr(err, '\n') == err + strlen(err) - 1,
+           "'%s': one line naming the file: '%s'", spec, err);
+}
+
+static void test_errors(void)
+{
+    const strata__shape_t flat = { 1, 1, 784, 0 };
+    error_is("conv2d 32 x relu, flatten, dense 10", &k_mnist,
+             "layer 1 'conv2d 32 x relu': kernel 'x': expected K or KHxKW");
+    error_is("conv2d 32 3, flatten, dense 10", &flat,
+             "layer 1 'conv2d 32 3': needs an image input (h, w, c), got 784 "
+             "flat features");
+    error_is("conv2d 8 3, dense 10", &k_mnist,
+             "layer 2 'dense 10': needs a flat input, got (26, 26, 8): put "
+             "'flatten' before it");
+    error_is("conv3d 8 3, flatten, dense 10", &k_mnist,
+             "unknown kind 'conv3d'; expected one of dense, conv2d, maxpool2d,"
+             " flatten, dropout");
+    error_is("flatten, dropout 1.5, dense 10", &k_mnist,
+             "layer 2 'dropout 1.5': expected one RATE in [0, 1)");
+    error_is("dense 64 softmax, dense 10", &k_mnist,
+             "'softmax' only on the last layer");
+    error_is("dense 64, dense 10 relu", &k_mnist,
+             "layer 2 'dense 10 relu': activation 'relu' on the last layer");
+    error_is("conv2d 8 3, maxpool2d 2", &k_mnist,
+             "the last layer must give the class scores");
+    error_is("dense 64, dense 5", &k_mnist,
+             "the last layer has 5 units but the data has 10 classes");
+    error_is("maxpool2d 29, flatten, dense 10", &k_mnist,
+             "pool 29x29 does not fit the input (28, 28, 1)");
+    error_is("conv2d 8 3 stride=0, flatten, dense 10", &k_mnist,
+             "stride '0': expected S or SHxSW");
+    error_is("conv2d 8 3 padding=full, flatten, dense 10", &k_mnist,
+             "padding 'full': expected valid or same");
+    error_is("conv2d 8 3 swish, flatten, dense 10", &k_mnist,
+             "'swish': expected stride=S, padding=valid|same or an activation"
+             "; expected 'conv2d FILTERS KERNEL");
+    error_is("dense 0, dense 10", &k_mnist, "units '0': expected an integer");
+    error_is("flatten 3, dense 10", &k_mnist, "'flatten 3': takes no arguments");
+    error_is("dense 64, , dense 10", &k_mnist, "layer 2 '': empty");
+}
+
+/* ---- the gradient of the whole chain ------------------------------------ */
+
+enum { ROWS = 6, NCLS = 5 };
+
+typedef struct net {
+    strata__model_t m;
+    float          *flat;
+    void           *slots[2 * STRATA_MAX_LAYERS];
+    strata__work_t  w;
+} net_t;
+
+static int net_make(net_t *n, const char *spec, const strata__shape_t *in)
+{
+    if (build(spec, in, NCLS, &n->m, NULL, 0) != 0)
+        return -1;
+    n->flat = malloc(n->m.count * sizeof(float));
+    strata__model_init(&n->m, 7, n->flat);
+    for (int i = 0; i < n->m.nvars; i++) {
+        n->slots[i] = n->flat + n->m.vars[i].offset;
+        n->m.vars[i].value = &n->slots[i];
+    }
+    if (strata__work_alloc(&n->m, ROWS, &n->w) != 0)
+        return -1;
+    strata__rng_t rng;
+    strata__rng_seed(&rng, 3, 1);
+    for (size_t i = 0; i < (size_t)ROWS * n->w.dim; i++)
+        n->w.x[i] = (float)strata__rng_uniform(&rng);
+    for (int i = 0; i < ROWS; i++)
+        n->w.y[i] = (int32_t)strata__rng_below(&rng, NCLS);
+    n->w.noise_seed = strata__model_step_seed(42, 5);
+    n->w.row0 = 0;
+    return 0;
+}
+
+static void net_free(net_t *n)
+{
+    strata__work_free(&n->w);
+    free(n->flat);
+}
+
+static double loss_of(net_t *n, float *grads)
+{
+    double loss = 0.0;
+    int64_t correct = 0;
+    CHECK(strata__model_step(&n->m, 0, &n->w, ROWS, grads, 1.0f, &loss,
+                             &correct) == 0);
+    return loss;
+}
+
+/* Every variable: a spread of its elements against central differences
+ * of the summed loss (dropout draws the same mask each call). */
+static void test_gradients(void)
+{
+    const strata__shape_t in = { 9, 9, 2, 1 };
+    static net_t n;
+    CHECK(net_make(&n, "conv2d 4 3 stride=2 padding=same tanh, "
+                       "maxpool2d 2 stride=1, conv2d 3 2 sigmoid, flatten, "
+                       "dropout 0.3, dense 6 tanh, dense 5 softmax", &in) == 0);
+    float *grads = malloc(n.m.count * sizeof(float));
+    float *scratch = malloc(n.m.count * sizeof(float));
+    double base = loss_of(&n, grads);
+    CHECK(base > 0.0);
+    int checked = 0, bad = 0;
+    for (int v = 0; v < n.m.nvars; v++) {
+        const strata_var_t *var = &n.m.vars[v];
+        size_t stride = var->count > 24 ? var->count / 24 : 1;
+        for (size_t j = 0; j < var->count; j += stride) {
+            float *p = n.flat + var->offset + j, keep = *p;
+            double an = grads[var->offset + j], fd[2];
+            /* Max pooling is piecewise linear: a step that moves a window's
+             * maximum to another input crosses a kink and bends a central
+             * difference. Two step sizes, and the one-sided differences
+             * besides the central one: a kink on one side leaves the other
+             * side's slope true. */
+            const float eps[2] = { 1e-2f, 2e-3f };
+            int ok = 0;
+            for (int e = 0; e < 2; e++) {
+                *p = keep + eps[e];
+                double up = loss_of(&n, scratch);
+                *p = keep - eps[e];
+                double down = loss_of(&n, scratch);
+                *p = keep;
+                fd[e] = (up - down) / (2.0 * eps[e]);
+                double side[3] = { fd[e], (up - base) / eps[e],
+                                   (base - down) / eps[e] };
+                for (int k = 0; k < 3; k++)
+                    ok |= fabs(side[k] - an) <= 2e-2 * fabs(side[k]) + 2e-3;
+            }
+            checked++;
+            if (!ok) {
+                bad++;
+                fprintf(stderr, "%s[%zu]: analytic %g, numeric %g / %g\n",
+                        var->name, j, an, fd[0], fd[1]);
+            }
+        }
+    }
+    CHECKF(bad == 0 && checked > 100, "%d of %d gradients off", bad, checked);
+
+    /* Evaluation passes dropout through: deterministic, and not the
+     * training loss. */
+    double e1 = 0, e2 = 0;
+    int64_t c = 0;
+    CHECK(strata__model_evaluate(&n.m, 0, &n.w, ROWS, &e1, &c) == 0);
+    CHECK(strata__model_evaluate(&n.m, 0, &n.w, ROWS, &e2, &c) == 0);
+    CHECK(e1 == e2 && e1 != base);
+
+    /* Two replicas that split the batch draw one device's dropout mask:
+     * their gradients add up to the whole batch's. */
+    static net_t half;
+    CHECK(net_make(&half, "conv2d 4 3 stride=2 padding=same tanh, "
+                          "maxpool2d 2 stride=1, conv2d 3 2 sigmoid, flatten, "
+                          "dropout 0.3, dense 6 tanh, dense 5 softmax",
+                   &in) == 0);
+    float *g2 = calloc(n.m.count, sizeof(float));
+    float *sum = calloc(n.m.count, sizeof(float));
+    double total = 0.0;
+    for (int part = 0; part < 2; part++) {
+        size_t rows = ROWS / 2, dim = half.w.dim;
+        memcpy(half.w.x, n.w.x + part * rows * dim, rows * dim * sizeof(float));
+        memcpy(half.w.y, n.w.y + part * rows, rows * sizeof(int32_t));
+        half.w.row0 = part * rows;
+        double loss = 0.0;
+        int64_t cc = 0;
+        CHECK(strata__model_step(&half.m, 0, &half.w, (int)rows, g2, 1.0f,
+                                 &loss, &cc) == 0);
+        total += loss;
+        for (size_t i = 0; i < n.m.count; i++)
+            sum[i] += g2[i];
+    }
+    CHECKF(fabs(total - base) < 1e-5 * base, "halves %g, whole %g", total, base);
+    double d2 = 0, n2 = 0;
+    for (size_t i = 0; i < n.m.count; i++) {
+        d2 += (sum[i] - grads[i]) * (double)(sum[i] - grads[i]);
+        n2 += (double)grads[i] * grads[i];
+    }
+    CHECKF(sqrt(d2 / n2) < 1e-5, "split gradients: rel L2 %g", sqrt(d2 / n2));
+    free(g2);
+    free(sum);
+    free(grads);
+    free(scratch);
+    net_free(&half);
+    net_free(&n);
+}
+
+int main(void)
+{
+    test_shapes();
+    test_errors();
+    test_gradients();
+    return CHECK_DONE();
+}
