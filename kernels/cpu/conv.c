@@ -69,8 +69,8 @@ static void im2col(const kc_conv_geom_t *g, int m, const float *X, float *col)
 
 /* The adjoint of im2col: dX[i][y][x][ch] += dcol[...] for every tap that
  * read it (dX already zeroed). */
-static void col2im(const kc_conv_geom_t *g, int m, const float *dcol,
-                   float *dX)
+KC_HOT __attribute__((noinline)) static void
+col2im(const kc_conv_geom_t *g, int m, const float *dcol, float *dX)
 {
     size_t c = (size_t)g->c, K = taps(g);
     for (int i = 0; i < m; i++) {

@@ -228,7 +228,7 @@ static void test_dropout(void)
     for (size_t i = 0; i < N; i++) {
         int keep = kc_dropout_keep(1234, 77 + i, rate);
         dropped += !keep;
-        wrong += keep ? y[i] != x[i] * (1.0f / (1.0f - rate)) : y[i] != 0.0f;
+        wrong += y[i] != x[i] * (keep ? 1.0f / (1.0f - rate) : 0.0f);
     }
     CHECKF(wrong == 0, "%zu elements not as the mask says", wrong);
     CHECKF(dropped > N * 0.29 && dropped < N * 0.31,

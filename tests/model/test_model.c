@@ -196,8 +196,9 @@ static void test_gradients(void)
     CHECK(net_make(&n, "conv2d 4 3 stride=2 padding=same tanh, "
                        "maxpool2d 2 stride=1, conv2d 3 2 sigmoid, flatten, "
                        "dropout 0.3, dense 6 tanh, dense 5 softmax", &in) == 0);
-    float *grads = malloc(n.m.count * sizeof(float));
-    float *scratch = malloc(n.m.count * sizeof(float));
+    /* calloc: the padding between variables is never written. */
+    float *grads = calloc(n.m.count, sizeof(float));
+    float *scratch = calloc(n.m.count, sizeof(float));
     double base = loss_of(&n, grads);
     CHECK(base > 0.0);
     int checked = 0, bad = 0;

@@ -131,6 +131,20 @@ static void placement(void)
     CHECK(pl.n == 4 && pl.shard[3].ps == 0 && pl.shard[2].ps == 2);
     CHECK(pl.ps_count[0] == 104 && pl.ps_count[1] == 52);
     ps_place_free(&pl);
+    /* A conv2d kernel [kh][kw][c][f] splits along kh like any variable:
+     * 3 rows of 3*32*64 floats over 2 ps tasks, 2 rows and 1. */
+    CHECK(ps_part_parse("fixed:2", &p, why, sizeof why) == 0);
+    CHECK(ps_place_init(&pl, 2) == 0);
+    int64_t conv[4] = { 3, 3, 32, 64 };
+    CHECK(ps_place_var(&pl, &p, 0, conv, 4, 0, 3 * 3 * 32 * 64) == 0);
+    CHECK(pl.n == 2 && pl.shard[0].ps == 0 && pl.shard[1].ps == 1);
+    CHECK(pl.shard[0].count == 2 * 3 * 32 * 64 && pl.shard[0].offset == 0);
+    CHECK(pl.shard[1].count == 3 * 32 * 64 &&
+          pl.shard[1].offset == 2 * 3 * 32 * 64);
+    ps_place_free(&pl);
+    /* max_size splits it by whole kh rows: 18 KiB rows, 20 KiB shards. */
+    CHECK(ps_part_parse("max_size:20K", &p, why, sizeof why) == 0);
+    CHECK(ps_part_count(&p, conv, 4, sizeof(float)) == 3);
 }
 
 static int unpack(const unsigned char *b, size_t len, ps_hdr_t *h)

@@ -72,7 +72,7 @@ static void synchronous(void)
     dump_compare_model(one + 16, central + 16, "CNN central 2 replicas vs 1",
                        1e-5, k_counts, NVARS);
     char *d[] = { "-n", "2", "--set", "strategy.plugin=mwms", "--set",
-                  "train.devices=cpu:0", "--set", "debug.hash_vars=true",
+                  "transport.plugin=zmq", "--set", "train.devices=cpu:0", "--set", "debug.hash_vars=true",
                   "--set", mwms, NULL };
     CHECK(run("launch", d, 180) == 0);
     dump_compare_model(one + 16, mwms + 16, "CNN mwms 2 workers vs 1 device",
@@ -88,12 +88,25 @@ static void synchronous(void)
 static void parameter_servers(void)
 {
     char *a[] = { "--ps", "2", "--workers", "2", "--chief", "--set",
-                  "strategy.plugin=ps", "--set", "train.devices=cpu:0",
+                  "strategy.plugin=ps", "--set", "transport.plugin=zmq",
+                  "--set", "train.devices=cpu:0",
                   "--set", "strategy.partitioner=fixed:2", NULL };
     CHECK(run("launch", a, 240) == 0);
     CHECKF(strstr(g_r.err, "exactly once: each of the 2 ps tasks applied "
                   "every one of the 50 scheduled steps once") != NULL,
            "ps:\n%s", g_r.err);
+    /* Every variable, conv kernels included, is split over both tasks:
+     * 12 shards whose values add up to the model's 34 826. */
+    long shards = 0, values = 0;
+    for (const char *p = g_r.err; (p = strstr(p, " serves ")); p++) {
+        long s = 0, v = 0;
+        if (sscanf(p, " serves %ld shards (%ld values)", &s, &v) == 2) {
+            shards += s;
+            values += v;
+        }
+    }
+    CHECKF(shards == 12 && values == 34826, "ps placed %ld shards, %ld "
+           "values:\n%s", shards, values, g_r.err);
 }
 
 static void shipped_configs(void)
