@@ -266,6 +266,111 @@ static int cu_u8_to_f32(strata__kdev_t *k, size_t n, const uint8_t *src,
                                                  c->stream));
 }
 
+/* strata__conv_t / strata__pool_t and the kernels' geometry: the same
+ * members in the same order, copied member by member. */
+_Static_assert(sizeof(strata__conv_t) == sizeof(kg_conv_geom_t),
+               "strata__conv_t must mirror kg_conv_geom_t");
+_Static_assert(sizeof(strata__pool_t) == sizeof(kg_pool_geom_t),
+               "strata__pool_t must mirror kg_pool_geom_t");
+
+static kg_conv_geom_t kg_conv(const strata__conv_t *g)
+{
+    return (kg_conv_geom_t){ g->n, g->h, g->w, g->c, g->kh, g->kw, g->f,
+                             g->stride_h, g->stride_w, g->pad_top,
+                             g->pad_left, g->oh, g->ow };
+}
+
+static kg_pool_geom_t kg_pool(const strata__pool_t *g)
+{
+    return (kg_pool_geom_t){ g->n, g->h, g->w, g->c, g->ph, g->pw,
+                             g->stride_h, g->stride_w, g->oh, g->ow };
+}
+
+static int cu_conv2d_fwd(strata__kdev_t *k, const strata__conv_t *g,
+                         const float *X, const float *W, const float *b,
+                         float *Y, float *col, size_t col_len)
+{
+    kdev_cuda_t *c = cu(k);
+    kg_conv_geom_t kg = kg_conv(g);
+    return KG(c, "conv2d forward",
+              kg_conv2d_fwd(c->blas, &kg, X, W, b, Y, col, col_len,
+                            c->stream));
+}
+
+static int cu_conv2d_bwd(strata__kdev_t *k, const strata__conv_t *g,
+                         const float *X, const float *W, const float *dY,
+                         float *dW, float *db, float *dX, float *col,
+                         size_t col_len)
+{
+    kdev_cuda_t *c = cu(k);
+    kg_conv_geom_t kg = kg_conv(g);
+    return KG(c, "conv2d backward",
+              kg_conv2d_bwd(c->blas, &kg, X, W, dY, dW, db, dX, col, col_len,
+                            c->stream));
+}
+
+static int cu_maxpool2d_fwd(strata__kdev_t *k, const strata__pool_t *g,
+                            const float *X, float *Y, int32_t *argmax)
+{
+    kdev_cuda_t *c = cu(k);
+    kg_pool_geom_t kg = kg_pool(g);
+    return KG(c, "maxpool2d forward",
+              kg_maxpool2d_fwd(&kg, X, Y, argmax, c->stream));
+}
+
+static int cu_maxpool2d_bwd(strata__kdev_t *k, const strata__pool_t *g,
+                            const float *dY, const int32_t *argmax,
+                            float *dX)
+{
+    kdev_cuda_t *c = cu(k);
+    kg_pool_geom_t kg = kg_pool(g);
+    return KG(c, "maxpool2d backward",
+              kg_maxpool2d_bwd(&kg, dY, argmax, dX, c->stream));
+}
+
+static int cu_dropout_fwd(strata__kdev_t *k, size_t n, const float *x,
+                          float *y, float rate, uint64_t seed, uint64_t first)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "dropout forward",
+              kg_dropout_fwd(n, x, y, rate, seed, first, c->stream));
+}
+
+static int cu_dropout_bwd(strata__kdev_t *k, size_t n, const float *dy,
+                          float *dx, float rate, uint64_t seed, uint64_t first)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "dropout backward",
+              kg_dropout_bwd(n, dy, dx, rate, seed, first, c->stream));
+}
+
+static int cu_tanh_fwd(strata__kdev_t *k, size_t n, const float *x, float *y)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "tanh forward", kg_tanh_fwd(n, x, y, c->stream));
+}
+
+static int cu_tanh_bwd(strata__kdev_t *k, size_t n, const float *y,
+                       const float *dy, float *dx)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "tanh backward", kg_tanh_bwd(n, y, dy, dx, c->stream));
+}
+
+static int cu_sigmoid_fwd(strata__kdev_t *k, size_t n, const float *x,
+                          float *y)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "sigmoid forward", kg_sigmoid_fwd(n, x, y, c->stream));
+}
+
+static int cu_sigmoid_bwd(strata__kdev_t *k, size_t n, const float *y,
+                          const float *dy, float *dx)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "sigmoid backward", kg_sigmoid_bwd(n, y, dy, dx, c->stream));
+}
+
 static const strata__kops_t k_kops_cuda = {
     .name = "cuda",
     .alloc = cu_alloc,
@@ -290,6 +395,16 @@ static const strata__kops_t k_kops_cuda = {
     .axpy = cu_axpy,
     .sum = cu_sum,
     .u8_to_f32 = cu_u8_to_f32,
+    .conv2d_fwd = cu_conv2d_fwd,
+    .conv2d_bwd = cu_conv2d_bwd,
+    .maxpool2d_fwd = cu_maxpool2d_fwd,
+    .maxpool2d_bwd = cu_maxpool2d_bwd,
+    .dropout_fwd = cu_dropout_fwd,
+    .dropout_bwd = cu_dropout_bwd,
+    .tanh_fwd = cu_tanh_fwd,
+    .tanh_bwd = cu_tanh_bwd,
+    .sigmoid_fwd = cu_sigmoid_fwd,
+    .sigmoid_bwd = cu_sigmoid_bwd,
 };
 
 /* ---- the GPUs of this process ------------------------------------------ */

@@ -111,11 +111,7 @@ void kc_maxpool2d_bwd(const kc_pool_geom_t *g, const float *dY,
  * a pure function of (seed, element index), so forward and backward agree
  * without storing it, and a replica that holds rows [r0, r1) of a global
  * batch (first = r0 * features) draws exactly what one device would.
- * The hash (the CUDA twin computes the same bits), with fmix32 MurmurHash3's
- * 32-bit finaliser:
- *   key  = fmix32(lo32(seed) ^ fmix32(hi32(seed) ^ hi32(index)))
- *   h    = fmix32(lo32(index) * 0x9E3779B9 + key)        (mod 2^32)
- *   kept = (float)(h >> 8) * 2^-24 >= rate
+ * The hash is in kc_hash.h (the CUDA twin uses it too).
  * y = x * (kept ? 1 / (1 - rate) : 0) ; 0 <= rate < 1 ; y may be x. */
 int  kc_dropout_keep(uint64_t seed, uint64_t index, float rate);
 void kc_dropout_fwd(size_t n, const float *x, float *y, float rate,

@@ -141,6 +141,73 @@ int kg_sum(size_t n, float *dst, const float *const *srcs, int nsrc,
 int kg_u8_to_f32(size_t n, const uint8_t *src, float scale, float *dst,
                  kg_stream_t s);
 
+/* ---- convolution and pooling: NHWC, row-major, as kernels_cpu.h -------
+ * kg_conv_geom_t / kg_pool_geom_t have the members of kc_conv_geom_t /
+ * kc_pool_geom_t in the same order (the same meaning: explicit padding,
+ * oh/ow filled by the caller and >= 1). The geometry is read on the host
+ * during the call. */
+typedef struct kg_conv_geom {
+    int n, h, w, c;
+    int kh, kw, f;
+    int stride_h, stride_w;
+    int pad_top, pad_left;
+    int oh, ow;
+} kg_conv_geom_t;
+
+/* Host function: floats of im2col workspace per image, oh*ow*kh*kw*c (as
+ * kc_conv2d_col_len). `col` is DEVICE workspace of col_len floats, at least
+ * this value (else KG_EINVAL); the images are lowered to GEMM in groups of
+ * col_len / kg_conv2d_col_len(g), exactly as the CPU twin groups them. */
+size_t kg_conv2d_col_len(const kg_conv_geom_t *g);
+/* Y = conv(X, W) + b (b may be NULL). */
+int kg_conv2d_fwd(kg_blas_t h, const kg_conv_geom_t *g, const float *X,
+                  const float *W, const float *b, float *Y, float *col,
+                  size_t col_len, kg_stream_t s);
+/* dW, db (may be NULL) overwritten; dX overwritten when not NULL. dX is
+ * gathered (each input sums the taps that read it, in the CPU's order):
+ * deterministic, no atomics. */
+int kg_conv2d_bwd(kg_blas_t h, const kg_conv_geom_t *g, const float *X,
+                  const float *W, const float *dY, float *dW, float *db,
+                  float *dX, float *col, size_t col_len, kg_stream_t s);
+
+typedef struct kg_pool_geom {
+    int n, h, w, c;
+    int ph, pw, stride_h, stride_w;
+    int oh, ow;
+} kg_pool_geom_t;
+/* argmax[o] = index in X of the first maximum in row-major window order
+ * (NaN as the CPU twin: a NaN first element stays, a later one is never
+ * chosen), so Y and argmax equal kc_maxpool2d_fwd's bit for bit. */
+int kg_maxpool2d_fwd(const kg_pool_geom_t *g, const float *X, float *Y,
+                     int32_t *argmax, kg_stream_t s);
+/* dX overwritten: each input sums dY over the windows that chose it, in
+ * output order (a gather, deterministic, the CPU's sums bit for bit).
+ * argmax must come from kg_maxpool2d_fwd with the same geometry. */
+int kg_maxpool2d_bwd(const kg_pool_geom_t *g, const float *dY,
+                     const int32_t *argmax, float *dX, kg_stream_t s);
+
+/* ---- inverted dropout: the CPU's counter-based hash ---------------------
+ * Element i is kept exactly when kc_dropout_keep(seed, first + i, rate),
+ * and y = x * (kept ? 1 / (1 - rate) : 0) as in kc_dropout_fwd/bwd: masks
+ * and values equal the CPU's bit for bit (a NaN input stays NaN, though a
+ * GPU may give it another payload). y may be x, dx may be dy;
+ * 0 <= rate < 1. */
+int kg_dropout_fwd(size_t n, const float *x, float *y, float rate,
+                   uint64_t seed, uint64_t first, kg_stream_t s);
+int kg_dropout_bwd(size_t n, const float *dy, float *dx, float rate,
+                   uint64_t seed, uint64_t first, kg_stream_t s);
+
+/* ---- tanh, sigmoid --------------------------------------------------------
+ * Forward through CUDA's tanhf / expf: within a few ulps of libm, not
+ * bitwise. Backward from the forward output y, same bits as kc_*:
+ * tanh dx = dy * (1 - y*y), sigmoid dx = dy * y * (1 - y). In place allowed. */
+int kg_tanh_fwd(size_t n, const float *x, float *y, kg_stream_t s);
+int kg_tanh_bwd(size_t n, const float *y, const float *dy, float *dx,
+                kg_stream_t s);
+int kg_sigmoid_fwd(size_t n, const float *x, float *y, kg_stream_t s);
+int kg_sigmoid_bwd(size_t n, const float *y, const float *dy, float *dx,
+                   kg_stream_t s);
+
 #ifdef __cplusplus
 }
 #endif

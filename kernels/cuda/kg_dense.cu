@@ -10,25 +10,26 @@ static int kg_blas_fail(cublasStatus_t st)
     return kg__fail(KG_ECUBLAS, cublasGetStatusString(st));
 }
 
-/* Row-major C[rows x cols] = op(A) op(B) with ldc = cols, i.e. column-major
- * C^T[cols x rows] = op(B)^T op(A)^T. ta/tb say whether A/B are stored
- * transposed (row-major), inner is the shared dimension. */
-static int kg_gemm_rm(kg_blas_t h, kg_stream_t s, bool ta, bool tb, int rows,
-                      int cols, int inner, const float *A, int lda,
-                      const float *B, int ldb, float *C)
+/* Row-major C[rows x cols] = op(A) op(B) + beta C with ldc = cols, i.e.
+ * column-major C^T[cols x rows] = op(B)^T op(A)^T. ta/tb say whether A/B
+ * are stored transposed (row-major), inner is the shared dimension. */
+int kg__gemm_rm(kg_blas_t h, kg_stream_t s, bool ta, bool tb, int rows,
+                int cols, int inner, const float *A, int lda, const float *B,
+                int ldb, float beta, float *C)
 {
     if (rows == 0 || cols == 0)
         return KG_OK;
-    if (inner == 0)   /* empty product: C = 0, as BLAS does for beta 0 */
-        return kg__cuda(cudaMemsetAsync(C, 0, sizeof(float) * (size_t)rows
-                                        * (size_t)cols, s));
+    if (inner == 0)   /* empty product: C = beta C, as BLAS does */
+        return beta != 0.0f ? KG_OK
+                            : kg__cuda(cudaMemsetAsync(C, 0, sizeof(float)
+                                       * (size_t)rows * (size_t)cols, s));
     cublasStatus_t st = cublasSetStream(h, s);
     if (st != CUBLAS_STATUS_SUCCESS)
         return kg_blas_fail(st);
-    const float one = 1.0f, zero = 0.0f;
+    const float one = 1.0f;
     st = cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                      ta ? CUBLAS_OP_T : CUBLAS_OP_N, cols, rows, inner, &one,
-                     B, ldb, A, lda, &zero, C, cols);
+                     B, ldb, A, lda, &beta, C, cols);
     return st == CUBLAS_STATUS_SUCCESS ? KG_OK : kg_blas_fail(st);
 }
 
@@ -80,7 +81,7 @@ int kg_dense_fwd(kg_blas_t h, int m, int k, int n, const float *X,
     if (!h)
         return kg__fail(KG_EINVAL, "kg_dense_fwd: no cuBLAS handle");
     /* Y[m x n] = X[m x k] W[k x n] */
-    int rc = kg_gemm_rm(h, s, false, false, m, n, k, X, k, W, n, Y);
+    int rc = kg__gemm_rm(h, s, false, false, m, n, k, X, k, W, n, 0.0f, Y);
     if (rc == KG_OK && b)
         rc = kg_bias_add(m, n, b, Y, s);
     return rc;
@@ -95,11 +96,11 @@ int kg_dense_bwd(kg_blas_t h, int m, int k, int n, const float *X,
     if (!h)
         return kg__fail(KG_EINVAL, "kg_dense_bwd: no cuBLAS handle");
     /* dW[k x n] = X^T[k x m] dY[m x n]: X (m x k, ld k) used transposed. */
-    int rc = kg_gemm_rm(h, s, true, false, k, n, m, X, k, dY, n, dW);
+    int rc = kg__gemm_rm(h, s, true, false, k, n, m, X, k, dY, n, 0.0f, dW);
     if (rc == KG_OK)
         rc = kg_bias_grad(m, n, dY, db, s);
     /* dX[m x k] = dY[m x n] W^T[n x k]: W (k x n, ld n) used transposed. */
     if (rc == KG_OK && dX)
-        rc = kg_gemm_rm(h, s, false, true, m, k, n, dY, n, W, n, dX);
+        rc = kg__gemm_rm(h, s, false, true, m, k, n, dY, n, W, n, 0.0f, dX);
     return rc;
 }

@@ -6,10 +6,6 @@
 
 #include "kg_internal.h"
 
-#define KG_FOR(i, n) \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
-         i += (size_t)gridDim.x * blockDim.x)
-
 /* Launch kernel `k` over n items on stream s and check the launch. */
 #define KG_LAUNCH(k, n, s, ...) do { \
     if ((n) == 0) return KG_OK; \
@@ -25,6 +21,30 @@ __global__ void kg_relu_bwd_k(size_t n, const float *y, const float *dy,
                               float *dx)
 {
     KG_FOR(i, n) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+/* tanh and sigmoid: CUDA's tanhf / expf (a few ulps from libm); the
+ * backward formulas round as the C twin's (no FMA). */
+__global__ void kg_tanh_fwd_k(size_t n, const float *x, float *y)
+{
+    KG_FOR(i, n) y[i] = tanhf(x[i]);
+}
+
+__global__ void kg_tanh_bwd_k(size_t n, const float *y, const float *dy,
+                              float *dx)
+{
+    KG_FOR(i, n) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+}
+
+__global__ void kg_sigmoid_fwd_k(size_t n, const float *x, float *y)
+{
+    KG_FOR(i, n) y[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
+__global__ void kg_sigmoid_bwd_k(size_t n, const float *y, const float *dy,
+                                 float *dx)
+{
+    KG_FOR(i, n) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
 }
 
 __global__ void kg_sgd_k(size_t n, float *w, const float *g, float lr)
@@ -100,6 +120,28 @@ int kg_relu_bwd(size_t n, const float *y, const float *dy, float *dx,
                 kg_stream_t s)
 {
     KG_LAUNCH(kg_relu_bwd_k, n, s, y, dy, dx);
+}
+
+int kg_tanh_fwd(size_t n, const float *x, float *y, kg_stream_t s)
+{
+    KG_LAUNCH(kg_tanh_fwd_k, n, s, x, y);
+}
+
+int kg_tanh_bwd(size_t n, const float *y, const float *dy, float *dx,
+                kg_stream_t s)
+{
+    KG_LAUNCH(kg_tanh_bwd_k, n, s, y, dy, dx);
+}
+
+int kg_sigmoid_fwd(size_t n, const float *x, float *y, kg_stream_t s)
+{
+    KG_LAUNCH(kg_sigmoid_fwd_k, n, s, x, y);
+}
+
+int kg_sigmoid_bwd(size_t n, const float *y, const float *dy, float *dx,
+                   kg_stream_t s)
+{
+    KG_LAUNCH(kg_sigmoid_bwd_k, n, s, y, dy, dx);
 }
 
 int kg_sgd(size_t n, float *w, const float *g, float lr, kg_stream_t s)

@@ -24,4 +24,16 @@ static inline unsigned kg__blocks(size_t n)
     size_t b = (n + KG_THREADS - 1) / KG_THREADS;
     return (unsigned)(b < 8192 ? (b ? b : 1) : 8192);
 }
+
+/* Grid-stride loop over [0, n) inside a kernel. */
+#define KG_FOR(i, n) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* Row-major C[rows x cols] = op(A) op(B) + beta C on cuBLAS (kg_dense.cu);
+ * ta/tb: A/B used transposed, inner: the shared dimension, ldc = cols.
+ * beta is 0 or 1 (1: accumulate into C). */
+int kg__gemm_rm(kg_blas_t h, kg_stream_t s, bool ta, bool tb, int rows,
+                int cols, int inner, const float *A, int lda, const float *B,
+                int ldb, float beta, float *C);
 #endif /* STRATA_KG_INTERNAL_H */

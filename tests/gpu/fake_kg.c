@@ -394,3 +394,152 @@ int kg_u8_to_f32(size_t n, const uint8_t *src, float scale, float *dst,
     kc_u8_to_f32(n, src, scale, dst);
     return KG_OK;
 }
+
+/* ---- CNN kernels ------------------------------------------------------------ */
+
+/* Elements of an n x a x b x c tensor; a negative size counts as 0. */
+static size_t dims4(int n, int a, int b, int c)
+{
+    if (n <= 0 || a <= 0 || b <= 0 || c <= 0)
+        return 0;
+    return (size_t)n * (size_t)a * (size_t)b * (size_t)c;
+}
+
+static kc_conv_geom_t kc_conv(const kg_conv_geom_t *g)
+{
+    return (kc_conv_geom_t){ g->n, g->h, g->w, g->c, g->kh, g->kw, g->f,
+                             g->stride_h, g->stride_w, g->pad_top,
+                             g->pad_left, g->oh, g->ow };
+}
+
+static kc_pool_geom_t kc_pool(const kg_pool_geom_t *g)
+{
+    return (kc_pool_geom_t){ g->n, g->h, g->w, g->c, g->ph, g->pw,
+                             g->stride_h, g->stride_w, g->oh, g->ow };
+}
+
+/* The checks of both conv passes: X, W and the workspace (at least one
+ * image, as the real kernels demand). */
+static int conv_args(const char *pass, const kg_conv_geom_t *g,
+                     const float *X, const float *W, const float *col,
+                     size_t col_len)
+{
+    kc_conv_geom_t kg = kc_conv(g);
+    char what[64];
+    snprintf(what, sizeof what, "%s col (col_len below one image)", pass);
+    if (col_len < kc_conv2d_col_len(&kg)) {
+        violation(what, col);
+        return 0;
+    }
+    snprintf(what, sizeof what, "%s X", pass);
+    if (!on_dev(what, X, F(dims4(g->n, g->h, g->w, g->c))))
+        return 0;
+    snprintf(what, sizeof what, "%s W", pass);
+    if (!on_dev(what, W, F(dims4(g->kh, g->kw, g->c, g->f))))
+        return 0;
+    snprintf(what, sizeof what, "%s col", pass);
+    return on_dev(what, col, F(col_len));
+}
+
+int kg_conv2d_fwd(kg_blas_t h, const kg_conv_geom_t *g, const float *X,
+                  const float *W, const float *b, float *Y, float *col,
+                  size_t col_len, kg_stream_t s)
+{
+    if (!g || g->n <= 0 || g->f <= 0)
+        return g ? KG_OK : KG_EINVAL;
+    if (!h || !stream_ok(s) || !conv_args("conv2d_fwd", g, X, W, col, col_len) ||
+        (b && !on_dev("conv2d_fwd b", b, F(g->f))) ||
+        !on_dev("conv2d_fwd Y", Y, F(dims4(g->n, g->oh, g->ow, g->f))))
+        return KG_EINVAL;
+    kc_conv_geom_t kg = kc_conv(g);
+    kc_conv2d_fwd(&kg, X, W, b, Y, col, col_len);
+    return KG_OK;
+}
+
+int kg_conv2d_bwd(kg_blas_t h, const kg_conv_geom_t *g, const float *X,
+                  const float *W, const float *dY, float *dW, float *db,
+                  float *dX, float *col, size_t col_len, kg_stream_t s)
+{
+    if (!g || !h || !stream_ok(s) ||
+        !on_dev("conv2d_bwd dW", dW, F(dims4(g->kh, g->kw, g->c, g->f))) ||
+        (db && !on_dev("conv2d_bwd db", db, F(g->f > 0 ? g->f : 0))))
+        return KG_EINVAL;
+    if (g->n > 0 &&
+        (!conv_args("conv2d_bwd", g, X, W, col, col_len) ||
+         !on_dev("conv2d_bwd dY", dY, F(dims4(g->n, g->oh, g->ow, g->f))) ||
+         (dX && !on_dev("conv2d_bwd dX", dX, F(dims4(g->n, g->h, g->w, g->c))))))
+        return KG_EINVAL;
+    kc_conv_geom_t kg = kc_conv(g);
+    kc_conv2d_bwd(&kg, X, W, dY, dW, db, dX, col, col_len);
+    return KG_OK;
+}
+
+int kg_maxpool2d_fwd(const kg_pool_geom_t *g, const float *X, float *Y,
+                     int32_t *argmax, kg_stream_t s)
+{
+    size_t out = g ? dims4(g->n, g->oh, g->ow, g->c) : 0;
+    if (!g || !stream_ok(s) ||
+        !on_dev("maxpool2d_fwd X", X, F(dims4(g->n, g->h, g->w, g->c))) ||
+        !on_dev("maxpool2d_fwd Y", Y, F(out)) ||
+        !on_dev("maxpool2d_fwd argmax", argmax, out * sizeof(int32_t)))
+        return KG_EINVAL;
+    kc_pool_geom_t kg = kc_pool(g);
+    kc_maxpool2d_fwd(&kg, X, Y, argmax);
+    return KG_OK;
+}
+
+int kg_maxpool2d_bwd(const kg_pool_geom_t *g, const float *dY,
+                     const int32_t *argmax, float *dX, kg_stream_t s)
+{
+    size_t out = g ? dims4(g->n, g->oh, g->ow, g->c) : 0;
+    if (!g || !stream_ok(s) || !on_dev("maxpool2d_bwd dY", dY, F(out)) ||
+        !on_dev("maxpool2d_bwd argmax", argmax, out * sizeof(int32_t)) ||
+        !on_dev("maxpool2d_bwd dX", dX, F(dims4(g->n, g->h, g->w, g->c))))
+        return KG_EINVAL;
+    kc_pool_geom_t kg = kc_pool(g);
+    kc_maxpool2d_bwd(&kg, dY, argmax, dX);
+    return KG_OK;
+}
+
+int kg_dropout_fwd(size_t n, const float *x, float *y, float rate,
+                   uint64_t seed, uint64_t first, kg_stream_t s)
+{
+    if (!stream_ok(s) || !on_dev("dropout_fwd x", x, F(n)) ||
+        !on_dev("dropout_fwd y", y, F(n)))
+        return KG_EINVAL;
+    kc_dropout_fwd(n, x, y, rate, seed, first);
+    return KG_OK;
+}
+
+int kg_dropout_bwd(size_t n, const float *dy, float *dx, float rate,
+                   uint64_t seed, uint64_t first, kg_stream_t s)
+{
+    if (!stream_ok(s) || !on_dev("dropout_bwd dy", dy, F(n)) ||
+        !on_dev("dropout_bwd dx", dx, F(n)))
+        return KG_EINVAL;
+    kc_dropout_bwd(n, dy, dx, rate, seed, first);
+    return KG_OK;
+}
+
+/* tanh and sigmoid, each way, with relu's checks. */
+#define FAKE_ACT(name)                                                       \
+    int kg_##name##_fwd(size_t n, const float *x, float *y, kg_stream_t s)   \
+    {                                                                        \
+        if (!stream_ok(s) || !on_dev(#name "_fwd x", x, F(n)) ||             \
+            !on_dev(#name "_fwd y", y, F(n)))                                \
+            return KG_EINVAL;                                                \
+        kc_##name##_fwd(n, x, y);                                            \
+        return KG_OK;                                                        \
+    }                                                                        \
+    int kg_##name##_bwd(size_t n, const float *y, const float *dy,           \
+                        float *dx, kg_stream_t s)                            \
+    {                                                                        \
+        if (!stream_ok(s) || !on_dev(#name "_bwd y", y, F(n)) ||             \
+            !on_dev(#name "_bwd dy", dy, F(n)) ||                            \
+            !on_dev(#name "_bwd dx", dx, F(n)))                              \
+            return KG_EINVAL;                                                \
+        kc_##name##_bwd(n, y, dy, dx);                                       \
+        return KG_OK;                                                        \
+    }
+FAKE_ACT(tanh)
+FAKE_ACT(sigmoid)

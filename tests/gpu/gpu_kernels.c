@@ -2,7 +2,8 @@
  * same random input, over several shapes including odd and empty ones.
  * Tolerances: 1e-5 relative for elementwise results (and the same bits on
  * x86-64, where neither side contracts a*b+c into an FMA), 1e-4 for GEMM
- * and the loss gradient. Without a CUDA device it prints the reason and
+ * (dense, conv2d) and the loss gradient, 6 ulps for tanh / sigmoid forward;
+ * maxpool2d and dropout are bitwise equal everywhere. Without a CUDA device it prints the reason and
  * exits 77 (ctest: Skipped). `gpu_kernels --probe` only does that check
  * (exit 0 with a device), for the compute-sanitizer wrapper. */
 #include "check.h"
@@ -387,6 +388,250 @@ static void test_sum(size_t n, int nsrc, int into_first)
     free(want);
 }
 
+/* ---- conv2d ---------------------------------------------------------------------- */
+/* The distance in ulps between two floats (0 when both are NaN, huge when
+ * one is). */
+static int64_t ulps(float a, float b)
+{
+    if (isnan(a) || isnan(b))
+        return isnan(a) && isnan(b) ? 0 : INT64_MAX;
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
+    int64_t la = ia < 0 ? (int64_t)INT32_MIN - ia : ia;   /* monotonic */
+    int64_t lb = ib < 0 ? (int64_t)INT32_MIN - ib : ib;
+    return la > lb ? la - lb : lb - la;
+}
+
+/* GEMM-shaped result d (device) against the CPU's want (host). */
+static void expect_gemm(const char *what, const char *shape, size_t n,
+                        const float *want, const float *d)
+{
+    float *got = fill(n, 0, 0);
+    to_host(got, d, n * sizeof *got);
+    double e = norm_rel(got, want, n);
+    CHECKF(e <= 1e-4, "%s %s: error %g", what, shape, e);
+    free(got);
+}
+
+/* One conv2d geometry: padding (pt, pl, pb, pr) explicit, `group` images
+ * per GEMM through col_len (plus half an image more, which must not count),
+ * with and without bias / dX. */
+static void test_conv(int n, int h, int w, int c, int kh, int kw, int f,
+                      int sh, int sw, int pt, int pl, int pb, int pr,
+                      int group)
+{
+    kc_conv_geom_t g = { n, h, w, c, kh, kw, f, sh, sw, pt, pl,
+                         (h + pt + pb - kh) / sh + 1,
+                         (w + pl + pr - kw) / sw + 1 };
+    kg_conv_geom_t gg = { g.n, g.h, g.w, g.c, g.kh, g.kw, g.f, g.stride_h,
+                          g.stride_w, g.pad_top, g.pad_left, g.oh, g.ow };
+    char shape[128];
+    snprintf(shape, sizeof shape,
+             "n%d %dx%dx%d k%dx%d f%d s%d,%d pad %d,%d,%d,%d group %d", n, h,
+             w, c, kh, kw, f, sh, sw, pt, pl, pb, pr, group);
+    size_t one = kc_conv2d_col_len(&g);
+    CHECKF(kg_conv2d_col_len(&gg) == one, "conv col_len %s", shape);
+    size_t col_len = one * (size_t)group + one / 2;
+    size_t nx = (size_t)n * h * w * c, nw = (size_t)kh * kw * c * f;
+    size_t ny = (size_t)n * g.oh * g.ow * f;
+    float *X = fill(nx, -1, 1), *W = fill(nw, -1, 1), *b = fill(f, -1, 1);
+    float *dY = fill(ny, -1, 1), *col = fill(col_len, 0, 0);
+    float *Y = fill(ny, 0, 0), *Ynb = fill(ny, 0, 0), *dW = fill(nw, 0, 0);
+    float *db = fill(f, 0, 0), *dX = fill(nx, 0, 0);
+    kc_conv2d_fwd(&g, X, W, b, Y, col, col_len);
+    kc_conv2d_fwd(&g, X, W, NULL, Ynb, col, col_len);
+    kc_conv2d_bwd(&g, X, W, dY, dW, db, dX, col, col_len);
+
+    float *gX = dev_from(X, nx * 4), *gW = dev_from(W, nw * 4);
+    float *gb = dev_from(b, (size_t)f * 4), *gdY = dev_from(dY, ny * 4);
+    float *gcol = dev_from(NULL, col_len * 4), *gY = dev_from(NULL, ny * 4);
+    float *gdW = dev_from(NULL, nw * 4), *gdb = dev_from(NULL, (size_t)f * 4);
+    float *gdX = dev_from(NULL, nx * 4);
+    int rc = kg_conv2d_fwd(H, &gg, gX, gW, gb, gY, gcol, col_len, S);
+    CHECKF(rc == 0, "kg_conv2d_fwd %s: %s", shape, kg_last_error());
+    expect_gemm("conv2d_fwd Y", shape, ny, Y, gY);
+    rc = kg_conv2d_fwd(H, &gg, gX, gW, NULL, gY, gcol, col_len, S);
+    CHECKF(rc == 0, "kg_conv2d_fwd(b NULL) %s: %s", shape, kg_last_error());
+    expect_gemm("conv2d_fwd Y (no bias)", shape, ny, Ynb, gY);
+
+    /* Garbage first: the backward pass must overwrite, not accumulate. */
+    CHECK(kg_memset(gdX, 0x7f, nx * 4, S) == 0);
+    CHECK(kg_memset(gdW, 0x7f, nw * 4, S) == 0);
+    rc = kg_conv2d_bwd(H, &gg, gX, gW, gdY, gdW, NULL, NULL, gcol, col_len, S);
+    CHECKF(rc == 0, "kg_conv2d_bwd(db, dX NULL) %s: %s", shape,
+           kg_last_error());
+    expect_gemm("conv2d_bwd dW (no dX)", shape, nw, dW, gdW);
+    rc = kg_conv2d_bwd(H, &gg, gX, gW, gdY, gdW, gdb, gdX, gcol, col_len, S);
+    CHECKF(rc == 0, "kg_conv2d_bwd %s: %s", shape, kg_last_error());
+    expect_gemm("conv2d_bwd dW", shape, nw, dW, gdW);
+    expect_gemm("conv2d_bwd dX", shape, nx, dX, gdX);
+    expect_elem("conv2d_bwd db", (size_t)f, db, gdb);
+
+    float *ptrs[] = { X, W, b, dY, col, Y, Ynb, dW, db, dX };
+    for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++)
+        free(ptrs[i]);
+    float *gptrs[] = { gX, gW, gb, gdY, gcol, gY, gdW, gdb, gdX };
+    for (size_t i = 0; i < sizeof gptrs / sizeof *gptrs; i++)
+        dev_free(gptrs[i]);
+}
+
+/* n = 0: nothing forward; backward writes zeros to dW and db, as kc. */
+static void test_conv_empty(void)
+{
+    kg_conv_geom_t gg = { 0, 4, 4, 2, 3, 3, 5, 1, 1, 0, 0, 2, 2 };
+    size_t nw = 3 * 3 * 2 * 5;
+    float *gdW = dev_from(NULL, nw * 4), *gdb = dev_from(NULL, 5 * 4);
+    float *got = fill(nw, 1, 1);
+    CHECK(kg_memset(gdW, 0x7f, nw * 4, S) == 0);
+    CHECK(kg_memset(gdb, 0x7f, 5 * 4, S) == 0);
+    CHECK(kg_conv2d_fwd(H, &gg, NULL, NULL, NULL, NULL, NULL, 0, S) == 0);
+    CHECK(kg_conv2d_bwd(H, &gg, NULL, NULL, NULL, gdW, gdb, NULL, NULL, 0,
+                        S) == 0);
+    to_host(got, gdW, nw * 4);
+    int zero = 1;
+    for (size_t i = 0; i < nw; i++)
+        zero &= got[i] == 0.0f;
+    to_host(got, gdb, 5 * 4);
+    for (size_t i = 0; i < 5; i++)
+        zero &= got[i] == 0.0f;
+    CHECKF(zero, "conv2d_bwd n=0: dW and db not zeroed");
+    free(got);
+    dev_free(gdW), dev_free(gdb);
+}
+
+/* ---- maxpool2d --------------------------------------------------------------------- */
+/* ties: small integers, so windows often hold several maxima and "first in
+ * row-major window order" decides; a few NaNs too. */
+static void test_pool(int n, int h, int w, int c, int ph, int pw, int sh,
+                      int sw, int ties)
+{
+    kc_pool_geom_t g = { n, h, w, c, ph, pw, sh, sw, (h - ph) / sh + 1,
+                         (w - pw) / sw + 1 };
+    kg_pool_geom_t gg = { g.n, g.h, g.w, g.c, g.ph, g.pw, g.stride_h,
+                          g.stride_w, g.oh, g.ow };
+    size_t nx = (size_t)n * h * w * c, ny = (size_t)n * g.oh * g.ow * c;
+    float *X = fill(nx, -1, 1), *dY = fill(ny, -1, 1);
+    if (ties) {
+        for (size_t i = 0; i < nx; i++)
+            X[i] = (float)(rnd() % 3);
+        for (size_t i = 0; i < nx; i += 37)
+            X[i] = NAN;
+    }
+    float *Y = fill(ny, 0, 0), *dX = fill(nx, 0, 0);
+    float *gotY = fill(ny, 0, 0), *gotdX = fill(nx, 0, 0);
+    int32_t *am = malloc(ny ? ny * sizeof *am : 1);
+    int32_t *gotam = malloc(ny ? ny * sizeof *am : 1);
+    kc_maxpool2d_fwd(&g, X, Y, am);
+    kc_maxpool2d_bwd(&g, dY, am, dX);
+
+    float *gX = dev_from(X, nx * 4), *gdY = dev_from(dY, ny * 4);
+    float *gY = dev_from(NULL, ny * 4), *gdX = dev_from(NULL, nx * 4);
+    int32_t *gam = dev_from(NULL, ny * sizeof *gam);
+    CHECK(kg_memset(gdX, 0x7f, nx * 4, S) == 0);
+    int rc = kg_maxpool2d_fwd(&gg, gX, gY, gam, S);
+    CHECKF(rc == 0, "kg_maxpool2d_fwd: %s", kg_last_error());
+    to_host(gotY, gY, ny * 4);
+    to_host(gotam, gam, ny * sizeof *gam);
+    CHECKF(same_bits(gotY, Y, ny * 4) && same_bits(gotam, am, ny * 4),
+           "maxpool2d_fwd n%d %dx%dx%d p%dx%d s%d,%d ties %d: Y or argmax "
+           "differ", n, h, w, c, ph, pw, sh, sw, ties);
+    rc = kg_maxpool2d_bwd(&gg, gdY, gam, gdX, S);
+    CHECKF(rc == 0, "kg_maxpool2d_bwd: %s", kg_last_error());
+    to_host(gotdX, gdX, nx * 4);
+    CHECKF(same_bits(gotdX, dX, nx * 4),
+           "maxpool2d_bwd n%d %dx%dx%d p%dx%d s%d,%d ties %d: dX differs",
+           n, h, w, c, ph, pw, sh, sw, ties);
+    free(X), free(dY), free(Y), free(dX), free(gotY), free(gotdX);
+    free(am), free(gotam);
+    dev_free(gX), dev_free(gdY), dev_free(gY), dev_free(gdX), dev_free(gam);
+}
+
+/* ---- dropout ----------------------------------------------------------------------- */
+/* The GPU's mask and values equal the CPU's bit for bit, in place too. */
+static void test_dropout(size_t n, float rate, uint64_t seed, uint64_t first)
+{
+    float *x = fill(n, -1, 1), *y = fill(n, 0, 0), *dx = fill(n, 0, 0);
+    float *got = fill(n, 0, 0);
+    kc_dropout_fwd(n, x, y, rate, seed, first);
+    kc_dropout_bwd(n, x, dx, rate, seed, first);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        kept += (size_t)kc_dropout_keep(seed, first + i, rate);
+
+    float *gx = dev_from(x, n * 4), *gy = dev_from(NULL, n * 4);
+    CHECK(kg_dropout_fwd(n, gx, gy, rate, seed, first, S) == 0);
+    to_host(got, gy, n * 4);
+    CHECKF(same_bits(got, y, n * 4),
+           "dropout_fwd n=%zu rate %g seed %llu first %llu: differs", n, rate,
+           (unsigned long long)seed, (unsigned long long)first);
+    /* The mask itself is sane: about 1 - rate of the elements are kept. */
+    if (n >= 1000)
+        CHECKF(fabs((double)kept / (double)n - (1.0 - rate)) < 0.05,
+               "dropout n=%zu rate %g: kept %zu", n, rate, kept);
+    CHECK(kg_dropout_bwd(n, gx, gx, rate, seed, first, S) == 0);
+    to_host(got, gx, n * 4);
+    CHECKF(same_bits(got, dx, n * 4), "dropout_bwd in place n=%zu rate %g: "
+           "differs", n, rate);
+    free(x), free(y), free(dx), free(got);
+    dev_free(gx), dev_free(gy);
+}
+
+/* ---- tanh, sigmoid ------------------------------------------------------------------ */
+typedef void (*cpu_act_fn)(size_t, const float *, float *);
+typedef void (*cpu_act_bwd_fn)(size_t, const float *, const float *, float *);
+typedef int (*gpu_act_fn)(size_t, const float *, float *, kg_stream_t);
+typedef int (*gpu_act_bwd_fn)(size_t, const float *, const float *, float *,
+                              kg_stream_t);
+
+/* Forward within ACT_ULPS of libm (CUDA's tanhf / expf are within 2 ulps,
+ * glibc's within 1, and sigmoid rounds twice more); backward (from the
+ * CPU's y, so both sides see the same input) as every elementwise kernel. */
+#define ACT_ULPS 6
+static void test_act(const char *name, cpu_act_fn cf, cpu_act_bwd_fn cb,
+                     gpu_act_fn gf, gpu_act_bwd_fn gb, size_t n)
+{
+    float *x = fill(n, -10, 10), *dy = fill(n, -1, 1);
+    static const float special[] = { 0.0f, -0.0f, 1e-30f, -1e-6f, 20.0f,
+                                     -20.0f, 100.0f, -100.0f, NAN, INFINITY,
+                                     -INFINITY };
+    for (size_t i = 0; i < n && i < sizeof special / sizeof *special; i++)
+        x[i] = special[i];
+    float *y = fill(n, 0, 0), *dx = fill(n, 0, 0), *got = fill(n, 0, 0);
+    cf(n, x, y);
+    cb(n, y, dy, dx);
+    float *gx = dev_from(x, n * 4), *gy = dev_from(NULL, n * 4);
+    float *gdy = dev_from(dy, n * 4), *gdx = dev_from(NULL, n * 4);
+    CHECK(gf(n, gx, gy, S) == 0);
+    to_host(got, gy, n * 4);
+    int64_t worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ulps(got[i], y[i]) > worst)
+            worst = ulps(got[i], y[i]), at = i;
+    CHECKF(worst <= ACT_ULPS, "%s_fwd n=%zu: %lld ulps at x=%.9g (%.9g, want %.9g)",
+           name, n, (long long)worst, n ? x[at] : 0.0f, n ? got[at] : 0.0f,
+           n ? y[at] : 0.0f);
+    CHECK(gf(n, gx, gx, S) == 0);                          /* y == x */
+    to_host(got, gx, n * 4);
+    worst = 0;
+    for (size_t i = 0; i < n; i++)
+        worst = ulps(got[i], y[i]) > worst ? ulps(got[i], y[i]) : worst;
+    CHECKF(worst <= ACT_ULPS, "%s_fwd in place n=%zu: %lld ulps", name, n,
+           (long long)worst);
+
+    CHECK(kg_memcpy_h2d(gy, y, n * 4, S) == 0);
+    char what[48];
+    snprintf(what, sizeof what, "%s_bwd", name);
+    CHECK(gb(n, gy, gdy, gdx, S) == 0);
+    expect_elem(what, n, dx, gdx);
+    snprintf(what, sizeof what, "%s_bwd in place", name);
+    CHECK(gb(n, gy, gdy, gdy, S) == 0);                    /* dx == dy */
+    expect_elem(what, n, dx, gdy);
+    free(x), free(dy), free(y), free(dx), free(got);
+    dev_free(gx), dev_free(gy), dev_free(gdy), dev_free(gdx);
+}
+
 /* ---- argument errors: a code and a reason, never a crash ------------------------ */
 static void test_errors(void)
 {
@@ -408,6 +653,23 @@ static void test_errors(void)
     /* Sizes <= 0 are "nothing to do", as in the CPU twin. */
     CHECK(kg_dense_fwd(H, 0, 3, 3, NULL, NULL, NULL, NULL, S) == 0);
     CHECK(kg_relu_fwd(0, NULL, NULL, S) == 0);
+    CHECK(kg_dropout_fwd(0, NULL, NULL, 0.5f, 1, 0, S) == 0);
+    CHECK(kg_tanh_fwd(0, NULL, NULL, S) == 0);
+    /* conv2d: a handle and a workspace of at least one image are needed. */
+    kg_conv_geom_t cg = { 2, 5, 5, 3, 3, 3, 4, 1, 1, 0, 0, 3, 3 };
+    float *col = dev_from(NULL, 16);
+    CHECK(kg_conv2d_fwd(NULL, &cg, col, col, NULL, col, col, 1000, S) ==
+          KG_EINVAL);
+    CHECK(kg_conv2d_fwd(H, &cg, col, col, NULL, col, col, 4, S) == KG_EINVAL);
+    CHECK(kg_conv2d_fwd(H, &cg, col, col, NULL, col, NULL, 1000, S) ==
+          KG_EINVAL);
+    CHECK(kg_conv2d_bwd(H, &cg, col, col, col, col, NULL, NULL, col, 4, S) ==
+          KG_EINVAL);
+    CHECK(strlen(kg_last_error()) > 0);
+    CHECK(kg_conv2d_fwd(H, NULL, NULL, NULL, NULL, NULL, NULL, 0, S) ==
+          KG_EINVAL);
+    CHECK(kg_maxpool2d_fwd(NULL, NULL, NULL, NULL, S) == KG_EINVAL);
+    dev_free(col);
 }
 
 int main(int argc, char **argv)
@@ -460,6 +722,54 @@ int main(int argc, char **argv)
         test_sum(1001, nsrcs[i], 1);
     }
     test_sum(5, 40, 1);
+
+    /* conv2d: n, h, w, c, kh, kw, f, strides, pads (top, left, bottom,
+     * right), images per GEMM (more than n: all at once). */
+    static const int conv[][14] = {
+        { 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1 },
+        { 2, 5, 5, 1, 3, 3, 4, 1, 1, 0, 0, 0, 0, 1 },       /* valid   */
+        { 3, 7, 6, 3, 3, 3, 5, 1, 1, 1, 1, 1, 1, 2 },       /* same    */
+        { 5, 8, 8, 4, 3, 3, 8, 2, 2, 0, 0, 1, 1, 2 },       /* same/2  */
+        { 4, 9, 7, 2, 5, 3, 3, 2, 3, 2, 1, 2, 1, 3 },       /* odd     */
+        { 3, 6, 6, 3, 2, 2, 7, 3, 3, 0, 0, 0, 0, 8 },       /* gaps    */
+        { 2, 5, 5, 3, 5, 5, 2, 1, 1, 0, 0, 0, 0, 1 },       /* 1x1 out */
+        { 7, 4, 4, 16, 1, 1, 33, 1, 1, 0, 0, 0, 0, 3 },     /* 1x1 k   */
+        { 32, 28, 28, 1, 3, 3, 32, 1, 1, 1, 1, 1, 1, 5 },   /* MNIST   */
+        { 16, 14, 14, 32, 3, 3, 64, 1, 1, 0, 0, 0, 0, 16 },
+    };
+    for (size_t i = 0; i < sizeof conv / sizeof *conv; i++) {
+        const int *v = conv[i];
+        test_conv(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
+                  v[10], v[11], v[12], v[13]);
+    }
+    test_conv_empty();
+
+    /* maxpool2d: n, h, w, c, ph, pw, strides. */
+    static const int pool[][8] = {
+        { 1, 1, 1, 1, 1, 1, 1, 1 }, { 2, 4, 4, 3, 2, 2, 2, 2 },
+        { 3, 7, 5, 2, 2, 2, 2, 2 }, { 2, 7, 7, 5, 3, 3, 2, 2 },  /* overlap */
+        { 2, 9, 8, 3, 2, 3, 3, 4 },                              /* gaps    */
+        { 4, 6, 6, 1, 6, 6, 1, 1 }, { 32, 28, 28, 32, 2, 2, 2, 2 },
+    };
+    for (size_t i = 0; i < sizeof pool / sizeof *pool; i++)
+        for (int ties = 0; ties < 2; ties++) {
+            const int *v = pool[i];
+            test_pool(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], ties);
+        }
+
+    static const float rates[] = { 0.0f, 0.25f, 0.5f, 0.9f };
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        for (size_t r = 0; r < sizeof rates / sizeof *rates; r++)
+            test_dropout(sizes[i], rates[r], 42 + r, 0);
+    test_dropout(4099, 0.5f, 0xdeadbeefcafef00dull, (1ull << 40) + 3);
+    test_dropout(1000, 0.3f, 7, UINT64_MAX - 500);       /* index wraps */
+
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        test_act("tanh", kc_tanh_fwd, kc_tanh_bwd, kg_tanh_fwd, kg_tanh_bwd,
+                 sizes[i]);
+        test_act("sigmoid", kc_sigmoid_fwd, kc_sigmoid_bwd, kg_sigmoid_fwd,
+                 kg_sigmoid_bwd, sizes[i]);
+    }
 
     test_errors();
 

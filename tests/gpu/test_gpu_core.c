@@ -11,7 +11,9 @@
  *   - training on "gpu:1" (variables, gradients, Adam slots and work on the
  *     device, batches staged through page-locked memory as uint8 and
  *     scaled on the device, loss read back once per step) gives the same
- *     bits as on cpu:0, from a thread that never selected the device;
+ *     bits as on cpu:0, from a thread that never selected the device: an
+ *     MLP, and a CNN that goes through every kernel of the GPU table
+ *     (conv2d, maxpool2d, dropout, tanh, sigmoid);
  *   - copies and comparisons between CPU and GPUs and GPU to GPU work;
  *   - nothing is left allocated, and no pointer was misused. */
 #include <dlfcn.h>
@@ -32,7 +34,21 @@ static const strata__optimizer_cfg_t k_adam = {
 };
 static const int32_t CPU0 = STRATA_DEVICE(STRATA_DEV_CPU, 0);
 
+/* The models trained: an MLP on flat samples, and a small CNN on 4 x 5
+ * images that uses every layer kernel of the table. */
+typedef struct model_case {
+    const char     *spec;
+    strata__shape_t in;
+} model_case_t;
+static const model_case_t k_mlp = { "dense 16 relu, dense 10",
+                                    { 1, 1, DIM, 0 } };
+static const model_case_t k_cnn = {
+    "conv2d 4 3 padding=same tanh, maxpool2d 2, dropout 0.25, "
+    "conv2d 6 2 stride=1 sigmoid, flatten, dense 10",
+    { 4, 5, 1, 1 } };
+
 typedef struct result {
+    const model_case_t *mc;
     int32_t  dev;
     int      rc;
     size_t   count;
@@ -85,8 +101,7 @@ static void *train_on(void *arg)
     result_t *res = arg;
     static _Thread_local strata__model_t m;
     int32_t dev = res->dev;
-    strata__shape_t in = { 1, 1, DIM, 0 };
-    int rc = strata__model_build("dense 16 relu, dense 10", NULL, &in, 10, &m);
+    int rc = strata__model_build(res->mc->spec, NULL, &res->mc->in, 10, &m);
     void *values[2 * STRATA_MAX_LAYERS];
     float *init = malloc(m.count * sizeof(float));
     float *slab = strata__dev_alloc(dev, m.count * sizeof(float));
@@ -112,6 +127,8 @@ static void *train_on(void *arg)
     strata__epoch_order(perm, N, 1, 0, 1);
     res->x_dev = fk_device_of(w.x);
     for (int s = 0; rc == STRATA_OK && s < STEPS; s++) {
+        w.noise_seed = strata__model_step_seed(99, s);
+        w.row0 = 0;
         rc = strata__model_load_batch(&w, &g_data, perm, (size_t)s * BATCH,
                                       BATCH);
         if (rc == STRATA_OK)
@@ -211,6 +228,35 @@ out:
     free(back);
 }
 
+/* Train `mc` on cpu:0 and on gpu:1 (from a thread whose current device is
+ * still 0): the same bits. */
+static void compare(const model_case_t *mc)
+{
+    result_t cpu = { .mc = mc, .dev = CPU0 };
+    result_t gpu = { .mc = mc, .dev = STRATA_DEVICE(STRATA_DEV_GPU, 1) };
+    train_on(&cpu);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, train_on, &gpu) == 0);
+    pthread_join(th, NULL);
+    CHECKF(cpu.rc == STRATA_OK && gpu.rc == STRATA_OK, "%s: cpu %d, gpu %d",
+           mc->spec, cpu.rc, gpu.rc);
+    CHECK(cpu.x_dev == -2 && gpu.x_dev == 1);
+    CHECK(cpu.count == gpu.count && cpu.vars && gpu.vars &&
+          memcmp(cpu.vars, gpu.vars, cpu.count * sizeof(float)) == 0);
+    for (int s = 0; s < STEPS; s++)
+        CHECKF(cpu.loss[s] == gpu.loss[s] && cpu.loss[s] > 0,
+               "%s, step %d: loss %g (cpu) vs %g (gpu)", mc->spec, s,
+               cpu.loss[s], gpu.loss[s]);
+    CHECK(cpu.correct == gpu.correct);
+    CHECK(cpu.eval_loss == gpu.eval_loss && cpu.eval_loss > 0);
+    CHECK(cpu.eval_correct == gpu.eval_correct);
+    printf("%s: losses %.6f %.6f %.6f; eval %.6f, %lld correct\n", mc->spec,
+           gpu.loss[0], gpu.loss[1], gpu.loss[2], gpu.eval_loss,
+           (long long)gpu.eval_correct);
+    free(cpu.vars);
+    free(gpu.vars);
+}
+
 int main(void)
 {
     make_data();
@@ -222,32 +268,11 @@ int main(void)
     CHECKF(fk_live_blocks() == live0, "%zu blocks left by copies()",
            fk_live_blocks() - live0);
 
-    result_t cpu = { .dev = CPU0 }, gpu = { .dev = STRATA_DEVICE(STRATA_DEV_GPU, 1) };
-    train_on(&cpu);
-    /* A thread whose current device is still 0. */
-    pthread_t th;
-    CHECK(pthread_create(&th, NULL, train_on, &gpu) == 0);
-    pthread_join(th, NULL);
-    CHECKF(cpu.rc == STRATA_OK && gpu.rc == STRATA_OK, "cpu %d, gpu %d",
-           cpu.rc, gpu.rc);
-    CHECK(cpu.x_dev == -2 && gpu.x_dev == 1);
-    CHECK(cpu.count == gpu.count && cpu.vars && gpu.vars &&
-          memcmp(cpu.vars, gpu.vars, cpu.count * sizeof(float)) == 0);
-    for (int s = 0; s < STEPS; s++)
-        CHECKF(cpu.loss[s] == gpu.loss[s] && cpu.loss[s] > 0,
-               "step %d: loss %g (cpu) vs %g (gpu)", s, cpu.loss[s],
-               gpu.loss[s]);
-    CHECK(cpu.correct == gpu.correct);
-    CHECK(cpu.eval_loss == gpu.eval_loss && cpu.eval_loss > 0);
-    CHECK(cpu.eval_correct == gpu.eval_correct);
-    printf("losses %.6f %.6f %.6f; eval %.6f, %lld correct\n", gpu.loss[0],
-           gpu.loss[1], gpu.loss[2], gpu.eval_loss,
-           (long long)gpu.eval_correct);
+    compare(&k_mlp);
+    compare(&k_cnn);
     CHECKF(fk_live_blocks() == live0, "%zu device/page-locked blocks "
            "leaked", fk_live_blocks() - live0);
     CHECKF(*fk_violations == 0, "%d pointer misuses (see above)",
            *fk_violations);
-    free(cpu.vars);
-    free(gpu.vars);
     return CHECK_DONE();
 }

@@ -1,0 +1,93 @@
+/* Max pooling on NHWC float32, 'valid' windows, the twin of
+ * kernels/cpu/pool.c: the forward pass keeps each output's argmax (its
+ * index in X); the backward pass gathers, per input, the gradients of the
+ * windows that chose it. */
+#include "kg_internal.h"
+
+/* One thread per output. The window's first element starts the search and
+ * a strict '>' keeps the first maximum in row-major window order, as the
+ * CPU twin (which also treats NaN this way). */
+__global__ void kg_maxpool_fwd_k(size_t total, kg_pool_geom_t g,
+                                 const float *X, float *Y, int32_t *argmax)
+{
+    KG_FOR(o, total) {
+        int ch = (int)(o % (size_t)g.c);
+        size_t p = o / (size_t)g.c;
+        int ox = (int)(p % (size_t)g.ow);
+        p /= (size_t)g.ow;
+        int oy = (int)(p % (size_t)g.oh);
+        size_t i = p / (size_t)g.oh;
+        size_t img = i * g.h * g.w * g.c;
+        size_t best = img + ((size_t)oy * g.stride_h * g.w +
+                             (size_t)ox * g.stride_w) * g.c + ch;
+        float m = X[best];
+        for (int ky = 0; ky < g.ph; ky++)
+            for (int kx = 0; kx < g.pw; kx++) {
+                size_t at = img + (((size_t)oy * g.stride_h + ky) * g.w +
+                                   (size_t)ox * g.stride_w + kx) * g.c + ch;
+                float v = X[at];
+                if (v > m) {
+                    m = v;
+                    best = at;
+                }
+            }
+        Y[o] = m;
+        argmax[o] = (int32_t)best;
+    }
+}
+
+/* One thread per input: the sum of dY over the windows that hold it and
+ * chose it, windows in ascending output order, which is the order in which
+ * the CPU twin's scatter adds them (the same bits, no atomics). */
+__global__ void kg_maxpool_bwd_k(size_t total, kg_pool_geom_t g,
+                                 const float *dY, const int32_t *argmax,
+                                 float *dX)
+{
+    KG_FOR(idx, total) {
+        int ch = (int)(idx % (size_t)g.c);
+        size_t p = idx / (size_t)g.c;
+        int x = (int)(p % (size_t)g.w);
+        p /= (size_t)g.w;
+        int y = (int)(p % (size_t)g.h);
+        size_t i = p / (size_t)g.h;
+        /* Windows oy with oy*stride_h <= y < oy*stride_h + ph. */
+        int oy0 = y >= g.ph ? (y - g.ph) / g.stride_h + 1 : 0;
+        int oy1 = min(y / g.stride_h, g.oh - 1);
+        int ox0 = x >= g.pw ? (x - g.pw) / g.stride_w + 1 : 0;
+        int ox1 = min(x / g.stride_w, g.ow - 1);
+        float acc = 0.0f;
+        for (int oy = oy0; oy <= oy1; oy++)
+            for (int ox = ox0; ox <= ox1; ox++) {
+                size_t o = ((i * g.oh + oy) * g.ow + ox) * g.c + ch;
+                if (argmax[o] == (int32_t)idx)
+                    acc += dY[o];
+            }
+        dX[idx] = acc;
+    }
+}
+
+int kg_maxpool2d_fwd(const kg_pool_geom_t *g, const float *X, float *Y,
+                     int32_t *argmax, kg_stream_t s)
+{
+    if (!g)
+        return kg__fail(KG_EINVAL, "kg_maxpool2d_fwd: no geometry");
+    if (g->n <= 0 || g->c <= 0 || g->oh <= 0 || g->ow <= 0)
+        return KG_OK;                           /* no output, as kc */
+    size_t total = (size_t)g->n * g->oh * g->ow * g->c;
+    kg_maxpool_fwd_k<<<kg__blocks(total), KG_THREADS, 0, s>>>(total, *g, X, Y,
+                                                              argmax);
+    return kg__launched();
+}
+
+int kg_maxpool2d_bwd(const kg_pool_geom_t *g, const float *dY,
+                     const int32_t *argmax, float *dX, kg_stream_t s)
+{
+    if (!g)
+        return kg__fail(KG_EINVAL, "kg_maxpool2d_bwd: no geometry");
+    if (g->n <= 0 || g->h <= 0 || g->w <= 0 || g->c <= 0)
+        return KG_OK;                           /* dX is empty */
+    size_t total = (size_t)g->n * g->h * g->w * g->c;
+    kg_maxpool_bwd_k<<<kg__blocks(total), KG_THREADS, 0, s>>>(total, *g, dY,
+                                                              argmax, dX);
+    return kg__launched();
+}
