@@ -1,4 +1,4 @@
-/* strata core -- the data layer: IDX files, datasets, epoch order, batches.
+/* strata core -- the data layer: IDX and .npy files, datasets, epoch order, batches.
  * Internal (strata__*), never installed. Errors are logged once, here, with
  * the file name and what is wrong; callers only pass the code on. */
 #ifndef STRATA_CORE_DATA_H
@@ -45,23 +45,86 @@ int  strata__idx_read_first(const char *path, size_t max_items,
                             strata__idx_t *out);
 void strata__idx_free(strata__idx_t *idx);   /* zeroes; NULL / empty ok */
 
-/* A labelled image set: images[n * dim] (uint8 pixels), labels[n]. */
+/* Memory for a file's payload (malloc; transparent huge pages asked for
+ * over a large one): what the readers hold their data in. */
+void *strata__data_payload_alloc(size_t n);
+
+/* ---- NumPy .npy files (numpy.save) ------------------------------------ */
+
+/* Element types of a .npy file (its 'descr'): '|u1', '|i1', '<i2', '<u2',
+ * '<i4', '<u4', '<i8', '<u8', '<f4'. Little-endian only. */
+enum {
+    STRATA__NPY_U1, STRATA__NPY_I1, STRATA__NPY_I2, STRATA__NPY_U2,
+    STRATA__NPY_I4, STRATA__NPY_U4, STRATA__NPY_I8, STRATA__NPY_U8,
+    STRATA__NPY_F4
+};
+/* What a file is read as: the dtypes and shapes allowed. */
+enum {
+    STRATA__NPY_ANY = 0,    /* any type above, any rank 1..4              */
+    STRATA__NPY_IMAGES = 1, /* uint8 / float32; (n, h, w), (n, h, w, c), (n, dim) */
+    STRATA__NPY_LABELS = 2  /* integers; (n,)                             */
+};
+#define STRATA__NPY_MAX_DIMS 4
+
+/* One .npy array held in memory. As for IDX, dims[0] is the number of
+ * items kept when the read was limited, file_items what the file holds. */
+typedef struct strata__npy {
+    int      type;        /* STRATA__NPY_*                                */
+    size_t   elem;        /* bytes per element                            */
+    int      ndim;        /* 1..STRATA__NPY_MAX_DIMS                      */
+    uint64_t dims[STRATA__NPY_MAX_DIMS];
+    uint64_t file_items;  /* dims[0] as declared in the file              */
+    size_t   count;       /* elements held (product of dims)              */
+    void    *data;        /* malloc'd, owned, little-endian as in the file */
+} strata__npy_t;
+
+/* Read a .npy file (version 1.0, 2.0 or 3.0; a regular file), strictly:
+ * magic, version, header length within the file, a header dict of exactly
+ * 'descr', 'fortran_order' (False only) and 'shape', the dtype and rank
+ * allowed for `role`, no zero dimension, and the file size exactly the
+ * header's end plus the shape's bytes (<= STRATA_DATA_MAX_BYTES). All that
+ * is checked before anything larger than the header is allocated; float32
+ * values must be finite. Keeps the first `max_items` items (0: all). On
+ * failure *out is zeroed and one line naming the file has been logged.
+ * Returns 0, STRATA_ENOENT, STRATA_EIO, STRATA_EDATA or STRATA_ENOMEM. */
+int  strata__npy_read_first(const char *path, int role, size_t max_items,
+                            strata__npy_t *out);
+int  strata__npy_read(const char *path, int role, strata__npy_t *out);
+void strata__npy_free(strata__npy_t *a);      /* zeroes; NULL / empty ok */
+const char *strata__npy_type_name(int type);  /* "uint8", "float32", ... */
+/* 1 when `path` names a .npy file (by its extension), else 0 (IDX). */
+int  strata__data_is_npy(const char *path);
+
+/* A labelled image set: n samples of dim values, either uint8 pixels
+ * (images; scaled by 1/255 per batch) or float32 values (images_f32, from
+ * a float32 .npy; used as they are), and labels[n]. */
 typedef struct strata__dataset {
     size_t   n;
-    size_t   dim;         /* rows * cols                                  */
-    uint32_t rows, cols;  /* (1, dim) for a 2-D images file               */
+    size_t   dim;         /* rows * cols * channels                       */
+    uint32_t rows, cols;  /* (1, dim) for a flat (n, dim) file            */
+    uint32_t channels;    /* C of (n, rows, cols, C); 1 for (n, rows, cols);
+                             0 for flat (n, dim)                          */
     int      nclasses;    /* max label + 1 over the whole labels file, >= 2 */
-    uint8_t *images;
+    uint8_t *images;      /* uint8 pixels; NULL when images_f32 is set    */
+    float   *images_f32;  /* float32 values; NULL for uint8 data          */
     uint8_t *labels;
 } strata__dataset_t;
 
-/* images: IDX ndim 3 (n, rows, cols) or 2 (n, dim); labels: ndim 1 (n).
- * Counts must match and every label be < STRATA_DATA_MAX_CLASSES (a bad
- * label names its index). `limit` > 0 keeps only the first `limit` samples
- * (the full files are still checked; only the kept part is held). On
- * failure *out is zeroed. */
+/* Each file is read by its name: *.npy as NumPy (images '|u1' or '<f4' of
+ * shape (n, h, w), (n, h, w, c) or (n, dim); labels of any integer dtype,
+ * shape (n,)), anything else as IDX (images ndim 3 (n, rows, cols), 4
+ * (n, rows, cols, c) or 2 (n, dim); labels ndim 1). IDX and .npy may be
+ * mixed. Counts must match and every label be in [0,
+ * STRATA_DATA_MAX_CLASSES) (a bad label names its index). `limit` > 0
+ * keeps only the first `limit` samples (the full files are still checked;
+ * only the kept part is held). On failure *out is zeroed. */
 int  strata__dataset_load(const char *images_path, const char *labels_path,
                           size_t limit, strata__dataset_t *out);
+/* Training and test sets must agree on one sample's shape (rows, cols,
+ * channels) and on its type (uint8 or float32): 0, or STRATA_EDATA after
+ * one line naming both. */
+int  strata__dataset_check_pair(const strata__dataset_t *train,
+                                const strata__dataset_t *test);
 void strata__dataset_free(strata__dataset_t *d);   /* zeroes; NULL ok */
 
 /* perm[0..n) = a permutation of 0..n-1: Fisher-Yates driven by strata__rng
@@ -71,8 +134,8 @@ void strata__epoch_order(uint32_t *perm, size_t n, uint64_t seed,
                          uint64_t epoch, int shuffle);
 
 /* One slice of a batch: samples perm[first .. first + m) (perm NULL: samples
- * first .. first + m). x[m * dim] = pixel * (1/255.0f) (kc_u8_to_f32),
- * y[m] = label. Indices must be < d->n (the caller's contract). */
+ * first .. first + m). x[m * dim] = pixel * (1/255.0f) (kc_u8_to_f32)
+ * for uint8 images, the values themselves for float32; y[m] = label. Indices must be < d->n (the caller's contract). */
 void strata__batch_fill(const strata__dataset_t *d, const uint32_t *perm,
                         size_t first, size_t m, float *x, int32_t *y);
 

@@ -1,4 +1,5 @@
-/* Datasets from a pair of IDX files, the epoch's sample order, and batches. */
+/* Datasets from a pair of IDX or .npy files, the epoch's sample order, and batches. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,27 +8,89 @@
 
 #define WHO "data"
 
-/* Every label < STRATA_DATA_MAX_CLASSES; *nclasses = max + 1, at least 2. */
-static int check_labels(const char *path, const strata__idx_t *lab,
-                        int *nclasses)
+/* One images or labels file, read by its name (*.npy: NumPy, else IDX),
+ * seen the same way whichever it was. */
+typedef struct arr {
+    int      is_npy;
+    int      type;        /* STRATA__NPY_* (IDX: STRATA__NPY_U1)           */
+    size_t   elem;        /* bytes per element                             */
+    int      ndim;
+    uint64_t dims[4];     /* dims[0]: items held                           */
+    uint64_t file_items;
+    size_t   count;       /* elements held                                 */
+    void    *data;        /* owned                                         */
+} arr_t;
+
+static int arr_read(const char *path, int role, size_t limit, arr_t *a)
 {
-    if (lab->ndim != 1) {
+    memset(a, 0, sizeof *a);
+    if (strata__data_is_npy(path)) {
+        strata__npy_t npy;
+        int rc = strata__npy_read_first(path, role, limit, &npy);
+        if (rc)
+            return rc;
+        *a = (arr_t){ .is_npy = 1, .type = npy.type, .elem = npy.elem,
+                      .ndim = npy.ndim, .file_items = npy.file_items,
+                      .count = npy.count, .data = npy.data };
+        memcpy(a->dims, npy.dims, sizeof a->dims);
+        return 0;
+    }
+    strata__idx_t idx;
+    int rc = strata__idx_read_first(path, limit, &idx);
+    if (rc)
+        return rc;
+    *a = (arr_t){ .type = STRATA__NPY_U1, .elem = 1, .ndim = idx.ndim,
+                  .file_items = idx.file_items, .count = idx.count,
+                  .data = idx.data };
+    for (int i = 0; i < idx.ndim; i++)
+        a->dims[i] = idx.dims[i];
+    return 0;
+}
+
+static void arr_free(arr_t *a)
+{
+    free(a->data);
+    memset(a, 0, sizeof *a);
+}
+
+/* Every label in [0, STRATA_DATA_MAX_CLASSES); *nclasses = max + 1, at
+ * least 2. Wider integer labels are narrowed to one byte in place. */
+static int check_labels(const char *path, arr_t *lab, int *nclasses)
+{
+    if (lab->ndim != 1) {   /* IDX; a .npy file was checked by its reader */
         strata__log(STRATA_LOG_ERROR, WHO,
                     "%s: labels file has %d dimensions; expected 1 (n)",
                     path, lab->ndim);
         return STRATA_EDATA;
     }
+    int is_signed = lab->type == STRATA__NPY_I1 || lab->type == STRATA__NPY_I2
+                    || lab->type == STRATA__NPY_I4 || lab->type == STRATA__NPY_I8;
+    const unsigned char *src = lab->data;
+    uint8_t *dst = lab->data;
     unsigned max = 0;
     for (size_t i = 0; i < lab->count; i++) {
-        unsigned v = lab->data[i];
-        if (v >= STRATA_DATA_MAX_CLASSES) {
+        uint64_t u = 0;     /* little-endian, as in the file */
+        for (size_t b = 0; b < lab->elem; b++)
+            u |= (uint64_t)src[i * lab->elem + b] << (8 * b);
+        int neg = is_signed && (u >> (8 * lab->elem - 1)) & 1;
+        if (neg || u >= STRATA_DATA_MAX_CLASSES) {
+            char v[32];
+            if (neg)
+                snprintf(v, sizeof v, "%lld",
+                         (long long)(int64_t)(u | (lab->elem < 8
+                                                   ? ~(uint64_t)0 << (8 * lab->elem)
+                                                   : 0)));
+            else
+                snprintf(v, sizeof v, "%llu", (unsigned long long)u);
             strata__log(STRATA_LOG_ERROR, WHO,
-                        "%s: label %u at index %zu is out of range (labels "
-                        "must be < %d)", path, v, i, STRATA_DATA_MAX_CLASSES);
+                        "%s: label %s at index %zu is out of range (labels "
+                        "must be in [0, %d))", path, v, i,
+                        STRATA_DATA_MAX_CLASSES);
             return STRATA_EDATA;
         }
-        if (v > max)
-            max = v;
+        dst[i] = (uint8_t)u;   /* i <= i * elem: never ahead of the read */
+        if (u > max)
+            max = (unsigned)u;
     }
     *nclasses = max + 1 < 2 ? 2 : (int)max + 1;
     return 0;
@@ -37,49 +100,56 @@ int strata__dataset_load(const char *images_path, const char *labels_path,
                          size_t limit, strata__dataset_t *out)
 {
     memset(out, 0, sizeof *out);
-    strata__idx_t lab, img;
+    arr_t lab, img;
     int nclasses = 0;
 
-    /* Labels are small (one byte a sample): read and check them all, so
-     * nclasses and bad labels do not depend on the limit. */
-    int rc = strata__idx_read(labels_path, &lab);
+    /* Labels are small: read and check them all, so nclasses and bad
+     * labels do not depend on the limit. */
+    int rc = arr_read(labels_path, STRATA__NPY_LABELS, 0, &lab);
     if (rc)
         return rc;
     rc = check_labels(labels_path, &lab, &nclasses);
     if (rc) {
-        strata__idx_free(&lab);
+        arr_free(&lab);
         return rc;
     }
-    rc = strata__idx_read_first(images_path, limit, &img);
+    rc = arr_read(images_path, STRATA__NPY_IMAGES, limit, &img);
     if (rc) {
-        strata__idx_free(&lab);
+        arr_free(&lab);
         return rc;
     }
-    if (img.ndim != 2 && img.ndim != 3) {
+    if (img.ndim < 2 || img.ndim > 4) {   /* IDX; .npy checked by its reader */
         strata__log(STRATA_LOG_ERROR, WHO,
                     "%s: images file has %d dimensions; expected 3 (n, rows, "
-                    "cols) or 2 (n, dim)", images_path, img.ndim);
+                    "cols), 4 (n, rows, cols, channels) or 2 (n, dim)",
+                    images_path, img.ndim);
         rc = STRATA_EDATA;
     } else if (img.file_items != lab.file_items) {
         strata__log(STRATA_LOG_ERROR, WHO,
-                    "%s holds %u images but %s holds %u labels", images_path,
-                    img.file_items, labels_path, lab.file_items);
+                    "%s holds %llu images but %s holds %llu labels",
+                    images_path, (unsigned long long)img.file_items,
+                    labels_path, (unsigned long long)lab.file_items);
         rc = STRATA_EDATA;
     }
     if (rc) {
-        strata__idx_free(&img);
-        strata__idx_free(&lab);
+        arr_free(&img);
+        arr_free(&lab);
         return rc;
     }
 
-    out->n = img.dims[0];
+    out->n = (size_t)img.dims[0];
     out->dim = img.count / out->n;
-    out->rows = img.ndim == 3 ? img.dims[1] : 1;
-    out->cols = img.ndim == 3 ? img.dims[2] : img.dims[1];
+    out->rows = img.ndim >= 3 ? (uint32_t)img.dims[1] : 1;
+    out->cols = img.ndim >= 3 ? (uint32_t)img.dims[2] : (uint32_t)img.dims[1];
+    out->channels = img.ndim == 4 ? (uint32_t)img.dims[3]
+                                  : img.ndim == 3 ? 1 : 0;
     out->nclasses = nclasses;
-    out->images = img.data;          /* ownership moves to the dataset */
+    if (img.type == STRATA__NPY_F4)  /* ownership moves to the dataset */
+        out->images_f32 = img.data;
+    else
+        out->images = img.data;
     out->labels = lab.data;
-    if (out->n < lab.count) {        /* limited: give back the tail    */
+    if (out->n < lab.count || lab.elem > 1) {  /* limited or narrowed */
         uint8_t *p = realloc(lab.data, out->n);
         if (p)
             out->labels = p;
@@ -87,11 +157,40 @@ int strata__dataset_load(const char *images_path, const char *labels_path,
     return 0;
 }
 
+/* "(28, 28, 1) uint8" for messages. */
+static const char *sample_str(const strata__dataset_t *d, char *buf,
+                              size_t cap)
+{
+    if (d->channels)
+        snprintf(buf, cap, "(%u, %u, %u) %s", d->rows, d->cols, d->channels,
+                 d->images_f32 ? "float32" : "uint8");
+    else
+        snprintf(buf, cap, "(%zu) %s", d->dim,
+                 d->images_f32 ? "float32" : "uint8");
+    return buf;
+}
+
+int strata__dataset_check_pair(const strata__dataset_t *train,
+                               const strata__dataset_t *test)
+{
+    if (train->dim == test->dim && train->rows == test->rows &&
+        train->cols == test->cols && train->channels == test->channels &&
+        !train->images_f32 == !test->images_f32)
+        return 0;
+    char a[64], b[64];
+    strata__log(STRATA_LOG_ERROR, WHO,
+                "test samples are %s, training samples %s: they must agree "
+                "on shape and type", sample_str(test, a, sizeof a),
+                sample_str(train, b, sizeof b));
+    return STRATA_EDATA;
+}
+
 void strata__dataset_free(strata__dataset_t *d)
 {
     if (!d)
         return;
     free(d->images);
+    free(d->images_f32);
     free(d->labels);
     memset(d, 0, sizeof *d);
 }
@@ -132,9 +231,37 @@ static void prefetch_row(const strata__dataset_t *d, const uint32_t *perm,
         __builtin_prefetch(row + off);
 }
 
+static void prefetch_row_f32(const strata__dataset_t *d, const uint32_t *perm,
+                             size_t i)
+{
+    const float *row = d->images_f32 + sample_at(perm, i) * d->dim;
+    for (size_t off = 0; off < d->dim; off += 16)
+        __builtin_prefetch(row + off);
+}
+
+/* float32 images: the values as they are (no scaling). */
+static void batch_fill_f32(const strata__dataset_t *d, const uint32_t *perm,
+                           size_t first, size_t m, float *x, int32_t *y)
+{
+    for (size_t i = 0; i < m && i < PREFETCH_ROWS; i++)
+        prefetch_row_f32(d, perm, first + i);
+    for (size_t i = 0; i < m; i++) {
+        if (i + PREFETCH_ROWS < m)
+            prefetch_row_f32(d, perm, first + i + PREFETCH_ROWS);
+        size_t s = sample_at(perm, first + i);
+        memcpy(x + i * d->dim, d->images_f32 + s * d->dim,
+               d->dim * sizeof *x);
+        y[i] = d->labels[s];
+    }
+}
+
 void strata__batch_fill(const strata__dataset_t *d, const uint32_t *perm,
                         size_t first, size_t m, float *x, int32_t *y)
 {
+    if (d->images_f32) {
+        batch_fill_f32(d, perm, first, m, x, y);
+        return;
+    }
     const float scale = 1.0f / 255.0f;
     for (size_t i = 0; i < m && i < PREFETCH_ROWS; i++)
         prefetch_row(d, perm, first + i);

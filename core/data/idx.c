@@ -30,7 +30,7 @@
  * madvise): a shuffled batch gathers rows from anywhere in the images, and
  * with 4 KiB pages nearly every row was a TLB miss. Plain malloc, so that
  * free() and the tests' malloc accounting see it as any other block. */
-static void *payload_alloc(size_t n)
+void *strata__data_payload_alloc(size_t n)
 {
     unsigned char *p = malloc(n);
 #ifdef MADV_HUGEPAGE
@@ -330,7 +330,7 @@ static int read_body(src_t *s, const struct stat *st, strata__idx_t *out,
     size_t keep = (size_t)(per_item * keep_items);
 
     /* The only allocation: exactly the kept part of the declared payload. */
-    out->data = payload_alloc(keep);
+    out->data = strata__data_payload_alloc(keep);
     if (!out->data) {
         strata__log(STRATA_LOG_ERROR, WHO,
                     "%s: out of memory for %zu bytes of data", s->path, keep);
