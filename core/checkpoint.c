@@ -482,7 +482,10 @@ int strata__ckpt_write(const char *path, const strata__tensor_t *t, int nt,
 
 /* ---- read --------------------------------------------------------------- */
 
-struct why { char msg[512]; };
+/* msg: why the file was refused. weights: read for its tensors only
+ * (strata__ckpt_read_weights), where a failed check of strata's own
+ * metadata goes to soft (the first one) instead of refusing the file. */
+struct why { char msg[512]; int weights; char soft[512]; };
 
 __attribute__((format(printf, 3, 4)))
 static int fail(struct why *w, int code, const char *fmt, ...)
@@ -492,6 +495,21 @@ static int fail(struct why *w, int code, const char *fmt, ...)
     vsnprintf(w->msg, sizeof w->msg, fmt, ap);
     va_end(ap);
     return code;
+}
+
+/* A check of strata's own metadata (format, checksums): STRATA_EDATA for a
+ * checkpoint; 0 for a weights file, the reason kept for one warning. */
+__attribute__((format(printf, 2, 3)))
+static int strata_fail(struct why *w, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (!w->weights)
+        vsnprintf(w->msg, sizeof w->msg, fmt, ap);
+    else if (!w->soft[0])
+        vsnprintf(w->soft, sizeof w->soft, fmt, ap);
+    va_end(ap);
+    return w->weights ? 0 : STRATA_EDATA;
 }
 
 /* pread exactly n bytes: 0, 1 at end of file, -1 on error (errno). */
@@ -674,14 +692,16 @@ static int parse_meta(strata__ckpt_t *c, const cJSON *md, uint32_t want_crc[2],
         return STRATA_EDATA;
     const char *fmt = strata__ckpt_meta(c, "strata.format");
     if (fmt && strcmp(fmt, "1") != 0)
-        return fail(w, STRATA_EDATA, "strata.format '%s' is not supported (this "
-                    "build reads \"1\")", shown(fmt, b1));
+        /* a weights file: its checksums may mean something else; not read */
+        return strata_fail(w, "strata.format '%s' is not supported (this "
+                           "build reads \"1\")", shown(fmt, b1));
     /* strata's own file: both checksums must be there */
     for (int r = 0; r < 2; r++) {
         const char *key = reserved_keys[1 + r], *hex = strata__ckpt_meta(c, key);
-        if (!hex && fmt)
-            return fail(w, STRATA_EDATA, "strata.format is set but %s is "
-                        "missing", key);
+        int rc;
+        if (!hex && fmt && (rc = strata_fail(w, "strata.format is set but %s "
+                                             "is missing", key)) != 0)
+            return rc;
         if (!hex)
             continue;
         uint32_t v32 = 0;
@@ -694,9 +714,12 @@ static int parse_meta(strata__ckpt_t *c, const cJSON *md, uint32_t want_crc[2],
                 len = 0;
             v32 = v32 << 4 | (uint32_t)(dgt & 15);
         }
-        if (len != 8)
-            return fail(w, STRATA_EDATA, "%s '%s' is not 8 hex digits", key,
-                        shown(hex, b1));
+        if (len != 8) {
+            if ((rc = strata_fail(w, "%s '%s' is not 8 hex digits", key,
+                                  shown(hex, b1))) != 0)
+                return rc;
+            continue;
+        }
         want_crc[r] = v32;
         has_crc[r] = 1;
     }
@@ -826,10 +849,10 @@ static int load_fd(int fd, uint64_t size, strata__ckpt_t *c, struct why *w)
         if (rc)
             rc = fail(w, rc, "out of memory");
         else if (hcrc != want_crc[1])
-            rc = fail(w, STRATA_EDATA, "header crc mismatch: the header's "
-                      "CRC-32C is %08" PRIx32 ", strata.header_crc32c says "
-                      "%08" PRIx32 " (metadata, names or shapes were changed)",
-                      hcrc, want_crc[1]);
+            rc = strata_fail(w, "header crc mismatch: the header's "
+                             "CRC-32C is %08" PRIx32 ", strata.header_crc32c "
+                             "says %08" PRIx32 " (metadata, names or shapes "
+                             "were changed)", hcrc, want_crc[1]);
     }
 
     /* Only now, with every size proven to lie within the file: the data. */
@@ -853,9 +876,9 @@ static int load_fd(int fd, uint64_t size, strata__ckpt_t *c, struct why *w)
     }
     free(s);
     if (!rc && has_crc[0] && crc != want_crc[0])
-        rc = fail(w, STRATA_EDATA, "crc mismatch: the data section's CRC-32C is "
-                  "%08" PRIx32 ", strata.crc32c says %08" PRIx32, crc,
-                  want_crc[0]);
+        rc = strata_fail(w, "crc mismatch: the data section's CRC-32C is "
+                         "%08" PRIx32 ", strata.crc32c says %08" PRIx32, crc,
+                         want_crc[0]);
     return rc;
 }
 
@@ -902,7 +925,7 @@ static int ckpt_load(const char *path, strata__ckpt_t **out, struct why *w)
 
 int strata__ckpt_read(const char *path, strata__ckpt_t **out)
 {
-    struct why w = { "" };
+    struct why w = { .msg = "" };
     if (!out)
         return STRATA_EINVAL;
     *out = NULL;
@@ -919,11 +942,80 @@ int strata__ckpt_read(const char *path, strata__ckpt_t **out)
 int strata__ckpt_load_quiet(const char *path, strata__ckpt_t **out, char *why,
                             size_t len)
 {
-    struct why w = { "" };
+    struct why w = { .msg = "" };
     int rc = ckpt_load(path, out, &w);
     if (why && len)
         snprintf(why, len, "%s", w.msg);
     return rc;
+}
+
+int strata__ckpt_read_weights(const char *path, const char *who,
+                              const char *what, strata__ckpt_t **out)
+{
+    struct why w = { .msg = "", .weights = 1 };
+    if (!out)
+        return STRATA_EINVAL;
+    *out = NULL;
+    who = who ? who : WHO;
+    what = what ? what : path;
+    if (!path || !what) {
+        strata__log(STRATA_LOG_ERROR, who, "read: no path");
+        return STRATA_EINVAL;
+    }
+    int rc = ckpt_load(path, out, &w);
+    if (rc)
+        strata__log(STRATA_LOG_ERROR, who, "%s: %s", what, w.msg);
+    else if (w.soft[0])
+        strata__log(STRATA_LOG_WARN, who, "%s: strata's checksums do not hold "
+                    "(%s): changed since strata wrote it (written back by "
+                    "another writer with the metadata kept, or damaged); its "
+                    "tensors passed every other check and are used", what,
+                    w.soft);
+    return rc;
+}
+
+/* "(3, 3, 1, 32)", "(10,)", "()" as Python prints a shape. */
+static void py_shape(const int64_t *shape, int ndim, char *buf, size_t len)
+{
+    size_t k = (size_t)snprintf(buf, len, "(");
+    for (int d = 0; d < ndim && k < len; d++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%" PRId64, d ? ", " : "",
+                              shape[d]);
+    if (k < len)
+        snprintf(buf + k, len - k, "%s)", ndim == 1 ? "," : "");
+}
+
+int strata__ckpt_take_f32(const strata__ckpt_t *c, const char *who,
+                          const char *what, const char *name,
+                          const int64_t *shape, int ndim, float *dst)
+{
+    char b1[72], fs[128], ms[128];
+    const strata__tensor_t *t = strata__ckpt_find(c, name);
+    who = who ? who : WHO;
+    if (!t) {
+        strata__log(STRATA_LOG_ERROR, who, "%s: tensor '%s' missing", what,
+                    shown(name, b1));
+        return STRATA_ENOENT;
+    }
+    if (strcmp(t->dtype, "F32") != 0) {
+        strata__log(STRATA_LOG_ERROR, who, "%s: tensor '%s' is %s; the "
+                    "model's variables are F32", what, shown(name, b1),
+                    t->dtype);
+        return STRATA_EDATA;
+    }
+    int same = t->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++)
+        same = t->shape[d] == shape[d];
+    if (!same) {
+        py_shape(t->shape, t->ndim, fs, sizeof fs);
+        py_shape(shape, ndim, ms, sizeof ms);
+        strata__log(STRATA_LOG_ERROR, who, "%s: tensor '%s' has shape %s in "
+                    "the file, %s in the model", what, shown(name, b1), fs, ms);
+        return STRATA_EDATA;
+    }
+    if (t->nbytes)
+        memcpy(dst, t->data, t->nbytes);
+    return STRATA_OK;
 }
 
 void strata__ckpt_free(strata__ckpt_t *c)

@@ -18,7 +18,8 @@
  *       by name with its dtype, data offsets and shape
  * next to whatever the caller passes (epoch, step, rng state, ...). Files
  * written by other safetensors writers (no strata.* keys) read fine; a
- * present checksum is always checked.
+ * present checksum is always checked (strata__ckpt_read_weights: a
+ * mismatch is a warning there).
  *
  * Files in a checkpoint directory: DIR/ckpt-<step, 10 digits>.safetensors,
  * and, only while one is being written, DIR/ckpt-<step>.safetensors.tmp.<pid>.
@@ -109,6 +110,30 @@ uint64_t strata__ckpt_data_len(const strata__ckpt_t *c);
  * goes to why (for _latest, which warns instead). */
 int strata__ckpt_load_quiet(const char *path, strata__ckpt_t **out, char *why,
                             size_t len);
+
+/* A weights file ([model] init_from): any safetensors file, read for its
+ * tensors -- a strata checkpoint, or a weights-only file of another writer
+ * (Python's `safetensors` package). The same reader and every structural
+ * check of strata__ckpt_read (header length within the file, UTF-8 JSON,
+ * dtypes, shapes, offsets tiling the data section, unique names, metadata
+ * strings; no allocation past the file's size before them). Only strata's
+ * own metadata is not binding here: strata.format and the two checksums
+ * are checked when present, and when they do not hold (a checkpoint
+ * written back from Python with its metadata copied, or a damaged one) ONE
+ * warning says so and the tensors are used. Resume keeps the strict
+ * strata__ckpt_read. Log lines are "who: what: reason" (NULL who: "ckpt";
+ * NULL what: the path). Codes as strata__ckpt_read. */
+int strata__ckpt_read_weights(const char *path, const char *who,
+                              const char *what, strata__ckpt_t **out);
+
+/* Copy tensor `name` of `c` into dst (a variable of shape[0..ndim), F32).
+ * ONE error line "who: what: ..." and: STRATA_ENOENT "tensor 'NAME'
+ * missing"; STRATA_EDATA "tensor 'NAME' is F64; the model's variables are
+ * F32" or "tensor 'NAME' has shape (3, 3, 1, 32) in the file, (3, 3, 1,
+ * 16) in the model". */
+int strata__ckpt_take_f32(const strata__ckpt_t *c, const char *who,
+                          const char *what, const char *name,
+                          const int64_t *shape, int ndim, float *dst);
 
 /* ---- checkpoint directories (checkpoint_dir.c) ------------------------- */
 
