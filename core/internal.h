@@ -21,6 +21,9 @@
 #ifndef STRATA_MAX_REPLICAS
 #define STRATA_MAX_REPLICAS 256
 #endif
+#ifndef STRATA_EVAL_WORK_BYTES
+#define STRATA_EVAL_WORK_BYTES ((size_t)16 << 20) /* per replica, about */
+#endif
 #ifndef STRATA_MAX_LAYERS
 #define STRATA_MAX_LAYERS 32
 #endif
@@ -112,6 +115,7 @@ typedef struct strata__train_cfg {
 
 typedef struct strata__model_cfg {
     const char *layers;         /* "dense 128 relu, dense 10"              */
+    const char *init_from;      /* safetensors file to start from; "" none */
 } strata__model_cfg_t;
 
 typedef struct strata__data_cfg {

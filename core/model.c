@@ -216,6 +216,9 @@ static void place_vars(strata__model_t *m, strata__layer_t *l, size_t *off)
 
 strata__shape_t strata__data_shape(const strata__dataset_t *d)
 {
+    if (d->channels > 0)
+        return (strata__shape_t){ (int)d->rows, (int)d->cols,
+                                  (int)d->channels, 1 };
     if (d->rows > 1)
         return (strata__shape_t){ (int)d->rows, (int)d->cols,
                                   (int)(d->dim / ((size_t)d->rows * d->cols)),
@@ -392,7 +395,8 @@ int strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
         /* A batch arrives as raw pixels and labels through page-locked
          * staging; the device scales the pixels (a quarter of the bytes of
          * floats cross the bus). */
-        ok = (w->stage_x = o->host_alloc(w->kd, r * w->dim)) &&
+        ok = (w->stage_x = o->host_alloc(w->kd,
+                                         r * w->dim * sizeof(float))) &&
              (w->stage_y = o->host_alloc(w->kd, r * sizeof(int32_t))) &&
              (w->pixels = strata__dev_alloc(device, r * w->dim));
     }
@@ -403,6 +407,20 @@ int strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
         return STRATA_ENOMEM;
     }
     return STRATA_OK;
+}
+
+size_t strata__work_row_bytes(const strata__model_t *m)
+{
+    size_t floats = (size_t)m->input_dim + 2 * m->max_width, col = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const strata__layer_t *l = &m->layers[i];
+        if (l->kind->alias)
+            continue;
+        floats += strata__shape_size(&l->out);
+        size_t c = l->kind->col_floats ? l->kind->col_floats(l, 1) : 0;
+        col = c > col ? c : col;
+    }
+    return (floats + col) * sizeof(float);
 }
 
 int strata__work_alloc(const strata__model_t *m, int rows, strata__work_t *w)
@@ -455,16 +473,23 @@ int strata__model_load_batch(strata__work_t *w, const strata__dataset_t *d,
     if (rc != STRATA_OK)
         return rc;
     w->staged = 0;
+    /* float32 data crosses as floats straight into w->x; uint8 pixels
+     * cross as bytes (a quarter of the bus) and are scaled on the device. */
+    size_t row = d->dim * (d->images_f32 ? sizeof(float) : 1);
     for (size_t i = 0; i < rows; i++) {
         size_t s = perm ? perm[first + i] : first + i;
-        memcpy(w->stage_x + i * d->dim, d->images + s * d->dim, d->dim);
+        const void *src = d->images_f32
+                              ? (const void *)(d->images_f32 + s * d->dim)
+                              : (const void *)(d->images + s * d->dim);
+        memcpy(w->stage_x + i * row, src, row);
         w->stage_y[i] = d->labels[s];
     }
-    rc = o->copy(k, STRATA__H2D, w->pixels, w->stage_x, rows * d->dim);
+    rc = o->copy(k, STRATA__H2D, d->images_f32 ? (void *)w->x : w->pixels,
+                 w->stage_x, rows * row);
     if (rc == STRATA_OK)
         rc = o->copy(k, STRATA__H2D, w->y, w->stage_y, rows * sizeof(int32_t));
     w->staged = 1;
-    if (rc == STRATA_OK)
+    if (rc == STRATA_OK && !d->images_f32)
         rc = o->u8_to_f32(k, rows * d->dim, w->pixels, 1.0f / 255.0f, w->x);
     return rc;
 }

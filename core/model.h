@@ -74,7 +74,8 @@ typedef struct strata__work {
     int32_t         device;
     strata__kdev_t *kd;
     size_t          dim;            /* input_dim                            */
-    uint8_t        *stage_x;        /* GPU: rows x dim pixels, page-locked  */
+    uint8_t        *stage_x;        /* GPU: rows x dim pixels (floats for
+                                       float32 data), page-locked            */
     int32_t        *stage_y;        /* GPU: rows labels, page-locked        */
     uint8_t        *pixels;         /* GPU: rows x dim pixels on the device */
     int             staged;         /* GPU: copies from stage_* in flight   */
@@ -82,6 +83,9 @@ typedef struct strata__work {
 } strata__work_t;
 
 int  strata__work_alloc(const strata__model_t *m, int rows, strata__work_t *w);
+/* About the bytes of work one row (sample) needs: activations, deltas,
+ * the im2col workspace (scratch such as pooling's argmax aside). */
+size_t strata__work_row_bytes(const strata__model_t *m);
 /* The same on `device`, the replica's device (work_alloc uses cpu:0). */
 int  strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
                            strata__work_t *w);

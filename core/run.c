@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "run.h"
 
 extern char **environ;
@@ -37,12 +38,9 @@ static int setup_data(strata__run_t *run)
                         (size_t)d->limit_test, &run->test);
     if (rc != STRATA_OK)
         return rc;
-    if (run->s->train.eval && run->test.dim != run->train.dim) {
-        strata__log(STRATA_LOG_ERROR, "data",
-                    "test images have %zu features, training images %zu",
-                    run->test.dim, run->train.dim);
-        return STRATA_EDATA;
-    }
+    if (run->s->train.eval &&
+        (rc = strata__dataset_check_pair(&run->train, &run->test)) != 0)
+        return rc;
     run->perm = malloc(run->train.n * sizeof *run->perm);
     run->test_order = malloc((run->test.n ? run->test.n : 1) * sizeof(uint32_t));
     if (!run->perm || !run->test_order)
@@ -91,7 +89,13 @@ static int setup_replicas(strata__run_t *run)
     run->reps = calloc((size_t)run->nreplicas, sizeof *run->reps);
     if (!run->reps)
         return STRATA_ENOMEM;
-    int rows = run->per_replica > 256 ? run->per_replica : 256;
+    /* Evaluation reuses the training work in chunks of up to 256 rows, as
+     * many as fit in STRATA_EVAL_WORK_BYTES (a CNN's activations are 100x an
+     * MLP's); a step's slice always fits. */
+    size_t fit = STRATA_EVAL_WORK_BYTES / strata__work_row_bytes(&run->model);
+    int rows = fit < 16 ? 16 : fit > 256 ? 256 : (int)fit;
+    if (run->per_replica > rows)
+        rows = run->per_replica;
     for (int r = 0; r < run->nreplicas; r++) {
         strata__replica_t *rep = &run->reps[r];
         rep->run = run;
@@ -174,6 +178,64 @@ static int setup_strategy(strata__run_t *run)
     return STRATA_OK;
 }
 
+/* [model] init_from: a warm start. After the seeded init, every variable is
+ * read by name from a safetensors file (a strata checkpoint or a weights
+ * file of another writer) into run->init, which every strategy places (or
+ * the chief broadcasts): step 0, a fresh optimizer; a checkpoint's
+ * optimizer slots and other tensors are not used. Every task reads the
+ * file, so that run->init is the same everywhere (ps places from it on
+ * every task). The file's problems are configuration errors (exit 2) but
+ * for a damaged file (STRATA_EDATA) or an I/O error. */
+static int setup_init_from(strata__run_t *run)
+{
+    const char *path = run->s->model.init_from;
+    if (!path || !path[0])
+        return STRATA_OK;
+    char what[4200];
+    snprintf(what, sizeof what, "init_from %s", path);
+    strata__ckpt_t *ck = NULL;
+    int rc = strata__ckpt_read_weights(path, "model", what, &ck);
+    if (rc != STRATA_OK)
+        return rc == STRATA_ENOENT ? STRATA_ECONFIG : rc;
+    const strata__model_t *m = &run->model;
+    for (int i = 0; rc == STRATA_OK && i < m->nvars; i++) {
+        const strata_var_t *v = &m->vars[i];
+        rc = strata__ckpt_take_f32(ck, "model", what, v->name, v->shape,
+                                   (int)v->ndim, run->init + v->offset);
+    }
+    /* Tensors of the file that are not variables of the model. */
+    int extra = 0, slots = 0;
+    const char *first = NULL;
+    for (int k = 0; rc == STRATA_OK && k < strata__ckpt_ntensors(ck); k++) {
+        const char *name = strata__ckpt_tensor(ck, k)->name;
+        int mine = 0;
+        for (int i = 0; !mine && i < m->nvars; i++)
+            mine = strcmp(name, m->vars[i].name) == 0;
+        if (mine)
+            continue;
+        extra++;
+        if (strncmp(name, "optimizer/", 10) == 0)
+            slots++;
+        else if (!first)
+            first = name;
+    }
+    if (rc == STRATA_OK && extra > 0 && run->chief)
+        strata__log(first ? STRATA_LOG_WARN : STRATA_LOG_INFO, "model",
+                    "%s: %d tensor%s not in the model ignored (%d optimizer "
+                    "slot%s: a warm start has a fresh optimizer)%s%.64s%s",
+                    what, extra, extra == 1 ? "" : "s", slots,
+                    slots == 1 ? "" : "s", first ? "; the first other: '" : "",
+                    first ? first : "", first ? "'" : "");
+    strata__ckpt_free(ck);
+    if (rc != STRATA_OK)
+        return rc == STRATA_EIO || rc == STRATA_ENOMEM ? rc : STRATA_ECONFIG;
+    if (run->chief) {
+        printf("initialised %d variables from %s\n", m->nvars, path);
+        fflush(stdout);
+    }
+    return STRATA_OK;
+}
+
 /* Which tasks make the job and which one this process is. */
 static int setup_cluster(strata__run_t *run)
 {
@@ -241,6 +303,8 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
             strata__model_init(&run->model, (uint64_t)run->s->train.seed,
                                run->init);
     }
+    if (rc == STRATA_OK)
+        rc = setup_init_from(run);
     if (rc == STRATA_OK)
         rc = strata__devices_parse(run->s->train.devices, run->devices,
                                    STRATA_MAX_REPLICAS, &run->nreplicas);

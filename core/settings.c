@@ -54,18 +54,24 @@ static const strata_option_t k_model[] = {
         "KERNEL [stride=S] [padding=valid|same] [ACT], maxpool2d POOL "
         "[stride=S], flatten, dropout RATE; ACT = relu|tanh|sigmoid|none; the "
         "last gives the logits"),
+    OPT("init_from", STRATA_OPT_STRING, "", strata__model_cfg_t, init_from,
+        NULL, "start from the variables of this safetensors file (a strata "
+        "checkpoint or any file with the model's tensor names, F32); "
+        "empty = seeded init"),
     { 0 }
 };
 
 #define T strata__data_cfg_t
 static const strata_option_t k_data[] = {
     OPT("dir", STRATA_OPT_STRING, "/usr/share/datasets/fashion-mnist", T, dir,
-        NULL, "directory of the IDX files"),
+        NULL, "directory of the data files"),
     OPT("train_images", STRATA_OPT_STRING, "train-images-idx3-ubyte.gz", T,
         train_images, NULL,
-        "training images (IDX, may be gzipped); relative to dir"),
+        "training images: IDX (may be gzipped) or NumPy .npy (uint8 or "
+        "float32; float32 is used unscaled), by extension; relative to dir"),
     OPT("train_labels", STRATA_OPT_STRING, "train-labels-idx1-ubyte.gz", T,
-        train_labels, NULL, "training labels; relative to dir"),
+        train_labels, NULL,
+        "training labels: IDX or .npy (any integer dtype); relative to dir"),
     OPT("test_images", STRATA_OPT_STRING, "t10k-images-idx3-ubyte.gz", T,
         test_images, NULL, "test images; relative to dir"),
     OPT("test_labels", STRATA_OPT_STRING, "t10k-labels-idx1-ubyte.gz", T,
