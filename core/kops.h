@@ -48,6 +48,7 @@ typedef struct strata__conv {
     int stride_h, stride_w;
     int pad_top, pad_left;
     int oh, ow;
+    int col_ready;
 } strata__conv_t;
 
 typedef struct strata__pool {

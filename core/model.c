@@ -378,16 +378,12 @@ int strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
             continue;
         ok = (w->act[i] = strata__dev_alloc(device,
                   r * strata__shape_size(&l->out) * sizeof(float))) != NULL;
-        size_t aux = l->kind->aux_bytes ? l->kind->aux_bytes(l, (int)r) : 0;
-        if (ok && aux)
-            ok = (w->aux[i] = strata__dev_alloc(device, aux)) != NULL;
-        size_t col = l->kind->col_floats ? l->kind->col_floats(l, (int)r) : 0;
-        if (col > w->col_len)
-            w->col_len = col;
+        w->aux_bytes[i] = l->kind->aux_bytes ? l->kind->aux_bytes(l, (int)r)
+                                             : 0;
+        if (ok && w->aux_bytes[i])
+            ok = (w->aux[i] = strata__dev_alloc(device, w->aux_bytes[i])) !=
+                 NULL;
     }
-    if (ok && w->col_len)
-        ok = (w->col = strata__dev_alloc(device,
-                                         w->col_len * sizeof(float))) != NULL;
     for (int i = 0; ok && i < 2; i++)
         ok = (w->delta[i] = strata__dev_alloc(device,
                   r * m->max_width * sizeof(float))) != NULL;
@@ -411,16 +407,15 @@ int strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
 
 size_t strata__work_row_bytes(const strata__model_t *m)
 {
-    size_t floats = (size_t)m->input_dim + 2 * m->max_width, col = 0;
+    size_t bytes = ((size_t)m->input_dim + 2 * m->max_width) * sizeof(float);
     for (int i = 0; i < m->nlayers; i++) {
         const strata__layer_t *l = &m->layers[i];
         if (l->kind->alias)
             continue;
-        floats += strata__shape_size(&l->out);
-        size_t c = l->kind->col_floats ? l->kind->col_floats(l, 1) : 0;
-        col = c > col ? c : col;
+        bytes += strata__shape_size(&l->out) * sizeof(float);
+        bytes += l->kind->aux_bytes ? l->kind->aux_bytes(l, 1) : 0;
     }
-    return (floats + col) * sizeof(float);
+    return bytes;
 }
 
 int strata__work_alloc(const strata__model_t *m, int rows, strata__work_t *w)
@@ -442,7 +437,6 @@ void strata__work_free(strata__work_t *w)
     strata__dev_free(dev, w->pixels);
     strata__dev_free(dev, w->x);
     strata__dev_free(dev, w->y);
-    strata__dev_free(dev, w->col);
     for (int i = 0; i < STRATA_MAX_LAYERS; i++) {
         strata__dev_free(dev, w->act[i]);
         strata__dev_free(dev, w->aux[i]);
@@ -541,7 +535,7 @@ static strata__pass_t pass_of(const strata__model_t *m, int r,
     const strata__layer_t *l = &m->layers[i];
     strata__pass_t p = {
         .k = w->kd, .rows = rows, .x = in_of(m, w, i), .y = w->act[i],
-        .col = w->col, .col_len = w->col_len, .aux = w->aux[i],
+        .aux = w->aux[i], .aux_bytes = w->aux_bytes[i],
         .training = training,
         .seed = w->noise_seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(i + 1)),
         .first = (uint64_t)w->row0 * strata__shape_size(&l->in),

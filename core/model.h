@@ -59,10 +59,10 @@ typedef struct strata__work {
     int32_t *y;                     /* rows                                 */
     float   *act[STRATA_MAX_LAYERS];/* rows x out, outputs of each layer
                                        (NULL for alias layers: flatten)     */
-    void    *aux[STRATA_MAX_LAYERS];/* per-layer scratch (pool argmax)      */
+    void    *aux[STRATA_MAX_LAYERS];/* per-layer scratch (pool argmax,
+                                       conv2d im2col)                       */
+    size_t   aux_bytes[STRATA_MAX_LAYERS];
     float   *delta[2];              /* rows x max_width, ping-pong          */
-    float   *col;                   /* conv2d im2col workspace              */
-    size_t   col_len;               /* floats                               */
     /* Set by the caller before each training step: dropout draws from the
      * step's seed (strata__model_step_seed) and the slice's first row in
      * the global batch, so replicas draw what one device would. */
@@ -83,8 +83,8 @@ typedef struct strata__work {
 } strata__work_t;
 
 int  strata__work_alloc(const strata__model_t *m, int rows, strata__work_t *w);
-/* About the bytes of work one row (sample) needs: activations, deltas,
- * the im2col workspace (scratch such as pooling's argmax aside). */
+/* About the bytes of work one row (sample) needs: input, activations,
+ * deltas and the layers' scratch. */
 size_t strata__work_row_bytes(const strata__model_t *m);
 /* The same on `device`, the replica's device (work_alloc uses cpu:0). */
 int  strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,

@@ -277,7 +277,7 @@ static kg_conv_geom_t kg_conv(const strata__conv_t *g)
 {
     return (kg_conv_geom_t){ g->n, g->h, g->w, g->c, g->kh, g->kw, g->f,
                              g->stride_h, g->stride_w, g->pad_top,
-                             g->pad_left, g->oh, g->ow };
+                             g->pad_left, g->oh, g->ow, g->col_ready };
 }
 
 static kg_pool_geom_t kg_pool(const strata__pool_t *g)

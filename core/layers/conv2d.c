@@ -7,8 +7,8 @@
 #include "layer.h"
 #include "strata/errno.h"
 
-/* The im2col workspace holds at most this many floats (16 MiB), but always
- * one image: the kernels then run one GEMM per group of images. */
+/* A layer's im2col workspace holds at most this many floats (16 MiB), but
+ * always one image: the kernels then run one GEMM per group of images. */
 #define CONV_COL_BUDGET ((size_t)4 << 20)
 
 static int conv_parse(strata__layer_t *l, char *const *w, int n, char *why,
@@ -113,30 +113,43 @@ static int conv_kernel_shape(const strata__layer_t *l, int64_t *dims,
     return 4;
 }
 
-static size_t conv_col_floats(const strata__layer_t *l, int rows)
+/* Floats of im2col for one image. */
+static size_t conv_col_one(const strata__layer_t *l)
 {
-    size_t one = (size_t)l->out.h * (size_t)l->out.w * (size_t)l->kh *
-                 (size_t)l->kw * (size_t)l->in.c;
+    return (size_t)l->out.h * (size_t)l->out.w * (size_t)l->kh *
+           (size_t)l->kw * (size_t)l->in.c;
+}
+
+/* The layer's own im2col workspace: the whole batch when it fits the
+ * budget, else as many images as do (the kernels then run one GEMM per
+ * group), at least one. */
+static size_t conv_aux_bytes(const strata__layer_t *l, int rows)
+{
+    size_t one = conv_col_one(l);
     size_t group = one ? CONV_COL_BUDGET / one : 1;
     if (group < 1)
         group = 1;
     if (group > (size_t)rows)
         group = (size_t)(rows > 0 ? rows : 1);
-    return one * group;
+    return one * group * sizeof(float);
 }
 
 static int conv_forward(const strata__layer_t *l, const strata__pass_t *p)
 {
     strata__conv_t g = conv_geom(l, p->rows);
-    return p->k->ops->conv2d_fwd(p->k, &g, p->x, p->W, p->b, p->y, p->col,
-                                 p->col_len);
+    return p->k->ops->conv2d_fwd(p->k, &g, p->x, p->W, p->b, p->y, p->aux,
+                                 p->aux_bytes / sizeof(float));
 }
 
+/* The workspace is the layer's own: when it held the whole batch, the
+ * forward pass's im2col is still there and the backward pass reuses it. */
 static int conv_backward(const strata__layer_t *l, const strata__pass_t *p)
 {
     strata__conv_t g = conv_geom(l, p->rows);
+    size_t col_len = p->aux_bytes / sizeof(float);
+    g.col_ready = col_len >= conv_col_one(l) * (size_t)p->rows;
     return p->k->ops->conv2d_bwd(p->k, &g, p->x, p->W, p->dy, p->dW, p->db,
-                                 p->dx, p->col, p->col_len);
+                                 p->dx, p->aux, col_len);
 }
 
 const strata__layer_kind_t strata__layer_conv2d = {
@@ -144,6 +157,6 @@ const strata__layer_kind_t strata__layer_conv2d = {
     .usage = "conv2d FILTERS KERNEL [stride=S] [padding=valid|same] [ACT]",
     .nvars = 2, .has_act = 1,
     .parse = conv_parse, .infer = conv_infer,
-    .kernel_shape = conv_kernel_shape, .col_floats = conv_col_floats,
+    .kernel_shape = conv_kernel_shape, .aux_bytes = conv_aux_bytes,
     .forward = conv_forward, .backward = conv_backward,
 };

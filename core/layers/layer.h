@@ -64,9 +64,9 @@ typedef struct strata__pass {
     const float    *dy;             /* backward: d loss / d y               */
     float          *dx;             /* backward: d loss / d x; NULL for the
                                        first layer                          */
-    float          *col;            /* conv2d workspace, col_len floats     */
-    size_t          col_len;
-    void           *aux;            /* the layer's own scratch (argmax)     */
+    void           *aux;            /* the layer's own scratch (pool argmax,
+                                       conv2d im2col), aux_bytes long      */
+    size_t          aux_bytes;
     int             training;       /* 0 at evaluation                      */
     uint64_t        seed;           /* dropout: this step and layer         */
     uint64_t        first;          /* dropout: index of x[0] in the global
@@ -91,8 +91,7 @@ struct strata__layer_kind {
      * Glorot's fan_in / fan_out. */
     int    (*kernel_shape)(const strata__layer_t *l, int64_t *dims,
                            size_t *bias, double *fan_in, double *fan_out);
-    /* Workspace floats (conv2d) and scratch bytes for `rows` samples. */
-    size_t (*col_floats)(const strata__layer_t *l, int rows);
+    /* Bytes of the layer's own scratch for `rows` samples (NULL: none). */
     size_t (*aux_bytes)(const strata__layer_t *l, int rows);
     int    (*forward)(const strata__layer_t *l, const strata__pass_t *p);
     int    (*backward)(const strata__layer_t *l, const strata__pass_t *p);

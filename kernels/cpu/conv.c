@@ -139,7 +139,8 @@ void kc_conv2d_bwd(const kc_conv_geom_t *g, const float *X, const float *W,
         int m = g->n - i < step ? g->n - i : step;
         int rows = (int)(plane * (size_t)m);
         const float *dy = dY + (size_t)i * plane * F;
-        im2col(g, m, X + (size_t)i * in_img, col);
+        if (!(g->col_ready && m == g->n))
+            im2col(g, m, X + (size_t)i * in_img, col);
         /* dW[K x F] (+)= col^T[K x rows] dY[rows x F] */
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, F, rows,
                     1.0f, col, K, dy, F, i == 0 ? 0.0f : 1.0f, dW, F);

@@ -75,6 +75,9 @@ typedef struct kc_conv_geom {
     int stride_h, stride_w;  /* >= 1                                       */
     int pad_top, pad_left;   /* zeros before the first row / column        */
     int oh, ow;              /* output                                     */
+    /* backward only: `col` still holds the forward pass's im2col of all n
+     * images (the workspace held the whole batch), so it is not redone */
+    int col_ready;
 } kc_conv_geom_t;
 
 /* Floats of im2col workspace that one image needs: oh*ow*kh*kw*c. The conv

@@ -5,29 +5,34 @@
 
 #include <string.h>
 
-/* One output position over its c channels: the max of the window's taps
- * and the index in X of the first maximum (row-major window order). A
- * function of its own, not inlined, so that `restrict` holds and the
- * channel loops vectorise (branch-free selects). */
+/* One output position: the max of its window and the index in X of the
+ * first maximum (row-major window order). While the taps run, arg holds the
+ * winning tap's offset from the window's first element (a constant per
+ * tap), chosen branch-free on 32-bit lanes with a strict '>'; the indices
+ * are added once at the end. A function of its own, not inlined, so that
+ * `restrict` holds and the channel loops vectorise. */
 KC_HOT __attribute__((noinline)) static void
-pool_window(size_t c, const float *restrict x, size_t first, size_t row,
+pool_window(size_t c, const float *restrict x0, int32_t first, size_t row,
             int ph, int pw, float *restrict y, int32_t *restrict arg)
 {
-    const float *restrict x0 = x + first;
     KC_FOR(ch, c, {
         y[ch] = x0[ch];
-        arg[ch] = (int32_t)(first + ch);
+        arg[ch] = 0;
     });
     for (int ky = 0; ky < ph; ky++)
         for (int kx = ky ? 0 : 1; kx < pw; kx++) {
-            size_t at = first + (size_t)ky * row + (size_t)kx * c;
-            const float *restrict xt = x + at;
+            size_t off = (size_t)ky * row + (size_t)kx * c;
+            const float *restrict xt = x0 + off;
+            int32_t off32 = (int32_t)off;
             KC_FOR(ch, c, {
-                int better = xt[ch] > y[ch];
-                y[ch] = better ? xt[ch] : y[ch];
-                arg[ch] = better ? (int32_t)(at + ch) : arg[ch];
+                float v = xt[ch];
+                float m = y[ch];
+                int32_t win = -(int32_t)(v > m);
+                y[ch] = v > m ? v : m;
+                arg[ch] = (off32 & win) | (arg[ch] & ~win);
             });
         }
+    KC_FOR(ch, c, arg[ch] += first + (int32_t)ch);
 }
 
 void kc_maxpool2d_fwd(const kc_pool_geom_t *g, const float *X,
@@ -41,8 +46,8 @@ void kc_maxpool2d_fwd(const kc_pool_geom_t *g, const float *X,
                 size_t o = (((size_t)i * g->oh + oy) * g->ow + ox) * c;
                 size_t first = img + (size_t)oy * g->stride_h * row +
                                (size_t)ox * g->stride_w * c;
-                pool_window(c, X, first, row, g->ph, g->pw, Y + o,
-                            argmax + o);
+                pool_window(c, X + first, (int32_t)first, row, g->ph,
+                            g->pw, Y + o, argmax + o);
             }
     }
 }

@@ -152,6 +152,7 @@ typedef struct kg_conv_geom {
     int stride_h, stride_w;
     int pad_top, pad_left;
     int oh, ow;
+    int col_ready;
 } kg_conv_geom_t;
 
 /* Host function: floats of im2col workspace per image, oh*ow*kh*kw*c (as

@@ -176,7 +176,8 @@ int kg_conv2d_bwd(kg_blas_t h, const kg_conv_geom_t *g, const float *X,
         int m = g->n - i < step ? g->n - i : step;
         int rows = (int)(plane * (size_t)m);
         const float *dy = dY + (size_t)i * plane * F;
-        rc = kg_im2col(g, m, X + (size_t)i * in_img, col, s);
+        if (!(g->col_ready && m == g->n))      /* else the forward's im2col */
+            rc = kg_im2col(g, m, X + (size_t)i * in_img, col, s);
         /* dW[K x F] (+)= col^T[K x rows] dY[rows x F] */
         if (rc == KG_OK)
             rc = kg__gemm_rm(h, s, true, false, K, F, rows, col, K, dy, F,

@@ -409,7 +409,7 @@ static kc_conv_geom_t kc_conv(const kg_conv_geom_t *g)
 {
     return (kc_conv_geom_t){ g->n, g->h, g->w, g->c, g->kh, g->kw, g->f,
                              g->stride_h, g->stride_w, g->pad_top,
-                             g->pad_left, g->oh, g->ow };
+                             g->pad_left, g->oh, g->ow, g->col_ready };
 }
 
 static kc_pool_geom_t kc_pool(const kg_pool_geom_t *g)

@@ -423,9 +423,9 @@ static void test_conv(int n, int h, int w, int c, int kh, int kw, int f,
 {
     kc_conv_geom_t g = { n, h, w, c, kh, kw, f, sh, sw, pt, pl,
                          (h + pt + pb - kh) / sh + 1,
-                         (w + pl + pr - kw) / sw + 1 };
+                         (w + pl + pr - kw) / sw + 1, 0 };
     kg_conv_geom_t gg = { g.n, g.h, g.w, g.c, g.kh, g.kw, g.f, g.stride_h,
-                          g.stride_w, g.pad_top, g.pad_left, g.oh, g.ow };
+                          g.stride_w, g.pad_top, g.pad_left, g.oh, g.ow, 0 };
     char shape[128];
     snprintf(shape, sizeof shape,
              "n%d %dx%dx%d k%dx%d f%d s%d,%d pad %d,%d,%d,%d group %d", n, h,
@@ -479,7 +479,7 @@ static void test_conv(int n, int h, int w, int c, int kh, int kw, int f,
 /* n = 0: nothing forward; backward writes zeros to dW and db, as kc. */
 static void test_conv_empty(void)
 {
-    kg_conv_geom_t gg = { 0, 4, 4, 2, 3, 3, 5, 1, 1, 0, 0, 2, 2 };
+    kg_conv_geom_t gg = { 0, 4, 4, 2, 3, 3, 5, 1, 1, 0, 0, 2, 2, 0 };
     size_t nw = 3 * 3 * 2 * 5;
     float *gdW = dev_from(NULL, nw * 4), *gdb = dev_from(NULL, 5 * 4);
     float *got = fill(nw, 1, 1);
