@@ -467,6 +467,20 @@ static void test_conv(int n, int h, int w, int c, int kh, int kw, int f,
     expect_gemm("conv2d_bwd dW", shape, nw, dW, gdW);
     expect_gemm("conv2d_bwd dX", shape, nx, dX, gdX);
     expect_elem("conv2d_bwd db", (size_t)f, db, gdb);
+    /* col_ready: a forward pass whose workspace held the whole batch, then
+     * a backward pass that reuses its im2col: the same results. */
+    if (col_len >= kg_conv2d_col_len(&gg) * (size_t)n) {
+        kg_conv_geom_t ready = gg;
+        ready.col_ready = 1;
+        CHECK(kg_conv2d_fwd(H, &gg, gX, gW, gb, gY, gcol, col_len, S) == 0);
+        CHECK(kg_memset(gdX, 0x7f, nx * 4, S) == 0);
+        rc = kg_conv2d_bwd(H, &ready, gX, gW, gdY, gdW, gdb, gdX, gcol,
+                           col_len, S);
+        CHECKF(rc == 0, "kg_conv2d_bwd(col_ready) %s: %s", shape,
+               kg_last_error());
+        expect_gemm("conv2d_bwd dW (col_ready)", shape, nw, dW, gdW);
+        expect_gemm("conv2d_bwd dX (col_ready)", shape, nx, dX, gdX);
+    }
 
     float *ptrs[] = { X, W, b, dY, col, Y, Ynb, dW, db, dX };
     for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++)
@@ -656,7 +670,7 @@ static void test_errors(void)
     CHECK(kg_dropout_fwd(0, NULL, NULL, 0.5f, 1, 0, S) == 0);
     CHECK(kg_tanh_fwd(0, NULL, NULL, S) == 0);
     /* conv2d: a handle and a workspace of at least one image are needed. */
-    kg_conv_geom_t cg = { 2, 5, 5, 3, 3, 3, 4, 1, 1, 0, 0, 3, 3 };
+    kg_conv_geom_t cg = { 2, 5, 5, 3, 3, 3, 4, 1, 1, 0, 0, 3, 3, 0 };
     float *col = dev_from(NULL, 16);
     CHECK(kg_conv2d_fwd(NULL, &cg, col, col, NULL, col, col, 1000, S) ==
           KG_EINVAL);
