@@ -7,9 +7,9 @@
 #include "layer.h"
 #include "strata/errno.h"
 
-/* A layer's im2col workspace holds at most this many floats (16 MiB), but
+/* A layer's im2col workspace holds at most this many floats (32 MiB), but
  * always one image: the kernels then run one GEMM per group of images. */
-#define CONV_COL_BUDGET ((size_t)4 << 20)
+#define CONV_COL_BUDGET ((size_t)8 << 20)
 
 static int conv_parse(strata__layer_t *l, char *const *w, int n, char *why,
                       size_t len)
