@@ -420,6 +420,22 @@ static int probe_file(const char *path, const char *stem, uint32_t want, int lev
                     !vt->init ? "init" : "fini");
         return STRATA_EABI;
     }
+    /* What the core calls without asking: a strategy places, reduces and
+     * updates every variable; a transport at least reduces. */
+    const char *missing = NULL;
+    if (h->kind == STRATA_KIND_STRATEGY)
+        missing = !vt->create_var ? "create_var"
+                  : !vt->reduce   ? "reduce"
+                  : !vt->update   ? "update" : NULL;
+    else if (!vt->reduce)
+        missing = "reduce";
+    if (missing) {
+        strata__log(level, WHO, "%s: required entry %s is NULL (a %s needs %s)",
+                    path, missing, strata__kind_name(h->kind),
+                    h->kind == STRATA_KIND_STRATEGY
+                        ? "create_var, reduce and update" : "reduce");
+        return STRATA_EABI;
+    }
     return 0;
 }
 

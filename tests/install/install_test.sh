@@ -293,11 +293,16 @@ static int tiny_init(const strata_host_v1_t *host, const strata_env_t *env,
     return STRATA_EDECLINE;
 }
 static void tiny_fini(void *pctx) { (void)pctx; }
+static int tiny_reduce(void *pctx, strata_op_t *op)
+{
+    (void)pctx; (void)op;
+    return STRATA_ENOTSUP;
+}
 
 STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {
     STRATA_PLUGIN_HEADER_V1(STRATA_KIND_TRANSPORT, "tiny", "0.0.1",
                             "built with pkg-config"),
-    .init = tiny_init, .fini = tiny_fini,
+    .init = tiny_init, .fini = tiny_fini, .reduce = tiny_reduce,
 };
 EOF
     # A second copy whose header name does not match its file: BROKEN.

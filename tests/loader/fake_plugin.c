@@ -53,10 +53,33 @@ static int fake_init(const struct strata_host_v1 *host, const strata_env_t *env,
 
 static void fake_fini(void *pctx) { (void)pctx; }
 
+static int fake_create_var(void *pctx, strata_var_t *var)
+{
+    (void)pctx;
+    (void)var;
+    return STRATA_OK;
+}
+
+static int fake_op(void *pctx, strata_op_t *op)
+{
+    (void)pctx;
+    (void)op;
+    return STRATA_OK;
+}
+
+#ifdef FAKE_NO_REDUCE
+#define FAKE_REDUCE NULL
+#else
+#define FAKE_REDUCE fake_op
+#endif
+
 STRATA_EXPORT const strata_plugin_v1_t FAKE_SYMBOL = {
     .hdr = { FAKE_ABI_MAJOR, STRATA_ABI_MINOR, FAKE_STRUCT_SIZE, FAKE_KIND, 0u,
              FAKE_NAME, FAKE_VERSION, "fake plugin for the loader tests",
              FAKE_BUILD_SIG },
     .init = FAKE_INIT,
     .fini = fake_fini,
+    .create_var = fake_create_var,
+    .reduce = FAKE_REDUCE,
+    .update = fake_op,
 };

@@ -149,6 +149,12 @@ static void test_open_broken(void)
                 D1 "/fake_small.so", small, NULL);
     expect_fail("fake_noinit", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
                 D1 "/fake_noinit.so", "init is NULL", NULL);
+    expect_fail("fake_noreduce", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
+                D1 "/fake_noreduce.so", "required entry reduce is NULL",
+                "a strategy needs create_var, reduce and update", NULL);
+    expect_fail("fake_tnoreduce", STRATA_KIND_TRANSPORT, BOTH, STRATA_EABI,
+                D1 "/fake_tnoreduce.so", "required entry reduce is NULL",
+                "a transport needs reduce", NULL);
     expect_fail("fake_undef", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
                 D1 "/fake_undef.so: cannot load", "strata_no_such_function",
                 "perhaps a missing symbol", NULL);
@@ -293,7 +299,7 @@ static void test_scan(void)
     CHECK(rc == 0);
     CHECKF(log[0] == '\0', "scan logged: %s", log);
     CHECK(!rs.overflow);
-    CHECKF(rs.n == 11, "listed %d", rs.n);
+    CHECKF(rs.n == 13, "listed %d", rs.n);
 
     expect_rec(&rs, "fake_ok", "strategy", 1, 0, D1);
     expect_rec(&rs, "fake_kind", "transport", 1, 0, D1);
@@ -305,6 +311,8 @@ static void test_scan(void)
     expect_rec(&rs, "fake_sig", "strategy", 1, STRATA_EABI, D1);
     expect_rec(&rs, "fake_small", "strategy", 1, STRATA_EABI, D1);
     expect_rec(&rs, "fake_noinit", "strategy", 1, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_noreduce", "strategy", 1, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_tnoreduce", "transport", 1, STRATA_EABI, D1);
     expect_rec(&rs, "fake_undef", "unknown", -1, STRATA_EABI, D1);
 
     const struct rec *r = find(&rs, "fake_ok");
@@ -330,7 +338,7 @@ static void test_scan(void)
     strata__plugin_scan(D1, collect, &dbg);
     log = capture_end();
     strata__log_set_level(STRATA_LOG_INFO);
-    CHECKF(count_lines(log) == 7, "%d debug lines: %s", count_lines(log), log);
+    CHECKF(count_lines(log) == 9, "%d debug lines: %s", count_lines(log), log);
     CHECK(strstr(log, "fake_undef.so: cannot load") != NULL);
 
     CHECK(strata__plugin_scan(BOTH, NULL, NULL) == STRATA_EINVAL);
