@@ -36,7 +36,6 @@ void strata__log(int level, const char *who, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void strata__vlog(int level, const char *who, const char *fmt, va_list ap);
 void strata__log_set_level(int level);           /* STRATA_LOG_* */
-int  strata__log_level(void);
 /* Parse "error|warn|info|debug"; -1 when unknown. */
 int  strata__log_level_parse(const char *s);
 

@@ -10,7 +10,6 @@ static atomic_int g_level = STRATA_LOG_INFO;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void strata__log_set_level(int level) { atomic_store(&g_level, level); }
-int  strata__log_level(void) { return atomic_load(&g_level); }
 
 int strata__log_level_parse(const char *s)
 {

@@ -95,8 +95,6 @@ int strata__host_report(const strata_report_t *r);
 int strata__host_boundary_due(int32_t epoch, int64_t batch, int64_t step);
 int strata__host_boundary(int32_t epoch, int64_t batch, int64_t step);
 
-#endif /* STRATA_CORE_RUNTIME_H */
-
 /* ---- progress.c: the Keras-like progress line ---------------------------- */
 
 enum { STRATA__PROGRESS_AUTO = 0, STRATA__PROGRESS_BAR = 1,
@@ -119,3 +117,5 @@ void strata__progress_step(strata__progress_t *p, int64_t done, double loss,
 void strata__progress_end(strata__progress_t *p, int64_t done, double secs,
                           double loss, double acc, int has_val,
                           double val_loss, double val_acc);
+
+#endif /* STRATA_CORE_RUNTIME_H */
