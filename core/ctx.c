@@ -86,7 +86,7 @@ int strata__ctx_resolve(strata_ctx_t *ctx)
 }
 
 int strata__ctx_plugin(strata_ctx_t *ctx, const char *name, uint32_t kind,
-                       strata__plugin_t **out)
+                       int missing_level, strata__plugin_t **out)
 {
     *out = NULL;
     for (int i = 0; i < ctx->nplugins; i++)
@@ -107,7 +107,8 @@ int strata__ctx_plugin(strata_ctx_t *ctx, const char *name, uint32_t kind,
                     "more than %d plugins in one run", STRATA_MAX_PLUGINS);
         return STRATA_ENOMEM;
     }
-    int rc = strata__plugin_open(name, kind, ctx->search_path, out);
+    int rc = strata__plugin_open_as(name, kind, ctx->search_path,
+                                    missing_level, out);
     if (rc == STRATA_OK) {
         ctx->plugins[ctx->nplugins++] = *out;
         strata__log(STRATA_LOG_DEBUG, "loader", "loaded %s %s %s from %s",
@@ -115,6 +116,17 @@ int strata__ctx_plugin(strata_ctx_t *ctx, const char *name, uint32_t kind,
                     (*out)->path);
     }
     return rc;
+}
+
+void strata__ctx_opened(strata_ctx_t *ctx, const char *name)
+{
+    size_t n = strlen(name), used = strlen(ctx->opened);
+    for (const char *p = ctx->opened; (p = strstr(p, name)); p += n)
+        if ((p == ctx->opened || p[-1] == ' ') && (!p[n] || p[n] == ','))
+            return;
+    if (used + n + 3 < sizeof ctx->opened)
+        snprintf(ctx->opened + used, sizeof ctx->opened - used, "%s%s",
+                 used ? ", " : "", name);
 }
 
 /* Defaults of a plugin's option table only. */

@@ -133,7 +133,10 @@ static int host_t_open(const char *name, const strata_group_t *group,
     if (!ctx || !name || !group)
         return ctx ? STRATA_EINVAL : STRATA_ESTATE;
     strata__plugin_t *p;
-    int rc = strata__ctx_plugin(ctx, name, STRATA_KIND_TRANSPORT, &p);
+    /* Not installed: the strategy tries the next of its list (and says so);
+     * the loader's line with the directories is there at debug level. */
+    int rc = strata__ctx_plugin(ctx, name, STRATA_KIND_TRANSPORT,
+                                STRATA_LOG_DEBUG, &p);
     if (rc != STRATA_OK)
         return rc;
     strata_transport_t *t = calloc(1, sizeof *t);
@@ -160,6 +163,7 @@ static int host_t_open(const char *name, const strata_group_t *group,
         free(t);
         return rc;
     }
+    strata__ctx_opened(ctx, name);
     *out = t;
     return STRATA_OK;
 }

@@ -201,6 +201,11 @@ char *strata__plugin_search_path(const char *ini_path);
  * STRATA_EINVAL. On failure *out == NULL. */
 int  strata__plugin_open(const char *name, uint32_t kind,
                          const char *search_path, strata__plugin_t **out);
+/* The same, with the not-found line at `missing_level` (a transport missing
+ * from a preference list is the next one's turn, not an error). */
+int  strata__plugin_open_as(const char *name, uint32_t kind,
+                            const char *search_path, int missing_level,
+                            strata__plugin_t **out);
 void strata__plugin_close(strata__plugin_t *p);
 /* Calls cb for every *.so along the search path (first occurrence of a name
  * wins, as for loading); status is 0 or the code open would return. */

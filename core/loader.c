@@ -441,7 +441,8 @@ static int probe_file(const char *path, const char *stem, uint32_t want, int lev
 
 /* ---- open / close ------------------------------------------------------ */
 
-static int not_found(const char *name, uint32_t kind, const char *search_path)
+static int not_found(const char *name, uint32_t kind, const char *search_path,
+                     int level)
 {
     struct sbuf dirs = { 0 };
     const char *cur = search_path, *e;
@@ -453,7 +454,7 @@ static int not_found(const char *name, uint32_t kind, const char *search_path)
     }
     char best[NAME_MAX_LEN + 1 + 256];
     suggest(name, search_path, best, sizeof best);
-    strata__log(STRATA_LOG_ERROR, WHO, "%s plugin '%s' not found; looked in: %s%s%s%s",
+    strata__log(level, WHO, "%s plugin '%s' not found; looked in: %s%s%s%s",
                 strata__kind_name(kind), name,
                 dirs.len ? dirs.s : dirs.oom ? "(out of memory)" : "(no directories)",
                 best[0] ? "; did you mean '" : "", best, best[0] ? "'?" : "");
@@ -463,6 +464,14 @@ static int not_found(const char *name, uint32_t kind, const char *search_path)
 
 int strata__plugin_open(const char *name, uint32_t kind, const char *search_path,
                         strata__plugin_t **out)
+{
+    return strata__plugin_open_as(name, kind, search_path, STRATA_LOG_ERROR,
+                                  out);
+}
+
+int strata__plugin_open_as(const char *name, uint32_t kind,
+                           const char *search_path, int missing_level,
+                           strata__plugin_t **out)
 {
     if (!out)
         return STRATA_EINVAL;
@@ -494,7 +503,7 @@ int strata__plugin_open(const char *name, uint32_t kind, const char *search_path
         path = NULL;
     }
     if (!path)
-        return not_found(name, kind, search_path);
+        return not_found(name, kind, search_path, missing_level);
 
     struct probe pr;
     int rc = probe_file(path, name, kind, STRATA_LOG_ERROR, &pr);

@@ -118,7 +118,8 @@ static int check_role(strata__run_t *run);
 static int load_strategy(strata__run_t *run)
 {
     int rc = strata__ctx_plugin(run->ctx, run->s->strategy,
-                                STRATA_KIND_STRATEGY, &run->strategy);
+                                STRATA_KIND_STRATEGY, STRATA_LOG_ERROR,
+                                &run->strategy);
     if (rc == STRATA_OK)
         rc = strata__plugin_cfg(run->ctx, run->strategy, "strategy", 0,
                                 &run->scfg);
@@ -336,7 +337,8 @@ void strata__run_banner(const strata__run_t *run)
                   (STRATA_HAS(run->strategy->vt, next_step) && run->nworkers > 1);
     printf("num_replicas_in_sync: %d (strategy %s, transport %s, %d worker%s "
            "x devices %s)\n", run->nreplicas * workers, run->strategy->name,
-           run->s->transport, workers, workers == 1 ? "" : "s", devs);
+           run->ctx->opened[0] ? run->ctx->opened : "none", workers,
+           workers == 1 ? "" : "s", devs);
     printf("model: %zu parameters; %zu training samples, global batch %d "
            "(%d per replica), %lld steps per epoch\n", run->model.params,
            run->train.n, run->batch, run->per_replica,

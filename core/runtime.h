@@ -65,6 +65,7 @@ struct strata_ctx {
     atomic_int          stop;          /* strata_request_stop() was called  */
     strata__plugin_t   *plugins[STRATA_MAX_PLUGINS];
     int                 nplugins;
+    char                opened[128];   /* transports opened: "local, zmq"   */
     int                 settings_ok;
 };
 
@@ -74,9 +75,12 @@ const strata_host_v1_t *strata__host(strata_ctx_t *ctx);
 /* Bytes that plugins placed through host alloc and opt_create (variables
  * and optimizer slots), counted since the process started. */
 size_t strata__host_placed_bytes(void);
-/* Load (once per ctx) plugin `name` of `kind`. */
+/* Load (once per ctx) plugin `name` of `kind`; not found is logged at
+ * `missing_level`. */
 int strata__ctx_plugin(strata_ctx_t *ctx, const char *name, uint32_t kind,
-                       strata__plugin_t **out);
+                       int missing_level, strata__plugin_t **out);
+/* Note that transport `name` was opened (once per name, in order). */
+void strata__ctx_opened(strata_ctx_t *ctx, const char *name);
 /* Resolve settings (core sections) after every override is in. */
 int strata__ctx_resolve(strata_ctx_t *ctx);
 /* Parse `section`'s keys for plugin `p` into a new cfg struct (calloc'd,

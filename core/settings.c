@@ -160,8 +160,9 @@ static const strata_option_t k_strategy[] = {
     { 0 }
 };
 static const strata_option_t k_transport[] = {
-    { "plugin", STRATA_OPT_STRING, 0, "local, nccl", 0, 1, 0, NULL,
-      "transport plugins, comma-separated; the first that accepts wins" },
+    { "plugin", STRATA_OPT_STRING, 0, "local, nccl, zmq", 0, 1, 0, NULL,
+      "transport plugins, comma-separated, in order of preference: the "
+      "first installed one that accepts the group wins" },
     { 0 }
 };
 

@@ -177,7 +177,7 @@ static void test_defaults(void)
     CHECK(s.debug.check_sync == 0);
     CHECK(strcmp(s.debug.dump_vars, "") == 0);
     CHECK(strcmp(s.strategy, "mirrored") == 0);
-    CHECK(strcmp(s.transport, "local, nccl") == 0);
+    CHECK(strcmp(s.transport, "local, nccl, zmq") == 0);
     CHECK(strata__cfg_sections(c)[0] == NULL);
     /* a directory opens but cannot be read */
     capture_begin();

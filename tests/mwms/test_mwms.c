@@ -175,6 +175,36 @@ static void launch_stops_on_failure(void)
     CHECKF(strstr(err, "worker:1 failed") != NULL, "%s", err);
 }
 
+/* `strata launch -n 2` with only the strategy named: the default
+ * preference list skips `local` (declines processes) and `nccl` (not
+ * installed in a CPU build, or no GPU), opens zmq, and the banner names
+ * the transport actually opened (one replica per worker: no local group).
+ * A list of only missing names fails with one line saying so. */
+static void default_transports(void)
+{
+    char *argv[] = { (char *)spawn_strata_bin(), "launch", "-n", "2", "--set",
+                     "strategy.plugin=mwms", "--set", "train.max_steps=20",
+                     "--set", "train.eval=false", "--set",
+                     "train.progress=none", "--set", "train.devices=cpu:0",
+                     "--set", "data.limit_train=2000", NULL };
+    spawn_result_t *r = malloc(sizeof *r);
+    spawn_run(argv, 120, r);
+    CHECKF(r->code == 0, "launch with the default transports: %s", r->err);
+    CHECKF(strstr(r->out, "(strategy mwms, transport zmq, 2 workers")
+               != NULL, "banner:\n%s", r->out);
+    CHECKF(strstr(r->err, "transport local declined; trying the next") &&
+               !strstr(r->err, "error"), "%s", r->err);
+    char *bad[] = { (char *)spawn_strata_bin(), "launch", "-n", "2", "--set",
+                    "strategy.plugin=mwms", "--set", "transport.plugin=zmqq",
+                    "--set", "train.max_steps=20", "--set",
+                    "train.devices=cpu:0", NULL };
+    spawn_run(bad, 120, r);
+    CHECKF(r->code != 0 && strstr(r->err, "no transport of 'zmqq' accepts a "
+                                  "group of 2 processes (zmqq not installed"),
+           "exit %d:\n%s", r->code, r->err);
+    free(r);
+}
+
 int main(void)
 {
     if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz",
@@ -200,6 +230,7 @@ int main(void)
     failure(SIGKILL);
     failure(SIGSTOP);
     launch_stops_on_failure();
+    default_transports();
 
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
