@@ -253,8 +253,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def launch_ddp(a, argv):
-    """Start a.procs workers of this script and collect their peak RSS."""
+def launch_ddp(a, argv, script=None):
+    """Start a.procs workers of this script (or of `script`, which takes the
+    same --mode/--rank/--port options) and collect their peak RSS."""
     env = dict(os.environ)
     env["MASTER_ADDR"] = "127.0.0.1"
     env["MASTER_PORT"] = str(free_port())
@@ -263,7 +264,7 @@ def launch_ddp(a, argv):
         env[var] = "1"
     procs = {}
     for r in range(a.procs):
-        cmd = [sys.executable, os.path.abspath(__file__)] + argv + [
+        cmd = [sys.executable, script or os.path.abspath(__file__)] + argv + [
             "--mode", "ddp-worker", "--rank", str(r),
             "--port", env["MASTER_PORT"]]
         procs[subprocess.Popen(cmd, env=env).pid] = r

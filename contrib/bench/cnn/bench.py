@@ -1,0 +1,545 @@
+#!/usr/bin/env python3
+"""strata vs PyTorch vs TensorFlow MirroredStrategy: CNN training throughput,
+peak memory, fraction of the GEMM-bound rate, and accuracy.
+
+Run it through run.sh (which installs the anchors first). See README.md
+beside this file for what is measured and how.
+"""
+
+import argparse
+import csv
+import importlib.util
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.dirname(HERE)
+REPO = os.path.dirname(BENCH)
+TORCH_CNN = os.path.join(HERE, "torch_cnn.py")
+TF_CNN = os.path.join(HERE, "tf_cnn.py")
+SGEMM_SRC = os.path.join(HERE, "sgemm_rate.c")
+
+
+def _load_mlp_bench():
+    # contrib/bench/bench.py under another name: this file is bench.py too
+    spec = importlib.util.spec_from_file_location(
+        "strata_mlp_bench", os.path.join(BENCH, "bench.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+mb = _load_mlp_bench()
+BenchError = mb.BenchError
+progress = mb.progress
+ratio, fmt_ratio = mb.ratio, mb.fmt_ratio
+
+# name -> (title, layers, parameters, samples per timed run by default)
+MODELS = {
+    "keras": ("Keras MNIST CNN",
+              "conv2d 32 3 relu, maxpool2d 2, conv2d 64 3 relu, maxpool2d 2, "
+              "flatten, dropout 0.5, dense 10 softmax", 34826, 12800),
+    "seeds": ("seeds' CNN",
+              "conv2d 32 3 relu, conv2d 64 3 relu, flatten, dense 64 relu, "
+              "dense 10 softmax", 2378826, 6400),
+}
+TRAIN_SAMPLES = 60000
+
+# Targets from the benchmark issue (global batch 64, strata 2 replicas).
+T_KERAS_TORCH = 2.0     # Keras CNN: / best torch single process
+T_KERAS_TF = 5.0        # Keras CNN: / TF MirroredStrategy
+T_SEEDS_TORCH = 1.5     # seeds' CNN: / best torch single process
+T_ACC_PP = 0.5          # accuracy: at most 0.5 points below torch's median
+
+
+def default_tf_python():
+    venv = os.environ.get("BENCH_VENV") or os.path.join(HERE, ".venv")
+    return os.path.join(venv, "bin", "python")
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        description="Benchmark strata's CNN training against PyTorch and "
+                    "TensorFlow MirroredStrategy on Fashion-MNIST.")
+    p.add_argument("--strata", help="strata binary (default: $STRATA_BIN, "
+                   "then build/bin/strata under the repository root)")
+    p.add_argument("--python", default="/usr/bin/python3",
+                   help="interpreter that has torch (default %(default)s)")
+    p.add_argument("--tf-python", default=default_tf_python(),
+                   help="interpreter that has tensorflow (default: "
+                        "$BENCH_VENV/bin/python, else .venv/bin/python "
+                        "beside this file: %(default)s)")
+    p.add_argument("--data", default=mb.DEFAULT_DATA)
+    p.add_argument("--models", default="keras,seeds",
+                   help="models of the speed runs: keras, seeds "
+                        "(%(default)s)")
+    p.add_argument("--batches", default="64,256",
+                   help="global batches of the speed runs (%(default)s)")
+    p.add_argument("--max-steps", type=int, default=0,
+                   help="timed steps of every speed run (default 0: "
+                        "12800 samples for the Keras CNN, 6400 for the "
+                        "seeds' CNN, at least 10 steps)")
+    p.add_argument("--warmup", type=int, default=0,
+                   help="untimed steps before them for torch and TF "
+                        "(default 0: a tenth of the timed steps, at least 3); "
+                        "strata warms up on one pass over the same samples")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="repeat every speed run this many times (interleaved)"
+                        ", keep the best (%(default)s)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--sgemm-time", type=float, default=0.1,
+                   help="seconds of calls per GEMM shape in sgemm_rate "
+                        "(%(default)s)")
+    p.add_argument("--skip-tf", action="store_true",
+                   help="leave out TensorFlow (no venv needed)")
+    p.add_argument("--skip-strata", action="store_true",
+                   help="anchors only (no strata binary needed)")
+    p.add_argument("--accuracy", action="store_true",
+                   help="also compare accuracy: Keras CNN, 5 epochs, batch "
+                        "32, each of --seeds, strata vs torch (long: "
+                        "~5 min per seed on 2 cores)")
+    p.add_argument("--accuracy-only", action="store_true")
+    p.add_argument("--seeds", default="1,2,3",
+                   help="seeds of the accuracy runs (%(default)s)")
+    p.add_argument("--acc-epochs", type=int, default=5,
+                   help="epochs of the accuracy runs (%(default)s; fewer "
+                        "only for smoke tests)")
+    p.add_argument("--acc-limit", type=int, default=0,
+                   help="accuracy runs train on the first N samples only "
+                        "(default 0: all; for smoke tests)")
+    p.add_argument("--keep", metavar="DIR",
+                   help="keep logs, metrics and sgemm_rate in DIR (default: "
+                        "a temp dir, removed at the end)")
+    a = p.parse_args(argv)
+    a.models = [m.strip() for m in a.models.split(",") if m.strip()]
+    if not a.models or any(m not in MODELS for m in a.models):
+        p.error("--models: comma-separated, from %s" % ", ".join(MODELS))
+    try:
+        a.batches = [int(b) for b in a.batches.split(",") if b.strip()]
+        a.seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
+    except ValueError:
+        p.error("--batches and --seeds take comma-separated integers")
+    if not a.batches or min(a.batches) < 2 or any(b % 2 for b in a.batches) \
+            or max(a.batches) > TRAIN_SAMPLES:
+        p.error("--batches: even integers >= 2 (split over 2 replicas)")
+    if a.rounds < 1 or a.max_steps < 0 or a.warmup < 0 or not a.seeds \
+            or a.acc_epochs < 1 or a.acc_limit < 0:
+        p.error("--rounds and --acc-epochs >= 1, --max-steps, --warmup and "
+                "--acc-limit >= 0, --seeds non-empty")
+    if a.accuracy_only:
+        a.accuracy = True
+    return a
+
+
+def plan(a, model, batch):
+    """(timed steps, warm-up steps, training samples used) of a speed run."""
+    steps = a.max_steps or max(10, round(MODELS[model][3] / batch))
+    warmup = a.warmup or max(3, steps // 10)
+    limit = min(TRAIN_SAMPLES // batch, steps) * batch
+    return steps, warmup, limit
+
+
+# ---- GEMM-bound rate ----------------------------------------------------
+
+def build_sgemm(ctx):
+    exe = os.path.join(ctx["dir"], "sgemm_rate")
+    cc = os.environ.get("CC", "cc")
+    cmd = [cc, "-O2", "-o", exe, SGEMM_SRC, "-lopenblas"]
+    log = os.path.join(ctx["dir"], "sgemm-build.log")
+    rc, _, _ = mb.run_child(cmd, log)
+    if rc != 0:
+        mb.fail_child("building sgemm_rate (needs cc and libopenblas-dev)",
+                      rc, log)
+    return exe
+
+
+def gemm_bound(a, ctx, model, batch):
+    log = os.path.join(ctx["dir"], "sgemm-%s-b%d.log" % (model, batch))
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    cmd = [ctx["sgemm"], "--layers", MODELS[model][1], "--batch", str(batch),
+           "--min-time", str(a.sgemm_time)]
+    rc, _, _ = mb.run_child(cmd, log, env=env)
+    if rc != 0:
+        mb.fail_child("sgemm_rate " + model, rc, log)
+    rec = last_json(log)
+    if rec is None:
+        raise BenchError("sgemm_rate %s: no JSON line in %s" % (model, log))
+    return rec
+
+
+def last_json(path):
+    rec = None
+    with open(path, errors="replace") as f:
+        for line in f:
+            if line.startswith("{"):
+                rec = json.loads(line)
+    return rec
+
+
+# ---- the runs -----------------------------------------------------------
+
+def write_ini(path, data_dir):
+    with open(path, "w") as f:
+        f.write("; generated by contrib/bench/cnn/bench.py; every setting "
+                "the benchmark\n; depends on is also passed with --set\n"
+                "[train]\nprogress = none\n\n"
+                "[optimizer]\nname = adam\nlr = 0.001\n\n"
+                "[strategy]\nplugin = mirrored\n\n"
+                "[transport]\nplugin = local\n\n"
+                "[data]\ndir = %s\n" % data_dir)
+
+
+def read_speed_csv(path, what):
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        return [{k: float(r[k]) for k in ("epoch", "steps", "seconds",
+                                          "samples_per_s")} for r in rows]
+    except (OSError, KeyError, TypeError, ValueError) as e:
+        raise BenchError("%s: cannot read %s: %s" % (what, path, e))
+
+
+def run_strata_speed(a, ctx, tag, model, batch, devices):
+    """One pass over `limit` samples to warm up, then passes until at least
+    `steps` steps; samples/s over all passes but the first."""
+    steps, _, limit = plan(a, model, batch)
+    per_epoch = limit // batch
+    epochs = 1 + math.ceil(steps / per_epoch)
+    csv_path = os.path.join(ctx["dir"], tag + ".csv")
+    log_path = os.path.join(ctx["dir"], tag + ".log")
+    sets = ["model.layers=" + MODELS[model][1], "train.devices=" + devices,
+            "train.batch_size=%d" % batch, "train.epochs=%d" % epochs,
+            "train.seed=%d" % a.seed, "train.eval=false",
+            "train.progress=none", "train.metrics_csv=" + csv_path,
+            "data.limit_train=%d" % limit, "data.dir=" + a.data,
+            "optimizer.name=adam", "optimizer.lr=0.001",
+            "strategy.plugin=mirrored", "transport.plugin=local"]
+    cmd = [ctx["strata"], "train", "-c", ctx["ini"]]
+    for s in sets:
+        cmd += ["--set", s]
+    rc, rss, _ = mb.run_child(cmd, log_path)
+    if rc != 0:
+        mb.fail_child("strata " + tag, rc, log_path)
+    rows = read_speed_csv(csv_path, "strata " + tag)
+    if len(rows) != epochs or rows[-1]["steps"] != per_epoch:
+        raise BenchError("strata %s: %d epoch rows in %s, expected %d of %d "
+                         "steps" % (tag, len(rows), csv_path, epochs,
+                                    per_epoch))
+    timed = rows[1:]
+    secs = sum(r["seconds"] for r in timed)
+    return sum(r["steps"] for r in timed) * batch / secs, (rss, None)
+
+
+def run_anchor(a, ctx, tag, model, batch, python, script, extra):
+    steps, warmup, limit = plan(a, model, batch)
+    log_path = os.path.join(ctx["dir"], tag + ".log")
+    cmd = [python, script, "--layers", MODELS[model][1], "--batch",
+           str(batch), "--steps", str(steps), "--warmup", str(warmup),
+           "--limit-train", str(limit), "--seed", str(a.seed),
+           "--data", a.data] + extra
+    rc, rss, _ = mb.run_child(cmd, log_path)
+    if rc != 0:
+        mb.fail_child(tag, rc, log_path)
+    rec, ddp = None, None
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            if line.startswith("{"):
+                r = json.loads(line)
+                if "rss_mib" in r:
+                    ddp = r
+                elif "samples_per_s" in r:
+                    rec = r
+    if rec is None:
+        raise BenchError("%s: no result line in %s:\n%s"
+                         % (tag, log_path, mb.tail(log_path)))
+    if ddp is not None:  # the workers' peaks, not the small launcher's
+        return rec["samples_per_s"], (ddp["rss_max_mib"], ddp["rss_sum_mib"])
+    return rec["samples_per_s"], (rss, None)
+
+
+def configs(a):
+    """(key, label, cores, kind, args) of every speed run."""
+    out = []
+    if not a.skip_strata:
+        out += [("s1", "strata mirrored, 1 replica", 1, "strata", "cpu:0"),
+                ("s2", "strata mirrored, 2 replicas", 2, "strata",
+                 "cpu:0, cpu:1")]
+    out += [("t1", "torch 1 thread", 1, "torch", ["--threads", "1"]),
+            ("t2", "torch 2 threads", 2, "torch", ["--threads", "2"]),
+            ("t2b", "torch 1 thread + 2 BLAS threads", 2, "torch",
+             ["--threads", "1", "--blas-threads", "2"]),
+            ("t2cl", "torch 2 threads, channels_last", 2, "torch",
+             ["--threads", "2", "--memory-format", "channels_last"]),
+            ("ddp", "torch DDP gloo, 2 procs x 1 thread", 2, "torch",
+             ["--mode", "ddp", "--procs", "2"])]
+    if not a.skip_tf:
+        out.append(("tf", "TF MirroredStrategy, 2 logical CPUs", 2, "tf",
+                    ["--replicas", "2"]))
+    return out
+
+
+TORCH_SINGLE = ("t1", "t2", "t2b", "t2cl")
+
+
+def speed(a, ctx):
+    res = {}  # (model, batch, key) -> dict
+    for rnd in range(a.rounds):
+        for model in a.models:
+            for batch in a.batches:
+                for key, label, cores, kind, args in configs(a):
+                    tag = "speed-%s-b%d-%s-r%d" % (model, batch, key, rnd)
+                    progress("%s: %s (batch %d, round %d/%d)"
+                             % (MODELS[model][0], label, batch, rnd + 1,
+                                a.rounds))
+                    if kind == "strata":
+                        sps, rss = run_strata_speed(a, ctx, tag, model,
+                                                    batch, args)
+                    elif kind == "torch":
+                        sps, rss = run_anchor(a, ctx, tag, model, batch,
+                                              a.python, TORCH_CNN, args)
+                    else:
+                        sps, rss = run_anchor(a, ctx, tag, model, batch,
+                                              a.tf_python, TF_CNN, args)
+                    cur = res.setdefault((model, batch, key), {
+                        "label": label, "cores": cores, "sps": 0.0,
+                        "all": [], "rss": 0.0, "rss_sum": None})
+                    cur["all"].append(sps)
+                    cur["sps"] = max(cur["sps"], sps)
+                    cur["rss"] = max(cur["rss"], rss[0])
+                    if rss[1] is not None:
+                        cur["rss_sum"] = max(cur["rss_sum"] or 0.0, rss[1])
+    return res
+
+
+def report_gemm(a, bounds):
+    print()
+    print("GEMM-bound rate (sgemm_rate: the model's GEMMs of one training "
+          "step, im2col convs, at the single-thread OpenBLAS SGEMM rate; "
+          "2 cores = 2 replicas of half the batch)")
+    hdr = "%-16s %6s %14s %12s %12s %12s %12s" % (
+        "model", "batch", "GEMM MFLOP/smp", "GFLOP/s @N", "GFLOP/s @N/2",
+        "bound 1 core", "bound 2 cores")
+    print(hdr)
+    print("-" * len(hdr))
+    for model in a.models:
+        for batch in a.batches:
+            g = bounds[(model, batch)]
+            print("%-16s %6d %14.2f %12.1f %12.1f %12.0f %12.0f"
+                  % (MODELS[model][0], batch,
+                     g["gemm_flops_per_sample"] / 1e6, g["gflops_1thread"],
+                     g["gflops_1thread_half"], g["bound_1core"],
+                     g["bound_2core"]))
+
+
+def report_speed(a, res, bounds, targets):
+    print()
+    print("Speed: samples/s of steady-state steps (%s), best of %d round(s)"
+          % ("%d timed steps" % a.max_steps if a.max_steps else
+             "12800 samples for the Keras CNN, 6400 for the seeds' CNN",
+             a.rounds))
+    hdr = "%-6s %5s  %-36s %5s %10s %15s %8s %9s %7s %7s" % (
+        "model", "batch", "run", "cores", "samples/s", "peak RSS MiB",
+        "of GEMM", "vs torch", "vs DDP", "vs TF")
+    print(hdr)
+    print("%-6s %5s  %-36s %5s %10s %15s %8s %9s %7s %7s" % (
+        "", "", "", "", "", "", "bound", "best 1p", "", ""))
+    print("-" * len(hdr))
+    for model in a.models:
+        for batch in a.batches:
+            g = bounds[(model, batch)]
+            t_best = max(TORCH_SINGLE,
+                         key=lambda k: res[(model, batch, k)]["sps"])
+            best = res[(model, batch, t_best)]["sps"]
+            ddp = res[(model, batch, "ddp")]["sps"]
+            tf = res[(model, batch, "tf")]["sps"] if not a.skip_tf else None
+            for key, label, cores, _, _ in configs(a):
+                r = res[(model, batch, key)]
+                rss = "%.0f" % r["rss"]
+                if r["rss_sum"] is not None:
+                    rss = "%.0f (%.0f sum)" % (r["rss"], r["rss_sum"])
+                bound = g["bound_1core"] if cores == 1 else g["bound_2core"]
+                print("%-6s %5d  %-36s %5d %10.0f %15s %7.1f%% %9s %7s %7s"
+                      % (model, batch, label, cores, r["sps"], rss,
+                         100.0 * r["sps"] / bound,
+                         fmt_ratio(ratio(r["sps"], best)),
+                         fmt_ratio(ratio(r["sps"], ddp)),
+                         fmt_ratio(ratio(r["sps"], tf))))
+            print("%-6s %5s  best torch single process: %s (%.0f samples/s)"
+                  % ("", "", res[(model, batch, t_best)]["label"], best))
+            if a.skip_strata or batch != 64:
+                continue
+            s2 = res[(model, batch, "s2")]["sps"]
+            if model == "keras":
+                r = ratio(s2, best)
+                targets.append(("Keras CNN, batch 64: strata 2 replicas >= "
+                                "%.1fx best torch single process"
+                                % T_KERAS_TORCH, fmt_ratio(r),
+                                r >= T_KERAS_TORCH))
+                r = ratio(s2, tf)
+                targets.append(("Keras CNN, batch 64: strata 2 replicas >= "
+                                "%.1fx TF MirroredStrategy" % T_KERAS_TF,
+                                fmt_ratio(r),
+                                None if r is None else r >= T_KERAS_TF))
+            else:
+                r = ratio(s2, best)
+                targets.append(("seeds' CNN, batch 64: strata 2 replicas >= "
+                                "%.1fx best torch single process"
+                                % T_SEEDS_TORCH, fmt_ratio(r),
+                                r >= T_SEEDS_TORCH))
+        print()
+
+
+# ---- accuracy -----------------------------------------------------------
+
+def accuracy(a, ctx, targets):
+    epochs, batch = a.acc_epochs, 32
+    layers = MODELS["keras"][1]
+    t_acc, s_acc = [], []
+    for seed in a.seeds:
+        progress("accuracy: torch 1 thread, Keras CNN, seed %d" % seed)
+        log = os.path.join(ctx["dir"], "acc-torch-s%d.log" % seed)
+        cmd = [a.python, TORCH_CNN, "--layers", layers, "--batch",
+               str(batch), "--epochs", str(epochs), "--steps", "0",
+               "--seed", str(seed), "--data", a.data, "--threads", "1",
+               "--limit-train", str(a.acc_limit)]
+        rc, _, _ = mb.run_child(cmd, log)
+        if rc != 0:
+            mb.fail_child("torch accuracy seed %d" % seed, rc, log)
+        with open(log, errors="replace") as f:
+            rows = [json.loads(x) for x in f if x.startswith("{")]
+        if len(rows) != epochs:
+            raise BenchError("torch accuracy seed %d: %d epoch lines in %s"
+                             % (seed, len(rows), log))
+        t_acc.append(rows[-1]["test_acc"])
+        if a.skip_strata:
+            continue
+        progress("accuracy: strata etc/cnn.ini (2 replicas), seed %d" % seed)
+        tag = "acc-strata-s%d" % seed
+        csv_path = os.path.join(ctx["dir"], tag + ".csv")
+        log = os.path.join(ctx["dir"], tag + ".log")
+        cmd = [ctx["strata"], "train", "-c", ctx["ini"]]
+        for s in ("model.layers=" + layers, "train.devices=cpu:0, cpu:1",
+                  "train.batch_size=%d" % batch, "train.epochs=%d" % epochs,
+                  "train.seed=%d" % seed, "train.metrics_csv=" + csv_path,
+                  "data.limit_train=%d" % a.acc_limit,
+                  "data.dir=" + a.data, "optimizer.name=adam",
+                  "optimizer.lr=0.001", "strategy.plugin=mirrored",
+                  "transport.plugin=local"):
+            cmd += ["--set", s]
+        rc, _, _ = mb.run_child(cmd, log)
+        if rc != 0:
+            mb.fail_child("strata accuracy seed %d" % seed, rc, log)
+        rows = mb.read_metrics(csv_path, "strata " + tag)
+        s_acc.append(rows[-1]["test_acc"])
+    print("Accuracy: Keras CNN, test set after %d epochs, global batch %d, "
+          "Adam 1e-3 (strata: 2 replicas as etc/cnn.ini; torch: 1 process)%s"
+          % (epochs, batch, "; only the first %d training samples"
+             % a.acc_limit if a.acc_limit else ""))
+    print("%-8s %s" % ("seed", "  ".join("%6d" % s for s in a.seeds))
+          + "   median")
+    tm = statistics.median(t_acc)
+    print("%-8s %s   %6.2f%%" % ("torch", "  ".join(
+        "%5.2f%%" % (100 * x) for x in t_acc), 100 * tm))
+    if a.skip_strata:
+        return
+    sm = statistics.median(s_acc)
+    print("%-8s %s   %6.2f%%" % ("strata", "  ".join(
+        "%5.2f%%" % (100 * x) for x in s_acc), 100 * sm))
+    diff = 100 * (sm - tm)
+    print("difference (strata - torch, medians): %+.2f points" % diff)
+    targets.append(("accuracy: strata median >= torch median - %.1f points"
+                    % T_ACC_PP, "%+.2f points" % diff, diff >= -T_ACC_PP))
+
+
+# ---- main ---------------------------------------------------------------
+
+def check_tf(a):
+    try:
+        out = subprocess.run(
+            [a.tf_python, "-c", "import os; os.environ['TF_CPP_MIN_LOG_LEVEL']"
+             "='2'; import tensorflow as tf; print(tf.__version__)"],
+            capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BenchError("cannot run %s: %s (run contrib/bench/cnn/run.sh, "
+                         "which makes the venv, or --skip-tf)"
+                         % (a.tf_python, e))
+    if out.returncode != 0:
+        raise BenchError("%s cannot import tensorflow (run contrib/bench/cnn/"
+                         "run.sh, which installs tensorflow-cpu, or pass "
+                         "--skip-tf):\n%s" % (a.tf_python, out.stderr[-800:]))
+    return out.stdout.strip().splitlines()[-1]
+
+
+def main(argv):
+    a = parse_args(argv)
+    t0 = time.monotonic()
+    ctx = {}
+    try:
+        if not os.path.isdir(a.data):
+            raise BenchError("%s: no Fashion-MNIST here (Debian package "
+                             "dataset-fashion-mnist)" % a.data)
+        if not a.skip_strata:
+            ctx["strata"] = mb.find_strata(a)
+        tv = mb.check_torch(a)
+        tfv = None
+        if not a.skip_tf and not a.accuracy_only:
+            tfv = check_tf(a)
+        if a.keep:
+            os.makedirs(a.keep, exist_ok=True)
+            ctx["dir"] = os.path.abspath(a.keep)
+        else:
+            ctx["dir"] = tempfile.mkdtemp(prefix="strata-bench-cnn-")
+        ctx["ini"] = os.path.join(ctx["dir"], "bench.ini")
+        write_ini(ctx["ini"], a.data)
+        print("strata:     %s" % ctx.get("strata", "(skipped)"))
+        print("torch:      %s under %s" % (tv, a.python))
+        print("tensorflow: %s" % ("%s under %s" % (tfv, a.tf_python) if tfv
+                                  else "(skipped)"))
+        print("CPUs: %d; load average at start: %s" % (
+            os.cpu_count() or 0, " ".join("%.2f" % x
+                                          for x in os.getloadavg())))
+        targets = []
+        if not a.accuracy_only:
+            ctx["sgemm"] = build_sgemm(ctx)
+            bounds = {}
+            for model in a.models:
+                for batch in a.batches:
+                    progress("sgemm_rate: %s, batch %d"
+                             % (MODELS[model][0], batch))
+                    bounds[(model, batch)] = gemm_bound(a, ctx, model, batch)
+            report_gemm(a, bounds)
+            res = speed(a, ctx)
+            report_speed(a, res, bounds, targets)
+            print("load average at the end: %s" % " ".join(
+                "%.2f" % x for x in os.getloadavg()))
+        if a.accuracy:
+            print()
+            accuracy(a, ctx, targets)
+        if targets:
+            print()
+            print("Targets")
+            for what, val, ok in targets:
+                print("  %s  %-72s %s" % ("SKIP" if ok is None else
+                                          "PASS" if ok else "FAIL",
+                                          what, val))
+        print()
+        print("total wall time: %.0f s" % (time.monotonic() - t0))
+        if not a.keep:
+            shutil.rmtree(ctx["dir"], ignore_errors=True)
+    except BenchError as e:
+        print("bench: error: %s" % e, file=sys.stderr)
+        if ctx.get("dir"):
+            print("bench: logs kept in %s" % ctx["dir"], file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

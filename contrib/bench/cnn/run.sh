@@ -1,0 +1,57 @@
+#!/bin/sh
+# Entry point of the strata CNN benchmark (see README.md beside this file):
+# installs the anchors when they are missing, then runs bench.py.
+#   - PyTorch: Debian's python3-torch into the system python (as
+#     contrib/bench/run.sh does);
+#   - TensorFlow: PyPI's tensorflow-cpu into a venv, $BENCH_VENV or .venv
+#     beside this file (~1.6 GB), unless --skip-tf or --accuracy-only.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+py=${BENCH_PYTHON:-/usr/bin/python3}
+venv=${BENCH_VENV:-$here/.venv}
+
+need_tf=1
+for arg in "$@"; do
+    case $arg in
+    --skip-tf | --accuracy-only | -h | --help) need_tf=0 ;;
+    esac
+done
+
+if ! "$py" -c 'import torch' >/dev/null 2>&1; then
+    if [ "$py" != /usr/bin/python3 ]; then
+        echo "run.sh: $py cannot import torch" >&2
+        exit 2
+    fi
+    echo "run.sh: installing python3-torch (Debian) for $py" >&2
+    sudo=
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -q >&2
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q \
+        python3-torch >&2
+    "$py" -c 'import torch' || {
+        echo "run.sh: python3-torch installed but 'import torch' fails" >&2
+        exit 2
+    }
+fi
+
+if [ "$need_tf" = 1 ] &&
+    ! "$venv/bin/python" -c 'import tensorflow' >/dev/null 2>&1; then
+    echo "run.sh: installing tensorflow-cpu (PyPI) into $venv" >&2
+    [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/python" -m pip index versions tensorflow-cpu >&2 || {
+        echo "run.sh: PyPI has no tensorflow-cpu for this Python; run with" \
+            "--skip-tf" >&2
+        exit 2
+    }
+    "$venv/bin/python" -m pip install -q tensorflow-cpu >&2
+    "$venv/bin/python" -c 'import tensorflow' || {
+        echo "run.sh: tensorflow-cpu installed but 'import tensorflow'" \
+            "fails (run with --skip-tf)" >&2
+        exit 2
+    }
+fi
+
+if [ "$need_tf" = 1 ]; then
+    set -- --tf-python "$venv/bin/python" "$@"
+fi
+exec "$py" "$here/bench.py" --python "$py" "$@"
