@@ -4,7 +4,10 @@
 #define STRATA_TESTS_CKPT_UTIL_H
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -21,6 +24,26 @@ TESTUTIL size_t st_image(unsigned char *buf, const char *header,
     for (size_t i = 0; i < ndata; i++)
         buf[8 + h + i] = (unsigned char)i;
     return 8 + h + ndata;
+}
+
+/* python3 along PATH, or $STRATA_PYTHON: 0 with its path in buf. */
+TESTUTIL int find_python(char *buf, size_t len)
+{
+    const char *env = getenv("STRATA_PYTHON");
+    if (env && *env) {
+        snprintf(buf, len, "%s", env);
+        return access(buf, X_OK);
+    }
+    const char *path = getenv("PATH");
+    char dirs[4096];
+    snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/bin:/bin");
+    for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d;
+         d = strtok_r(NULL, ":", &save)) {
+        snprintf(buf, len, "%s/python3", d);
+        if (access(buf, X_OK) == 0)
+            return 0;
+    }
+    return -1;
 }
 
 #endif

@@ -41,25 +41,6 @@ static int run(char *const argv[], int timeout_s)
     return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
 }
 
-/* python3 along PATH, or $STRATA_PYTHON. */
-static int find_python(char *buf, size_t len)
-{
-    const char *env = getenv("STRATA_PYTHON");
-    if (env && *env) {
-        snprintf(buf, len, "%s", env);
-        return access(buf, X_OK);
-    }
-    const char *path = getenv("PATH");
-    char dirs[4096];
-    snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/bin:/bin");
-    for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d;
-         d = strtok_r(NULL, ":", &save)) {
-        snprintf(buf, len, "%s/python3", d);
-        if (access(buf, X_OK) == 0)
-            return 0;
-    }
-    return -1;
-}
 
 static int py(const char *python, const char *script, const char *verb,
               const char *file)

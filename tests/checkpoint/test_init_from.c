@@ -417,25 +417,6 @@ static void errors(void)
 
 /* ---- Python ------------------------------------------------------------- */
 
-static int find_python(char *buf, size_t len)
-{
-    const char *env = getenv("STRATA_PYTHON");
-    if (env && *env) {
-        snprintf(buf, len, "%s", env);
-        return access(buf, X_OK);
-    }
-    const char *path = getenv("PATH");
-    char dirs[4096];
-    snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/bin:/bin");
-    for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d;
-         d = strtok_r(NULL, ":", &save)) {
-        snprintf(buf, len, "%s/python3", d);
-        if (access(buf, X_OK) == 0)
-            return 0;
-    }
-    return -1;
-}
-
 /* Must match init_from.py: conv2d 4 3 relu, flatten, dense 10 on 28x28x1. */
 #define PY_LAYERS "model.layers=conv2d 4 3 relu, flatten, dense 10"
 static const size_t k_py_counts[4] = { 3 * 3 * 1 * 4, 4, 26 * 26 * 4 * 10, 10 };

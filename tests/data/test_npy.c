@@ -11,31 +11,7 @@
 #include "check.h"
 #include "data/data.h"
 #include "data_util.h"
-
-void *__real_malloc(size_t n);
-void  __real_free(void *p);
-void *__wrap_malloc(size_t n);
-void  __wrap_free(void *p);
-
-static long live_;
-static size_t biggest_;
-
-void *__wrap_malloc(size_t n)
-{
-    void *p = __real_malloc(n);
-    if (p)
-        live_++;
-    if (n > biggest_)
-        biggest_ = n;
-    return p;
-}
-
-void __wrap_free(void *p)
-{
-    if (p)
-        live_--;
-    __real_free(p);
-}
+#include "malloc_count.h"
 
 /* ---- writing .npy files ------------------------------------------------ */
 

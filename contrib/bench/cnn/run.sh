@@ -1,8 +1,8 @@
 #!/bin/sh
 # Entry point of the strata CNN benchmark (see README.md beside this file):
 # installs the anchors when they are missing, then runs bench.py.
-#   - PyTorch: Debian's python3-torch into the system python (as
-#     contrib/bench/run.sh does);
+#   - PyTorch: Debian's python3-torch into the system python
+#     (../ensure_torch.sh, as for the MLP benchmark);
 #   - TensorFlow: PyPI's tensorflow-cpu into a venv, $BENCH_VENV or .venv
 #     beside this file (~1.6 GB), unless --skip-tf or --accuracy-only.
 set -eu
@@ -17,22 +17,7 @@ for arg in "$@"; do
     esac
 done
 
-if ! "$py" -c 'import torch' >/dev/null 2>&1; then
-    if [ "$py" != /usr/bin/python3 ]; then
-        echo "run.sh: $py cannot import torch" >&2
-        exit 2
-    fi
-    echo "run.sh: installing python3-torch (Debian) for $py" >&2
-    sudo=
-    [ "$(id -u)" -eq 0 ] || sudo=sudo
-    $sudo apt-get update -q >&2
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q \
-        python3-torch >&2
-    "$py" -c 'import torch' || {
-        echo "run.sh: python3-torch installed but 'import torch' fails" >&2
-        exit 2
-    }
-fi
+"$here/../ensure_torch.sh" "$py"
 
 if [ "$need_tf" = 1 ] &&
     ! "$venv/bin/python" -c 'import tensorflow' >/dev/null 2>&1; then
