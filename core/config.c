@@ -70,6 +70,25 @@ static int is_name(const char *s)
     return 1;
 }
 
+int strata__cfg_section_name(const char *s)
+{
+    const char *dot = strchr(s, '.');
+    if (!dot)
+        return is_name(s);
+    char head[64];
+    size_t n = (size_t)(dot - s);
+    if (n == 0 || n >= sizeof head || strchr(dot + 1, '.'))
+        return 0;
+    memcpy(head, s, n);
+    head[n] = '\0';
+    /* the plugin part is a plugin name: a-z, 0-9, '_' and '-' */
+    for (const char *p = dot + 1; *p; p++)
+        if (!(islower((unsigned char)*p) || isdigit((unsigned char)*p) ||
+              *p == '_' || *p == '-'))
+            return 0;
+    return is_name(head) && dot[1] != '\0';
+}
+
 static char *trim(char *s)
 {
     while (isspace((unsigned char)*s))
@@ -462,15 +481,15 @@ int strata__cfg_set(strata__cfg_t *c, const char *assignment, int prec,
         *eq = '\0';
         value = trim(eq + 1);
         lhs = trim(buf);
-        dot = strchr(lhs, '.');
+        dot = strrchr(lhs, '.');   /* the key follows the last dot */
     }
     if (dot)
         *dot = '\0';
-    if (!eq || !dot || !is_name(lhs) || !is_name(dot + 1)) {
+    if (!eq || !dot || !strata__cfg_section_name(lhs) || !is_name(dot + 1)) {
         strata__log(STRATA_LOG_ERROR, WHO,
                     "%s: invalid assignment '%s': expected section.key=value "
-                    "(section and key of lower-case letters, digits and '_')",
-                    origin, assignment);
+                    "or section.plugin.key=value (names of lower-case "
+                    "letters, digits and '_')", origin, assignment);
         free(buf);
         return STRATA_ECONFIG;
     }
@@ -780,6 +799,36 @@ int strata__cfg_apply(const strata__cfg_t *c, const char *section,
                         o->key, o->def, why);
             return STRATA_EINTERNAL;
         }
+    int rc = strata__cfg_apply_keys(c, section, opts, dst, also_valid, 1);
+    for (const strata_option_t *o = opts; rc == 0 && o && o->key; o++)
+        if (!o->def && !find(c, section, o->key)) {
+            expectation(o, why, sizeof why);
+            strata__log(STRATA_LOG_ERROR, WHO,
+                        "[%s] missing required key '%s' (%s)", section, o->key,
+                        why);
+            return STRATA_ECONFIG;
+        }
+    return rc;
+}
+
+void strata__cfg_deprecated(const strata__cfg_t *c, const char *section,
+                            const char *keep, const char *where)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        const entry_t *e = &c->e[i];
+        if (strcmp(e->section, section) == 0 && strcmp(e->key, keep) != 0)
+            strata__log(STRATA_LOG_WARN, WHO,
+                        "%s: [%s] %s: plugin keys in [%s] are deprecated; "
+                        "write them in %s", e->origin, section, e->key,
+                        section, where);
+    }
+}
+
+int strata__cfg_apply_keys(const strata__cfg_t *c, const char *section,
+                           const strata_option_t *opts, void *dst,
+                           const char *const *also_valid, int strict)
+{
+    char why[512];
     for (size_t i = 0; i < c->n; i++) {
         const entry_t *e = &c->e[i];
         if (strcmp(e->section, section) != 0)
@@ -794,18 +843,10 @@ int strata__cfg_apply(const strata__cfg_t *c, const char *section,
                             e->origin, section, e->key, e->value, why);
                 return STRATA_ECONFIG;
             }
-        } else if (!listed(also_valid, e->key)) {
+        } else if (strict && !listed(also_valid, e->key)) {
             unknown_key(e, opts, also_valid);
             return STRATA_ECONFIG;
         }
     }
-    for (const strata_option_t *o = opts; o && o->key; o++)
-        if (!o->def && !find(c, section, o->key)) {
-            expectation(o, why, sizeof why);
-            strata__log(STRATA_LOG_ERROR, WHO,
-                        "[%s] missing required key '%s' (%s)", section, o->key,
-                        why);
-            return STRATA_ECONFIG;
-        }
     return 0;
 }

@@ -145,16 +145,32 @@ static int apply_defaults(const strata_option_t *o, void *dst)
 }
 
 int strata__plugin_cfg(strata_ctx_t *ctx, const strata__plugin_t *p,
-                       const char *section, int lenient, void **out)
+                       const char *section, int flat, void **out)
 {
     static const char *const also_valid[] = { "plugin", NULL };
+    const strata_option_t *opts = p->vt->options;
     size_t size = p->vt->cfg_size ? p->vt->cfg_size : 1;
     void *cfg = calloc(1, size);
     if (!cfg)
         return STRATA_ENOMEM;
-    int rc = lenient ? apply_defaults(p->vt->options, cfg)
-                     : strata__cfg_apply(ctx->cfg, section, p->vt->options,
-                                         cfg, also_valid);
+    char own[96];
+    snprintf(own, sizeof own, "%s.%s", section, p->name);
+    /* Defaults, then the shared section's keys (deprecated), then the
+     * plugin's own section over them, every key of which must be its. */
+    int rc = apply_defaults(opts, cfg);
+    if (rc == STRATA_OK && flat)
+        rc = strata__cfg_apply_keys(ctx->cfg, section, opts, cfg, also_valid,
+                                    flat == STRATA__CFG_FLAT_STRICT);
+    if (rc == STRATA_OK)
+        rc = strata__cfg_apply_keys(ctx->cfg, own, opts, cfg, NULL, 1);
+    for (const strata_option_t *o = opts; rc == STRATA_OK && o && o->key; o++)
+        if (!o->def && !strata__cfg_get(ctx->cfg, own, o->key) &&
+            !(flat && strata__cfg_get(ctx->cfg, section, o->key))) {
+            strata__log(STRATA_LOG_ERROR, "config", "[%s] missing required "
+                        "key '%s' (%s)", own, o->key,
+                        o->help ? o->help : "no default");
+            rc = STRATA_ECONFIG;
+        }
     if (rc != STRATA_OK) {
         free(cfg);
         cfg = NULL;

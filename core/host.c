@@ -111,18 +111,24 @@ static int host_opt_create(int32_t device, size_t count, strata_opt_t **out)
     return rc;
 }
 
-/* Is `name` one of the plugins listed in "nccl, zmq"? */
-static int listed(const char *list, const char *name)
+/* How the shared [transport] section's keys apply to transport `name`:
+ * not at all when the list ("local, nccl, zmq") does not name it, strictly
+ * when it names only it, else the keys it knows. */
+static int flat_mode(const char *list, const char *name)
 {
     size_t n = strlen(name);
+    int found = 0, count = 0;
     for (const char *p = list; p && *p;) {
         p += strspn(p, " ,");
         size_t len = strcspn(p, " ,");
-        if (len == n && strncmp(p, name, n) == 0)
-            return 1;
+        if (len == 0)
+            break;
+        count++;
+        found |= len == n && strncmp(p, name, n) == 0;
         p += len;
     }
-    return 0;
+    return !found ? STRATA__CFG_FLAT_NONE
+           : count == 1 ? STRATA__CFG_FLAT_STRICT : STRATA__CFG_FLAT_KNOWN;
 }
 
 static int host_t_open(const char *name, const strata_group_t *group,
@@ -144,10 +150,10 @@ static int host_t_open(const char *name, const strata_group_t *group,
         return STRATA_ENOMEM;
     t->plugin = p;
     t->group = *group;
-    /* [transport] keys belong to the transport(s) named there; a transport a
-     * strategy opens on its own (local inside mwms) runs on its defaults. */
+    /* [transport.NAME] is the transport's own; the shared [transport] keys
+     * (deprecated) belong to the transports its list names. */
     rc = strata__plugin_cfg(ctx, p, "transport",
-                            !listed(ctx->s.transport, name), &t->cfg);
+                            flat_mode(ctx->s.transport, name), &t->cfg);
     if (rc == STRATA_OK) {
         t->env.struct_size = sizeof t->env;
         t->env.kind = STRATA_KIND_TRANSPORT;

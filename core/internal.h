@@ -88,6 +88,16 @@ const char *strata__cfg_origin(const strata__cfg_t *c, const char *section,
 int  strata__cfg_apply(const strata__cfg_t *c, const char *section,
                        const strata_option_t *opts, void *dst,
                        const char *const *also_valid);
+/* One warning per key of `section` but `keep`: its place is now `where`. */
+void strata__cfg_deprecated(const strata__cfg_t *c, const char *section,
+                            const char *keep, const char *where);
+/* A section name: "train", or "transport.zmq" (a plugin's own section). */
+int  strata__cfg_section_name(const char *s);
+/* Only the section's keys over what dst holds (no defaults, no required
+ * check); strict: an unknown key is the error above, else it is skipped. */
+int  strata__cfg_apply_keys(const strata__cfg_t *c, const char *section,
+                            const strata_option_t *opts, void *dst,
+                            const char *const *also_valid, int strict);
 /* Every section name that holds a value (NULL-terminated, owned by c). */
 const char *const *strata__cfg_sections(const strata__cfg_t *c);
 /* Levenshtein distance, for suggestions. */

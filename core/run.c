@@ -121,8 +121,8 @@ static int load_strategy(strata__run_t *run)
                                 STRATA_KIND_STRATEGY, STRATA_LOG_ERROR,
                                 &run->strategy);
     if (rc == STRATA_OK)
-        rc = strata__plugin_cfg(run->ctx, run->strategy, "strategy", 0,
-                                &run->scfg);
+        rc = strata__plugin_cfg(run->ctx, run->strategy, "strategy",
+                                STRATA__CFG_FLAT_STRICT, &run->scfg);
     if (rc == STRATA_OK)
         rc = check_role(run);
     return rc;

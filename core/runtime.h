@@ -83,11 +83,17 @@ int strata__ctx_plugin(strata_ctx_t *ctx, const char *name, uint32_t kind,
 void strata__ctx_opened(strata_ctx_t *ctx, const char *name);
 /* Resolve settings (core sections) after every override is in. */
 int strata__ctx_resolve(strata_ctx_t *ctx);
-/* Parse `section`'s keys for plugin `p` into a new cfg struct (calloc'd,
- * p->vt->cfg_size bytes, at least 1). `lenient` tolerates keys the plugin
- * does not know (they belong to another plugin of the same section). */
+/* Plugin `p`'s configuration, a new cfg struct (calloc'd,
+ * p->vt->cfg_size bytes, at least 1): its defaults, then the keys of the
+ * shared `section` ([transport]: deprecated) as `flat` says, then its own
+ * section [section.NAME], where a key it does not know is an error.
+ * flat: NONE, the shared section is not for it (a transport a strategy
+ * opens on its own); KNOWN, it takes the keys it knows, the others being
+ * for the other plugins of the list; STRICT, it is the only plugin there. */
+enum { STRATA__CFG_FLAT_NONE = 0, STRATA__CFG_FLAT_KNOWN = 1,
+       STRATA__CFG_FLAT_STRICT = 2 };
 int strata__plugin_cfg(strata_ctx_t *ctx, const strata__plugin_t *p,
-                       const char *section, int lenient, void **out);
+                       const char *section, int flat, void **out);
 
 /* ---- train.c ------------------------------------------------------------- */
 

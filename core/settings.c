@@ -194,15 +194,22 @@ static int plugin_owned(const char *name)
 
 static int unknown_section(const strata__cfg_t *c, const char *name)
 {
-    size_t len = strlen(name);
+    /* "transprot.zmq": the part before the dot is what may be misspelt. */
+    const char *dot = strchr(name, '.');
+    char head[64];
+    snprintf(head, sizeof head, "%.*s",
+             (int)(dot ? (size_t)(dot - name) : strlen(name)), name);
+    size_t len = strlen(head);
     int limit = len / 3 > 2 ? (int)(len / 3) : 2;
     const char *best = NULL;
     int bestd = limit + 1;
-    char all[256];
+    char all[320];
     size_t n = 0;
     all[0] = '\0';
     for (const strata__section_t *s = strata__sections; s->name; s++) {
-        int d = strata__edit_distance(name, s->name);
+        int d = strata__edit_distance(head, s->name);
+        if (dot && !plugin_owned(s->name))
+            continue;
         if (d < bestd) {
             best = s->name;
             bestd = d;
@@ -213,14 +220,20 @@ static int unknown_section(const strata__cfg_t *c, const char *name)
             n = w < 0 ? sizeof all : n + (size_t)w;
         }
     }
+    if (n < sizeof all)
+        snprintf(all + n, sizeof all - n, ", strategy.NAME, transport.NAME");
     /* key NULL: where the section's first value came from. */
     const char *origin = strata__cfg_origin(c, name, NULL);
     if (!origin)
         origin = "config";
     if (best)
         strata__log(STRATA_LOG_ERROR, "config",
-                    "%s: unknown section [%s]; did you mean [%s]?", origin,
-                    name, best);
+                    "%s: unknown section [%s]; did you mean [%s%s]?", origin,
+                    name, best, dot ? dot : "");
+    else if (dot)
+        strata__log(STRATA_LOG_ERROR, "config",
+                    "%s: unknown section [%s]; only [strategy.NAME] and "
+                    "[transport.NAME] name a plugin", origin, name);
     else
         strata__log(STRATA_LOG_ERROR, "config",
                     "%s: unknown section [%s]; sections: %s", origin, name,
@@ -245,9 +258,22 @@ int strata__settings_load(const strata__cfg_t *c, strata__settings_t *s)
         const strata__section_t *sec = strata__sections;
         while (sec->name && strcmp(sec->name, *name) != 0)
             sec++;
+        /* [strategy.NAME] / [transport.NAME]: plugin NAME's own keys, checked
+         * against its table when it is loaded. */
+        const char *dot = strchr(*name, '.');
+        if (!sec->name && dot && strata__cfg_section_name(*name)) {
+            size_t n = (size_t)(dot - *name);
+            if ((n == 8 && !strncmp(*name, "strategy", 8)) ||
+                (n == 9 && !strncmp(*name, "transport", 9)))
+                continue;
+        }
         if (!sec->name)
             return unknown_section(c, *name);
     }
+    /* Plugin keys in the shared section still work, for one release. */
+    strata__cfg_deprecated(c, "strategy", "plugin", "[strategy.NAME]");
+    strata__cfg_deprecated(c, "transport", "plugin",
+                           "[transport.NAME] of the transport that takes it");
     /* An empty plugin name would only fail later, as "'' not found". */
     static const char *const k_plug[] = { "strategy", "transport" };
     const char *const val[] = { s->strategy, s->transport };

@@ -77,6 +77,34 @@ int main(void)
     /* A bad --set assignment. */
     CHECK(run("train", "--set", "epochs") == 2);
 
+    /* A plugin's own section: its keys reach it ([transport.local] while
+     * the list also names nccl and zmq), a key it does not know is an error
+     * with file:line and the nearest key, and so is a bad value; the
+     * shared sections' plugin keys still work, with a warning. */
+    char own[600];
+    snprintf(own, sizeof own, "%s/own.ini", dir);
+    write_file(own, "[train]\nmax_steps = 5\nprogress = none\neval = false\n"
+                    "[data]\nlimit_train = 640\n"
+                    "[strategy.mirrored]\nreduce_op = sum\n"
+                    "[transport.local]\nspin_us = 7\n");
+    CHECKF(run("train", "-c", own) == 0 && !strstr(R.err, "warning"), "%s",
+           R.err);
+    write_file(bad, "[transport.local]\nspin_u = 7\n");
+    CHECK(run("train", "-c", bad, "--set", "train.max_steps=1") == 2);
+    CHECKF(strstr(R.err, "bad.ini:2: [transport.local] unknown key 'spin_u'; "
+                  "did you mean 'spin_us'?"), "%s", R.err);
+    CHECK(run("train", "--set", "strategy.mirrored.reduce_op=max", "--set",
+              "train.max_steps=1") == 2);
+    CHECKF(strstr(R.err, "[strategy.mirrored] reduce_op = 'max'"), "%s",
+           R.err);
+    CHECK(run("train", "--set", "strategy.reduce_op=sum", "--set",
+              "train.max_steps=1", "--set", "train.progress=none",
+              "--set", "data.limit_train=640", "--set", "train.eval=false")
+          == 0);
+    CHECKF(strstr(R.err, "[strategy] reduce_op: plugin keys in [strategy] "
+                  "are deprecated; write them in [strategy.NAME]"), "%s",
+           R.err);
+
     /* A strategy that does not exist: the dirs looked in. */
     CHECK(run("train", "--set", "strategy.plugin=mirroed") == 3);
     CHECKF(strstr(R.err, "mirroed") && strstr(R.err, "looked in"), "%s", R.err);

@@ -198,6 +198,8 @@ else
 ; written by tests/install/install_test.sh
 [strategy]
 plugin = localsgd
+
+[strategy.localsgd]
 sync_every = 4
 
 [train]
@@ -225,17 +227,24 @@ EOF
     cat >"$T/typo.ini" <<EOF
 [strategy]
 plugin = localsgd
+[strategy.localsgd]
 sync_evry = 4
 [plugins]
 path = $MYD
 EOF
     step 60 typo "$P/bin/strata" train -c "$T/typo.ini" "${SHORT[@]}"
     expect typo 2 "an unknown localsgd key is refused with file:line and a suggestion" \
-        "^strata: config: error: $(q "$T/typo.ini"):3: \[strategy\] unknown key 'sync_evry'; did you mean 'sync_every'\?\$"
+        "^strata: config: error: $(q "$T/typo.ini"):4: \[strategy.localsgd\] unknown key 'sync_evry'; did you mean 'sync_every'\?\$"
 
     step 60 range "$P/bin/strata" train -c "$T/localsgd.ini" "${SHORT[@]}" \
-        --set strategy.sync_every=0
+        --set strategy.localsgd.sync_every=0
     expect range 2 "sync_every = 0 is refused" \
+        "--set: \[strategy.localsgd\] sync_every = '0': expected an integer >= 1"
+    # The shared [strategy] section still reaches the plugin, with a warning.
+    step 60 flat "$P/bin/strata" train -c "$T/localsgd.ini" "${SHORT[@]}" \
+        --set strategy.sync_every=0
+    expect flat 2 "a deprecated [strategy] key still reaches the plugin" \
+        "--set: \[strategy\] sync_every: plugin keys in \[strategy\] are deprecated; write them in \[strategy.NAME\]" \
         "--set: \[strategy\] sync_every = '0': expected an integer >= 1"
 
     step 60 notfound "$P/bin/strata" train -c "$T/localsgd.ini" "${SHORT[@]}" \
@@ -245,7 +254,7 @@ EOF
 
     # Replicas are bitwise equal after every step when they sync every step...
     step 120 sync1 "$P/bin/strata" train -c "$T/localsgd.ini" "${SHORT[@]}" \
-        --set strategy.sync_every=1 --set debug.check_sync=true
+        --set strategy.localsgd.sync_every=1 --set debug.check_sync=true
     expect sync1 0 "sync_every = 1: replicas bitwise equal after every step"
     # ...and really step alone in between.
     step 120 sync4 "$P/bin/strata" train -c "$T/localsgd.ini" "${SHORT[@]}" \
