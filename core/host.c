@@ -149,7 +149,12 @@ static int host_t_open(const char *name, const strata_group_t *group,
     if (!t)
         return STRATA_ENOMEM;
     t->plugin = p;
-    t->group = *group;
+    /* An opener built against an older minor passes a shorter struct: copy
+     * what it has, the newer members stay 0. */
+    size_t have = group->struct_size < sizeof t->group ? group->struct_size
+                                                        : sizeof t->group;
+    memcpy(&t->group, group, have);
+    t->group.struct_size = sizeof t->group;
     /* [transport.NAME] is the transport's own; the shared [transport] keys
      * (deprecated) belong to the transports its list names. */
     rc = strata__plugin_cfg(ctx, p, "transport",

@@ -175,6 +175,14 @@ static int setup_strategy(strata__run_t *run)
             return rc;
         }
     }
+    if (STRATA_HAS(vt, placed)) {
+        rc = vt->placed(run->spctx);
+        if (rc != STRATA_OK) {
+            strata__log(STRATA_LOG_ERROR, "train", "strategy %s: placed: %s",
+                        run->strategy->name, strata_strerror(rc));
+            return rc;
+        }
+    }
     run->placed_bytes = strata__host_placed_bytes() - placed0;
     return STRATA_OK;
 }

@@ -2,8 +2,16 @@
  * offset of each member, compared with tests/abi/plugin_v1.golden. A change
  * to a frozen layout fails here; appending a member means appending its line
  * to the golden file (and a minor bump in version.h). Run with --print to
- * regenerate the text. Includes the public SDK only. */
+ * regenerate the text. Includes the public SDK only.
+ *
+ * With --history FILE it checks the minor version instead: FILE records, for
+ * every ABI minor, the size of each frozen struct ("2 strata_group_t 56").
+ * The sizes now must be the row of STRATA_ABI_MINOR (a struct that grew
+ * without a minor bump fails, and so does a bump without its rows), and no
+ * struct may be smaller than in an earlier minor (members are only ever
+ * appended). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <strata/plugin.h>
@@ -30,6 +38,7 @@ static size_t layout(void)
     F(strata_plugin_v1_t, update) F(strata_plugin_v1_t, ctl)
     F(strata_plugin_v1_t, drive) F(strata_plugin_v1_t, next_step)
     F(strata_plugin_v1_t, send) F(strata_plugin_v1_t, recv)
+    F(strata_plugin_v1_t, placed)
     S(strata_option_t)
     F(strata_option_t, key) F(strata_option_t, type) F(strata_option_t, flags)
     F(strata_option_t, def) F(strata_option_t, offset) F(strata_option_t, min)
@@ -46,7 +55,7 @@ static size_t layout(void)
     F(strata_group_t, struct_size) F(strata_group_t, scope) F(strata_group_t, size)
     F(strata_group_t, rank) F(strata_group_t, nlocal) F(strata_group_t, timeout_ms)
     F(strata_group_t, devices) F(strata_group_t, addrs) F(strata_group_t, names)
-    F(strata_group_t, tag)
+    F(strata_group_t, tag) F(strata_group_t, flags)
     S(strata_env_t)
     F(strata_env_t, struct_size) F(strata_env_t, kind) F(strata_env_t, cfg)
     F(strata_env_t, section) F(strata_env_t, group) F(strata_env_t, cluster)
@@ -98,9 +107,69 @@ static size_t layout(void)
     return n;
 }
 
+/* "sizeof T N" lines of the layout: the size of struct `name` now, or -1. */
+static long size_now(const char *name)
+{
+    char key[128];
+    snprintf(key, sizeof key, "sizeof %s ", name);
+    const char *p = strstr(buf, key);
+    return p ? strtol(p + strlen(key), NULL, 10) : -1;
+}
+
+static int history(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        printf("%s: cannot read\n", path);
+        return 1;
+    }
+    char line[256], name[96];
+    int minor, failed = 0, rows_now = 0, checks = 0;
+    long size;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || sscanf(line, "%d %95s %ld", &minor, name,
+                                     &size) != 3)
+            continue;
+        long now = size_now(name);
+        checks++;
+        if (now < 0) {
+            printf("%s: %s is not a frozen struct of this ABI\n", path, name);
+            failed = 1;
+        } else if (minor == STRATA_ABI_MINOR && now != size) {
+            printf("%s is %ld bytes, %ld at ABI 1.%d: a member was appended "
+                   "without a minor bump (raise STRATA_ABI_MINOR in "
+                   "include/strata/version.h and add its rows to %s)\n",
+                   name, now, size, minor, path);
+            failed = 1;
+        } else if (minor < STRATA_ABI_MINOR && now < size) {
+            printf("%s shrank from %ld bytes at ABI 1.%d to %ld: frozen "
+                   "members are never removed\n", name, size, minor, now);
+            failed = 1;
+        } else if (minor > STRATA_ABI_MINOR) {
+            printf("%s: rows for ABI 1.%d, but this is 1.%d\n", path, minor,
+                   STRATA_ABI_MINOR);
+            failed = 1;
+        }
+        rows_now += minor == STRATA_ABI_MINOR;
+    }
+    fclose(f);
+    int structs = 0;
+    for (const char *p = buf; (p = strstr(p, "sizeof ")); p++)
+        structs++;
+    if (rows_now != structs) {
+        printf("%s has %d rows for ABI 1.%d, the ABI has %d frozen structs: "
+               "one row each\n", path, rows_now, STRATA_ABI_MINOR, structs);
+        failed = 1;
+    }
+    printf("%d passed, %d failed\n", failed ? checks - 1 : checks, failed);
+    return failed;
+}
+
 int main(int argc, char **argv)
 {
     size_t n = layout();
+    if (argc > 2 && strcmp(argv[1], "--history") == 0)
+        return history(argv[2]);
     if (argc > 1 && strcmp(argv[1], "--print") == 0) {
         fputs(buf, stdout);
         return 0;

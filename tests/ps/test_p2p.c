@@ -1,4 +1,5 @@
-/* zmq.so's point to point (send/recv on "p2p:" groups), members as
+/* zmq.so's point to point (send/recv on STRATA_GROUP_P2P groups, and on an
+ * ABI 1.2 opener's "p2p:" ones), members as
  * instances of the plugin in this one process on loopback tcp:
  *  - any member to any member, itself included, header and data intact;
  *  - a receive times out on time; a message longer than the buffer is
@@ -103,13 +104,22 @@ static const char *g_names[4] = { "m0", "m1", "m2", "m3" };
 static char g_addr[4][64];
 static const char *g_addrs[4];
 
+/* Flags of the groups open_member makes: an ABI 1.3 opener asks for point
+ * to point with STRATA_GROUP_P2P; with 0, a "p2p:" tag is an ABI 1.2
+ * opener's way (a shorter struct, no flags), any other tag a ring. */
+static uint32_t g_flags;
+
 static void *open_member(int rank, int n, const char *tag)
 {
     int32_t cpu = STRATA_DEVICE(STRATA_DEV_CPU, 0);
-    strata_group_t g = { .struct_size = sizeof g, .scope = STRATA_SCOPE_WORLD,
+    int legacy = !g_flags && strncmp(tag, "p2p:", 4) == 0;
+    strata_group_t g = { .struct_size = legacy ? offsetof(strata_group_t, flags)
+                                               : sizeof g,
+                         .scope = STRATA_SCOPE_WORLD,
                          .size = n, .rank = rank, .nlocal = 1,
                          .timeout_ms = 2000, .devices = &cpu, .addrs = g_addrs,
-                         .names = g_names, .tag = tag };
+                         .names = g_names, .tag = tag,
+                         .flags = g_flags };
     strata_env_t env = { .struct_size = sizeof env,
                          .kind = STRATA_KIND_TRANSPORT, .cfg = &g_cfg,
                          .section = "transport", .group = &g,
@@ -307,13 +317,16 @@ static void abort_and_refusals(void **m)
     CHECK(g_vt->update(m[0], &op) == STRATA_ENOTSUP);
     CHECK(g_vt->ctl(m[0], STRATA_CTL_BARRIER, NULL) == STRATA_ENOTSUP);
     /* no point to point on a ring group (one member: no rendezvous) */
+    uint32_t flags = g_flags;
+    g_flags = 0;
     void *ring = open_member(0, 1, "ring");
     if (ring) {
         CHECK(g_vt->send(ring, 0, "x", 1, "", 0, 0) == STRATA_ENOTSUP);
         g_vt->fini(ring);
     }
     /* a p2p group of one talks to itself in process */
-    void *solo = open_member(0, 1, "p2p:solo");
+    g_flags = flags;
+    void *solo = open_member(0, 1, "solo");
     if (solo) {
         CHECK(g_vt->send(solo, 0, "me", 2, "", 0, 0) == 0);
         expect(solo, 0, "me", "");
@@ -321,12 +334,8 @@ static void abort_and_refusals(void **m)
     }
 }
 
-int main(void)
+static void pick_ports(int *port)
 {
-    if (load() != 0)
-        CHECK_SKIP("zmq.so with send/recv not found in $STRATA_PLUGIN_PATH");
-    const int n = 3;
-    int port[4];
     for (int i = 0; i < 4; i++) {
         port[i] = spawn_free_port();
         for (int k = 0; k < i; k++)
@@ -337,7 +346,17 @@ int main(void)
         snprintf(g_addr[i], sizeof g_addr[i], "127.0.0.1:%d", port[i]);
         g_addrs[i] = g_addr[i];
     }
-    const char *tag = "p2p:test";
+}
+
+int main(void)
+{
+    if (load() != 0)
+        CHECK_SKIP("zmq.so with send/recv not found in $STRATA_PLUGIN_PATH");
+    const int n = 3;
+    int port[4];
+    pick_ports(port);
+    const char *tag = "ps-test";
+    g_flags = STRATA_GROUP_P2P;
     void *m[3];
     for (int i = 0; i < n; i++)
         m[i] = open_member(i, n, tag);
@@ -348,6 +367,16 @@ int main(void)
         dead_peer(m, n, tag);
         abort_and_refusals(m);
     }
+    for (int i = 0; i < n; i++)
+        if (m[i])
+            g_vt->fini(m[i]);
+    /* An ABI 1.2 opener's group, marked by its tag: point to point too. */
+    pick_ports(port);
+    g_flags = 0;
+    for (int i = 0; i < n; i++)
+        m[i] = open_member(i, n, "p2p:legacy");
+    if (m[0] && m[1] && m[2])
+        any_to_any(m);
     for (int i = 0; i < n; i++)
         if (m[i])
             g_vt->fini(m[i]);

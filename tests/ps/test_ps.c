@@ -342,7 +342,7 @@ static void raw(void *s, int sender, const void *msg, size_t len)
 {
     strz_hdr_t h = { .type = STRZ_DATA, .flags = P2P_FLAG, .sender = sender,
                      .offset = len < PS_HDR_SIZE ? len : PS_HDR_SIZE,
-                     .length = (uint32_t)len, .aux = (int32_t)tag_hash("p2p:ps") };
+                     .length = (uint32_t)len, .aux = (int32_t)tag_hash("ps") };
     unsigned char hb[STRZ_HDR_SIZE];
     strz_wire_pack(&h, hb);
     zmq_send(s, hb, sizeof hb, ZMQ_SNDMORE);

@@ -93,7 +93,13 @@ typedef struct strata_group {
     const char *const *addrs;    /* WORLD: `size` "host:port" (rank order); else NULL */
     const char *const *names;    /* WORLD: `size` task names for errors, e.g. "worker:1" */
     const char    *tag;          /* unique name of this group within the job        */
+    /* ---- ABI 1.3 (STRATA_HAS_FIELD(strata_group_t, g, flags)) ---- */
+    uint32_t       flags;        /* STRATA_GROUP_*: what the opener asks of it      */
 } strata_group_t;
+
+/* strata_group_t.flags */
+#define STRATA_GROUP_P2P 0x1u /* point to point: members send()/recv() to one
+                               * another; a transport that cannot declines */
 
 struct strata_host_v1;
 
@@ -363,6 +369,15 @@ typedef struct strata_plugin_v1 {
                  const void *data, size_t dlen, int timeout_ms);
     int  (*recv)(void *pctx, int *peer, void *buf, size_t cap, size_t *len,
                  int timeout_ms);
+
+    /* ---- ABI 1.3: guard with STRATA_HAS ---- */
+
+    /* Optional. Strategy: every variable of the run has been through
+     * create_var (var->index 0 .. env->nvars - 1); called once, on the main
+     * thread, before any reduce, update or drive. What a strategy sets up
+     * from the whole placement happens here (ps: the shards' owners). May
+     * block up to the job's timeout. */
+    int  (*placed)(void *pctx);
 } strata_plugin_v1_t;
 
 #ifdef __cplusplus

@@ -152,8 +152,11 @@ static int ps_init(const strata_host_v1_t *host, const strata_env_t *env,
 }
 
 /* After the last variable: what each role needs of the placement. */
-static int placed(ps_t *p)
+/* Every variable has its shards: the servers, the coordinator and the
+ * workers can set up from the whole placement. */
+static int ps_placed(void *pctx)
 {
+    ps_t *p = pctx;
     switch (p->role) {
     case PS_ROLE_PS:     return ps_server_init(p);
     case PS_ROLE_COORD:  return ps_coord_init(p);
@@ -182,8 +185,6 @@ static int ps_create_var(void *pctx, strata_var_t *var)
             return STRATA_EDEVICE;
         var->value[r] = dst;
     }
-    if ((int)var->index + 1 == p->env->nvars)
-        return placed(p);
     return STRATA_OK;
 }
 
@@ -265,5 +266,6 @@ STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {
     .update = ps_update,
     .ctl = ps_ctl,
     .drive = ps_drive,
+    .placed = ps_placed,
     .next_step = ps_next_step,
 };

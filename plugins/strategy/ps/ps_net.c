@@ -3,8 +3,8 @@
  * The group: one member per task of the cluster, in the cluster's own
  * order (chief, workers by index, ps by index, evaluator), so member i is
  * env->cluster->tasks[i] and every task numbers the others alike. It is
- * opened with the tag "p2p:ps", which asks the transport for point to
- * point only (zmq.so: no ring, no start-up rendezvous; tasks may start,
+ * opened with the STRATA_GROUP_P2P flag, which asks the transport for point
+ * to point only (zmq.so: no ring, no start-up rendezvous; tasks may start,
  * die and restart in any order). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,7 +139,7 @@ int ps_net_open(ps_t *p)
         .struct_size = sizeof g, .scope = STRATA_SCOPE_WORLD,
         .size = p->nmembers, .rank = p->self, .nlocal = 1,
         .timeout_ms = p->timeout_ms, .devices = &p->cpu, .addrs = p->addrs,
-        .names = p->names, .tag = "p2p:ps",
+        .names = p->names, .tag = "ps", .flags = STRATA_GROUP_P2P,
     };
     return open_first_transport(p->host, "ps", p->env->transport, "zmq", &g,
                                 &p->net);

@@ -39,8 +39,13 @@ struct strz_p2p {
 
 int strz_p2p_group(const strata_group_t *g)
 {
-    return g && g->scope == STRATA_SCOPE_WORLD && g->tag
-           && strncmp(g->tag, STRZ_P2P_PREFIX, strlen(STRZ_P2P_PREFIX)) == 0;
+    if (!g || g->scope != STRATA_SCOPE_WORLD)
+        return 0;
+    if (STRATA_HAS_FIELD(strata_group_t, g, flags) && (g->flags & STRATA_GROUP_P2P))
+        return 1;
+    /* ABI 1.2 openers asked by the tag's prefix. */
+    return g->tag && strncmp(g->tag, STRZ_P2P_PREFIX,
+                             strlen(STRZ_P2P_PREFIX)) == 0;
 }
 
 /* FNV-1a of the tag, 31 bits: the aux field is a signed int32. */

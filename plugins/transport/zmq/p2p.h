@@ -1,10 +1,11 @@
 /* zmq.so -- point to point: the ABI's send() and recv() for WORLD groups.
  *
- * Which groups. A WORLD group whose tag starts with "p2p:" (STRZ_P2P_PREFIX)
+ * Which groups. A WORLD group with the STRATA_GROUP_P2P flag (ABI 1.3; an
+ * ABI 1.2 opener's tag starting with "p2p:", STRZ_P2P_PREFIX, still counts)
  * is point-to-point only: init() does no ring rendezvous and waits for
  * nobody (members come, go and restart at any time: parameter servers,
  * workers and their coordinator), reduce/update/BARRIER return
- * STRATA_ENOTSUP. On a ring group (any other tag) send/recv return
+ * STRATA_ENOTSUP. On a ring group (any other) send/recv return
  * STRATA_ENOTSUP: the ring's ROUTER already owns the member's address and
  * refuses strangers.
  *
