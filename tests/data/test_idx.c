@@ -31,18 +31,9 @@ static void expect_fail_(int line, const char *path, size_t max_items,
     capture_begin();
     int got = strata__idx_read_first(path, max_items, &x);
     int lines = count_lines(capture_end());
-    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    CHECKF(got == rc, "line %d: %s: got %s, want %s", line, base,
-           strata_err_name(got), strata_err_name(rc));
-    CHECKF(lines == 1, "line %d: %d log lines: %s", line, lines, captured_);
-    CHECKF(strstr(captured_, base) != NULL, "line %d: no file name in: %s",
-           line, captured_);
-    CHECKF(strstr(captured_, word) != NULL, "line %d: no '%s' in: %s", line,
-           word, captured_);
+    check_refused(line, path, got, rc, lines, captured_, word, live0,
+                  biggest_, max_alloc);
     CHECKF(zeroed(&x), "line %d: out not zeroed", line);
-    CHECKF(live_ == live0, "line %d: %ld blocks leaked", line, live_ - live0);
-    CHECKF(biggest_ <= max_alloc, "line %d: allocated %zu bytes (max %zu)",
-           line, biggest_, max_alloc);
 }
 #define expect_fail(...) expect_fail_(__LINE__, __VA_ARGS__)
 

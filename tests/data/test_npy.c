@@ -86,18 +86,9 @@ static void expect_npy_fail_(int line, const char *path, int role, int rc,
     int got = strata__npy_read(path, role, &a);
     size_t big = biggest_;
     int lines = count_lines(capture_end());
-    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    CHECKF(got == rc, "line %d: %s: got %s, want %s", line, base,
-           strata_err_name(got), strata_err_name(rc));
-    CHECKF(lines == 1, "line %d: %d log lines: %s", line, lines, captured_);
-    CHECKF(strstr(captured_, base) != NULL, "line %d: no file name in: %s",
-           line, captured_);
-    CHECKF(strstr(captured_, word) != NULL, "line %d: no '%s' in: %s", line,
-           word, captured_);
+    check_refused(line, path, got, rc, lines, captured_, word, live0, big,
+                  max_alloc);
     CHECKF(zeroed_npy(&a), "line %d: out not zeroed", line);
-    CHECKF(live_ == live0, "line %d: %ld blocks leaked", line, live_ - live0);
-    CHECKF(big <= max_alloc, "line %d: allocated %zu bytes (max %zu)", line,
-           big, max_alloc);
 }
 #define expect_npy_fail(path, role, word) \
     expect_npy_fail_(__LINE__, path, role, STRATA_EDATA, word, 1024)
