@@ -1,5 +1,8 @@
 /* strata_ctx: a configured run (public API of strata.h) and the plugins it
  * has loaded. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +43,42 @@ void strata_ctx_destroy(strata_ctx_t *ctx)
     free(ctx->search_path);
     free(ctx->task);
     free(ctx);
+}
+
+int strata_ctx_set_callbacks(strata_ctx_t *ctx, const strata_callbacks_t *cb)
+{
+    if (!ctx || (cb && cb->struct_size < offsetof(strata_callbacks_t, epoch)))
+        return STRATA_EINVAL;
+    memset(&ctx->cb, 0, sizeof ctx->cb);
+    if (cb)  /* an application built against a shorter struct: its part */
+        memcpy(&ctx->cb, cb, cb->struct_size < sizeof ctx->cb
+                                 ? cb->struct_size : sizeof ctx->cb);
+    ctx->cb.struct_size = sizeof ctx->cb;
+    return STRATA_OK;
+}
+
+void strata__out(strata_ctx_t *ctx, const char *fmt, ...)
+{
+    if (!ctx || !ctx->cb.text)
+        return;
+    char small[1024], *text = small;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof small) {   /* a long summary: the whole of it */
+        text = malloc((size_t)n + 1);
+        if (!text)
+            return;
+        va_start(ap, fmt);
+        vsnprintf(text, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    ctx->cb.text(ctx->cb.user, text);
+    if (text != small)
+        free(text);
 }
 
 int strata_ctx_set_task(strata_ctx_t *ctx, const char *task)

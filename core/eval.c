@@ -91,9 +91,10 @@ int strata_eval(strata_ctx_t *ctx, const char *path)
         loss += part;
     }
     if (rc == STRATA_OK)
-        printf("eval: %s: test loss %.4f, test accuracy %.4f (%zu samples)\n",
-               path, test.n ? loss / (double)test.n : 0.0,
-               test.n ? (double)correct / (double)test.n : 0.0, test.n);
+        strata__out(ctx, "eval: %s: test loss %.4f, test accuracy %.4f (%zu "
+                    "samples)\n", path,
+                    test.n ? loss / (double)test.n : 0.0,
+                    test.n ? (double)correct / (double)test.n : 0.0, test.n);
     strata__work_free(&w);
     for (int i = 0; m && i < m->nvars; i++)
         free(m->vars[i].value);

@@ -13,11 +13,15 @@ double strata__now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void strata__progress_init(strata__progress_t *p, int mode, int epochs)
+void strata__progress_init(strata__progress_t *p, strata_ctx_t *ctx, int mode,
+                           int epochs)
 {
     if (mode == STRATA__PROGRESS_AUTO)
         mode = isatty(STDOUT_FILENO) ? STRATA__PROGRESS_BAR
                                      : STRATA__PROGRESS_LINE;
+    if (!ctx->cb.text)
+        mode = STRATA__PROGRESS_NONE;
+    p->ctx = ctx;
     p->mode = mode;
     p->epochs = epochs;
 }
@@ -28,8 +32,7 @@ void strata__progress_begin(strata__progress_t *p, int epoch, int64_t total)
     p->total = total;
     p->t0 = p->last = strata__now();
     if (p->mode == STRATA__PROGRESS_BAR) {
-        printf("Epoch %d/%d\n", epoch + 1, p->epochs);
-        fflush(stdout);
+        strata__out(p->ctx, "Epoch %d/%d\n", epoch + 1, p->epochs);
     }
 }
 
@@ -56,9 +59,9 @@ void strata__progress_step(strata__progress_t *p, int64_t done, double loss,
                           : 0.0;
     char b[31];
     bar(b, 30, done, p->total);
-    printf("\r%lld/%lld [%s] - ETA: %.0fs - loss: %.4f - accuracy: %.4f",
-           (long long)done, (long long)p->total, b, eta, loss, acc);
-    fflush(stdout);
+    strata__out(p->ctx, "\r%lld/%lld [%s] - ETA: %.0fs - loss: %.4f - "
+                "accuracy: %.4f", (long long)done, (long long)p->total, b, eta,
+                loss, acc);
 }
 
 void strata__progress_end(strata__progress_t *p, int64_t done, double secs,
@@ -75,13 +78,13 @@ void strata__progress_end(strata__progress_t *p, int64_t done, double secs,
     if (p->mode == STRATA__PROGRESS_BAR) {
         char b[31];
         bar(b, 30, done, done);
-        printf("\r%lld/%lld [%s] - %.0fs %.2fms/step - loss: %.4f - "
-               "accuracy: %.4f%s\n", (long long)done, (long long)p->total, b,
-               secs, per_step_ms, loss, acc, val);
+        strata__out(p->ctx, "\r%lld/%lld [%s] - %.0fs %.2fms/step - loss: "
+                    "%.4f - accuracy: %.4f%s\n", (long long)done,
+                    (long long)p->total, b, secs, per_step_ms, loss, acc, val);
     } else {
-        printf("Epoch %d/%d - %lld steps - %.1fs %.2fms/step - loss: %.4f - "
-               "accuracy: %.4f%s\n", p->epoch + 1, p->epochs, (long long)done,
-               secs, per_step_ms, loss, acc, val);
+        strata__out(p->ctx, "Epoch %d/%d - %lld steps - %.1fs %.2fms/step - "
+                    "loss: %.4f - accuracy: %.4f%s\n", p->epoch + 1,
+                    p->epochs, (long long)done, secs, per_step_ms, loss, acc,
+                    val);
     }
-    fflush(stdout);
 }

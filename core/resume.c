@@ -327,10 +327,8 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
     at->epoch = (int)epoch;
     at->batch = batch;
     at->step = step;
-    if (run->chief) {
-        printf("resumed from %s: epoch %d, batch %" PRId64 ", step %" PRId64
-               "\n", path, at->epoch, batch, step);
-        fflush(stdout); /* a pipe (launch, a log collector) sees it now */
-    }
+    if (run->chief)
+        strata__out(run->ctx, "resumed from %s: epoch %d, batch %" PRId64
+                    ", step %" PRId64 "\n", path, at->epoch, batch, step);
     return STRATA_OK;
 }

@@ -238,10 +238,9 @@ static int setup_init_from(strata__run_t *run)
     strata__ckpt_free(ck);
     if (rc != STRATA_OK)
         return rc == STRATA_EIO || rc == STRATA_ENOMEM ? rc : STRATA_ECONFIG;
-    if (run->chief) {
-        printf("initialised %d variables from %s\n", m->nvars, path);
-        fflush(stdout);
-    }
+    if (run->chief)
+        strata__out(run->ctx, "initialised %d variables from %s\n",
+                    m->nvars, path);
     return STRATA_OK;
 }
 
@@ -343,21 +342,31 @@ void strata__run_banner(const strata__run_t *run)
      * not train. */
     int workers = run->nworkers -
                   (STRATA_HAS(run->strategy->vt, next_step) && run->nworkers > 1);
-    printf("num_replicas_in_sync: %d (strategy %s, transport %s, %d worker%s "
-           "x devices %s)\n", run->nreplicas * workers, run->strategy->name,
-           run->ctx->opened[0] ? run->ctx->opened : "none", workers,
-           workers == 1 ? "" : "s", devs);
-    printf("model: %zu parameters; %zu training samples, global batch %d "
-           "(%d per replica), %lld steps per epoch\n", run->model.params,
-           run->train.n, run->batch, run->per_replica,
-           (long long)run->steps_per_epoch);
-    strata__model_summary(&run->model, stdout);
+    strata_ctx_t *ctx = run->ctx;
+    if (!ctx->cb.text)
+        return;
+    strata__out(ctx, "num_replicas_in_sync: %d (strategy %s, transport %s, "
+                "%d worker%s x devices %s)\n", run->nreplicas * workers,
+                run->strategy->name, ctx->opened[0] ? ctx->opened : "none",
+                workers, workers == 1 ? "" : "s", devs);
+    strata__out(ctx, "model: %zu parameters; %zu training samples, global "
+                "batch %d (%d per replica), %lld steps per epoch\n",
+                run->model.params, run->train.n, run->batch,
+                run->per_replica, (long long)run->steps_per_epoch);
+    char *summary = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&summary, &len);
+    if (f) {
+        strata__model_summary(&run->model, f);
+        if (fclose(f) == 0)
+            strata__out(ctx, "%s", summary);
+    }
+    free(summary);
     size_t model_bytes = run->model.count * sizeof(float);
-    printf("strategy %s placed %zu bytes of variables and optimizer state "
-           "(%.2f x the model's %zu bytes)\n", run->strategy->name,
-           run->placed_bytes, (double)run->placed_bytes / (double)model_bytes,
-           model_bytes);
-    fflush(stdout);
+    strata__out(ctx, "strategy %s placed %zu bytes of variables and optimizer "
+                "state (%.2f x the model's %zu bytes)\n", run->strategy->name,
+                run->placed_bytes,
+                (double)run->placed_bytes / (double)model_bytes, model_bytes);
 }
 
 int strata__write_atomic(const char *path, const void *data, size_t len)
@@ -487,8 +496,9 @@ int strata__run_finish(strata__run_t *run)
         if (want_dump) /* raw little-endian float32: tests compare runs */
             rc = strata__write_atomic(d->dump_vars, vars, total * sizeof *vars);
         if (d->hash_vars)
-            printf("variables hash (rank %d): %016llx\n", run->rank,
-                   (unsigned long long)fnv1a(vars, total * sizeof *vars));
+            strata__out(run->ctx, "variables hash (rank %d): %016llx\n",
+                        run->rank,
+                        (unsigned long long)fnv1a(vars, total * sizeof *vars));
         free(vars);
         if (rc != STRATA_OK)
             return rc;
@@ -497,13 +507,13 @@ int strata__run_finish(strata__run_t *run)
         run->s->train.progress != STRATA__PROGRESS_NONE) {
         const strata__epoch_stats_t *e = &run->last;
         if (e->has_test)
-            printf("done: %d epochs, test accuracy %.4f, test loss %.4f\n",
-                   e->epoch, e->test_acc, e->test_loss);
+            strata__out(run->ctx, "done: %d epochs, test accuracy %.4f, test "
+                        "loss %.4f\n", e->epoch, e->test_acc, e->test_loss);
         else
-            printf("done: %d epochs, train accuracy %.4f, train loss %.4f\n",
-                   e->epoch, e->train_acc, e->train_loss);
+            strata__out(run->ctx, "done: %d epochs, train accuracy %.4f, "
+                        "train loss %.4f\n", e->epoch, e->train_acc,
+                        e->train_loss);
     }
-    fflush(stdout);
     return STRATA_OK;
 }
 

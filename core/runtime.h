@@ -66,6 +66,7 @@ struct strata_ctx {
     strata__plugin_t   *plugins[STRATA_MAX_PLUGINS];
     int                 nplugins;
     char                opened[128];   /* transports opened: "local, zmq"   */
+    strata_callbacks_t  cb;            /* what the run reports, to whom     */
     int                 settings_ok;
 };
 
@@ -79,6 +80,10 @@ size_t strata__host_placed_bytes(void);
  * `missing_level`. */
 int strata__ctx_plugin(strata_ctx_t *ctx, const char *name, uint32_t kind,
                        int missing_level, strata__plugin_t **out);
+/* Text for the context's text callback, printf-style (nothing without
+ * one). */
+void strata__out(strata_ctx_t *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Note that transport `name` was opened (once per name, in order). */
 void strata__ctx_opened(strata_ctx_t *ctx, const char *name);
 /* Resolve settings (core sections) after every override is in. */
@@ -111,6 +116,7 @@ enum { STRATA__PROGRESS_AUTO = 0, STRATA__PROGRESS_BAR = 1,
        STRATA__PROGRESS_LINE = 2, STRATA__PROGRESS_NONE = 3 };
 
 typedef struct strata__progress {
+    strata_ctx_t *ctx;       /* whose text callback shows it                */
     int     mode;            /* BAR / LINE / NONE after resolving AUTO      */
     int     epoch, epochs;
     int64_t total;           /* steps in this epoch                         */
@@ -118,7 +124,10 @@ typedef struct strata__progress {
 } strata__progress_t;
 
 double strata__now(void);    /* monotonic seconds */
-void strata__progress_init(strata__progress_t *p, int mode, int epochs);
+/* AUTO: a redrawn bar when stdout is a terminal, else a line per epoch;
+ * nothing at all without a text callback. */
+void strata__progress_init(strata__progress_t *p, strata_ctx_t *ctx, int mode,
+                           int epochs);
 void strata__progress_begin(strata__progress_t *p, int epoch, int64_t total);
 /* Redraws at most every 100 ms (BAR mode only). */
 void strata__progress_step(strata__progress_t *p, int64_t done, double loss,

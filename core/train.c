@@ -239,6 +239,17 @@ static int finish_epoch(strata__run_t *run, const strata__epoch_stats_t *st)
                          st->train_loss, st->train_acc, st->has_test,
                          st->test_loss, st->test_acc);
     run->last = *st;
+    const strata_callbacks_t *cb = &run->ctx->cb;
+    if (cb->epoch && run->chief) {
+        strata_epoch_report_t r = {
+            .epoch = st->epoch - 1, .epochs = (int32_t)run->s->train.epochs,
+            .steps = st->steps, .loss = st->train_loss,
+            .accuracy = st->train_acc, .has_val = st->has_test,
+            .val_loss = st->test_loss, .val_accuracy = st->test_acc,
+            .seconds = st->seconds, .samples_per_s = st->samples_per_s,
+        };
+        cb->epoch(cb->user, &r);
+    }
     return strata__metrics_append(run, st);
 }
 
@@ -246,7 +257,7 @@ static void progress_init(strata__run_t *run)
 {
     const strata__train_cfg_t *t = &run->s->train;
     /* Only the chief speaks; the other tasks report errors only. */
-    strata__progress_init(&run->progress,
+    strata__progress_init(&run->progress, run->ctx,
                           run->chief ? t->progress : STRATA__PROGRESS_NONE,
                           (int)t->epochs);
 }

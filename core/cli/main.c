@@ -125,9 +125,22 @@ static int parse_args(int argc, char **argv, const char *usage, args_t *a)
     return 0;
 }
 
+/* libstrata prints nothing: the command shows what a run reports on stdout,
+ * at once (a pipe -- launch, a log collector -- sees each line as it comes). */
+static void print_text(void *user, const char *text)
+{
+    (void)user;
+    fputs(text, stdout);
+    fflush(stdout);
+}
+
 static int make_ctx(const args_t *a, strata_ctx_t **ctx)
 {
+    const strata_callbacks_t cb = { .struct_size = sizeof cb,
+                                    .text = print_text };
     int rc = strata_ctx_create(a->config, ctx);
+    if (rc == STRATA_OK)
+        rc = strata_ctx_set_callbacks(*ctx, &cb);
     for (int i = 0; rc == STRATA_OK && i < a->nsets; i++)
         rc = strata_ctx_set(*ctx, a->sets[i]);
     if (rc == STRATA_OK && a->task)

@@ -46,6 +46,38 @@ STRATA_API int strata_ctx_set_task(strata_ctx_t *ctx, const char *task);
 STRATA_API const char *strata_ctx_get(strata_ctx_t *ctx, const char *section,
                                       const char *key);
 
+/* What a run reports reaches the application through callbacks set on its
+ * context: libstrata writes nothing to stdout itself, and a context with no
+ * callbacks trains silently (the `strata` command sets callbacks that print
+ * as Keras does). Errors and warnings still go to stderr, one line each.
+ * Callbacks are called on the thread that called strata_train() or
+ * strata_eval(), never concurrently for one context. */
+typedef struct strata_epoch_report {
+    int32_t epoch;          /* 0-based                                       */
+    int32_t epochs;         /* configured                                    */
+    int64_t steps;          /* steps run in this epoch                       */
+    double  loss, accuracy; /* training, over the epoch's steps              */
+    int32_t has_val;        /* 1: val_* hold the test-set evaluation         */
+    double  val_loss, val_accuracy;
+    double  seconds;        /* of training steps                             */
+    double  samples_per_s;
+} strata_epoch_report_t;
+
+typedef struct strata_callbacks {
+    uint32_t struct_size;   /* sizeof(strata_callbacks_t)                    */
+    void    *user;          /* passed back to every callback                 */
+    /* Text as a terminal would show it: the start banner and model summary,
+     * progress (on a terminal "\r"-redrawn bars), "resumed from", "done:",
+     * strata_eval()'s result. NULL: none. */
+    void (*text)(void *user, const char *text);
+    /* Once per epoch of training, on the chief only. NULL: none. */
+    void (*epoch)(void *user, const strata_epoch_report_t *report);
+} strata_callbacks_t;
+
+/* Set (a copy of *cb) or clear (cb NULL) the context's callbacks. */
+STRATA_API int strata_ctx_set_callbacks(strata_ctx_t *ctx,
+                                        const strata_callbacks_t *cb);
+
 /* Train as configured; blocks until done. 0 on success. */
 STRATA_API int strata_train(strata_ctx_t *ctx);
 
@@ -55,8 +87,8 @@ STRATA_API int strata_train(strata_ctx_t *ctx);
  * call it from a SIGTERM/SIGINT handler. */
 STRATA_API void strata_request_stop(strata_ctx_t *ctx);
 
-/* Evaluate the checkpoint at `path` on the configured test set; prints the
- * loss and accuracy. */
+/* Evaluate the checkpoint at `path` on the configured test set; the loss
+ * and accuracy go to the text callback. */
 STRATA_API int strata_eval(strata_ctx_t *ctx, const char *path);
 
 /* Print a checkpoint's tensors, shapes and metadata to stdout. */

@@ -1,0 +1,105 @@
+/* libstrata is silent: an embedding program that sets no callbacks gets
+ * nothing on stdout from a whole training run; one that sets them gets the
+ * banner, progress and result as text and one report per epoch, matching
+ * what the run computed. Public API only (<strata/strata.h>). */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <strata/strata.h>
+
+#include "check.h"
+
+static char g_text[1 << 16];
+static strata_epoch_report_t g_reports[8];
+static int g_nreports;
+
+static void on_text(void *user, const char *text)
+{
+    CHECK(user == g_text);
+    size_t n = strlen(g_text);
+    snprintf(g_text + n, sizeof g_text - n, "%s", text);
+}
+
+static void on_epoch(void *user, const strata_epoch_report_t *r)
+{
+    CHECK(user == g_text);
+    if (g_nreports < 8)
+        g_reports[g_nreports++] = *r;
+}
+
+static strata_ctx_t *small_job(void)
+{
+    strata_ctx_t *ctx = NULL;
+    CHECK(strata_ctx_create(NULL, &ctx) == 0);
+    const char *sets[] = { "train.epochs=2", "train.batch_size=32",
+                           "train.devices=cpu:0", "data.limit_train=640",
+                           "data.limit_test=200", "train.progress=line" };
+    for (size_t i = 0; ctx && i < sizeof sets / sizeof *sets; i++)
+        CHECK(strata_ctx_set(ctx, sets[i]) == 0);
+    return ctx;
+}
+
+int main(void)
+{
+    if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz",
+               R_OK) != 0)
+        CHECK_SKIP("Fashion-MNIST not installed");
+
+    /* No callbacks: not one byte on stdout. */
+    char path[] = "/tmp/strata-silentXXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    fflush(stdout);
+    int saved = dup(1);
+    dup2(fd, 1);
+    strata_ctx_t *ctx = small_job();
+    int rc = ctx ? strata_train(ctx) : -1;
+    strata_ctx_destroy(ctx);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    struct stat st;
+    CHECK(fstat(fd, &st) == 0);
+    close(fd);
+    unlink(path);
+    CHECKF(rc == 0, "silent run: %s", strata_strerror(rc));
+    CHECKF(st.st_size == 0, "a run without callbacks wrote %lld bytes to "
+           "stdout", (long long)st.st_size);
+
+    /* Callbacks: the text a terminal would show, and the epochs. */
+    ctx = small_job();
+    strata_callbacks_t cb = { .struct_size = sizeof cb, .user = g_text,
+                              .text = on_text, .epoch = on_epoch };
+    CHECK(strata_ctx_set_callbacks(ctx, &cb) == 0);
+    strata_callbacks_t bad = { .struct_size = 4 };
+    CHECK(strata_ctx_set_callbacks(ctx, &bad) == STRATA_EINVAL);
+    CHECK(strata_ctx_set_callbacks(NULL, &cb) == STRATA_EINVAL);
+    rc = strata_train(ctx);
+    CHECKF(rc == 0, "run with callbacks: %s", strata_strerror(rc));
+    CHECKF(strstr(g_text, "num_replicas_in_sync: 1 (strategy mirrored") &&
+               strstr(g_text, " total: 101770 parameters\n") &&
+               strstr(g_text, "Epoch 2/2 - 20 steps - ") &&
+               strstr(g_text, "done: 2 epochs, test accuracy "),
+           "text:\n%s", g_text);
+    CHECKF(g_nreports == 2, "%d epoch reports", g_nreports);
+    for (int e = 0; e < g_nreports; e++) {
+        const strata_epoch_report_t *r = &g_reports[e];
+        CHECK(r->epoch == e && r->epochs == 2 && r->steps == 20);
+        CHECK(r->has_val == 1 && r->val_accuracy > 0.1 &&
+              r->val_accuracy <= 1.0 && r->accuracy > 0.1);
+        CHECK(r->loss > 0 && r->seconds > 0 && r->samples_per_s > 0);
+    }
+    /* The last report is what the closing line says. */
+    char want[64];
+    snprintf(want, sizeof want, "test accuracy %.4f",
+             g_reports[g_nreports > 0 ? g_nreports - 1 : 0].val_accuracy);
+    CHECKF(strstr(g_text, want) != NULL, "'%s' not in:\n%s", want, g_text);
+    /* Cleared: silent again. */
+    CHECK(strata_ctx_set_callbacks(ctx, NULL) == 0);
+    strata_ctx_destroy(ctx);
+    return CHECK_DONE();
+}
