@@ -82,6 +82,16 @@ static int strategy_state(strata__run_t *run, int op, strata_state_t *st)
     return rc;
 }
 
+int strata__checkpoint_probe(strata__run_t *run)
+{
+    strata_state_t st;
+    int rc = state_alloc(run, &st);
+    if (rc == STRATA_OK)
+        rc = strategy_state(run, STRATA_CTL_STATE_GET, &st);
+    state_free(&st);
+    return rc;
+}
+
 int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
                             int64_t step)
 {

@@ -13,6 +13,11 @@ int strata__opt_nslots(int kind);
 int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
                             int64_t step);
 
+/* Before the first step of a run with [checkpoint] dir: read the strategy's
+ * state once, so that a strategy that cannot give it fails now, naming
+ * itself, rather than at its first checkpoint. */
+int strata__checkpoint_probe(strata__run_t *run);
+
 /* [checkpoint] restore = auto: resume from the newest valid checkpoint of
  * [checkpoint] dir (a corrupt one is skipped with a warning naming it);
  * refuse one of another model, optimizer or data order. Collective.

@@ -308,6 +308,8 @@ static int train_loop(strata__run_t *run)
     const strata__checkpoint_cfg_t *ck = &run->s->checkpoint;
     strata__resume_t at;
     int rc = resume(run, &at);
+    if (rc == STRATA_OK && checkpointing(run))
+        rc = strata__checkpoint_probe(run);
     if (rc != STRATA_OK)
         return rc;
     int64_t step = at.step;

@@ -252,6 +252,17 @@ EOF
     expect notfound 3 "a misspelt plugin name gets the search path and a suggestion" \
         "strategy plugin 'localsdg' not found; looked in: $(q "$MYD"), .*; did you mean 'localsgd'\?"
 
+    # A strategy without checkpoint support is told so before its first step.
+    step 60 nostate "$P/bin/strata" train -c "$T/localsgd.ini" "${SHORT[@]}" \
+        --set "checkpoint.dir=$T/ck" --set checkpoint.every_steps=5
+    expect nostate 1 "[checkpoint] with a strategy that has no state hooks fails at the start" \
+        "strategy localsgd cannot save its state: \[checkpoint\] needs a strategy with STRATA_CTL_STATE_GET/SET"
+    if ls "$T/ck"/*.safetensors >/dev/null 2>&1 || grep -q "wrote .*ckpt" "$T/nostate.log"; then
+        bad "a checkpoint was attempted before the refusal"
+    else
+        ok "refused before any step: no checkpoint"
+    fi
+
     # Replicas are bitwise equal after every step when they sync every step...
     step 120 sync1 "$P/bin/strata" train -c "$T/localsgd.ini" "${SHORT[@]}" \
         --set strategy.localsgd.sync_every=1 --set debug.check_sync=true
