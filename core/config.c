@@ -812,11 +812,11 @@ int strata__cfg_apply(const strata__cfg_t *c, const char *section,
 }
 
 void strata__cfg_deprecated(const strata__cfg_t *c, const char *section,
-                            const char *keep, const char *where)
+                            const char *const *keep, const char *where)
 {
     for (size_t i = 0; i < c->n; i++) {
         const entry_t *e = &c->e[i];
-        if (strcmp(e->section, section) == 0 && strcmp(e->key, keep) != 0)
+        if (strcmp(e->section, section) == 0 && !listed(keep, e->key))
             strata__log(STRATA_LOG_WARN, WHO,
                         "%s: [%s] %s: plugin keys in [%s] are deprecated; "
                         "write them in %s", e->origin, section, e->key,

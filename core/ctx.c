@@ -186,7 +186,9 @@ static int apply_defaults(const strata_option_t *o, void *dst)
 int strata__plugin_cfg(strata_ctx_t *ctx, const strata__plugin_t *p,
                        const char *section, int flat, void **out)
 {
-    static const char *const also_valid[] = { "plugin", NULL };
+    const char *const *also_valid = strcmp(section, "transport") == 0
+                                        ? strata__transport_core_keys
+                                        : strata__strategy_core_keys;
     const strata_option_t *opts = p->vt->options;
     size_t size = p->vt->cfg_size ? p->vt->cfg_size : 1;
     void *cfg = calloc(1, size);

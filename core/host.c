@@ -111,6 +111,16 @@ static int host_opt_create(int32_t device, size_t count, strata_opt_t **out)
     return rc;
 }
 
+/* The list the core walks for a group of `scope`: [transport] plugin when
+ * set, then the scope's own list. */
+static void scope_list(const strata_ctx_t *ctx, int32_t scope, char *buf,
+                       size_t cap)
+{
+    const strata__transport_cfg_t *t = &ctx->s.transport;
+    const char *own = scope == STRATA_SCOPE_LOCAL ? t->local : t->world;
+    snprintf(buf, cap, "%s%s%s", t->plugin, t->plugin[0] ? ", " : "", own);
+}
+
 /* How the shared [transport] section's keys apply to transport `name`:
  * not at all when the list ("local, nccl, zmq") does not name it, strictly
  * when it names only it, else the keys it knows. */
@@ -156,9 +166,11 @@ static int host_t_open(const char *name, const strata_group_t *group,
     memcpy(&t->group, group, have);
     t->group.struct_size = sizeof t->group;
     /* [transport.NAME] is the transport's own; the shared [transport] keys
-     * (deprecated) belong to the transports its list names. */
-    rc = strata__plugin_cfg(ctx, p, "transport",
-                            flat_mode(ctx->s.transport, name), &t->cfg);
+     * (deprecated) belong to the transports the group's list names. */
+    char list[512];
+    scope_list(ctx, group->scope, list, sizeof list);
+    rc = strata__plugin_cfg(ctx, p, "transport", flat_mode(list, name),
+                            &t->cfg);
     if (rc == STRATA_OK) {
         t->env.struct_size = sizeof t->env;
         t->env.kind = STRATA_KIND_TRANSPORT;
@@ -177,6 +189,70 @@ static int host_t_open(const char *name, const strata_group_t *group,
     strata__ctx_opened(ctx, name);
     *out = t;
     return STRATA_OK;
+}
+
+/* Is `name` among the first `len` bytes of the comma list `list`? */
+static int seen(const char *list, size_t len, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p < list + len;) {
+        p += strspn(p, " ,");
+        size_t l = strcspn(p, " ,");
+        if (p + l > list + len)
+            break;
+        if (l == n && strncmp(p, name, n) == 0)
+            return 1;
+        p += l;
+    }
+    return 0;
+}
+
+static int host_t_open_group(const strata_group_t *group,
+                             strata_transport_t **out)
+{
+    *out = NULL;
+    strata_ctx_t *ctx = active();
+    if (!ctx || !group)
+        return ctx ? STRATA_EINVAL : STRATA_ESTATE;
+    const char *scope = group->scope == STRATA_SCOPE_LOCAL ? "local"
+                                                           : "world";
+    const char *members = group->scope == STRATA_SCOPE_LOCAL
+                              ? "local replicas" : "processes";
+    char list[512], why[320] = "", name[64];
+    scope_list(ctx, group->scope, list, sizeof list);
+    size_t used = 0;
+    for (const char *p = list; *p;) {
+        p += strspn(p, " ,");
+        size_t len = strcspn(p, " ,");
+        if (len == 0)
+            break;
+        snprintf(name, sizeof name, "%.*s", (int)len, p);
+        int again = seen(list, (size_t)(p - list), name);
+        p += len;
+        if (again)   /* [transport] plugin named it already */
+            continue;
+        /* Declined (cannot serve this group) and not installed both give
+         * the next one its turn; anything else stops with its reason. */
+        int rc = host_t_open(name, group, out);
+        if (rc != STRATA_EDECLINE && rc != STRATA_ENOPLUGIN)
+            return rc;
+        const char *what = rc == STRATA_EDECLINE ? "declined" : "not installed";
+        strata__log(STRATA_LOG_INFO, "transport", "a group of %d %s: %s %s; "
+                    "trying the next", group->size, members, name, what);
+        if (used < sizeof why)
+            used += (size_t)snprintf(why + used, sizeof why - used, "%s%s %s",
+                                     used ? ", " : "", name, what);
+    }
+    strata__log(STRATA_LOG_ERROR, "transport", "no transport of [transport] "
+                "%s = '%s' accepts a group of %d %s (%s; `strata plugins` "
+                "lists those installed)", scope, list, group->size, members,
+                why);
+    return STRATA_EDECLINE;
+}
+
+static const char *host_t_name(strata_transport_t *t)
+{
+    return t ? t->plugin->name : NULL;
 }
 
 static int host_t_reduce(strata_transport_t *t, strata_op_t *op)
@@ -251,6 +327,8 @@ static const strata_host_v1_t k_host = {
     .opt_io = strata__opt_io,
     .boundary_due = strata__host_boundary_due,
     .boundary = strata__host_boundary,
+    .t_open_group = host_t_open_group,
+    .t_name = host_t_name,
 };
 
 const strata_host_v1_t *strata__host(strata_ctx_t *ctx)

@@ -88,9 +88,10 @@ const char *strata__cfg_origin(const strata__cfg_t *c, const char *section,
 int  strata__cfg_apply(const strata__cfg_t *c, const char *section,
                        const strata_option_t *opts, void *dst,
                        const char *const *also_valid);
-/* One warning per key of `section` but `keep`: its place is now `where`. */
+/* One warning per key of `section` not in `keep` (NULL-terminated): its
+ * place is now `where`. */
 void strata__cfg_deprecated(const strata__cfg_t *c, const char *section,
-                            const char *keep, const char *where);
+                            const char *const *keep, const char *where);
 /* A section name: "train", or "transport.zmq" (a plugin's own section). */
 int  strata__cfg_section_name(const char *s);
 /* Only the section's keys over what dst holds (no defaults, no required
@@ -163,6 +164,20 @@ typedef struct strata__checkpoint_cfg {
     int         restore;        /* 0 auto, 1 never                          */
 } strata__checkpoint_cfg_t;
 
+/* [transport]: which transport the core opens for a group. A list per
+ * scope, in order of preference; `plugin` (the form before per-scope
+ * lists) is tried first for both scopes when set. */
+typedef struct strata__transport_cfg {
+    const char *plugin;   /* "" unless set                                 */
+    const char *local;    /* replica threads of one process                */
+    const char *world;    /* one member per process                        */
+} strata__transport_cfg_t;
+
+/* The core's own keys of [strategy] and [transport] (NULL-terminated); the
+ * others there belong to a plugin. */
+extern const char *const strata__strategy_core_keys[];
+extern const char *const strata__transport_core_keys[];
+
 typedef struct strata__settings {
     strata__train_cfg_t     train;
     strata__model_cfg_t     model;
@@ -173,7 +188,7 @@ typedef struct strata__settings {
     strata__debug_cfg_t     debug;
     strata__checkpoint_cfg_t checkpoint;
     const char             *strategy;   /* [strategy] plugin               */
-    const char             *transport;  /* [transport] plugin (list)       */
+    strata__transport_cfg_t transport;
 } strata__settings_t;
 
 /* The core's sections in order, each with its option table; terminated by a

@@ -138,7 +138,7 @@ static int setup_strategy(strata__run_t *run)
         .cfg = run->scfg, .section = "strategy", .cluster = &run->cluster.pub,
         .nreplicas = run->nreplicas, .nvars = run->model.nvars,
         .devices = run->devices, .model_count = run->model.count,
-        .transport = run->s->transport,
+        .transport = run->s->transport.plugin,
     };
     const strata_plugin_v1_t *vt = run->strategy->vt;
     size_t placed0 = strata__host_placed_bytes();

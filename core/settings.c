@@ -159,12 +159,24 @@ static const strata_option_t k_strategy[] = {
       "strategy plugin: mirrored, mwms, ps or central" },
     { 0 }
 };
+#define T strata__transport_cfg_t
 static const strata_option_t k_transport[] = {
-    { "plugin", STRATA_OPT_STRING, 0, "local, nccl, zmq", 0, 1, 0, NULL,
-      "transport plugins, comma-separated, in order of preference: the "
-      "first installed one that accepts the group wins" },
+    OPT("local", STRATA_OPT_STRING, "local, nccl", T, local, NULL,
+        "transports for a process's replica threads, in order of preference:"
+        " the first installed one that accepts the group wins"),
+    OPT("world", STRATA_OPT_STRING, "nccl, zmq", T, world, NULL,
+        "transports between processes (workers, ps tasks), in order of "
+        "preference"),
+    OPT("plugin", STRATA_OPT_STRING, "", T, plugin, NULL,
+        "tried first for both scopes when set (one list, as before the "
+        "per-scope ones); empty = none"),
     { 0 }
 };
+#undef T
+
+const char *const strata__strategy_core_keys[] = { "plugin", NULL };
+const char *const strata__transport_core_keys[] = { "plugin", "local",
+                                                    "world", NULL };
 
 #define SEC(n, opts, member) { (n), (opts), offsetof(strata__settings_t, member) }
 /* opts == NULL: a reserved section, applied by the module that owns it
@@ -271,18 +283,23 @@ int strata__settings_load(const strata__cfg_t *c, strata__settings_t *s)
             return unknown_section(c, *name);
     }
     /* Plugin keys in the shared section still work, for one release. */
-    strata__cfg_deprecated(c, "strategy", "plugin", "[strategy.NAME]");
-    strata__cfg_deprecated(c, "transport", "plugin",
+    strata__cfg_deprecated(c, "strategy", strata__strategy_core_keys,
+                           "[strategy.NAME]");
+    strata__cfg_deprecated(c, "transport", strata__transport_core_keys,
                            "[transport.NAME] of the transport that takes it");
-    /* An empty plugin name would only fail later, as "'' not found". */
-    static const char *const k_plug[] = { "strategy", "transport" };
-    const char *const val[] = { s->strategy, s->transport };
-    for (int i = 0; i < 2; i++)
+    /* An empty name would only fail later, as "'' not found". */
+    static const char *const k_sec[] = { "strategy", "transport", "transport" };
+    static const char *const k_key[] = { "plugin", "local", "world" };
+    const char *const val[] = { s->strategy, s->transport.local,
+                                s->transport.world };
+    for (int i = 0; i < 3; i++)
         if (!val[i][strspn(val[i], " ,")]) {
-            const char *origin = strata__cfg_origin(c, k_plug[i], "plugin");
+            const char *origin = strata__cfg_origin(c, k_sec[i], k_key[i]);
             strata__log(STRATA_LOG_ERROR, "config",
-                        "%s: [%s] plugin = '%s': expected a plugin name",
-                        origin ? origin : "config", k_plug[i], val[i]);
+                        "%s: [%s] %s = '%s': expected %s",
+                        origin ? origin : "config", k_sec[i], k_key[i], val[i],
+                        i ? "a list of transport plugins"
+                          : "a plugin name");
             return STRATA_ECONFIG;
         }
     return 0;

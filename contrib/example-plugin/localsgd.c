@@ -63,8 +63,9 @@ static void localsgd_fini(void *pctx)
     free(s);
 }
 
-/* The first transport of the [transport] list ("nccl, local") that does not
- * decline a group of this process's replicas. */
+/* For a core older than ABI 1.4, which does not choose transports: the
+ * first of the [transport] list ("nccl, local") that does not decline a
+ * group of this process's replicas. */
 static int open_transport(localsgd_t *s, const char *list,
                           const strata_group_t *g)
 {
@@ -127,7 +128,12 @@ static int localsgd_init(const strata_host_v1_t *host, const strata_env_t *env,
             .size = s->n, .rank = 0, .nlocal = s->n, .devices = s->devices,
             .tag = WHO,
         };
-        rc = open_transport(s, env->transport, &g);
+        /* From ABI 1.4 the core chooses ([transport] local = ...). */
+        if (STRATA_HAS_FIELD(strata_host_v1_t, host, t_open_group) &&
+            host->t_open_group)
+            rc = host->t_open_group(&g, &s->t);
+        else
+            rc = open_transport(s, env->transport, &g);
     }
     if (rc != STRATA_OK) {
         localsgd_fini(s);

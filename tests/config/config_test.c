@@ -185,7 +185,9 @@ static void test_defaults(void)
     CHECK(s.debug.check_sync == 0);
     CHECK(strcmp(s.debug.dump_vars, "") == 0);
     CHECK(strcmp(s.strategy, "mirrored") == 0);
-    CHECK(strcmp(s.transport, "local, nccl, zmq") == 0);
+    CHECK(strcmp(s.transport.local, "local, nccl") == 0 &&
+          strcmp(s.transport.world, "nccl, zmq") == 0 &&
+          strcmp(s.transport.plugin, "") == 0);
     CHECK(strata__cfg_sections(c)[0] == NULL);
     /* a directory opens but cannot be read */
     capture_begin();
@@ -221,7 +223,7 @@ static void test_file_values(void)
     CHECK(s.optimizer.lr == 0.05);
     CHECK(s.log.level == STRATA_LOG_DEBUG);
     CHECK(strcmp(s.strategy, "central") == 0);
-    CHECK(strcmp(s.transport, "zmq, local") == 0);
+    CHECK(strcmp(s.transport.plugin, "zmq, local") == 0);
     /* inline comment stripped, value trimmed, empty value kept */
     const char *v = strata__cfg_get(c, "data", "dir");
     CHECK(v && strcmp(v, "/tmp/my data") == 0);
@@ -708,7 +710,7 @@ static void test_mirrored_ini(void)
     CHECKF(rc == 0 && got && !*got, "%s: %s", path, got ? got : "");
     if (rc == 0) {
         CHECK(strcmp(s.strategy, "mirrored") == 0);
-        CHECK(strcmp(s.transport, "local") == 0);
+        CHECK(strcmp(s.transport.local, "local") == 0);
         CHECK(strcmp(s.train.devices, "cpu:0, cpu:1") == 0);
         CHECK(s.train.epochs == 5 && s.train.batch_size == 32);
         CHECK(s.optimizer.name == STRATA__OPT_ADAM);

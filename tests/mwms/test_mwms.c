@@ -175,11 +175,11 @@ static void launch_stops_on_failure(void)
     CHECKF(strstr(err, "worker:1 failed") != NULL, "%s", err);
 }
 
-/* `strata launch -n 2` with only the strategy named: the default
- * preference list skips `local` (declines processes) and `nccl` (not
- * installed in a CPU build, or no GPU), opens zmq, and the banner names
- * the transport actually opened (one replica per worker: no local group).
- * A list of only missing names fails with one line saying so. */
+/* `strata launch -n 2` with only the strategy named: the core walks
+ * [transport] world = nccl, zmq, passes over nccl (not installed in a CPU
+ * build, declining without a GPU), opens zmq, and the banner names the
+ * transport actually opened (one replica per worker: no local group). A
+ * list of only missing names fails with one line saying so. */
 static void default_transports(void)
 {
     char *argv[] = { (char *)spawn_strata_bin(), "launch", "-n", "2", "--set",
@@ -192,16 +192,33 @@ static void default_transports(void)
     CHECKF(r->code == 0, "launch with the default transports: %s", r->err);
     CHECKF(strstr(r->out, "(strategy mwms, transport zmq, 2 workers")
                != NULL, "banner:\n%s", r->out);
-    CHECKF(strstr(r->err, "transport local declined; trying the next") &&
-               !strstr(r->err, "error"), "%s", r->err);
+    CHECKF(strstr(r->err, "a group of 2 processes: nccl ") &&
+               strstr(r->err, "; trying the next") && !strstr(r->err, "error"),
+           "%s", r->err);
     char *bad[] = { (char *)spawn_strata_bin(), "launch", "-n", "2", "--set",
-                    "strategy.plugin=mwms", "--set", "transport.plugin=zmqq",
+                    "strategy.plugin=mwms", "--set", "transport.world=zmqq",
                     "--set", "train.max_steps=20", "--set",
                     "train.devices=cpu:0", NULL };
     spawn_run(bad, 120, r);
-    CHECKF(r->code != 0 && strstr(r->err, "no transport of 'zmqq' accepts a "
-                                  "group of 2 processes (zmqq not installed"),
+    CHECKF(r->code != 0 && strstr(r->err, "no transport of [transport] world "
+                                  "= 'zmqq' accepts a group of 2 processes "
+                                  "(zmqq not installed"),
            "exit %d:\n%s", r->code, r->err);
+    /* Per-scope lists: the replica threads and the workers each get theirs,
+     * and the strategy can ask which (host->t_name). */
+    char *scoped[] = { (char *)spawn_strata_bin(), "launch", "-n", "2",
+                       "--set", "strategy.plugin=mwms", "--set",
+                       "transport.local=local", "--set", "transport.world=zmq",
+                       "--set", "train.max_steps=20", "--set",
+                       "train.eval=false", "--set", "train.progress=none",
+                       "--set", "train.devices=cpu:0, cpu:1", "--set",
+                       "data.limit_train=2000", NULL };
+    spawn_run(scoped, 120, r);
+    CHECKF(r->code == 0 &&
+               strstr(r->out, "(strategy mwms, transport local, zmq, 2 "
+                      "workers") &&
+               strstr(r->err, "2 replicas through local, workers through zmq"),
+           "exit %d:\n%s\n%s", r->code, r->out, r->err);
     free(r);
 }
 

@@ -117,7 +117,9 @@ typedef struct strata_env {
     int32_t                 nvars;       /* variables create_var will be given   */
     const int32_t          *devices;     /* nreplicas entries                    */
     size_t                  model_count; /* float32 elements in the flat layout  */
-    const char             *transport;   /* strategy: [transport] plugin list    */
+    const char             *transport;   /* strategy: [transport] plugin (may be
+                                          * ""); ABI 1.4 strategies open through
+                                          * host->t_open_group instead        */
 } strata_env_t;
 
 /* Optimizer state owned by the core, created through the host table. */
@@ -294,6 +296,17 @@ typedef struct strata_host_v1 {
      * epoch too (every_epochs). Main thread only. */
     int  (*boundary_due)(int32_t epoch, int64_t batch, int64_t step);
     int  (*boundary)(int32_t epoch, int64_t batch, int64_t step);
+
+    /* ---- ABI 1.4: guard with STRATA_HAS_FIELD(strata_host_v1_t, ...) ---- */
+    /* Open the transport the configuration prefers for `group`: the core
+     * walks [transport] local (a scope-LOCAL group: replica threads) or
+     * world (scope WORLD: one member per process), after [transport] plugin
+     * when that is set; a plugin not installed or declining the group is
+     * passed over (one info line), another failure stops the walk. A
+     * strategy names no transport. Blocks like the transport's init. */
+    int  (*t_open_group)(const strata_group_t *group, strata_transport_t **out);
+    /* The name of the plugin behind `t` ("zmq"); owned by the core. */
+    const char *(*t_name)(strata_transport_t *t);
 } strata_host_v1_t;
 
 /* ---- the plugin vtable ----------------------------------------------- */

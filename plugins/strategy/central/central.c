@@ -10,6 +10,8 @@
 
 #include <strata/plugin.h>
 
+#include "../common/open_group.h"
+
 typedef struct central_cfg {
     int         reduce_op;         /* 0 mean, 1 sum                        */
     const char *parameter_device;  /* "cpu"                                */
@@ -108,7 +110,7 @@ static int central_init(const strata_host_v1_t *host, const strata_env_t *env,
          * devices, the shared memory is the host's. */
         for (int r = 0; r < c->n; r++)
             c->cpus[r] = STRATA_DEVICE(STRATA_DEV_CPU, 0);
-        rc = host->t_open("local", &g, &c->t);
+        rc = open_group(host, "central", &g, &c->t);
     }
     if (rc != STRATA_OK) {
         central_fini(c);

@@ -1,6 +1,5 @@
 #include "replicas.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,41 +79,4 @@ int replicas_state(replicas_t *rs, int set, strata_state_t *st)
             return rc;
     }
     return STRATA_OK;
-}
-
-int open_first_transport(const strata_host_v1_t *host, const char *who,
-                         const char *list, const char *fallback,
-                         const strata_group_t *group, strata_transport_t **out)
-{
-    const char *p = list && list[0] ? list : fallback;
-    char name[64], why[256] = "";
-    size_t used = 0;
-    while (*p) {
-        p += strspn(p, " ,");
-        size_t len = strcspn(p, " ,");
-        if (len == 0)
-            break;
-        if (len >= sizeof name)
-            len = sizeof name - 1;
-        memcpy(name, p, len);
-        name[len] = '\0';
-        p += len;
-        /* Declined (cannot serve this group) and not installed both give
-         * the next one its turn; anything else stops with its reason. */
-        int rc = host->t_open(name, group, out);
-        if (rc != STRATA_EDECLINE && rc != STRATA_ENOPLUGIN)
-            return rc;
-        const char *what = rc == STRATA_EDECLINE ? "declined" : "not installed";
-        host->log(STRATA_LOG_INFO, who, "transport %s %s; trying the next",
-                  name, what);
-        if (used < sizeof why)
-            used += (size_t)snprintf(why + used, sizeof why - used, "%s%s %s",
-                                     used ? ", " : "", name, what);
-    }
-    host->log(STRATA_LOG_ERROR, who, "no transport of '%s' accepts a group "
-              "of %d %s (%s; `strata plugins` lists those installed)",
-              list && list[0] ? list : fallback, group->size,
-              group->scope == STRATA_SCOPE_LOCAL ? "local replicas"
-                                                 : "processes", why);
-    return STRATA_EDECLINE;
 }

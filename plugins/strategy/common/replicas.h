@@ -27,10 +27,5 @@ int  replicas_update(replicas_t *rs, const strata_op_t *op);
  * state into st; STRATA_CTL_STATE_SET (set = 1): st into every replica. */
 int  replicas_state(replicas_t *rs, int set, strata_state_t *st);
 
-/* Open the first transport of `list` ("nccl, zmq"; NULL/empty: `fallback`)
- * that does not decline `group`; `who` names the strategy in messages. */
-int  open_first_transport(const strata_host_v1_t *host, const char *who,
-                          const char *list, const char *fallback,
-                          const strata_group_t *group, strata_transport_t **out);
 
 #endif

@@ -8,6 +8,7 @@
 
 #include <strata/plugin.h>
 
+#include "../common/open_group.h"
 #include "../common/replicas.h"
 
 typedef struct mirrored_cfg {
@@ -57,8 +58,7 @@ static int mirrored_init(const strata_host_v1_t *host, const strata_env_t *env,
             .size = env->nreplicas, .rank = 0, .nlocal = env->nreplicas,
             .devices = env->devices, .tag = "mirrored",
         };
-        rc = open_first_transport(host, "mirrored", env->transport, "local",
-                                  &g, &m->t);
+        rc = open_group(host, "mirrored", &g, &m->t);
     }
     if (rc != STRATA_OK) {
         mirrored_fini(m);

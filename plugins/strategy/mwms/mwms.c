@@ -12,6 +12,7 @@
 
 #include <strata/plugin.h>
 
+#include "../common/open_group.h"
 #include "../common/replicas.h"
 
 typedef struct mwms_cfg {
@@ -107,9 +108,7 @@ static int mwms_init(const strata_host_v1_t *host, const strata_env_t *env,
             .size = env->nreplicas, .rank = 0, .nlocal = env->nreplicas,
             .devices = env->devices, .tag = "mwms-local",
         };
-        /* local declines GPU replicas; nccl takes them where it exists. */
-        rc = open_first_transport(host, "mwms", "local, nccl", NULL, &g,
-                                  &m->local);
+        rc = open_group(host, "mwms", &g, &m->local);
     }
     if (rc == STRATA_OK && m->nworkers > 1) {
         const strata_group_t g = {
@@ -118,15 +117,17 @@ static int mwms_init(const strata_host_v1_t *host, const strata_env_t *env,
             .devices = &env->devices[0], .addrs = m->addrs,
             .names = m->names, .tag = "mwms",
         };
-        rc = open_first_transport(host, "mwms", env->transport, "zmq", &g,
-                                  &m->world);
+        rc = open_group(host, "mwms", &g, &m->world);
     }
     if (rc != STRATA_OK) {
         mwms_fini(m);
         return rc;
     }
-    host->log(STRATA_LOG_DEBUG, "mwms", "worker %s: rank %d of %d, %d local "
-              "replicas", m->names[m->rank], m->rank, m->nworkers, m->rs.n);
+    host->log(m->rank == 0 ? STRATA_LOG_INFO : STRATA_LOG_DEBUG, "mwms",
+              "worker %s: rank %d of %d; %d replicas through %s, workers "
+              "through %s", m->names[m->rank], m->rank, m->nworkers, m->rs.n,
+              m->local ? host->t_name(m->local) : "-",
+              m->world ? host->t_name(m->world) : "-");
     *pctx = m;
     return STRATA_OK;
 }

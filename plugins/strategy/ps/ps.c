@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/open_group.h"
 #include "ps.h"
 
 static const strata_option_t ps_options[] = {
@@ -100,7 +101,7 @@ static int open_transports(ps_t *p)
             .size = p->nrep, .rank = 0, .nlocal = p->nrep,
             .devices = p->devices, .tag = "ps-local",
         };
-        rc = p->host->t_open("local", &g, &p->local);
+        rc = open_group(p->host, "ps", &g, &p->local);
     }
     if (rc == STRATA_OK && p->role != PS_ROLE_IDLE)
         rc = ps_net_open(p);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/open_group.h"
 #include "ps.h"
 #include "../common/replicas.h"
 
@@ -141,8 +142,7 @@ int ps_net_open(ps_t *p)
         .timeout_ms = p->timeout_ms, .devices = &p->cpu, .addrs = p->addrs,
         .names = p->names, .tag = "ps", .flags = STRATA_GROUP_P2P,
     };
-    return open_first_transport(p->host, "ps", p->env->transport, "zmq", &g,
-                                &p->net);
+    return open_group(p->host, "ps", &g, &p->net);
 }
 
 uint64_t ps_net_req(ps_t *p)

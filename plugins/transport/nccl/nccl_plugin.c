@@ -47,6 +47,13 @@ static int usable(const strata_host_v1_t *host, const strata_group_t *g)
 {
     if (!g || g->nlocal < 1 || g->size < 1 || !g->devices)
         return STRATA_EDECLINE;
+    if ((STRATA_HAS_FIELD(strata_group_t, g, flags) &&
+         (g->flags & STRATA_GROUP_P2P)) ||
+        (g->tag && strncmp(g->tag, "p2p:", 4) == 0)) {
+        host->log(STRATA_LOG_INFO, "nccl", "declined: point-to-point groups "
+                  "are not NCCL's (collectives only)");
+        return STRATA_EDECLINE;
+    }
     if (g->scope == STRATA_SCOPE_LOCAL ? g->nlocal != g->size
         : g->scope != STRATA_SCOPE_WORLD || g->nlocal != 1 || g->rank < 0 ||
               g->rank >= g->size) {
