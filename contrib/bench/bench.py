@@ -313,6 +313,33 @@ def mark(ok):
     return "PASS" if ok else "MISS"
 
 
+def print_targets(targets, width=64, miss="MISS"):
+    """The closing block: one line per (what, value, ok); ok None: SKIP."""
+    if not targets:
+        return
+    print()
+    print("Targets")
+    for what, val, ok in targets:
+        flag = "SKIP" if ok is None else "PASS" if ok else miss
+        print("  %s  %-*s %s" % (flag, width, what, val))
+
+
+def close_run(ctx, keep, t0):
+    """The wall time; the temp dir goes unless --keep."""
+    print()
+    print("total wall time: %.0f s" % (time.monotonic() - t0))
+    if not keep:
+        shutil.rmtree(ctx["dir"], ignore_errors=True)
+
+
+def report_error(e, ctx):
+    """A BenchError as one line (and where the logs are): exit status 2."""
+    print("bench: error: %s" % e, file=sys.stderr)
+    if ctx.get("dir"):
+        print("bench: logs kept in %s" % ctx["dir"], file=sys.stderr)
+    return 2
+
+
 def report_speed(a, res, targets):
     print()
     print("Speed (fastest of %d epochs x %d round(s), median of all in "
@@ -466,20 +493,10 @@ def main(argv):
             report_speed(a, res, targets)
         if a.accuracy:
             accuracy(a, ctx, targets)
-        if targets:
-            print()
-            print("Targets")
-            for what, val, ok in targets:
-                print("  %s  %-64s %s" % (mark(ok), what, val))
-        print()
-        print("total wall time: %.0f s" % (time.monotonic() - t0))
-        if not a.keep:
-            shutil.rmtree(ctx["dir"], ignore_errors=True)
+        print_targets(targets)
+        close_run(ctx, a.keep, t0)
     except BenchError as e:
-        print("bench: error: %s" % e, file=sys.stderr)
-        if ctx.get("dir"):
-            print("bench: logs kept in %s" % ctx["dir"], file=sys.stderr)
-        return 2
+        return report_error(e, ctx)
     return 0
 
 

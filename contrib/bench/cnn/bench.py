@@ -12,7 +12,6 @@ import importlib.util
 import json
 import math
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -522,22 +521,10 @@ def main(argv):
         if a.accuracy:
             print()
             accuracy(a, ctx, targets)
-        if targets:
-            print()
-            print("Targets")
-            for what, val, ok in targets:
-                print("  %s  %-72s %s" % ("SKIP" if ok is None else
-                                          "PASS" if ok else "FAIL",
-                                          what, val))
-        print()
-        print("total wall time: %.0f s" % (time.monotonic() - t0))
-        if not a.keep:
-            shutil.rmtree(ctx["dir"], ignore_errors=True)
+        mb.print_targets(targets, width=72, miss="FAIL")
+        mb.close_run(ctx, a.keep, t0)
     except BenchError as e:
-        print("bench: error: %s" % e, file=sys.stderr)
-        if ctx.get("dir"):
-            print("bench: logs kept in %s" % ctx["dir"], file=sys.stderr)
-        return 2
+        return mb.report_error(e, ctx)
     return 0
 
 
