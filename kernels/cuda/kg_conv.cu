@@ -37,10 +37,10 @@ __global__ void kg_im2col_k(size_t total, kg_conv_geom_t g, const float *X,
         size_t r = idx / K;
         int t = (int)(idx - r * K);
         int ch = t % g.c, kx = (t / g.c) % g.kw, ky = t / (g.c * g.kw);
-        int ox = (int)(r % (size_t)g.ow);
-        size_t r2 = r / (size_t)g.ow;
-        int oy = (int)(r2 % (size_t)g.oh);
-        size_t i = r2 / (size_t)g.oh;
+        /* output position r = (i, oy, ox): an NHWC index with one channel */
+        kg_nhwc o = kg_nhwc_of(r, g.oh, g.ow, 1);
+        int oy = o.y, ox = o.x;
+        size_t i = o.i;
         int y = oy * g.stride_h - g.pad_top + ky;
         int x = ox * g.stride_w - g.pad_left + kx;
         col[idx] = (y >= 0 && y < g.h && x >= 0 && x < g.w)
@@ -58,12 +58,9 @@ __global__ void kg_col2im_k(size_t total, kg_conv_geom_t g,
 {
     size_t K = (size_t)g.kh * g.kw * g.c;
     KG_FOR(idx, total) {
-        int ch = (int)(idx % (size_t)g.c);
-        size_t p = idx / (size_t)g.c;
-        int x = (int)(p % (size_t)g.w);
-        p /= (size_t)g.w;
-        int y = (int)(p % (size_t)g.h);
-        size_t i = p / (size_t)g.h;
+        kg_nhwc o = kg_nhwc_of(idx, g.h, g.w, g.c);
+        int ch = o.ch, x = o.x, y = o.y;
+        size_t i = o.i;
         float acc = 0.0f;
         for (int ky = g.kh - 1; ky >= 0; ky--) {
             int ty = y + g.pad_top - ky;      /* = oy * stride_h */

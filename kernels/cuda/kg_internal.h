@@ -30,6 +30,22 @@ static inline unsigned kg__blocks(size_t n)
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
          i += (size_t)gridDim.x * blockDim.x)
 
+/* A flat index into an NHWC tensor [n][h][w][c]: image i, row y, column x,
+ * channel ch. */
+struct kg_nhwc { size_t i; int y, x, ch; };
+static __device__ __forceinline__ kg_nhwc kg_nhwc_of(size_t idx, int h, int w,
+                                                     int c)
+{
+    kg_nhwc o;
+    o.ch = (int)(idx % (size_t)c);
+    size_t p = idx / (size_t)c;
+    o.x = (int)(p % (size_t)w);
+    p /= (size_t)w;
+    o.y = (int)(p % (size_t)h);
+    o.i = p / (size_t)h;
+    return o;
+}
+
 /* Row-major C[rows x cols] = op(A) op(B) + beta C on cuBLAS (kg_dense.cu);
  * ta/tb: A/B used transposed, inner: the shared dimension, ldc = cols.
  * beta is 0 or 1 (1: accumulate into C). */

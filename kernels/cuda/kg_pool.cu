@@ -11,12 +11,9 @@ __global__ void kg_maxpool_fwd_k(size_t total, kg_pool_geom_t g,
                                  const float *X, float *Y, int32_t *argmax)
 {
     KG_FOR(o, total) {
-        int ch = (int)(o % (size_t)g.c);
-        size_t p = o / (size_t)g.c;
-        int ox = (int)(p % (size_t)g.ow);
-        p /= (size_t)g.ow;
-        int oy = (int)(p % (size_t)g.oh);
-        size_t i = p / (size_t)g.oh;
+        kg_nhwc at = kg_nhwc_of(o, g.oh, g.ow, g.c);
+        int ch = at.ch, ox = at.x, oy = at.y;
+        size_t i = at.i;
         size_t img = i * g.h * g.w * g.c;
         size_t best = img + ((size_t)oy * g.stride_h * g.w +
                              (size_t)ox * g.stride_w) * g.c + ch;
@@ -44,12 +41,9 @@ __global__ void kg_maxpool_bwd_k(size_t total, kg_pool_geom_t g,
                                  float *dX)
 {
     KG_FOR(idx, total) {
-        int ch = (int)(idx % (size_t)g.c);
-        size_t p = idx / (size_t)g.c;
-        int x = (int)(p % (size_t)g.w);
-        p /= (size_t)g.w;
-        int y = (int)(p % (size_t)g.h);
-        size_t i = p / (size_t)g.h;
+        kg_nhwc at = kg_nhwc_of(idx, g.h, g.w, g.c);
+        int ch = at.ch, x = at.x, y = at.y;
+        size_t i = at.i;
         /* Windows oy with oy*stride_h <= y < oy*stride_h + ph. */
         int oy0 = y >= g.ph ? (y - g.ph) / g.stride_h + 1 : 0;
         int oy1 = min(y / g.stride_h, g.oh - 1);
