@@ -16,6 +16,13 @@ int strata_ctx_create(const char *ini_path, strata_ctx_t **out)
     strata_ctx_t *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return STRATA_ENOMEM;
+    if (pthread_mutex_init(&ctx->log_lock, NULL) != 0) {
+        free(ctx);
+        return STRATA_ENOMEM;
+    }
+    atomic_init(&ctx->log_level, STRATA_LOG_INFO);
+    ctx->hc.ctx = ctx;
+    strata_ctx_t *prev = strata__log_bind(ctx);
     int rc = strata__cfg_new(&ctx->cfg);
     if (rc == STRATA_OK && ini_path) {
         ctx->config_path = strdup(ini_path);
@@ -24,6 +31,7 @@ int strata_ctx_create(const char *ini_path, strata_ctx_t **out)
     }
     if (rc == STRATA_OK)
         rc = strata__cfg_load_env(ctx->cfg, environ);
+    strata__log_bind(prev);
     if (rc != STRATA_OK) {
         strata_ctx_destroy(ctx);
         return rc;
@@ -42,6 +50,7 @@ void strata_ctx_destroy(strata_ctx_t *ctx)
     free(ctx->config_path);
     free(ctx->search_path);
     free(ctx->task);
+    pthread_mutex_destroy(&ctx->log_lock);
     free(ctx);
 }
 
@@ -98,7 +107,10 @@ int strata_ctx_set(strata_ctx_t *ctx, const char *assignment)
     if (!ctx || !assignment)
         return STRATA_EINVAL;
     ctx->settings_ok = 0;
-    return strata__cfg_set(ctx->cfg, assignment, STRATA__CFG_CLI, "--set");
+    strata_ctx_t *prev = strata__log_bind(ctx);
+    int rc = strata__cfg_set(ctx->cfg, assignment, STRATA__CFG_CLI, "--set");
+    strata__log_bind(prev);
+    return rc;
 }
 
 const char *strata_ctx_get(strata_ctx_t *ctx, const char *section,
@@ -115,7 +127,7 @@ int strata__ctx_resolve(strata_ctx_t *ctx)
     int rc = strata__settings_load(ctx->cfg, &ctx->s);
     if (rc != STRATA_OK)
         return rc;
-    strata__log_set_level(ctx->s.log.level);
+    atomic_store(&ctx->log_level, ctx->s.log.level);
     free(ctx->search_path);
     ctx->search_path = strata__plugin_search_path(ctx->s.plugins.path);
     if (!ctx->search_path)
@@ -230,13 +242,13 @@ int strata_plugins_list(strata_ctx_t *ctx, strata_plugin_cb cb, void *user)
     const char *lv = strata__cfg_get(ctx->cfg, "log", "level");
     int level = lv ? strata__log_level_parse(lv) : -1;
     if (level >= 0)
-        strata__log_set_level(level);
+        atomic_store(&ctx->log_level, level);
+    strata_ctx_t *prev = strata__log_bind(ctx);
     char *path = strata__plugin_search_path(
         strata__cfg_get(ctx->cfg, "plugins", "path"));
-    if (!path)
-        return STRATA_ENOMEM;
-    int rc = strata__plugin_scan(path, cb, user);
+    int rc = path ? strata__plugin_scan(path, cb, user) : STRATA_ENOMEM;
     free(path);
+    strata__log_bind(prev);
     return rc;
 }
 
@@ -244,8 +256,12 @@ int strata_train(strata_ctx_t *ctx)
 {
     if (!ctx)
         return STRATA_EINVAL;
+    strata_ctx_t *prev = strata__log_bind(ctx);
     int rc = strata__ctx_resolve(ctx);
-    return rc == STRATA_OK ? strata__train(ctx) : rc;
+    if (rc == STRATA_OK)
+        rc = strata__train(ctx);
+    strata__log_bind(prev);
+    return rc;
 }
 
 void strata_request_stop(strata_ctx_t *ctx)

@@ -37,10 +37,8 @@ static int load_vars(const strata__model_t *m, const strata__ckpt_t *ck,
     return STRATA_OK;
 }
 
-int strata_eval(strata_ctx_t *ctx, const char *path)
+static int eval_checkpoint(strata_ctx_t *ctx, const char *path)
 {
-    if (!ctx || !path)
-        return STRATA_EINVAL;
     int rc = strata__ctx_resolve(ctx);
     if (rc != STRATA_OK)
         return rc;
@@ -102,5 +100,15 @@ int strata_eval(strata_ctx_t *ctx, const char *path)
     free(m);
     strata__ckpt_free(ck);
     strata__dataset_free(&test);
+    return rc;
+}
+
+int strata_eval(strata_ctx_t *ctx, const char *path)
+{
+    if (!ctx || !path)
+        return STRATA_EINVAL;
+    strata_ctx_t *prev = strata__log_bind(ctx);
+    int rc = eval_checkpoint(ctx, path);
+    strata__log_bind(prev);
     return rc;
 }

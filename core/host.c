@@ -1,7 +1,8 @@
-/* The strata_host_v1_t table handed to plugins: logging, config, memory,
- * arithmetic, the optimizer and transports. Host functions take no context
- * argument (the ABI mirrors NCCL's and SQLite's), so they act on the run
- * that is active in this process: one training run per process at a time. */
+/* The strata_host_v2_t table handed to plugins: logging, config, memory,
+ * arithmetic, the optimizer, transports and the services of a run. Every
+ * entry takes the host context first (struct strata_hctx: the strata_ctx_t
+ * the plugin instance belongs to), so two contexts of one process never
+ * share state behind a host call. The ABI 1 adapter is host_v1.c. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,34 +12,30 @@
 
 struct strata_transport {
     strata__plugin_t *plugin;
+    strata_ctx_t     *ctx;
     void             *pctx;
     void             *cfg;
     strata_group_t    group;
     strata_env_t      env;
 };
 
-static _Atomic(strata_ctx_t *) g_active;
-/* Bytes plugins placed through alloc and opt_create (never decremented):
- * what a strategy holds for variables and optimizer state. */
-static atomic_size_t g_placed;
+static strata_ctx_t *ctx_of(strata_hctx_t *hc) { return hc ? hc->ctx : NULL; }
 
-size_t strata__host_placed_bytes(void) { return atomic_load(&g_placed); }
-
-static strata_ctx_t *active(void) { return atomic_load(&g_active); }
-
-static void host_log(int level, const char *who, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void host_log(int level, const char *who, const char *fmt, ...)
+static void host_log(strata_hctx_t *hc, int level, const char *who,
+                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void host_log(strata_hctx_t *hc, int level, const char *who,
+                     const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    strata__vlog(level, who, fmt, ap);
+    strata__vlog_ctx(ctx_of(hc), level, who, fmt, ap);
     va_end(ap);
 }
 
-static const char *host_cfg_get(const char *section, const char *key)
+static const char *host_cfg_get(strata_hctx_t *hc, const char *section,
+                                const char *key)
 {
-    strata_ctx_t *ctx = active();
+    strata_ctx_t *ctx = ctx_of(hc);
     return ctx && section && key ? strata__cfg_get(ctx->cfg, section, key) : NULL;
 }
 
@@ -52,8 +49,10 @@ static int on_device(int32_t device, strata__kdev_t **k)
                ? STRATA_OK : strata__kdev_get(device, k);
 }
 
-static int host_axpy(int32_t device, size_t n, float a, const float *x, float *y)
+static int host_axpy(strata_hctx_t *hc, int32_t device, size_t n, float a,
+                     const float *x, float *y)
 {
+    (void)hc;
     strata__kdev_t *k;
     int rc = on_device(device, &k);
     if (rc == STRATA_OK && !k)
@@ -63,8 +62,10 @@ static int host_axpy(int32_t device, size_t n, float a, const float *x, float *y
     return rc;
 }
 
-static int host_scale(int32_t device, size_t n, float a, float *x)
+static int host_scale(strata_hctx_t *hc, int32_t device, size_t n, float a,
+                      float *x)
 {
+    (void)hc;
     strata__kdev_t *k;
     int rc = on_device(device, &k);
     if (rc == STRATA_OK && !k)
@@ -74,9 +75,10 @@ static int host_scale(int32_t device, size_t n, float a, float *x)
     return rc;
 }
 
-static int host_sum(int32_t device, size_t n, float *dst,
+static int host_sum(strata_hctx_t *hc, int32_t device, size_t n, float *dst,
                     const float *const *srcs, int nsrc)
 {
+    (void)hc;
     strata__kdev_t *k = NULL;
     int rc = nsrc < 1 ? STRATA_EINVAL : on_device(device, &k);
     if (rc == STRATA_OK && !k)
@@ -87,28 +89,63 @@ static int host_sum(int32_t device, size_t n, float *dst,
     return rc;
 }
 
-static void *host_alloc(int32_t device, size_t bytes)
+static void *host_alloc(strata_hctx_t *hc, int32_t device, size_t bytes)
 {
+    strata_ctx_t *ctx = ctx_of(hc);
     void *p = strata__dev_alloc(device, bytes);
-    if (p)
-        atomic_fetch_add(&g_placed, bytes);
+    if (p && ctx)
+        atomic_fetch_add(&ctx->placed, bytes);
     return p;
 }
 
-static int host_opt_create(int32_t device, size_t count, strata_opt_t **out)
+static void host_free(strata_hctx_t *hc, int32_t device, void *p)
 {
-    strata_ctx_t *ctx = active();
+    (void)hc;
+    strata__dev_free(device, p);
+}
+
+static int host_copy(strata_hctx_t *hc, int32_t dst_device, void *dst,
+                     int32_t src_device, const void *src, size_t bytes)
+{
+    (void)hc;
+    return strata__dev_copy(dst_device, dst, src_device, src, bytes);
+}
+
+static int host_opt_create(strata_hctx_t *hc, int32_t device, size_t count,
+                           strata_opt_t **out)
+{
+    strata_ctx_t *ctx = ctx_of(hc);
     if (!ctx) {
         *out = NULL;
-        return STRATA_ESTATE;
+        return STRATA_EINVAL;
     }
     int rc = strata__opt_create(&ctx->s.optimizer, device, count, out);
     if (rc == STRATA_OK)
-        atomic_fetch_add(&g_placed, count * sizeof(float) *
-                                        (size_t)((*out)->m != NULL) +
-                                    count * sizeof(float) *
-                                        (size_t)((*out)->v != NULL));
+        atomic_fetch_add(&ctx->placed,
+                         count * sizeof(float) *
+                             ((size_t)((*out)->m != NULL) +
+                              (size_t)((*out)->v != NULL)));
     return rc;
+}
+
+static int host_opt_step(strata_hctx_t *hc, strata_opt_t *opt, float *param,
+                         const float *grad, size_t count, float lr)
+{
+    (void)hc;
+    return strata__opt_step(opt, param, grad, count, lr);
+}
+
+static int host_opt_io(strata_hctx_t *hc, strata_opt_t *opt, int set,
+                       float *const *slots, int nslots, int64_t *steps)
+{
+    (void)hc;
+    return strata__opt_io(opt, set, slots, nslots, steps);
+}
+
+static void host_opt_destroy(strata_hctx_t *hc, strata_opt_t *opt)
+{
+    (void)hc;
+    strata__opt_destroy(opt);
 }
 
 /* The list the core walks for a group of `scope`: [transport] plugin when
@@ -141,13 +178,10 @@ static int flat_mode(const char *list, const char *name)
            : count == 1 ? STRATA__CFG_FLAT_STRICT : STRATA__CFG_FLAT_KNOWN;
 }
 
-static int host_t_open(const char *name, const strata_group_t *group,
-                       strata_transport_t **out)
+int strata__host_open_named(strata_ctx_t *ctx, const char *name,
+                      const strata_group_t *group, strata_transport_t **out)
 {
     *out = NULL;
-    strata_ctx_t *ctx = active();
-    if (!ctx || !name || !group)
-        return ctx ? STRATA_EINVAL : STRATA_ESTATE;
     strata__plugin_t *p;
     /* Not installed: the strategy tries the next of its list (and says so);
      * the loader's line with the directories is there at debug level. */
@@ -159,6 +193,7 @@ static int host_t_open(const char *name, const strata_group_t *group,
     if (!t)
         return STRATA_ENOMEM;
     t->plugin = p;
+    t->ctx = ctx;
     /* An opener built against an older minor passes a shorter struct: copy
      * what it has, the newer members stay 0. */
     size_t have = group->struct_size < sizeof t->group ? group->struct_size
@@ -179,7 +214,7 @@ static int host_t_open(const char *name, const strata_group_t *group,
         t->env.group = &t->group;
         t->env.nreplicas = group->nlocal;
         t->env.devices = group->devices;
-        rc = p->vt->init(strata__host(ctx), &t->env, &t->pctx);
+        rc = strata__plugin_init(p, ctx, &t->env, &t->pctx);
     }
     if (rc != STRATA_OK) {
         free(t->cfg);
@@ -207,13 +242,13 @@ static int seen(const char *list, size_t len, const char *name)
     return 0;
 }
 
-static int host_t_open_group(const strata_group_t *group,
-                             strata_transport_t **out)
+static int host_t_open(strata_hctx_t *hc, const strata_group_t *group,
+                       strata_transport_t **out)
 {
     *out = NULL;
-    strata_ctx_t *ctx = active();
+    strata_ctx_t *ctx = ctx_of(hc);
     if (!ctx || !group)
-        return ctx ? STRATA_EINVAL : STRATA_ESTATE;
+        return STRATA_EINVAL;
     const char *scope = group->scope == STRATA_SCOPE_LOCAL ? "local"
                                                            : "world";
     const char *members = group->scope == STRATA_SCOPE_LOCAL
@@ -233,7 +268,7 @@ static int host_t_open_group(const strata_group_t *group,
             continue;
         /* Declined (cannot serve this group) and not installed both give
          * the next one its turn; anything else stops with its reason. */
-        int rc = host_t_open(name, group, out);
+        int rc = strata__host_open_named(ctx, name, group, out);
         if (rc != STRATA_EDECLINE && rc != STRATA_ENOPLUGIN)
             return rc;
         const char *what = rc == STRATA_EDECLINE ? "declined" : "not installed";
@@ -250,89 +285,113 @@ static int host_t_open_group(const strata_group_t *group,
     return STRATA_EDECLINE;
 }
 
-static const char *host_t_name(strata_transport_t *t)
+static const char *host_t_name(strata_hctx_t *hc, strata_transport_t *t)
 {
+    (void)hc;
     return t ? t->plugin->name : NULL;
 }
 
-static int host_t_reduce(strata_transport_t *t, strata_op_t *op)
+static int host_t_reduce(strata_hctx_t *hc, strata_transport_t *t,
+                         strata_op_t *op)
 {
-    return t && t->plugin->vt->reduce ? t->plugin->vt->reduce(t->pctx, op)
-                                      : STRATA_ENOTSUP;
+    (void)hc;
+    return t ? t->plugin->vt->reduce(t->pctx, op) : STRATA_EINVAL;
 }
 
-static int host_t_update(strata_transport_t *t, strata_op_t *op)
+static int host_t_update(strata_hctx_t *hc, strata_transport_t *t,
+                         strata_op_t *op)
 {
+    (void)hc;
     return t && t->plugin->vt->update ? t->plugin->vt->update(t->pctx, op)
                                       : STRATA_ENOTSUP;
 }
 
-static int host_t_ctl(strata_transport_t *t, int op, void *arg)
+static int host_t_ctl(strata_hctx_t *hc, strata_transport_t *t, int op,
+                      void *arg)
 {
-    return t && STRATA_HAS(t->plugin->vt, ctl)
-               ? t->plugin->vt->ctl(t->pctx, op, arg) : STRATA_ENOTSUP;
+    (void)hc;
+    return t && t->plugin->vt->ctl ? t->plugin->vt->ctl(t->pctx, op, arg)
+                                   : STRATA_ENOTSUP;
 }
 
-static void host_t_close(strata_transport_t *t)
+static void host_t_close(strata_hctx_t *hc, strata_transport_t *t)
 {
+    (void)hc;
     if (!t)
         return;
-    t->plugin->vt->fini(t->pctx);
+    strata__plugin_fini(t->plugin, t->ctx, t->pctx);
     free(t->cfg);
     free(t);
 }
 
-static int host_t_send(strata_transport_t *t, int peer, const void *hdr,
-                       size_t hlen, const void *data, size_t dlen,
-                       int timeout_ms)
+static int host_t_send(strata_hctx_t *hc, strata_transport_t *t, int peer,
+                       const void *hdr, size_t hlen, const void *data,
+                       size_t dlen, int timeout_ms)
 {
-    return t && STRATA_HAS(t->plugin->vt, send)
+    (void)hc;
+    return t && t->plugin->vt->send
                ? t->plugin->vt->send(t->pctx, peer, hdr, hlen, data, dlen,
                                      timeout_ms)
                : STRATA_ENOTSUP;
 }
 
-static int host_t_recv(strata_transport_t *t, int *peer, void *buf, size_t cap,
-                       size_t *len, int timeout_ms)
+static int host_t_recv(strata_hctx_t *hc, strata_transport_t *t, int *peer,
+                       void *buf, size_t cap, size_t *len, int timeout_ms)
 {
-    return t && STRATA_HAS(t->plugin->vt, recv)
+    (void)hc;
+    return t && t->plugin->vt->recv
                ? t->plugin->vt->recv(t->pctx, peer, buf, cap, len, timeout_ms)
                : STRATA_ENOTSUP;
 }
 
-static const strata_host_v1_t k_host = {
-    .struct_size = sizeof(strata_host_v1_t),
+static int host_evaluate(strata_hctx_t *hc, double *loss, double *acc)
+{
+    return strata__host_evaluate(ctx_of(hc), loss, acc);
+}
+
+static int host_report(strata_hctx_t *hc, const strata_report_t *r)
+{
+    return strata__host_report(ctx_of(hc), r);
+}
+
+static int host_boundary_due(strata_hctx_t *hc, int32_t epoch, int64_t batch,
+                             int64_t step)
+{
+    return strata__host_boundary_due(ctx_of(hc), epoch, batch, step);
+}
+
+static int host_boundary(strata_hctx_t *hc, int32_t epoch, int64_t batch,
+                         int64_t step)
+{
+    return strata__host_boundary(ctx_of(hc), epoch, batch, step);
+}
+
+const strata_host_v2_t strata__host_v2 = {
+    .struct_size = sizeof(strata_host_v2_t),
     .abi_major = STRATA_ABI_MAJOR,
     .abi_minor = STRATA_ABI_MINOR,
     .log = host_log,
     .cfg_get = host_cfg_get,
     .alloc = host_alloc,
-    .free = strata__dev_free,
-    .copy = strata__dev_copy,
+    .free = host_free,
+    .copy = host_copy,
     .axpy = host_axpy,
     .scale = host_scale,
     .sum = host_sum,
     .opt_create = host_opt_create,
-    .opt_step = strata__opt_step,
-    .opt_destroy = strata__opt_destroy,
+    .opt_step = host_opt_step,
+    .opt_io = host_opt_io,
+    .opt_destroy = host_opt_destroy,
     .t_open = host_t_open,
+    .t_name = host_t_name,
     .t_reduce = host_t_reduce,
     .t_update = host_t_update,
     .t_ctl = host_t_ctl,
-    .t_close = host_t_close,
     .t_send = host_t_send,
     .t_recv = host_t_recv,
-    .evaluate = strata__host_evaluate,
-    .report = strata__host_report,
-    .opt_io = strata__opt_io,
-    .boundary_due = strata__host_boundary_due,
-    .boundary = strata__host_boundary,
-    .t_open_group = host_t_open_group,
-    .t_name = host_t_name,
+    .t_close = host_t_close,
+    .evaluate = host_evaluate,
+    .report = host_report,
+    .boundary_due = host_boundary_due,
+    .boundary = host_boundary,
 };
-
-const strata_host_v1_t *strata__host(strata_ctx_t *ctx)
-{
-    atomic_store(&g_active, ctx);
-    return &k_host;
-}

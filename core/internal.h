@@ -30,12 +30,20 @@
 
 /* ---- log.c ------------------------------------------------------------ */
 
-/* One line to stderr: "strata: <who>: <message>" (errors also say "error:").
- * Thread-safe; lines are never interleaved. */
+/* One line, "strata: <who>: <message>" (errors also say "error:"), to the
+ * log of the context the calling thread works for (strata__log_bind): its
+ * log callback, else stderr. Thread-safe; lines are never interleaved. */
 void strata__log(int level, const char *who, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void strata__vlog(int level, const char *who, const char *fmt, va_list ap);
-void strata__log_set_level(int level);           /* STRATA_LOG_* */
+/* The same for the context `ctx` named explicitly (a host call's hc). */
+void strata__vlog_ctx(strata_ctx_t *ctx, int level, const char *who,
+                      const char *fmt, va_list ap);
+/* The calling thread now works for `ctx` (NULL: none); returns the context
+ * it worked for, to restore on the way out. */
+strata_ctx_t *strata__log_bind(strata_ctx_t *ctx);
+/* Level of the lines of threads bound to no context (default: info). */
+void strata__log_set_level(int level);
 /* Parse "error|warn|info|debug"; -1 when unknown. */
 int  strata__log_level_parse(const char *s);
 
@@ -208,7 +216,14 @@ int strata__settings_load(const strata__cfg_t *c, strata__settings_t *s);
 /* ---- loader.c: find, dlopen and check plugins -------------------------- */
 
 typedef struct strata__plugin {
-    const strata_plugin_v1_t *vt;
+    /* The entries the core calls, at the ABI 2 layout whatever the major
+     * the plugin was built for: &table. */
+    const strata_plugin_v2_t *vt;
+    strata_plugin_v2_t table; /* its entries; those it lacks are NULL, and
+                               * table.hdr.struct_size is the full size    */
+    const strata_plugin_v1_t *v1; /* an ABI 1 plugin's own table (its init
+                               * goes through the core's v1 adapter); NULL */
+    int   major;              /* the ABI major it was built for           */
     void *dl;                 /* dlopen handle                            */
     char *path;               /* the file it came from                    */
     char  name[64];
@@ -218,9 +233,11 @@ typedef struct strata__plugin {
  * path), $STRATA_PLUGIN_PATH, <dir of the running binary>/../lib/strata/
  * plugins, the install dir. Returned string is malloc'd. */
 char *strata__plugin_search_path(const char *ini_path);
-/* Open <name>.so of `kind` along `search_path`. Refuses, with one log line
- * each: file not found (listing every dir looked in), dlopen failure, no
- * strata_plugin_v1 symbol, another ABI major, struct_size too small, other
+/* Open <name>.so of `kind` along `search_path`: its strata_plugin_v2
+ * symbol, else strata_plugin_v1 (served through the v1 adapter). Refuses,
+ * with one log line each: file not found (listing every dir looked in),
+ * dlopen failure, no symbol of a major this core speaks, a major that does
+ * not match its symbol, struct_size too small, other
  * build signature, wrong kind, header name != file stem, missing init/fini.
  * Not found: STRATA_ENOPLUGIN; refused: STRATA_EABI; bad name or kind:
  * STRATA_EINVAL. On failure *out == NULL. */

@@ -22,9 +22,6 @@
 
 #define WHO "loader"
 #define NAME_MAX_LEN (sizeof(((strata__plugin_t *)0)->name) - 1)
-/* The vtable as ABI 1.0 defined it: a plugin that declares less is broken. */
-#define V1_0_SIZE (offsetof(strata_plugin_v1_t, ctl) + \
-                   sizeof(((strata_plugin_v1_t *)0)->ctl))
 /* A directory is input too: bound what one listing may allocate. */
 #define MAX_SO_PER_DIR 1024
 
@@ -290,11 +287,25 @@ static void suggest(const char *name, const char *search_path, char *best, size_
 
 /* ---- checking one file -------------------------------------------------- */
 
+/* The vtable as each major first defined it: a plugin that declares less is
+ * broken. */
+#define V1_0_SIZE (offsetof(strata_plugin_v1_t, ctl) + \
+                   sizeof(((strata_plugin_v1_t *)0)->ctl))
+#define V2_0_SIZE (offsetof(strata_plugin_v2_t, placed) + \
+                   sizeof(((strata_plugin_v2_t *)0)->placed))
+/* STRATA_HAS for an ABI 1 table. */
+#define V1_HAS(p, m)                                                         \
+    ((p)->hdr.struct_size >= offsetof(strata_plugin_v1_t, m) + sizeof((p)->m) \
+     && (p)->m != NULL)
+
 struct probe {
     void *dl;                      /* dlopen handle, NULL if it did not load */
-    const strata_plugin_v1_t *vt;  /* the v1 symbol; header fields trustworthy
-                                      only when `major` == STRATA_ABI_MAJOR  */
+    const strata_plugin_header_t *hdr; /* of the symbol found, or NULL       */
+    const void *sym;               /* strata_plugin_v2 or strata_plugin_v1   */
+    const char *sym_name;
+    int sym_major;                 /* 2 or 1: which symbol it exports        */
     int major, minor;              /* ABI the file declares; -1 = unknown   */
+    strata_plugin_v2_t table;      /* its entries at the ABI 2 layout        */
 };
 
 /* Bytes of the ELF symbol at `addr`, 0 when unknown. */
@@ -316,6 +327,106 @@ static const char *strip_path(const char *msg, const char *path)
     return msg ? msg : "unknown dlopen error";
 }
 
+/* The plugin's entries at the ABI 2 layout: a v2 table as far as the plugin
+ * declared it, a v1 table member by member (its init stays NULL: the core
+ * calls it through the v1 adapter). */
+static void normalize(struct probe *pr)
+{
+    strata_plugin_v2_t *t = &pr->table;
+    memset(t, 0, sizeof *t);
+    if (pr->sym_major == 2) {
+        size_t n = pr->hdr->struct_size < sizeof *t ? pr->hdr->struct_size
+                                                    : sizeof *t;
+        memcpy(t, pr->sym, n);
+    } else {
+        const strata_plugin_v1_t *v = pr->sym;
+        t->hdr = v->hdr;
+        t->options = v->options;
+        t->cfg_size = v->cfg_size;
+        t->var_state_size = v->var_state_size;
+        t->fini = v->fini;
+        t->create_var = v->create_var;
+        t->reduce = v->reduce;
+        t->update = v->update;
+        t->ctl = v->ctl;
+        t->drive = V1_HAS(v, drive) ? v->drive : NULL;
+        t->next_step = V1_HAS(v, next_step) ? v->next_step : NULL;
+        t->send = V1_HAS(v, send) ? v->send : NULL;
+        t->recv = V1_HAS(v, recv) ? v->recv : NULL;
+        t->placed = V1_HAS(v, placed) ? v->placed : NULL;
+    }
+    t->hdr.struct_size = sizeof *t;
+}
+
+/* Find the entry symbol, newest major first. Logs and returns STRATA_EABI
+ * when there is none this core speaks, naming the ones there are. */
+static int find_symbol(const char *path, int level, struct probe *pr)
+{
+    static const struct { const char *name; int major; } k_syms[] = {
+        { STRATA_PLUGIN_SYMBOL, 2 }, { STRATA_PLUGIN_SYMBOL_V1, 1 },
+    };
+    for (size_t i = 0; i < sizeof k_syms / sizeof k_syms[0]; i++) {
+        pr->sym = dlsym(pr->dl, k_syms[i].name);
+        if (pr->sym) {
+            pr->sym_name = k_syms[i].name;
+            pr->sym_major = k_syms[i].major;
+            return 0;
+        }
+    }
+    /* Name the majors it does export (cf. NCCL's vN). */
+    char found[160] = "";
+    size_t used = 0;
+    for (int v = 9; v >= 0; v--) {
+        char sym[32];
+        snprintf(sym, sizeof sym, "strata_plugin_v%d", v);
+        if (v == 1 || v == 2 || !dlsym(pr->dl, sym))
+            continue;
+        if (pr->major < 0)
+            pr->major = v;
+        int k = snprintf(found + used, sizeof found - used, "%s%s",
+                         used ? ", " : " (found: ", sym);
+        if (k > 0 && used + (size_t)k < sizeof found)
+            used += (size_t)k;
+    }
+    if (used > 0)
+        snprintf(found + used, sizeof found - used, ")");
+    strata__log(level, WHO, "%s: no symbol %s or %s: not a strata plugin, or "
+                "built for an ABI major this core does not speak (it speaks "
+                "%d and 1)%s", path, STRATA_PLUGIN_SYMBOL,
+                STRATA_PLUGIN_SYMBOL_V1, STRATA_ABI_MAJOR, found);
+    return STRATA_EABI;
+}
+
+/* What the core calls without asking: init and fini; a strategy places,
+ * reduces and updates every variable; a transport at least reduces. */
+static int check_entries(const char *path, int level, const struct probe *pr)
+{
+    const strata_plugin_v2_t *vt = &pr->table;
+    int has_init = pr->sym_major == 2
+                       ? vt->init != NULL
+                       : ((const strata_plugin_v1_t *)pr->sym)->init != NULL;
+    if (!has_init || !vt->fini) {
+        strata__log(level, WHO, "%s: required entry %s is NULL", path,
+                    !has_init ? "init" : "fini");
+        return STRATA_EABI;
+    }
+    const char *missing = NULL;
+    if (vt->hdr.kind == STRATA_KIND_STRATEGY)
+        missing = !vt->create_var ? "create_var"
+                  : !vt->reduce   ? "reduce"
+                  : !vt->update   ? "update" : NULL;
+    else if (!vt->reduce)
+        missing = "reduce";
+    if (missing) {
+        strata__log(level, WHO, "%s: required entry %s is NULL (a %s needs %s)",
+                    path, missing, strata__kind_name(vt->hdr.kind),
+                    vt->hdr.kind == STRATA_KIND_STRATEGY
+                        ? "create_var, reduce and update" : "reduce");
+        return STRATA_EABI;
+    }
+    return 0;
+}
+
 /* dlopen `path` and check its header against `want` (0: either kind, the
  * header says which). Logs one line at `level` when refused. pr->dl is left
  * open, also on failure, so that a listing can read the header; the caller
@@ -323,8 +434,7 @@ static const char *strip_path(const char *msg, const char *path)
 static int probe_file(const char *path, const char *stem, uint32_t want, int level,
                       struct probe *pr)
 {
-    pr->dl = NULL;
-    pr->vt = NULL;
+    memset(pr, 0, sizeof *pr);
     pr->major = pr->minor = -1;
 
     dlerror();
@@ -334,58 +444,38 @@ static int probe_file(const char *path, const char *stem, uint32_t want, int lev
                     "or built for another version?", path, strip_path(dlerror(), path));
         return STRATA_EABI;
     }
-
-    const strata_plugin_v1_t *vt = dlsym(pr->dl, STRATA_PLUGIN_SYMBOL_V1);
-    if (!vt) {
-        /* Name the majors it does export, newest first (cf. NCCL's vN). */
-        char found[160] = "";
-        size_t used = 0;
-        for (int v = 9; v >= 0; v--) {
-            char sym[32];
-            snprintf(sym, sizeof sym, "strata_plugin_v%d", v);
-            if (v == STRATA_ABI_MAJOR || !dlsym(pr->dl, sym))
-                continue;
-            if (pr->major < 0)
-                pr->major = v;
-            int k = snprintf(found + used, sizeof found - used, "%s%s",
-                             used ? ", " : " (found: ", sym);
-            if (k > 0 && used + (size_t)k < sizeof found)
-                used += (size_t)k;
-        }
-        if (used > 0)
-            snprintf(found + used, sizeof found - used, ")");
-        strata__log(level, WHO, "%s: no symbol %s: not a strata plugin, or built "
-                    "for another ABI major%s", path, STRATA_PLUGIN_SYMBOL_V1, found);
+    if (find_symbol(path, level, pr) != 0)
         return STRATA_EABI;
-    }
 
     /* The header is all the loader may read before it knows the layout. */
-    size_t symsz = symbol_size(vt);
-    if (symsz && symsz < sizeof vt->hdr) {
+    const strata_plugin_header_t *h = pr->sym;
+    size_t symsz = symbol_size(pr->sym);
+    if (symsz && symsz < sizeof *h) {
         strata__log(level, WHO, "%s: symbol %s is %zu bytes, smaller than its "
-                    "header (%zu bytes)", path, STRATA_PLUGIN_SYMBOL_V1, symsz,
-                    sizeof vt->hdr);
+                    "header (%zu bytes)", path, pr->sym_name, symsz, sizeof *h);
         return STRATA_EABI;
     }
-    const strata_plugin_header_t *h = &vt->hdr;
     pr->major = h->abi_major;
     pr->minor = h->abi_minor;
-    if (h->abi_major != STRATA_ABI_MAJOR) {
-        strata__log(level, WHO, "%s: plugin ABI major %u, this core speaks ABI "
-                    "major %d (plugin %u.%u, core %d.%d); rebuild it against this "
-                    "strata", path, h->abi_major, STRATA_ABI_MAJOR, h->abi_major,
-                    h->abi_minor, STRATA_ABI_MAJOR, STRATA_ABI_MINOR);
+    if (h->abi_major != pr->sym_major) {
+        strata__log(level, WHO, "%s: plugin ABI major %u in the header of its "
+                    "symbol %s (plugin %u.%u, core %d.%d, which also loads "
+                    "major 1); rebuild it against this strata", path,
+                    h->abi_major, pr->sym_name, h->abi_major, h->abi_minor,
+                    STRATA_ABI_MAJOR, STRATA_ABI_MINOR);
         return STRATA_EABI;
     }
-    pr->vt = vt;
-    if (h->struct_size < V1_0_SIZE) {
-        strata__log(level, WHO, "%s: struct_size %u is smaller than the ABI 1.0 "
-                    "vtable (%zu bytes)", path, h->struct_size, (size_t)V1_0_SIZE);
+    pr->hdr = h;
+    size_t min = pr->sym_major == 2 ? V2_0_SIZE : V1_0_SIZE;
+    if (h->struct_size < min) {
+        strata__log(level, WHO, "%s: struct_size %u is smaller than the ABI "
+                    "%d.0 vtable (%zu bytes)", path, h->struct_size,
+                    pr->sym_major, min);
         return STRATA_EABI;
     }
     if (symsz && symsz < h->struct_size) {
         strata__log(level, WHO, "%s: struct_size %u is larger than its symbol %s "
-                    "(%zu bytes)", path, h->struct_size, STRATA_PLUGIN_SYMBOL_V1, symsz);
+                    "(%zu bytes)", path, h->struct_size, pr->sym_name, symsz);
         return STRATA_EABI;
     }
     if (!h->build_sig || strcmp(h->build_sig, STRATA_BUILD_SIG) != 0) {
@@ -415,28 +505,8 @@ static int probe_file(const char *path, const char *stem, uint32_t want, int lev
                     stem);
         return STRATA_EABI;
     }
-    if (!vt->init || !vt->fini) {
-        strata__log(level, WHO, "%s: required entry %s is NULL", path,
-                    !vt->init ? "init" : "fini");
-        return STRATA_EABI;
-    }
-    /* What the core calls without asking: a strategy places, reduces and
-     * updates every variable; a transport at least reduces. */
-    const char *missing = NULL;
-    if (h->kind == STRATA_KIND_STRATEGY)
-        missing = !vt->create_var ? "create_var"
-                  : !vt->reduce   ? "reduce"
-                  : !vt->update   ? "update" : NULL;
-    else if (!vt->reduce)
-        missing = "reduce";
-    if (missing) {
-        strata__log(level, WHO, "%s: required entry %s is NULL (a %s needs %s)",
-                    path, missing, strata__kind_name(h->kind),
-                    h->kind == STRATA_KIND_STRATEGY
-                        ? "create_var, reduce and update" : "reduce");
-        return STRATA_EABI;
-    }
-    return 0;
+    normalize(pr);
+    return check_entries(path, level, pr);
 }
 
 /* ---- open / close ------------------------------------------------------ */
@@ -518,7 +588,10 @@ int strata__plugin_open_as(const char *name, uint32_t kind,
         free(path);
         return rc;
     }
-    p->vt = pr.vt;
+    p->table = pr.table;
+    p->vt = &p->table;
+    p->v1 = pr.sym_major == 1 ? pr.sym : NULL;
+    p->major = pr.sym_major;
     p->dl = pr.dl;
     p->path = path;
     snprintf(p->name, sizeof p->name, "%s", name);
@@ -542,7 +615,7 @@ void strata__plugin_close(strata__plugin_t *p)
  * broken plugins through `status`, it does not spray error lines. */
 static void scan_one(const char *path, const char *stem, strata_plugin_cb cb, void *user)
 {
-    struct probe pr = { NULL, NULL, -1, -1 };
+    struct probe pr = { .major = -1, .minor = -1 };
     int rc;
     if (!valid_name(stem)) {
         strata__log(STRATA_LOG_DEBUG, WHO, "%s: '%s' is not a valid plugin name",
@@ -551,7 +624,7 @@ static void scan_one(const char *path, const char *stem, strata_plugin_cb cb, vo
     } else {
         rc = probe_file(path, stem, 0, STRATA_LOG_DEBUG, &pr);
     }
-    const strata_plugin_header_t *h = pr.vt ? &pr.vt->hdr : NULL;
+    const strata_plugin_header_t *h = pr.hdr;
     cb(user, stem, strata__kind_name(h ? h->kind : 0), pr.major, pr.minor,
        h && h->version ? h->version : "", h && h->description ? h->description : "",
        path, rc);

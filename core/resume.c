@@ -70,7 +70,7 @@ static void state_free(strata_state_t *st)
 
 static int strategy_state(strata__run_t *run, int op, strata_state_t *st)
 {
-    const strata_plugin_v1_t *vt = run->strategy->vt;
+    const strata_plugin_v2_t *vt = run->strategy->vt;
     int rc = STRATA_HAS(vt, ctl) ? vt->ctl(run->spctx, op, st)
                                  : STRATA_ENOTSUP;
     if (rc == STRATA_ENOTSUP)

@@ -140,9 +140,9 @@ static int setup_strategy(strata__run_t *run)
         .devices = run->devices, .model_count = run->model.count,
         .transport = run->s->transport.plugin,
     };
-    const strata_plugin_v1_t *vt = run->strategy->vt;
-    size_t placed0 = strata__host_placed_bytes();
-    rc = vt->init(strata__host(ctx), &run->env, &run->spctx);
+    const strata_plugin_v2_t *vt = run->strategy->vt;
+    size_t placed0 = atomic_load(&ctx->placed);
+    rc = strata__plugin_init(run->strategy, ctx, &run->env, &run->spctx);
     if (rc != STRATA_OK) {
         strata__log(STRATA_LOG_ERROR, "train", "strategy %s: init failed: %s",
                     run->strategy->name, strata_strerror(rc));
@@ -183,7 +183,7 @@ static int setup_strategy(strata__run_t *run)
             return rc;
         }
     }
-    run->placed_bytes = strata__host_placed_bytes() - placed0;
+    run->placed_bytes = atomic_load(&ctx->placed) - placed0;
     return STRATA_OK;
 }
 
@@ -520,7 +520,7 @@ int strata__run_finish(strata__run_t *run)
 void strata__run_teardown(strata__run_t *run)
 {
     if (run->spctx)
-        run->strategy->vt->fini(run->spctx);
+        strata__plugin_fini(run->strategy, run->ctx, run->spctx);
     for (int i = 0; i < run->model.nvars; i++)
         free(run->model.vars[i].value);
     free(run->var_state);

@@ -56,6 +56,13 @@ typedef struct strata__loaded {
     strata__plugin_t *plugin;
 } strata__loaded_t;
 
+/* What a plugin's hc points to: the context its host calls act on. */
+struct strata_hctx {
+    strata_ctx_t *ctx;
+};
+
+struct strata__run;
+
 struct strata_ctx {
     strata__cfg_t      *cfg;
     strata__settings_t  s;
@@ -68,14 +75,29 @@ struct strata_ctx {
     char                opened[128];   /* transports opened: "local, zmq"   */
     strata_callbacks_t  cb;            /* what the run reports, to whom     */
     int                 settings_ok;
+    atomic_int          log_level;     /* [log] level: STRATA_LOG_*         */
+    pthread_mutex_t     log_lock;      /* one cb.log line at a time         */
+    struct strata_hctx  hc;            /* handed to its plugins' init       */
+    /* Bytes its plugins placed through host alloc and opt_create
+     * (variables and optimizer slots; never decremented). */
+    atomic_size_t       placed;
+    /* The run strata_train() is running, from setup to teardown: what
+     * host evaluate/report/boundary act on. Main thread only. */
+    struct strata__run *run;
+    int                 v1_refs;       /* ABI 1 instances it holds (host_v1.c) */
 };
 
-/* Make `ctx` the run that host services act on (one per process at a time)
- * and return the host table handed to its plugins. */
-const strata_host_v1_t *strata__host(strata_ctx_t *ctx);
-/* Bytes that plugins placed through host alloc and opt_create (variables
- * and optimizer slots), counted since the process started. */
-size_t strata__host_placed_bytes(void);
+/* The host table of ABI 2, handed with &ctx->hc to every plugin. */
+extern const strata_host_v2_t strata__host_v2;
+/* init() of plugin `p` for `ctx`, through the v1 adapter for an ABI 1
+ * plugin; fini() the same way. */
+int  strata__plugin_init(strata__plugin_t *p, strata_ctx_t *ctx,
+                         const strata_env_t *env, void **pctx);
+void strata__plugin_fini(strata__plugin_t *p, strata_ctx_t *ctx, void *pctx);
+/* Open transport plugin `name` for `group` (ABI 1's t_open by name). */
+int  strata__host_open_named(strata_ctx_t *ctx, const char *name,
+                             const strata_group_t *group,
+                             strata_transport_t **out);
 /* Load (once per ctx) plugin `name` of `kind`; not found is logged at
  * `missing_level`. */
 int strata__ctx_plugin(strata_ctx_t *ctx, const char *name, uint32_t kind,
@@ -103,12 +125,14 @@ int strata__plugin_cfg(strata_ctx_t *ctx, const strata__plugin_t *p,
 /* ---- train.c ------------------------------------------------------------- */
 
 int strata__train(strata_ctx_t *ctx);
-/* host->evaluate and host->report, for the run whose drive() is running. */
-int strata__host_evaluate(double *loss, double *acc);
-int strata__host_report(const strata_report_t *r);
-/* host->boundary_due and host->boundary (ABI 1.2). */
-int strata__host_boundary_due(int32_t epoch, int64_t batch, int64_t step);
-int strata__host_boundary(int32_t epoch, int64_t batch, int64_t step);
+/* host evaluate, report, boundary_due and boundary for the run that
+ * strata_train() is running on `ctx` (STRATA_ESTATE outside one). */
+int strata__host_evaluate(strata_ctx_t *ctx, double *loss, double *acc);
+int strata__host_report(strata_ctx_t *ctx, const strata_report_t *r);
+int strata__host_boundary_due(strata_ctx_t *ctx, int32_t epoch,
+                              int64_t batch, int64_t step);
+int strata__host_boundary(strata_ctx_t *ctx, int32_t epoch, int64_t batch,
+                          int64_t step);
 
 /* ---- progress.c: the Keras-like progress line ---------------------------- */
 

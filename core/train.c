@@ -171,6 +171,7 @@ static void *replica_main(void *arg)
 {
     strata__replica_t *rep = arg;
     strata__run_t *run = rep->run;
+    strata__log_bind(run->ctx);
     openblas_set_num_threads(1);
     strata__fpenv_fast();
     uint64_t gen = 0;
@@ -198,7 +199,7 @@ static void run_phase(strata__run_t *run, int phase)
  * how (STRATA_CTL_WORLD_SUM); a single-process strategy does not need to. */
 int strata__run_world_sum(strata__run_t *run, float *buf, int n)
 {
-    const strata_plugin_v1_t *vt = run->strategy->vt;
+    const strata_plugin_v2_t *vt = run->strategy->vt;
     if (run->nworkers == 1 || !STRATA_HAS(vt, ctl))
         return STRATA_OK;
     strata_op_t op = { .struct_size = sizeof op, .buf = buf, .count = (size_t)n,
@@ -402,7 +403,7 @@ static int train_loop(strata__run_t *run)
  * is given, report its results with the next request, until done. */
 static int step_loop(strata__run_t *run)
 {
-    const strata_plugin_v1_t *vt = run->strategy->vt;
+    const strata_plugin_v2_t *vt = run->strategy->vt;
     const strata__train_cfg_t *t = &run->s->train;
     strata_step_t st = { .struct_size = sizeof st };
     int epoch = -1;
@@ -446,21 +447,25 @@ static int step_loop(strata__run_t *run)
     return atomic_load(&run->rc);
 }
 
-/* ---- host services for strategies that drive the job (drive()) -------- */
+/* ---- host services of a run (evaluate, report, boundaries) ------------- */
 
-static strata__run_t *_Atomic g_run; /* the run whose drive() is running */
-
-int strata__host_evaluate(double *loss, double *acc)
+/* The run strata_train() is running on ctx, once its replicas are up. */
+static strata__run_t *run_of(strata_ctx_t *ctx)
 {
-    strata__run_t *run = atomic_load(&g_run);
+    return ctx && ctx->run && ctx->run->nthreads > 0 ? ctx->run : NULL;
+}
+
+int strata__host_evaluate(strata_ctx_t *ctx, double *loss, double *acc)
+{
+    strata__run_t *run = run_of(ctx);
     if (!run || !loss || !acc)
         return run ? STRATA_EINVAL : STRATA_ESTATE;
     return evaluate(run, loss, acc);
 }
 
-int strata__host_report(const strata_report_t *r)
+int strata__host_report(strata_ctx_t *ctx, const strata_report_t *r)
 {
-    strata__run_t *run = atomic_load(&g_run);
+    strata__run_t *run = run_of(ctx);
     if (!run || !r)
         return run ? STRATA_EINVAL : STRATA_ESTATE;
     switch (r->kind) {
@@ -489,9 +494,10 @@ int strata__host_report(const strata_report_t *r)
 /* Would strata__host_boundary act at this step? A checkpoint of
  * every_steps (not twice at one step: a resumed run starts on one), or a
  * stop request. */
-int strata__host_boundary_due(int32_t epoch, int64_t batch, int64_t step)
+int strata__host_boundary_due(strata_ctx_t *ctx, int32_t epoch,
+                              int64_t batch, int64_t step)
 {
-    strata__run_t *run = atomic_load(&g_run);
+    strata__run_t *run = run_of(ctx);
     if (!run)
         return 0;
     const strata__checkpoint_cfg_t *ck = &run->s->checkpoint;
@@ -502,14 +508,15 @@ int strata__host_boundary_due(int32_t epoch, int64_t batch, int64_t step)
            step % ck->every_steps == 0 && step != run->last_boundary;
 }
 
-int strata__host_boundary(int32_t epoch, int64_t batch, int64_t step)
+int strata__host_boundary(strata_ctx_t *ctx, int32_t epoch, int64_t batch,
+                          int64_t step)
 {
-    strata__run_t *run = atomic_load(&g_run);
+    strata__run_t *run = run_of(ctx);
     if (!run)
         return STRATA_ESTATE;
     const strata__checkpoint_cfg_t *ck = &run->s->checkpoint;
     int stop = atomic_load(&run->ctx->stop) != 0;
-    int due = stop || strata__host_boundary_due(epoch, batch, step) ||
+    int due = stop || strata__host_boundary_due(ctx, epoch, batch, step) ||
               (batch == 0 && ck->every_epochs > 0 && epoch > 0 &&
                epoch % ck->every_epochs == 0);
     int rc = STRATA_OK;
@@ -540,10 +547,7 @@ static int drive(strata__run_t *run)
         .first_epoch = at.epoch, .first_batch = at.batch,
     };
     run->last_boundary = at.resumed ? at.step : -1;
-    atomic_store(&g_run, run);
-    rc = run->strategy->vt->drive(run->spctx, &d);
-    atomic_store(&g_run, NULL);
-    return rc;
+    return run->strategy->vt->drive(run->spctx, &d);
 }
 
 static int start_threads(strata__run_t *run)
@@ -580,11 +584,12 @@ int strata__train(strata_ctx_t *ctx)
     if (!run)
         return STRATA_ENOMEM;
     openblas_set_num_threads(1);
+    ctx->run = run;
     int rc = strata__run_setup(ctx, run);
     if (rc == STRATA_OK)
         rc = start_threads(run);
     if (rc == STRATA_OK) {
-        const strata_plugin_v1_t *vt = run->strategy->vt;
+        const strata_plugin_v2_t *vt = run->strategy->vt;
         strata__run_banner(run);
         progress_init(run);
         rc = STRATA_HAS(vt, drive) ? drive(run) : STRATA_ENOTSUP;
@@ -594,6 +599,7 @@ int strata__train(strata_ctx_t *ctx)
     stop_threads(run);
     if (rc == STRATA_OK)
         rc = strata__run_finish(run);
+    ctx->run = NULL;
     strata__run_teardown(run);
     return rc;
 }

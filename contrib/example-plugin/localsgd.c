@@ -12,7 +12,6 @@
  *
  * One process only: the group is the replica threads of this process. */
 #include <stdlib.h>
-#include <string.h>
 
 #include <strata/plugin.h>
 
@@ -36,7 +35,8 @@ static const strata_option_t localsgd_options[] = {
 };
 
 typedef struct localsgd {
-    const strata_host_v1_t *host;
+    const strata_host_v2_t *host;
+    strata_hctx_t          *hc;          /* first argument of host calls   */
     int                     n;           /* replicas of this process       */
     const int32_t          *devices;     /* env->devices, valid until fini  */
     size_t                  count;       /* floats in the flat layout      */
@@ -51,57 +51,26 @@ static void localsgd_fini(void *pctx)
     localsgd_t *s = pctx;
     if (!s)
         return;
-    s->host->t_close(s->t);                  /* accepts NULL */
+    s->host->t_close(s->hc, s->t);           /* accepts NULL */
     for (int r = 0; r < s->n; r++) {
         if (s->opt)
-            s->host->opt_destroy(s->opt[r]);
+            s->host->opt_destroy(s->hc, s->opt[r]);
         if (s->slab)
-            s->host->free(s->devices[r], s->slab[r]);
+            s->host->free(s->hc, s->devices[r], s->slab[r]);
     }
     free(s->opt);
     free(s->slab);
     free(s);
 }
 
-/* For a core older than ABI 1.4, which does not choose transports: the
- * first of the [transport] list ("nccl, local") that does not decline a
- * group of this process's replicas. */
-static int open_transport(localsgd_t *s, const char *list,
-                          const strata_group_t *g)
-{
-    const char *p = list && list[0] ? list : "local";
-    char name[64];
-    for (;;) {
-        p += strspn(p, " ,");
-        size_t len = strcspn(p, " ,");
-        if (len == 0)
-            break;
-        if (len >= sizeof name) {
-            s->host->log(STRATA_LOG_ERROR, WHO, "transport name '%.*s' is "
-                         "too long", (int)len, p);
-            return STRATA_ECONFIG;
-        }
-        memcpy(name, p, len);
-        name[len] = '\0';
-        p += len;
-        int rc = s->host->t_open(name, g, &s->t);
-        if (rc != STRATA_EDECLINE)
-            return rc;                       /* opened, or a real error */
-        s->host->log(STRATA_LOG_INFO, WHO, "transport %s declined; trying "
-                     "the next", name);
-    }
-    s->host->log(STRATA_LOG_ERROR, WHO, "no transport of '%s' accepts %d "
-                 "local replicas", list, g->size);
-    return STRATA_EDECLINE;
-}
-
-static int localsgd_init(const strata_host_v1_t *host, const strata_env_t *env,
-                         void **pctx)
+static int localsgd_init(const strata_host_v2_t *host, strata_hctx_t *hc,
+                         const strata_env_t *env, void **pctx)
 {
     *pctx = NULL;
     if (env->cluster && env->cluster->nworkers > 1) {
-        host->log(STRATA_LOG_ERROR, WHO, "runs the replicas of one process; "
-                  "this job has %d training tasks", env->cluster->nworkers);
+        host->log(hc, STRATA_LOG_ERROR, WHO, "runs the replicas of one "
+                  "process; this job has %d training tasks",
+                  env->cluster->nworkers);
         return STRATA_ECONFIG;
     }
     localsgd_t *s = calloc(1, sizeof *s);
@@ -109,6 +78,7 @@ static int localsgd_init(const strata_host_v1_t *host, const strata_env_t *env,
         return STRATA_ENOMEM;
     const localsgd_cfg_t *cfg = env->cfg;
     s->host = host;
+    s->hc = hc;
     s->n = env->nreplicas;
     s->devices = env->devices;
     s->count = env->model_count;
@@ -118,8 +88,9 @@ static int localsgd_init(const strata_host_v1_t *host, const strata_env_t *env,
     s->opt = calloc((size_t)s->n, sizeof *s->opt);
     int rc = s->slab && s->opt ? STRATA_OK : STRATA_ENOMEM;
     for (int r = 0; rc == STRATA_OK && r < s->n; r++) {
-        s->slab[r] = host->alloc(s->devices[r], s->count * sizeof(float));
-        rc = s->slab[r] ? host->opt_create(s->devices[r], s->count, &s->opt[r])
+        s->slab[r] = host->alloc(hc, s->devices[r], s->count * sizeof(float));
+        rc = s->slab[r] ? host->opt_create(hc, s->devices[r], s->count,
+                                           &s->opt[r])
                         : STRATA_ENOMEM;
     }
     if (rc == STRATA_OK) {
@@ -128,18 +99,14 @@ static int localsgd_init(const strata_host_v1_t *host, const strata_env_t *env,
             .size = s->n, .rank = 0, .nlocal = s->n, .devices = s->devices,
             .tag = WHO,
         };
-        /* From ABI 1.4 the core chooses ([transport] local = ...). */
-        if (STRATA_HAS_FIELD(strata_host_v1_t, host, t_open_group) &&
-            host->t_open_group)
-            rc = host->t_open_group(&g, &s->t);
-        else
-            rc = open_transport(s, env->transport, &g);
+        /* The core chooses the transport ([transport] local = ...). */
+        rc = host->t_open(hc, &g, &s->t);
     }
     if (rc != STRATA_OK) {
         localsgd_fini(s);
         return rc;
     }
-    host->log(STRATA_LOG_DEBUG, WHO, "%d replicas, sync_every %lld, "
+    host->log(hc, STRATA_LOG_DEBUG, WHO, "%d replicas, sync_every %lld, "
               "local_after %lld", s->n, (long long)s->sync_every,
               (long long)s->local_after);
     *pctx = s;
@@ -155,7 +122,7 @@ static int localsgd_create_var(void *pctx, strata_var_t *var)
         return STRATA_EINVAL;
     for (int r = 0; r < s->n; r++) {
         float *dst = s->slab[r] + var->offset;
-        int rc = s->host->copy(s->devices[r], dst,
+        int rc = s->host->copy(s->hc, s->devices[r], dst,
                                STRATA_DEVICE(STRATA_DEV_CPU, 0), var->init,
                                var->count * sizeof(float));
         if (rc != STRATA_OK)
@@ -182,7 +149,7 @@ static int localsgd_reduce(void *pctx, strata_op_t *op)
         return rc;
     strata_op_t t = *op;
     t.reduce_op = STRATA_REDUCE_MEAN;
-    return s->host->t_reduce(s->t, &t);
+    return s->host->t_reduce(s->hc, s->t, &t);
 }
 
 /* The local optimizer step; on a sync step, then the variables' mean. */
@@ -191,8 +158,8 @@ static int localsgd_update(void *pctx, strata_op_t *op)
     localsgd_t *s = pctx;
     int r = op->slot, rc = check_op(s, op);
     if (rc == STRATA_OK)
-        rc = s->host->opt_step(s->opt[r], s->slab[r], op->buf, s->count,
-                               op->lr);
+        rc = s->host->opt_step(s->hc, s->opt[r], s->slab[r], op->buf,
+                               s->count, op->lr);
     if (rc != STRATA_OK || op->step < s->local_after
         || (op->step + 1) % s->sync_every != 0)
         return rc;
@@ -201,21 +168,21 @@ static int localsgd_update(void *pctx, strata_op_t *op)
         .count = s->count, .device = s->devices[r],
         .reduce_op = STRATA_REDUCE_MEAN, .step = op->step,
     };
-    return s->host->t_reduce(s->t, &avg);
+    return s->host->t_reduce(s->hc, s->t, &avg);
 }
 
 static int localsgd_ctl(void *pctx, int op, void *arg)
 {
     localsgd_t *s = pctx;
     if (op == STRATA_CTL_ABORT)              /* wake replicas in t_reduce */
-        return s->host->t_ctl(s->t, op, arg);
+        return s->host->t_ctl(s->hc, s->t, op, arg);
     return STRATA_ENOTSUP;                   /* incl. WORLD_SUM: one process */
 }
 
-STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {
-    STRATA_PLUGIN_HEADER_V1(STRATA_KIND_STRATEGY, "localsgd", "1.0.0",
-                            "local SGD: replicas step alone, average "
-                            "their variables every sync_every steps"),
+STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
+    STRATA_PLUGIN_HEADER(STRATA_KIND_STRATEGY, "localsgd", "1.0.0",
+                         "local SGD: replicas step alone, average "
+                         "their variables every sync_every steps"),
     .options = localsgd_options,
     .cfg_size = sizeof(localsgd_cfg_t),
     .init = localsgd_init,

@@ -1,19 +1,25 @@
 /* strata -- the plugin SDK: everything a strategy or transport plugin needs.
  *
  * A plugin is one shared object, <name>.so, that exports exactly one const
- * object `strata_plugin_v1` of type strata_plugin_v1_t and hides everything
+ * object `strata_plugin_v2` of type strata_plugin_v2_t and hides everything
  * else (build with -fvisibility=hidden). It includes this header only and
- * never links against the core: the core hands it a strata_host_v1_t.
+ * never links against the core: the core hands its init() a
+ * strata_host_v2_t and the host context to pass to every host call.
  *
  *   #include <strata/plugin.h>
- *   STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {
- *       STRATA_PLUGIN_HEADER_V1(STRATA_KIND_STRATEGY, "mine", "1.0.0",
- *                               "one line that says what it does"),
+ *   STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
+ *       STRATA_PLUGIN_HEADER(STRATA_KIND_STRATEGY, "mine", "1.0.0",
+ *                            "one line that says what it does"),
  *       .init = mine_init, .fini = mine_fini, .create_var = mine_create_var,
  *       .reduce = mine_reduce, .update = mine_update,
  *   };
  *
- * README.md ("Writing a plugin") documents every entry and the ABI rules. */
+ * Plugins built for ABI major 1 (symbol strata_plugin_v1) still load: the
+ * core looks for strata_plugin_v2 first, then strata_plugin_v1, and serves
+ * a v1 plugin through an adapter (one context per process may use v1
+ * plugins at a time: their host calls carry no context).
+ *
+ * contrib/example-plugin/README.md documents every entry and the ABI rules. */
 #ifndef STRATA_PLUGIN_H
 #define STRATA_PLUGIN_H
 
@@ -23,6 +29,7 @@
 #include "strata/errno.h"
 #include "strata/version.h"
 #include "strata/abi/plugin_v1.h"
+#include "strata/abi/plugin_v2.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -74,20 +81,22 @@ extern "C" {
 #define STRATA_CTL_STATE_GET 4
 #define STRATA_CTL_STATE_SET 5
 
-/* The entry symbol of ABI major 1. */
+/* The entry symbol of each ABI major: the core looks for the newest first. */
+#define STRATA_PLUGIN_SYMBOL    "strata_plugin_v2"
 #define STRATA_PLUGIN_SYMBOL_V1 "strata_plugin_v1"
 
-#define STRATA_PLUGIN_HEADER_V1(kind_, name_, version_, description_)        \
+#define STRATA_PLUGIN_HEADER(kind_, name_, version_, description_)           \
     .hdr = { STRATA_ABI_MAJOR, STRATA_ABI_MINOR,                             \
-             (uint32_t)sizeof(strata_plugin_v1_t), (kind_), 0u, (name_),     \
+             (uint32_t)sizeof(strata_plugin_v2_t), (kind_), 0u, (name_),     \
              (version_), (description_), STRATA_BUILD_SIG }
 
-/* True when the plugin was built with member `m` and set it (rule 3). */
+/* True when the plugin was built with member `m` and set it. */
 #define STRATA_HAS(p, m)                                                     \
-    ((p)->hdr.struct_size >= offsetof(strata_plugin_v1_t, m) + sizeof((p)->m) \
+    ((p)->hdr.struct_size >= offsetof(strata_plugin_v2_t, m) + sizeof((p)->m) \
      && (p)->m != NULL)
 
-/* True when a struct that starts with `uint32_t struct_size` carries `m`. */
+/* True when a struct that starts with `uint32_t struct_size` carries `m`
+ * (a host table or a group from a core of an older minor). */
 #define STRATA_HAS_FIELD(type, s, m)                                         \
     ((s)->struct_size >= offsetof(type, m) + sizeof((s)->m))
 

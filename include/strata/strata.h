@@ -49,9 +49,12 @@ STRATA_API const char *strata_ctx_get(strata_ctx_t *ctx, const char *section,
 /* What a run reports reaches the application through callbacks set on its
  * context: libstrata writes nothing to stdout itself, and a context with no
  * callbacks trains silently (the `strata` command sets callbacks that print
- * as Keras does). Errors and warnings still go to stderr, one line each.
- * Callbacks are called on the thread that called strata_train() or
- * strata_eval(), never concurrently for one context. */
+ * as Keras does). Log lines (errors, warnings, info) go to the log callback
+ * when set, else to stderr, one line each. Contexts are independent: two of
+ * them may train at once in two threads of one process, each with its own
+ * callbacks and [log] level. text and epoch are called on the thread that
+ * called strata_train() or strata_eval(); log on any thread of the run;
+ * never two at once for one context. */
 typedef struct strata_epoch_report {
     int32_t epoch;          /* 0-based                                       */
     int32_t epochs;         /* configured                                    */
@@ -72,6 +75,11 @@ typedef struct strata_callbacks {
     void (*text)(void *user, const char *text);
     /* Once per epoch of training, on the chief only. NULL: none. */
     void (*epoch)(void *user, const strata_epoch_report_t *report);
+    /* Each log line of this context that its [log] level lets through:
+     * "strata: WHO: [error: |warning: ]message", no newline; `level` is
+     * 0 error, 1 warning, 2 info, 3 debug. NULL: the lines go to stderr.
+     * (Appended in 0.2: set struct_size to include it.) */
+    void (*log)(void *user, int level, const char *line);
 } strata_callbacks_t;
 
 /* Set (a copy of *cb) or clear (cb NULL) the context's callbacks. */

@@ -7,12 +7,12 @@
 #define STRATA_VERSION_PATCH 0
 #define STRATA_VERSION_STRING "0.1.0"
 
-/* Plugin ABI. The major is part of the entry symbol (strata_plugin_v1) and
+/* Plugin ABI. The major is part of the entry symbol (strata_plugin_v2) and
  * must match exactly; the minor grows when members are appended to a frozen
  * struct, and the core accepts any minor (it guards newer members by
  * struct_size, see STRATA_HAS). */
-#define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 4
+#define STRATA_ABI_MAJOR 2
+#define STRATA_ABI_MINOR 0
 
 /* Build signature: compile-time facts that change ABI-visible layouts
  * (cf. nginx's NGX_MODULE_SIGNATURE). A plugin whose signature differs from

@@ -1,15 +1,17 @@
-/* Golden ABI layout: the size of every frozen struct of ABI major 1 and the
- * offset of each member, compared with tests/abi/plugin_v1.golden. A change
- * to a frozen layout fails here; appending a member means appending its line
- * to the golden file (and a minor bump in version.h). Run with --print to
+/* Golden ABI layout: the size of every frozen struct of both ABI majors the
+ * core loads and the offset of each member, compared with
+ * tests/abi/plugin_v1.golden (major 1's tables and the data structs both
+ * majors share) and plugin_v2.golden (major 2's tables). A change to a
+ * frozen layout fails here; appending a member means appending its line to
+ * the golden file (and a minor bump in version.h). Run with --print 1|2 to
  * regenerate the text. Includes the public SDK only.
  *
  * With --history FILE it checks the minor version instead: FILE records, for
- * every ABI minor, the size of each frozen struct ("2 strata_group_t 56").
- * The sizes now must be the row of STRATA_ABI_MINOR (a struct that grew
- * without a minor bump fails, and so does a bump without its rows), and no
- * struct may be smaller than in an earlier minor (members are only ever
- * appended). */
+ * every ABI version, the size of each frozen struct ("1.2 strata_group_t
+ * 56"). The sizes now must be the rows of STRATA_ABI_MAJOR.MINOR (a struct
+ * that grew without a minor bump fails, and so does a bump without its
+ * rows), and no struct may be smaller than at an earlier version (members
+ * are only ever appended). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +23,9 @@
 
 static char buf[16384];
 
-static size_t layout(void)
+/* Major 1: its host table and vtable, and the data structs that both
+ * majors share. */
+static size_t layout_v1(void)
 {
     size_t n = 0;
     S(strata_plugin_header_t)
@@ -108,6 +112,36 @@ static size_t layout(void)
     return n;
 }
 
+/* Major 2: the host table with a context in every entry, and its vtable. */
+static size_t layout_v2(size_t n)
+{
+    S(strata_host_v2_t)
+    F(strata_host_v2_t, struct_size) F(strata_host_v2_t, abi_major)
+    F(strata_host_v2_t, abi_minor) F(strata_host_v2_t, log)
+    F(strata_host_v2_t, cfg_get) F(strata_host_v2_t, alloc)
+    F(strata_host_v2_t, free) F(strata_host_v2_t, copy)
+    F(strata_host_v2_t, axpy) F(strata_host_v2_t, scale)
+    F(strata_host_v2_t, sum) F(strata_host_v2_t, opt_create)
+    F(strata_host_v2_t, opt_step) F(strata_host_v2_t, opt_io)
+    F(strata_host_v2_t, opt_destroy) F(strata_host_v2_t, t_open)
+    F(strata_host_v2_t, t_name) F(strata_host_v2_t, t_reduce)
+    F(strata_host_v2_t, t_update) F(strata_host_v2_t, t_ctl)
+    F(strata_host_v2_t, t_send) F(strata_host_v2_t, t_recv)
+    F(strata_host_v2_t, t_close) F(strata_host_v2_t, evaluate)
+    F(strata_host_v2_t, report) F(strata_host_v2_t, boundary_due)
+    F(strata_host_v2_t, boundary)
+    S(strata_plugin_v2_t)
+    F(strata_plugin_v2_t, hdr) F(strata_plugin_v2_t, options)
+    F(strata_plugin_v2_t, cfg_size) F(strata_plugin_v2_t, var_state_size)
+    F(strata_plugin_v2_t, init) F(strata_plugin_v2_t, fini)
+    F(strata_plugin_v2_t, create_var) F(strata_plugin_v2_t, reduce)
+    F(strata_plugin_v2_t, update) F(strata_plugin_v2_t, ctl)
+    F(strata_plugin_v2_t, drive) F(strata_plugin_v2_t, next_step)
+    F(strata_plugin_v2_t, send) F(strata_plugin_v2_t, recv)
+    F(strata_plugin_v2_t, placed)
+    return n;
+}
+
 /* "sizeof T N" lines of the layout: the size of struct `name` now, or -1. */
 static long size_now(const char *name)
 {
@@ -117,6 +151,10 @@ static long size_now(const char *name)
     return p ? strtol(p + strlen(key), NULL, 10) : -1;
 }
 
+/* ABI versions as one number: 1.4 -> 1004. */
+#define VER(major, minor) ((major) * 1000 + (minor))
+#define NOW VER(STRATA_ABI_MAJOR, STRATA_ABI_MINOR)
+
 static int history(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -125,74 +163,67 @@ static int history(const char *path)
         return 1;
     }
     char line[256], name[96];
-    int minor, failed = 0, rows_now = 0, checks = 0;
+    int major, minor, failed = 0, rows_now = 0, checks = 0;
     long size;
     while (fgets(line, sizeof line, f)) {
-        if (line[0] == '#' || sscanf(line, "%d %95s %ld", &minor, name,
-                                     &size) != 3)
+        if (line[0] == '#' || sscanf(line, "%d.%d %95s %ld", &major, &minor,
+                                     name, &size) != 4)
             continue;
         long now = size_now(name);
+        int ver = VER(major, minor);
         checks++;
         if (now < 0) {
             printf("%s: %s is not a frozen struct of this ABI\n", path, name);
             failed = 1;
-        } else if (minor == STRATA_ABI_MINOR && now != size) {
-            printf("%s is %ld bytes, %ld at ABI 1.%d: a member was appended "
+        } else if (ver == NOW && now != size) {
+            printf("%s is %ld bytes, %ld at ABI %d.%d: a member was appended "
                    "without a minor bump (raise STRATA_ABI_MINOR in "
                    "include/strata/version.h and add its rows to %s)\n",
-                   name, now, size, minor, path);
+                   name, now, size, major, minor, path);
             failed = 1;
-        } else if (minor < STRATA_ABI_MINOR && now < size) {
-            printf("%s shrank from %ld bytes at ABI 1.%d to %ld: frozen "
-                   "members are never removed\n", name, size, minor, now);
+        } else if (ver < NOW && now < size) {
+            printf("%s shrank from %ld bytes at ABI %d.%d to %ld: frozen "
+                   "members are never removed\n", name, size, major, minor,
+                   now);
             failed = 1;
-        } else if (minor > STRATA_ABI_MINOR) {
-            printf("%s: rows for ABI 1.%d, but this is 1.%d\n", path, minor,
-                   STRATA_ABI_MINOR);
+        } else if (ver > NOW) {
+            printf("%s: rows for ABI %d.%d, but this is %d.%d\n", path, major,
+                   minor, STRATA_ABI_MAJOR, STRATA_ABI_MINOR);
             failed = 1;
         }
-        rows_now += minor == STRATA_ABI_MINOR;
+        rows_now += ver == NOW;
     }
     fclose(f);
     int structs = 0;
     for (const char *p = buf; (p = strstr(p, "sizeof ")); p++)
         structs++;
     if (rows_now != structs) {
-        printf("%s has %d rows for ABI 1.%d, the ABI has %d frozen structs: "
-               "one row each\n", path, rows_now, STRATA_ABI_MINOR, structs);
+        printf("%s has %d rows for ABI %d.%d, the ABI has %d frozen structs: "
+               "one row each\n", path, rows_now, STRATA_ABI_MAJOR,
+               STRATA_ABI_MINOR, structs);
         failed = 1;
     }
     printf("%d passed, %d failed\n", failed ? checks - 1 : checks, failed);
     return failed;
 }
 
-int main(int argc, char **argv)
+/* Compare the layout text [a, a_end) with the golden file, line by line,
+ * naming the first difference. */
+static int compare(const char *a, const char *a_end, const char *path)
 {
-    size_t n = layout();
-    if (argc > 2 && strcmp(argv[1], "--history") == 0)
-        return history(argv[2]);
-    if (argc > 1 && strcmp(argv[1], "--print") == 0) {
-        fputs(buf, stdout);
-        return 0;
-    }
-    if (argc < 2) {
-        fprintf(stderr, "usage: abi_layout GOLDEN | --print\n");
-        return 2;
-    }
     static char golden[16384];
-    FILE *f = fopen(argv[1], "r");
+    FILE *f = fopen(path, "r");
     size_t g = f ? fread(golden, 1, sizeof golden - 1, f) : 0;
     if (f)
         fclose(f);
     golden[g] = '\0';
-    /* Compare line by line, naming the first difference. */
-    char *a = buf, *b = golden;
+    const char *b = golden;
     int line = 1, failed = 0;
-    while (*a || *b) {
+    while (a < a_end || *b) {
         size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
         if (la != lb || strncmp(a, b, la) != 0) {
-            printf("line %d: golden '%.*s', now '%.*s'\n", line, (int)lb, b,
-                   (int)la, a);
+            printf("%s line %d: golden '%.*s', now '%.*s'\n", path, line,
+                   (int)lb, b, (int)la, a);
             failed = 1;
             break;
         }
@@ -200,7 +231,27 @@ int main(int argc, char **argv)
         b += lb + (b[lb] == '\n');
         line++;
     }
-    printf("%d passed, %d failed\n", failed ? 0 : 1, failed);
-    (void)n;
+    printf("%s: %d lines, %s\n", path, line - 1, failed ? "differs" : "same");
+    return failed;
+}
+
+int main(int argc, char **argv)
+{
+    size_t n1 = layout_v1();
+    size_t n = layout_v2(n1);
+    if (argc > 2 && strcmp(argv[1], "--history") == 0)
+        return history(argv[2]);
+    if (argc > 2 && strcmp(argv[1], "--print") == 0) {
+        int v2 = strcmp(argv[2], "2") == 0;
+        fwrite(buf + (v2 ? n1 : 0), 1, v2 ? n - n1 : n1, stdout);
+        return 0;
+    }
+    if (argc != 3) {
+        fprintf(stderr, "usage: abi_layout GOLDEN_V1 GOLDEN_V2 | --print 1|2 "
+                        "| --history FILE\n");
+        return 2;
+    }
+    int failed = compare(buf, buf + n1, argv[1]);
+    failed |= compare(buf + n1, buf + n, argv[2]);
     return failed;
 }

@@ -32,7 +32,7 @@ int main(void)
     snprintf(bad, sizeof bad, "%s/bad.ini", dir);
 
     CHECK(run("--version") == 0);
-    CHECK(strstr(R.out, "strata 0.") && strstr(R.out, "plugin ABI 1."));
+    CHECK(strstr(R.out, "strata 0.") && strstr(R.out, "plugin ABI 2."));
     CHECK(run("--help") == 0);
     CHECK(strstr(R.out, "exit codes") != NULL);
     CHECK(run("train", "--help") == 0);

@@ -94,7 +94,8 @@ for f in bin/strata "lib/libstrata.so.$V" \
          lib/strata/plugins/mirrored.so lib/strata/plugins/central.so \
          lib/strata/plugins/local.so lib/strata/plugins/mwms.so \
          include/strata/strata.h include/strata/plugin.h \
-         include/strata/abi/plugin_v1.h include/strata/errno.h \
+         include/strata/abi/plugin_v1.h include/strata/abi/plugin_v2.h \
+         include/strata/errno.h \
          include/strata/version.h lib/pkgconfig/strata.pc \
          lib/cmake/strata/strataConfig.cmake \
          lib/cmake/strata/strataConfigVersion.cmake; do
@@ -149,8 +150,8 @@ if command -v ldd >/dev/null; then
 fi
 step 60 plugins env -u STRATA_PLUGIN_PATH "$P/bin/strata" plugins
 res=()
-for n in mirrored central mwms; do res+=("^$n +strategy +1\.[0-9]+ .* $(q "$PD/$n.so")\$"); done
-res+=("^local +transport +1\.[0-9]+ .* $(q "$PD/local.so")\$")
+for n in mirrored central mwms; do res+=("^$n +strategy +2\.[0-9]+ .* $(q "$PD/$n.so")\$"); done
+res+=("^local +transport +2\.[0-9]+ .* $(q "$PD/local.so")\$")
 expect plugins 0 "strata plugins (no STRATA_PLUGIN_PATH) finds <bin>/../lib/strata/plugins" \
     "${res[@]}"
 if grep -q BROKEN "$T/plugins.log"; then bad "a shipped plugin is BROKEN"; show plugins; fi
@@ -174,7 +175,7 @@ if [ -f "$SO" ]; then
     ok "localsgd.so is at $MYD"
     if command -v nm >/dev/null; then
         syms=$(nm -D --defined-only "$SO" | awk '{print $3}' | tr '\n' ' ')
-        [ "$syms" = "strata_plugin_v1 " ] && ok "localsgd.so exports only strata_plugin_v1" \
+        [ "$syms" = "strata_plugin_v2 " ] && ok "localsgd.so exports only strata_plugin_v2" \
                                           || bad "localsgd.so exports: $syms"
     fi
     if command -v readelf >/dev/null; then
@@ -187,7 +188,7 @@ fi
 
 step 60 my_plugins "$P/bin/strata" plugins --set "plugins.path=$MYD"
 expect my_plugins 0 "strata plugins --set plugins.path lists localsgd" \
-    "^localsgd +strategy +1\.[0-9]+ +1\.0\.0 .* $(q "$SO")\$"
+    "^localsgd +strategy +2\.[0-9]+ +1\.0\.0 .* $(q "$SO")\$"
 
 # ---- 5. training with localsgd ---------------------------------------------------
 DATA=/usr/share/datasets/fashion-mnist
@@ -305,10 +306,10 @@ if command -v pkg-config >/dev/null; then
     cat >"$T/pc/tiny.c" <<'EOF'
 #include <strata/plugin.h>
 
-static int tiny_init(const strata_host_v1_t *host, const strata_env_t *env,
-                     void **pctx)
+static int tiny_init(const strata_host_v2_t *host, strata_hctx_t *hc,
+                     const strata_env_t *env, void **pctx)
 {
-    (void)host; (void)env;
+    (void)host; (void)hc; (void)env;
     *pctx = NULL;
     return STRATA_EDECLINE;
 }
@@ -319,9 +320,9 @@ static int tiny_reduce(void *pctx, strata_op_t *op)
     return STRATA_ENOTSUP;
 }
 
-STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {
-    STRATA_PLUGIN_HEADER_V1(STRATA_KIND_TRANSPORT, "tiny", "0.0.1",
-                            "built with pkg-config"),
+STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
+    STRATA_PLUGIN_HEADER(STRATA_KIND_TRANSPORT, "tiny", "0.0.1",
+                         "built with pkg-config"),
     .init = tiny_init, .fini = tiny_fini, .reduce = tiny_reduce,
 };
 EOF
@@ -334,7 +335,7 @@ EOF
     expect pc_plugin 0 "a plugin compiles with \$(pkg-config --cflags strata) -std=c11 -pedantic"
     step 60 pc_list "$P/bin/strata" plugins --set "plugins.path=$T/pc"
     expect pc_list 0 "strata plugins lists it, and a broken one as BROKEN" \
-        "^tiny +transport +1\.[0-9]+ +0\.0\.1 +built with pkg-config" \
+        "^tiny +transport +2\.[0-9]+ +0\.0\.1 +built with pkg-config" \
         "^broken +transport .*BROKEN: plugin ABI mismatch +$(q "$T/pc/broken.so")\$"
     if [ -r "$DATA/train-images-idx3-ubyte.gz" ]; then
         step 60 pc_refuse "$P/bin/strata" train -c "$T/localsgd.ini" "${SHORT[@]}" \

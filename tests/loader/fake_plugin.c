@@ -15,20 +15,39 @@
 #define FAKE_VERSION "1.0.0"
 #endif
 #ifndef FAKE_ABI_MAJOR
+#ifdef FAKE_V1
+#define FAKE_ABI_MAJOR 1
+#else
 #define FAKE_ABI_MAJOR STRATA_ABI_MAJOR
+#endif
+#endif
+#ifdef FAKE_V1
+#define FAKE_ABI_MINOR 4
+#else
+#define FAKE_ABI_MINOR STRATA_ABI_MINOR
 #endif
 #ifndef FAKE_BUILD_SIG
 #define FAKE_BUILD_SIG STRATA_BUILD_SIG
 #endif
-#ifdef FAKE_SMALL
-#define FAKE_STRUCT_SIZE ((uint32_t)offsetof(strata_plugin_v1_t, update))
+/* FAKE_V1: built as a plugin of ABI major 1 (its table, its init). */
+#ifdef FAKE_V1
+#define FAKE_TABLE strata_plugin_v1_t
+#define FAKE_HOST  strata_host_v1
 #else
-#define FAKE_STRUCT_SIZE ((uint32_t)sizeof(strata_plugin_v1_t))
+#define FAKE_TABLE strata_plugin_v2_t
+#define FAKE_HOST  strata_host_v2
 #endif
-#ifdef FAKE_SYMBOL_V2                 /* a plugin of another ABI major */
-#define FAKE_SYMBOL strata_plugin_v2
+#ifdef FAKE_SMALL
+#define FAKE_STRUCT_SIZE ((uint32_t)offsetof(FAKE_TABLE, update))
 #else
+#define FAKE_STRUCT_SIZE ((uint32_t)sizeof(FAKE_TABLE))
+#endif
+#if defined(FAKE_SYMBOL_V3)           /* a plugin of an ABI major to come */
+#define FAKE_SYMBOL strata_plugin_v3
+#elif defined(FAKE_V1)
 #define FAKE_SYMBOL strata_plugin_v1
+#else
+#define FAKE_SYMBOL strata_plugin_v2
 #endif
 
 #ifdef FAKE_UNDEF
@@ -37,9 +56,19 @@ extern void strata_no_such_function(void);
 #endif
 
 #ifndef FAKE_NO_INIT
-static int fake_init(const struct strata_host_v1 *host, const strata_env_t *env,
+#ifdef FAKE_V1
+static int fake_init(const struct FAKE_HOST *host, const strata_env_t *env,
                      void **pctx)
+#else
+static int fake_init(const struct FAKE_HOST *host, strata_hctx_t *hc,
+                     const strata_env_t *env, void **pctx)
+#endif
 {
+    (void)host;
+    (void)env;
+#ifndef FAKE_V1
+    (void)hc;
+#endif
 #ifdef FAKE_UNDEF
     strata_no_such_function();
 #endif
@@ -73,8 +102,8 @@ static int fake_op(void *pctx, strata_op_t *op)
 #define FAKE_REDUCE fake_op
 #endif
 
-STRATA_EXPORT const strata_plugin_v1_t FAKE_SYMBOL = {
-    .hdr = { FAKE_ABI_MAJOR, STRATA_ABI_MINOR, FAKE_STRUCT_SIZE, FAKE_KIND, 0u,
+STRATA_EXPORT const FAKE_TABLE FAKE_SYMBOL = {
+    .hdr = { FAKE_ABI_MAJOR, FAKE_ABI_MINOR, FAKE_STRUCT_SIZE, FAKE_KIND, 0u,
              FAKE_NAME, FAKE_VERSION, "fake plugin for the loader tests",
              FAKE_BUILD_SIG },
     .init = FAKE_INIT,

@@ -103,10 +103,26 @@ static void test_open_ok(void)
         CHECK(p->dl != NULL);
         CHECK(strcmp(p->vt->hdr.name, "fake_ok") == 0);
         CHECK(p->vt->hdr.kind == STRATA_KIND_STRATEGY);
+        CHECK(p->major == 2 && p->v1 == NULL);
         void *ctx = &ctx;
-        CHECK(p->vt->init(NULL, NULL, &ctx) == 0 && ctx == NULL);
+        CHECK(p->vt->init(NULL, NULL, NULL, &ctx) == 0 && ctx == NULL);
         p->vt->fini(ctx);
         CHECK(STRATA_HAS(p->vt, ctl) == 0);   /* sized, but NULL */
+    }
+    strata__plugin_close(p);
+
+    /* A plugin of ABI 1: its entries at the ABI 2 layout, its own init kept
+     * for the adapter. */
+    p = expect_ok("fake_v1", STRATA_KIND_STRATEGY, D1);
+    if (p) {
+        CHECK(p->major == 1 && p->v1 != NULL && p->vt->init == NULL);
+        CHECK(p->vt->hdr.abi_major == 1 && p->vt->hdr.abi_minor == 4);
+        CHECK(p->vt->hdr.struct_size == sizeof(strata_plugin_v2_t));
+        CHECK(p->vt->fini == p->v1->fini && p->vt->reduce == p->v1->reduce &&
+              p->vt->update == p->v1->update && p->vt->create_var != NULL);
+        CHECK(p->vt->drive == NULL && p->vt->placed == NULL);
+        void *ctx = &ctx;
+        CHECK(p->v1->init(NULL, NULL, &ctx) == 0 && ctx == NULL);
     }
     strata__plugin_close(p);
     strata__plugin_close(NULL);               /* no-op */
@@ -119,23 +135,33 @@ static void test_open_ok(void)
     /* Two handles on the same file are independent. */
     strata__plugin_t *a = expect_ok("fake_ok", STRATA_KIND_STRATEGY, D1);
     strata__plugin_t *b = expect_ok("fake_ok", STRATA_KIND_STRATEGY, D1);
-    CHECK(a && b && a != b && a->vt == b->vt);
+    CHECK(a && b && a != b && a->vt != b->vt && a->vt->fini == b->vt->fini);
     strata__plugin_close(a);
     strata__plugin_close(b);
 }
 
 static void test_open_broken(void)
 {
-    char small[160];
-    snprintf(small, sizeof small, "struct_size %zu is smaller than the ABI 1.0 vtable (%zu",
+    char small[160], small1[160];
+    snprintf(small, sizeof small, "struct_size %zu is smaller than the ABI 2.0 vtable (%zu",
+             offsetof(strata_plugin_v2_t, update), sizeof(strata_plugin_v2_t));
+    snprintf(small1, sizeof small1, "struct_size %zu is smaller than the ABI 1.0 vtable (%zu",
              offsetof(strata_plugin_v1_t, update),
              offsetof(strata_plugin_v1_t, ctl) + sizeof(void (*)(void)));
 
-    expect_fail("fake_abi2", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
-                D1 "/fake_abi2.so", "ABI major 2", "ABI major 1", NULL);
+    expect_fail("fake_abi3", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
+                D1 "/fake_abi3.so", "plugin ABI major 3 in the header of its "
+                "symbol strata_plugin_v2", "rebuild it", NULL);
+    expect_fail("fake_v1abi2", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
+                D1 "/fake_v1abi2.so", "plugin ABI major 2 in the header of its "
+                "symbol strata_plugin_v1", NULL);
     expect_fail("fake_nosym", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
-                D1 "/fake_nosym.so", "no symbol strata_plugin_v1",
-                "(found: strata_plugin_v2)", NULL);
+                D1 "/fake_nosym.so", "no symbol strata_plugin_v2 or "
+                "strata_plugin_v1", "(found: strata_plugin_v3)", NULL);
+    expect_fail("fake_v1small", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
+                D1 "/fake_v1small.so", small1, NULL);
+    expect_fail("fake_v1noreduce", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
+                D1 "/fake_v1noreduce.so", "required entry reduce is NULL", NULL);
     expect_fail("fake_name", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
                 D1 "/fake_name.so", "'other'", "'fake_name'", NULL);
     expect_fail("fake_kind", STRATA_KIND_STRATEGY, BOTH, STRATA_EABI,
@@ -299,20 +325,24 @@ static void test_scan(void)
     CHECK(rc == 0);
     CHECKF(log[0] == '\0', "scan logged: %s", log);
     CHECK(!rs.overflow);
-    CHECKF(rs.n == 13, "listed %d", rs.n);
+    CHECKF(rs.n == 17, "listed %d", rs.n);
 
-    expect_rec(&rs, "fake_ok", "strategy", 1, 0, D1);
-    expect_rec(&rs, "fake_kind", "transport", 1, 0, D1);
-    expect_rec(&rs, "fake_dup", "strategy", 1, 0, D1);
-    expect_rec(&rs, "fake_only2", "strategy", 1, 0, D2);
-    expect_rec(&rs, "fake_abi2", "unknown", 2, STRATA_EABI, D1);
-    expect_rec(&rs, "fake_nosym", "unknown", 2, STRATA_EABI, D1);
-    expect_rec(&rs, "fake_name", "strategy", 1, STRATA_EABI, D1);
-    expect_rec(&rs, "fake_sig", "strategy", 1, STRATA_EABI, D1);
-    expect_rec(&rs, "fake_small", "strategy", 1, STRATA_EABI, D1);
-    expect_rec(&rs, "fake_noinit", "strategy", 1, STRATA_EABI, D1);
-    expect_rec(&rs, "fake_noreduce", "strategy", 1, STRATA_EABI, D1);
-    expect_rec(&rs, "fake_tnoreduce", "transport", 1, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_ok", "strategy", 2, 0, D1);
+    expect_rec(&rs, "fake_v1abi2", "unknown", 2, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_v1small", "strategy", 1, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_v1noreduce", "strategy", 1, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_kind", "transport", 2, 0, D1);
+    expect_rec(&rs, "fake_dup", "strategy", 2, 0, D1);
+    expect_rec(&rs, "fake_only2", "strategy", 2, 0, D2);
+    expect_rec(&rs, "fake_abi3", "unknown", 3, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_nosym", "unknown", 3, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_v1", "strategy", 1, 0, D1);
+    expect_rec(&rs, "fake_name", "strategy", 2, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_sig", "strategy", 2, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_small", "strategy", 2, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_noinit", "strategy", 2, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_noreduce", "strategy", 2, STRATA_EABI, D1);
+    expect_rec(&rs, "fake_tnoreduce", "transport", 2, STRATA_EABI, D1);
     expect_rec(&rs, "fake_undef", "unknown", -1, STRATA_EABI, D1);
 
     const struct rec *r = find(&rs, "fake_ok");
@@ -338,7 +368,7 @@ static void test_scan(void)
     strata__plugin_scan(D1, collect, &dbg);
     log = capture_end();
     strata__log_set_level(STRATA_LOG_INFO);
-    CHECKF(count_lines(log) == 9, "%d debug lines: %s", count_lines(log), log);
+    CHECKF(count_lines(log) == 12, "%d debug lines: %s", count_lines(log), log);
     CHECK(strstr(log, "fake_undef.so: cannot load") != NULL);
 
     CHECK(strata__plugin_scan(BOTH, NULL, NULL) == STRATA_EINVAL);

@@ -49,8 +49,8 @@ static void check_plugin(const char *bin, const char *src, const char *kind,
     CHECKF(dl != NULL, "%s: %s", so, dlerror());
     if (!dl)
         return;
-    const strata_plugin_v1_t *p = dlsym(dl, "strata_plugin_v1");
-    CHECKF(p != NULL, "%s: no strata_plugin_v1", so);
+    const strata_plugin_v2_t *p = dlsym(dl, STRATA_PLUGIN_SYMBOL);
+    CHECKF(p != NULL, "%s: no " STRATA_PLUGIN_SYMBOL "", so);
     for (const strata_option_t *o = p ? p->options : NULL; o && o->key; o++)
         snprintf(want + strlen(want), sizeof want - strlen(want), "%s\n",
                  o->key);

@@ -49,9 +49,13 @@ static void job_config(job_t *j, int self)
                                    at ? ", " : "", types[k], list[k]);
     char type[8], tf[sizeof j->t[self].tf];
     memcpy(type, j->t[self].type, sizeof type);
-    snprintf(tf, sizeof tf, "TF_CONFIG={\"cluster\": {%s}, \"task\": "
-             "{\"type\": \"%s\", \"index\": %d}}", cl, type,
-             j->t[self].index);
+    int n = snprintf(tf, sizeof tf, "TF_CONFIG={\"cluster\": {%s}, \"task\": "
+                     "{\"type\": \"%s\", \"index\": %d}}", cl, type,
+                     j->t[self].index);
+    if (n < 0 || (size_t)n >= sizeof tf) {
+        fprintf(stderr, "ps_job: TF_CONFIG of %d bytes does not fit\n", n);
+        exit(2);
+    }
     memcpy(j->t[self].tf, tf, sizeof tf);
 }
 

@@ -25,10 +25,17 @@ static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char g_log[1 << 16];
 static size_t g_log_len;
 
-static void h_log(int level, const char *who, const char *fmt, ...)
+/* The host context handed to init(). The functions below ignore it: any
+ * pointer of ours does. */
+static struct { int unused; } g_hc_token;
+#define HC ((strata_hctx_t *)&g_hc_token)
+
+static void h_log(strata_hctx_t *hc, int level, const char *who,
+                  const char *fmt, ...)
 {
     char line[1024];
     va_list ap;
+    (void)hc;
     int n = snprintf(line, sizeof line, "[%d] %s: ", level, who);
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof line)
@@ -57,27 +64,35 @@ static int log_count(const char *what)
     return n;
 }
 
-static void *h_alloc(int32_t d, size_t n)
+static void *h_alloc(strata_hctx_t *hc, int32_t d, size_t n)
 {
+    (void)hc;
     (void)d;
     return calloc(1, n ? n : 1);
 }
-static void h_free(int32_t d, void *p) { (void)d; free(p); }
-static int h_copy(int32_t dd, void *dst, int32_t sd, const void *src, size_t n)
+static void h_free(strata_hctx_t *hc, int32_t d, void *p)
 {
+    (void)hc;
+    (void)d;
+    free(p);
+}
+static int h_copy(strata_hctx_t *hc, int32_t dd, void *dst, int32_t sd,
+                  const void *src, size_t n)
+{
+    (void)hc;
     (void)dd;
     (void)sd;
     memcpy(dst, src, n);
     return 0;
 }
 
-static const strata_host_v1_t k_host = {
-    .struct_size = sizeof(strata_host_v1_t),
+static const strata_host_v2_t k_host = {
+    .struct_size = sizeof(strata_host_v2_t),
     .abi_major = STRATA_ABI_MAJOR, .abi_minor = STRATA_ABI_MINOR,
     .log = h_log, .alloc = h_alloc, .free = h_free, .copy = h_copy,
 };
 
-static const strata_plugin_v1_t *g_vt;
+static const strata_plugin_v2_t *g_vt;
 static strz_cfg_t g_cfg;
 
 static int load(void)
@@ -90,7 +105,7 @@ static int load(void)
         fprintf(stderr, "%s\n", dlerror());
         return -1;
     }
-    g_vt = dlsym(dl, STRATA_PLUGIN_SYMBOL_V1);
+    g_vt = dlsym(dl, STRATA_PLUGIN_SYMBOL);
     if (!g_vt || !STRATA_HAS(g_vt, send) || !STRATA_HAS(g_vt, recv))
         return -1;
     /* the plugin's defaults, then what these tests need */
@@ -125,7 +140,7 @@ static void *open_member(int rank, int n, const char *tag)
                          .section = "transport", .group = &g,
                          .nreplicas = 1, .devices = &cpu };
     void *ctx = NULL;
-    int rc = g_vt->init(&k_host, &env, &ctx);
+    int rc = g_vt->init(&k_host, HC, &env, &ctx);
     CHECKF(rc == 0, "init member %d: %d", rank, rc);
     return rc == 0 ? ctx : NULL;
 }

@@ -39,7 +39,13 @@ static int g_rank;
 
 /* ---- the host table: real log/alloc/free/copy, the rest unsupported --- */
 
-static void h_log(int level, const char *who, const char *fmt, ...)
+/* The host context handed to init(). The functions below ignore it: any
+ * pointer of ours does. */
+static struct { int unused; } g_hc_token;
+#define HC ((strata_hctx_t *)&g_hc_token)
+
+static void h_log(strata_hctx_t *hc, int level, const char *who,
+                  const char *fmt, ...)
 {
     static const char *lv[] = { "error: ", "warning: ", "", "debug: " };
     char line[1024];
@@ -53,9 +59,10 @@ static void h_log(int level, const char *who, const char *fmt, ...)
     fprintf(stderr, "%s\n", line);
 }
 
-static const char *h_cfg_get(const char *s, const char *k) { return NULL; }
+static const char *h_cfg_get(strata_hctx_t *hc, const char *s, const char *k)
+{ return NULL; }
 
-static void *h_alloc(int32_t dev, size_t bytes)
+static void *h_alloc(strata_hctx_t *hc, int32_t dev, size_t bytes)
 {
     size_t n = (bytes + 63) / 64 * 64;
     void *p = aligned_alloc(64, n ? n : 64);
@@ -64,37 +71,41 @@ static void *h_alloc(int32_t dev, size_t bytes)
     return p;
 }
 
-static void h_free(int32_t dev, void *p) { free(p); }
+static void h_free(strata_hctx_t *hc, int32_t dev, void *p) { free(p); }
 
-static int h_copy(int32_t dd, void *dst, int32_t sd, const void *src, size_t n)
+static int h_copy(strata_hctx_t *hc, int32_t dd, void *dst, int32_t sd,
+                  const void *src, size_t n)
 {
     memcpy(dst, src, n);
     return 0;
 }
 
-static int h_axpy(int32_t d, size_t n, float a, const float *x, float *y)
+static int h_axpy(strata_hctx_t *hc, int32_t d, size_t n, float a,
+                  const float *x, float *y)
 { return STRATA_ENOTSUP; }
-static int h_scale(int32_t d, size_t n, float a, float *x)
+static int h_scale(strata_hctx_t *hc, int32_t d, size_t n, float a, float *x)
 { return STRATA_ENOTSUP; }
-static int h_sum(int32_t d, size_t n, float *dst, const float *const *s, int k)
+static int h_sum(strata_hctx_t *hc, int32_t d, size_t n, float *dst,
+                 const float *const *s, int k)
 { return STRATA_ENOTSUP; }
-static int h_opt_create(int32_t d, size_t c, strata_opt_t **o)
+static int h_opt_create(strata_hctx_t *hc, int32_t d, size_t c,
+                        strata_opt_t **o)
 { *o = NULL; return STRATA_ENOTSUP; }
-static int h_opt_step(strata_opt_t *o, float *p, const float *g, size_t c,
-                      float lr)
+static int h_opt_step(strata_hctx_t *hc, strata_opt_t *o, float *p,
+                      const float *g, size_t c, float lr)
 { return STRATA_ENOTSUP; }
-static void h_opt_destroy(strata_opt_t *o) { }
-static int h_t_open(const char *n, const strata_group_t *g,
+static void h_opt_destroy(strata_hctx_t *hc, strata_opt_t *o) { }
+static int h_t_open(strata_hctx_t *hc, const strata_group_t *g,
                     strata_transport_t **o)
 { *o = NULL; return STRATA_ENOTSUP; }
-static int h_t_op(strata_transport_t *t, strata_op_t *op)
+static int h_t_op(strata_hctx_t *hc, strata_transport_t *t, strata_op_t *op)
 { return STRATA_ENOTSUP; }
-static int h_t_ctl(strata_transport_t *t, int op, void *arg)
+static int h_t_ctl(strata_hctx_t *hc, strata_transport_t *t, int op, void *arg)
 { return STRATA_ENOTSUP; }
-static void h_t_close(strata_transport_t *t) { }
+static void h_t_close(strata_hctx_t *hc, strata_transport_t *t) { }
 
-static const strata_host_v1_t k_host = {
-    .struct_size = sizeof(strata_host_v1_t),
+static const strata_host_v2_t k_host = {
+    .struct_size = sizeof(strata_host_v2_t),
     .abi_major = STRATA_ABI_MAJOR, .abi_minor = STRATA_ABI_MINOR,
     .log = h_log, .cfg_get = h_cfg_get, .alloc = h_alloc, .free = h_free,
     .copy = h_copy, .axpy = h_axpy, .scale = h_scale, .sum = h_sum,
@@ -156,7 +167,7 @@ static int parse_opt(const strata_option_t *o, const char *text, void *cfg)
     return end && *end == '\0' && end != text ? 0 : -1;
 }
 
-static void *make_cfg(const strata_plugin_v1_t *vt, char **over, int nover)
+static void *make_cfg(const strata_plugin_v2_t *vt, char **over, int nover)
 {
     void *cfg = calloc(1, vt->cfg_size ? vt->cfg_size : 1);
     for (const strata_option_t *o = vt->options; cfg && o && o->key; o++) {
@@ -207,7 +218,7 @@ static int cmp_double(const void *a, const void *b)
 }
 
 typedef struct run {
-    const strata_plugin_v1_t *vt;
+    const strata_plugin_v2_t *vt;
     void *pctx;
     int rank, n;
 } run_t;
@@ -404,10 +415,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "zmq_driver: %s\n", dlerror());
         return 2;
     }
-    r.vt = dlsym(dl, STRATA_PLUGIN_SYMBOL_V1);
+    r.vt = dlsym(dl, STRATA_PLUGIN_SYMBOL);
     if (r.vt == NULL || r.vt->hdr.abi_major != STRATA_ABI_MAJOR
         || r.vt->hdr.kind != STRATA_KIND_TRANSPORT) {
-        fprintf(stderr, "zmq_driver: %s: not a v1 transport plugin\n", path);
+        fprintf(stderr, "zmq_driver: %s: not a v2 transport plugin\n", path);
         return 2;
     }
     if (list) {
@@ -444,7 +455,7 @@ int main(int argc, char **argv)
         pthread_create(&th, NULL, die_later, NULL);
         pthread_detach(th);
     }
-    int rc = r.vt->init(&k_host, &env, &r.pctx);
+    int rc = r.vt->init(&k_host, HC, &env, &r.pctx);
     pthread_t canceler;
     int canceling = rc == 0 && g_cancel_ms >= 0
                     && pthread_create(&canceler, NULL, cancel_later, &r) == 0;

@@ -32,9 +32,16 @@
 
 static int g_rank;
 
-static void h_log(int level, const char *who, const char *fmt, ...)
+/* The host context handed to init(). The functions below ignore it: any
+ * pointer of ours does. */
+static struct { int unused; } g_hc_token;
+#define HC ((strata_hctx_t *)&g_hc_token)
+
+static void h_log(strata_hctx_t *hc, int level, const char *who,
+                  const char *fmt, ...)
 {
     va_list ap;
+    (void)hc;
     if (level > STRATA_LOG_WARN)
         return;
     fprintf(stderr, "strata_allreduce[%d]: %s: ", g_rank, who);
@@ -44,21 +51,24 @@ static void h_log(int level, const char *who, const char *fmt, ...)
     fputc('\n', stderr);
 }
 
-static void *h_alloc(int32_t dev, size_t bytes)
+static void *h_alloc(strata_hctx_t *hc, int32_t dev, size_t bytes)
 {
+    (void)hc;
     (void)dev;
     return aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
 }
 
-static void h_free(int32_t dev, void *p)
+static void h_free(strata_hctx_t *hc, int32_t dev, void *p)
 {
+    (void)hc;
     (void)dev;
     free(p);
 }
 
-static int h_copy(int32_t dd, void *dst, int32_t sd, const void *src,
-                  size_t n)
+static int h_copy(strata_hctx_t *hc, int32_t dd, void *dst, int32_t sd,
+                  const void *src, size_t n)
 {
+    (void)hc;
     (void)dd;
     (void)sd;
     memcpy(dst, src, n);
@@ -66,8 +76,8 @@ static int h_copy(int32_t dd, void *dst, int32_t sd, const void *src,
 }
 
 /* Only what a transport uses; the rest stays NULL. */
-static const strata_host_v1_t k_host = {
-    .struct_size = sizeof(strata_host_v1_t),
+static const strata_host_v2_t k_host = {
+    .struct_size = sizeof(strata_host_v2_t),
     .abi_major = STRATA_ABI_MAJOR, .abi_minor = STRATA_ABI_MINOR,
     .log = h_log, .alloc = h_alloc, .free = h_free, .copy = h_copy,
 };
@@ -124,7 +134,7 @@ static int parse_opt(const strata_option_t *o, const char *text, void *cfg)
     return end && *end == '\0' && end != text ? 0 : -1;
 }
 
-static void *make_cfg(const strata_plugin_v1_t *vt, char **over, int nover)
+static void *make_cfg(const strata_plugin_v2_t *vt, char **over, int nover)
 {
     void *cfg = calloc(1, vt->cfg_size ? vt->cfg_size : 1);
     for (int i = 0; cfg && i < nover; i++) {
@@ -179,7 +189,7 @@ typedef struct rank_out {
     int      rc, wrong;
 } rank_out_t;
 
-static int reduce(const strata_plugin_v1_t *vt, void *pctx, float *buf,
+static int reduce(const strata_plugin_v2_t *vt, void *pctx, float *buf,
                   size_t count)
 {
     strata_op_t o = { .struct_size = sizeof o, .buf = buf, .count = count,
@@ -188,7 +198,7 @@ static int reduce(const strata_plugin_v1_t *vt, void *pctx, float *buf,
     return vt->reduce(pctx, &o);
 }
 
-static void run_rank(const strata_plugin_v1_t *vt, void *cfg, int rank, int n,
+static void run_rank(const strata_plugin_v2_t *vt, void *cfg, int rank, int n,
                      char **addrs, const size_t *bytes, int nsizes,
                      rank_out_t *out)
 {
@@ -207,7 +217,7 @@ static void run_rank(const strata_plugin_v1_t *vt, void *cfg, int rank, int n,
     strata_env_t env = { .struct_size = sizeof env,
                          .kind = STRATA_KIND_TRANSPORT, .cfg = cfg,
                          .section = "transport", .group = &g };
-    if ((out->rc = vt->init(&k_host, &env, &pctx)) != 0)
+    if ((out->rc = vt->init(&k_host, HC, &env, &pctx)) != 0)
         return;
     for (int s = 0; s < nsizes && out->rc == 0; s++) {
         size_t count = bytes[s] / sizeof(float);
@@ -298,7 +308,7 @@ int main(int argc, char **argv)
     if (plugin == NULL || n < 2 || n > MAXN || nsizes == 0)
         usage();
     void *dl = dlopen(plugin, RTLD_NOW | RTLD_LOCAL);
-    const strata_plugin_v1_t *vt = dl ? dlsym(dl, STRATA_PLUGIN_SYMBOL_V1)
+    const strata_plugin_v2_t *vt = dl ? dlsym(dl, STRATA_PLUGIN_SYMBOL)
                                       : NULL;
     if (vt == NULL || vt->hdr.kind != STRATA_KIND_TRANSPORT) {
         fprintf(stderr, "strata_allreduce: %s: %s\n", plugin,

@@ -10,8 +10,6 @@
 
 #include <strata/plugin.h>
 
-#include "../common/open_group.h"
-
 typedef struct central_cfg {
     int         reduce_op;         /* 0 mean, 1 sum                        */
     const char *parameter_device;  /* "cpu"                                */
@@ -31,7 +29,8 @@ static const strata_option_t central_options[] = {
 };
 
 typedef struct central {
-    const strata_host_v1_t *host;
+    const strata_host_v2_t *host;
+    strata_hctx_t          *hc;        /* first argument of host calls     */
     int                     n;
     int32_t                 pdev;      /* parameter device                 */
     size_t                  count;
@@ -60,14 +59,14 @@ static size_t chunk_lo(size_t count, int n, int i)
     return lo < count ? lo : count;
 }
 
-static int central_init(const strata_host_v1_t *host, const strata_env_t *env,
-                        void **pctx)
+static int central_init(const strata_host_v2_t *host, strata_hctx_t *hc,
+                        const strata_env_t *env, void **pctx)
 {
     *pctx = NULL;
     const central_cfg_t *cfg = env->cfg;
     if (strcmp(cfg->parameter_device, "cpu") != 0 &&
         strcmp(cfg->parameter_device, "cpu:0") != 0) {
-        host->log(STRATA_LOG_ERROR, "central",
+        host->log(hc, STRATA_LOG_ERROR, "central",
                   "[strategy] parameter_device = '%s': only cpu is supported",
                   cfg->parameter_device);
         return STRATA_EINVAL;
@@ -76,11 +75,12 @@ static int central_init(const strata_host_v1_t *host, const strata_env_t *env,
     if (!c)
         return STRATA_ENOMEM;
     c->host = host;
+    c->hc = hc;
     c->n = env->nreplicas;
     c->pdev = STRATA_DEVICE(STRATA_DEV_CPU, 0);
     c->count = env->model_count;
     c->mean = cfg->reduce_op == 0;
-    c->vars = host->alloc(c->pdev, c->count * sizeof(float));
+    c->vars = host->alloc(hc, c->pdev, c->count * sizeof(float));
     c->opt = calloc((size_t)c->n, sizeof *c->opt);
     c->grads = calloc((size_t)c->n, sizeof *c->grads);
     c->devices = env->devices;
@@ -91,14 +91,14 @@ static int central_init(const strata_host_v1_t *host, const strata_env_t *env,
     int rc = c->vars && c->opt && c->grads && c->stage && c->hgrad && c->cpus
                  ? STRATA_OK : STRATA_ENOMEM;
     for (int r = 0; rc == STRATA_OK && c->staged && r < c->n; r++) {
-        c->stage[r] = host->alloc(c->devices[r], c->count * sizeof(float));
-        c->hgrad[r] = host->alloc(c->pdev, c->count * sizeof(float));
+        c->stage[r] = host->alloc(hc, c->devices[r], c->count * sizeof(float));
+        c->hgrad[r] = host->alloc(hc, c->pdev, c->count * sizeof(float));
         if (!c->stage[r] || !c->hgrad[r])
             rc = STRATA_ENOMEM;
     }
     for (int r = 0; rc == STRATA_OK && r < c->n; r++)
-        rc = host->opt_create(c->pdev, chunk_lo(c->count, c->n, r + 1) -
-                                           chunk_lo(c->count, c->n, r),
+        rc = host->opt_create(hc, c->pdev, chunk_lo(c->count, c->n, r + 1) -
+                                               chunk_lo(c->count, c->n, r),
                               &c->opt[r]);
     if (rc == STRATA_OK && c->n > 1) {
         const strata_group_t g = {
@@ -110,7 +110,7 @@ static int central_init(const strata_host_v1_t *host, const strata_env_t *env,
          * devices, the shared memory is the host's. */
         for (int r = 0; r < c->n; r++)
             c->cpus[r] = STRATA_DEVICE(STRATA_DEV_CPU, 0);
-        rc = open_group(host, "central", &g, &c->t);
+        rc = host->t_open(hc, &g, &c->t);
     }
     if (rc != STRATA_OK) {
         central_fini(c);
@@ -125,14 +125,14 @@ static void central_fini(void *pctx)
     central_t *c = pctx;
     if (!c)
         return;
-    c->host->t_close(c->t);
+    c->host->t_close(c->hc, c->t);
     for (int r = 0; c->opt && r < c->n; r++)
-        c->host->opt_destroy(c->opt[r]);
+        c->host->opt_destroy(c->hc, c->opt[r]);
     for (int r = 0; c->stage && c->hgrad && r < c->n; r++) {
-        c->host->free(c->devices[r], c->stage[r]);
-        c->host->free(c->pdev, c->hgrad[r]);
+        c->host->free(c->hc, c->devices[r], c->stage[r]);
+        c->host->free(c->hc, c->pdev, c->hgrad[r]);
     }
-    c->host->free(c->pdev, c->vars);
+    c->host->free(c->hc, c->pdev, c->vars);
     free(c->opt);
     free(c->grads);
     free(c->stage);
@@ -150,13 +150,13 @@ static int central_create_var(void *pctx, strata_var_t *var)
         return STRATA_EINVAL;
     float *dst = c->vars + var->offset;
     size_t bytes = var->count * sizeof(float);
-    int rc = c->host->copy(c->pdev, dst, STRATA_DEVICE(STRATA_DEV_CPU, 0),
-                           var->init, bytes);
+    int rc = c->host->copy(c->hc, c->pdev, dst,
+                           STRATA_DEVICE(STRATA_DEV_CPU, 0), var->init, bytes);
     for (int r = 0; rc == STRATA_OK && r < c->n; r++) {
         var->value[r] = c->staged ? c->stage[r] + var->offset : dst;
         if (c->staged)
-            rc = c->host->copy(c->devices[r], var->value[r], c->pdev, dst,
-                               bytes);
+            rc = c->host->copy(c->hc, c->devices[r], var->value[r], c->pdev,
+                               dst, bytes);
     }
     return rc;
 }
@@ -164,14 +164,15 @@ static int central_create_var(void *pctx, strata_var_t *var)
 /* GPU replicas: the central copy to replica r's device. */
 static int restage(central_t *c, int r)
 {
-    return c->staged ? c->host->copy(c->devices[r], c->stage[r], c->pdev,
-                                     c->vars, c->count * sizeof(float))
+    return c->staged ? c->host->copy(c->hc, c->devices[r], c->stage[r],
+                                     c->pdev, c->vars,
+                                     c->count * sizeof(float))
                      : STRATA_OK;
 }
 
 static int barrier(central_t *c, int slot)
 {
-    return c->n > 1 ? c->host->t_ctl(c->t, STRATA_CTL_BARRIER, &slot)
+    return c->n > 1 ? c->host->t_ctl(c->hc, c->t, STRATA_CTL_BARRIER, &slot)
                     : STRATA_OK;
 }
 
@@ -185,8 +186,8 @@ static int central_reduce(void *pctx, strata_op_t *op)
     int rc = STRATA_OK;
     c->grads[op->slot] = op->buf;
     if (c->staged) { /* the host sums: the gradients come over first */
-        rc = c->host->copy(c->pdev, c->hgrad[op->slot], op->device, op->buf,
-                           c->count * sizeof(float));
+        rc = c->host->copy(c->hc, c->pdev, c->hgrad[op->slot], op->device,
+                           op->buf, c->count * sizeof(float));
         c->grads[op->slot] = c->hgrad[op->slot];
     }
     if (rc == STRATA_OK)
@@ -200,9 +201,9 @@ static int central_reduce(void *pctx, strata_op_t *op)
     const float *srcs[c->n];
     for (int r = 0; r < c->n; r++)
         srcs[r] = c->grads[r] + lo;
-    rc = c->host->sum(c->pdev, hi - lo, c->grads[0] + lo, srcs, c->n);
+    rc = c->host->sum(c->hc, c->pdev, hi - lo, c->grads[0] + lo, srcs, c->n);
     if (rc == STRATA_OK && c->mean)
-        rc = c->host->scale(c->pdev, hi - lo, 1.0f / (float)c->n,
+        rc = c->host->scale(c->hc, c->pdev, hi - lo, 1.0f / (float)c->n,
                             c->grads[0] + lo);
     return rc;
 }
@@ -218,7 +219,7 @@ static int central_update(void *pctx, strata_op_t *op)
     size_t hi = chunk_lo(c->count, c->n, op->slot + 1);
     int rc = STRATA_OK;
     if (hi > lo)
-        rc = c->host->opt_step(c->opt[op->slot], c->vars + lo,
+        rc = c->host->opt_step(c->hc, c->opt[op->slot], c->vars + lo,
                                c->grads[0] + lo, hi - lo, op->lr);
     /* On failure the core aborts the step through ctl(STRATA_CTL_ABORT),
      * which wakes the replicas waiting here. */
@@ -232,14 +233,15 @@ static int central_state(central_t *c, int set, strata_state_t *st)
 {
     const int32_t cpu = STRATA_DEVICE(STRATA_DEV_CPU, 0);
     size_t bytes = c->count * sizeof(float);
-    int rc = set ? c->host->copy(c->pdev, c->vars, cpu, st->vars, bytes)
-                 : c->host->copy(cpu, st->vars, c->pdev, c->vars, bytes);
+    int rc = set
+        ? c->host->copy(c->hc, c->pdev, c->vars, cpu, st->vars, bytes)
+        : c->host->copy(c->hc, cpu, st->vars, c->pdev, c->vars, bytes);
     for (int r = 0; rc == STRATA_OK && r < c->n; r++) {
         size_t lo = chunk_lo(c->count, c->n, r);
         float *slots[4] = { 0 };
         for (int i = 0; i < st->nslots && i < 4; i++)
             slots[i] = st->slots[i] + lo;
-        rc = c->host->opt_io(c->opt[r], set, slots, st->nslots,
+        rc = c->host->opt_io(c->hc, c->opt[r], set, slots, st->nslots,
                              &st->opt_steps);
     }
     for (int r = 0; rc == STRATA_OK && set && r < c->n; r++)
@@ -252,7 +254,7 @@ static int central_ctl(void *pctx, int op, void *arg)
     central_t *c = pctx;
     switch (op) {
     case STRATA_CTL_ABORT:
-        return c->t ? c->host->t_ctl(c->t, op, arg) : STRATA_OK;
+        return c->t ? c->host->t_ctl(c->hc, c->t, op, arg) : STRATA_OK;
     case STRATA_CTL_STATE_GET:
     case STRATA_CTL_STATE_SET:
         return central_state(c, op == STRATA_CTL_STATE_SET, arg);
@@ -261,11 +263,11 @@ static int central_ctl(void *pctx, int op, void *arg)
     }
 }
 
-STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {
-    STRATA_PLUGIN_HEADER_V1(STRATA_KIND_STRATEGY, "central", "0.1.0",
-                            "CentralStorageStrategy: synchronous replicas "
-                            "sharing one copy of the variables on the "
-                            "parameter device"),
+STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
+    STRATA_PLUGIN_HEADER(STRATA_KIND_STRATEGY, "central", "0.1.0",
+                         "CentralStorageStrategy: synchronous replicas "
+                         "sharing one copy of the variables on the "
+                         "parameter device"),
     .options = central_options,
     .cfg_size = sizeof(central_cfg_t),
     .init = central_init,

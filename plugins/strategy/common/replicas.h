@@ -7,7 +7,8 @@
 #include <strata/plugin.h>
 
 typedef struct replicas {
-    const strata_host_v1_t *host;
+    const strata_host_v2_t *host;
+    strata_hctx_t          *hc;      /* first argument of every host call    */
     int                     n;
     const int32_t          *devices;
     size_t                  count;   /* elements of the flat layout          */
@@ -15,8 +16,8 @@ typedef struct replicas {
     strata_opt_t          **opt;     /* per replica: its optimizer state     */
 } replicas_t;
 
-int  replicas_init(replicas_t *rs, const strata_host_v1_t *host,
-                   const strata_env_t *env);
+int  replicas_init(replicas_t *rs, const strata_host_v2_t *host,
+                   strata_hctx_t *hc, const strata_env_t *env);
 void replicas_fini(replicas_t *rs);
 /* Copy the variable's initial value into every replica; set value[r]. */
 int  replicas_create_var(replicas_t *rs, strata_var_t *var);

@@ -8,7 +8,6 @@
 
 #include <strata/plugin.h>
 
-#include "../common/open_group.h"
 #include "../common/replicas.h"
 
 typedef struct mirrored_cfg {
@@ -36,13 +35,13 @@ static void mirrored_fini(void *pctx)
     if (!m)
         return;
     if (m->rs.host)
-        m->rs.host->t_close(m->t);
+        m->rs.host->t_close(m->rs.hc, m->t);
     replicas_fini(&m->rs);
     free(m);
 }
 
-static int mirrored_init(const strata_host_v1_t *host, const strata_env_t *env,
-                         void **pctx)
+static int mirrored_init(const strata_host_v2_t *host, strata_hctx_t *hc,
+                         const strata_env_t *env, void **pctx)
 {
     *pctx = NULL;
     mirrored_t *m = calloc(1, sizeof *m);
@@ -50,7 +49,7 @@ static int mirrored_init(const strata_host_v1_t *host, const strata_env_t *env,
         return STRATA_ENOMEM;
     const mirrored_cfg_t *cfg = env->cfg;
     m->reduce_op = cfg->reduce_op == 0 ? STRATA_REDUCE_MEAN : STRATA_REDUCE_SUM;
-    int rc = replicas_init(&m->rs, host, env);
+    int rc = replicas_init(&m->rs, host, hc, env);
     if (rc == STRATA_OK) {
         /* The replica threads of this process are the group. */
         const strata_group_t g = {
@@ -58,7 +57,7 @@ static int mirrored_init(const strata_host_v1_t *host, const strata_env_t *env,
             .size = env->nreplicas, .rank = 0, .nlocal = env->nreplicas,
             .devices = env->devices, .tag = "mirrored",
         };
-        rc = open_group(host, "mirrored", &g, &m->t);
+        rc = host->t_open(hc, &g, &m->t);
     }
     if (rc != STRATA_OK) {
         mirrored_fini(m);
@@ -80,7 +79,7 @@ static int mirrored_reduce(void *pctx, strata_op_t *op)
     mirrored_t *m = pctx;
     strata_op_t t = *op;
     t.reduce_op = m->reduce_op;
-    return m->rs.host->t_reduce(m->t, &t);
+    return m->rs.host->t_reduce(m->rs.hc, m->t, &t);
 }
 
 static int mirrored_update(void *pctx, strata_op_t *op)
@@ -93,7 +92,7 @@ static int mirrored_ctl(void *pctx, int op, void *arg)
     mirrored_t *m = pctx;
     switch (op) {
     case STRATA_CTL_ABORT:
-        return m->rs.host->t_ctl(m->t, op, arg);
+        return m->rs.host->t_ctl(m->rs.hc, m->t, op, arg);
     case STRATA_CTL_STATE_GET:
     case STRATA_CTL_STATE_SET:
         return replicas_state(&m->rs, op == STRATA_CTL_STATE_SET, arg);
@@ -102,11 +101,11 @@ static int mirrored_ctl(void *pctx, int op, void *arg)
     }
 }
 
-STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {
-    STRATA_PLUGIN_HEADER_V1(STRATA_KIND_STRATEGY, "mirrored", "0.1.0",
-                            "MirroredStrategy: synchronous replicas in one "
-                            "process, all-reduced gradients, a copy per "
-                            "replica"),
+STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
+    STRATA_PLUGIN_HEADER(STRATA_KIND_STRATEGY, "mirrored", "0.1.0",
+                         "MirroredStrategy: synchronous replicas in one "
+                         "process, all-reduced gradients, a copy per "
+                         "replica"),
     .options = mirrored_options,
     .cfg_size = sizeof(mirrored_cfg_t),
     .init = mirrored_init,

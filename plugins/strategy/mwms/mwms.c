@@ -2,17 +2,17 @@
  * processes (workers) and machines. Inside a worker the replicas are
  * mirrored as in mirrored.so and reduce through `local`; one thread per
  * worker (replica 0) then all-reduces the worker's result with the other
- * workers through the [transport] plugin (zmq, ...) and the result fans back
- * out to the local replicas. Every replica of every worker ends each step
- * with bitwise-equal gradients, hence bitwise-equal variables. The variables
- * start from the chief's (rank 0) broadcast. */
+ * workers through the transport the core opens for them ([transport] world:
+ * nccl, zmq) and the result fans back out to the local replicas. Every
+ * replica of every worker ends each step with bitwise-equal gradients,
+ * hence bitwise-equal variables. The variables start from the chief's
+ * (rank 0) broadcast. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <strata/plugin.h>
 
-#include "../common/open_group.h"
 #include "../common/replicas.h"
 
 typedef struct mwms_cfg {
@@ -47,8 +47,8 @@ static void mwms_fini(void *pctx)
     if (!m)
         return;
     if (m->rs.host) {
-        m->rs.host->t_close(m->world);
-        m->rs.host->t_close(m->local);
+        m->rs.host->t_close(m->rs.hc, m->world);
+        m->rs.host->t_close(m->rs.hc, m->local);
     }
     replicas_fini(&m->rs);
     free(m->addrs);
@@ -81,14 +81,14 @@ static int world_members(mwms_t *m, const strata_cluster_t *c)
     return STRATA_OK;
 }
 
-static int mwms_init(const strata_host_v1_t *host, const strata_env_t *env,
-                     void **pctx)
+static int mwms_init(const strata_host_v2_t *host, strata_hctx_t *hc,
+                     const strata_env_t *env, void **pctx)
 {
     *pctx = NULL;
     const strata_cluster_t *c = env->cluster;
     if (!c || c->self < 0 || c->self >= c->ntasks ||
         c->tasks[c->self].rank < 0) {
-        host->log(STRATA_LOG_ERROR, "mwms",
+        host->log(hc, STRATA_LOG_ERROR, "mwms",
                   "this process is not a training task (chief or worker) of "
                   "the cluster");
         return STRATA_EINVAL;
@@ -99,7 +99,7 @@ static int mwms_init(const strata_host_v1_t *host, const strata_env_t *env,
     const mwms_cfg_t *cfg = env->cfg;
     m->reduce_op = cfg->reduce_op == 0 ? STRATA_REDUCE_MEAN : STRATA_REDUCE_SUM;
     m->cpu = STRATA_DEVICE(STRATA_DEV_CPU, 0);
-    int rc = replicas_init(&m->rs, host, env);
+    int rc = replicas_init(&m->rs, host, hc, env);
     if (rc == STRATA_OK)
         rc = world_members(m, c);
     if (rc == STRATA_OK && env->nreplicas > 1) {
@@ -108,7 +108,7 @@ static int mwms_init(const strata_host_v1_t *host, const strata_env_t *env,
             .size = env->nreplicas, .rank = 0, .nlocal = env->nreplicas,
             .devices = env->devices, .tag = "mwms-local",
         };
-        rc = open_group(host, "mwms", &g, &m->local);
+        rc = host->t_open(hc, &g, &m->local);
     }
     if (rc == STRATA_OK && m->nworkers > 1) {
         const strata_group_t g = {
@@ -117,17 +117,17 @@ static int mwms_init(const strata_host_v1_t *host, const strata_env_t *env,
             .devices = &env->devices[0], .addrs = m->addrs,
             .names = m->names, .tag = "mwms",
         };
-        rc = open_group(host, "mwms", &g, &m->world);
+        rc = host->t_open(hc, &g, &m->world);
     }
     if (rc != STRATA_OK) {
         mwms_fini(m);
         return rc;
     }
-    host->log(m->rank == 0 ? STRATA_LOG_INFO : STRATA_LOG_DEBUG, "mwms",
+    host->log(hc, m->rank == 0 ? STRATA_LOG_INFO : STRATA_LOG_DEBUG, "mwms",
               "worker %s: rank %d of %d; %d replicas through %s, workers "
               "through %s", m->names[m->rank], m->rank, m->nworkers, m->rs.n,
-              m->local ? host->t_name(m->local) : "-",
-              m->world ? host->t_name(m->world) : "-");
+              m->local ? host->t_name(hc, m->local) : "-",
+              m->world ? host->t_name(hc, m->world) : "-");
     *pctx = m;
     return STRATA_OK;
 }
@@ -144,9 +144,9 @@ static int mwms_create_var(void *pctx, strata_var_t *var)
         .struct_size = sizeof op, .slot = 0, .buf = m->rs.slab[0],
         .count = m->rs.count, .device = m->rs.devices[0], .root = 0,
     };
-    rc = m->rs.host->t_update(m->world, &op);
+    rc = m->rs.host->t_update(m->rs.hc, m->world, &op);
     for (int r = 1; rc == STRATA_OK && r < m->rs.n; r++)
-        rc = m->rs.host->copy(m->rs.devices[r], m->rs.slab[r],
+        rc = m->rs.host->copy(m->rs.hc, m->rs.devices[r], m->rs.slab[r],
                               m->rs.devices[0], m->rs.slab[0],
                               m->rs.count * sizeof(float));
     return rc;
@@ -158,22 +158,23 @@ static int mwms_create_var(void *pctx, strata_var_t *var)
 static int mwms_reduce(void *pctx, strata_op_t *op)
 {
     mwms_t *m = pctx;
-    const strata_host_v1_t *h = m->rs.host;
+    const strata_host_v2_t *h = m->rs.host;
+    strata_hctx_t *hc = m->rs.hc;
     strata_op_t t = *op;
     t.reduce_op = m->reduce_op;
     int rc = STRATA_OK;
     if (m->local)
-        rc = h->t_reduce(m->local, &t);
+        rc = h->t_reduce(hc, m->local, &t);
     if (rc == STRATA_OK && m->world && op->slot == 0) {
         strata_op_t w = t;
         w.slot = 0;
-        rc = h->t_reduce(m->world, &w);
+        rc = h->t_reduce(hc, m->world, &w);
         if (rc != STRATA_OK && m->local)
-            h->t_ctl(m->local, STRATA_CTL_ABORT, NULL);
+            h->t_ctl(hc, m->local, STRATA_CTL_ABORT, NULL);
     }
     if (rc == STRATA_OK && m->local && m->world) {
         t.root = 0;
-        rc = h->t_update(m->local, &t);
+        rc = h->t_update(hc, m->local, &t);
     }
     return rc;
 }
@@ -186,13 +187,14 @@ static int mwms_update(void *pctx, strata_op_t *op)
 static int mwms_ctl(void *pctx, int op, void *arg)
 {
     mwms_t *m = pctx;
-    const strata_host_v1_t *h = m->rs.host;
+    const strata_host_v2_t *h = m->rs.host;
+    strata_hctx_t *hc = m->rs.hc;
     switch (op) {
     case STRATA_CTL_ABORT:
         if (m->local)
-            h->t_ctl(m->local, op, arg);
+            h->t_ctl(hc, m->local, op, arg);
         if (m->world)
-            h->t_ctl(m->world, op, arg);
+            h->t_ctl(hc, m->world, op, arg);
         return STRATA_OK;
     case STRATA_CTL_STATE_GET: /* every worker holds the same state */
         return replicas_state(&m->rs, 0, arg);
@@ -204,7 +206,7 @@ static int mwms_ctl(void *pctx, int op, void *arg)
         int rc = STRATA_OK;
         for (int i = -1; m->world && rc == STRATA_OK && i < st->nslots; i++) {
             b.buf = i < 0 ? st->vars : st->slots[i];
-            rc = h->t_update(m->world, &b);
+            rc = h->t_update(hc, m->world, &b);
         }
         return rc == STRATA_OK ? replicas_state(&m->rs, 1, st) : rc;
     }
@@ -214,18 +216,18 @@ static int mwms_ctl(void *pctx, int op, void *arg)
         strata_op_t w = *(const strata_op_t *)arg;
         w.slot = 0;
         w.reduce_op = STRATA_REDUCE_SUM;
-        return h->t_reduce(m->world, &w);
+        return h->t_reduce(hc, m->world, &w);
     }
     default:
         return STRATA_ENOTSUP;
     }
 }
 
-STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {
-    STRATA_PLUGIN_HEADER_V1(STRATA_KIND_STRATEGY, "mwms", "0.1.0",
-                            "MultiWorkerMirroredStrategy: synchronous replicas "
-                            "across workers, local then cross-worker "
-                            "all-reduce"),
+STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
+    STRATA_PLUGIN_HEADER(STRATA_KIND_STRATEGY, "mwms", "0.1.0",
+                         "MultiWorkerMirroredStrategy: synchronous replicas "
+                         "across workers, local then cross-worker "
+                         "all-reduce"),
     .options = mwms_options,
     .cfg_size = sizeof(mwms_cfg_t),
     .init = mwms_init,

@@ -11,7 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/open_group.h"
 #include "ps.h"
 
 static const strata_option_t ps_options[] = {
@@ -44,13 +43,13 @@ static void ps_fini(void *pctx)
     ps_worker_fini(p);
     ps_coord_fini(p);
     ps_server_fini(p);
-    p->host->t_close(p->net);
-    p->host->t_close(p->local);
+    p->host->t_close(p->hc, p->net);
+    p->host->t_close(p->hc, p->local);
     for (int r = 0; p->slab && r < p->nrep; r++)
-        p->host->free(p->devices[r], p->slab[r]);
+        p->host->free(p->hc, p->devices[r], p->slab[r]);
     free(p->slab);
-    p->host->free(p->cpu, p->master);
-    p->host->free(p->cpu, p->rbuf);
+    p->host->free(p->hc, p->cpu, p->master);
+    p->host->free(p->hc, p->cpu, p->rbuf);
     ps_place_free(&p->place);
     free(p->addrs);
     free(p->names);
@@ -82,13 +81,14 @@ static int storage(ps_t *p)
         if (!p->slab)
             return STRATA_ENOMEM;
         for (int r = 0; r < p->nrep; r++)
-            if (!(p->slab[r] = p->host->alloc(p->devices[r], bytes)))
+            if (!(p->slab[r] = p->host->alloc(p->hc, p->devices[r], bytes)))
                 return STRATA_ENOMEM;
-    } else if (!(p->master = p->host->alloc(p->cpu, bytes + sizeof(float)))) {
+    } else if (!(p->master = p->host->alloc(p->hc, p->cpu,
+                                            bytes + sizeof(float)))) {
         return STRATA_ENOMEM;
     }
     p->rcap = PS_HDR_SIZE + bytes;
-    p->rbuf = p->host->alloc(p->cpu, p->rcap);
+    p->rbuf = p->host->alloc(p->hc, p->cpu, p->rcap);
     return p->rbuf ? STRATA_OK : STRATA_ENOMEM;
 }
 
@@ -101,21 +101,22 @@ static int open_transports(ps_t *p)
             .size = p->nrep, .rank = 0, .nlocal = p->nrep,
             .devices = p->devices, .tag = "ps-local",
         };
-        rc = open_group(p->host, "ps", &g, &p->local);
+        rc = p->host->t_open(p->hc, &g, &p->local);
     }
     if (rc == STRATA_OK && p->role != PS_ROLE_IDLE)
         rc = ps_net_open(p);
     return rc;
 }
 
-static int ps_init(const strata_host_v1_t *host, const strata_env_t *env,
-                   void **pctx)
+static int ps_init(const strata_host_v2_t *host, strata_hctx_t *hc,
+                   const strata_env_t *env, void **pctx)
 {
     *pctx = NULL;
     ps_t *p = calloc(1, sizeof *p);
     if (!p)
         return STRATA_ENOMEM;
     p->host = host;
+    p->hc = hc;
     p->env = env;
     p->cfg = *(const ps_cfg_t *)env->cfg;
     p->cpu = STRATA_DEVICE(STRATA_DEV_CPU, 0);
@@ -182,7 +183,8 @@ static int ps_create_var(void *pctx, strata_var_t *var)
         float *dst = p->slab ? p->slab[r] + var->offset : p->master + var->offset;
         int32_t dev = p->slab ? p->devices[r] : p->cpu;
         if ((p->slab || r == 0)
-            && p->host->copy(dev, dst, p->cpu, var->init, bytes) != STRATA_OK)
+            && p->host->copy(p->hc, dev, dst, p->cpu, var->init, bytes)
+                   != STRATA_OK)
             return STRATA_EDEVICE;
         var->value[r] = dst;
     }
@@ -197,7 +199,7 @@ static int ps_reduce(void *pctx, strata_op_t *op)
         return STRATA_ESTATE;
     strata_op_t t = *op;
     t.reduce_op = STRATA_REDUCE_MEAN;
-    int rc = p->local ? p->host->t_reduce(p->local, &t) : STRATA_OK;
+    int rc = p->local ? p->host->t_reduce(p->hc, p->local, &t) : STRATA_OK;
     if (rc == STRATA_OK && op->slot == 0)
         rc = ps_worker_push(p, &t);
     return rc;
@@ -223,9 +225,9 @@ static int ps_ctl(void *pctx, int op, void *arg)
     if (op != STRATA_CTL_ABORT)
         return STRATA_ENOTSUP;
     if (p->local)
-        p->host->t_ctl(p->local, op, arg);
+        p->host->t_ctl(p->hc, p->local, op, arg);
     if (p->net)
-        p->host->t_ctl(p->net, op, arg);
+        p->host->t_ctl(p->hc, p->net, op, arg);
     return STRATA_OK;
 }
 
@@ -253,11 +255,11 @@ static int ps_next_step(void *pctx, strata_step_t *st)
                                      : STRATA_ESTATE;
 }
 
-STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {
-    STRATA_PLUGIN_HEADER_V1(STRATA_KIND_STRATEGY, "ps", "0.1.0",
-                            "ParameterServerStrategy: sharded variables on ps "
-                            "tasks, asynchronous workers, a coordinator that "
-                            "schedules steps"),
+STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
+    STRATA_PLUGIN_HEADER(STRATA_KIND_STRATEGY, "ps", "0.1.0",
+                         "ParameterServerStrategy: sharded variables on ps "
+                         "tasks, asynchronous workers, a coordinator that "
+                         "schedules steps"),
     .options = ps_options,
     .cfg_size = sizeof(ps_cfg_t),
     .init = ps_init,

@@ -46,7 +46,8 @@ typedef struct ps_coord  ps_coord_t;
 typedef struct ps_worker ps_worker_t;
 
 typedef struct ps {
-    const strata_host_v1_t *host;
+    const strata_host_v2_t *host;
+    strata_hctx_t          *hc;            /* every host call's first arg */
     const strata_env_t     *env;
     ps_cfg_t                cfg;
     int                     role;
@@ -84,7 +85,8 @@ typedef struct ps {
     ps_worker_t            *wk;
 } ps_t;
 
-#define ps_log(p, lvl, ...) ((p)->host->log((lvl), "ps", __VA_ARGS__))
+#define ps_log(p, lvl, ...)                                                  \
+    ((p)->host->log((p)->hc, (lvl), "ps", __VA_ARGS__))
 
 /* ---- ps_net.c -------------------------------------------------------- */
 
@@ -92,7 +94,8 @@ int64_t ps_now_ms(void);
 /* Members, names, addresses and roles from the cluster; logs what is
  * missing (no ps, no worker). */
 int  ps_net_members(ps_t *p);
-/* Open the group of all tasks ("p2p:ps" over the [transport] plugins). */
+/* Open the group of all tasks (a STRATA_GROUP_P2P group; the core chooses
+ * its transport from [transport] world). */
 int  ps_net_open(ps_t *p);
 /* A fresh request id. */
 uint64_t ps_net_req(ps_t *p);

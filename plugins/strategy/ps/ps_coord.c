@@ -131,7 +131,7 @@ static void progress(ps_t *p)
         .epoch = s->epoch, .steps = s->ndone, .loss = s->loss / n,
         .acc = (double)s->correct / n,
     };
-    (void)p->host->report(&r);
+    (void)p->host->report(p->hc, &r);
 }
 
 /* The result of worker wi's previous step (STEP_REQ with has_result). */
@@ -163,20 +163,14 @@ static void result(ps_t *p, int wi, const ps_hdr_t *h)
     }
 }
 
-/* The core's step boundaries (ABI 1.2): checkpoints, stop requests. */
-static int has_boundaries(const ps_t *p)
-{
-    return STRATA_HAS_FIELD(strata_host_v1_t, p->host, boundary);
-}
-
 /* Before the next fresh batch goes out: does the core want a boundary
  * there? Then no batch from it on is handed out until it is reached. */
 static void plan_boundary(ps_t *p)
 {
     ps_sched_t *s = &p->co->s;
-    if (s->limit < s->n || s->issued >= s->n || !has_boundaries(p))
+    if (s->limit < s->n || s->issued >= s->n)
         return;
-    if (p->host->boundary_due(s->epoch, s->issued,
+    if (p->host->boundary_due(p->hc, s->epoch, s->issued,
                               s->epoch * p->co->spe + s->issued) == 1)
         s->limit = s->issued;
 }
@@ -482,9 +476,8 @@ int ps_coord_state(ps_t *p, int set, strata_state_t *st)
  * and says whether to stop (STRATA_ESTOPPED). */
 static int boundary(ps_t *p, int32_t epoch, int64_t batch)
 {
-    if (!has_boundaries(p))
-        return STRATA_OK;
-    int rc = p->host->boundary(epoch, batch, epoch * p->co->spe + batch);
+    int rc = p->host->boundary(p->hc, epoch, batch,
+                               epoch * p->co->spe + batch);
     if (rc == STRATA_ESTOPPED)
         p->co->stopped = 1;
     return rc;
@@ -500,7 +493,7 @@ static int run_epoch(ps_t *p, const strata_drive_t *d, int epoch,
     strata_report_t r = { .struct_size = sizeof r,
                           .kind = STRATA_REPORT_EPOCH_BEGIN, .epoch = epoch,
                           .steps = n - first };
-    (void)p->host->report(&r);
+    (void)p->host->report(p->hc, &r);
     int64_t t0 = ps_now_ms();
     while (!ps_sched_complete(&co->s)) {
         int rc = pump(p, co->next_tick, NULL, NULL);
@@ -519,7 +512,7 @@ static int run_epoch(ps_t *p, const strata_drive_t *d, int epoch,
     if (rc == STRATA_OK && d->eval) {
         rc = ps_pull_all(p, versions, handle);
         if (rc == STRATA_OK)
-            rc = p->host->evaluate(&r.val_loss, &r.val_acc);
+            rc = p->host->evaluate(p->hc, &r.val_loss, &r.val_acc);
         r.has_val = 1;
     }
     free(versions);
@@ -529,7 +522,7 @@ static int run_epoch(ps_t *p, const strata_drive_t *d, int epoch,
     r.kind = STRATA_REPORT_EPOCH_END;
     r.loss = co->s.loss / samples;
     r.acc = (double)co->s.correct / samples;
-    rc = p->host->report(&r);
+    rc = p->host->report(p->hc, &r);
     if (rc == STRATA_OK && n == d->steps_per_epoch) /* every_epochs */
         rc = boundary(p, epoch + 1, 0);
     return rc;

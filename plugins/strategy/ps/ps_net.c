@@ -11,7 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "../common/open_group.h"
 #include "ps.h"
 #include "../common/replicas.h"
 
@@ -142,7 +141,7 @@ int ps_net_open(ps_t *p)
         .timeout_ms = p->timeout_ms, .devices = &p->cpu, .addrs = p->addrs,
         .names = p->names, .tag = "ps", .flags = STRATA_GROUP_P2P,
     };
-    return open_group(p->host, "ps", &g, &p->net);
+    return p->host->t_open(p->hc, &g, &p->net);
 }
 
 uint64_t ps_net_req(ps_t *p)
@@ -158,7 +157,7 @@ int ps_net_send(ps_t *p, int member, ps_hdr_t *h, const float *payload,
     h->incarnation = p->incarnation;
     h->count = count;
     ps_wire_pack(h, hb);
-    return p->host->t_send(p->net, member, hb, sizeof hb, payload,
+    return p->host->t_send(p->hc, p->net, member, hb, sizeof hb, payload,
                            (size_t)count * sizeof(float),
                            timeout_ms > 0 ? timeout_ms : p->timeout_ms);
 }
@@ -180,7 +179,7 @@ int ps_net_recv(ps_t *p, int64_t deadline, ps_msg_t *m)
             return STRATA_ETIMEDOUT;
         int peer = -1;
         size_t len = 0;
-        int rc = p->host->t_recv(p->net, &peer, p->rbuf, p->rcap, &len,
+        int rc = p->host->t_recv(p->hc, p->net, &peer, p->rbuf, p->rcap, &len,
                                  (int)(left > 0x7fffffff ? 0x7fffffff : left));
         if (rc == STRATA_EPROTO) { /* longer than any message of ours */
             malformed(p, peer, "longer than any ps message");
@@ -211,8 +210,8 @@ int ps_scatter(ps_t *p, int ps, const unsigned char *payload, float *dst,
         const ps_shard_t *s = &p->place.shard[i];
         if (s->ps != ps)
             continue;
-        int rc = p->host->copy(device, dst + s->offset, p->cpu, payload + at,
-                               s->count * sizeof(float));
+        int rc = p->host->copy(p->hc, device, dst + s->offset, p->cpu,
+                               payload + at, s->count * sizeof(float));
         if (rc != STRATA_OK)
             return rc;
         at += s->count * sizeof(float);
@@ -227,8 +226,8 @@ int ps_gather(ps_t *p, int ps, const float *src, int32_t device, float *out)
         const ps_shard_t *s = &p->place.shard[i];
         if (s->ps != ps)
             continue;
-        int rc = p->host->copy(p->cpu, out + at, device, src + s->offset,
-                               s->count * sizeof(float));
+        int rc = p->host->copy(p->hc, p->cpu, out + at, device,
+                               src + s->offset, s->count * sizeof(float));
         if (rc != STRATA_OK)
             return rc;
         at += s->count;

@@ -38,14 +38,15 @@ int ps_server_init(ps_t *p)
     s->count = p->place.ps_count[s->j];
     s->mine = calloc((size_t)p->place.n + 1, sizeof *s->mine);
     s->opt = calloc((size_t)p->place.n + 1, sizeof *s->opt);
-    s->vals = p->host->alloc(p->cpu, (s->count + 1) * sizeof(float));
+    s->vals = p->host->alloc(p->hc, p->cpu, (s->count + 1) * sizeof(float));
     if (!s->mine || !s->opt || !s->vals)
         return STRATA_ENOMEM;
     for (int i = 0; i < p->place.n; i++) {
         const ps_shard_t *sh = &p->place.shard[i];
         if (sh->ps != s->j)
             continue;
-        int rc = p->host->opt_create(p->cpu, sh->count, &s->opt[s->nmine]);
+        int rc = p->host->opt_create(p->hc, p->cpu, sh->count,
+                                     &s->opt[s->nmine]);
         if (rc != STRATA_OK)
             return rc;
         s->mine[s->nmine++] = i;
@@ -63,8 +64,8 @@ void ps_server_fini(ps_t *p)
     if (!s)
         return;
     for (int i = 0; s->opt && i < s->nmine; i++)
-        p->host->opt_destroy(s->opt[i]);
-    p->host->free(p->cpu, s->vals);
+        p->host->opt_destroy(p->hc, s->opt[i]);
+    p->host->free(p->hc, p->cpu, s->vals);
     free(s->opt);
     free(s->mine);
     free(s->applied);
@@ -115,7 +116,7 @@ static int apply(ps_t *p, const float *grad, float lr)
     size_t at = 0;
     for (int i = 0; i < s->nmine; i++) {
         const ps_shard_t *sh = &p->place.shard[s->mine[i]];
-        int rc = p->host->opt_step(s->opt[i], p->master + sh->offset,
+        int rc = p->host->opt_step(p->hc, s->opt[i], p->master + sh->offset,
                                    grad + at, sh->count, lr);
         if (rc != STRATA_OK)
             return rc;
@@ -192,7 +193,8 @@ static int state_slots_io(ps_t *p, int set, int64_t *steps)
         for (int k = 0; k < s->state_slots; k++)
             slots[k] = s->state + (size_t)(1 + k) * s->count + at;
         int64_t t = *steps;
-        int rc = p->host->opt_io(s->opt[i], set, slots, s->state_slots, &t);
+        int rc = p->host->opt_io(p->hc, s->opt[i], set, slots,
+                                 s->state_slots, &t);
         if (rc != STRATA_OK)
             return rc;
         if (!set && i == 0)

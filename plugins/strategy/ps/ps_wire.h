@@ -1,10 +1,10 @@
 /* ps.so -- the wire protocol between the coordinator, the workers and the
  * parameter servers.
  *
- * Every message is one transport message (host->t_send: zmq.so's "p2p:"
- * group of all tasks) made of a fixed header of PS_HDR_SIZE bytes and,
- * for PARAMS, PUSH, STATE and STATE_PUT, a payload of `count` float32
- * values:
+ * Every message is one transport message (host->t_send over the
+ * STRATA_GROUP_P2P group of all tasks) made of a fixed header of
+ * PS_HDR_SIZE bytes and, for PARAMS, PUSH, STATE and STATE_PUT, a payload
+ * of `count` float32 values:
  *
  *     [header: PS_HDR_SIZE bytes] [payload: 4 x count bytes]
  *

@@ -45,8 +45,9 @@ int ps_worker_init(ps_t *p)
     if (!k->version || !k->stage || !k->req)
         return STRATA_ENOMEM;
     for (int j = 0; j < p->nps; j++)
-        if (!(k->stage[j] = p->host->alloc(p->cpu, (p->place.ps_count[j] + 1)
-                                                       * sizeof(float))))
+        if (!(k->stage[j] = p->host->alloc(p->hc, p->cpu,
+                                           (p->place.ps_count[j] + 1)
+                                               * sizeof(float))))
             return STRATA_ENOMEM;
     return STRATA_OK;
 }
@@ -74,7 +75,7 @@ void ps_worker_fini(ps_t *p)
                "as stale)", ps_name(p, p->self), (long long)k->steps_run,
                (long long)k->stale);
     for (int j = 0; k->stage && j < p->nps; j++)
-        p->host->free(p->cpu, k->stage[j]);
+        p->host->free(p->hc, p->cpu, k->stage[j]);
     free(k->stage);
     free(k->version);
     free(k->req);
@@ -193,7 +194,7 @@ int ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other_fn)
         }
     }
     for (int r = 1; rc == STRATA_OK && r < p->nrep; r++)
-        rc = p->host->copy(p->devices[r], p->slab[r], p->devices[0],
+        rc = p->host->copy(p->hc, p->devices[r], p->slab[r], p->devices[0],
                            p->slab[0], p->model_count * sizeof(float));
     free(pending);
     free(req);

@@ -37,15 +37,16 @@ static const strata_option_t local_options[] = {
 };
 
 typedef struct local_ctx {
-    const strata_host_v1_t *host;
+    const strata_host_v2_t *host;
+    strata_hctx_t          *hc;     /* first argument of every host call */
     int                     n;
     int64_t                 timeout_ns;
     spin_barrier_t          bar;
     void                  **bufs;   /* per member, published for one call */
 } local_ctx_t;
 
-static int local_init(const strata_host_v1_t *host, const strata_env_t *env,
-                      void **pctx)
+static int local_init(const strata_host_v2_t *host, strata_hctx_t *hc,
+                      const strata_env_t *env, void **pctx)
 {
     *pctx = NULL;
     const strata_group_t *g = env->group;
@@ -53,7 +54,7 @@ static int local_init(const strata_host_v1_t *host, const strata_env_t *env,
         return STRATA_EDECLINE; /* threads of one process only */
     for (int i = 0; i < g->nlocal; i++)
         if (STRATA_DEVICE_TYPE(g->devices[i]) != STRATA_DEV_CPU) {
-            host->log(STRATA_LOG_INFO, "local",
+            host->log(hc, STRATA_LOG_INFO, "local",
                       "declined: member %d is not on a CPU device", i);
             return STRATA_EDECLINE;
         }
@@ -62,6 +63,7 @@ static int local_init(const strata_host_v1_t *host, const strata_env_t *env,
     if (!c)
         return STRATA_ENOMEM;
     c->host = host;
+    c->hc = hc;
     c->n = g->size;
     c->timeout_ns = (g->timeout_ms > 0 ? (int64_t)g->timeout_ms
                                        : cfg->timeout_s * 1000) * 1000000;
@@ -93,7 +95,7 @@ static int wait_all(local_ctx_t *c, int slot)
 {
     int rc = spin_barrier_wait(&c->bar, c->timeout_ns);
     if (rc == -2) {
-        c->host->log(STRATA_LOG_ERROR, "local",
+        c->host->log(c->hc, STRATA_LOG_ERROR, "local",
                      "member %d waited %lld s for the other replicas; giving up",
                      slot, (long long)(c->timeout_ns / 1000000000));
         spin_barrier_abort(&c->bar);
@@ -129,7 +131,7 @@ static int reduce_chunk(local_ctx_t *c, const strata_op_t *op, size_t lo,
                         size_t hi)
 {
     const int n = c->n;
-    const strata_host_v1_t *h = c->host;
+    const strata_host_v2_t *h = c->host;
     float *dst = c->bufs[0];
     const float *srcs[n];
     int rc = STRATA_OK;
@@ -137,9 +139,9 @@ static int reduce_chunk(local_ctx_t *c, const strata_op_t *op, size_t lo,
         size_t len = hi - b < BLOCK ? hi - b : BLOCK;
         for (int i = 0; i < n; i++)
             srcs[i] = (const float *)c->bufs[i] + b;
-        rc = h->sum(op->device, len, dst + b, srcs, n);
+        rc = h->sum(c->hc, op->device, len, dst + b, srcs, n);
         if (rc == STRATA_OK && op->reduce_op == STRATA_REDUCE_MEAN)
-            rc = h->scale(op->device, len, 1.0f / (float)n, dst + b);
+            rc = h->scale(c->hc, op->device, len, 1.0f / (float)n, dst + b);
         for (int i = 1; rc == STRATA_OK && i < n; i++)
             memcpy((float *)c->bufs[i] + b, dst + b, len * sizeof(float));
     }
@@ -200,10 +202,10 @@ static int local_ctl(void *pctx, int op, void *arg)
     }
 }
 
-STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {
-    STRATA_PLUGIN_HEADER_V1(STRATA_KIND_TRANSPORT, "local", "0.1.0",
-                            "replica threads of one process: shared-memory "
-                            "all-reduce, every thread reduces its share"),
+STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
+    STRATA_PLUGIN_HEADER(STRATA_KIND_TRANSPORT, "local", "0.1.0",
+                         "replica threads of one process: shared-memory "
+                         "all-reduce, every thread reduces its share"),
     .options = local_options,
     .cfg_size = sizeof(local_cfg_t),
     .init = local_init,

@@ -88,7 +88,7 @@ static int serve(nc_ctx_t *c, const strata_group_t *g, void *z, const char *ep,
                                              sizeof missing - used, "%s%s",
                                              used ? ", " : "",
                                              member(g, r, one, sizeof one));
-            c->host->log(STRATA_LOG_ERROR, "nccl", "group %s: %d of %d "
+            c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "group %s: %d of %d "
                          "ranks did not ask %s for the NCCL id within %g s: "
                          "%s", c->tag, left, g->size - 1, ep, c->timeout_s,
                          missing);
@@ -113,8 +113,8 @@ static int serve(nc_ctx_t *c, const strata_group_t *g, void *z, const char *ep,
         else if (rank < 1 || rank >= g->size)
             snprintf(why, sizeof why, "rank %d is out of range", rank);
         if (why[0]) {
-            c->host->log(STRATA_LOG_WARN, "nccl", "%s: refused a request: %s",
-                         ep, why);
+            c->host->log(c->hc, STRATA_LOG_WARN, "nccl", "%s: refused a "
+                         "request: %s", ep, why);
             char err[340];
             int len = snprintf(err, sizeof err, "ERR %s", why);
             zmq_send(s, err, (size_t)len, 0);
@@ -133,8 +133,8 @@ static int serve(nc_ctx_t *c, const strata_group_t *g, void *z, const char *ep,
     zmq_close(s);
     return rc;
 zerr:
-    c->host->log(STRATA_LOG_ERROR, "nccl", "group %s: cannot serve the NCCL "
-                 "id at %s: %s", c->tag, ep, zmq_strerror(zmq_errno()));
+    c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "group %s: cannot serve the "
+                 "NCCL id at %s: %s", c->tag, ep, zmq_strerror(zmq_errno()));
     if (s)
         zmq_close(s);
     return STRATA_EIO;
@@ -151,8 +151,9 @@ static int ask(nc_ctx_t *c, const strata_group_t *g, void *z, const char *ep,
     int linger = 0;
     if (!s || zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
         zmq_connect(s, ep) != 0 || zmq_send(s, req, (size_t)len, 0) < 0) {
-        c->host->log(STRATA_LOG_ERROR, "nccl", "group %s: cannot ask %s for "
-                     "the NCCL id: %s", c->tag, ep, zmq_strerror(zmq_errno()));
+        c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "group %s: cannot ask "
+                     "%s for the NCCL id: %s", c->tag, ep,
+                     zmq_strerror(zmq_errno()));
         if (s)
             zmq_close(s);
         return STRATA_EIO;
@@ -170,15 +171,15 @@ static int ask(nc_ctx_t *c, const strata_group_t *g, void *z, const char *ep,
         break;
     }
     if (got < 0) {
-        c->host->log(STRATA_LOG_ERROR, "nccl", "group %s: rank 0, %s, did "
-                     "not hand out the NCCL id at %s within %g s", c->tag,
+        c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "group %s: rank 0, %s, "
+                     "did not hand out the NCCL id at %s within %g s", c->tag,
                      member(g, 0, one, sizeof one), ep, c->timeout_s);
         rc = STRATA_ETIMEDOUT;
     } else if (got == 2 + NCCL_UNIQUE_ID_BYTES && memcmp(reply, "OK", 2) == 0) {
         memcpy(id->internal, reply + 2, NCCL_UNIQUE_ID_BYTES);
     } else {
         reply[got < (int)sizeof reply - 1 ? got : (int)sizeof reply - 1] = '\0';
-        c->host->log(STRATA_LOG_ERROR, "nccl", "group %s: rank 0, %s, "
+        c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "group %s: rank 0, %s, "
                      "refused this rank: %s", c->tag,
                      member(g, 0, one, sizeof one),
                      strncmp(reply, "ERR ", 4) == 0 ? reply + 4
@@ -195,9 +196,10 @@ int nc_id_share(nc_ctx_t *c, const strata_group_t *g, ncclUniqueId *id)
     if (g->size < 2)
         return STRATA_OK;
     if (!g->addrs || !g->addrs[0] || id_endpoint(g->addrs[0], ep, sizeof ep)) {
-        c->host->log(STRATA_LOG_ERROR, "nccl", "group %s: rank 0's address "
-                     "'%s' is not host:port, tcp://host:port or ipc://path",
-                     c->tag, g->addrs && g->addrs[0] ? g->addrs[0] : "");
+        c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "group %s: rank 0's "
+                     "address '%s' is not host:port, tcp://host:port or "
+                     "ipc://path", c->tag,
+                     g->addrs && g->addrs[0] ? g->addrs[0] : "");
         return STRATA_ECONFIG;
     }
     void *z = zmq_ctx_new();

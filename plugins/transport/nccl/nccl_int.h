@@ -23,7 +23,8 @@ typedef struct nc_member {
 } nc_member_t;
 
 typedef struct nc_ctx {
-    const strata_host_v1_t *host;
+    const strata_host_v2_t *host;
+    strata_hctx_t          *hc;        /* first argument of every host call */
     int32_t                 scope;     /* STRATA_SCOPE_LOCAL | _WORLD      */
     int                     size;      /* members of the whole group       */
     int                     rank;      /* WORLD: this process's member     */

@@ -43,35 +43,36 @@ static const strata_option_t nccl_options[] = {
 
 /* ---- is this a group for NCCL? --------------------------------------- */
 
-static int usable(const strata_host_v1_t *host, const strata_group_t *g)
+static int usable(const strata_host_v2_t *host, strata_hctx_t *hc,
+                  const strata_group_t *g)
 {
     if (!g || g->nlocal < 1 || g->size < 1 || !g->devices)
         return STRATA_EDECLINE;
     if ((STRATA_HAS_FIELD(strata_group_t, g, flags) &&
          (g->flags & STRATA_GROUP_P2P)) ||
         (g->tag && strncmp(g->tag, "p2p:", 4) == 0)) {
-        host->log(STRATA_LOG_INFO, "nccl", "declined: point-to-point groups "
-                  "are not NCCL's (collectives only)");
+        host->log(hc, STRATA_LOG_INFO, "nccl", "declined: point-to-point "
+                  "groups are not NCCL's (collectives only)");
         return STRATA_EDECLINE;
     }
     if (g->scope == STRATA_SCOPE_LOCAL ? g->nlocal != g->size
         : g->scope != STRATA_SCOPE_WORLD || g->nlocal != 1 || g->rank < 0 ||
               g->rank >= g->size) {
-        host->log(STRATA_LOG_INFO, "nccl", "declined: a group of %d members "
-                  "with %d here (NCCL: one GPU per process, or every GPU "
-                  "member in this process)", g->size, g->nlocal);
+        host->log(hc, STRATA_LOG_INFO, "nccl", "declined: a group of %d "
+                  "members with %d here (NCCL: one GPU per process, or every "
+                  "GPU member in this process)", g->size, g->nlocal);
         return STRATA_EDECLINE;
     }
     for (int i = 0; i < g->nlocal; i++)
         if (STRATA_DEVICE_TYPE(g->devices[i]) != STRATA_DEV_GPU) {
-            host->log(STRATA_LOG_INFO, "nccl", "declined: member %d is not "
-                      "on a GPU", i);
+            host->log(hc, STRATA_LOG_INFO, "nccl", "declined: member %d is "
+                      "not on a GPU", i);
             return STRATA_EDECLINE;
         }
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
-        host->log(STRATA_LOG_INFO, "nccl", "declined: no GPU: %s",
+        host->log(hc, STRATA_LOG_INFO, "nccl", "declined: no GPU: %s",
                   e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device");
         (void)cudaGetLastError();
         return STRATA_EDECLINE;
@@ -79,14 +80,14 @@ static int usable(const strata_host_v1_t *host, const strata_group_t *g)
     for (int i = 0; i < g->nlocal; i++) {
         int dev = STRATA_DEVICE_INDEX(g->devices[i]);
         if (dev >= n) {
-            host->log(STRATA_LOG_ERROR, "nccl", "member %d: gpu:%d: no such "
-                      "GPU (%d here)", i, dev, n);
+            host->log(hc, STRATA_LOG_ERROR, "nccl", "member %d: gpu:%d: no "
+                      "such GPU (%d here)", i, dev, n);
             return STRATA_EDEVICE;
         }
         for (int j = 0; j < i; j++)
             if (g->devices[j] == g->devices[i]) {
-                host->log(STRATA_LOG_ERROR, "nccl", "members %d and %d are "
-                          "both gpu:%d: NCCL needs a GPU per member", j, i,
+                host->log(hc, STRATA_LOG_ERROR, "nccl", "members %d and %d "
+                          "are both gpu:%d: NCCL needs a GPU per member", j, i,
                           dev);
                 return STRATA_EINVAL;
             }
@@ -129,8 +130,8 @@ static ncclConfig_t nonblocking(void)
 
 static int nccl_error(nc_ctx_t *c, const char *what, ncclResult_t r)
 {
-    c->host->log(STRATA_LOG_ERROR, "nccl", "group %s: %s: %s (%s)", c->tag,
-                 what, ncclGetErrorString(r), ncclGetLastError(NULL));
+    c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "group %s: %s: %s (%s)",
+                 c->tag, what, ncclGetErrorString(r), ncclGetLastError(NULL));
     return nc_errno(r);
 }
 
@@ -146,8 +147,8 @@ static int init_local(nc_ctx_t *c)
     for (int i = 0; rc == STRATA_OK && i < c->nlocal; i++) {
         nc_member_t *mb = &c->m[i];
         if (cudaSetDevice(mb->dev) != cudaSuccess) {
-            c->host->log(STRATA_LOG_ERROR, "nccl", "gpu:%d: %s", mb->dev,
-                         cudaGetErrorString(cudaGetLastError()));
+            c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "gpu:%d: %s",
+                         mb->dev, cudaGetErrorString(cudaGetLastError()));
             rc = STRATA_EDEVICE;
             break;
         }
@@ -227,12 +228,12 @@ static void nccl_fini(void *pctx)
     free(c);
 }
 
-static int nccl_init(const strata_host_v1_t *host, const strata_env_t *env,
-                     void **pctx)
+static int nccl_init(const strata_host_v2_t *host, strata_hctx_t *hc,
+                     const strata_env_t *env, void **pctx)
 {
     *pctx = NULL;
     const strata_group_t *g = env->group;
-    int rc = usable(host, g);
+    int rc = usable(host, hc, g);
     if (rc != STRATA_OK)
         return rc;
     const nccl_cfg_t *cfg = env->cfg;
@@ -242,6 +243,7 @@ static int nccl_init(const strata_host_v1_t *host, const strata_env_t *env,
         return STRATA_ENOMEM;
     }
     c->host = host;
+    c->hc = hc;
     c->scope = g->scope;
     c->size = g->size;
     c->rank = g->scope == STRATA_SCOPE_WORLD ? g->rank : 0;
@@ -261,7 +263,7 @@ static int nccl_init(const strata_host_v1_t *host, const strata_env_t *env,
         if (e == cudaSuccess)
             e = cudaMemset(mb->one, 0, sizeof(float));
         if (e != cudaSuccess) {
-            host->log(STRATA_LOG_ERROR, "nccl", "gpu:%d: %s", mb->dev,
+            host->log(hc, STRATA_LOG_ERROR, "nccl", "gpu:%d: %s", mb->dev,
                       cudaGetErrorString(e));
             (void)cudaGetLastError();
             rc = STRATA_EDEVICE;
@@ -273,7 +275,7 @@ static int nccl_init(const strata_host_v1_t *host, const strata_env_t *env,
         nccl_fini(c);
         return rc;
     }
-    host->log(STRATA_LOG_DEBUG, "nccl", "group %s: %d member%s (%s), %d "
+    host->log(hc, STRATA_LOG_DEBUG, "nccl", "group %s: %d member%s (%s), %d "
               "here, NCCL %d", c->tag, c->size, c->size == 1 ? "" : "s",
               c->peers, c->nlocal, NCCL_VERSION_CODE);
     *pctx = c;
@@ -286,8 +288,8 @@ static int nccl_init(const strata_host_v1_t *host, const strata_env_t *env,
 static int begin(nc_ctx_t *c, int slot, nc_member_t **out)
 {
     if (slot < 0 || slot >= c->nlocal) {
-        c->host->log(STRATA_LOG_ERROR, "nccl", "group %s: member %d: there "
-                     "are %d here", c->tag, slot, c->nlocal);
+        c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "group %s: member %d: "
+                     "there are %d here", c->tag, slot, c->nlocal);
         return STRATA_EINVAL;
     }
     nc_member_t *mb = &c->m[slot];
@@ -301,7 +303,7 @@ static int begin(nc_ctx_t *c, int slot, nc_member_t **out)
     if (e == cudaSuccess)
         e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {
-        c->host->log(STRATA_LOG_ERROR, "nccl", "gpu:%d: %s", mb->dev,
+        c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "gpu:%d: %s", mb->dev,
                      cudaGetErrorString(e));
         (void)cudaGetLastError();
         nc_fail(c, mb, STRATA_EDEVICE);
@@ -314,7 +316,8 @@ static int begin(nc_ctx_t *c, int slot, nc_member_t **out)
 static int check_op(nc_ctx_t *c, const strata_op_t *op, nc_member_t **out)
 {
     if (!op || (!op->buf && op->count)) {
-        c->host->log(STRATA_LOG_ERROR, "nccl", "group %s: no buffer", c->tag);
+        c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "group %s: no buffer",
+                     c->tag);
         return STRATA_EINVAL;
     }
     int slot = c->scope == STRATA_SCOPE_WORLD ? 0 : op->slot;
@@ -322,7 +325,7 @@ static int check_op(nc_ctx_t *c, const strata_op_t *op, nc_member_t **out)
         STRATA_DEVICE_TYPE(op->device) != STRATA_DEV_CPU &&
         (STRATA_DEVICE_TYPE(op->device) != STRATA_DEV_GPU ||
          STRATA_DEVICE_INDEX(op->device) != c->m[slot].dev)) {
-        c->host->log(STRATA_LOG_ERROR, "nccl", "group %s: member %d is "
+        c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "group %s: member %d is "
                      "gpu:%d but its buffer is on device %#x", c->tag, slot,
                      c->m[slot].dev, (unsigned)op->device);
         return STRATA_EINVAL;
@@ -352,8 +355,8 @@ static int stage_in(nc_ctx_t *c, nc_member_t *mb, const strata_op_t *op,
         e = cudaMemcpyAsync(mb->stage, op->buf, op->count * sizeof(float),
                             cudaMemcpyHostToDevice, mb->stream);
     if (e != cudaSuccess) {
-        c->host->log(STRATA_LOG_ERROR, "nccl", "gpu:%d: staging %zu floats "
-                     "of a host buffer: %s", mb->dev, op->count,
+        c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "gpu:%d: staging %zu "
+                     "floats of a host buffer: %s", mb->dev, op->count,
                      cudaGetErrorString(e));
         (void)cudaGetLastError();
         return STRATA_EDEVICE;
@@ -372,8 +375,8 @@ static int stage_out(nc_ctx_t *c, nc_member_t *mb, const strata_op_t *op,
     cudaError_t e = cudaMemcpy(op->buf, mb->stage, op->count * sizeof(float),
                                cudaMemcpyDeviceToHost);
     if (e != cudaSuccess) {
-        c->host->log(STRATA_LOG_ERROR, "nccl", "gpu:%d: copying a result to "
-                     "the host: %s", mb->dev, cudaGetErrorString(e));
+        c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "gpu:%d: copying a "
+                     "result to the host: %s", mb->dev, cudaGetErrorString(e));
         (void)cudaGetLastError();
         return STRATA_EDEVICE;
     }
@@ -406,8 +409,8 @@ static int nccl_reduce(void *pctx, strata_op_t *op)
     rc = stage_out(c, mb, op, rc);
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 10, 0)
     if (rc == STRATA_OK && mean && c->size > 1)
-        rc = c->host->scale(op->device, op->count, 1.0f / (float)c->size,
-                            op->buf);
+        rc = c->host->scale(c->hc, op->device, op->count,
+                            1.0f / (float)c->size, op->buf);
 #endif
     return rc;
 }
@@ -416,8 +419,8 @@ static int nccl_update(void *pctx, strata_op_t *op)
 {
     nc_ctx_t *c = pctx;
     if (op && (op->root < 0 || op->root >= c->size)) {
-        c->host->log(STRATA_LOG_ERROR, "nccl", "group %s: broadcast root %d "
-                     "of %d members", c->tag, op->root, c->size);
+        c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "group %s: broadcast "
+                     "root %d of %d members", c->tag, op->root, c->size);
         return STRATA_EINVAL;
     }
     nc_member_t *mb;
@@ -458,11 +461,11 @@ static int nccl_ctl(void *pctx, int op, void *arg)
     }
 }
 
-STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {
-    STRATA_PLUGIN_HEADER_V1(STRATA_KIND_TRANSPORT, "nccl", "0.1.0",
-                            "GPUs: NCCL all-reduce and broadcast, one "
-                            "communicator per GPU, non-blocking with a "
-                            "timeout"),
+STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
+    STRATA_PLUGIN_HEADER(STRATA_KIND_TRANSPORT, "nccl", "0.1.0",
+                         "GPUs: NCCL all-reduce and broadcast, one "
+                         "communicator per GPU, non-blocking with a "
+                         "timeout"),
     .options = nccl_options,
     .cfg_size = sizeof(nccl_cfg_t),
     .init = nccl_init,

@@ -63,8 +63,8 @@ static int fail_nccl(nc_ctx_t *c, nc_member_t *mb, ncclResult_t r,
                      const char *what)
 {
     int rc = nc_errno(r);
-    c->host->log(STRATA_LOG_ERROR, "nccl", "gpu:%d: %s: %s (%s); group %s: "
-                 "%s", mb->dev, what, ncclGetErrorString(r),
+    c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "gpu:%d: %s: %s (%s); group "
+                 "%s: %s", mb->dev, what, ncclGetErrorString(r),
                  ncclGetLastError(mb->comm), c->tag, c->peers);
     nc_fail(c, mb, rc);
     return rc;
@@ -87,8 +87,8 @@ int nc_wait(nc_ctx_t *c, nc_member_t *mb, int on_stream, const char *what)
             if (e == cudaSuccess)
                 return STRATA_OK;
             if (e != cudaErrorNotReady) {
-                c->host->log(STRATA_LOG_ERROR, "nccl", "gpu:%d: %s: CUDA: %s;"
-                             " group %s: %s", mb->dev, what,
+                c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "gpu:%d: %s: "
+                             "CUDA: %s; group %s: %s", mb->dev, what,
                              cudaGetErrorString(e), c->tag, c->peers);
                 nc_fail(c, mb, STRATA_EDEVICE);
                 return STRATA_EDEVICE;
@@ -100,7 +100,7 @@ int nc_wait(nc_ctx_t *c, nc_member_t *mb, int on_stream, const char *what)
             return STRATA_ECANCELED;
         }
         if (nc_now() - t0 > c->timeout_s) {
-            c->host->log(STRATA_LOG_ERROR, "nccl", "gpu:%d: %s did not "
+            c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "gpu:%d: %s did not "
                          "complete within %g s; aborted. Group %s (%d "
                          "members): %s", mb->dev, what, c->timeout_s, c->tag,
                          c->size, c->peers);

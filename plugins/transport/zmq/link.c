@@ -80,7 +80,7 @@ static int hello_rx(strz_ctx_t *c)
              || (h.length > 0
                  && memcmp(zmq_msg_data(&part[2]), c->tag, h.length) != 0))
         snprintf(w, sizeof w, "HELLO from another job (tag differs from "
-                 "'%s')", c->tag);
+                 "'%.96s')", c->tag);
     if (w[0]) {
         strz_close_parts(part, np);
         return strz_fail(c, STRATA_EPROTO, c->rank,

@@ -13,7 +13,7 @@
  *   wire.c        header pack/check (format: wire.h)
  *
  * Prefix strz_ ("strata zmq"): zmq_ belongs to libzmq. Everything here is
- * hidden (-fvisibility=hidden); only strata_plugin_v1 is exported. */
+ * hidden (-fvisibility=hidden); only strata_plugin_v2 is exported. */
 #ifndef STRZ_H
 #define STRZ_H
 
@@ -55,7 +55,8 @@ enum { STRZ_DIRECT_AUTO = 0, STRZ_DIRECT_OFF = 1 };
 #define STRZ_GONE_GRACE_MS 200
 
 typedef struct strz_ctx {
-    const strata_host_v1_t *host;
+    const strata_host_v2_t *host;
+    strata_hctx_t          *hc;    /* first argument of every host call */
     strz_cfg_t cfg;
     int32_t n, rank, left, right;
     int32_t timeout_ms;
@@ -103,7 +104,8 @@ typedef struct strz_ctx {
     size_t stage_bytes;
 } strz_ctx_t;
 
-#define strz_log(c, lvl, ...) ((c)->host->log((lvl), "zmq", __VA_ARGS__))
+#define strz_log(c, lvl, ...)                                                \
+    ((c)->host->log((c)->hc, (lvl), "zmq", __VA_ARGS__))
 
 /* A message received from the left neighbour. */
 typedef struct strz_rmsg {

@@ -70,7 +70,7 @@ static void zmqt_fini(void *pctx)
     strz_p2p_close(P2P_OF(c));
     strz_link_close(c);
     if (c->stage)
-        c->host->free(STRATA_DEVICE(STRATA_DEV_CPU, 0), c->stage);
+        c->host->free(c->hc, STRATA_DEVICE(STRATA_DEV_CPU, 0), c->stage);
     free_strv(c->ep, c->n);
     free_strv(c->addr, c->n);
     free_strv(c->name, c->n);
@@ -93,7 +93,8 @@ static char *endpoint_of(const char *addr)
     return ep;
 }
 
-static int check_cfg(const strata_host_v1_t *host, const strz_cfg_t *cfg)
+static int check_cfg(const strata_host_v2_t *host, strata_hctx_t *hc,
+                     const strz_cfg_t *cfg)
 {
     const char *bad = NULL;
     if (cfg->chunk_bytes < 4096 || cfg->chunk_bytes > 64 * 1024 * 1024)
@@ -117,25 +118,26 @@ static int check_cfg(const strata_host_v1_t *host, const strz_cfg_t *cfg)
         bad = "direct (auto|off)";
     if (bad == NULL)
         return 0;
-    host->log(STRATA_LOG_ERROR, "zmq", "[transport] %s out of range", bad);
+    host->log(hc, STRATA_LOG_ERROR, "zmq", "[transport] %s out of range",
+              bad);
     return STRATA_ECONFIG;
 }
 
 /* Copy and check the group; logs what is wrong. */
 static int take_group(strz_ctx_t *c, const strata_group_t *g)
 {
-    const strata_host_v1_t *h = c->host;
+    const strata_host_v2_t *h = c->host;
 
     if (g->size < 1 || g->size > STRZ_MAX_MEMBERS || g->rank < 0
         || g->rank >= g->size || g->nlocal > 1) {
-        h->log(STRATA_LOG_ERROR, "zmq", "bad group: size %d, rank %d, "
-               "nlocal %d (one member per process)", (int)g->size,
+        h->log(c->hc, STRATA_LOG_ERROR, "zmq", "bad group: size %d, rank "
+               "%d, nlocal %d (one member per process)", (int)g->size,
                (int)g->rank, (int)g->nlocal);
         return STRATA_EINVAL;
     }
     if (g->tag && strlen(g->tag) > STRZ_MAX_TAG) {
-        h->log(STRATA_LOG_ERROR, "zmq", "group tag longer than %d bytes",
-               STRZ_MAX_TAG);
+        h->log(c->hc, STRATA_LOG_ERROR, "zmq", "group tag longer than %d "
+               "bytes", STRZ_MAX_TAG);
         return STRATA_EINVAL;
     }
     c->n = g->size;
@@ -161,17 +163,17 @@ static int take_group(strz_ctx_t *c, const strata_group_t *g)
             continue;
         if (a == NULL || strlen(a) > STRZ_MAX_ADDR
             || (c->ep[i] = endpoint_of(a)) == NULL) {
-            h->log(STRATA_LOG_ERROR, "zmq", "address of %s: '%s' is not "
-                   "host:port, tcp://host:port or ipc://path", c->name[i],
-                   a ? a : "(null)");
+            h->log(c->hc, STRATA_LOG_ERROR, "zmq", "address of %s: '%s' is "
+                   "not host:port, tcp://host:port or ipc://path",
+                   c->name[i], a ? a : "(null)");
             return STRATA_EINVAL;
         }
     }
     return 0;
 }
 
-static int zmqt_init(const strata_host_v1_t *host, const strata_env_t *env,
-                     void **pctx)
+static int zmqt_init(const strata_host_v2_t *host, strata_hctx_t *hc,
+                     const strata_env_t *env, void **pctx)
 {
     strz_ctx_t *c;
     int rc;
@@ -183,19 +185,21 @@ static int zmqt_init(const strata_host_v1_t *host, const strata_env_t *env,
         return STRATA_EINVAL;
     const strata_group_t *g = env->group;
     if (g == NULL || g->scope != STRATA_SCOPE_WORLD) {
-        host->log(STRATA_LOG_INFO, "zmq", "declined: connects processes "
-                  "(WORLD scope groups) only");
+        host->log(hc, STRATA_LOG_INFO, "zmq", "declined: connects "
+                  "processes (WORLD scope groups) only");
         return STRATA_EDECLINE;
     }
     if (env->cfg == NULL) {
-        host->log(STRATA_LOG_ERROR, "zmq", "no parsed [transport] options");
+        host->log(hc, STRATA_LOG_ERROR, "zmq",
+                  "no parsed [transport] options");
         return STRATA_EINVAL;
     }
-    if ((rc = check_cfg(host, env->cfg)) != 0)
+    if ((rc = check_cfg(host, hc, env->cfg)) != 0)
         return rc;
     if ((c = calloc(1, sizeof(zmqt_t))) == NULL)
         return STRATA_ENOMEM;
     c->host = host;
+    c->hc = hc;
     c->what = "start-up";
     c->cfg = *(const strz_cfg_t *)env->cfg;
     c->wake[0] = c->wake[1] = c->zc_pipe[0] = c->zc_pipe[1] = -1;
@@ -239,13 +243,14 @@ static float *host_view(strz_ctx_t *c, strata_op_t *op, size_t bytes)
         return op->buf;
     if (c->stage_bytes < bytes) {
         if (c->stage)
-            c->host->free(cpu, c->stage);
+            c->host->free(c->hc, cpu, c->stage);
         c->stage_bytes = 0;
-        if ((c->stage = c->host->alloc(cpu, bytes)) == NULL)
+        if ((c->stage = c->host->alloc(c->hc, cpu, bytes)) == NULL)
             return NULL;
         c->stage_bytes = bytes;
     }
-    if (c->host->copy(cpu, c->stage, op->device, op->buf, bytes) != 0)
+    if (c->host->copy(c->hc, cpu, c->stage, op->device, op->buf,
+                      bytes) != 0)
         return NULL;
     return c->stage;
 }
@@ -254,7 +259,7 @@ static int host_done(strz_ctx_t *c, strata_op_t *op, const float *view,
                      size_t bytes, int rc)
 {
     if (rc == 0 && view != op->buf
-        && c->host->copy(op->device, op->buf,
+        && c->host->copy(c->hc, op->device, op->buf,
                          STRATA_DEVICE(STRATA_DEV_CPU, 0), view, bytes) != 0)
         rc = STRATA_EDEVICE;
     return rc;
@@ -368,10 +373,10 @@ static int zmqt_recv(void *pctx, int *peer, void *buf, size_t cap,
                      : p2p_only(c);
 }
 
-STRATA_EXPORT const strata_plugin_v1_t strata_plugin_v1 = {
-    STRATA_PLUGIN_HEADER_V1(STRATA_KIND_TRANSPORT, "zmq", "0.1.0",
-                            "ring all-reduce and broadcast between processes "
-                            "over ZeroMQ (tcp, ipc)"),
+STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
+    STRATA_PLUGIN_HEADER(STRATA_KIND_TRANSPORT, "zmq", "0.1.0",
+                         "ring all-reduce and broadcast between processes "
+                         "over ZeroMQ (tcp, ipc)"),
     .options  = k_options,
     .cfg_size = sizeof(strz_cfg_t),
     .init     = zmqt_init,
