@@ -152,7 +152,14 @@ typedef struct strata__optimizer_cfg {
 
 typedef struct strata__plugins_cfg {
     const char *path;           /* extra search dirs, ':'-separated          */
+    int         trust_path;     /* skip the owner/mode checks of plugins    */
 } strata__plugins_cfg_t;
+
+enum { STRATA__SEC_AUTO = 0, STRATA__SEC_CURVE = 1, STRATA__SEC_OFF = 2 };
+typedef struct strata__security_cfg {
+    int         mode;           /* STRATA__SEC_*                            */
+    const char *keys;           /* key directory; "" = none                 */
+} strata__security_cfg_t;
 
 typedef struct strata__log_cfg {
     int level;                  /* STRATA_LOG_*                             */
@@ -192,6 +199,7 @@ typedef struct strata__settings {
     strata__data_cfg_t      data;
     strata__optimizer_cfg_t optimizer;
     strata__plugins_cfg_t   plugins;
+    strata__security_cfg_t  security;
     strata__log_cfg_t       log;
     strata__debug_cfg_t     debug;
     strata__checkpoint_cfg_t checkpoint;

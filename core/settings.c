@@ -107,8 +107,27 @@ static const strata_option_t k_optimizer[] = {
 static const strata_option_t k_plugins[] = {
     OPT("path", STRATA_OPT_STRING, "", strata__plugins_cfg_t, path, NULL,
         "extra plugin directories, ':'-separated, searched first"),
+    OPT("trust_path", STRATA_OPT_BOOL, "false", strata__plugins_cfg_t,
+        trust_path, NULL,
+        "load plugins from files or directories that are group- or "
+        "world-writable or owned by another user than root or you "
+        "(refused by default)"),
     { 0 }
 };
+
+#define T strata__security_cfg_t
+static const strata_option_t k_security[] = {
+    OPT("mode", STRATA_OPT_ENUM, "auto", T, mode, "auto|curve|off",
+        "auto: a job of several processes authenticates and encrypts every "
+        "connection (CURVE) and refuses to start without keys; curve: the "
+        "same, named; off: plaintext, trusting the network (a warning at "
+        "start)"),
+    OPT("keys", STRATA_OPT_STRING, "", T, keys, NULL,
+        "directory of the job's CURVE keys (strata keygen DIR); "
+        "strata launch makes its own when empty"),
+    { 0 }
+};
+#undef T
 
 /* The ENUM order is the STRATA_LOG_* values (tests/config checks it). */
 static const strata_option_t k_log[] = {
@@ -194,6 +213,7 @@ const strata__section_t strata__sections[] = {
     SEC("transport", k_transport, transport),
     { "cluster", NULL, 0 },
     SEC("checkpoint", k_checkpoint, checkpoint),
+    SEC("security", k_security, security),
     { NULL, NULL, 0 }
 };
 
