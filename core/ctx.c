@@ -159,7 +159,10 @@ int strata__ctx_plugin(strata_ctx_t *ctx, const char *name, uint32_t kind,
         return STRATA_ENOMEM;
     }
     int rc = strata__plugin_open_as(name, kind, ctx->search_path,
-                                    missing_level, out);
+                                    missing_level,
+                                    ctx->s.plugins.trust_path
+                                        ? STRATA__PLUGIN_TRUST_PATH : 0u,
+                                    out);
     if (rc == STRATA_OK) {
         ctx->plugins[ctx->nplugins++] = *out;
         strata__log(STRATA_LOG_DEBUG, "loader", "loaded %s %s %s from %s",
@@ -236,7 +239,7 @@ int strata_plugins_list(strata_ctx_t *ctx, strata_plugin_cb cb, void *user)
 {
     if (!ctx || !cb)
         return STRATA_EINVAL;
-    /* Only [plugins] path and [log] level matter here: a listing must work
+    /* Only [plugins] and [log] level matter here: a listing must work
      * even when other sections of the file are still wrong. At debug level
      * the loader says why a plugin is BROKEN. */
     const char *lv = strata__cfg_get(ctx->cfg, "log", "level");
@@ -244,9 +247,17 @@ int strata_plugins_list(strata_ctx_t *ctx, strata_plugin_cb cb, void *user)
     if (level >= 0)
         atomic_store(&ctx->log_level, level);
     strata_ctx_t *prev = strata__log_bind(ctx);
-    char *path = strata__plugin_search_path(
-        strata__cfg_get(ctx->cfg, "plugins", "path"));
-    int rc = path ? strata__plugin_scan(path, cb, user) : STRATA_ENOMEM;
+    const strata__section_t *sec = strata__sections;
+    while (sec->name && strcmp(sec->name, "plugins") != 0)
+        sec++;
+    strata__plugins_cfg_t pc;
+    char *path = NULL;
+    int rc = strata__cfg_apply(ctx->cfg, "plugins", sec->opts, &pc, NULL);
+    if (rc == STRATA_OK && !(path = strata__plugin_search_path(pc.path)))
+        rc = STRATA_ENOMEM;
+    if (rc == STRATA_OK)
+        rc = strata__plugin_scan(path, pc.trust_path ? STRATA__PLUGIN_TRUST_PATH
+                                                     : 0u, cb, user);
     free(path);
     strata__log_bind(prev);
     return rc;

@@ -17,6 +17,7 @@ struct strata_transport {
     void             *cfg;
     strata_group_t    group;
     strata_env_t      env;
+    const char      **keys;  /* group.public_keys when secured, or NULL */
 };
 
 static strata_ctx_t *ctx_of(strata_hctx_t *hc) { return hc ? hc->ctx : NULL; }
@@ -178,6 +179,45 @@ static int flat_mode(const char *list, const char *name)
            : count == 1 ? STRATA__CFG_FLAT_STRICT : STRATA__CFG_FLAT_KNOWN;
 }
 
+/* A secured job: every WORLD group gets its members' public keys and this
+ * task's secret key (the transport admits nobody else), and only a
+ * transport built to take them (ABI >= 2.1) may serve it. */
+static int give_keys(strata_ctx_t *ctx, const strata__plugin_t *p,
+                     strata_transport_t *t)
+{
+    strata_group_t *g = &t->group;
+    g->public_keys = NULL;    /* the core's to set, never an opener's */
+    g->secret_key = NULL;
+    if (!ctx->keys || g->scope != STRATA_SCOPE_WORLD)
+        return STRATA_OK;
+    const strata_plugin_header_t *h = &p->vt->hdr;
+    if (h->abi_major < 2 || (h->abi_major == 2 && h->abi_minor < 1)) {
+        strata__log(STRATA_LOG_INFO, "transport", "%s is built for plugin "
+                    "ABI %u.%u, which cannot be handed keys: passed over for "
+                    "a secured group", p->name, h->abi_major, h->abi_minor);
+        return STRATA_EDECLINE;
+    }
+    if (!g->names || g->size < 1)
+        return STRATA_EINVAL;
+    t->keys = calloc((size_t)g->size, sizeof *t->keys);
+    if (!t->keys)
+        return STRATA_ENOMEM;
+    for (int i = 0; i < g->size; i++) {
+        t->keys[i] = g->names[i] ? strata__keys_public(ctx->keys, g->names[i])
+                                 : NULL;
+        if (!t->keys[i]) {
+            strata__log(STRATA_LOG_ERROR, "security", "no public key for %s "
+                        "in [security] keys = '%s' (strata keygen DIR %s "
+                        "adds one)", g->names[i] ? g->names[i] : "(unnamed)",
+                        ctx->s.security.keys, g->names[i] ? g->names[i] : "");
+            return STRATA_ECONFIG;
+        }
+    }
+    g->public_keys = t->keys;
+    g->secret_key = ctx->keys->secret;
+    return STRATA_OK;
+}
+
 int strata__host_open_named(strata_ctx_t *ctx, const char *name,
                       const strata_group_t *group, strata_transport_t **out)
 {
@@ -200,12 +240,14 @@ int strata__host_open_named(strata_ctx_t *ctx, const char *name,
                                                         : sizeof t->group;
     memcpy(&t->group, group, have);
     t->group.struct_size = sizeof t->group;
+    rc = give_keys(ctx, p, t);
     /* [transport.NAME] is the transport's own; the shared [transport] keys
      * (deprecated) belong to the transports the group's list names. */
     char list[512];
     scope_list(ctx, group->scope, list, sizeof list);
-    rc = strata__plugin_cfg(ctx, p, "transport", flat_mode(list, name),
-                            &t->cfg);
+    if (rc == STRATA_OK)
+        rc = strata__plugin_cfg(ctx, p, "transport", flat_mode(list, name),
+                                &t->cfg);
     if (rc == STRATA_OK) {
         t->env.struct_size = sizeof t->env;
         t->env.kind = STRATA_KIND_TRANSPORT;
@@ -217,6 +259,7 @@ int strata__host_open_named(strata_ctx_t *ctx, const char *name,
         rc = strata__plugin_init(p, ctx, &t->env, &t->pctx);
     }
     if (rc != STRATA_OK) {
+        free(t->keys);
         free(t->cfg);
         free(t);
         return rc;
@@ -320,6 +363,7 @@ static void host_t_close(strata_hctx_t *hc, strata_transport_t *t)
     if (!t)
         return;
     strata__plugin_fini(t->plugin, t->ctx, t->pctx);
+    free(t->keys);
     free(t->cfg);
     free(t);
 }

@@ -244,24 +244,40 @@ char *strata__plugin_search_path(const char *ini_path);
 /* Open <name>.so of `kind` along `search_path`: its strata_plugin_v2
  * symbol, else strata_plugin_v1 (served through the v1 adapter). Refuses,
  * with one log line each: file not found (listing every dir looked in),
- * dlopen failure, no symbol of a major this core speaks, a major that does
- * not match its symbol, struct_size too small, other
- * build signature, wrong kind, header name != file stem, missing init/fini.
+ * before dlopen a file that others could have written (the file, its
+ * directory or its link target's directory group- or world-writable, or
+ * owned by another user than root or the effective uid), dlopen failure,
+ * no symbol of a major this core speaks, a major that does not match its
+ * symbol, struct_size too small, other build signature, wrong kind, header
+ * name != file stem, missing init/fini.
  * Not found: STRATA_ENOPLUGIN; refused: STRATA_EABI; bad name or kind:
  * STRATA_EINVAL. On failure *out == NULL. */
 int  strata__plugin_open(const char *name, uint32_t kind,
                          const char *search_path, strata__plugin_t **out);
+/* flags of open_as and scan: [plugins] trust_path, no owner/mode check. */
+#define STRATA__PLUGIN_TRUST_PATH 1u
 /* The same, with the not-found line at `missing_level` (a transport missing
- * from a preference list is the next one's turn, not an error). */
+ * from a preference list is the next one's turn, not an error) and
+ * STRATA__PLUGIN_* `flags` (open: none). */
 int  strata__plugin_open_as(const char *name, uint32_t kind,
                             const char *search_path, int missing_level,
-                            strata__plugin_t **out);
+                            unsigned flags, strata__plugin_t **out);
 void strata__plugin_close(strata__plugin_t *p);
 /* Calls cb for every *.so along the search path (first occurrence of a name
  * wins, as for loading); status is 0 or the code open would return. */
-int  strata__plugin_scan(const char *search_path, strata_plugin_cb cb,
-                         void *user);
+int  strata__plugin_scan(const char *search_path, unsigned flags,
+                         strata_plugin_cb cb, void *user);
 const char *strata__kind_name(uint32_t kind);   /* "strategy" | "transport" */
+
+/* ---- fileio.c: files the user names (dump_vars, metrics_csv) ---------- */
+
+/* Write `len` bytes to `path`. Nothing or a regular file there: replaced
+ * atomically (temp file in the same directory, fsync, rename, fsync of the
+ * directory; on failure the old file stays). A FIFO, character device or
+ * socket: written in place, never replaced (a FIFO needs a reader already).
+ * A symbolic link, directory or anything else: refused. Every failure is
+ * one error line naming the path; returns 0 or STRATA_EIO. */
+int  strata__write_atomic(const char *path, const void *data, size_t len);
 
 /* ---- error.c ------------------------------------------------------------ */
 /* strata_strerror / strata_err_name are public (strata.h). */

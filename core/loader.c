@@ -1,8 +1,12 @@
-/* Plugin loader: find <name>.so along a search path, dlopen it and check its
- * header before the core touches any entry (rules 1-4, 11, 14 of STYLE.md).
- * Every refusal is one log line that names the file and both values. */
+/* Plugin loader: find <name>.so along a search path, refuse it before
+ * dlopen when others could have written it (unless [plugins] trust_path),
+ * dlopen it and check its header before the core touches any entry (rules
+ * 1-4, 11, 14 of STYLE.md). Every refusal is one log line that names the
+ * file and both values. */
 #include <dirent.h>
 #include <dlfcn.h>
+#include <errno.h>
+#include <libgen.h>
 #include <limits.h>
 #include <link.h>
 #include <stdio.h>
@@ -285,6 +289,69 @@ static void suggest(const char *name, const char *search_path, char *best, size_
     }
 }
 
+/* ---- trust: who could have written the file (cf. OpenSSH StrictModes) -- */
+
+/* `p`, the plugin `path` itself (`what` NULL) or the directory `what`
+ * names, must be owned by root or the effective uid and writable by no one
+ * else. */
+static int trusted(const char *path, const char *what, const char *p,
+                   int level)
+{
+    char subj[PATH_MAX + 40];
+    if (what)
+        snprintf(subj, sizeof subj, "%s %s", what, p);
+    else
+        snprintf(subj, sizeof subj, "it");
+    struct stat st;
+    if (stat(p, &st) != 0) {
+        strata__log(level, WHO, "%s: not loaded: cannot stat %s: %s", path,
+                    subj, strerror(errno));
+        return STRATA_EABI;
+    }
+    uid_t me = geteuid();
+    if (st.st_uid != 0 && st.st_uid != me) {
+        strata__log(level, WHO, "%s: not loaded: %s is owned by uid %u, "
+                    "neither root nor you (uid %u): chown it to one of them, "
+                    "or set [plugins] trust_path = yes to load it anyway",
+                    path, subj, (unsigned)st.st_uid, (unsigned)me);
+        return STRATA_EABI;
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        strata__log(level, WHO, "%s: not loaded: %s is %s-writable (mode "
+                    "%04o), so others could have replaced it: chmod go-w %s, "
+                    "or set [plugins] trust_path = yes to load it anyway",
+                    path, subj, st.st_mode & S_IWOTH ? "world" : "group",
+                    (unsigned)(st.st_mode & 07777), p);
+        return STRATA_EABI;
+    }
+    return 0;
+}
+
+/* The file, the directory that holds it and, when it is a symbolic link,
+ * the directory of its target. Ancestors are not checked. */
+static int check_trust(const char *path, int level)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    int rc = trusted(path, NULL, path, level);
+    if (rc == 0)
+        rc = trusted(path, "its directory", dirname(dir), level);
+    struct stat st;
+    if (rc == 0 && lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+        char *real = realpath(path, NULL);
+        if (!real) {
+            strata__log(level, WHO, "%s: not loaded: cannot resolve the "
+                        "link: %s", path, strerror(errno));
+            return STRATA_EABI;
+        }
+        snprintf(dir, sizeof dir, "%s", real);
+        free(real);
+        rc = trusted(path, "the directory of its target", dirname(dir),
+                     level);
+    }
+    return rc;
+}
+
 /* ---- checking one file -------------------------------------------------- */
 
 /* The vtable as each major first defined it: a plugin that declares less is
@@ -427,16 +494,19 @@ static int check_entries(const char *path, int level, const struct probe *pr)
     return 0;
 }
 
-/* dlopen `path` and check its header against `want` (0: either kind, the
- * header says which). Logs one line at `level` when refused. pr->dl is left
- * open, also on failure, so that a listing can read the header; the caller
- * closes it. */
+/* Check who could have written `path` (unless `flags` trust it), dlopen it
+ * and check its header against `want` (0: either kind, the header says
+ * which). Logs one line at `level` when refused. pr->dl is left open, also
+ * on failure, so that a listing can read the header; the caller closes it. */
 static int probe_file(const char *path, const char *stem, uint32_t want, int level,
-                      struct probe *pr)
+                      unsigned flags, struct probe *pr)
 {
     memset(pr, 0, sizeof *pr);
     pr->major = pr->minor = -1;
 
+    /* dlopen runs the file's constructors: nothing of it before this. */
+    if (!(flags & STRATA__PLUGIN_TRUST_PATH) && check_trust(path, level) != 0)
+        return STRATA_EABI;
     dlerror();
     pr->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!pr->dl) {
@@ -536,12 +606,12 @@ int strata__plugin_open(const char *name, uint32_t kind, const char *search_path
                         strata__plugin_t **out)
 {
     return strata__plugin_open_as(name, kind, search_path, STRATA_LOG_ERROR,
-                                  out);
+                                  0, out);
 }
 
 int strata__plugin_open_as(const char *name, uint32_t kind,
                            const char *search_path, int missing_level,
-                           strata__plugin_t **out)
+                           unsigned flags, strata__plugin_t **out)
 {
     if (!out)
         return STRATA_EINVAL;
@@ -576,7 +646,7 @@ int strata__plugin_open_as(const char *name, uint32_t kind,
         return not_found(name, kind, search_path, missing_level);
 
     struct probe pr;
-    int rc = probe_file(path, name, kind, STRATA_LOG_ERROR, &pr);
+    int rc = probe_file(path, name, kind, STRATA_LOG_ERROR, flags, &pr);
     strata__plugin_t *p = NULL;
     if (rc == 0 && (p = malloc(sizeof *p)) == NULL) {
         strata__log(STRATA_LOG_ERROR, WHO, "out of memory opening %s", path);
@@ -613,7 +683,8 @@ void strata__plugin_close(strata__plugin_t *p)
 
 /* Report one file. Errors are logged at debug level only: a listing shows
  * broken plugins through `status`, it does not spray error lines. */
-static void scan_one(const char *path, const char *stem, strata_plugin_cb cb, void *user)
+static void scan_one(const char *path, const char *stem, unsigned flags,
+                     strata_plugin_cb cb, void *user)
 {
     struct probe pr = { .major = -1, .minor = -1 };
     int rc;
@@ -622,7 +693,7 @@ static void scan_one(const char *path, const char *stem, strata_plugin_cb cb, vo
                     path, stem);
         rc = STRATA_EINVAL;
     } else {
-        rc = probe_file(path, stem, 0, STRATA_LOG_DEBUG, &pr);
+        rc = probe_file(path, stem, 0, STRATA_LOG_DEBUG, flags, &pr);
     }
     const strata_plugin_header_t *h = pr.hdr;
     cb(user, stem, strata__kind_name(h ? h->kind : 0), pr.major, pr.minor,
@@ -632,7 +703,8 @@ static void scan_one(const char *path, const char *stem, strata_plugin_cb cb, vo
         dlclose(pr.dl);               /* after cb: the strings live in the .so */
 }
 
-int strata__plugin_scan(const char *search_path, strata_plugin_cb cb, void *user)
+int strata__plugin_scan(const char *search_path, unsigned flags,
+                        strata_plugin_cb cb, void *user)
 {
     if (!cb)
         return STRATA_EINVAL;
@@ -665,7 +737,7 @@ int strata__plugin_scan(const char *search_path, strata_plugin_cb cb, void *user
             seen = ns;
             seen[nseen++] = v[i];            /* the list's string moves to seen */
             v[i] = NULL;
-            scan_one(path, seen[nseen - 1], cb, user);
+            scan_one(path, seen[nseen - 1], flags, cb, user);
             free(path);
         }
         free_list(v, nv);

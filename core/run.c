@@ -1,12 +1,8 @@
 /* Setting a run up (data, model, devices, the strategy and its variables),
  * its outputs (banner, metrics CSV, variable dump) and tearing it down. */
-#include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "checkpoint.h"
 #include "run.h"
@@ -267,6 +263,45 @@ static int setup_cluster(strata__run_t *run)
     return STRATA_OK;
 }
 
+/* [security]: the processes of a job authenticate and encrypt every
+ * connection with the job's keys (the transports do it; the core loads and
+ * checks the keys and hands them to every WORLD group). A job of one
+ * process has no connections to secure. */
+static int setup_security(strata__run_t *run)
+{
+    const strata__security_cfg_t *sec = &run->s->security;
+    const strata_cluster_t *c = &run->cluster.pub;
+    if (c->ntasks < 2)
+        return STRATA_OK;
+    if (sec->mode == STRATA__SEC_OFF) {
+        strata__log(STRATA_LOG_WARN, "security", "[security] mode = off: "
+                    "this job's %d processes talk in plaintext, without "
+                    "authentication; whoever reaches their ports can read "
+                    "and forge its messages", (int)c->ntasks);
+        return STRATA_OK;
+    }
+    /* strata launch makes keys for its job when the user gave none. */
+    const char *dir = sec->keys[0] ? sec->keys : getenv("STRATA_LAUNCH_KEYS");
+    if (!dir || !dir[0]) {
+        strata__log(STRATA_LOG_ERROR, "security", "this job has %d processes "
+                    "and no keys: make them with `strata keygen DIR TASK...` "
+                    "and set [security] keys = DIR (strata launch makes its "
+                    "own), or set [security] mode = off to run it "
+                    "unauthenticated and unencrypted", (int)c->ntasks);
+        return STRATA_ECONFIG;
+    }
+    char self[48];
+    strata__task_name(&c->tasks[c->self], self, sizeof self);
+    strata__keys_t *k = malloc(sizeof *k);
+    int rc = k ? strata__keys_load(dir, self, k) : STRATA_ENOMEM;
+    if (rc != STRATA_OK) {
+        free(k);
+        return rc == STRATA_EIO || rc == STRATA_ENOMEM ? rc : STRATA_ECONFIG;
+    }
+    run->ctx->keys = k;
+    return STRATA_OK;
+}
+
 /* A task that does not train (a ps, a separate coordinator) needs a
  * strategy that drives the job itself. */
 static int check_role(strata__run_t *run)
@@ -292,6 +327,8 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
         return STRATA_ENOMEM;
     run->crew_ok = 1;
     int rc = setup_cluster(run);
+    if (rc == STRATA_OK)
+        rc = setup_security(run);
     if (rc == STRATA_OK)
         rc = setup_data(run);
     if (rc == STRATA_OK) {
@@ -349,6 +386,11 @@ void strata__run_banner(const strata__run_t *run)
                 "%d worker%s x devices %s)\n", run->nreplicas * workers,
                 run->strategy->name, ctx->opened[0] ? ctx->opened : "none",
                 workers, workers == 1 ? "" : "s", devs);
+    if (run->cluster.pub.ntasks > 1)
+        strata__out(ctx, "security: %s\n", ctx->keys
+                    ? "CURVE: every connection between the job's processes "
+                      "authenticated and encrypted"
+                    : "off: plaintext, unauthenticated ([security] mode = off)");
     strata__out(ctx, "model: %zu parameters; %zu training samples, global "
                 "batch %d (%d per replica), %lld steps per epoch\n",
                 run->model.params, run->train.n, run->batch,
@@ -367,52 +409,6 @@ void strata__run_banner(const strata__run_t *run)
                 "state (%.2f x the model's %zu bytes)\n", run->strategy->name,
                 run->placed_bytes,
                 (double)run->placed_bytes / (double)model_bytes, model_bytes);
-}
-
-int strata__write_atomic(const char *path, const void *data, size_t len)
-{
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >=
-        (int)sizeof tmp)
-        return STRATA_EINVAL;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        strata__log(STRATA_LOG_ERROR, "output", "%s: cannot create: %s", tmp,
-                    strerror(errno));
-        return STRATA_EIO;
-    }
-    const char *p = data;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t n = write(fd, p, left);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        p += n;
-        left -= (size_t)n;
-    }
-    int err = left > 0 ? errno : 0;
-    if (!err && fsync(fd) != 0)
-        err = errno;
-    if (close(fd) != 0 && !err)
-        err = errno;
-    if (!err && rename(tmp, path) != 0)
-        err = errno;
-    if (err) {
-        strata__log(STRATA_LOG_ERROR, "output", "%s: cannot write: %s", path,
-                    strerror(err));
-        unlink(tmp);
-        return STRATA_EIO;
-    }
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return STRATA_OK;
 }
 
 int strata__metrics_append(strata__run_t *run, const strata__epoch_stats_t *st)
@@ -521,6 +517,10 @@ void strata__run_teardown(strata__run_t *run)
 {
     if (run->spctx)
         strata__plugin_fini(run->strategy, run->ctx, run->spctx);
+    if (run->ctx) {
+        free(run->ctx->keys);
+        run->ctx->keys = NULL;
+    }
     for (int i = 0; i < run->model.nvars; i++)
         free(run->model.vars[i].value);
     free(run->var_state);

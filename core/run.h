@@ -95,8 +95,5 @@ int  strata__metrics_append(strata__run_t *run, const strata__epoch_stats_t *st)
 int  strata__run_finish(strata__run_t *run);
 /* Frees everything; `run` itself too. */
 void strata__run_teardown(strata__run_t *run);
-/* Write `len` bytes to `path` atomically: temp file in the same directory,
- * fsync, rename, fsync of the directory. */
-int  strata__write_atomic(const char *path, const void *data, size_t len);
 
 #endif

@@ -50,6 +50,25 @@ int   strata__dev_copy(int32_t dst_dev, void *dst, int32_t src_dev,
 int   strata__dev_equal(int32_t dev_a, const void *a, int32_t dev_b,
                         const void *b, size_t bytes);
 
+/* ---- keys.c: the job's CURVE keys ([security] keys) --------------------- */
+
+#define STRATA__MAX_KEYS 1024
+typedef struct strata__key {
+    char name[64];            /* task, "worker:1"                          */
+    char pub[41];             /* Z85                                       */
+} strata__key_t;
+typedef struct strata__keys {
+    int           n;
+    strata__key_t key[STRATA__MAX_KEYS];
+    char          secret[41]; /* this task's, Z85                          */
+} strata__keys_t;
+
+/* Every public key of `dir` and the secret key of task `self`, checked
+ * (owner, mode, format); one error line for what is wrong. */
+int strata__keys_load(const char *dir, const char *self, strata__keys_t *k);
+/* The public key of task `name`, or NULL. */
+const char *strata__keys_public(const strata__keys_t *k, const char *name);
+
 /* ---- ctx.c / host.c ---------------------------------------------------- */
 
 typedef struct strata__loaded {
@@ -85,6 +104,9 @@ struct strata_ctx {
      * host evaluate/report/boundary act on. Main thread only. */
     struct strata__run *run;
     int                 v1_refs;       /* ABI 1 instances it holds (host_v1.c) */
+    /* The job's keys while a run of several processes is secured: the
+     * core hands them to every WORLD group it opens. NULL: plaintext. */
+    strata__keys_t     *keys;
 };
 
 /* The host table of ABI 2, handed with &ctx->hc to every plugin. */

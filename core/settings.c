@@ -38,7 +38,11 @@ static const strata_option_t k_train[] = {
         "replica devices, e.g. cpu:0, cpu:1 or gpu:0, gpu:1; "
         "empty = one cpu replica per core"),
     OPT("metrics_csv", STRATA_OPT_STRING, "", T, metrics_csv, NULL,
-        "write per-epoch loss and accuracy to this CSV file; empty = none"),
+        "write per-epoch loss and accuracy to this CSV file (all of it again "
+        "after every epoch); empty = none. A regular file is replaced "
+        "atomically (temp file, fsync, rename); a FIFO, character device or "
+        "socket is written in place (a FIFO needs a reader already); a "
+        "symbolic link or a directory is refused"),
     OPT("progress", STRATA_OPT_ENUM, "auto", T, progress,
         "auto|bar|line|none", "progress display (auto: bar on a terminal)"),
     OPT("eval", STRATA_OPT_BOOL, "true", T, eval, NULL,
@@ -142,8 +146,11 @@ static const strata_option_t k_debug[] = {
         "check after every step that all replicas hold bitwise-equal "
         "variables"),
     OPT("dump_vars", STRATA_OPT_STRING, "", T, dump_vars, NULL,
-        "write the final variables (raw float32 LE) to this file; "
-        "empty = none"),
+        "write the final variables (raw float32 LE) to this file; empty = "
+        "none. A regular file is replaced atomically (temp file, fsync, "
+        "rename); a FIFO, character device or socket is written in place (a "
+        "FIFO needs a reader already); a symbolic link or a directory is "
+        "refused"),
     OPT("hash_vars", STRATA_OPT_BOOL, "false", T, hash_vars, NULL,
         "every worker prints a hash of its final variables"),
     NUM("step_delay_ms", STRATA_OPT_INT, "0", T, step_delay_ms, 0, 600000,

@@ -158,6 +158,47 @@ static inline const char *spawn_strata_bin(void)
     return b && *b ? b : "strata";
 }
 
+/* Tasks started by hand (TF_CONFIG) form a job of several processes,
+ * which strata secures with CURVE keys as a user's job is: `strata keygen`
+ * makes them in a private temp dir for every task these tests start, and
+ * STRATA_SECURITY_KEYS hands them to every child. Removed at exit. */
+static char spawn_keys_dir_[64];
+
+static inline void spawn_keys_remove_(void)
+{
+    char cmd[128];
+    if (spawn_keys_dir_[0]) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", spawn_keys_dir_);
+        if (system(cmd) != 0) {
+            /* best effort: a temp dir */
+        }
+    }
+}
+
+static inline int spawn_job_keys(void)
+{
+    if (spawn_keys_dir_[0])
+        return 0;
+    snprintf(spawn_keys_dir_, sizeof spawn_keys_dir_,
+             "/tmp/strata-test-keysXXXXXX");
+    if (!mkdtemp(spawn_keys_dir_)) {
+        spawn_keys_dir_[0] = '\0';
+        return -1;
+    }
+    atexit(spawn_keys_remove_);
+    char *argv[] = { (char *)spawn_strata_bin(), "keygen", "--force",
+                     spawn_keys_dir_, "chief:0", "worker:0-15", "ps:0-7",
+                     "evaluator:0", NULL };
+    spawn_result_t *r = malloc(sizeof *r);
+    int ok = r && spawn_run(argv, 60, r) == 0 && r->code == 0;
+    if (!ok)
+        fprintf(stderr, "spawn_job_keys: strata keygen failed: %s\n",
+                r ? r->err : "out of memory");
+    free(r);
+    return ok && setenv("STRATA_SECURITY_KEYS", spawn_keys_dir_, 1) == 0
+               ? 0 : -1;
+}
+
 static inline int spawn_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

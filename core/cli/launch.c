@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -58,6 +60,9 @@ static const char *const k_usage =
     "started again, whole, up to R times; with a [checkpoint] dir it resumes\n"
     "from the newest checkpoint. Never restarted: a bad configuration or\n"
     "plugin (exit 2, 3), a task stopped on request (75), a signal to launch.\n"
+    "The tasks authenticate and encrypt their connections with CURVE keys\n"
+    "that launch makes for the job in a private temporary directory (unless\n"
+    "[security] keys names the job's own, or [security] mode = off).\n"
     "\n"
     "  -n, --workers N      worker tasks (default 2)\n"
     "      --ps M           parameter-server tasks (default 0)\n"
@@ -322,6 +327,39 @@ static int run_job(child_t *c, int n, char **targv, int *started)
     return code ? code : sup;
 }
 
+/* Ephemeral CURVE keys for the job's tasks in a private directory (0700,
+ * secret files 0600), so that a job on one machine is authenticated and
+ * encrypted with no setup. The tasks use them when [security] keys is not
+ * set (STRATA_LAUNCH_KEYS); launch removes them when the job is over. */
+static int make_job_keys(const child_t *c, int n, char *dir, size_t cap)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, cap, "%s/strata-keys-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "strata: launch: cannot make a key directory %s: "
+                "%s\n", dir, strerror(errno));
+        dir[0] = '\0';
+        return -1;
+    }
+    int rc = cli_keygen_dir(dir);
+    for (int i = 0; rc == 0 && i < n; i++)
+        rc = cli_keygen_task(dir, c[i].type, c[i].index, 0);
+    return rc == 0 && setenv("STRATA_LAUNCH_KEYS", dir, 1) == 0 ? 0 : -1;
+}
+
+static void remove_job_keys(const char *dir)
+{
+    DIR *d = dir[0] ? opendir(dir) : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            unlinkat(dirfd(d), e->d_name, 0);
+    if (d) {
+        closedir(d);
+        rmdir(dir);
+    }
+}
+
 static int parse_count(const char *flag, const char *v, int *out)
 {
     char *end;
@@ -402,6 +440,13 @@ int cli_launch(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    char keys[4096];
+    if (make_job_keys(c, n, keys, sizeof keys) != 0) {
+        remove_job_keys(keys);
+        free(c);
+        free(targv);
+        return 1;
+    }
     int code, started;
     for (int attempt = 0;; attempt++) {
         code = run_job(c, n, targv, &started);
@@ -416,6 +461,7 @@ int cli_launch(int argc, char **argv)
            code == 75 ? "stopped, run it again to resume" : code ? "failed"
                                                               : "done",
            started, started == 1 ? "" : "s", code);
+    remove_job_keys(keys);
     free(c);
     free(targv);
     return code;

@@ -1,5 +1,6 @@
 /* Loader: search path, open/close of good and broken fake plugins (one log
- * line each, naming the file and both values), first-wins, scan. */
+ * line each, naming the file and both values), first-wins, scan, and the
+ * owner/mode checks before dlopen ([plugins] trust_path skips them). */
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -320,7 +321,7 @@ static void test_scan(void)
 {
     static struct recs rs;
     capture_begin();
-    int rc = strata__plugin_scan(BOTH ":/nonexistent/dir:" D1, collect, &rs);
+    int rc = strata__plugin_scan(BOTH ":/nonexistent/dir:" D1, 0, collect, &rs);
     const char *log = capture_end();
     CHECK(rc == 0);
     CHECKF(log[0] == '\0', "scan logged: %s", log);
@@ -365,16 +366,16 @@ static void test_scan(void)
     static struct recs dbg;
     strata__log_set_level(STRATA_LOG_DEBUG);
     capture_begin();
-    strata__plugin_scan(D1, collect, &dbg);
+    strata__plugin_scan(D1, 0, collect, &dbg);
     log = capture_end();
     strata__log_set_level(STRATA_LOG_INFO);
     CHECKF(count_lines(log) == 12, "%d debug lines: %s", count_lines(log), log);
     CHECK(strstr(log, "fake_undef.so: cannot load") != NULL);
 
-    CHECK(strata__plugin_scan(BOTH, NULL, NULL) == STRATA_EINVAL);
+    CHECK(strata__plugin_scan(BOTH, 0, NULL, NULL) == STRATA_EINVAL);
     static struct recs none;
-    CHECK(strata__plugin_scan(NULL, collect, &none) == 0 && none.n == 0);
-    CHECK(strata__plugin_scan("/nonexistent/a:/nonexistent/b", collect, &none) == 0
+    CHECK(strata__plugin_scan(NULL, 0, collect, &none) == 0 && none.n == 0);
+    CHECK(strata__plugin_scan("/nonexistent/a:/nonexistent/b", 0, collect, &none) == 0
           && none.n == 0);
 }
 
@@ -403,7 +404,7 @@ static void test_scan_junk(void)
 
     static struct recs rs;
     capture_begin();
-    int rc = strata__plugin_scan(dir, collect, &rs);
+    int rc = strata__plugin_scan(dir, 0, collect, &rs);
     const char *log = capture_end();
     CHECK(rc == 0);
     CHECKF(log[0] == '\0', "scan logged: %s", log);
@@ -424,6 +425,144 @@ static void test_scan_junk(void)
     CHECK(rmdir(dir) == 0);
 }
 
+/* ---- trust: files and dirs others could write are refused ----------------- */
+
+/* `src` copied to `dst`, mode 0644 whatever the umask. */
+static void copy_file(const char *src, const char *dst)
+{
+    size_t n = 0;
+    void *buf = read_all(src, &n);
+    CHECKF(buf != NULL, "cannot read %s", src);
+    if (!buf)
+        return;
+    write_file(dst, buf, n);
+    free(buf);
+    CHECK(chmod(dst, 0644) == 0);
+}
+
+/* The fake plugin opened with [plugins] trust_path: loads, quietly. */
+static void expect_trusted_ok(const char *dir)
+{
+    strata__plugin_t *p = NULL;
+    capture_begin();
+    int rc = strata__plugin_open_as("fake_ok", STRATA_KIND_STRATEGY, dir,
+                                    STRATA_LOG_ERROR,
+                                    STRATA__PLUGIN_TRUST_PATH, &p);
+    const char *log = capture_end();
+    CHECKF(rc == 0 && p != NULL, "trusted: rc %s: %s", strata_err_name(rc),
+           log);
+    CHECKF(log[0] == '\0', "trusted: logged: %s", log);
+    strata__plugin_close(p);
+}
+
+/* A scan of `dir` lists fake_ok with `status`; at debug level a refusal
+ * says why in one line holding `why`. */
+static void expect_scan(const char *dir, unsigned flags, int status,
+                        const char *why)
+{
+    static struct recs rs;
+    memset(&rs, 0, sizeof rs);
+    strata__log_set_level(STRATA_LOG_DEBUG);
+    capture_begin();
+    int rc = strata__plugin_scan(dir, flags, collect, &rs);
+    const char *log = capture_end();
+    strata__log_set_level(STRATA_LOG_INFO);
+    CHECK(rc == 0);
+    expect_rec(&rs, "fake_ok", status ? "unknown" : "strategy",
+               status ? -1 : 2, status, dir);
+    if (why)
+        CHECKF(count_lines(log) == 1 && strstr(log, why), "scan: %s", log);
+    else
+        CHECKF(log[0] == '\0', "scan logged: %s", log);
+}
+
+static void test_trust(void)
+{
+    char dir[] = "/tmp/strata_loader_trust_XXXXXX";
+    char other[] = "/tmp/strata_loader_other_XXXXXX";
+    if (!mkdtemp(dir) || !mkdtemp(other)) {
+        CHECK(!"mkdtemp");
+        return;
+    }
+    char so[256], why[512];
+    snprintf(so, sizeof so, "%s/fake_ok.so", dir);
+    copy_file(D1 "/fake_ok.so", so);
+
+    /* mkdtemp's 0700 dir and a 0644 file of ours: fine. */
+    strata__plugin_close(expect_ok("fake_ok", STRATA_KIND_STRATEGY, dir));
+    expect_scan(dir, 0, 0, NULL);
+
+    /* A world-writable dir: refused (naming it, its mode and the fixes),
+     * listed as broken; trust_path loads it. */
+    CHECK(chmod(dir, 0777) == 0);
+    snprintf(why, sizeof why, "%s: not loaded: its directory %s is "
+             "world-writable (mode 0777)", so, dir);
+    char fix[300];
+    snprintf(fix, sizeof fix, "chmod go-w %s, or set [plugins] trust_path = "
+             "yes to load it anyway", dir);
+    expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EABI, why, fix,
+                NULL);
+    expect_trusted_ok(dir);
+    expect_scan(dir, 0, STRATA_EABI, why);
+    expect_scan(dir, STRATA__PLUGIN_TRUST_PATH, 0, NULL);
+    /* The sticky bit (/tmp) does not make it safe: anyone may put a
+     * fake_ok.so there before you do. */
+    CHECK(chmod(dir, 01777) == 0);
+    expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EABI,
+                "world-writable (mode 1777)", NULL);
+    CHECK(chmod(dir, 0770) == 0);
+    expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EABI,
+                "group-writable (mode 0770)", NULL);
+    CHECK(chmod(dir, 0755) == 0);
+
+    /* A group-writable file. */
+    CHECK(chmod(so, 0664) == 0);
+    snprintf(why, sizeof why, "%s: not loaded: it is group-writable (mode "
+             "0664)", so);
+    snprintf(fix, sizeof fix, "chmod go-w %s,", so);
+    expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EABI, why, fix,
+                "trust_path = yes", NULL);
+    expect_trusted_ok(dir);
+    CHECK(chmod(so, 0644) == 0);
+
+    /* A link to a file in a world-writable dir: that dir counts too. */
+    char target[256];
+    snprintf(target, sizeof target, "%s/fake_ok.so", other);
+    copy_file(D1 "/fake_ok.so", target);
+    CHECK(chmod(other, 0777) == 0);
+    CHECK(unlink(so) == 0 && symlink(target, so) == 0);
+    snprintf(why, sizeof why, "%s: not loaded: the directory of its target "
+             "%s is world-writable (mode 0777)", so, other);
+    expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EABI, why, NULL);
+    CHECK(chmod(other, 0755) == 0);
+    strata__plugin_close(expect_ok("fake_ok", STRATA_KIND_STRATEGY, dir));
+    CHECK(unlink(so) == 0);
+    copy_file(D1 "/fake_ok.so", so);
+
+    /* Owned by another user than root or us (root only: chown). */
+    if (geteuid() == 0) {
+        CHECK(chown(so, 65534, 65534) == 0);
+        snprintf(why, sizeof why, "%s: not loaded: it is owned by uid 65534, "
+                 "neither root nor you (uid 0)", so);
+        expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EABI, why,
+                    "trust_path = yes", NULL);
+        expect_trusted_ok(dir);
+        CHECK(chown(so, 0, 0) == 0 && chown(dir, 65534, 65534) == 0);
+        snprintf(why, sizeof why, "%s: not loaded: its directory %s is owned "
+                 "by uid 65534", so, dir);
+        expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EABI, why,
+                    NULL);
+        CHECK(chown(dir, 0, 0) == 0);
+        strata__plugin_close(expect_ok("fake_ok", STRATA_KIND_STRATEGY, dir));
+    } else {
+        printf("skipped: the owner checks need root (chown)\n");
+    }
+
+    unlink(so);
+    unlink(target);
+    CHECK(rmdir(dir) == 0 && rmdir(other) == 0);
+}
+
 int main(void)
 {
     strata__log_set_level(STRATA_LOG_INFO);
@@ -437,5 +576,6 @@ int main(void)
     test_env();
     test_scan();
     test_scan_junk();
+    test_trust();
     return CHECK_DONE();
 }

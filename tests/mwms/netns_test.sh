@@ -36,6 +36,10 @@ ip -n "$a" addr add "$ipa/30" dev veth-a && ip -n "$b" addr add "$ipb/30" dev ve
 ip -n "$a" link set veth-a up && ip -n "$b" link set veth-b up &&
 ip -n "$a" link set lo up && ip -n "$b" link set lo up || skip "cannot configure the veth pair"
 
+# The job's keys, as on a shared filesystem: both "machines" read one dir.
+"$bin" keygen "$tmp/keys" worker:0-1 >/dev/null || { echo "FAILED: strata keygen"; exit 1; }
+export STRATA_SECURITY_KEYS=$tmp/keys
+
 # Fresh namespaces have every port free; vary them anyway.
 pa=$((20000 + RANDOM % 20000)) pb=$((20000 + RANDOM % 20000))
 cluster="\"worker\": [\"$ipa:$pa\", \"$ipb:$pb\"]"

@@ -12,9 +12,13 @@
  *   twice          worker:1 killed and restarted twice
  *   pskill         ps:1 killed: the coordinator exits non-zero within its
  *                  deadline, naming ps:1
- *   replay         malformed messages, replayed pushes and a worker's
- *                  STATE_PUT/STATE_REQ sent to ps:0 with a raw zmq socket
- *                  change nothing (its counters say so)
+ *   replay         in plaintext ([security] mode = off): malformed
+ *                  messages, replayed pushes (one with a step id not run
+ *                  yet), and a worker's STATE_PUT/STATE_REQ sent to ps:0
+ *                  with a raw zmq socket change nothing: the pushes' leases
+ *                  do not match (its counters say so)
+ *   stranger       the secured job: a plaintext socket and a CURVE client
+ *                  with a foreign key reach nothing (ZAP refuses the key)
  *   ckpt_pskill    ps:1 killed (-9) after the coordinator's checkpoint of
  *                  step 300: the job fails; restarted whole, it resumes
  *                  from that checkpoint (every ps takes its shards back),
@@ -30,6 +34,7 @@
 #include <zmq.h>
 
 #include "check.h"
+#include "hostile.h"
 #include "ps_job.h"
 #include "testutil.h"
 #include "../../plugins/strategy/ps/ps_part.h"
@@ -368,13 +373,17 @@ static size_t ps0_values(const char *spec)
     return n;
 }
 
+/* What the ps refuses on its own, beneath the transport's authentication:
+ * the job runs in plaintext here ([security] mode = off), so that a raw
+ * socket reaches the ps at all (the "stranger" scenario is the secured
+ * job, which such a socket never reaches). */
 static void replay(void)
 {
     char *more[] = { "train.epochs=3", "data.limit_train=12000",
-                     "strategy.partitioner=fixed:3" };
+                     "strategy.partitioner=fixed:3", "security.mode=off" };
     char *sets[JOB_SETS];
     int n;
-    sets_with(sets, &n, more, 3);
+    sets_with(sets, &n, more, 4);
     job_t j;
     job_init(&j, 3, 2, sets, n);
     job_start_all(&j);
@@ -407,6 +416,11 @@ static void replay(void)
     push.attempt = 2;
     ps_wire_pack(&push, msg);
     raw(s, w0, msg, len);                         /* a late second attempt */
+    push.step = 3 * 375 - 1;                      /* a step not run yet:  */
+    push.attempt = 1;                             /* without the lease    */
+    ps_wire_pack(&push, msg);                     /* check it would be    */
+    raw(s, w0, msg, len);                         /* applied, and the real */
+                                                  /* one discarded        */
     ps_hdr_t put = { .type = PS_STATE_PUT, .sender = w0, .step = 0, .b = 0,
                      .count = (uint32_t)count };
     ps_wire_pack(&put, msg);
@@ -424,11 +438,81 @@ static void replay(void)
     CHECK(ps_counts(j.t[ps0].err, "ps:0", &c) == 0);
     printf("ps:0: applied %lld, %lld duplicates, %lld malformed\n", c.applied,
            c.dups, c.malformed);
-    CHECKF(c.dups == 2 && c.malformed == 5, "ps:0 counters");
+    /* Every forged push is refused by its lease (none is a duplicate):
+     * bad magic, short count, PING, the three pushes, STATE_PUT, STATE_REQ. */
+    CHECKF(c.dups == 0 && c.malformed == 8, "ps:0 counters");
+    CHECKF(strstr(j.t[ps0].err, "its lease is not the coordinator's"),
+           "the ps did not name the lease");
     CHECKF(strstr(j.t[ps0].err, "p2p: dropped a malformed message") != NULL,
            "the transport did not report the junk frame");
     double acc = test_accuracy(j.t[0].out);
     CHECKF(acc > 0.75, "accuracy %.4f: the replayed push did harm", acc);
+    if (check_failed_ || getenv("PS_TEST_VERBOSE"))
+        dump(&j);
+    job_free(&j);
+}
+
+/* A secured job (the default: keys from strata keygen) and strangers at a
+ * ps task's port while it trains: a plaintext socket sending junk and a
+ * forged push of a huge gradient, and a CURVE client with a key of its own
+ * (it knows the ps's public key, which is no secret) sending the same
+ * push. Neither reaches the ps: the plaintext one fails the handshake, the
+ * CURVE one is refused by the ZAP handler, counted and logged with its
+ * address. The job ends exactly once and as accurate as without them. */
+static void stranger(void)
+{
+    char *more[] = { "train.epochs=2", "data.limit_train=12000",
+                     "strategy.partitioner=fixed:3" };
+    char *sets[JOB_SETS];
+    int n;
+    sets_with(sets, &n, more, 3);
+    job_t j;
+    job_init(&j, 3, 2, sets, n);
+    job_start_all(&j);
+    CHECK(job_await(&j, 0, 1, "Epoch 1/2", 120) == 0);
+    int ps0 = job_task(&j, "ps", 0), w0 = job_task(&j, "worker", 0);
+    char ep[64], pspub[41] = "", mypub[41], mysec[41], path[128];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", j.t[ps0].port);
+    snprintf(path, sizeof path, "%s/ps-0.key", spawn_keys_dir_);
+    CHECK(hostile_cert_key(path, pspub) == 0);
+    CHECK(zmq_curve_keypair(mypub, mysec) == 0);
+    void *zc = zmq_ctx_new();
+    void *plain = zmq_socket(zc, ZMQ_DEALER), *curve = zmq_socket(zc, ZMQ_DEALER);
+    int linger = 2000;
+    zmq_setsockopt(plain, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(curve, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(curve, ZMQ_CURVE_SERVERKEY, pspub, 41);
+    zmq_setsockopt(curve, ZMQ_CURVE_PUBLICKEY, mypub, 41);
+    zmq_setsockopt(curve, ZMQ_CURVE_SECRETKEY, mysec, 41);
+    CHECK(zmq_connect(plain, ep) == 0 && zmq_connect(curve, ep) == 0);
+    size_t count = ps0_values("fixed:3");
+    size_t len = PS_HDR_SIZE + count * sizeof(float);
+    unsigned char *msg = calloc(1, len);
+    for (size_t i = 0; i < count; i++)
+        memcpy(msg + PS_HDR_SIZE + 4 * i, &(float){ 1e3f }, 4);
+    ps_hdr_t push = { .type = PS_PUSH, .sender = w0, .attempt = 1, .step = 0,
+                      .req = 1, .a = 0, .f = 0.5, .count = (uint32_t)count };
+    ps_wire_pack(&push, msg);
+    zmq_send(plain, "junk", 4, ZMQ_DONTWAIT);
+    raw(plain, w0, msg, len);
+    raw(curve, w0, msg, len);
+    free(msg);
+    job_wait_all(&j, 240);
+    zmq_close(plain);
+    zmq_close(curve);
+    zmq_ctx_term(zc);
+    all_ok(&j);
+    exactly_once(&j, 2 * 375, 2);
+    counts_t c = { -1, -1, -1 };
+    CHECK(ps_counts(j.t[ps0].err, "ps:0", &c) == 0);
+    CHECKF(c.dups == 0 && c.malformed == 0, "ps:0: %lld duplicates, %lld "
+           "malformed: a stranger's message reached the ps", c.dups,
+           c.malformed);
+    CHECKF(strstr(j.t[ps0].err, "dropped a connection from 127.0.0.1") &&
+           strstr(j.t[ps0].err, "refused by ZAP"),
+           "the ps did not report the stranger's key");
+    double acc = test_accuracy(j.t[0].out);
+    CHECKF(acc > 0.75, "accuracy %.4f: a stranger's push did harm", acc);
     if (check_failed_ || getenv("PS_TEST_VERBOSE"))
         dump(&j);
     job_free(&j);
@@ -583,6 +667,7 @@ int main(int argc, char **argv)
     if (access(DATA, R_OK) != 0)
         CHECK_SKIP("Fashion-MNIST not installed");
     signal(SIGPIPE, SIG_IGN);
+    CHECK(spawn_job_keys() == 0);
     g_scenario = argc > 1 ? argv[1] : "roles";
     if (!strcmp(g_scenario, "roles"))
         roles();
@@ -596,6 +681,8 @@ int main(int argc, char **argv)
         pskill();
     else if (!strcmp(g_scenario, "replay"))
         replay();
+    else if (!strcmp(g_scenario, "stranger"))
+        stranger();
     else if (!strcmp(g_scenario, "ckpt_pskill"))
         ckpt_pskill();
     else if (!strcmp(g_scenario, "ckpt_stop"))

@@ -179,7 +179,7 @@ static void wire(void)
 #define MUTATE(off, val) (memcpy(c, b, sizeof c), c[off] = (unsigned char)(val))
     MUTATE(0, 'X');
     CHECK(unpack(c, sizeof c, &o) == -1);      /* magic */
-    MUTATE(4, 2);
+    MUTATE(4, PS_WIRE_VERSION + 1);
     CHECK(unpack(c, sizeof c, &o) == -1);      /* version */
     MUTATE(6, 0);
     CHECK(unpack(c, sizeof c, &o) == -1);      /* type 0 */

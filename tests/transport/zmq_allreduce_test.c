@@ -462,7 +462,10 @@ static void fail(void)
     run_missing(3, 2);
 }
 
-/* ---- proto: a raw socket sends garbage to rank 0 ----------------------- */
+/* ---- proto: a stranger's socket sends garbage to rank 0 ----------------- */
+
+/* The garbage is dropped and counted, with the stranger's address, and the
+ * job goes on: a stray message must not shake it. */
 
 static void run_garbage(const void *msg, size_t len, const char *what)
 {
@@ -489,16 +492,16 @@ static void run_garbage(const void *msg, size_t len, const char *what)
 
     char *e = slurp(ps[0].err);
     int code = exit_code(&ps[0]);
-    int ok = code == EXIT_EPROTO && strstr(e, "refused") != NULL
-             && strstr(e, "127.0.0.1") != NULL;
-    CHECKF(ok, "%s: rank 0 exit %d (want %d, not a crash)", what, code,
-           EXIT_EPROTO);
+    int ok = code == 0 && strstr(e, "dropped a message from 127.0.0.1")
+                          != NULL;
+    CHECKF(ok, "%s: rank 0 exit %d (want 0, the garbage dropped with a "
+           "warning naming 127.0.0.1)", what, code);
     if (!ok || g_verbose)
         dump(&ps[0], 0);
-    CHECKF(exit_code(&ps[1]) > 0, "%s: rank 1 exit %d", what,
+    CHECKF(exit_code(&ps[1]) == 0, "%s: rank 1 exit %d", what,
            exit_code(&ps[1]));
     free(e);
-    printf("%s refused in %.2f s\n", what, now_s() - t0);
+    printf("%s dropped, job done in %.2f s\n", what, now_s() - t0);
 }
 
 /* Members that disagree on the collective: refused as EPROTO, not applied. */

@@ -5,18 +5,23 @@
     report.py results.txt
 
 Input lines: "RESULT <impl> <n> <bytes> <seconds per call> <iterations>",
-impl one of strata_tcp, strata_shm, mpi_tcp, mpi_shm, gloo.
+impl one of strata_tcp, strata_zmq, strata_curve, strata_shm, mpi_tcp,
+mpi_shm, gloo (strata_zmq: plaintext through zmq, no direct sockets;
+strata_curve: the same link secured with CURVE, as a secured job runs).
 
 Targets (each checked for every n):
   tcp-64K+  strata tcp at least as fast as MPI over tcp, every size >= 64 KiB
   gloo-1M   strata tcp at least 2x as fast as gloo at 1 MiB
   lat-4K    strata tcp 4 KiB time at most 2x MPI over tcp's
   shm-1M/16M  strata shm bus bandwidth >= 70 % of MPI shared memory's
+  curve-1M+ CURVE time at most 1.5x the plaintext time (strata_tcp, what a
+            job without security runs), every size >= 1 MiB
 """
 import statistics
 import sys
 
-IMPLS = ["strata_tcp", "mpi_tcp", "strata_shm", "mpi_shm", "gloo"]
+IMPLS = ["strata_tcp", "strata_zmq", "strata_curve", "mpi_tcp",
+         "strata_shm", "mpi_shm", "gloo"]
 
 
 def fmt_t(t):
@@ -52,8 +57,8 @@ def main():
 
     print("time per call (median of launches) and bus bandwidth GB/s")
     head = f"{'n':>2} {'size':>7} |" + "|".join(f"{i:>19} " for i in IMPLS)
-    print(head + "| tcp/mpi  shm/mpi  tcp/gloo")
-    print("-" * len(head) + "+" + "-" * 27)
+    print(head + "| tcp/mpi  shm/mpi  tcp/gloo  curve/tcp curve/zmq")
+    print("-" * len(head) + "+" + "-" * 47)
     for n in ns:
         for b in sizes:
             cells = []
@@ -63,10 +68,16 @@ def main():
             def ratio(a, c):  # speed of a relative to c (>1: a faster)
                 x, y = t(a, n, b), t(c, n, b)
                 return f"{y / x:6.2f}x" if x and y else "     - "
+
+            def slower(a, c):  # time of a relative to c (>1: a slower)
+                x, y = t(a, n, b), t(c, n, b)
+                return f"{x / y:6.2f}x" if x and y else "     - "
             print(f"{n:>2} {fmt_size(b):>7} |" + "|".join(cells) + "| "
                   + ratio("strata_tcp", "mpi_tcp") + "  "
                   + ratio("strata_shm", "mpi_shm") + "  "
-                  + ratio("strata_tcp", "gloo"))
+                  + ratio("strata_tcp", "gloo") + "   "
+                  + slower("strata_curve", "strata_tcp") + "   "
+                  + slower("strata_curve", "strata_zmq"))
     print()
     print("targets (speed ratios: >1 means strata is faster)")
     checks = []
@@ -88,6 +99,11 @@ def main():
             if ss and ms:
                 checks.append((f"n={n} shm {fmt_size(b)} >= 70% MPI shm busbw",
                                ms / ss, 0.7))
+        for b in sizes:
+            cu, pl = t("strata_curve", n, b), t("strata_tcp", n, b)
+            if b >= 1 << 20 and cu and pl:
+                checks.append((f"n={n} CURVE {fmt_size(b)} <= 1.5x plaintext",
+                               1.5 * pl / cu, 1.0))
     passed = 0
     for what, ratio, need in checks:
         ok = ratio >= need

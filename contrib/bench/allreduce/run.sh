@@ -50,7 +50,7 @@ OUT=${OUT:-$(mktemp -d /tmp/strata-allreduce-XXXXXX)}
 mkdir -p "$OUT"
 mpicc -O2 -o "$OUT/mpi_allreduce" "$here/mpi_allreduce.c"
 ${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -I"$root/include" \
-    -o "$OUT/strata_allreduce" "$here/strata_allreduce.c" -ldl
+    -o "$OUT/strata_allreduce" "$here/strata_allreduce.c" -ldl -lzmq
 mpirun=mpirun
 [ "$(id -u)" -ne 0 ] || mpirun="mpirun --allow-run-as-root"
 # Open MPI's tcp path must be ob1 + the tcp BTL (no UCX, no shared memory).
@@ -77,6 +77,12 @@ for n in $ns; do
         echo "run.sh: n=$n, launch $k of $launches" >&2
         run strata_tcp "$OUT/strata_allreduce" -p "$plugin" -n "$n" \
             -o shm=off $sizes
+        # Encryption off and on, both through zmq (a secured job has no
+        # plain-TCP direct sockets): the cost of CURVE.
+        run strata_zmq "$OUT/strata_allreduce" -p "$plugin" -n "$n" \
+            -o shm=off -o direct=off $sizes
+        run strata_curve "$OUT/strata_allreduce" -p "$plugin" -n "$n" \
+            -o shm=off -k curve $sizes
         run mpi_tcp $mpi_tcp -np "$n" "$OUT/mpi_allreduce" $sizes
         run strata_shm "$OUT/strata_allreduce" -p "$plugin" -n "$n" \
             -o shm=auto $sizes

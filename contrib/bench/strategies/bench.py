@@ -346,11 +346,17 @@ def run_once(a, ctx, strategy, n, cond, tag):
         for t in tasks:
             cluster.setdefault(t[0], []).append(
                 "%s:%d" % (nets.addr(slot[t]), port))
+        # The job's CURVE keys, as a user makes them for tasks started by
+        # hand (strata launch makes its own).
+        keys = os.path.join(d, "keys-" + tag)
+        subprocess.run([ctx["strata"], "keygen", keys] +
+                       ["%s:%d" % t for t in tasks], check=True,
+                       stdout=subprocess.DEVNULL)
         procs = []
         for t in tasks:
             tf = json.dumps({"cluster": cluster,
                              "task": {"type": t[0], "index": t[1]}})
-            env = dict(os.environ, TF_CONFIG=tf)
+            env = dict(os.environ, TF_CONFIG=tf, STRATA_SECURITY_KEYS=keys)
             cmd = ["ip", "netns", "exec", nets.ns[slot[t]], ctx["strata"],
                    "train", "-c", ini_of(strategy)] + sets
             log = os.path.join(d, "%s-%s%d.log" % (tag, t[0], t[1]))

@@ -95,11 +95,24 @@ typedef struct strata_group {
     const char    *tag;          /* unique name of this group within the job        */
     /* ---- ABI 1.3 (STRATA_HAS_FIELD(strata_group_t, g, flags)) ---- */
     uint32_t       flags;        /* STRATA_GROUP_*: what the opener asks of it      */
+    /* ---- ABI 2.1 (STRATA_HAS_FIELD(strata_group_t, g, public_keys)) ---- */
+    /* Security, filled in by the core (never by a strategy) when the job
+     * runs with [security] on: WORLD groups only. NULL: plaintext. */
+    const char *const *public_keys; /* `size` CURVE public keys, Z85 text of
+                                     * 40 characters, in rank order: the only
+                                     * peers this member may accept          */
+    const char    *secret_key;   /* this member's CURVE secret key, Z85 (40);
+                                  * owned by the core, valid until fini      */
 } strata_group_t;
 
 /* strata_group_t.flags */
 #define STRATA_GROUP_P2P 0x1u /* point to point: members send()/recv() to one
                                * another; a transport that cannot declines */
+/* A group with public_keys set must be authenticated and encrypted: every
+ * connection admits only the listed keys, and a message's sender is the
+ * member whose key authenticated the connection, never a field of the
+ * message. A transport that cannot do that declines the group (the core
+ * never hands such a group to a transport built for ABI 2.0). */
 
 struct strata_host_v1;
 

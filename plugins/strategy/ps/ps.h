@@ -66,6 +66,9 @@ typedef struct ps {
     uint64_t                incarnation;
     atomic_ullong           next_req;
     atomic_llong            malformed;     /* dropped by ps_net_recv       */
+    /* leases (ps_lease.c): the coordinator's key, which ps tasks learn */
+    unsigned char           lease_key[16];
+    int                     lease_key_set;
     /* placement (same on every task) */
     ps_part_t               part;
     ps_place_t              place;
@@ -146,5 +149,17 @@ int  ps_worker_push(ps_t *p, const strata_op_t *op);
  * used by the coordinator (handler: its messages that are no PARAMS). */
 typedef int (*ps_other_fn)(ps_t *p, const ps_msg_t *m);
 int  ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other);
+
+/* ---- ps_lease.c -------------------------------------------------------- */
+
+/* The coordinator's key, drawn at start. */
+int     ps_lease_new_key(ps_t *p);
+/* The key as a PING's a and b, and back (a ps learns it so). */
+void    ps_lease_key_out(const ps_t *p, int64_t *a, int64_t *b);
+void    ps_lease_key_in(ps_t *p, int64_t a, int64_t b);
+/* The lease of `step`, `attempt` handed to group member `member`. */
+int64_t ps_lease(const ps_t *p, int64_t step, int32_t attempt, int member);
+/* A step id mixed over 64 bits: the digest of a set of steps is the XOR. */
+uint64_t ps_step_mix(int64_t step);
 
 #endif /* PS_H */

@@ -56,7 +56,7 @@ int ps_coord_init(ps_t *p)
     for (int i = 0; i < p->nworkers; i++)
         co->w[i].batch = -1;
     co->lost_ms = 6 * p->cfg.heartbeat_ms;
-    return STRATA_OK;
+    return ps_lease_new_key(p);
 }
 
 void ps_coord_fini(ps_t *p)
@@ -196,6 +196,7 @@ static void assign(ps_t *p, int wi, const ps_msg_t *m)
         r.attempt = attempt;
         r.epoch = co->s.epoch;
         r.a = b;
+        r.c = ps_lease(p, r.step, attempt, m->from);
         w->batch = b;
     }
     int rc = ps_net_send(p, m->from, &r, NULL, 0, reply_ms(p));
@@ -254,6 +255,7 @@ static int tick(ps_t *p)
         co->next_ping = now + p->cfg.heartbeat_ms;
         for (int j = 0; j < p->nps; j++) {
             ps_hdr_t h = { .type = PS_PING, .step = -1, .req = ps_net_req(p) };
+            ps_lease_key_out(p, &h.a, &h.b);
             (void)ps_net_send(p, p->ps_member[j], &h, NULL, 0, 50);
         }
         now = ps_now_ms();
@@ -356,6 +358,29 @@ static int request(ps_t *p, int member, ps_hdr_t *h, const float *payload,
         rc = STRATA_OK;
     }
     return rc;
+}
+
+/* Every ps learns the lease key (a PING carries it) before a step is
+ * handed out: its PONG says it has it, so that no push of the job meets a
+ * ps that cannot check it. */
+static int hand_lease_key(ps_t *p)
+{
+    for (int j = 0; j < p->nps; j++) {
+        int member = p->ps_member[j];
+        ps_hdr_t h = { .type = PS_PING, .step = -1 };
+        ps_lease_key_out(p, &h.a, &h.b);
+        ps_msg_t m;
+        int rc = request(p, member, &h, NULL, 0, PS_PONG,
+                         ps_now_ms() + p->timeout_ms, &m);
+        if (rc != STRATA_OK) {
+            ps_log(p, STRATA_LOG_ERROR, "%s (%s) did not answer the "
+                   "coordinator within %.1f s (strategy.timeout_s): %s",
+                   ps_name(p, member), ps_addr(p, member),
+                   p->timeout_ms / 1000.0, ps_strerror(rc));
+            return rc;
+        }
+    }
+    return STRATA_OK;
 }
 
 /* STRATA_CTL_STATE_GET at a step boundary: every part of every ps's state
@@ -571,7 +596,17 @@ static int finish_ps(ps_t *p)
         if (rc != STRATA_OK)
             break;
         dups += m.h.b;
-        if (m.h.a != co->total_done) {
+        uint64_t want = 0;
+        for (int64_t s = 0; s < co->total_done; s++)
+            want ^= ps_step_mix(s);
+        if (m.h.a == co->total_done && (uint64_t)m.h.step != want) {
+            bad++;
+            ps_log(p, STRATA_LOG_ERROR, "exactly once: %s applied %lld steps, "
+                   "as many as were scheduled, but not the same ones (digest "
+                   "%016llx, scheduled %016llx)", ps_name(p, member),
+                   (long long)m.h.a, (unsigned long long)m.h.step,
+                   (unsigned long long)want);
+        } else if (m.h.a != co->total_done) {
             bad++;
             ps_log(p, STRATA_LOG_ERROR, "exactly once: %s applied %lld steps, "
                    "but %lld were scheduled", ps_name(p, member),
@@ -585,7 +620,8 @@ static int finish_ps(ps_t *p)
     }
     if (rc == STRATA_OK && !bad)
         ps_log(p, STRATA_LOG_INFO, "exactly once: each of the %d ps tasks "
-               "applied every one of the %lld scheduled steps once (%lld "
+               "applied every one of the %lld scheduled steps once, those "
+               "and no others (%lld "
                "re-scheduled, %lld of them after a stale push; %lld duplicate "
                "pushes discarded)", p->nps, (long long)co->total_done,
                (long long)co->rescheduled, (long long)co->stale,
@@ -627,7 +663,9 @@ int ps_coord_drive(ps_t *p, const strata_drive_t *d)
     }
     int64_t step0 = first_epoch * co->spe + first_batch;
     co->total_done = step0;
-    int rc = co->rs ? push_state(p, step0) : STRATA_OK;
+    int rc = hand_lease_key(p);
+    if (rc == STRATA_OK && co->rs)
+        rc = push_state(p, step0);
     int64_t left = d->max_steps > 0 ? d->max_steps - step0 : INT64_MAX;
     for (int e = first_epoch; rc == STRATA_OK && e < d->epochs && left > 0;
          e++) {

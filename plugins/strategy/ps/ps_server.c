@@ -21,6 +21,7 @@ struct ps_server {
     int64_t        nsteps;
     int64_t        version;    /* steps applied here                       */
     int64_t        ndup, nstale, nrefused;
+    uint64_t       digest;     /* XOR of ps_step_mix over applied steps   */
     int64_t        last_coord; /* when the coordinator last spoke          */
     /* checkpoints: parts of the state, slot-major, count values each     */
     float         *state;      /* (1 + state_slots) x count                */
@@ -140,8 +141,19 @@ static int on_push(ps_t *p, const ps_msg_t *m)
     }
     ps_hdr_t r = { .type = PS_PUSH_ACK, .req = h->req, .step = h->step,
                    .attempt = h->attempt };
+    if (p->lease_key_set &&
+        h->c != ps_lease(p, h->step, h->attempt, m->from)) {
+        refuse(p, m, "its lease is not the coordinator's for this step, "
+               "attempt and worker (forged, or replayed with another step)");
+        return STRATA_OK;
+    }
     unsigned char bit = (unsigned char)(1u << (h->step & 7));
-    if (s->applied[h->step >> 3] & bit) {
+    if (!p->lease_key_set) {
+        /* No PING from the coordinator yet: the push cannot be checked.
+         * Stale: the coordinator hands the step out again. */
+        r.status = PS_STALE;
+        s->nstale++;
+    } else if (s->applied[h->step >> 3] & bit) {
         r.status = PS_DUPLICATE;
         s->ndup++;
         ps_log(p, STRATA_LOG_DEBUG, "%s: step %lld (attempt %d) from %s: "
@@ -160,6 +172,7 @@ static int on_push(ps_t *p, const ps_msg_t *m)
             return rc;
         }
         s->applied[h->step >> 3] |= bit;
+        s->digest ^= ps_step_mix(h->step);
         s->version++;
     }
     r.a = s->version;
@@ -235,8 +248,11 @@ static void restored_version(ps_t *p, int64_t steps)
 {
     ps_server_t *s = p->srv;
     memset(s->applied, 0, (size_t)(s->nsteps / 8 + 1));
-    for (int64_t i = 0; i < steps && i < s->nsteps; i++)
+    s->digest = 0;
+    for (int64_t i = 0; i < steps && i < s->nsteps; i++) {
         s->applied[i >> 3] |= (unsigned char)(1u << (i & 7));
+        s->digest ^= ps_step_mix(i);
+    }
     s->version = steps;
 }
 
@@ -308,8 +324,12 @@ static int handle(ps_t *p, const ps_msg_t *m)
             refuse(p, m, "not from the coordinator");
             return 0;
         }
+        if (m->h.type == PS_PING && !p->lease_key_set)
+            ps_lease_key_in(p, m->h.a, m->h.b);
         ps_hdr_t r = { .type = m->h.type == PS_PING ? PS_PONG : PS_FIN_ACK,
                        .req = m->h.req, .step = -1 };
+        if (m->h.type == PS_FINISH) /* which steps, not only how many */
+            r.step = (int64_t)p->srv->digest;
         counters(p, &r);
         (void)ps_net_send(p, m->from, &r, NULL, 0, reply_ms(p));
         return m->h.type == PS_FINISH ? 1 + (m->h.a == 1) : 0;

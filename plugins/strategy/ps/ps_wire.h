@@ -12,7 +12,7 @@
  *
  *   off size field        meaning
  *    0   4   magic        'S' 'T' 'P' 'S'
- *    4   2   version      PS_WIRE_VERSION (1); another version is dropped
+ *    4   2   version      PS_WIRE_VERSION (2); another version is dropped
  *    6   1   type         enum ps_type
  *    7   1   status       replies: enum ps_status; requests: 0
  *    8   4   sender       group member of the sender (its cluster task index)
@@ -33,20 +33,21 @@
  *   STEP_REQ   1  worker -> coord     samples          correct  has_res  loss_sum
  *                 (status: PS_OK / PS_STALE / PS_FAILED of the previous step
  *                  `step`/`attempt` when has_res = 1)
- *   STEP       2  coord -> worker     batch (epoch in `epoch`)
+ *   STEP       2  coord -> worker     batch (epoch in `epoch`); c = lease
  *   WAIT       3  coord -> worker     retry after a ms
  *   DONE       4  coord -> worker     1: the job stopped on request (SIGTERM), 0: training is over
  *   HEARTBEAT  5  worker -> coord     -
  *   PULL       6  worker|coord -> ps  -
  *   PARAMS     7  ps -> puller        version of the ps (steps applied there)
  *   PUSH       8  worker -> ps        version the gradient was computed from;
- *                                     f = learning rate
+ *                                     f = learning rate; c = the STEP's lease
  *   PUSH_ACK   9  ps -> worker        version after; status PS_OK (applied),
  *                                     PS_DUPLICATE (discarded), PS_STALE
- *   PING      10  coord -> ps         -
+ *   PING      10  coord -> ps         lease key (a, b: 16 bytes)
  *   PONG      11  ps -> coord         applied          duplicates malformed
  *   FINISH    12  coord -> ps         1: the job stopped on request, else 0
  *   FIN_ACK   13  ps -> coord         applied          duplicates malformed
+ *                                     (`step`: digest of the applied step ids)
  *   ABORT     14  coord -> any        STRATA_E* code of the failure
  *   STATE_REQ 15  coord -> ps         part             nslots
  *   STATE     16  ps -> coord         part             optimizer steps
@@ -56,6 +57,11 @@
  *                                     (`step`: the steps the state holds)
  *   STATE_ACK 18  ps -> coord         part             (status PS_OK, or
  *                                     PS_FAILED: not installed)
+ *
+ * Leases (ps_lease.c): a PUSH is applied only when its lease (c) is the
+ * coordinator's keyed hash of its step, attempt and sender, as the STEP
+ * that handed the step out carried it: a push replayed with another step
+ * id, or one nobody was handed, is refused and counted.
  *
  * Checkpoints (STATE_*): at a step boundary the coordinator gathers the
  * training state of every ps, part by part: part 0 is the values of its
@@ -83,7 +89,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PS_WIRE_VERSION 1
+#define PS_WIRE_VERSION 2
 #define PS_HDR_SIZE     80
 #define PS_MAX_SLOTS    4   /* optimizer slots a STATE part may name */
 

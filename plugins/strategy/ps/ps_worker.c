@@ -20,6 +20,7 @@ struct ps_worker {
     int             have_step;
     int64_t         step;
     int32_t         attempt;
+    int64_t         lease;      /* the coordinator's, for the pushes     */
     int             status;     /* PS_OK, PS_STALE                       */
     int64_t         steps_run, stale;
     /* heartbeats */
@@ -281,6 +282,7 @@ int ps_worker_next_step(ps_t *p, strata_step_t *st)
         k->have_step = 1;
         k->step = m.h.step;
         k->attempt = m.h.attempt;
+        k->lease = m.h.c;
         k->status = PS_OK;
         /* Parameters current as of now: the stale-synchronous bound is
          * then counted from here to the push. */
@@ -302,7 +304,8 @@ int ps_worker_push(ps_t *p, const strata_op_t *op)
     for (int j = 0; rc == STRATA_OK && j < p->nps; j++) {
         rc = ps_gather(p, j, op->buf, op->device, k->stage[j]);
         ps_hdr_t h = { .type = PS_PUSH, .step = k->step, .attempt = k->attempt,
-                       .req = ps_net_req(p), .a = k->version[j], .f = op->lr };
+                       .req = ps_net_req(p), .a = k->version[j], .f = op->lr,
+                       .c = k->lease };
         k->req[j] = h.req;
         if (rc == STRATA_OK)
             rc = ps_net_send(p, p->ps_member[j], &h, k->stage[j],

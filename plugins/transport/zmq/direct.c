@@ -108,7 +108,9 @@ static int ep_host(const char *ep, char *host, size_t len)
 
 int strz_direct_wanted(const strz_ctx_t *c)
 {
-    return c->cfg.direct == STRZ_DIRECT_AUTO
+    /* The direct sockets are plain TCP: a secured group keeps its data on
+     * the CURVE links. */
+    return c->cfg.direct == STRZ_DIRECT_AUTO && !c->secure
            && strncmp(c->ep[c->rank], "tcp://", 6) == 0;
 }
 

@@ -122,13 +122,15 @@ int strz_zrecv(strz_ctx_t *c, strz_rmsg_t *m)
                              zmq_strerror(-rc));
         int bad = strz_unpack_parts(m->part, m->nparts, 1, extra, &m->h, &why);
         if (m->nparts < 2 || !is_left(c, &m->part[0])) {
+            /* Only the left neighbour talks to rx once the ring runs:
+             * anyone else is a stranger, dropped and counted. */
             char from[64];
             strz_peer_address(&m->part[m->nparts > 1 ? 1 : 0], from,
                               sizeof from);
             strz_rmsg_close(m);
-            return strz_fail(c, STRATA_EPROTO, c->rank,
-                             "message from unknown peer %s refused: %s", from,
-                             bad ? why : "not the left neighbour");
+            strz_stranger(c, "a message from", from,
+                          bad ? why : "not the left neighbour");
+            continue;
         }
         if (bad) {
             strz_rmsg_close(m);
@@ -326,11 +328,21 @@ static void read_monitor(strz_ctx_t *c, void *mon, int is_tx)
         }
         int more = zmq_msg_more(&ev);
         zmq_msg_close(&ev);
+        char where[96] = "";
         if (more) { /* the endpoint part */
             zmq_msg_init(&ep);
-            (void)zmq_msg_recv(&ep, mon, ZMQ_DONTWAIT);
+            if (zmq_msg_recv(&ep, mon, ZMQ_DONTWAIT) >= 0)
+                snprintf(where, sizeof where, "%.*s",
+                         (int)(zmq_msg_size(&ep) < 80 ? zmq_msg_size(&ep) : 80),
+                         (const char *)zmq_msg_data(&ep));
             zmq_msg_close(&ep);
         }
+        if (!is_tx && (id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+                       id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL))
+            strz_stranger(c, "a connection to", where, c->secure
+                          ? "its handshake failed (not a CURVE client of "
+                            "this job, or not ZeroMQ at all)"
+                          : "its handshake failed (not ZeroMQ)");
         if (id != ZMQ_EVENT_DISCONNECTED)
             continue;
         if (is_tx && c->right_up && !c->right_gone_at)

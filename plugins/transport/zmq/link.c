@@ -4,8 +4,10 @@
  * Each rank binds a ROUTER (rx) on its own address and connects a DEALER
  * (tx) to its right neighbour's ROUTER. Data flows rightwards: tx -> right's
  * rx. HELLO_ACK and leftward ABORTs come back over the same connection
- * (right's rx -> our tx). A stranger can reach rx too; its messages are
- * refused by routing id.
+ * (right's rx -> our tx). A stranger can reach rx too: in a secured group
+ * (curve.c) its handshake fails unless its key is the job's; in plaintext,
+ * what it sends is dropped and counted (strz_stranger), never fatal. Each
+ * member binds the address it was given, and only that one.
  *
  * With `direct = auto` on tcp the collectives' data take plain TCP sockets
  * instead (direct.c), set up inside the same HELLO exchange.
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,7 +68,17 @@ static int hello_rx(strz_ctx_t *c)
     char from[64];
     strz_peer_address(&part[np > 1 ? 1 : 0], from, sizeof from);
     w[0] = '\0';
-    if (strz_unpack_parts(part, np, 1, extra, &h, &why))
+    int framed = strz_unpack_parts(part, np, 1, extra, &h, &why) == 0;
+    int our_tag = framed && h.length == strlen(c->tag) /* == payload size */
+                  && (h.length == 0
+                      || memcmp(zmq_msg_data(&part[2]), c->tag, h.length) == 0);
+    /* Whose message is it? In a secured group only members get this far
+     * (ZAP): a member that breaks the protocol is a configuration error
+     * of the job. In plaintext, only a HELLO with this job's tag is the
+     * job's; anything else is a stranger's, dropped. */
+    int ours = c->secure ? strz_curve_member(c, &part[1]) >= 0
+                         : our_tag && h.type == STRZ_HELLO;
+    if (!framed)
         snprintf(w, sizeof w, "%s", why);
     else if (h.type != STRZ_HELLO)
         snprintf(w, sizeof w, "%s before HELLO", strz_wire_type_name(h.type));
@@ -76,11 +89,17 @@ static int hello_rx(strz_ctx_t *c)
     else if (h.aux != c->n)
         snprintf(w, sizeof w, "HELLO for a group of %d, this one has %d",
                  (int)h.aux, (int)c->n);
-    else if (h.length != strlen(c->tag) /* == the payload's size */
-             || (h.length > 0
-                 && memcmp(zmq_msg_data(&part[2]), c->tag, h.length) != 0))
+    else if (!our_tag)
         snprintf(w, sizeof w, "HELLO from another job (tag differs from "
                  "'%.96s')", c->tag);
+    else if (c->secure && strz_curve_member(c, &part[1]) != c->left)
+        snprintf(w, sizeof w, "HELLO of rank %d from a connection "
+                 "authenticated as another member", (int)h.sender);
+    if (w[0] && !ours) {
+        strz_close_parts(part, np);
+        strz_stranger(c, "a message from", from, w);
+        return 0;
+    }
     if (w[0]) {
         strz_close_parts(part, np);
         return strz_fail(c, STRATA_EPROTO, c->rank,
@@ -137,7 +156,8 @@ static int common_opts(strz_ctx_t *c, void *s)
 {
     int hb = (int)c->cfg.heartbeat_ms;
     int64_t seg_bytes = (int64_t)(c->seg * sizeof(float));
-    int64_t maxmsg = seg_bytes > 4096 ? seg_bytes : 4096;
+    /* CURVE frames carry their nonce and MAC on top of the payload. */
+    int64_t maxmsg = (seg_bytes > 4096 ? seg_bytes : 4096) + STRZ_CURVE_SLACK;
     int hwm = (int)(c->cfg.window_bytes / seg_bytes);
     int rc = 0;
 
@@ -152,13 +172,16 @@ static int common_opts(strz_ctx_t *c, void *s)
     rc |= opt_int(c, s, ZMQ_SNDHWM, hwm, "SNDHWM");
     rc |= opt_int(c, s, ZMQ_RCVHWM, hwm, "RCVHWM");
     rc |= opt_int(c, s, ZMQ_SNDTIMEO, (int)c->timeout_ms, "SNDTIMEO");
+    /* A connection that does not finish its handshake in time is dropped:
+     * a flood of idle connections cannot pile up. */
+    rc |= opt_int(c, s, ZMQ_HANDSHAKE_IVL, STRZ_HANDSHAKE_MS, "HANDSHAKE_IVL");
     if (c->ipv6)
         rc |= opt_int(c, s, ZMQ_IPV6, 1, "IPV6");
     return rc ? STRATA_EINTERNAL : 0;
 }
 
 /* A "tcp://name:port" that is not an interface or literal address: bind the
- * address the name resolves to, else every interface. */
+ * address the name resolves to -- never every interface. */
 static int bind_resolved(strz_ctx_t *c, const char *ep)
 {
     char host[256], ep2[320], num[NI_MAXHOST];
@@ -184,19 +207,30 @@ static int bind_resolved(strz_ctx_t *c, const char *ep)
         }
         freeaddrinfo(ai);
     }
-    snprintf(ep2, sizeof ep2, "tcp://*%s", colon);
-    if (zmq_bind(c->rx, ep2) != 0)
-        return -1;
-    strz_log(c, STRATA_LOG_WARN, "cannot bind %s; listening on every "
-             "interface (%s)", ep, ep2);
-    return 0;
+    return -1;
+}
+
+/* An ipc:// socket file is reachable by whoever may write it: ours only. */
+static int private_ipc(strz_ctx_t *c, const char *ep)
+{
+    if (strncmp(ep, "ipc://", 6) != 0 || chmod(ep + 6, 0600) == 0)
+        return 0;
+    strz_log(c, STRATA_LOG_ERROR, "cannot make %s private (chmod 600): %s",
+             ep + 6, strerror(errno));
+    return STRATA_EIO;
 }
 
 static int monitor(strz_ctx_t *c, void *s, const char *which, void **mon)
 {
     char ep[96];
     snprintf(ep, sizeof ep, "inproc://strz-%p-%s", (void *)c, which);
-    if (zmq_socket_monitor(s, ep, ZMQ_EVENT_DISCONNECTED) != 0
+    /* rx also reports connections that fail their handshake: strangers
+     * (those refused by ZAP are counted by the handler itself). */
+    int events = ZMQ_EVENT_DISCONNECTED;
+    if (s == c->rx)
+        events |= ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                  | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL;
+    if (zmq_socket_monitor(s, ep, events) != 0
         || (*mon = zmq_socket(c->zctx, ZMQ_PAIR)) == NULL
         || opt_int(c, *mon, ZMQ_LINGER, 0, "LINGER") != 0
         || zmq_connect(*mon, ep) != 0) {
@@ -231,6 +265,8 @@ static int open_sockets(strz_ctx_t *c)
                  zmq_strerror(zmq_errno()));
         return STRATA_EINTERNAL;
     }
+    if (strz_zap_start(c, c->zctx, &c->zap) != 0)
+        return STRATA_EINTERNAL;
     c->rx = zmq_socket(c->zctx, ZMQ_ROUTER);
     c->tx = zmq_socket(c->zctx, ZMQ_DEALER);
     if (c->rx == NULL || c->tx == NULL) {
@@ -240,6 +276,8 @@ static int open_sockets(strz_ctx_t *c)
     }
     snprintf(id, sizeof id, "strz:%d", (int)c->rank);
     if (common_opts(c, c->rx) || common_opts(c, c->tx)
+        || strz_curve_server(c, c->rx)
+        || strz_curve_client(c, c->tx, c->right)
         || opt_int(c, c->rx, ZMQ_ROUTER_MANDATORY, 1, "ROUTER_MANDATORY")
         || opt(c, c->tx, ZMQ_ROUTING_ID, id, strlen(id), "ROUTING_ID")
         || opt_int(c, c->tx, ZMQ_IMMEDIATE, 1, "IMMEDIATE"))
@@ -253,6 +291,8 @@ static int open_sockets(strz_ctx_t *c)
             return STRATA_EIO;
         }
     }
+    if (private_ipc(c, self) != 0)
+        return STRATA_EIO;
     if (monitor(c, c->rx, "rx", &c->mon_rx) || monitor(c, c->tx, "tx", &c->mon_tx))
         return STRATA_EINTERNAL;
     if (zmq_connect(c->tx, c->ep[c->right]) != 0) {
@@ -309,6 +349,8 @@ void strz_link_close(strz_ctx_t *c)
      * (gather landing) it still referenced. */
     strz_close_sock(&c->tx, &c->mon_tx);
     strz_close_sock(&c->rx, &c->mon_rx);
+    strz_zap_stop(c->zap); /* its socket too must close before the term */
+    c->zap = NULL;
     if (c->zctx) {
         while (zmq_ctx_term(c->zctx) != 0 && zmq_errno() == EINTR) {
         }

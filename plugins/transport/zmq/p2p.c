@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@ typedef struct p2p_peer {
 struct strz_p2p {
     strz_ctx_t     *c;     /* names, addresses, options, rank */
     void           *zctx;
+    struct strz_zap *zap;  /* who may connect, in a secured group */
     void           *rx;    /* ROUTER bound on our address */
     char           *self_ep;
     pthread_mutex_t rx_lock;
@@ -94,30 +96,25 @@ static int common_opts(strz_p2p_t *p, void *s)
     }
     if (p->c->ipv6)
         rc |= sockopt(p, s, ZMQ_IPV6, 1, "IPV6");
+    rc |= sockopt(p, s, ZMQ_HANDSHAKE_IVL, STRZ_HANDSHAKE_MS, "HANDSHAKE_IVL");
     return rc ? STRATA_EINTERNAL : 0;
 }
 
-/* Bind the ROUTER; a host name that is no local interface falls back to
- * every interface on the same port (as the ring does). */
+/* Bind the ROUTER on this member's address, and only there; an ipc://
+ * socket file is made private (0600). */
 static int bind_rx(strz_p2p_t *p)
 {
-    if (zmq_bind(p->rx, p->self_ep) == 0)
-        return 0;
-    int e = zmq_errno();
-    const char *colon = strrchr(p->self_ep, ':');
-    if ((e == ENODEV || e == EINVAL) && colon
-        && strncmp(p->self_ep, "tcp://", 6) == 0) {
-        char any[64];
-        snprintf(any, sizeof any, "tcp://*%s", colon);
-        if (zmq_bind(p->rx, any) == 0) {
-            strz_log(p->c, STRATA_LOG_WARN, "p2p: cannot bind %s; listening "
-                     "on every interface (%s)", p->self_ep, any);
-            return 0;
-        }
+    if (zmq_bind(p->rx, p->self_ep) != 0) {
+        strz_log(p->c, STRATA_LOG_ERROR, "p2p: cannot listen on %s (%s): %s",
+                 p->self_ep, p->c->name[p->c->rank], zmq_strerror(zmq_errno()));
+        return STRATA_EIO;
     }
-    strz_log(p->c, STRATA_LOG_ERROR, "p2p: cannot listen on %s (%s): %s",
-             p->self_ep, p->c->name[p->c->rank], zmq_strerror(e));
-    return STRATA_EIO;
+    if (strncmp(p->self_ep, "ipc://", 6) == 0 && chmod(p->self_ep + 6, 0600)) {
+        strz_log(p->c, STRATA_LOG_ERROR, "p2p: cannot make %s private "
+                 "(chmod 600): %s", p->self_ep + 6, strerror(errno));
+        return STRATA_EIO;
+    }
+    return 0;
 }
 
 int strz_p2p_open(strz_ctx_t *c, strz_p2p_t **out)
@@ -160,6 +157,7 @@ int strz_p2p_open(strz_ctx_t *c, strz_p2p_t **out)
     if (rc == 0
         && ((p->zctx = zmq_ctx_new()) == NULL
             || zmq_ctx_set(p->zctx, ZMQ_IO_THREADS, (int)c->cfg.io_threads)
+            || strz_zap_start(c, p->zctx, &p->zap) != 0
             || (p->rx = zmq_socket(p->zctx, ZMQ_ROUTER)) == NULL)) {
         strz_log(c, STRATA_LOG_ERROR, "p2p: zmq context/socket: %s",
                  zmq_strerror(zmq_errno()));
@@ -167,6 +165,8 @@ int strz_p2p_open(strz_ctx_t *c, strz_p2p_t **out)
     }
     if (rc == 0)
         rc = common_opts(p, p->rx);
+    if (rc == 0)
+        rc = strz_curve_server(c, p->rx);
     if (rc == 0)
         rc = bind_rx(p);
     if (rc != 0) {
@@ -188,6 +188,7 @@ void strz_p2p_close(strz_p2p_t *p)
     }
     if (p->rx)
         zmq_close(p->rx);
+    strz_zap_stop(p->zap);
     if (p->zctx)
         while (zmq_ctx_term(p->zctx) != 0 && zmq_errno() == EINTR) {
         }
@@ -246,7 +247,8 @@ static void *peer_socket(strz_p2p_t *p, int peer)
     if (pp->tx)
         return pp->tx;
     void *s = zmq_socket(p->zctx, ZMQ_DEALER);
-    if (!s || common_opts(p, s) || sockopt(p, s, ZMQ_IMMEDIATE, 1, "IMMEDIATE")
+    if (!s || common_opts(p, s) || strz_curve_client(p->c, s, peer)
+        || sockopt(p, s, ZMQ_IMMEDIATE, 1, "IMMEDIATE")
         || sockopt(p, s, ZMQ_RECONNECT_IVL, 100, "RECONNECT_IVL")
         || zmq_connect(s, p->c->ep[peer]) != 0) {
         strz_log(p->c, STRATA_LOG_ERROR, "p2p: cannot connect to %s (%s): %s",
@@ -381,6 +383,11 @@ static const char *check(const strz_p2p_t *p, zmq_msg_t part[4], int np,
         return "sender is not a member";
     if (h->offset != hl)
         return "header length field does not match its frame";
+    /* Secured: the sender is whom the connection authenticated, and the
+     * header must agree (a member cannot speak for another). */
+    if (p->c->secure && strz_curve_member(p->c, &part[1]) != h->sender)
+        return "sender field differs from the connection's authenticated "
+               "member";
     return NULL;
 }
 

@@ -11,6 +11,7 @@
  *   direct.c      direct TCP data sockets beside the zmq links
  *   sum.c         the element-wise sums (vectorised loops)
  *   wire.c        header pack/check (format: wire.h)
+ *   curve.c       CURVE keys, the ZAP handler, strangers dropped and counted
  *
  * Prefix strz_ ("strata zmq"): zmq_ belongs to libzmq. Everything here is
  * hidden (-fvisibility=hidden); only strata_plugin_v2 is exported. */
@@ -53,6 +54,13 @@ enum { STRZ_DIRECT_AUTO = 0, STRZ_DIRECT_OFF = 1 };
 /* A dropped neighbour is reported this long after the drop, so that an
  * ABORT naming the real culprit can arrive first (see check_gone). */
 #define STRZ_GONE_GRACE_MS 200
+
+/* Bytes a CURVE MESSAGE adds to a frame (command name, nonce, MAC, flags:
+ * 33), rounded up: ZMQ_MAXMSGSIZE leaves room for them. */
+#define STRZ_CURVE_SLACK 64
+
+/* A connection must finish its ZMTP (and CURVE) handshake this fast. */
+#define STRZ_HANDSHAKE_MS 5000
 
 typedef struct strz_ctx {
     const strata_host_v2_t *host;
@@ -102,6 +110,13 @@ typedef struct strz_ctx {
 
     void  *stage;          /* host staging for non-CPU buffers              */
     size_t stage_bytes;
+
+    /* CURVE (curve.c): set when the core handed the group its keys. */
+    int      secure;
+    char   (*pub)[41];     /* n public keys, Z85                            */
+    char     sec[41];      /* this member's secret key, Z85                 */
+    struct strz_zap *zap;  /* the ring's ZAP handler                        */
+    atomic_ullong strangers; /* messages and connections dropped            */
 } strz_ctx_t;
 
 #define strz_log(c, lvl, ...)                                                \
@@ -263,6 +278,27 @@ int  strz_shm_collective(strz_ctx_t *c, int kind, float *buf, size_t count,
 /* The first failure of the group, for everyone attached (fail.c). */
 void strz_shm_publish_abort(strz_ctx_t *c, int peer, int code);
 void strz_shm_close(strz_ctx_t *c);
+
+/* ---- curve.c --------------------------------------------------------- */
+
+/* Keep the group's keys (a secured group): c->secure. Logs what is wrong. */
+int  strz_curve_take(strz_ctx_t *c, const strata_group_t *g);
+void strz_curve_forget(strz_ctx_t *c);
+/* Make `s` a CURVE server (a ROUTER) or a client of member `peer` (a
+ * DEALER); no-ops on a plaintext group. */
+int  strz_curve_server(strz_ctx_t *c, void *s);
+int  strz_curve_client(strz_ctx_t *c, void *s, int peer);
+/* The member a received message is from, by the identity its connection
+ * authenticated with (User-Id); -1 when unknown or plaintext. */
+int  strz_curve_member(const strz_ctx_t *c, zmq_msg_t *m);
+/* The ZAP handler on zctx, before any CURVE server binds (*out NULL on a
+ * plaintext group); stopped before zmq_ctx_term. */
+int  strz_zap_start(strz_ctx_t *c, void *zctx, struct strz_zap **out);
+void strz_zap_stop(struct strz_zap *z);
+/* A message or connection that is not the job's: counted, logged
+ * (rate-limited) as "dropped WHAT FROM: WHY"; never fatal. */
+void strz_stranger(strz_ctx_t *c, const char *what, const char *from,
+                   const char *why);
 
 /* ---- sum.c ----------------------------------------------------------- */
 

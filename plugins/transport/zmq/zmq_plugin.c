@@ -69,6 +69,13 @@ static void zmqt_fini(void *pctx)
         return;
     strz_p2p_close(P2P_OF(c));
     strz_link_close(c);
+    unsigned long long strangers = atomic_load(&c->strangers);
+    if (strangers > 0)
+        strz_log(c, STRATA_LOG_WARN, "%llu message%s or connection%s from "
+                 "outside the job %s dropped", strangers,
+                 strangers == 1 ? "" : "s", strangers == 1 ? "" : "s",
+                 strangers == 1 ? "was" : "were");
+    strz_curve_forget(c);
     if (c->stage)
         c->host->free(c->hc, STRATA_DEVICE(STRATA_DEV_CPU, 0), c->stage);
     free_strv(c->ep, c->n);
@@ -211,7 +218,8 @@ static int zmqt_init(const strata_host_v2_t *host, strata_hctx_t *hc,
                                       : (int32_t)(c->cfg.timeout_s * 1000.0);
     if (c->timeout_ms < 1)
         c->timeout_ms = 1;
-    if ((rc = take_group(c, g)) != 0)
+    atomic_init(&c->strangers, 0);
+    if ((rc = take_group(c, g)) != 0 || (rc = strz_curve_take(c, g)) != 0)
         goto fail;
     if (strz_p2p_group(g)) {
         /* Point to point only: no ring, nobody to wait for. */

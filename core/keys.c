@@ -1,0 +1,218 @@
+/* The job's CURVE keys ([security] keys = DIR): one key pair per task, in
+ * ZeroMQ's certificate format (czmq's zcert: a public file TYPE-INDEX.key
+ * and a secret file TYPE-INDEX.key_secret holding both keys), as
+ * `strata keygen` writes them. This file only reads and checks them: the
+ * crypto is libzmq's (the transports'), never the core's.
+ *
+ * What is refused, one line each, naming the file and what to do: a key
+ * directory or public key file that is group- or world-writable or owned
+ * by another user (someone could swap a key), a secret file that others
+ * may read, a file that is not a certificate, a key that is not 40
+ * characters of Z85. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+#define WHO "security"
+#define CERT_MAX 4096 /* a certificate is a few hundred bytes */
+
+static int z85_char(char ch)
+{
+    static const char k[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"
+                            "KLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+    return ch != '\0' && strchr(k, ch) != NULL;
+}
+
+/* `strata keygen DIR worker:1` -> "worker-1" (':' is awkward in file
+ * names on some filesystems). */
+static void file_stem(const char *task, char *out, size_t len)
+{
+    snprintf(out, len, "%s", task);
+    for (char *p = out; *p; p++)
+        if (*p == ':')
+            *p = '-';
+}
+
+/* Owned by us (or root) and writable by nobody else; for a secret file,
+ * readable by nobody else either. */
+static int check_owner_mode(const char *path, const struct stat *st,
+                            int secret)
+{
+    uid_t me = geteuid();
+    if (st->st_uid != me && st->st_uid != 0) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s is owned by uid %u, not by "
+                    "you (uid %u) or root: refused", path,
+                    (unsigned)st->st_uid, (unsigned)me);
+        return STRATA_ECONFIG;
+    }
+    mode_t bad = secret ? 077 : 022;
+    if (st->st_mode & bad) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s has mode %04o: %s; refused "
+                    "(chmod %s '%s')", path, (unsigned)(st->st_mode & 07777),
+                    secret ? "others may read the secret key"
+                           : "others may replace the key",
+                    secret ? "600" : "go-w", path);
+        return STRATA_ECONFIG;
+    }
+    return STRATA_OK;
+}
+
+/* The value of `key = "..."` in a certificate, into out (cap bytes). */
+static int cert_value(const char *text, const char *key, char *out,
+                      size_t cap)
+{
+    size_t klen = strlen(key);
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        const char *p = line;
+        while (p < line + len && (*p == ' ' || *p == '\t'))
+            p++;
+        if (*p != '#' && (size_t)(line + len - p) > klen &&
+            strncmp(p, key, klen) == 0) {
+            p += klen;
+            while (p < line + len && (*p == ' ' || *p == '\t' || *p == '='))
+                p++;
+            const char *q = p < line + len && *p == '"' ? p + 1 : NULL;
+            const char *qe = q ? memchr(q, '"', (size_t)(line + len - q)) : NULL;
+            if (!qe || (size_t)(qe - q) >= cap)
+                return -1;
+            memcpy(out, q, (size_t)(qe - q));
+            out[qe - q] = '\0';
+            return 0;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return -1;
+}
+
+static int read_cert(const char *path, int secret, char *text, size_t cap)
+{
+    struct stat st;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        strata__log(STRATA_LOG_ERROR, WHO, "cannot read %s: %s", path,
+                    strerror(errno));
+        return errno == ENOENT ? STRATA_ENOENT : STRATA_EIO;
+    }
+    int rc = fstat(fileno(f), &st) == 0 ? check_owner_mode(path, &st, secret)
+                                        : STRATA_EIO;
+    size_t n = rc == STRATA_OK ? fread(text, 1, cap - 1, f) : 0;
+    if (rc == STRATA_OK && (ferror(f) || n == cap - 1)) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: %s", path, ferror(f)
+                    ? "read error" : "longer than a certificate");
+        rc = STRATA_EDATA;
+    }
+    fclose(f);
+    text[n] = '\0';
+    return rc;
+}
+
+/* A Z85 key of 40 characters under `key` in the certificate at `path`. */
+static int cert_key(const char *path, const char *text, const char *key,
+                    char out[41])
+{
+    char v[64];
+    int ok = cert_value(text, key, v, sizeof v) == 0 && strlen(v) == 40;
+    for (int i = 0; ok && i < 40; i++)
+        ok = z85_char(v[i]);
+    if (!ok) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: no valid %s (40 characters "
+                    "of Z85 in a ZeroMQ certificate: strata keygen writes "
+                    "them)", path, key);
+        return STRATA_EDATA;
+    }
+    memcpy(out, v, 41);
+    return STRATA_OK;
+}
+
+int strata__keys_load(const char *dir, const char *self, strata__keys_t *k)
+{
+    memset(k, 0, sizeof *k);
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        const char *why = access(dir, F_OK) != 0 ? strerror(errno)
+                                                 : "not a directory";
+        strata__log(STRATA_LOG_ERROR, WHO, "[security] keys = '%s': %s", dir,
+                    why);
+        return STRATA_ECONFIG;
+    }
+    int rc = check_owner_mode(dir, &st, 0);
+    if (rc != STRATA_OK)
+        return rc;
+    char path[4096], stem[96], text[CERT_MAX];
+    /* Every public key in the directory: the job's members. */
+    DIR *d = opendir(dir);
+    if (!d) {
+        strata__log(STRATA_LOG_ERROR, WHO, "cannot list %s: %s", dir,
+                    strerror(errno));
+        return STRATA_EIO;
+    }
+    struct dirent *e;
+    while (rc == STRATA_OK && (e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len <= 4 || strcmp(e->d_name + len - 4, ".key") != 0)
+            continue;
+        if (k->n == STRATA__MAX_KEYS) {
+            strata__log(STRATA_LOG_ERROR, WHO, "%s: more than %d keys", dir,
+                        STRATA__MAX_KEYS);
+            rc = STRATA_ECONFIG;
+            break;
+        }
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        strata__key_t *key = &k->key[k->n];
+        rc = read_cert(path, 0, text, sizeof text);
+        if (rc == STRATA_OK)
+            rc = cert_key(path, text, "public-key", key->pub);
+        if (rc == STRATA_OK &&
+            cert_value(text, "name", key->name, sizeof key->name) != 0) {
+            strata__log(STRATA_LOG_ERROR, WHO, "%s: no name = \"TYPE:INDEX\" "
+                        "in its metadata", path);
+            rc = STRATA_EDATA;
+        }
+        for (int i = 0; rc == STRATA_OK && i < k->n; i++)
+            if (strcmp(k->key[i].name, key->name) == 0) {
+                strata__log(STRATA_LOG_ERROR, WHO, "%s: a second key for %s",
+                            path, key->name);
+                rc = STRATA_EDATA;
+            }
+        k->n += rc == STRATA_OK;
+    }
+    closedir(d);
+    if (rc != STRATA_OK)
+        return rc;
+    /* This task's own secret key, which must match its public one. */
+    file_stem(self, stem, sizeof stem);
+    snprintf(path, sizeof path, "%s/%s.key_secret", dir, stem);
+    const char *pub = strata__keys_public(k, self);
+    char mine[41];
+    rc = read_cert(path, 1, text, sizeof text);
+    if (rc == STRATA_OK)
+        rc = cert_key(path, text, "secret-key", k->secret);
+    if (rc == STRATA_OK)
+        rc = cert_key(path, text, "public-key", mine);
+    if (rc == STRATA_OK && (!pub || strcmp(pub, mine) != 0)) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: its public key is %s %s.key "
+                    "of the directory", path, pub ? "not the one in" : "not in",
+                    stem);
+        rc = STRATA_EDATA;
+    }
+    if (rc == STRATA_ENOENT)
+        strata__log(STRATA_LOG_ERROR, WHO, "no key for task %s in %s "
+                    "(strata keygen %s %s adds one)", self, dir, dir, self);
+    return rc == STRATA_ENOENT ? STRATA_ECONFIG : rc;
+}
+
+const char *strata__keys_public(const strata__keys_t *k, const char *name)
+{
+    for (int i = 0; i < k->n; i++)
+        if (strcmp(k->key[i].name, name) == 0)
+            return k->key[i].pub;
+    return NULL;
+}

@@ -1,0 +1,65 @@
+/* ps.so -- leases: what binds a push to the step it claims.
+ *
+ * The coordinator draws a random key at start and hands it to every ps task
+ * in its PINGs (a and b). The STEP it hands a worker carries the lease of
+ * that step, attempt and worker (c): a keyed hash of the three (SipHash-2-4,
+ * libsodium's crypto_shorthash). The worker's PUSH carries it back, and the
+ * ps applies a push only when the lease matches the push's step, attempt
+ * and sender: a captured push replayed with another step id, or a push a
+ * worker was never handed, is refused -- by construction, not by luck. In a
+ * secured job the sender is the member the connection authenticated (zmq's
+ * CURVE), and no stranger can see a lease; in plaintext ([security] mode =
+ * off) both are on the wire, and the network is trusted.
+ *
+ * At FINISH each ps reports a digest of the step ids it applied, which the
+ * coordinator compares with the steps it scheduled: exactly once means the
+ * same steps, not only as many. */
+#include <sodium.h>
+#include <string.h>
+
+#include "ps.h"
+
+int ps_lease_new_key(ps_t *p)
+{
+    if (sodium_init() < 0)
+        return STRATA_EINTERNAL;
+    randombytes_buf(p->lease_key, sizeof p->lease_key);
+    p->lease_key_set = 1;
+    return STRATA_OK;
+}
+
+void ps_lease_key_out(const ps_t *p, int64_t *a, int64_t *b)
+{
+    memcpy(a, p->lease_key, 8);
+    memcpy(b, p->lease_key + 8, 8);
+}
+
+void ps_lease_key_in(ps_t *p, int64_t a, int64_t b)
+{
+    memcpy(p->lease_key, &a, 8);
+    memcpy(p->lease_key + 8, &b, 8);
+    p->lease_key_set = 1;
+}
+
+int64_t ps_lease(const ps_t *p, int64_t step, int32_t attempt, int member)
+{
+    unsigned char in[16], out[crypto_shorthash_BYTES];
+    uint32_t a = (uint32_t)attempt, m = (uint32_t)member;
+    memcpy(in, &step, 8);
+    memcpy(in + 8, &a, 4);
+    memcpy(in + 12, &m, 4);
+    crypto_shorthash(out, in, sizeof in, p->lease_key);
+    int64_t lease;
+    memcpy(&lease, out, 8);
+    return lease;
+}
+
+/* splitmix64's finaliser: a step id spread over 64 bits, so that XORs of
+ * different sets of ids differ. */
+uint64_t ps_step_mix(int64_t step)
+{
+    uint64_t z = (uint64_t)step + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}

@@ -1,0 +1,243 @@
+/* zmq.so -- CURVE: every connection of a secured group (the core handed
+ * the group its members' public keys) is authenticated and encrypted by
+ * libzmq's CurveZMQ. Each member's ROUTER is a CURVE server; its DEALERs are
+ * clients that know the public key of the server they dial. Who may connect
+ * is decided by a ZAP handler (ZeroMQ RFC 27) on the member's zmq context:
+ * a client whose public key is one of the group's is admitted with its
+ * task name as User-Id, which every received message carries
+ * (zmq_msg_gets "User-Id") -- a message's sender is that identity, never a
+ * field of the message. Any other key is refused during the handshake,
+ * counted and logged (rate-limited, with its address): it never reaches
+ * the plugin.
+ *
+ * The handler runs in a thread of its own that polls with a short timeout,
+ * so that stopping it is bounded. It must run before a server socket
+ * accepts anything: libzmq admits every client of a CURVE server when no
+ * handler is bound. */
+#include "strz.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ZAP_ENDPOINT "inproc://zeromq.zap.01"
+#define ZAP_POLL_MS  100
+#define LOG_FIRST    10   /* refusals logged one by one, then           */
+#define LOG_EVERY    1000 /* one line per this many                     */
+
+struct strz_zap {
+    strz_ctx_t *c;
+    void       *sock;      /* REP bound to ZAP_ENDPOINT                  */
+    pthread_t   thread;
+    atomic_int  stop;
+    int         started;
+};
+
+int strz_curve_take(strz_ctx_t *c, const strata_group_t *g)
+{
+    if (!STRATA_HAS_FIELD(strata_group_t, g, public_keys) || !g->public_keys)
+        return 0;
+    if (!g->secret_key || strlen(g->secret_key) != 40 || !zmq_has("curve")) {
+        strz_log(c, STRATA_LOG_ERROR, "%s", g->secret_key
+                 ? "this libzmq has no CURVE (build it with libsodium)"
+                 : "a secured group without this member's secret key");
+        return STRATA_EINVAL;
+    }
+    c->pub = calloc((size_t)c->n, sizeof *c->pub);
+    if (!c->pub)
+        return STRATA_ENOMEM;
+    for (int i = 0; i < c->n; i++) {
+        if (!g->public_keys[i] || strlen(g->public_keys[i]) != 40) {
+            strz_log(c, STRATA_LOG_ERROR, "public key of %s is not 40 "
+                     "characters of Z85", c->name[i]);
+            return STRATA_EINVAL;
+        }
+        memcpy(c->pub[i], g->public_keys[i], 41);
+    }
+    memcpy(c->sec, g->secret_key, 41);
+    c->secure = 1;
+    return 0;
+}
+
+void strz_curve_forget(strz_ctx_t *c)
+{
+    memset(c->sec, 0, sizeof c->sec);
+    free(c->pub);
+    c->pub = NULL;
+}
+
+static int setopt(strz_ctx_t *c, void *s, int name, const void *v,
+                  size_t len, const char *what)
+{
+    if (zmq_setsockopt(s, name, v, len) == 0)
+        return 0;
+    strz_log(c, STRATA_LOG_ERROR, "zmq_setsockopt(%s): %s", what,
+             zmq_strerror(zmq_errno()));
+    return STRATA_EINTERNAL;
+}
+
+int strz_curve_server(strz_ctx_t *c, void *s)
+{
+    int one = 1;
+    if (!c->secure)
+        return 0;
+    return setopt(c, s, ZMQ_CURVE_SERVER, &one, sizeof one, "CURVE_SERVER")
+           || setopt(c, s, ZMQ_CURVE_SECRETKEY, c->sec, 41, "CURVE_SECRETKEY")
+           || setopt(c, s, ZMQ_ZAP_DOMAIN, "strata", 6, "ZAP_DOMAIN")
+               ? STRATA_EINTERNAL : 0;
+}
+
+int strz_curve_client(strz_ctx_t *c, void *s, int peer)
+{
+    if (!c->secure)
+        return 0;
+    return setopt(c, s, ZMQ_CURVE_SERVERKEY, c->pub[peer], 41,
+                  "CURVE_SERVERKEY")
+           || setopt(c, s, ZMQ_CURVE_PUBLICKEY, c->pub[c->rank], 41,
+                     "CURVE_PUBLICKEY")
+           || setopt(c, s, ZMQ_CURVE_SECRETKEY, c->sec, 41, "CURVE_SECRETKEY")
+               ? STRATA_EINTERNAL : 0;
+}
+
+int strz_curve_member(const strz_ctx_t *c, zmq_msg_t *m)
+{
+    const char *who = c->secure ? zmq_msg_gets(m, "User-Id") : NULL;
+    for (int i = 0; who && i < c->n; i++)
+        if (strcmp(c->name[i], who) == 0)
+            return i;
+    return -1;
+}
+
+void strz_stranger(strz_ctx_t *c, const char *what, const char *from,
+                   const char *why)
+{
+    unsigned long long n = atomic_fetch_add(&c->strangers, 1) + 1;
+    if (n <= LOG_FIRST || n % LOG_EVERY == 0)
+        strz_log(c, STRATA_LOG_WARN, "dropped %s %s: %s (%llu so far; the job "
+                 "goes on)", what, from ? from : "?", why, n);
+}
+
+/* ---- the ZAP handler --------------------------------------------------- */
+
+/* One request (frames: version, request id, domain, address, identity,
+ * mechanism, credentials...) answered with 200 and the member's name, or
+ * 400. */
+static void zap_answer(struct strz_zap *z)
+{
+    zmq_msg_t f[8];
+    int n = 0, more = 1;
+    while (more) {
+        zmq_msg_t spare, *m = n < 8 ? &f[n] : &spare;
+        zmq_msg_init(m);
+        if (zmq_msg_recv(m, z->sock, 0) < 0) {
+            zmq_msg_close(m);
+            for (int i = 0; i < n; i++)
+                zmq_msg_close(&f[i]);
+            return;
+        }
+        more = zmq_msg_more(m);
+        if (m == &spare)
+            zmq_msg_close(m);
+        else
+            n++;
+    }
+    strz_ctx_t *c = z->c;
+    const char *status = "400", *text = "unknown key", *user = "";
+    char key[41] = "", addr[64] = "?";
+    if (n >= 3) {
+        size_t al = zmq_msg_size(&f[3 < n ? 3 : 0]);
+        snprintf(addr, sizeof addr, "%.*s", (int)(al < 63 ? al : 63),
+                 (const char *)zmq_msg_data(&f[3 < n ? 3 : 0]));
+    }
+    int curve = n >= 7 && zmq_msg_size(&f[5]) == 5 &&
+                memcmp(zmq_msg_data(&f[5]), "CURVE", 5) == 0 &&
+                zmq_msg_size(&f[6]) == 32;
+    if (curve && zmq_z85_encode(key, zmq_msg_data(&f[6]), 32)) {
+        for (int i = 0; i < c->n; i++)
+            if (strcmp(key, c->pub[i]) == 0) {
+                status = "200";
+                text = "OK";
+                user = c->name[i];
+                break;
+            }
+    } else {
+        text = "not a CURVE client";
+    }
+    if (status[0] != '2')
+        strz_stranger(c, "a connection from", addr, curve ? "its CURVE key is not one of this "
+                      "job's (refused by ZAP)" : "not a CURVE client "
+                      "(refused by ZAP)");
+    /* Reply: version, request id, status code, status text, user id,
+     * metadata. */
+    const char *frames[6] = { "1.0", NULL, status, text, user, "" };
+    for (int i = 0; i < 6; i++) {
+        const void *d = frames[i];
+        size_t len = d ? strlen(frames[i]) : 0;
+        if (i == 1) {
+            d = n > 1 ? zmq_msg_data(&f[1]) : "";
+            len = n > 1 ? zmq_msg_size(&f[1]) : 0;
+        }
+        if (zmq_send(z->sock, d, len, i < 5 ? ZMQ_SNDMORE : 0) < 0)
+            break;
+    }
+    for (int i = 0; i < n; i++)
+        zmq_msg_close(&f[i]);
+}
+
+static void *zap_main(void *arg)
+{
+    struct strz_zap *z = arg;
+    while (!atomic_load(&z->stop)) {
+        zmq_pollitem_t it = { .socket = z->sock, .events = ZMQ_POLLIN };
+        int r = zmq_poll(&it, 1, ZAP_POLL_MS);
+        if (r < 0 && zmq_errno() == ETERM)
+            break;
+        if (r > 0)
+            zap_answer(z);
+    }
+    zmq_close(z->sock);
+    return NULL;
+}
+
+int strz_zap_start(strz_ctx_t *c, void *zctx, struct strz_zap **out)
+{
+    *out = NULL;
+    if (!c->secure)
+        return 0;
+    struct strz_zap *z = calloc(1, sizeof *z);
+    if (!z)
+        return STRATA_ENOMEM;
+    z->c = c;
+    atomic_init(&z->stop, 0);
+    int linger = 0;
+    z->sock = zmq_socket(zctx, ZMQ_REP);
+    if (!z->sock || zmq_setsockopt(z->sock, ZMQ_LINGER, &linger, sizeof linger)
+        || zmq_bind(z->sock, ZAP_ENDPOINT) != 0) {
+        strz_log(c, STRATA_LOG_ERROR, "ZAP handler: %s",
+                 zmq_strerror(zmq_errno()));
+        if (z->sock)
+            zmq_close(z->sock);
+        free(z);
+        return STRATA_EINTERNAL;
+    }
+    if (pthread_create(&z->thread, NULL, zap_main, z) != 0) {
+        strz_log(c, STRATA_LOG_ERROR, "ZAP handler: cannot start its thread");
+        zmq_close(z->sock);
+        free(z);
+        return STRATA_EINTERNAL;
+    }
+    z->started = 1;
+    *out = z;
+    return 0;
+}
+
+void strz_zap_stop(struct strz_zap *z)
+{
+    if (!z)
+        return;
+    atomic_store(&z->stop, 1);
+    if (z->started)
+        pthread_join(z->thread, NULL);
+    free(z);
+}

@@ -1,0 +1,210 @@
+/* The job's keys, end to end through the strata binary: what `strata
+ * keygen` writes (ZeroMQ certificates, modes), what a task refuses (keys
+ * that others could read or replace, a key missing for a task, a job of
+ * several processes with no keys at all), [security] mode = off (a warning,
+ * then plaintext), a task whose key is not the job's (refused by its
+ * neighbour's ZAP handler: the job does not form, and says so), and
+ * `strata launch` (keys of its own, removed afterwards). */
+#include <glob.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "spawn.h"
+
+static char g_dir[] = "/tmp/strata-keysXXXXXX";
+static spawn_result_t g_r;
+
+static int run(char **argv, int timeout_s)
+{
+    spawn_run(argv, timeout_s, &g_r);
+    return g_r.code;
+}
+
+static int mode_of(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (int)(st.st_mode & 07777) : -1;
+}
+
+static void keygen(void)
+{
+    char keys[128], f[200];
+    snprintf(keys, sizeof keys, "%s/job", g_dir);
+    char *ok[] = { (char *)spawn_strata_bin(), "keygen", keys, "worker:0-1",
+                   "ps:0", NULL };
+    CHECKF(run(ok, 30) == 0 && strstr(g_r.out, "3 key pairs"), "keygen: %s",
+           g_r.err);
+    CHECKF(mode_of(keys) == 0700, "key dir mode %o", mode_of(keys));
+    snprintf(f, sizeof f, "%s/worker-1.key_secret", keys);
+    CHECKF(mode_of(f) == 0600, "secret mode %o", mode_of(f));
+    char text[1024] = "";
+    spawn_read_file_(f, text, sizeof text);
+    CHECKF(strstr(text, "ZeroMQ CURVE **Secret** Certificate") &&
+           strstr(text, "name = \"worker:1\"") && strstr(text, "secret-key = \""),
+           "secret certificate:\n%s", text);
+    snprintf(f, sizeof f, "%s/worker-1.key", keys);
+    spawn_read_file_(f, text, sizeof text);
+    CHECKF(mode_of(f) == 0644 && strstr(text, "public-key = \"") &&
+           !strstr(text, "secret-key"), "public certificate (%o):\n%s",
+           mode_of(f), text);
+    /* Kept unless --force; bad task names refused. */
+    CHECK(run(ok, 30) == 1 && strstr(g_r.err, "exists; keeping it"));
+    char *bad[] = { (char *)spawn_strata_bin(), "keygen", keys, "worker", NULL };
+    CHECK(run(bad, 30) == 2 && strstr(g_r.err, "is not TYPE:INDEX"));
+}
+
+/* A 2-worker job started by hand on free ports, with extra --set for both
+ * (sets) and for worker 1 only (sets1, may be NULL). */
+static void job2(const char *const *sets, const char *const *sets1,
+                 int timeout_s, spawn_result_t out[2])
+{
+    int port[2] = { spawn_free_port(), spawn_free_port() };
+    while (port[1] == port[0])
+        port[1] = spawn_free_port();
+    spawn_child_t c[2];
+    char tf[2][300];
+    for (int i = 0; i < 2; i++) {
+        snprintf(tf[i], sizeof tf[i], "TF_CONFIG={\"cluster\": {\"worker\": "
+                 "[\"127.0.0.1:%d\", \"127.0.0.1:%d\"]}, \"task\": {\"type\": "
+                 "\"worker\", \"index\": %d}}", port[0], port[1], i);
+        char *argv[40] = { (char *)spawn_strata_bin(), "train" };
+        int a = 2;
+        const char *common[] = { "strategy.plugin=mwms", "train.max_steps=30",
+                                 "train.eval=false", "train.devices=cpu:0",
+                                 "train.progress=none", "data.limit_train=2000",
+                                 "transport.zmq.timeout_s=4" };
+        for (size_t k = 0; k < sizeof common / sizeof *common; k++) {
+            argv[a++] = "--set";
+            argv[a++] = (char *)common[k];
+        }
+        for (int k = 0; sets[k] && a < 36; k++) {
+            argv[a++] = "--set";
+            argv[a++] = (char *)sets[k];
+        }
+        for (int k = 0; i == 1 && sets1 && sets1[k] && a < 38; k++) {
+            argv[a++] = "--set";
+            argv[a++] = (char *)sets1[k];
+        }
+        char *env[] = { tf[i], NULL };
+        CHECK(spawn_start(argv, env, &c[i]) == 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        spawn_wait(&c[i], timeout_s);
+        out[i].code = c[i].code;
+        spawn_collect(&c[i], out[i].out, sizeof out[i].out, out[i].err,
+                      sizeof out[i].err);
+    }
+}
+
+static void job(const char *const *sets, int timeout_s, spawn_result_t out[2])
+{
+    job2(sets, NULL, timeout_s, out);
+}
+
+static void refusals(void)
+{
+    static spawn_result_t r[2];
+    char keys[160], set[200], f[200];
+    snprintf(keys, sizeof keys, "%s/job", g_dir);
+    snprintf(set, sizeof set, "security.keys=%s", keys);
+    unsetenv("STRATA_SECURITY_KEYS");
+
+    const char *none[] = { NULL };
+    job(none, 60, r);
+    CHECKF(r[0].code == 2 && strstr(r[0].err, "this job has 2 processes and "
+                                   "no keys: make them with `strata keygen"),
+           "no keys: exit %d\n%s", r[0].code, r[0].err);
+
+    const char *off[] = { "security.mode=off", NULL };
+    job(off, 60, r);
+    CHECKF(r[0].code == 0 && r[1].code == 0 &&
+           strstr(r[0].err, "[security] mode = off: this job's 2 processes "
+                            "talk in plaintext"),
+           "mode off: exit %d/%d\n%s", r[0].code, r[1].code, r[0].err);
+
+    const char *good[] = { set, NULL };
+    job(good, 60, r);
+    CHECKF(r[0].code == 0 && r[1].code == 0, "keys: exit %d/%d\n%s\n%s",
+           r[0].code, r[1].code, r[0].err, r[1].err);
+
+    snprintf(f, sizeof f, "%s/worker-1.key_secret", keys);
+    chmod(f, 0644);
+    job(good, 60, r);
+    CHECKF(r[1].code == 2 && strstr(r[1].err, "worker-1.key_secret has mode "
+                                   "0644: others may read the secret key; "
+                                   "refused (chmod 600"),
+           "readable secret: exit %d\n%s", r[1].code, r[1].err);
+    chmod(f, 0600);
+
+    chmod(keys, 0777);
+    job(good, 60, r);
+    CHECKF(r[0].code == 2 && strstr(r[0].err, "has mode 0777: others may "
+                                   "replace the key"),
+           "writable dir: exit %d\n%s", r[0].code, r[0].err);
+    chmod(keys, 0700);
+
+    snprintf(f, sizeof f, "%s/worker-0.key", keys);
+    char moved[220];
+    snprintf(moved, sizeof moved, "%s.away", f);
+    CHECK(rename(f, moved) == 0);
+    job(good, 60, r);
+    CHECKF(r[0].code == 2 && strstr(r[0].err, "worker-0.key_secret: its public "
+                                   "key is not in worker-0.key"),
+           "missing public key: exit %d\n%s", r[0].code, r[0].err);
+    CHECKF(r[1].code == 2 && strstr(r[1].err, "no public key for worker:0"),
+           "missing public key (worker 1): exit %d\n%s", r[1].code, r[1].err);
+    CHECK(rename(moved, f) == 0);
+
+    /* worker:1 brings the keys of another job: each worker's CURVE
+     * handshake with the other fails (neither holds the secret key behind
+     * the public key the other expects), the ring never forms, and both
+     * say so within the timeout, naming the other. */
+    char other[160], oset[200];
+    snprintf(other, sizeof other, "%s/other", g_dir);
+    char *kg[] = { (char *)spawn_strata_bin(), "keygen", other, "worker:0-1",
+                   NULL };
+    CHECK(run(kg, 30) == 0);
+    snprintf(oset, sizeof oset, "security.keys=%s", other);
+    const char *theirs[] = { oset, NULL };
+    job2(good, theirs, 60, r);
+    for (int i = 0; i < 2; i++)
+        CHECKF(r[i].code == 1 && strstr(r[i].err, "its handshake failed") &&
+               strstr(r[i].err, i ? "worker:0" : "worker:1"),
+               "foreign key: worker %d exit %d\n%s", i, r[i].code, r[i].err);
+}
+
+/* launch makes the keys of its job itself and removes them afterwards. */
+static void launched(void)
+{
+    glob_t before, after;
+    glob("/tmp/strata-keys-*", 0, NULL, &before);
+    char *argv[] = { (char *)spawn_strata_bin(), "launch", "-n", "2", "--set",
+                     "strategy.plugin=mwms", "--set", "train.max_steps=30",
+                     "--set", "train.eval=false", "--set",
+                     "train.devices=cpu:0", "--set", "data.limit_train=2000",
+                     NULL };
+    CHECKF(run(argv, 120) == 0 && !strstr(g_r.err, "no keys"),
+           "launch: exit %d\n%s", g_r.code, g_r.err);
+    glob("/tmp/strata-keys-*", 0, NULL, &after);
+    CHECKF(after.gl_pathc == before.gl_pathc, "launch left %zu key "
+           "directories behind", after.gl_pathc - before.gl_pathc);
+    globfree(&before);
+    globfree(&after);
+}
+
+int main(void)
+{
+    if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz",
+               R_OK) != 0)
+        CHECK_SKIP("Fashion-MNIST not installed");
+    CHECK(mkdtemp(g_dir) != NULL);
+    unsetenv("STRATA_LAUNCH_KEYS");
+    keygen();
+    refusals();
+    launched();
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    CHECK(system(cmd) == 0);
+    return CHECK_DONE();
+}
