@@ -7,7 +7,8 @@ set -eu
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 PKGS="build-essential cmake pkg-config clang libinih-dev libopenblas-dev
-      zlib1g-dev libzmq3-dev libcjson-dev dataset-fashion-mnist iproute2"
+      zlib1g-dev libzmq3-dev libsodium-dev libcjson-dev dataset-fashion-mnist
+      iproute2"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

@@ -111,6 +111,8 @@ static int load(void)
     return g_vt ? 0 : -1;
 }
 
+static const char *const *g_keys; /* public_keys of the next group */
+
 static int open_group(int scope, int size, int rank, int nlocal,
                       const int32_t *devices, const char *const *addrs,
                       const char *const *names, int timeout_ms, void **pctx)
@@ -120,7 +122,9 @@ static int open_group(int scope, int size, int rank, int nlocal,
     g = (strata_group_t){ .struct_size = sizeof g, .scope = scope,
                           .size = size, .rank = rank, .nlocal = nlocal,
                           .timeout_ms = timeout_ms, .devices = devices,
-                          .addrs = addrs, .names = names, .tag = "test" };
+                          .addrs = addrs, .names = names, .tag = "test",
+                          .public_keys = g_keys,
+                          .secret_key = g_keys ? g_keys[rank] : NULL };
     env = (strata_env_t){ .struct_size = sizeof env,
                           .kind = STRATA_KIND_TRANSPORT, .cfg = &g_cfg,
                           .section = "transport", .group = &g,
@@ -349,6 +353,15 @@ static void declines(int gpus)
     const char *addrs[2] = { "127.0.0.1:1", "127.0.0.1:2" };
     CHECK(open_group(STRATA_SCOPE_WORLD, 2, 0, 2, gpu2, addrs, NULL, 0,
                      &pctx) == STRATA_EDECLINE && pctx == NULL);
+    /* A secured group (the core handed it keys): NCCL cannot authenticate
+     * its connections, so it declines before touching a GPU. */
+    static const char *const keys[2] = {
+        "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7", /* any 40 Z85 chars */
+        "Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID" };
+    g_keys = keys;
+    CHECK(open_group(STRATA_SCOPE_WORLD, 2, 0, 1, gpu2, addrs, NULL, 0,
+                     &pctx) == STRATA_EDECLINE && pctx == NULL);
+    g_keys = NULL;
     if (gpus == 0)
         CHECK(open_group(STRATA_SCOPE_LOCAL, 1, 0, 1, gpu2, NULL, NULL, 0,
                          &pctx) == STRATA_EDECLINE && pctx == NULL);

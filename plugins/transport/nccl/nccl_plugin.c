@@ -55,6 +55,15 @@ static int usable(const strata_host_v2_t *host, strata_hctx_t *hc,
                   "groups are not NCCL's (collectives only)");
         return STRATA_EDECLINE;
     }
+    /* NCCL's bootstrap and rings are plain TCP sockets that admit anyone:
+     * a group that must be authenticated is not NCCL's. */
+    if (STRATA_HAS_FIELD(strata_group_t, g, public_keys) && g->public_keys) {
+        host->log(hc, STRATA_LOG_INFO, "nccl", "declined: the job is "
+                  "secured ([security]) and NCCL's connections are not "
+                  "authenticated ([security] mode = off lets NCCL connect "
+                  "processes)");
+        return STRATA_EDECLINE;
+    }
     if (g->scope == STRATA_SCOPE_LOCAL ? g->nlocal != g->size
         : g->scope != STRATA_SCOPE_WORLD || g->nlocal != 1 || g->rank < 0 ||
               g->rank >= g->size) {
