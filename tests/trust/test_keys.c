@@ -174,6 +174,31 @@ static void refusals(void)
                "foreign key: worker %d exit %d\n%s", i, r[i].code, r[i].err);
 }
 
+/* A task whose address is not one of this machine's does not listen on
+ * every interface instead: it fails, naming the address. */
+static void given_address_only(void)
+{
+    char tf[300];
+    snprintf(tf, sizeof tf, "TF_CONFIG={\"cluster\": {\"worker\": "
+             "[\"192.0.2.1:%d\", \"127.0.0.1:%d\"]}, \"task\": {\"type\": "
+             "\"worker\", \"index\": 0}}", spawn_free_port(),
+             spawn_free_port());
+    char *argv[] = { (char *)spawn_strata_bin(), "train", "--set",
+                     "strategy.plugin=mwms", "--set", "security.mode=off",
+                     "--set", "train.max_steps=5", "--set",
+                     "train.devices=cpu:0", "--set", "data.limit_train=320",
+                     "--set", "transport.zmq.timeout_s=3", NULL };
+    char *env[] = { tf, NULL };
+    spawn_child_t c;
+    CHECK(spawn_start(argv, env, &c) == 0);
+    spawn_wait(&c, 60);
+    spawn_collect(&c, g_r.out, sizeof g_r.out, g_r.err, sizeof g_r.err);
+    CHECKF(c.code != 0 && strstr(g_r.err, "cannot listen on "
+                                 "tcp://192.0.2.1:") &&
+           !strstr(g_r.err, "every interface"),
+           "a foreign address: exit %d\n%s", c.code, g_r.err);
+}
+
 /* launch makes the keys of its job itself and removes them afterwards. */
 static void launched(void)
 {
@@ -202,6 +227,7 @@ int main(void)
     unsetenv("STRATA_LAUNCH_KEYS");
     keygen();
     refusals();
+    given_address_only();
     launched();
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
