@@ -617,8 +617,12 @@ static void ckpt_pskill(void)
     printf("ps:1 killed after step 300; the restarted job resumed at step "
            "%lld: test accuracy %.4f (fault-free %.4f)\n", at, acc, base);
     CHECKF(at >= 300 && at < 600 && at % 100 == 0, "resumed at step %lld", at);
-    CHECKF(acc >= 0 && fabs(acc - base) <= 0.02,
-           "accuracy %.4f is not within 2%% of the fault-free %.4f", acc, base);
+    /* Asynchronous training: the same job's accuracy after 600 steps varies
+     * by itself from run to run (0.803..0.830 over 8 runs on 2026-11-25,
+     * under ASan), so "as accurate" means within 3 points. */
+    CHECKF(acc >= 0 && fabs(acc - base) <= 0.03,
+           "accuracy %.4f is not within 3 points of the fault-free %.4f", acc,
+           base);
     tmp_cleanup();
 }
 
