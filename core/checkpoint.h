@@ -150,8 +150,9 @@ int strata__ckpt_rotate(const char *dir, int keep);
 
 /* The newest checkpoint of `dir` that reads and validates. A newer one that
  * does not is skipped with ONE warning naming it and why, and the previous
- * one is tried. Temp files never count. STRATA_ENOENT (no log) when no valid
- * checkpoint exists (or no dir). On success *out holds the loaded
+ * one is tried. Temp files never count. STRATA_ENOENT (no log) when there
+ * is no checkpoint (or no dir); STRATA_EDATA when there are some and every
+ * one was refused (each named in its warning). On success *out holds the loaded
  * checkpoint and path_out (if not NULL) its path; path_out too short for
  * the path: STRATA_EINVAL. */
 int strata__ckpt_latest(const char *dir, strata__ckpt_t **out, char *path_out,

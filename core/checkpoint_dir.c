@@ -228,7 +228,8 @@ int strata__ckpt_latest(const char *dir, strata__ckpt_t **out, char *path_out,
         free(p);
     }
     ents_free(v, n);
-    return rc;
+    /* Checkpoints there, and none of them valid: not a fresh start. */
+    return rc == STRATA_ENOENT && n > 0 ? STRATA_EDATA : rc;
 }
 
 /* ---- inspect ------------------------------------------------------------ */

@@ -173,10 +173,12 @@ typedef struct strata__debug_cfg {
     const char *delay_task;     /* ... on this task only ("" = all)         */
 } strata__debug_cfg_t;
 
+enum { STRATA__RESTORE_AUTO = 0, STRATA__RESTORE_NEVER = 1,
+       STRATA__RESTORE_FRESH = 2 };
 typedef struct strata__checkpoint_cfg {
     const char *dir;            /* "" = no checkpoints                      */
     int64_t     every_steps, every_epochs, keep;
-    int         restore;        /* 0 auto, 1 never                          */
+    int         restore;        /* STRATA__RESTORE_*                        */
 } strata__checkpoint_cfg_t;
 
 /* [transport]: which transport the core opens for a group. A list per

@@ -276,7 +276,7 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
         if (rc != STRATA_OK)
             return rc;
     }
-    if (c->restore != 0)
+    if (c->restore == STRATA__RESTORE_NEVER)
         return STRATA_OK;
     /* Only the chief reads; a multi-process strategy's STATE_SET installs
      * the chief's state on every worker. Whether there is one to install is
@@ -288,6 +288,18 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
         rc = strata__ckpt_latest(c->dir, &ck, path, sizeof path);
         if (rc == STRATA_ENOENT)
             rc = STRATA_OK; /* nothing to resume from: a fresh start */
+        else if (rc == STRATA_EDATA && c->restore == STRATA__RESTORE_FRESH) {
+            strata__log(STRATA_LOG_WARN, "checkpoint", "no checkpoint in %s "
+                        "is valid (each is named above); starting from "
+                        "scratch, as [checkpoint] restore = fresh_if_invalid "
+                        "says", c->dir);
+            rc = STRATA_OK;
+        } else if (rc == STRATA_EDATA) {
+            strata__log(STRATA_LOG_ERROR, "checkpoint", "no checkpoint in %s "
+                        "is valid (each is named above, with why): repair or "
+                        "move them, or set [checkpoint] restore = "
+                        "fresh_if_invalid to start from scratch", c->dir);
+        }
         if (rc == STRATA_OK && ck)
             rc = check_identity(run, ck, path);
     }

@@ -172,8 +172,11 @@ static const strata_option_t k_checkpoint[] = {
         "write one after every this many epochs; 0 = not by epochs"),
     NUM("keep", STRATA_OPT_INT, "3", T, keep, 0, UNBOUNDED,
         "keep the newest this many checkpoints; 0 = keep all"),
-    OPT("restore", STRATA_OPT_ENUM, "auto", T, restore, "auto|never",
-        "auto: resume from the newest valid checkpoint in dir, if any"),
+    OPT("restore", STRATA_OPT_ENUM, "auto", T, restore,
+        "auto|never|fresh_if_invalid",
+        "auto: resume from the newest valid checkpoint in dir, if any; "
+        "refuse to start when dir holds checkpoints and none is valid "
+        "(fresh_if_invalid: start from scratch then, after a warning)"),
     { 0 }
 };
 #undef T

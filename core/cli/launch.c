@@ -13,6 +13,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -36,6 +37,7 @@ typedef struct child {
     int   done;
 } child_t;
 
+static pid_t g_launch_pid;              /* for the children's parent check */
 static volatile sig_atomic_t g_signal;  /* to forward; cleared once done */
 static volatile sig_atomic_t g_stopped; /* launch was asked to stop: never
                                            restart the job */
@@ -63,6 +65,7 @@ static const char *const k_usage =
     "The tasks authenticate and encrypt their connections with CURVE keys\n"
     "that launch makes for the job in a private temporary directory (unless\n"
     "[security] keys names the job's own, or [security] mode = off).\n"
+    "If launch itself dies (even by kill -9), every task gets SIGTERM.\n"
     "\n"
     "  -n, --workers N      worker tasks (default 2)\n"
     "      --ps M           parameter-server tasks (default 0)\n"
@@ -147,6 +150,12 @@ static int start_child(child_t *c, int n, int self, char **train_argv)
         return -1;
     }
     if (pid == 0) {
+        /* Launch gone, even by -9: the task is told (SIGTERM: it stops at
+         * its next step boundary, with a checkpoint when configured) rather
+         * than left to run unsupervised. A launch that died before this
+         * line is noticed by the parent check. */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != g_launch_pid)
+            _exit(1);
         dup2(out[1], STDOUT_FILENO);
         dup2(err[1], STDERR_FILENO);
         close(out[0]);
@@ -440,6 +449,7 @@ int cli_launch(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    g_launch_pid = getpid();
     char keys[4096];
     if (make_job_keys(c, n, keys, sizeof keys) != 0) {
         remove_job_keys(keys);

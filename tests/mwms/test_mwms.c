@@ -113,6 +113,51 @@ static void launch_stops_on_failure(void)
     CHECKF(strstr(err, "worker:1 failed") != NULL, "%s", err);
 }
 
+/* strata launch killed with -9: its tasks do not go on unsupervised (each
+ * gets SIGTERM when launch dies, stops at its next step boundary and
+ * exits), and nothing is left of the job within a bounded time. */
+static void launch_killed(void)
+{
+    char *argv[] = { (char *)spawn_strata_bin(), "launch", "-n", "2", "--set",
+                     "strategy.plugin=mwms", "--set", "train.epochs=50",
+                     "--set", "train.devices=cpu:0", "--set",
+                     "data.limit_train=20000", "--set", "train.eval=false", NULL };
+    spawn_child_t c;
+    CHECK(spawn_start(argv, NULL, &c) == 0);
+    sleep(3);
+    char buf[65536] = "", err[65536];
+    spawn_read_file_(c.outp, buf, sizeof buf);
+    long pid[2] = { 0, 0 };
+    for (int w = 0; w < 2; w++) {
+        char key[48];
+        snprintf(key, sizeof key, "[launch] worker:%d: pid ", w);
+        const char *p = strstr(buf, key);
+        pid[w] = p ? atol(p + strlen(key)) : 0;
+        CHECKF(pid[w] > 0, "no pid for worker:%d in:\n%s", w, buf);
+    }
+    kill(c.pid, SIGKILL);
+    spawn_wait(&c, 10);
+    spawn_collect(&c, buf, sizeof buf, err, sizeof err);
+    /* The workers are launch's children, reaped by init once gone: poll
+     * until kill(pid, 0) says they no longer exist. */
+    double waited = 0;
+    int alive = 1;
+    while (alive && waited < 30) {
+        alive = 0;
+        for (int w = 0; w < 2; w++)
+            alive |= pid[w] > 0 && kill((pid_t)pid[w], 0) == 0;
+        if (alive) {
+            usleep(100000);
+            waited += 0.1;
+        }
+    }
+    CHECKF(!alive, "a task still runs %.0f s after launch was killed", waited);
+    for (int w = 0; w < 2 && alive; w++)
+        if (pid[w] > 0)
+            kill((pid_t)pid[w], SIGKILL);
+    printf("launch killed (-9): its tasks gone after %.1f s\n", waited);
+}
+
 /* `strata launch -n 2` with only the strategy named: the core walks
  * [transport] world = nccl, zmq, passes over nccl (not installed in a CPU
  * build, declining without a GPU), opens zmq, and the banner names the
@@ -186,6 +231,7 @@ int main(void)
     failure(SIGKILL);
     failure(SIGSTOP);
     launch_stops_on_failure();
+    launch_killed();
     default_transports();
 
     char cmd[700];

@@ -3,7 +3,9 @@
  *    uninterrupted run (mirrored and central, one process);
  *  - SIGTERM: a last checkpoint at the next step boundary, exit 75, restart
  *    resumes bitwise equal;
- *  - a corrupt newest checkpoint is skipped with a warning naming it;
+ *  - a corrupt newest checkpoint is skipped with a warning naming it; when
+ *    every one is corrupt the run refuses to start, naming each, unless
+ *    [checkpoint] restore = fresh_if_invalid;
  *  - a checkpoint of another model is refused with a clear error;
  *  - mwms, 2 workers: one killed, the job restarted (by hand, and by
  *    `strata launch --max-restarts`), it resumes and ends with the
@@ -168,6 +170,29 @@ static void sigterm(void)
               s_ck) == 0);
     CHECKF(strstr(g_err, newest) != NULL, "no warning names %s: %s", newest,
            g_err);
+
+    /* Every checkpoint damaged: no silent fresh start. The run refuses to
+     * start (exit 1), naming each file and why; restore = fresh_if_invalid
+     * starts from scratch after a warning. */
+    char bad[760], s_bad[800], cmd[3000];
+    path(bad, "ck-bad");
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' && for f in '%s'/ckpt-*; do "
+             "printf 'garbage' | dd of=\"$f\" bs=1 seek=8 conv=notrunc "
+             "status=none; done", ck, bad, bad);
+    CHECK(system(cmd) == 0);
+    int nbad = count_ckpts(bad, newest, sizeof newest);
+    snprintf(s_bad, sizeof s_bad, "checkpoint.dir=%s", bad);
+    CHECK(run("train", COMMON, "--set", s_bad) == 1);
+    int named = 0;
+    for (const char *p = g_err; (p = strstr(p, "skipping checkpoint ")); p++)
+        named++;
+    CHECKF(nbad >= 2 && named == nbad &&
+           strstr(g_err, "restore = fresh_if_invalid to start from scratch"),
+           "all %d damaged: %d named\n%s", nbad, named, g_err);
+    CHECK(run("train", COMMON, "--set", s_bad, "--set",
+              "checkpoint.restore=fresh_if_invalid") == 0);
+    CHECKF(strstr(g_err, "starting from scratch") && !strstr(g_out, "resumed"),
+           "fresh_if_invalid:\n%s", g_err);
 
     /* Another model: refused, exit 2, the difference named. */
     CHECK(run("train", COMMON, "--set", s_ck, "--set",
