@@ -14,7 +14,8 @@ enum {
     EXIT_PLUGIN = 3,   /* a plugin could not be found, loaded or used       */
     EXIT_RESTART = 75, /* stopped by SIGTERM/SIGINT at a step boundary after
                           a last checkpoint: run the same command again to
-                          resume (EX_TEMPFAIL)                              */
+                          resume (EX_TEMPFAIL); without [checkpoint] dir
+                          such a stop exits 128 + the signal's number      */
 };
 
 static const char *const k_usage =
@@ -34,7 +35,8 @@ static const char *const k_usage =
     "exit codes: 0 success; 1 the run failed (I/O, data, peer, device);\n"
     "            2 bad command line or configuration; 3 plugin error;\n"
     "            75 stopped by SIGTERM/SIGINT after a last checkpoint: run\n"
-    "            the same command again to resume\n";
+    "            the same command again to resume (without [checkpoint] dir\n"
+    "            such a stop exits 128 + the signal's number: 143, 130)\n";
 
 static const char *const k_train_usage =
     "usage: strata train [-c FILE] [--set SECTION.KEY=VALUE]... [--task T:I]\n"
@@ -158,10 +160,12 @@ static int make_ctx(const args_t *a, strata_ctx_t **ctx)
 /* SIGTERM/SIGINT: stop at the next step boundary with a last checkpoint
  * (preemption); a second signal ends the process at once. */
 static strata_ctx_t *volatile g_training;
+static volatile sig_atomic_t g_stop_signal;
 
 static void on_stop_signal(int sig)
 {
     strata_ctx_t *ctx = g_training;
+    g_stop_signal = sig;
     if (ctx)
         strata_request_stop(ctx);
     signal(sig, SIG_DFL);
@@ -182,13 +186,23 @@ static int cmd_train(int argc, char **argv)
         sigaction(SIGINT, &sa, NULL);
         int rc = strata_train(ctx);
         g_training = NULL;
-        if (rc == STRATA_ESTOPPED)
+        const char *ck = strata_ctx_get(ctx, "checkpoint", "dir");
+        int resumable = ck && ck[0];
+        if (rc == STRATA_ESTOPPED && resumable)
             fprintf(stderr, "strata: train stopped on request; run the same "
                     "command again to resume (exit %d)\n", EXIT_RESTART);
+        else if (rc == STRATA_ESTOPPED)
+            /* Nothing to resume from: not 75, but what the signal that
+             * stopped it would have given. */
+            fprintf(stderr, "strata: train stopped on request; no "
+                    "[checkpoint] dir, so nothing to resume from (exit %d)\n",
+                    128 + (g_stop_signal ? (int)g_stop_signal : SIGTERM));
         else if (rc != STRATA_OK)
             fprintf(stderr, "strata: train failed: %s (%s)\n",
                     strata_strerror(rc), strata_err_name(rc));
-        code = exit_code(rc);
+        code = rc == STRATA_ESTOPPED && !resumable
+                   ? 128 + (g_stop_signal ? (int)g_stop_signal : SIGTERM)
+                   : exit_code(rc);
     }
     strata_ctx_destroy(ctx);
     free(a.sets);

@@ -149,6 +149,23 @@ static void sigterm(void)
               "checkpoint.every_steps=37") == 0);
     CHECK(same_file(ref, got));
 
+    /* Without [checkpoint] dir a stop has nothing to resume from: it says
+     * so and exits 128 + SIGTERM, not 75 with a hint to run it again. */
+    {
+        char *argv[] = { (char *)spawn_strata_bin(), "train", COMMON, "--set",
+                         "train.epochs=50", NULL };
+        spawn_child_t c;
+        CHECK(spawn_start(argv, NULL, &c) == 0);
+        usleep(1500 * 1000);
+        kill(c.pid, SIGTERM);
+        spawn_wait(&c, 60);
+        spawn_collect(&c, g_out, sizeof g_out, g_err, sizeof g_err);
+        CHECKF(c.code == 128 + SIGTERM &&
+               strstr(g_err, "nothing to resume from") &&
+               !strstr(g_err, "run the same command again"),
+               "SIGTERM without checkpoints: exit %d\n%s", c.code, g_err);
+    }
+
     /* A damaged newest checkpoint: skipped with a warning naming it. */
     char victim[1000];
     count_ckpts(ck, newest, sizeof newest);
