@@ -12,6 +12,8 @@
  *   twice          worker:1 killed and restarted twice
  *   pskill         ps:1 killed: the coordinator exits non-zero within its
  *                  deadline, naming ps:1
+ *   allgone        every worker killed: the coordinator stops the job with
+ *                  one error line, the ps tasks with it
  *   replay         in plaintext ([security] mode = off): malformed
  *                  messages, replayed pushes (one with a step id not run
  *                  yet), and a worker's STATE_PUT/STATE_REQ sent to ps:0
@@ -328,6 +330,45 @@ static void pskill(void)
         CHECKF(i == ps1 || (j.t[i].code != 0 && j.t[i].code < 128 && w < 14),
                "%s:%d exit %d after %.1f s", j.t[i].type, j.t[i].index,
                j.t[i].code, w);
+    }
+    if (check_failed_ || getenv("PS_TEST_VERBOSE"))
+        dump(&j);
+    job_free(&j);
+}
+
+/* Every worker killed mid-training: the coordinator stops the job once no
+ * worker has been alive for strategy.timeout_s, with ONE error line and a
+ * non-zero exit (it used to log that line at every tick and never stop),
+ * and the ps tasks stop with it. */
+static void allgone(void)
+{
+    char *more[] = { "train.epochs=5", "strategy.timeout_s=3" };
+    char *sets[JOB_SETS];
+    int n;
+    sets_with(sets, &n, more, 2);
+    job_t j;
+    job_init(&j, 2, 2, sets, n);
+    job_start_all(&j);
+    CHECK(job_await(&j, 0, 1, "Epoch 1/5", 60) == 0);
+    usleep(500000);
+    job_kill(&j, job_task(&j, "worker", 0));
+    job_kill(&j, job_task(&j, "worker", 1));
+    double waited = job_wait(&j, 0, 3 + 20);
+    printf("every worker killed: coordinator exit %d after %.1f s\n",
+           j.t[0].code, waited);
+    CHECKF(j.t[0].code != 0 && j.t[0].code < 128,
+           "coordinator exit %d (want a clean non-zero exit)", j.t[0].code);
+    CHECKF(waited <= 3 + 15, "coordinator took %.1f s", waited);
+    int lines = 0;
+    for (const char *p = j.t[0].err; (p = strstr(p, "no worker alive")); p++)
+        lines++;
+    CHECKF(lines == 1, "'no worker alive' logged %d times:\n%.2000s", lines,
+           j.t[0].err);
+    for (int k = 0; k < 2; k++) {
+        int i = job_task(&j, "ps", k);
+        double w = job_wait(&j, i, 15);
+        CHECKF(j.t[i].code != 0 && j.t[i].code < 128 && w < 14,
+               "ps:%d exit %d after %.1f s", k, j.t[i].code, w);
     }
     if (check_failed_ || getenv("PS_TEST_VERBOSE"))
         dump(&j);
@@ -683,6 +724,8 @@ int main(int argc, char **argv)
         restart(2);
     else if (!strcmp(g_scenario, "pskill"))
         pskill();
+    else if (!strcmp(g_scenario, "allgone"))
+        allgone();
     else if (!strcmp(g_scenario, "replay"))
         replay();
     else if (!strcmp(g_scenario, "stranger"))

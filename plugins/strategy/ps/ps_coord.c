@@ -282,10 +282,12 @@ static int tick(ps_t *p)
         alive += w->seen && !w->lost;
     }
     if (!alive && now - co->last_worker > p->timeout_ms) {
+        /* EPEER, not ETIMEDOUT: the callers read ETIMEDOUT as "the pump's
+         * own deadline passed, pump again". */
         ps_log(p, STRATA_LOG_ERROR, "no worker alive for %.1f s "
                "(strategy.timeout_s); stopping the job",
                (now - co->last_worker) / 1000.0);
-        return STRATA_ETIMEDOUT;
+        return STRATA_EPEER;
     }
     return STRATA_OK;
 }
