@@ -35,7 +35,17 @@ typedef struct child {
     size_t len[2];
     int   status;        /* exit status once reaped */
     int   done;
+    int   restarts;      /* times this task was restarted alone */
+    double restart_at;   /* > 0: due to be started again then */
+    int   lost;          /* a ps worker gone for good: not the job's end */
 } child_t;
+
+/* How launch supervises one start of the job. */
+typedef struct plan {
+    char **targv;        /* argv of every child */
+    int    by_role;      /* a ps job: a dead worker is restarted alone */
+    int    max_restarts; /* per task (by_role), or of the whole job */
+} plan_t;
 
 static pid_t g_launch_pid;              /* for the children's parent check */
 static volatile sig_atomic_t g_signal;  /* to forward; cleared once done */
@@ -62,6 +72,10 @@ static const char *const k_usage =
     "started again, whole, up to R times; with a [checkpoint] dir it resumes\n"
     "from the newest checkpoint. Never restarted: a bad configuration or\n"
     "plugin (exit 2, 3), a task stopped on request (75), a signal to launch.\n"
+    "With --ps, a worker that dies is not the job's end: its step goes to\n"
+    "another worker, and launch starts it again alone (after 1, 2, 4... s),\n"
+    "up to R times, then lets the job finish without it; a ps or the chief\n"
+    "that dies still stops (and, with R, restarts) the whole job.\n"
     "The tasks authenticate and encrypt their connections with CURVE keys\n"
     "that launch makes for the job in a private temporary directory (unless\n"
     "[security] keys names the job's own, or [security] mode = off).\n"
@@ -228,13 +242,47 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Poll output and children until all are reaped. Returns launch's exit code:
- * 0, or the first failed task's code (128+N for a signal). */
-static int supervise(child_t *c, int n)
+static double backoff_s(int restarts)
 {
-    int code = 0, alive = n, stopping = 0;
+    double s = 1.0;
+    for (int k = 0; k < restarts && s < 30.0; k++)
+        s *= 2.0;
+    return s;
+}
+
+/* A task that ended with `ec`. In a ps job a dead worker is the
+ * coordinator's business (it re-schedules the worker's step): launch
+ * starts that worker again alone, after a backoff, up to max_restarts
+ * times, and after that lets the job go on without it. Anything else that
+ * fails stops the job. Returns 1 when the job goes on. */
+static int worker_down(child_t *ci, int ec, const plan_t *pl)
+{
+    if (!pl->by_role || strcmp(ci->type, "worker") != 0 || g_stopped)
+        return 0;
+    if (ci->restarts < pl->max_restarts) {
+        double wait = backoff_s(ci->restarts);
+        ci->restarts++;
+        ci->restart_at = now_s() + wait;
+        fprintf(stderr, "[launch] %s failed (exit %d); restarting it alone in "
+                "%.0f s (restart %d of %d); the others go on\n", ci->name, ec,
+                wait, ci->restarts, pl->max_restarts);
+    } else {
+        ci->lost = 1;
+        fprintf(stderr, "[launch] %s failed (exit %d)%s; the job goes on "
+                "without it\n", ci->name, ec, pl->max_restarts
+                ? " and has no restarts left" : "");
+    }
+    return 1;
+}
+
+/* Poll output and children until all are reaped. Returns launch's exit code:
+ * 0, or the first failed task's code (128+N for a signal); a ps worker lost
+ * for good does not count. */
+static int supervise(child_t *c, int n, const plan_t *pl)
+{
+    int code = 0, alive = n, stopping = 0, due = 0;
     double stop_at = 0; /* when set: SIGKILL the rest at this time */
-    while (alive > 0) {
+    while (alive > 0 || due) {
         struct pollfd pfd[2 * MAX_TASKS];
         int idx[2 * MAX_TASKS], np = 0;
         for (int i = 0; i < n; i++)
@@ -258,7 +306,20 @@ static int supervise(child_t *c, int n)
             if (stop_at == 0)
                 stop_at = now_s() + GRACE_S;
         }
+        due = 0;
         for (int i = 0; i < n; i++) {
+            if (c[i].restart_at > 0 && (stopping || now_s() >= c[i].restart_at)) {
+                c[i].restart_at = 0;
+                /* What the dead one wrote last, before its pipes go. */
+                for (int w = 0; w < 2; w++)
+                    while (c[i].fd[w] >= 0)
+                        drain(&c[i], w);
+                if (!stopping && start_child(c, n, i, pl->targv) == 0) {
+                    c[i].done = 0;
+                    alive++;
+                }
+            }
+            due |= c[i].restart_at > 0;
             if (c[i].done)
                 continue;
             int st;
@@ -269,6 +330,10 @@ static int supervise(child_t *c, int n)
             alive--;
             int ec = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
             c[i].status = ec;
+            if (ec != 0 && !stopping && worker_down(&c[i], ec, pl)) {
+                due |= c[i].restart_at > 0;
+                continue;
+            }
             if (ec != 0 && code == 0) {
                 code = ec;
                 if (!stopping) {
@@ -276,6 +341,7 @@ static int supervise(child_t *c, int n)
                             "the other tasks\n", c[i].name, ec);
                     signal_all(c, n, SIGTERM);
                     stop_at = now_s() + GRACE_S;
+                    stopping = 1;
                 }
             } else if (ec == 0) {
                 printf("[launch] %s finished\n", c[i].name);
@@ -285,6 +351,8 @@ static int supervise(child_t *c, int n)
             signal_all(c, n, SIGKILL);
             stop_at = now_s() + 3600; /* once */
         }
+        if (alive == 0 && due) /* nothing to poll: wait for the restart */
+            usleep(100000);
     }
     /* Flush what the pipes still hold. */
     for (int i = 0; i < n; i++)
@@ -303,8 +371,9 @@ static int restartable(int code)
 
 /* One start of the whole job on fresh ports: every task started, supervised
  * and reaped. Returns the job's exit code; *started: tasks started. */
-static int run_job(child_t *c, int n, char **targv, int *started)
+static int run_job(child_t *c, int n, const plan_t *pl, int *started)
 {
+    char **targv = pl->targv;
     *started = 0;
     for (int i = 0; i < n; i++) {
         child_t keep = c[i];
@@ -332,7 +401,7 @@ static int run_job(child_t *c, int n, char **targv, int *started)
         }
         (*started)++;
     }
-    int sup = supervise(c, *started);
+    int sup = supervise(c, *started, pl);
     return code ? code : sup;
 }
 
@@ -450,6 +519,10 @@ int cli_launch(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     g_launch_pid = getpid();
+    /* A ps job: a dead worker is the coordinator's business, and launch
+     * restarts it alone; any other death restarts the whole job. */
+    const plan_t plan = { .targv = targv, .by_role = ps > 0,
+                          .max_restarts = restarts };
     char keys[4096];
     if (make_job_keys(c, n, keys, sizeof keys) != 0) {
         remove_job_keys(keys);
@@ -459,7 +532,7 @@ int cli_launch(int argc, char **argv)
     }
     int code, started;
     for (int attempt = 0;; attempt++) {
-        code = run_job(c, n, targv, &started);
+        code = run_job(c, n, &plan, &started);
         if (code == 0 || g_stopped || attempt >= restarts ||
             !restartable(code))
             break;

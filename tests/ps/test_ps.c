@@ -14,6 +14,9 @@
  *                  deadline, naming ps:1
  *   allgone        every worker killed: the coordinator stops the job with
  *                  one error line, the ps tasks with it
+ *   launch_restart under strata launch --max-restarts 2, worker:1 killed
+ *                  (-9): launch restarts it alone, the job ends exit 0
+ *   launch_lost    the same without restarts: the job finishes without it
  *   replay         in plaintext ([security] mode = off): malformed
  *                  messages, replayed pushes (one with a step id not run
  *                  yet), and a worker's STATE_PUT/STATE_REQ sent to ps:0
@@ -375,6 +378,57 @@ static void allgone(void)
     job_free(&j);
 }
 
+/* Under strata launch, a worker killed with -9 is not the job's end: with
+ * --max-restarts launch starts it again alone and it rejoins; without, the
+ * job finishes without it. Either way launch exits 0 and every ps applied
+ * every scheduled step exactly once. */
+static void launch_worker_kill(int restarts)
+{
+    char r[8];
+    snprintf(r, sizeof r, "%d", restarts);
+    char *argv[] = { (char *)spawn_strata_bin(), "launch", "--ps", "1",
+                     "--workers", "2", "--chief", "--max-restarts", r,
+                     "--set", "strategy.plugin=ps", "--set", "train.epochs=4",
+                     "--set", "data.limit_train=12000", "--set",
+                     "train.eval=false", "--set", "train.progress=none",
+                     "--set", "strategy.timeout_s=10", "--set",
+                     "debug.step_delay_ms=2", NULL };
+    spawn_child_t c;
+    CHECK(spawn_start(argv, NULL, &c) == 0);
+    char out[65536] = "", err[65536] = "";
+    long pid = 0;
+    for (int i = 0; i < 300 && !pid; i++) {
+        usleep(100000);
+        spawn_read_file_(c.outp, out, sizeof out);
+        spawn_read_file_(c.errp, err, sizeof err);
+        const char *p = strstr(out, "[launch] worker:1: pid ");
+        pid = p && strstr(err, "worker:1 registered")
+                  ? atol(p + strlen("[launch] worker:1: pid ")) : 0;
+    }
+    CHECKF(pid > 0, "no worker:1 training under launch:\n%s", out);
+    usleep(500000);
+    if (pid > 0)
+        kill((pid_t)pid, SIGKILL);
+    spawn_wait(&c, 240);
+    spawn_collect(&c, out, sizeof out, err, sizeof err);
+    int starts = 0;
+    for (const char *p = out; (p = strstr(p, "[launch] worker:1: pid ")); p++)
+        starts++;
+    CHECKF(c.code == 0, "launch exit %d after worker:1 was killed:\n%s",
+           c.code, err);
+    CHECKF(strstr(err, "exactly once: each of the 1 ps tasks"),
+           "no exactly-once line:\n%s", err);
+    if (restarts)
+        CHECKF(starts == 2 && strstr(err, "worker:1 failed (exit 137); "
+                                     "restarting it alone"),
+               "worker:1 started %d times:\n%s", starts, err);
+    else
+        CHECKF(starts == 1 && strstr(err, "the job goes on without it"),
+               "worker:1 started %d times:\n%s", starts, err);
+    printf("launch, worker:1 killed, --max-restarts %d: exit %d, worker:1 "
+           "started %d times\n", restarts, c.code, starts);
+}
+
 static uint32_t tag_hash(const char *tag)
 {
     uint32_t h = 2166136261u;
@@ -726,6 +780,10 @@ int main(int argc, char **argv)
         pskill();
     else if (!strcmp(g_scenario, "allgone"))
         allgone();
+    else if (!strcmp(g_scenario, "launch_restart"))
+        launch_worker_kill(2);
+    else if (!strcmp(g_scenario, "launch_lost"))
+        launch_worker_kill(0);
     else if (!strcmp(g_scenario, "replay"))
         replay();
     else if (!strcmp(g_scenario, "stranger"))
