@@ -14,6 +14,7 @@
  *                  deadline, naming ps:1
  *   allgone        every worker killed: the coordinator stops the job with
  *                  one error line, the ps tasks with it
+ *   belowmin       min_workers = 2 and one of two workers killed: the same
  *   launch_restart under strata launch --max-restarts 2, worker:1 killed
  *                  (-9): launch restarts it alone, the job ends exit 0
  *   launch_lost    the same without restarts: the job finishes without it
@@ -152,6 +153,13 @@ static void roles(void)
     launch(bad_part, r, 60);
     CHECKF(r->code != 0 && strstr(r->err, "[strategy] partitioner"),
            "bad partitioner: exit %d\n%s", r->code, r->err);
+    char *too_many[] = { "--ps", "1", "--workers", "2", "--chief", "--set",
+                         "strategy.plugin=ps", "--set",
+                         "strategy.min_workers=3", NULL };
+    launch(too_many, r, 60);
+    CHECKF(r->code == 2 && strstr(r->err, "[strategy.ps] min_workers = 3, "
+                                  "but the job has 2 workers"),
+           "min_workers > workers: exit %d\n%s", r->code, r->err);
     char *single[] = { (char *)spawn_strata_bin(), "train", "--set",
                        "strategy.plugin=ps", "--set", "data.limit_train=1000",
                        NULL };
@@ -343,29 +351,35 @@ static void pskill(void)
  * worker has been alive for strategy.timeout_s, with ONE error line and a
  * non-zero exit (it used to log that line at every tick and never stop),
  * and the ps tasks stop with it. */
-static void allgone(void)
+static void allgone(int min_workers)
 {
-    char *more[] = { "train.epochs=5", "strategy.timeout_s=3" };
+    char mw[48];
+    snprintf(mw, sizeof mw, "strategy.min_workers=%d", min_workers);
+    char *more[] = { "train.epochs=5", "strategy.timeout_s=3", mw };
     char *sets[JOB_SETS];
     int n;
-    sets_with(sets, &n, more, 2);
+    sets_with(sets, &n, more, 3);
     job_t j;
     job_init(&j, 2, 2, sets, n);
     job_start_all(&j);
     CHECK(job_await(&j, 0, 1, "Epoch 1/5", 60) == 0);
     usleep(500000);
-    job_kill(&j, job_task(&j, "worker", 0));
+    /* min_workers 1: every worker dies; 2: one of the two. */
+    if (min_workers == 1)
+        job_kill(&j, job_task(&j, "worker", 0));
     job_kill(&j, job_task(&j, "worker", 1));
     double waited = job_wait(&j, 0, 3 + 20);
-    printf("every worker killed: coordinator exit %d after %.1f s\n",
+    printf("min_workers %d, below it: coordinator exit %d after %.1f s\n", min_workers,
            j.t[0].code, waited);
     CHECKF(j.t[0].code != 0 && j.t[0].code < 128,
            "coordinator exit %d (want a clean non-zero exit)", j.t[0].code);
     CHECKF(waited <= 3 + 15, "coordinator took %.1f s", waited);
+    const char *why = min_workers == 1 ? "no worker alive"
+                                       : "only 1 of 2 workers alive";
     int lines = 0;
-    for (const char *p = j.t[0].err; (p = strstr(p, "no worker alive")); p++)
+    for (const char *p = j.t[0].err; (p = strstr(p, why)); p++)
         lines++;
-    CHECKF(lines == 1, "'no worker alive' logged %d times:\n%.2000s", lines,
+    CHECKF(lines == 1, "'%s' logged %d times:\n%.2000s", why, lines,
            j.t[0].err);
     for (int k = 0; k < 2; k++) {
         int i = job_task(&j, "ps", k);
@@ -779,7 +793,9 @@ int main(int argc, char **argv)
     else if (!strcmp(g_scenario, "pskill"))
         pskill();
     else if (!strcmp(g_scenario, "allgone"))
-        allgone();
+        allgone(1);
+    else if (!strcmp(g_scenario, "belowmin"))
+        allgone(2);
     else if (!strcmp(g_scenario, "launch_restart"))
         launch_worker_kill(2);
     else if (!strcmp(g_scenario, "launch_lost"))

@@ -32,6 +32,11 @@ static const strata_option_t ps_options[] = {
       .offset = offsetof(ps_cfg_t, heartbeat_ms), .min = 10, .max = 60000,
       .help = "worker heartbeats and coordinator pings; a worker silent for "
               "6 intervals is lost and its step re-scheduled" },
+    { .key = "min_workers", .type = STRATA_OPT_INT, .def = "1",
+      .offset = offsetof(ps_cfg_t, min_workers), .min = 1, .max = 65535,
+      .help = "the job goes on while at least this many workers are alive; "
+              "below it for timeout_s, the coordinator stops the job with an "
+              "error" },
     { .key = NULL },
 };
 
@@ -135,6 +140,12 @@ static int ps_init(const strata_host_v2_t *host, strata_hctx_t *hc,
     }
     if (rc == STRATA_OK)
         rc = ps_net_members(p);
+    if (rc == STRATA_OK && p->cfg.min_workers > p->nworkers) {
+        ps_log(p, STRATA_LOG_ERROR, "[strategy.ps] min_workers = %lld, but "
+               "the job has %d worker%s", (long long)p->cfg.min_workers,
+               p->nworkers, p->nworkers == 1 ? "" : "s");
+        rc = STRATA_ECONFIG;
+    }
     if (rc == STRATA_OK && ps_place_init(&p->place, p->nps) != 0)
         rc = STRATA_ENOMEM;
     if (rc == STRATA_OK)

@@ -30,6 +30,7 @@ typedef struct ps_cfg {
     int64_t     max_staleness;
     double      timeout_s;
     int64_t     heartbeat_ms;
+    int64_t     min_workers;
 } ps_cfg_t;
 
 enum ps_role { PS_ROLE_COORD = 1, PS_ROLE_WORKER, PS_ROLE_PS, PS_ROLE_IDLE };

@@ -30,6 +30,7 @@ struct ps_coord {
     int64_t      next_tick, next_ping;
     int64_t      lost_ms;     /* silence after which a worker is lost    */
     int64_t      last_worker; /* when a worker was last alive            */
+    int64_t      last_enough; /* when min_workers were last alive        */
     int          finishing;
     int64_t      total_done;
     int64_t      rescheduled, stale;
@@ -281,12 +282,22 @@ static int tick(ps_t *p)
         }
         alive += w->seen && !w->lost;
     }
-    if (!alive && now - co->last_worker > p->timeout_ms) {
-        /* EPEER, not ETIMEDOUT: the callers read ETIMEDOUT as "the pump's
-         * own deadline passed, pump again". */
-        ps_log(p, STRATA_LOG_ERROR, "no worker alive for %.1f s "
-               "(strategy.timeout_s); stopping the job",
-               (now - co->last_worker) / 1000.0);
+    /* Workers come and go (launch restarts them); below min_workers for
+     * longer than the timeout, the job cannot go on. EPEER, not ETIMEDOUT:
+     * the callers read ETIMEDOUT as "the pump's own deadline passed". */
+    if (alive >= p->cfg.min_workers)
+        co->last_enough = now;
+    if (alive < p->cfg.min_workers && now - co->last_enough > p->timeout_ms) {
+        if (alive == 0)
+            ps_log(p, STRATA_LOG_ERROR, "no worker alive for %.1f s "
+                   "(strategy.timeout_s); stopping the job",
+                   (now - co->last_enough) / 1000.0);
+        else
+            ps_log(p, STRATA_LOG_ERROR, "only %d of %d workers alive for "
+                   "%.1f s, fewer than [strategy.ps] min_workers = %lld; "
+                   "stopping the job", alive, p->nworkers,
+                   (now - co->last_enough) / 1000.0,
+                   (long long)p->cfg.min_workers);
         return STRATA_EPEER;
     }
     return STRATA_OK;
@@ -652,7 +663,7 @@ int ps_coord_drive(ps_t *p, const strata_drive_t *d)
     int64_t now = ps_now_ms();
     for (int j = 0; j < p->nps; j++)
         co->ps_last[j] = now;
-    co->last_worker = now;
+    co->last_worker = co->last_enough = now;
     ps_log(p, STRATA_LOG_INFO, "coordinator %s: %d ps, %d workers, %d epochs "
            "of %lld steps", ps_name(p, p->self), p->nps, p->nworkers,
            d->epochs, (long long)d->steps_per_epoch);
