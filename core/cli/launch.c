@@ -45,7 +45,15 @@ typedef struct plan {
     char **targv;        /* argv of every child */
     int    by_role;      /* a ps job: a dead worker is restarted alone */
     int    max_restarts; /* per task (by_role), or of the whole job */
+    int    has_chief;    /* else worker 0 coordinates (no restart alone) */
 } plan_t;
+
+/* The task that coordinates a ps job: the chief, else worker 0. */
+static int coordinates(const child_t *ci, const plan_t *pl)
+{
+    return !strcmp(ci->type, pl->has_chief ? "chief" : "worker") &&
+           ci->index == 0;
+}
 
 static pid_t g_launch_pid;              /* for the children's parent check */
 static volatile sig_atomic_t g_signal;  /* to forward; cleared once done */
@@ -257,7 +265,8 @@ static double backoff_s(int restarts)
  * fails stops the job. Returns 1 when the job goes on. */
 static int worker_down(child_t *ci, int ec, const plan_t *pl)
 {
-    if (!pl->by_role || strcmp(ci->type, "worker") != 0 || g_stopped)
+    if (!pl->by_role || strcmp(ci->type, "worker") != 0 || g_stopped ||
+        coordinates(ci, pl))
         return 0;
     if (ci->restarts < pl->max_restarts) {
         double wait = backoff_s(ci->restarts);
@@ -345,6 +354,11 @@ static int supervise(child_t *c, int n, const plan_t *pl)
                 }
             } else if (ec == 0) {
                 printf("[launch] %s finished\n", c[i].name);
+                /* The job is over: a worker due to restart has nothing to
+                 * rejoin. */
+                if (pl->by_role && coordinates(&c[i], pl))
+                    for (int k = 0; k < n; k++)
+                        c[k].restart_at = 0;
             }
         }
         if (stop_at > 0 && now_s() > stop_at) {
@@ -522,7 +536,7 @@ int cli_launch(int argc, char **argv)
     /* A ps job: a dead worker is the coordinator's business, and launch
      * restarts it alone; any other death restarts the whole job. */
     const plan_t plan = { .targv = targv, .by_role = ps > 0,
-                          .max_restarts = restarts };
+                          .max_restarts = restarts, .has_chief = chief };
     char keys[4096];
     if (make_job_keys(c, n, keys, sizeof keys) != 0) {
         remove_job_keys(keys);

@@ -18,6 +18,8 @@
  *   launch_restart under strata launch --max-restarts 2, worker:1 killed
  *                  (-9): launch restarts it alone, the job ends exit 0
  *   launch_lost    the same without restarts: the job finishes without it
+ *   launch_coord   no chief: worker:0 coordinates, and its death restarts
+ *                  the whole job
  *   replay         in plaintext ([security] mode = off): malformed
  *                  messages, replayed pushes (one with a step id not run
  *                  yet), and a worker's STATE_PUT/STATE_REQ sent to ps:0
@@ -395,18 +397,28 @@ static void allgone(int min_workers)
 /* Under strata launch, a worker killed with -9 is not the job's end: with
  * --max-restarts launch starts it again alone and it rejoins; without, the
  * job finishes without it. Either way launch exits 0 and every ps applied
- * every scheduled step exactly once. */
-static void launch_worker_kill(int restarts)
+ * every scheduled step exactly once. Without a chief, worker:0 coordinates:
+ * its death restarts the whole job (coord = 1). */
+static void launch_worker_kill(int restarts, int coord)
 {
     char r[8];
     snprintf(r, sizeof r, "%d", restarts);
-    char *argv[] = { (char *)spawn_strata_bin(), "launch", "--ps", "1",
-                     "--workers", "2", "--chief", "--max-restarts", r,
-                     "--set", "strategy.plugin=ps", "--set", "train.epochs=4",
-                     "--set", "data.limit_train=12000", "--set",
-                     "train.eval=false", "--set", "train.progress=none",
-                     "--set", "strategy.timeout_s=10", "--set",
-                     "debug.step_delay_ms=2", NULL };
+    const char *victim = coord ? "[launch] worker:0: pid "
+                               : "[launch] worker:1: pid ";
+    char *argv[32] = { (char *)spawn_strata_bin(), "launch", "--ps", "1",
+                       "--workers", coord ? "3" : "2", "--max-restarts", r };
+    int a = 8;
+    if (!coord)
+        argv[a++] = "--chief";
+    char *sets[] = { "strategy.plugin=ps", "train.epochs=4",
+                     "data.limit_train=12000", "train.eval=false",
+                     "train.progress=none", "strategy.timeout_s=10",
+                     "debug.step_delay_ms=2" };
+    for (size_t k = 0; k < sizeof sets / sizeof *sets; k++) {
+        argv[a++] = "--set";
+        argv[a++] = sets[k];
+    }
+    argv[a] = NULL;
     spawn_child_t c;
     CHECK(spawn_start(argv, NULL, &c) == 0);
     char out[65536] = "", err[65536] = "";
@@ -415,21 +427,28 @@ static void launch_worker_kill(int restarts)
         usleep(100000);
         spawn_read_file_(c.outp, out, sizeof out);
         spawn_read_file_(c.errp, err, sizeof err);
-        const char *p = strstr(out, "[launch] worker:1: pid ");
+        const char *p = strstr(out, victim);
         pid = p && strstr(err, "worker:1 registered")
-                  ? atol(p + strlen("[launch] worker:1: pid ")) : 0;
+                  ? atol(p + strlen(victim)) : 0;
     }
-    CHECKF(pid > 0, "no worker:1 training under launch:\n%s", out);
+    CHECKF(pid > 0, "no %s training under launch:\n%s", victim, out);
     usleep(500000);
     if (pid > 0)
         kill((pid_t)pid, SIGKILL);
     spawn_wait(&c, 240);
     spawn_collect(&c, out, sizeof out, err, sizeof err);
     int starts = 0;
-    for (const char *p = out; (p = strstr(p, "[launch] worker:1: pid ")); p++)
+    for (const char *p = out; (p = strstr(p, victim)); p++)
         starts++;
-    CHECKF(c.code == 0, "launch exit %d after worker:1 was killed:\n%s",
-           c.code, err);
+    CHECKF(c.code == 0, "launch exit %d after %s was killed:\n%s", c.code,
+           victim, err);
+    if (coord) {
+        CHECKF(starts == 2 && strstr(err, "restart 1/2: the job failed") &&
+               !strstr(err, "restarting it alone"),
+               "the coordinating worker:0 was not restarted with its job "
+               "(%d starts):\n%s", starts, err);
+        return;
+    }
     CHECKF(strstr(err, "exactly once: each of the 1 ps tasks"),
            "no exactly-once line:\n%s", err);
     if (restarts)
@@ -797,9 +816,11 @@ int main(int argc, char **argv)
     else if (!strcmp(g_scenario, "belowmin"))
         allgone(2);
     else if (!strcmp(g_scenario, "launch_restart"))
-        launch_worker_kill(2);
+        launch_worker_kill(2, 0);
     else if (!strcmp(g_scenario, "launch_lost"))
-        launch_worker_kill(0);
+        launch_worker_kill(0, 0);
+    else if (!strcmp(g_scenario, "launch_coord"))
+        launch_worker_kill(2, 1);
     else if (!strcmp(g_scenario, "replay"))
         replay();
     else if (!strcmp(g_scenario, "stranger"))
