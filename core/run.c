@@ -404,6 +404,20 @@ void strata__run_banner(const strata__run_t *run)
             strata__out(ctx, "%s", summary);
     }
     free(summary);
+    /* The rate the steps use, after the linear scaling rule and with the
+     * warm-up that leads to it. */
+    static const char *const k_opt[] = { "sgd", "momentum", "adam" };
+    const strata__train_cfg_t *t = &run->s->train;
+    const strata__optimizer_cfg_t *o = &run->s->optimizer;
+    char scaled[96] = "", warm[96] = "";
+    if (t->lr_scaling)
+        snprintf(scaled, sizeof scaled, " (%g x %d replicas: [train] "
+                 "lr_scaling = linear)", o->lr, run->shards);
+    if (run->warmup_steps > 0)
+        snprintf(warm, sizeof warm, ", reached linearly over the first %lld "
+                 "steps (warm-up)", (long long)run->warmup_steps);
+    strata__out(ctx, "optimizer: %s, learning rate %g%s%s\n", k_opt[o->name],
+                run->lr_target, scaled, warm);
     size_t model_bytes = run->model.count * sizeof(float);
     strata__out(ctx, "strategy %s placed %zu bytes of variables and optimizer "
                 "state (%.2f x the model's %zu bytes)\n", run->strategy->name,
@@ -499,15 +513,17 @@ int strata__run_finish(strata__run_t *run)
         if (rc != STRATA_OK)
             return rc;
     }
-    if (run->chief && run->nhistory > 0 &&
-        run->s->train.progress != STRATA__PROGRESS_NONE) {
+    /* The result line, whatever the progress display ([train] progress =
+     * none silences the progress, not the outcome). */
+    if (run->chief && run->nhistory > 0) {
         const strata__epoch_stats_t *e = &run->last;
+        const char *s = e->epoch == 1 ? "" : "s";
         if (e->has_test)
-            strata__out(run->ctx, "done: %d epochs, test accuracy %.4f, test "
-                        "loss %.4f\n", e->epoch, e->test_acc, e->test_loss);
+            strata__out(run->ctx, "done: %d epoch%s, test accuracy %.4f, test "
+                        "loss %.4f\n", e->epoch, s, e->test_acc, e->test_loss);
         else
-            strata__out(run->ctx, "done: %d epochs, train accuracy %.4f, "
-                        "train loss %.4f\n", e->epoch, e->train_acc,
+            strata__out(run->ctx, "done: %d epoch%s, train accuracy %.4f, "
+                        "train loss %.4f\n", e->epoch, s, e->train_acc,
                         e->train_loss);
     }
     return STRATA_OK;

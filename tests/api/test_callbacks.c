@@ -83,7 +83,8 @@ int main(void)
     CHECKF(strstr(g_text, "num_replicas_in_sync: 1 (strategy mirrored") &&
                strstr(g_text, " total: 101770 parameters\n") &&
                strstr(g_text, "Epoch 2/2 - 20 steps - ") &&
-               strstr(g_text, "done: 2 epochs, test accuracy "),
+               strstr(g_text, "done: 2 epochs, test accuracy ") &&
+               strstr(g_text, "optimizer: adam, learning rate 0.001\n"),
            "text:\n%s", g_text);
     CHECKF(g_nreports == 2, "%d epoch reports", g_nreports);
     for (int e = 0; e < g_nreports; e++) {
@@ -98,6 +99,27 @@ int main(void)
     snprintf(want, sizeof want, "test accuracy %.4f",
              g_reports[g_nreports > 0 ? g_nreports - 1 : 0].val_accuracy);
     CHECKF(strstr(g_text, want) != NULL, "'%s' not in:\n%s", want, g_text);
+    /* The learning rate the steps use is shown after scaling and with its
+     * warm-up; the result line comes even with progress = none, and says
+     * "1 epoch". */
+    strata_ctx_t *scaled = small_job();
+    const char *more[] = { "train.devices=cpu:0,cpu:1", "train.epochs=1",
+                           "train.lr_scaling=linear", "train.warmup_epochs=0.5",
+                           "train.progress=none" };
+    for (size_t i = 0; scaled && i < sizeof more / sizeof *more; i++)
+        CHECK(strata_ctx_set(scaled, more[i]) == 0);
+    g_text[0] = '\0';
+    g_nreports = 0;
+    CHECK(scaled && strata_ctx_set_callbacks(scaled, &cb) == 0);
+    CHECK(scaled && strata_train(scaled) == 0);
+    CHECKF(strstr(g_text, "optimizer: adam, learning rate 0.002 (0.001 x 2 "
+                          "replicas: [train] lr_scaling = linear), reached "
+                          "linearly over the first 10 steps (warm-up)\n") &&
+               strstr(g_text, "done: 1 epoch, test accuracy ") &&
+               !strstr(g_text, "Epoch 1/1"),
+           "scaled run's text:\n%s", g_text);
+    strata_ctx_destroy(scaled);
+
     /* Cleared: silent again. */
     CHECK(strata_ctx_set_callbacks(ctx, NULL) == 0);
     strata_ctx_destroy(ctx);
