@@ -214,7 +214,7 @@ path = $MYD
 EOF
     step 300 train "$P/bin/strata" train -c "$T/localsgd.ini"
     expect train 0 "localsgd trains 1 epoch on 2 replicas" \
-        "strategy localsgd, transport local" "^done: 1 epochs, test accuracy"
+        "strategy localsgd, transport local" "^done: 1 epoch, test accuracy"
     acc=$(sed -n 's/^done: .* test accuracy \([0-9.]*\),.*/\1/p' "$T/train.log")
     # Measured: 0.8445 (Adam, lr 0.001, seed 42); mirrored reaches about the same.
     if [ -n "$acc" ] && awk -v a="$acc" 'BEGIN { exit !(a >= 0.80) }'; then
