@@ -1,6 +1,9 @@
 /* Keras-like progress: on a terminal a redrawn bar per epoch, elsewhere one
  * line per epoch (logs and CI stay readable). */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,6 +49,17 @@ static void bar(char *out, int width, int64_t done, int64_t total)
     out[width] = '\0';
 }
 
+/* Columns of the terminal the bar is drawn on (stdout; $COLUMNS; 80). */
+static int columns(void)
+{
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    const char *c = getenv("COLUMNS");
+    int n = c ? atoi(c) : 0;
+    return n > 0 ? n : 80;
+}
+
 void strata__progress_step(strata__progress_t *p, int64_t done, double loss,
                            double acc)
 {
@@ -57,11 +71,23 @@ void strata__progress_step(strata__progress_t *p, int64_t done, double loss,
     p->last = now;
     double eta = done > 0 ? (now - p->t0) / (double)done * (double)(p->total - done)
                           : 0.0;
-    char b[31];
-    bar(b, 30, done, p->total);
-    strata__out(p->ctx, "\r%lld/%lld [%s] - ETA: %.0fs - loss: %.4f - "
-                "accuracy: %.4f", (long long)done, (long long)p->total, b, eta,
-                loss, acc);
+    /* A redrawn line must never wrap: a wrapped one scrolls at every
+     * redraw. The bar takes what the counters and figures leave of the
+     * width (at most 30 like Keras', at least 5); on a very narrow
+     * terminal the accuracy goes first. */
+    char head[48], tail[96], b[31];
+    snprintf(head, sizeof head, "%lld/%lld [", (long long)done,
+             (long long)p->total);
+    snprintf(tail, sizeof tail, "] - ETA: %.0fs - loss: %.4f - accuracy: "
+             "%.4f", eta, loss, acc);
+    int room = columns() - 1 - (int)strlen(head) - (int)strlen(tail);
+    if (room < 5) {
+        snprintf(tail, sizeof tail, "] - ETA: %.0fs - loss: %.4f", eta, loss);
+        room = columns() - 1 - (int)strlen(head) - (int)strlen(tail);
+    }
+    int width = room > 30 ? 30 : room < 5 ? 5 : room;
+    bar(b, width, done, p->total);
+    strata__out(p->ctx, "\r%s%s%s", head, b, tail);
 }
 
 void strata__progress_end(strata__progress_t *p, int64_t done, double secs,
