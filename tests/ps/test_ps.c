@@ -125,6 +125,17 @@ static void sets_with(char **out, int *n, char *const *more, int nmore)
         out[(*n)++] = more[i];
 }
 
+/* A job of a chief, nw workers and nps ps tasks with the common settings
+ * and `more`, every task started. */
+static void job_run(job_t *j, int nw, int nps, char *const *more, int nmore)
+{
+    char *sets[JOB_SETS];
+    int n;
+    sets_with(sets, &n, more, nmore);
+    job_init(j, nw, nps, sets, n);
+    job_start_all(j);
+}
+
 static int launch(char *const *args, spawn_result_t *r, int timeout_s)
 {
     char *argv[48] = { (char *)spawn_strata_bin(), "launch" };
@@ -285,12 +296,8 @@ static void restart(int times)
 {
     char *more[] = { "train.epochs=2", "strategy.timeout_s=30",
                      "strategy.partitioner=fixed:2" };
-    char *sets[JOB_SETS];
-    int n;
-    sets_with(sets, &n, more, 3);
     job_t j;
-    job_init(&j, 3, 2, sets, n);
-    job_start_all(&j);
+    job_run(&j, 3, 2, more, 3);
     int w1 = job_task(&j, "worker", 1);
     CHECK(job_await(&j, 0, 0, "worker:1 registered", 60) == 0);
     for (int k = 0; k < times; k++) {
@@ -319,12 +326,8 @@ static void restart(int times)
 static void pskill(void)
 {
     char *more[] = { "train.epochs=5", "strategy.timeout_s=3" };
-    char *sets[JOB_SETS];
-    int n;
-    sets_with(sets, &n, more, 2);
     job_t j;
-    job_init(&j, 3, 2, sets, n);
-    job_start_all(&j);
+    job_run(&j, 3, 2, more, 2);
     CHECK(job_await(&j, 0, 0, "registered", 60) == 0);
     usleep(1500000);
     int ps1 = job_task(&j, "ps", 1);
@@ -358,12 +361,8 @@ static void allgone(int min_workers)
     char mw[48];
     snprintf(mw, sizeof mw, "strategy.min_workers=%d", min_workers);
     char *more[] = { "train.epochs=5", "strategy.timeout_s=3", mw };
-    char *sets[JOB_SETS];
-    int n;
-    sets_with(sets, &n, more, 3);
     job_t j;
-    job_init(&j, 2, 2, sets, n);
-    job_start_all(&j);
+    job_run(&j, 2, 2, more, 3);
     CHECK(job_await(&j, 0, 1, "Epoch 1/5", 60) == 0);
     usleep(500000);
     /* min_workers 1: every worker dies; 2: one of the two. */
@@ -509,12 +508,8 @@ static void replay(void)
 {
     char *more[] = { "train.epochs=3", "data.limit_train=12000",
                      "strategy.partitioner=fixed:3", "security.mode=off" };
-    char *sets[JOB_SETS];
-    int n;
-    sets_with(sets, &n, more, 4);
     job_t j;
-    job_init(&j, 3, 2, sets, n);
-    job_start_all(&j);
+    job_run(&j, 3, 2, more, 4);
     CHECK(job_await(&j, 0, 1, "Epoch 1/3", 120) == 0);
     int ps0 = job_task(&j, "ps", 0), w0 = job_task(&j, "worker", 0);
     void *zc = zmq_ctx_new(), *s = zmq_socket(zc, ZMQ_DEALER);
@@ -591,12 +586,8 @@ static void stranger(void)
 {
     char *more[] = { "train.epochs=2", "data.limit_train=12000",
                      "strategy.partitioner=fixed:3" };
-    char *sets[JOB_SETS];
-    int n;
-    sets_with(sets, &n, more, 3);
     job_t j;
-    job_init(&j, 3, 2, sets, n);
-    job_start_all(&j);
+    job_run(&j, 3, 2, more, 3);
     CHECK(job_await(&j, 0, 1, "Epoch 1/2", 120) == 0);
     int ps0 = job_task(&j, "ps", 0), w0 = job_task(&j, "worker", 0);
     char ep[64], pspub[41] = "", mypub[41], mysec[41], path[128];

@@ -596,6 +596,9 @@ static int finish_ps(ps_t *p)
     ps_coord_t *co = p->co;
     int rc = STRATA_OK, bad = 0;
     int64_t dups = 0;
+    uint64_t want = 0; /* the digest of the steps scheduled */
+    for (int64_t s = 0; s < co->total_done; s++)
+        want ^= ps_step_mix(s);
     for (int j = 0; j < p->nps && rc == STRATA_OK; j++) {
         int member = p->ps_member[j];
         ps_hdr_t h = { .type = PS_FINISH, .step = -1, .a = co->stopped };
@@ -609,9 +612,6 @@ static int finish_ps(ps_t *p)
         if (rc != STRATA_OK)
             break;
         dups += m.h.b;
-        uint64_t want = 0;
-        for (int64_t s = 0; s < co->total_done; s++)
-            want ^= ps_step_mix(s);
         if (m.h.a == co->total_done && (uint64_t)m.h.step != want) {
             bad++;
             ps_log(p, STRATA_LOG_ERROR, "exactly once: %s applied %lld steps, "
