@@ -7,6 +7,9 @@
 /* strata launch [...]: returns the process exit code. */
 int cli_launch(int argc, char **argv);
 
+/* strata compare [...]: returns the process exit code. */
+int cli_compare(int argc, char **argv);
+
 /* strata keygen [...]: returns the process exit code. */
 int cli_keygen(int argc, char **argv);
 /* Make `dir` (0700) or check an existing one is not writable by others;
