@@ -295,34 +295,18 @@ static int parse(int argc, char **argv, parsed_t *p)
     return 0;
 }
 
-/* The job with the user's settings, checked once before any run: a bad
- * file or --set is one error here, not one per strategy. *eval: whether
- * the runs evaluate on the test set; *epochs: how many they run. */
-static int check_job(const cmp_opts_t *o, int *eval, int *epochs)
+/* The job file and the --set assignments, read once before any run: a
+ * missing file or a malformed line is one error here. (The values are
+ * checked by each run as it starts: a bad one fails every run, exit 2.) */
+static int check_job(const cmp_opts_t *o)
 {
     strata_ctx_t *ctx = NULL;
     int rc = strata_ctx_create(o->config, &ctx);
-    char kv[64];
     for (int i = 0; rc == STRATA_OK && i < o->nsets; i++)
         rc = strata_ctx_set(ctx, o->sets[i]);
-    if (rc == STRATA_OK && o->epochs > 0) {
-        snprintf(kv, sizeof kv, "train.epochs=%d", o->epochs);
-        rc = strata_ctx_set(ctx, kv);
-    }
-    if (rc == STRATA_OK && o->straggler[0]) {
-        snprintf(kv, sizeof kv, "debug.step_delay_ms=%d", o->straggler_ms);
-        rc = strata_ctx_set(ctx, kv);
-    }
-    if (rc == STRATA_OK) {
-        const char *e = strata_ctx_get(ctx, "train", "eval");
-        const char *n = strata_ctx_get(ctx, "train", "epochs");
-        *eval = e && (!strcmp(e, "true") || !strcmp(e, "1") ||
-                      !strcmp(e, "yes") || !strcmp(e, "on"));
-        *epochs = n ? atoi(n) : 0;
-    } else {
-        fprintf(stderr, "strata: compare: the job is not valid (%s): "
+    if (rc != STRATA_OK)
+        fprintf(stderr, "strata: compare: the job cannot be read (%s): "
                 "nothing was run\n", strata_err_name(rc));
-    }
     strata_ctx_destroy(ctx);
     return rc == STRATA_OK ? 0 : -1;
 }
@@ -667,10 +651,16 @@ static int make_dir(const char *dir)
     return -1;
 }
 
-/* "a.ini, 3 epochs; straggler worker:1 +10 ms/step; link 500mbit" */
-static void describe(const parsed_t *p, int epochs, char *buf, size_t cap)
+/* "a.ini, 3 epochs, 2 CPUs; straggler worker:1 +10 ms every step; ..." */
+static void describe(const parsed_t *p, char *buf, size_t cap)
 {
     const cmp_opts_t *o = &p->o;
+    int epochs = 0, failed = 0;
+    for (int i = 0; i < p->nruns; i++) {
+        if (p->runs[i].nep > epochs)
+            epochs = p->runs[i].nep;
+        failed += p->runs[i].ran && !succeeded(&p->runs[i]);
+    }
     const char *job = o->config ? strrchr(o->config, '/') : NULL;
     job = job ? job + 1 : o->config ? o->config : "the default job";
     size_t at = (size_t)snprintf(buf, cap, "%s, %d epoch%s, %ld CPUs", job,
@@ -680,13 +670,23 @@ static void describe(const parsed_t *p, int epochs, char *buf, size_t cap)
         at += (size_t)snprintf(buf + at, cap - at, "; straggler %s +%d ms "
                                "every step", o->straggler, o->straggler_ms);
     if (o->link && at < cap)
-        snprintf(buf + at, cap - at, "; launched jobs on one %s link",
-                 o->link);
+        at += (size_t)snprintf(buf + at, cap - at, "; launched jobs on one "
+                               "%s link", o->link);
+    if (failed && at < cap)
+        at += (size_t)snprintf(buf + at, cap - at, "; %d run%s failed",
+                               failed, failed == 1 ? "" : "s");
+    time_t now = time(NULL);
+    struct tm tm;
+    if (at < cap && localtime_r(&now, &tm))
+        strftime(buf + at, cap - at, "; %Y-%m-%d %H:%M", &tm);
 }
 
-static int report(const parsed_t *p, const char *subtitle)
+static int report(const parsed_t *p)
 {
+    char subtitle[512];
+    describe(p, subtitle, sizeof subtitle);
     const cmp_run_t *slow = slowest(p->runs, p->nruns);
+    printf("\n%s\n", subtitle);
     print_table(p->runs, p->nruns, slow);
     report_t rp = { p->runs, p->nruns, slow, "strata compare", subtitle };
     char path[3][4200];
@@ -705,42 +705,52 @@ static int report(const parsed_t *p, const char *subtitle)
     return rc;
 }
 
+/* The exit code of a comparison that ran: 0 when every run succeeded; 2
+ * when every one failed on its configuration (the job itself is wrong);
+ * else 1. */
+static int outcome(const parsed_t *p)
+{
+    int failed = 0, config = 0;
+    for (int i = 0; i < p->nruns; i++)
+        if (!succeeded(&p->runs[i])) {
+            failed++;
+            config += p->runs[i].code == 2;
+        }
+    return failed == 0 ? 0 : config == p->nruns ? 2 : 1;
+}
+
 int cli_compare(int argc, char **argv)
 {
     parsed_t *p = calloc(1, sizeof *p);
     if (!p)
         return 1;
-    int code = parse(argc, argv, p), eval = 0, epochs = 0;
+    int code = parse(argc, argv, p);
     if (code == 0 && strchr(p->o.out, ',')) { /* it goes into a CSV column */
         fprintf(stderr, "strata: compare: --out %s: no commas, please\n",
                 p->o.out);
         code = 2;
     }
-    if (code == 0 && check_job(&p->o, &eval, &epochs) != 0)
+    if (code == 0 && check_job(&p->o) != 0)
         code = 2;
-    if (code == 0 && make_dir(p->o.out) != 0)
-        code = 1;
-    if (code == 0 && !eval)
-        fprintf(stderr, "strata: compare: [train] eval is off: no test "
-                "accuracy to compare, only speed and loss\n");
     double link_bps = 0;
     if (code == 0 && p->o.link) {
         if (cli_compare_link_probe(p->o.link, p->link_bps, &link_bps) != 0) {
             fprintf(stderr, "strata: compare: --link %s cannot be made on "
                     "this machine (see above): nothing was run\n", p->o.link);
             code = 1;
-        } else if (link_bps > 0) {
-            printf("link: %s (tc htb on the loopback of a network namespace "
-                   "per launched job); measured %.0f Mbit/s with one tcp "
-                   "stream\n", p->o.link, link_bps * 1e-6);
+        } else {
+            printf("link: %s, tc htb on the loopback of a network namespace "
+                   "per launched job; measured %.0f Mbit/s (one tcp stream)"
+                   "\n", p->o.link, link_bps * 1e-6);
         }
     }
-    char subtitle[512] = "";
+    if (code == 0 && make_dir(p->o.out) != 0)
+        code = 1;
     if (code == 0) {
-        describe(p, epochs, subtitle, sizeof subtitle);
-        printf("strata compare: %s; %d strateg%s, one after another; "
-               "everything in %s/\n", subtitle, p->nruns,
-               p->nruns == 1 ? "y" : "ies", p->o.out);
+        printf("strata compare: %s, %d strateg%s, one after another; "
+               "everything in %s/\n", p->o.config ? p->o.config
+                                                 : "the default job",
+               p->nruns, p->nruns == 1 ? "y" : "ies", p->o.out);
         fflush(stdout);
         struct sigaction sa = { .sa_handler = on_stop };
         sigemptyset(&sa.sa_mask);
@@ -780,12 +790,8 @@ int cli_compare(int argc, char **argv)
                 "so far are in %s/\n", (int)g_stop, p->o.out);
         code = 128 + (int)g_stop;
     }
-    if (code == 0) {
-        code = report(p, subtitle) != 0 ? 1 : 0;
-        for (int i = 0; code == 0 && i < p->nruns; i++)
-            if (!succeeded(&p->runs[i]))
-                code = 1;
-    }
+    if (code == 0)
+        code = report(p) != 0 ? 1 : outcome(p);
     for (int i = 0; i < MAX_RUNS; i++)
         free(p->runs[i].ep);
     free(p->o.sets);
