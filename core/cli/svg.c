@@ -70,10 +70,8 @@ int cli_axis_make(double min, double max, int max_ticks, int integer,
 
 void cli_axis_label(const cli_axis_t *ax, int i, char *buf, size_t cap)
 {
-    double v = ax->lo + (double)i * ax->step;
-    if (fabs(v) < ax->step * 1e-6)
-        v = 0.0; /* no "-0.00" */
-    snprintf(buf, cap, "%.*f", ax->decimals, v);
+    /* lo is a whole multiple of step: the tick at zero is exactly 0. */
+    snprintf(buf, cap, "%.*f", ax->decimals, ax->lo + (double)i * ax->step);
 }
 
 /* ---- the document ----------------------------------------------------- */

@@ -21,7 +21,7 @@ typedef struct cli_axis {
 int cli_axis_make(double min, double max, int max_ticks, int integer,
                   cli_axis_t *ax);
 
-/* Tick i's label ("0.85", "12", "-2.5"; never "-0"). */
+/* Tick i's label ("0.85", "12", "-2.5"). */
 void cli_axis_label(const cli_axis_t *ax, int i, char *buf, size_t cap);
 
 /* One line: n points; a point with a non-finite coordinate is left out. */
