@@ -128,8 +128,9 @@ static int parse_strategies(const char *list, cmp_run_t *runs, int *n)
         if (parse_spec(p, len, &runs[*n]) != 0) {
             fprintf(stderr, "strata: compare: --strategies: '%.*s' is not a "
                     "strategy: expected mirrored, central, mwms:W or ps:PxW "
-                    "(W workers, P ps tasks, at most %d tasks)\n",
-                    (int)(len > 40 ? 40 : len), p, MAX_TASKS - 1);
+                    "(W workers, P ps tasks; at most %d tasks in a job, the "
+                    "chief of ps included)\n", (int)(len > 40 ? 40 : len), p,
+                    MAX_TASKS);
             return -1;
         }
         for (int i = 0; i < *n; i++)
@@ -148,14 +149,18 @@ static int parse_strategies(const char *list, cmp_run_t *runs, int *n)
 /* TYPE:INDEX=Nms | Ns */
 static int parse_straggler(const char *v, cmp_opts_t *o)
 {
-    const char *eq = strchr(v, '=');
-    char type[16];
-    int index, end = 0;
-    if (!eq || (size_t)(eq - v) >= sizeof o->straggler ||
-        sscanf(v, "%15[a-z]:%d%n", type, &index, &end) != 2 ||
-        v + end != eq || index < 0 ||
-        (strcmp(type, "chief") && strcmp(type, "worker") && strcmp(type, "ps")))
+    const char *eq = strchr(v, '='), *colon = strchr(v, ':'), *digits;
+    size_t tlen = colon ? (size_t)(colon - v) : 0;
+    if (!eq || !colon || colon > eq ||
+        (size_t)(eq - v) >= sizeof o->straggler ||
+        !((tlen == 5 && !strncmp(v, "chief", 5)) ||
+          (tlen == 6 && !strncmp(v, "worker", 6)) ||
+          (tlen == 2 && !strncmp(v, "ps", 2))))
         return -1;
+    for (digits = colon + 1; *digits >= '0' && *digits <= '9'; digits++)
+        ;
+    if (digits == colon + 1 || digits != eq || digits - colon > 3)
+        return -1; /* an index of 1 or 2 digits: at most 64 tasks */
     const char *unit;
     int n;
     if (count(eq + 1, &unit, 600000, &n) != 0)
@@ -225,7 +230,8 @@ static int parse(int argc, char **argv, parsed_t *p)
                     return 2;
                 }
                 val = argv[++i];
-            } else if (arg[1] == '-' && !strncmp(arg, k_valued[k], n) &&
+            } else if (arg[0] == '-' && arg[1] == '-' &&
+                       !strncmp(arg, k_valued[k], n) &&
                        arg[n] == '=') {
                 name = k_valued[k];
                 val = arg + n + 1;
@@ -780,6 +786,9 @@ int cli_compare(int argc, char **argv)
         }
         if (succeeded(r))
             printf("[compare] %s: done in %.1f s\n", r->spec, r->wall_s);
+        else if (g_stop)
+            printf("[compare] %s: stopped (exit %d) after %.1f s\n", r->spec,
+                   r->code, r->wall_s);
         else
             printf("[compare] %s: FAILED (exit %d) after %.1f s: see %s\n",
                    r->spec, r->code, r->wall_s, r->log);

@@ -226,6 +226,8 @@ def run_all(tmp):
         (["--straggler", "worker1=10ms"], "--straggler 'worker1=10ms'"),
         (["--straggler", "worker:1=10"], "--straggler 'worker:1=10'"),
         (["--straggler", "gpu:1=10ms"], "--straggler 'gpu:1=10ms'"),
+        (["--straggler", "worker: 1=10ms"], "--straggler 'worker: 1=10ms'"),
+        (["--straggler", "worker:+1=10ms"], "--straggler 'worker:+1=10ms'"),
         (["--straggler", "worker:1=10min"], "--straggler 'worker:1=10min'"),
         (["--link", "100"], "--link '100'"),
         (["--link", "fast"], "--link 'fast'"),
