@@ -205,6 +205,23 @@ def run_all(tmp):
         check(num(rows["mwms:2"][2]) >= 62 * 0.005,
               "straggler: mwms:2 s/epoch >= 62 x 5 ms", rows["mwms:2"][2])
 
+    # ---- --timeout: the run is stopped, a failed row, nothing left -------
+    out_dir = os.path.join(tmp, "timeout")
+    code, out, err = compare("--strategies", "mwms:2", "--epochs", "50",
+                             "--timeout", "1", "--out", out_dir)
+    print(out + err)
+    check(code == 1 and "stopped after --timeout 1 s" in out,
+          "timeout: a failed row that says so", "exit %d" % code)
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if out_dir.encode() in f.read():
+                    left.append(pid)
+        except OSError:
+            pass
+    check(not left, "timeout: every task of the job reaped", str(left))
+
     # ---- a limited link --------------------------------------------------
     check_link(tmp)
 
