@@ -410,6 +410,12 @@ static int host_boundary(strata_hctx_t *hc, int32_t epoch, int64_t batch,
     return strata__host_boundary(ctx_of(hc), epoch, batch, step);
 }
 
+static int host_membership(strata_hctx_t *hc, int64_t committed,
+                           int timeout_ms, strata_membership_t *out)
+{
+    return strata__host_membership(ctx_of(hc), committed, timeout_ms, out);
+}
+
 const strata_host_v2_t strata__host_v2 = {
     .struct_size = sizeof(strata_host_v2_t),
     .abi_major = STRATA_ABI_MAJOR,
@@ -438,4 +444,5 @@ const strata_host_v2_t strata__host_v2 = {
     .report = host_report,
     .boundary_due = host_boundary_due,
     .boundary = host_boundary,
+    .membership = host_membership,
 };

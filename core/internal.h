@@ -171,6 +171,7 @@ typedef struct strata__debug_cfg {
     int         hash_vars;      /* every worker prints a hash of them       */
     int64_t     step_delay_ms;  /* a straggler: sleep in every step         */
     const char *delay_task;     /* ... on this task only ("" = all)         */
+    const char *step_log;       /* append each step's samples and times     */
 } strata__debug_cfg_t;
 
 enum { STRATA__RESTORE_AUTO = 0, STRATA__RESTORE_NEVER = 1,

@@ -48,7 +48,7 @@ static void identity_of(const strata__run_t *run, identity_t *id)
 }
 
 /* The training state of the strategy, on the host. */
-static int state_alloc(const strata__run_t *run, strata_state_t *st)
+int strata__state_alloc(const strata__run_t *run, strata_state_t *st)
 {
     memset(st, 0, sizeof *st);
     st->struct_size = sizeof *st;
@@ -61,7 +61,7 @@ static int state_alloc(const strata__run_t *run, strata_state_t *st)
     return ok ? STRATA_OK : STRATA_ENOMEM;
 }
 
-static void state_free(strata_state_t *st)
+void strata__state_free(strata_state_t *st)
 {
     free(st->vars);
     for (int i = 0; i < 4; i++)
@@ -85,10 +85,10 @@ static int strategy_state(strata__run_t *run, int op, strata_state_t *st)
 int strata__checkpoint_probe(strata__run_t *run)
 {
     strata_state_t st;
-    int rc = state_alloc(run, &st);
+    int rc = strata__state_alloc(run, &st);
     if (rc == STRATA_OK)
         rc = strategy_state(run, STRATA_CTL_STATE_GET, &st);
-    state_free(&st);
+    strata__state_free(&st);
     return rc;
 }
 
@@ -97,11 +97,11 @@ int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
 {
     const strata__checkpoint_cfg_t *c = &run->s->checkpoint;
     strata_state_t st;
-    int rc = state_alloc(run, &st);
+    int rc = strata__state_alloc(run, &st);
     if (rc == STRATA_OK)
         rc = strategy_state(run, STRATA_CTL_STATE_GET, &st);
     if (rc != STRATA_OK || !run->chief) {
-        state_free(&st);
+        strata__state_free(&st);
         return rc;
     }
     const strata__model_t *m = &run->model;
@@ -111,7 +111,7 @@ int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
     if (!t || !names) {
         free(t);
         free(names);
-        state_free(&st);
+        strata__state_free(&st);
         return STRATA_ENOMEM;
     }
     int k = 0;
@@ -159,7 +159,7 @@ int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
     }
     free(t);
     free(names);
-    state_free(&st);
+    strata__state_free(&st);
     return rc;
 }
 
@@ -335,13 +335,13 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
     batch = (int64_t)v[2];
     step = epoch * run->steps_per_epoch + batch;
     strata_state_t st;
-    rc = state_alloc(run, &st);
+    rc = strata__state_alloc(run, &st);
     if (rc == STRATA_OK && ck)
         rc = load_tensors(run, ck, path, &st);
     st.opt_steps = ck ? opt_steps : step;
     if (rc == STRATA_OK)
         rc = strategy_state(run, STRATA_CTL_STATE_SET, &st);
-    state_free(&st);
+    strata__state_free(&st);
     strata__ckpt_free(ck);
     if (rc != STRATA_OK)
         return rc;

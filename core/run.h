@@ -22,6 +22,10 @@ typedef struct strata__replica {
     int64_t          step_correct;
     double           eval_loss;
     int64_t          eval_correct;
+    int64_t          done;           /* steps applied here (elastic)       */
+    int64_t          samples;        /* this epoch, in its slices          */
+    char            *logbuf;         /* debug.step_log: one line           */
+    size_t           logcap;
 } strata__replica_t;
 
 typedef struct strata__epoch_stats {
@@ -85,9 +89,54 @@ struct strata__run {
     strata__epoch_stats_t     last;
     strata__epoch_stats_t    *history;      /* one per epoch, for the CSV  */
     int                       nhistory;
+    /* elastic jobs (regroup.c) */
+    struct strata__elastic   *elastic;      /* membership client, or NULL  */
+    int                       slice_max;    /* rows of a replica's largest
+                                               slice of a batch            */
+    int                       stats_epoch;  /* epoch of the replicas'
+                                               running stats, -1 none      */
+    double                    epoch_secs;   /* of that epoch, so far       */
+    int                       resize_due;   /* agreed at an epoch's end    */
+    /* debug.step_log (steplog.c) */
+    int                       steplog_fd;   /* -1: none                    */
+    int                       cur_epoch;    /* of the steps being run      */
+    char                      self[48];     /* this task, "worker:1"       */
 };
 
 int  strata__run_setup(strata_ctx_t *ctx, strata__run_t *run);
+
+/* ---- regroup.c: elastic jobs ------------------------------------------ */
+
+/* The membership client when the job has a service (strata launch
+ * --elastic); after the cluster is resolved. */
+int  strata__elastic_setup(strata__run_t *run);
+/* Did this process join a job that was already training? Then it starts
+ * with strata__elastic_start instead of a checkpoint's resume. */
+int  strata__elastic_joining(const strata__run_t *run);
+/* A joiner receives the state of the step the job goes on from. */
+int  strata__elastic_start(strata__run_t *run, strata__resume_t *at);
+/* May the failure `rc` be mended by re-forming the world? (an elastic
+ * job that lost a member, or a resize agreed: STRATA__RESIZE) */
+#define STRATA__RESIZE 1
+int  strata__elastic_regroupable(const strata__run_t *run, int rc);
+/* Re-form the world (the strategy's STRATA_CTL_REGROUP), move the state
+ * to the members that lack it, and say where training goes on. */
+int  strata__elastic_regroup(strata__run_t *run, int why, strata__resume_t *at);
+/* Training finished here: tell the service; the job is over. */
+void strata__elastic_finish(strata__run_t *run, int64_t step);
+/* A joiner found the job over (nothing to do, not a failure). */
+int  strata__elastic_job_over(const strata__run_t *run);
+
+/* ---- steplog.c: debug.step_log ---------------------------------------- */
+
+int  strata__steplog_open(strata__run_t *run);
+void strata__steplog_close(strata__run_t *run);
+/* Replica `rep` is about to train global step `step` on the samples
+ * perm[first .. first + n) of its epoch. */
+void strata__steplog_try(strata__replica_t *rep, int epoch, int64_t step,
+                         size_t first, size_t n);
+/* Every replica of this process applied step `step`. */
+void strata__steplog_done(strata__run_t *run, int64_t step);
 void strata__run_banner(const strata__run_t *run);
 /* Append an epoch's stats and rewrite train.metrics_csv atomically. */
 int  strata__metrics_append(strata__run_t *run, const strata__epoch_stats_t *st);

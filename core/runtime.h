@@ -155,6 +155,9 @@ int strata__host_boundary_due(strata_ctx_t *ctx, int32_t epoch,
                               int64_t batch, int64_t step);
 int strata__host_boundary(strata_ctx_t *ctx, int32_t epoch, int64_t batch,
                           int64_t step);
+/* host membership for the run on `ctx` (regroup.c). */
+int strata__host_membership(strata_ctx_t *ctx, int64_t committed,
+                            int timeout_ms, strata_membership_t *out);
 
 /* ---- progress.c: the Keras-like progress line ---------------------------- */
 

@@ -158,6 +158,10 @@ static const strata_option_t k_debug[] = {
     OPT("delay_task", STRATA_OPT_STRING, "", T, delay_task, NULL,
         "the task step_delay_ms applies to, e.g. worker:2; empty = every "
         "task"),
+    OPT("step_log", STRATA_OPT_STRING, "", T, step_log, NULL,
+        "append to this file, from every task, a line per replica and step "
+        "with the samples it trains and one per step applied with the time "
+        "(tests of exactly-once data, recovery benchmarks); empty = none"),
     { 0 }
 };
 #undef T

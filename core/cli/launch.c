@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "launch_elastic.h"
 
 #define MAX_TASKS 64
 #define GRACE_S 10 /* SIGTERM, then SIGKILL after this long */
@@ -46,6 +47,7 @@ typedef struct plan {
     int    by_role;      /* a ps job: a dead worker is restarted alone */
     int    max_restarts; /* per task (by_role), or of the whole job */
     int    has_chief;    /* else worker 0 coordinates (no restart alone) */
+    esvc_t *svc;         /* --elastic: the membership service, else NULL */
 } plan_t;
 
 /* The task that coordinates a ps job: the chief, else worker 0. */
@@ -56,6 +58,7 @@ static int coordinates(const child_t *ci, const plan_t *pl)
 }
 
 static pid_t g_launch_pid;              /* for the children's parent check */
+static esvc_t *g_svc;                   /* --elastic: the membership service */
 static volatile sig_atomic_t g_signal;  /* to forward; cleared once done */
 static volatile sig_atomic_t g_stopped; /* launch was asked to stop: never
                                            restart the job */
@@ -68,7 +71,8 @@ static void on_signal(int sig)
 
 static const char *const k_usage =
     "usage: strata launch [-n WORKERS | --workers N] [--ps M] [--chief]\n"
-    "                     [--max-restarts R] [-c FILE] [--set SECTION.KEY=VALUE]...\n"
+    "                     [--max-restarts R] [--elastic MIN:MAX]\n"
+    "                     [-c FILE] [--set SECTION.KEY=VALUE]...\n"
     "\n"
     "Start a job of N workers (and M parameter servers, and a separate chief\n"
     "with --chief) on this machine, on free loopback ports. Each task is a\n"
@@ -84,6 +88,13 @@ static const char *const k_usage =
     "another worker, and launch starts it again alone (after 1, 2, 4... s),\n"
     "up to R times, then lets the job finish without it; a ps or the chief\n"
     "that dies still stops (and, with R, restarts) the whole job.\n"
+    "With --elastic MIN:MAX (mwms only), the workers form an elastic job\n"
+    "([strategy.mwms] elastic = true, min_workers = MIN, max_workers = MAX;\n"
+    "-n defaults to MAX): launch hosts its membership service, a worker that\n"
+    "dies is restarted alone (after 1, 2, 4... s, up to R times) while the\n"
+    "others go on without it and take it back at a step boundary; fewer than\n"
+    "MIN workers for longer than [strategy.mwms] rendezvous_timeout_s stops\n"
+    "the job (exit 1).\n"
     "The tasks authenticate and encrypt their connections with CURVE keys\n"
     "that launch makes for the job in a private temporary directory (unless\n"
     "[security] keys names the job's own, or [security] mode = off).\n"
@@ -93,6 +104,7 @@ static const char *const k_usage =
     "      --ps M           parameter-server tasks (default 0)\n"
     "      --chief          a separate chief (coordinator) task\n"
     "      --max-restarts R restarts of a failed job (default 0)\n"
+    "      --elastic MIN:MAX an elastic mwms job of MIN to MAX workers\n"
     "  -c, --config FILE, -s, --set K=V   passed to every task\n";
 
 /* A free TCP port on 127.0.0.1, as the kernel hands them out. */
@@ -196,6 +208,8 @@ static int start_child(child_t *c, int n, int self, char **train_argv)
     close(out[1]);
     close(err[1]);
     c[self].pid = pid;
+    if (g_svc && !strcmp(c[self].type, "worker"))
+        esvc_alive(g_svc, c[self].index, 1);
     c[self].fd[0] = out[0];
     c[self].fd[1] = err[0];
     printf("[launch] %s: pid %ld, 127.0.0.1:%d\n", c[self].name, (long)pid,
@@ -263,10 +277,11 @@ static double backoff_s(int restarts)
  * starts that worker again alone, after a backoff, up to max_restarts
  * times, and after that lets the job go on without it. Anything else that
  * fails stops the job. Returns 1 when the job goes on. */
-static int worker_down(child_t *ci, int ec, const plan_t *pl)
+static int worker_down(child_t *ci, int ec, const plan_t *pl, int over)
 {
-    if (!pl->by_role || strcmp(ci->type, "worker") != 0 || g_stopped ||
-        coordinates(ci, pl))
+    /* An elastic job: any worker, until training is over. */
+    int alone = pl->svc ? !over : pl->by_role && !coordinates(ci, pl);
+    if (!alone || strcmp(ci->type, "worker") != 0 || g_stopped)
         return 0;
     if (ci->restarts < pl->max_restarts) {
         double wait = backoff_s(ci->restarts);
@@ -289,10 +304,10 @@ static int worker_down(child_t *ci, int ec, const plan_t *pl)
  * for good does not count. */
 static int supervise(child_t *c, int n, const plan_t *pl)
 {
-    int code = 0, alive = n, stopping = 0, due = 0;
+    int code = 0, alive = n, stopping = 0, due = 0, over = 0;
     double stop_at = 0; /* when set: SIGKILL the rest at this time */
     while (alive > 0 || due) {
-        struct pollfd pfd[2 * MAX_TASKS];
+        struct pollfd pfd[2 * MAX_TASKS + ESVC_MAX_FDS];
         int idx[2 * MAX_TASKS], np = 0;
         for (int i = 0; i < n; i++)
             for (int w = 0; w < 2; w++)
@@ -300,10 +315,19 @@ static int supervise(child_t *c, int n, const plan_t *pl)
                     pfd[np] = (struct pollfd){ .fd = c[i].fd[w], .events = POLLIN };
                     idx[np++] = 2 * i + w;
                 }
-        int r = poll(pfd, (nfds_t)np, 100);
+        int ns = pl->svc ? esvc_pollfds(pl->svc, pfd + np, ESVC_MAX_FDS) : 0;
+        int r = poll(pfd, (nfds_t)(np + ns), 100);
         for (int k = 0; r > 0 && k < np; k++)
             if (pfd[k].revents)
                 drain(&c[idx[k] / 2], idx[k] % 2);
+        /* The service gave up (too few workers for too long): the job
+         * stops, its error is launch's. */
+        if (pl->svc && esvc_serve(pl->svc, pfd + np, ns) && !stopping) {
+            code = 1;
+            signal_all(c, n, SIGTERM);
+            stop_at = now_s() + GRACE_S;
+            stopping = 1;
+        }
         if (g_signal) {
             fprintf(stderr, "[launch] signal %d: forwarding to every task\n",
                     (int)g_signal);
@@ -337,9 +361,11 @@ static int supervise(child_t *c, int n, const plan_t *pl)
             /* Keep reading its pipes until they close (poll above). */
             c[i].done = 1;
             alive--;
+            if (pl->svc && !strcmp(c[i].type, "worker"))
+                esvc_alive(pl->svc, c[i].index, 0);
             int ec = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
             c[i].status = ec;
-            if (ec != 0 && !stopping && worker_down(&c[i], ec, pl)) {
+            if (ec != 0 && !stopping && worker_down(&c[i], ec, pl, over)) {
                 due |= c[i].restart_at > 0;
                 continue;
             }
@@ -356,9 +382,10 @@ static int supervise(child_t *c, int n, const plan_t *pl)
                 printf("[launch] %s finished\n", c[i].name);
                 /* The job is over: a worker due to restart has nothing to
                  * rejoin. */
-                if (pl->by_role && coordinates(&c[i], pl))
+                if (pl->svc || (pl->by_role && coordinates(&c[i], pl)))
                     for (int k = 0; k < n; k++)
                         c[k].restart_at = 0;
+                over = 1;
             }
         }
         if (stop_at > 0 && now_s() > stop_at) {
@@ -467,9 +494,10 @@ static int parse_count(const char *flag, const char *v, int *out)
 
 int cli_launch(int argc, char **argv)
 {
-    int workers = 2, ps = 0, chief = 0, restarts = 0;
+    int workers = 2, ps = 0, chief = 0, restarts = 0, emin = 0, emax = 0;
+    int given_n = 0;
     /* argv of every child: strata train [-c FILE] [--set K=V]... */
-    char **targv = calloc((size_t)argc + 3, sizeof *targv);
+    char **targv = calloc((size_t)argc + 9, sizeof *targv);
     if (!targv)
         return 1;
     int nt = 0;
@@ -483,6 +511,11 @@ int cli_launch(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--workers")) {
             if (parse_count(a, i + 1 < argc ? argv[++i] : NULL, &workers) != 0)
+                goto usage;
+            given_n = 1;
+        } else if (!strcmp(a, "--elastic")) {
+            if (esvc_parse(i + 1 < argc ? argv[++i] : NULL, MAX_TASKS, &emin,
+                           &emax) != 0)
                 goto usage;
         } else if (!strcmp(a, "--ps")) {
             if (parse_count(a, i + 1 < argc ? argv[++i] : NULL, &ps) != 0)
@@ -505,6 +538,20 @@ int cli_launch(int argc, char **argv)
             fprintf(stderr, "strata: launch: unknown argument '%s'\n%s", a,
                     k_usage);
             goto usage;
+        }
+    }
+    if (emax > 0) { /* an elastic mwms job: workers only */
+        if (!given_n)
+            workers = emax;
+        if (ps || chief || workers < emin || workers > emax) {
+            fprintf(stderr, "strata: launch: --elastic %d:%d starts %d to %d "
+                    "workers (-n), no --ps or --chief\n", emin, emax, emin,
+                    emax);
+            goto usage;
+        }
+        if (esvc_job_args(targv, &nt, emin, emax) != 0) {
+            free(targv);
+            return 2;
         }
     }
     int n = chief + workers + ps;
@@ -535,11 +582,18 @@ int cli_launch(int argc, char **argv)
     g_launch_pid = getpid();
     /* A ps job: a dead worker is the coordinator's business, and launch
      * restarts it alone; any other death restarts the whole job. */
+    if (emax > 0 && !(g_svc = esvc_open(emin, emax))) {
+        free(c);
+        free(targv);
+        return 1;
+    }
     const plan_t plan = { .targv = targv, .by_role = ps > 0,
-                          .max_restarts = restarts, .has_chief = chief };
+                          .max_restarts = restarts, .has_chief = chief,
+                          .svc = g_svc };
     char keys[4096];
     if (make_job_keys(c, n, keys, sizeof keys) != 0) {
         remove_job_keys(keys);
+        esvc_close(g_svc);
         free(c);
         free(targv);
         return 1;
@@ -547,7 +601,8 @@ int cli_launch(int argc, char **argv)
     int code, started;
     for (int attempt = 0;; attempt++) {
         code = run_job(c, n, &plan, &started);
-        if (code == 0 || g_stopped || attempt >= restarts ||
+        /* An elastic job restarts its workers alone, never whole. */
+        if (code == 0 || g_stopped || attempt >= restarts || g_svc ||
             !restartable(code))
             break;
         fprintf(stderr, "[launch] restart %d/%d: the job failed (exit %d); "
@@ -559,6 +614,8 @@ int cli_launch(int argc, char **argv)
                                                               : "done",
            started, started == 1 ? "" : "s", code);
     remove_job_keys(keys);
+    esvc_close(g_svc);
+    g_svc = NULL;
     free(c);
     free(targv);
     return code;
