@@ -129,7 +129,9 @@ typedef struct strata__train_cfg {
     const char *metrics_csv;    /* "" = none                                */
     int         progress;       /* 0 auto, 1 bar, 2 line, 3 none            */
     int         eval;           /* evaluate on the test set every epoch     */
+    int         elastic_batch;  /* STRATA__BATCH_*: an elastic job resized  */
 } strata__train_cfg_t;
+enum { STRATA__BATCH_GLOBAL = 0, STRATA__BATCH_PER_WORKER = 1 };
 
 typedef struct strata__model_cfg {
     const char *layers;         /* "dense 128 relu, dense 10"              */

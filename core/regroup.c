@@ -63,21 +63,34 @@ int strata__elastic_setup(strata__run_t *run)
 /* The generation's shape: who this process is, which slices it trains. */
 static int take_shape(strata__run_t *run, const strata_membership_t *g)
 {
+    const strata__train_cfg_t *t = &run->s->train;
     int total = g->size * run->nreplicas;
-    if (run->batch < total) {
-        strata__log(STRATA_LOG_ERROR, WHO, "generation %d has %d replicas "
-                    "(%d workers x %d), more than the %d samples of [train] "
-                    "batch_size", g->generation, total, g->size,
-                    run->nreplicas, run->batch);
+    int gbatch = t->elastic_batch == STRATA__BATCH_PER_WORKER
+                     ? run->share * g->size : run->batch;
+    if (gbatch < total || (size_t)gbatch > run->train.n) {
+        strata__log(STRATA_LOG_ERROR, WHO, "generation %d: a global batch "
+                    "of %d for %d replicas (%d workers x %d) and %zu "
+                    "samples: [train] batch_size does not fit",
+                    g->generation, gbatch, total, g->size, run->nreplicas,
+                    run->train.n);
         return STRATA_ECONFIG;
     }
+    if (gbatch != run->gbatch && g->rank == 0)
+        strata__log(STRATA_LOG_INFO, WHO, "generation %d: global batch %d "
+                    "(%d per worker), %lld steps per epoch", g->generation,
+                    gbatch, run->share,
+                    (long long)(run->train.n / (size_t)gbatch));
+    run->gbatch = gbatch;
+    /* The linear scaling rule follows the replicas that share a batch. */
+    if (t->lr_scaling && t->elastic_batch == STRATA__BATCH_PER_WORKER)
+        run->lr_target = run->s->optimizer.lr * (double)total;
     int was_chief = run->chief;
     run->nworkers = g->size;
     run->rank = g->rank;
     run->chief = g->rank == 0;
     run->shards = total;
     run->shard0 = g->rank * run->nreplicas;
-    run->per_replica = run->batch / total;
+    run->per_replica = gbatch / total;
     if (run->chief != was_chief) /* only the chief speaks */
         strata__progress_init(&run->progress, run->ctx,
                               run->chief ? run->s->train.progress
@@ -154,23 +167,52 @@ static int move_state(strata__run_t *run, const strata_membership_t *g)
     return rc;
 }
 
-/* Where training goes on: step S is batch S mod steps_per_epoch of epoch
- * S div steps_per_epoch. */
-static void position(strata__run_t *run, int64_t step, strata__resume_t *at)
+/* Where training goes on: where rank 0's data stood after the steps it
+ * applied (its epoch, next batch and that batch's first sample; a closed
+ * epoch is the next one's start, an epoch trained to its end but not
+ * closed is closed first). Every member takes rank 0's figures: a sum of
+ * float32 to which the others add zeros, each number in halves of 24 bits
+ * (exact). */
+static int agree_position(strata__run_t *run, const strata_membership_t *g,
+                          strata__resume_t *at)
 {
-    at->resumed = 1;
-    at->step = step;
-    at->epoch = (int)(step / run->steps_per_epoch);
-    at->batch = step % run->steps_per_epoch;
-    for (int r = 0; r < run->nreplicas; r++)
-        run->reps[r].done = step;
+    int64_t mine[4] = { run->done_epoch, run->done_batch, run->done_pos,
+                        g->resume_step };
+    float v[8] = { 0 };
+    for (int i = 0; run->rank == 0 && i < 4; i++) {
+        v[2 * i] = (float)(mine[i] & 0xffffff);
+        v[2 * i + 1] = (float)(mine[i] >> 24);
+    }
+    int rc = strata__run_world_sum(run, v, 8);
+    int64_t got[4];
+    for (int i = 0; i < 4; i++)
+        got[i] = (int64_t)v[2 * i + 1] << 24 | (int64_t)v[2 * i];
+    if (rc == STRATA_OK && got[3] != g->resume_step) {
+        strata__log(STRATA_LOG_ERROR, WHO, "generation %d: rank 0 says step "
+                    "%lld, the service %lld", g->generation,
+                    (long long)got[3], (long long)g->resume_step);
+        rc = STRATA_EPROTO;
+    }
+    *at = (strata__resume_t){ .resumed = 1, .epoch = (int)got[0],
+                              .batch = got[1], .sample = got[2],
+                              .step = got[3] };
+    return rc;
 }
 
-/* The state of the current generation is in place everywhere: say so. */
+/* The state of the current generation is in place everywhere: agree on
+ * where the data stands, and say so. */
 static int settled(strata__run_t *run, const strata_membership_t *g,
                    strata__resume_t *at)
 {
-    position(run, g->resume_step, at);
+    for (int r = 0; r < run->nreplicas; r++)
+        run->reps[r].done = g->resume_step;
+    run->resize_due = 0;
+    int rc = agree_position(run, g, at);
+    if (rc != STRATA_OK)
+        return rc;
+    run->done_epoch = at->epoch;
+    run->done_batch = at->batch;
+    run->done_pos = at->sample;
     if (run->chief)
         strata__log(STRATA_LOG_INFO, WHO, "generation %d: %d worker%s, "
                     "training goes on from step %lld (epoch %d, batch %lld)",
@@ -195,8 +237,12 @@ static int reform(strata__run_t *run, int64_t committed, strata__resume_t *at)
         }
         if (rc == STRATA_OK)
             rc = move_state(run, g);
+        if (rc == STRATA_OK) { /* the state is the generation's now */
+            committed = g->resume_step;
+            rc = settled(run, g, at);
+        }
         if (rc == STRATA_OK)
-            return settled(run, g, at);
+            return rc;
         /* A join that failed (the service gave up, is gone, or the job
          * is over) ends it; a transport that failed on a member lost
          * meanwhile joins the next generation. */
@@ -234,12 +280,15 @@ int strata__elastic_start(strata__run_t *run, strata__resume_t *at)
     strata__log(STRATA_LOG_INFO, WHO, "%s joins generation %d as rank %d of "
                 "%d at step %lld", run->self, g->generation, g->rank, g->size,
                 (long long)g->resume_step);
+    int64_t committed = -1;
     int rc = move_state(run, g);
-    if (rc == STRATA_OK)
-        return settled(run, g, at);
+    if (rc == STRATA_OK) {
+        committed = g->resume_step;
+        rc = settled(run, g, at);
+    }
     if (!strata__elastic_regroupable(run, rc))
         return rc;
-    return reform(run, -1, at);
+    return reform(run, committed, at);
 }
 
 void strata__elastic_finish(strata__run_t *run, int64_t step)

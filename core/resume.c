@@ -133,11 +133,16 @@ int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
         }
     identity_t id;
     identity_of(run, &id);
-    char e[24], b[24], n[24], o[24];
+    char e[24], b[24], n[24], o[24], smp[24];
     snprintf(e, sizeof e, "%d", epoch);
     snprintf(b, sizeof b, "%" PRId64, batch);
     snprintf(n, sizeof n, "%" PRId64, step);
     snprintf(o, sizeof o, "%" PRId64, st.opt_steps);
+    /* An elastic job that keeps a worker's share changes its global batch:
+     * where the next batch starts is then said in samples. */
+    int64_t sample = batch ? (int64_t)strata__batch_sample(run, batch) : 0;
+    snprintf(smp, sizeof smp, "%" PRId64, sample);
+    int moved = sample != batch * (int64_t)run->batch;
     const strata__meta_t meta[] = {
         { "strata.epoch", e },          { "strata.batch", b },
         { "strata.step", n },           { "strata.opt_steps", o },
@@ -146,12 +151,13 @@ int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
         { "strata.batch_size", id.batch }, { "strata.seed", id.seed },
         { "strata.train_samples", id.samples },
         { "strata.shuffle", id.shuffle }, { "strata.strategy", id.strategy },
+        { "strata.sample", smp }, /* last: only when `moved` */
     };
     char path[4096];
     rc = strata__ckpt_path(c->dir, step, path, sizeof path);
     if (rc == STRATA_OK)
         rc = strata__ckpt_write(path, t, nt, meta,
-                                (int)(sizeof meta / sizeof meta[0]));
+                                (int)(sizeof meta / sizeof meta[0]) - !moved);
     if (rc == STRATA_OK) {
         strata__log(STRATA_LOG_INFO, "checkpoint", "wrote %s (epoch %d, batch "
                     "%" PRId64 ", step %" PRId64 ")", path, epoch, batch, step);
@@ -304,25 +310,38 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
             rc = check_identity(run, ck, path);
     }
     int64_t found = ck != NULL, epoch = 0, batch = 0, step = 0, opt_steps = 0;
+    int64_t sample = -1;
+    int moved = ck && strata__ckpt_meta(ck, "strata.sample");
     if (rc == STRATA_OK && ck) {
         rc = meta_int(ck, "strata.epoch", 0, run->s->train.epochs, &epoch, path);
         if (rc == STRATA_OK)
-            rc = meta_int(ck, "strata.batch", 0, run->steps_per_epoch, &batch,
-                          path);
+            rc = meta_int(ck, "strata.batch", 0, moved ? (int64_t)run->train.n
+                                                      : run->steps_per_epoch,
+                          &batch, path);
         if (rc == STRATA_OK)
             rc = meta_int(ck, "strata.step", 0, INT64_MAX / 2, &step, path);
         if (rc == STRATA_OK)
             rc = meta_int(ck, "strata.opt_steps", 0, INT64_MAX / 2, &opt_steps,
                           path);
+        if (rc == STRATA_OK && moved)
+            rc = meta_int(ck, "strata.sample", 0, (int64_t)run->train.n,
+                          &sample, path);
     }
     /* Every worker learns whether and where to resume: the chief's figures
-     * (the others add zeros) travel as float32 sums, exact below 2^24; the
-     * global step is rebuilt from them. */
-    float v[3] = { 0, 0, 0 };
-    if (run->chief)
-        v[0] = rc == STRATA_OK ? (float)found : -1.0f, v[1] = (float)epoch,
+     * (the others add zeros) travel as float32 sums, exact below 2^24 (the
+     * step and the sample in two halves); without a sample position the
+     * global step is rebuilt from the epoch and the batch. */
+    float v[7] = { 0, 0, 0, 0, 0, 0, 0 };
+    if (run->chief) {
+        v[0] = rc == STRATA_OK ? (float)found : -1.0f;
+        v[1] = (float)epoch;
         v[2] = (float)batch;
-    int arc = strata__run_world_sum(run, v, 3);
+        v[3] = (float)((sample + 1) & 0xffffff);
+        v[4] = (float)((sample + 1) >> 24);
+        v[5] = (float)(step & 0xffffff);
+        v[6] = (float)(step >> 24);
+    }
+    int arc = strata__run_world_sum(run, v, 7);
     if (rc == STRATA_OK)
         rc = arc;
     if (rc == STRATA_OK && v[0] < 0)
@@ -333,7 +352,9 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
     }
     epoch = (int64_t)v[1];
     batch = (int64_t)v[2];
-    step = epoch * run->steps_per_epoch + batch;
+    sample = ((int64_t)v[4] << 24 | (int64_t)v[3]) - 1;
+    step = sample < 0 ? epoch * run->steps_per_epoch + batch
+                      : (int64_t)v[6] << 24 | (int64_t)v[5];
     strata_state_t st;
     rc = strata__state_alloc(run, &st);
     if (rc == STRATA_OK && ck)
@@ -349,6 +370,7 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
     at->epoch = (int)epoch;
     at->batch = batch;
     at->step = step;
+    at->sample = sample < 0 ? batch * run->batch : sample;
     if (run->chief)
         strata__out(run->ctx, "resumed from %s: epoch %d, batch %" PRId64
                     ", step %" PRId64 "\n", path, at->epoch, batch, step);

@@ -55,12 +55,16 @@ static int setup_batches(strata__run_t *run)
     int R = run->nreplicas, total = R * sharing;
     run->shards = total;
     run->shard0 = sharing > 1 ? run->rank * R : 0;
-    /* An elastic job's generations may have any number of workers: a
-     * batch's slices differ by one sample when they do not divide it, and
-     * a replica's work is sized for the largest (one worker alone). */
-    run->slice_max = run->elastic ? (int)((t->batch_size + R - 1) / R)
-                                  : (int)(t->batch_size / total);
-    if (t->batch_size % total != 0 && !run->elastic) {
+    /* An elastic job's generations may have any number of workers. When
+     * they keep the global batch, its slices differ by one sample where
+     * they do not divide it, and a replica's work is sized for the largest
+     * (one worker alone); when they keep a worker's share, the slices never
+     * change. */
+    int uneven = run->elastic &&
+                 t->elastic_batch == STRATA__BATCH_GLOBAL;
+    run->slice_max = uneven ? (int)((t->batch_size + R - 1) / R)
+                            : (int)(t->batch_size / total);
+    if (t->batch_size % total != 0 && !uneven) {
         strata__log(STRATA_LOG_ERROR, "train",
                     "[train] batch_size = %lld is the global batch and must "
                     "split evenly across %d replicas%s",
@@ -75,6 +79,8 @@ static int setup_batches(strata__run_t *run)
         return STRATA_ECONFIG;
     }
     run->batch = (int)t->batch_size;
+    run->gbatch = run->batch;
+    run->share = run->batch / sharing;
     run->per_replica = run->batch / total;
     /* The last partial batch of an epoch is dropped (drop_remainder): every
      * step then splits evenly, and the shuffle puts other samples there in

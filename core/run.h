@@ -41,6 +41,9 @@ typedef struct strata__resume {
     int     epoch;     /* 0-based epoch to continue in                */
     int64_t batch;     /* next batch of that epoch                    */
     int64_t step;      /* steps done before                           */
+    int64_t sample;    /* first sample of that batch in the epoch's   */
+                       /* order: batch * global batch, unless an      */
+                       /* elastic job changed its global batch        */
 } strata__resume_t;
 
 struct strata__run {
@@ -55,6 +58,15 @@ struct strata__run {
     int32_t                   devices[STRATA_MAX_REPLICAS];
     strata__replica_t        *reps;
     int                       batch, per_replica;
+    int                       gbatch;       /* the global batch now: batch,
+                                               unless an elastic job keeps
+                                               a worker's share            */
+    int                       share;        /* per_worker: a worker's share */
+    int64_t                   b0, pos0;     /* batch b0 of this epoch
+                                               starts at sample pos0       */
+    int                       done_epoch;   /* where the steps applied here */
+    int64_t                   done_batch,   /* leave the data: the next     */
+                              done_pos;     /* batch and its first sample   */
     int                       nworkers, rank;  /* training processes, mine */
     int                       shards;       /* replica slices of a batch   */
     int                       shard0;       /* my first slice              */
@@ -104,6 +116,17 @@ struct strata__run {
 };
 
 int  strata__run_setup(strata_ctx_t *ctx, strata__run_t *run);
+
+/* First sample, in the epoch's order, of batch b of this epoch. */
+static inline size_t strata__batch_sample(const strata__run_t *run, int64_t b)
+{
+    return (size_t)(run->pos0 + (b - run->b0) * (int64_t)run->gbatch);
+}
+/* Batches of this epoch (the last partial one dropped). */
+static inline int64_t strata__epoch_batches(const strata__run_t *run)
+{
+    return run->b0 + ((int64_t)run->train.n - run->pos0) / run->gbatch;
+}
 
 /* ---- regroup.c: elastic jobs ------------------------------------------ */
 

@@ -47,6 +47,12 @@ static const strata_option_t k_train[] = {
         "auto|bar|line|none", "progress display (auto: bar on a terminal)"),
     OPT("eval", STRATA_OPT_BOOL, "true", T, eval, NULL,
         "evaluate on the test set after every epoch"),
+    OPT("elastic_batch", STRATA_OPT_ENUM, "global", T, elastic_batch,
+        "global|per_worker",
+        "an elastic job whose workers change: global keeps the global batch "
+        "(the same batches re-split, the same learning rate); per_worker "
+        "keeps each worker's share, so the global batch, the steps per epoch "
+        "and (with lr_scaling = linear) the learning rate follow the workers"),
     { 0 }
 };
 #undef T

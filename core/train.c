@@ -77,12 +77,12 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
     size_t row0 = g * (size_t)b, rows = (size_t)b;
     float scale = 1.0f / (float)b;
     if (run->elastic) { /* any number of slices: regroup.c */
-        size_t B = (size_t)run->batch, S = (size_t)run->shards;
+        size_t B = (size_t)run->gbatch, S = (size_t)run->shards;
         row0 = B * g / S;
         rows = B * (g + 1) / S - row0;
         scale = (float)S / (float)B; /* == 1/b when S divides B */
     }
-    size_t first = (size_t)batch * (size_t)run->batch + row0;
+    size_t first = strata__batch_sample(run, batch) + row0;
     int rc = strata__model_load_batch(&rep->work, &run->train, run->perm,
                                       first, rows);
     strata__steplog_try(rep, run->cur_epoch, step, first, rows);
@@ -133,8 +133,12 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
     rep->correct += correct;
     rep->samples += (int64_t)rows;
     rep->done = step + 1;
-    if (rep->r == 0)
+    if (rep->r == 0) { /* where the next step goes on in the data */
+        run->done_epoch = run->cur_epoch;
+        run->done_batch = batch + 1;
+        run->done_pos = (int64_t)strata__batch_sample(run, batch + 1);
         strata__steplog_done(run, step);
+    }
     return STRATA_OK;
 }
 
@@ -338,15 +342,21 @@ static int train_epochs(strata__run_t *run, strata__resume_t *at)
     int64_t step = at->step;
     for (int e = at->epoch; e < t->epochs && !failed(run); e++) {
         int64_t first = e == at->epoch ? at->batch : 0;
-        int64_t steps = run->steps_per_epoch;
+        run->b0 = first;
+        run->pos0 = e == at->epoch ? at->sample : 0;
+        /* An elastic job that resumes an epoch whose last batch was
+         * trained but which was not closed has nothing left to train in
+         * it (full == first): it closes it. */
+        int64_t full = strata__epoch_batches(run), steps = full;
         if (t->max_steps > 0 && step + (steps - first) > t->max_steps)
             steps = first + (t->max_steps - step);
-        if (steps <= first)
+        if (steps < first || (steps == first && steps < full))
             break;
         if (run->resize_due) { /* agreed as the last epoch ended */
             run->resize_due = 0;
             *at = (strata__resume_t){ .resumed = 1, .epoch = e,
-                                      .batch = first, .step = step };
+                                      .batch = first, .step = step,
+                                      .sample = run->pos0 };
             return STRATA__RESIZE;
         }
         run->cur_epoch = e;
@@ -398,9 +408,10 @@ static int train_epochs(strata__run_t *run, strata__resume_t *at)
             return stopped(run, step); /* mid-epoch: no closing line */
         }
         if (resize && step < run->epoch_step0 + steps) {
-            *at = (strata__resume_t){ .resumed = 1, .epoch = e,
-                                      .batch = step - run->epoch_step0,
-                                      .step = step };
+            int64_t b = step - run->epoch_step0;
+            *at = (strata__resume_t){
+                .resumed = 1, .epoch = e, .batch = b, .step = step,
+                .sample = (int64_t)strata__batch_sample(run, b) };
             return STRATA__RESIZE;
         }
         run->resize_due = resize; /* after the epoch's close */
@@ -418,7 +429,7 @@ static int train_epochs(strata__run_t *run, strata__resume_t *at)
         rc = world_sum(run, &loss, &correct, run->elastic ? &samples : NULL);
         if (run->elastic)
             n = samples > 0 ? (double)samples : 1.0;
-        int whole = step == run->epoch_step0 + run->steps_per_epoch;
+        int whole = step == run->epoch_step0 + full;
         if (rc == STRATA_OK && t->eval && whole)
             rc = evaluate(run, &vloss, &vacc);
         if (rc == STRATA_OK && whole && checkpointing(run) &&
@@ -438,6 +449,8 @@ static int train_epochs(strata__run_t *run, strata__resume_t *at)
         rc = finish_epoch(run, &st);
         if (rc != STRATA_OK)
             return rc;
+        run->done_epoch = e + 1; /* closed: the next one starts afresh */
+        run->done_batch = run->done_pos = 0;
         if (stop) {
             return stopped(run, step);
         }
@@ -459,6 +472,9 @@ static int train_loop(strata__run_t *run)
         rc = strata__checkpoint_probe(run);
     for (int r = 0; r < run->nreplicas; r++)
         run->reps[r].done = at.step;
+    run->done_epoch = at.epoch;
+    run->done_batch = at.batch;
+    run->done_pos = at.sample;
     /* An elastic job re-forms its world and goes on where it agreed. */
     while (rc == STRATA_OK) {
         rc = train_epochs(run, &at);

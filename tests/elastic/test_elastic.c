@@ -12,6 +12,10 @@
  *             debug.step_log shows every sample of every epoch trained
  *             exactly once across both resizes (the step the kill broke
  *             counts once, in the generation that applied it)
+ *   kill_share the same with [train] elastic_batch = per_worker and a
+ *             batch of 30: each worker's share stays 10 samples, the global
+ *             batch goes 30, 20, 30 and no sample is trained twice in an
+ *             epoch (each leaves out less than one batch, its remainder)
  *   belowmin  --elastic 2:2 without restarts, a worker killed: launch stops
  *             the job after [strategy.mwms] rendezvous_timeout_s with one
  *             error line and exit 1; the survivor says why it stops
@@ -160,17 +164,24 @@ static int read_tries(const char *path, attempt_t **out)
 
 /* Per epoch, the slices of each step's last generation (the attempt that
  * counts: a step tried again after a failure has lines of two) must hold
- * every sample of the epoch once. Returns the steps tried twice. */
-static int exactly_once(const char *path, int epochs, int64_t steps)
+ * no sample twice and leave out fewer than one batch (the remainder an
+ * epoch drops: none with a fixed global batch of 32, NTRAIN being 100 of
+ * them). share: each worker's part of a step (per_worker), 0: the global
+ * batch is 32. Returns the steps tried twice. */
+static int exactly_once(const char *path, int epochs, int share)
 {
     attempt_t *a;
     int n = read_tries(path, &a);
-    int *last = calloc((size_t)steps, sizeof *last), retried = 0;
-    int *slices = calloc((size_t)steps, sizeof *slices);
+    int64_t steps = 0;
+    for (int i = 0; i < n; i++)
+        if (a[i].step + 1 > steps)
+            steps = a[i].step + 1;
+    int *last = calloc((size_t)steps + 1, sizeof *last), retried = 0;
+    int *slices = calloc((size_t)steps + 1, sizeof *slices);
     for (int64_t s = 0; s < steps; s++)
         last[s] = -1;
     for (int i = 0; i < n; i++)
-        if (a[i].step >= 0 && a[i].step < steps && a[i].gen > last[a[i].step]) {
+        if (a[i].step >= 0 && a[i].gen > last[a[i].step]) {
             retried += last[a[i].step] >= 0;
             last[a[i].step] = a[i].gen;
         }
@@ -178,28 +189,36 @@ static int exactly_once(const char *path, int epochs, int64_t steps)
     int bad_epoch = 0;
     for (int i = 0; i < n; i++) {
         attempt_t *t = &a[i];
-        if (t->step < 0 || t->step >= steps || t->gen != last[t->step])
+        if (t->step < 0 || t->gen != last[t->step])
             continue;
-        bad_epoch |= t->epoch != (int)(t->step / (steps / epochs));
+        bad_epoch |= !share && t->epoch != (int)(t->step / 100);
         slices[t->step] += t->n;
         for (int k = 0; k < t->n; k++)
             if (t->epoch >= 0 && t->epoch < epochs && t->ids[k] < NTRAIN)
                 seen[t->epoch * NTRAIN + (int)t->ids[k]]++;
     }
     CHECKF(!bad_epoch, "a step ran in another epoch than its number says");
-    int missing = 0, twice = 0, short_steps = 0;
+    int bad_steps = 0, twice = 0, worst = 0;
     for (int64_t s = 0; s < steps; s++)
-        short_steps += slices[s] != 32;
-    for (int k = 0; k < epochs * NTRAIN; k++) {
-        missing += seen[k] == 0;
-        twice += seen[k] > 1;
+        bad_steps += share ? slices[s] == 0 || slices[s] % share != 0
+                           : slices[s] != 32;
+    for (int e = 0; e < epochs; e++) {
+        int missing = 0;
+        for (int k = 0; k < NTRAIN; k++) {
+            missing += seen[e * NTRAIN + k] == 0;
+            twice += seen[e * NTRAIN + k] > 1;
+        }
+        worst = missing > worst ? missing : worst;
     }
-    CHECKF(short_steps == 0, "%d steps did not train 32 samples", short_steps);
-    CHECKF(missing == 0 && twice == 0, "over %d epochs: %d samples never "
-           "trained, %d trained more than once", epochs, missing, twice);
+    CHECKF(steps > 0 && bad_steps == 0, "%d of %lld steps did not train "
+           "whole batches", bad_steps, (long long)steps);
+    CHECKF(twice == 0, "over %d epochs: %d samples trained more than once",
+           epochs, twice);
+    CHECKF(share ? worst < 3 * share : worst == 0, "an epoch left %d samples "
+           "out", worst);
     printf("step log: %d slices, %lld steps, %d tried again after the "
-           "failure; every sample of the %d epochs trained once\n", n,
-           (long long)steps, retried, epochs);
+           "failure; no sample trained twice in an epoch, at most %d left "
+           "out (the remainder)\n", n, (long long)steps, retried, worst);
     for (int i = 0; i < n; i++)
         free(a[i].ids);
     free(a);
@@ -248,17 +267,22 @@ static void equal(void)
     free(b);
 }
 
-static void kill_one(void)
+/* share 0: keep the global batch (32); else per_worker with a global
+ * batch of 3 x share. */
+static void kill_one(int share)
 {
     const int epochs = 24;
     char log[600];
     snprintf(log, sizeof log, "debug.step_log=%s", in_dir("steps.log"));
     char *args[] = { "--elastic", "1:3", "--max-restarts", "1", NULL };
-    char epochs_set[32];
+    char epochs_set[32], batch_set[48];
     snprintf(epochs_set, sizeof epochs_set, "train.epochs=%d", epochs);
-    char *sets[] = { COMMON, "train.devices=cpu:0", epochs_set,
+    snprintf(batch_set, sizeof batch_set, "train.batch_size=%d",
+             share ? 3 * share : 32);
+    char *sets[] = { COMMON, "train.devices=cpu:0", epochs_set, batch_set,
                      "debug.step_delay_ms=4", "debug.hash_vars=true", log,
-                     NULL };
+                     share ? "train.elastic_batch=per_worker"
+                           : "train.elastic_batch=global", NULL };
     spawn_child_t c;
     launch_start(args, sets, &c);
     /* Mid-epoch: 50 steps into the second epoch. */
@@ -295,9 +319,19 @@ static void kill_one(void)
     CHECKF(hash[0][0] && !strcmp(hash[0], hash[1]) &&
            !strcmp(hash[0], hash[2]), "hashes differ: %s %s %s", hash[0],
            hash[1], hash[2]);
-    exactly_once(in_dir("steps.log"), epochs, (int64_t)epochs * 100);
-    printf("kill: worker:1 killed at step 150, restarted, rejoined; 3 "
-           "workers end with variables %s\n", hash[0]);
+    exactly_once(in_dir("steps.log"), epochs, share);
+    if (share) { /* the global batch followed the workers */
+        char two[96], three[96];
+        snprintf(two, sizeof two, "generation 1: global batch %d (%d per "
+                 "worker)", 2 * share, share);
+        snprintf(three, sizeof three, "generation 2: global batch %d (%d "
+                 "per worker)", 3 * share, share);
+        CHECKF(strstr(g_err, two) && strstr(g_err, three),
+               "the global batch did not follow the workers");
+    }
+    printf("kill%s: worker:1 killed at step 150, restarted, rejoined; 3 "
+           "workers end with variables %s\n", share ? " (per_worker)" : "",
+           hash[0]);
 }
 
 static void below_min(void)
@@ -411,7 +445,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s equal|kill|belowmin|stranger|usage\n",
+        fprintf(stderr, "usage: %s equal|kill|kill_share|belowmin|stranger|usage\n",
                 argv[0]);
         return 2;
     }
@@ -423,7 +457,9 @@ int main(int argc, char **argv)
     if (!strcmp(s, "equal"))
         equal();
     else if (!strcmp(s, "kill"))
-        kill_one();
+        kill_one(0);
+    else if (!strcmp(s, "kill_share"))
+        kill_one(10);
     else if (!strcmp(s, "belowmin"))
         below_min();
     else if (!strcmp(s, "stranger"))
