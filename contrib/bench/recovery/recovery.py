@@ -93,7 +93,11 @@ def one_run(mode, args, work):
         before = max(d[0] for d in done_lines(log))
         newest = before // args.every_steps * args.every_steps
         t_kill = time.time()
-        os.kill(pid, signal.SIGKILL)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            raise RuntimeError("%s: worker:1 had already exited (see %s)"
+                               % (mode, work))
         first = ahead = None
         while time.time() < t_end and ahead is None and job.poll() is None:
             for d in done_lines(log):
@@ -149,7 +153,12 @@ def main():
         for m in modes:
             d = os.path.join(work, "%s-%d" % (m, r))
             os.makedirs(d, exist_ok=True)
-            secs, back, redone = one_run(m, args, d)
+            try:
+                secs, back, redone = one_run(m, args, d)
+            except RuntimeError as e:  # counted, kept, and the next run
+                print("run %d %s failed: %s" % (r + 1, m, e), file=sys.stderr)
+                args.keep = work
+                continue
             res[m].append((secs, back, redone))
             print("run %d %-8s %7.3f s, back at the step of the kill after "
                   "%.3f s, %d steps redone" % (r + 1, m, secs, back, redone),
@@ -167,6 +176,9 @@ def main():
     print("| job | recovery (s) | min - max | back (s) | steps redone |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for m in modes:
+        if not res[m]:
+            print("| %s | no run succeeded | | | |" % what[m])
+            continue
         s = [x[0] for x in res[m]]
         print("| %s | %.3f | %.3f - %.3f | %.3f | %d |"
               % (what[m], statistics.median(s), min(s), max(s),
