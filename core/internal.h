@@ -173,6 +173,12 @@ typedef struct strata__debug_cfg {
     const char *delay_task;     /* ... on this task only ("" = all)         */
 } strata__debug_cfg_t;
 
+typedef struct strata__eval_cfg {  /* [evaluator]: the sidecar evaluator  */
+    int64_t     timeout_s;      /* no newer checkpoint this long: error     */
+    int64_t     poll_ms;        /* between two looks at [checkpoint] dir    */
+    const char *metrics_csv;    /* one row per checkpoint scored; "" = none */
+} strata__eval_cfg_t;
+
 enum { STRATA__RESTORE_AUTO = 0, STRATA__RESTORE_NEVER = 1,
        STRATA__RESTORE_FRESH = 2 };
 typedef struct strata__checkpoint_cfg {
@@ -205,6 +211,7 @@ typedef struct strata__settings {
     strata__log_cfg_t       log;
     strata__debug_cfg_t     debug;
     strata__checkpoint_cfg_t checkpoint;
+    strata__eval_cfg_t      evaluator;
     const char             *strategy;   /* [strategy] plugin               */
     strata__transport_cfg_t transport;
 } strata__settings_t;

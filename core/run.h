@@ -57,6 +57,7 @@ struct strata__run {
     int64_t                   step_batch, step_id; /* PHASE_STEP's step    */
     long                      delay_us;     /* debug.step_delay_ms here    */
     int                       chief;        /* rank 0: prints, writes files */
+    int                       evaluator;    /* the sidecar evaluator task  */
     int64_t                   steps_per_epoch;
     double                    lr_target;
     int64_t                   warmup_steps;
@@ -95,5 +96,8 @@ int  strata__metrics_append(strata__run_t *run, const strata__epoch_stats_t *st)
 int  strata__run_finish(strata__run_t *run);
 /* Frees everything; `run` itself too. */
 void strata__run_teardown(strata__run_t *run);
+
+/* The sidecar evaluator's whole run (core/sidecar.c). */
+int strata__sidecar_run(strata__run_t *run);
 
 #endif

@@ -169,7 +169,8 @@ static const strata_option_t k_checkpoint[] = {
     NUM("every_steps", STRATA_OPT_INT, "0", T, every_steps, 0, UNBOUNDED,
         "also write one every this many steps; 0 = not by steps"),
     NUM("every_epochs", STRATA_OPT_INT, "1", T, every_epochs, 0, UNBOUNDED,
-        "write one after every this many epochs; 0 = not by epochs"),
+        "write one after every this many epochs; 0 = not by epochs (the "
+        "last step of training is always checkpointed)"),
     NUM("keep", STRATA_OPT_INT, "3", T, keep, 0, UNBOUNDED,
         "keep the newest this many checkpoints; 0 = keep all"),
     OPT("restore", STRATA_OPT_ENUM, "auto", T, restore,
@@ -177,6 +178,21 @@ static const strata_option_t k_checkpoint[] = {
         "auto: resume from the newest valid checkpoint in dir, if any; "
         "refuse to start when dir holds checkpoints and none is valid "
         "(fresh_if_invalid: start from scratch then, after a warning)"),
+    { 0 }
+};
+#undef T
+
+#define T strata__eval_cfg_t
+static const strata_option_t k_evaluator[] = {
+    NUM("timeout_s", STRATA_OPT_INT, "600", T, timeout_s, 1, UNBOUNDED,
+        "an evaluator task stops with an error when no newer checkpoint "
+        "appears for this long"),
+    NUM("poll_ms", STRATA_OPT_INT, "500", T, poll_ms, 10, 60000,
+        "how often an evaluator task looks for a new checkpoint"),
+    OPT("metrics_csv", STRATA_OPT_STRING, "", T, metrics_csv, NULL,
+        "an evaluator task writes one row per checkpoint it scores (step, "
+        "epoch, test loss, test accuracy) here, safely as [train] "
+        "metrics_csv; empty = none"),
     { 0 }
 };
 #undef T
@@ -224,6 +240,7 @@ const strata__section_t strata__sections[] = {
     { "cluster", NULL, 0 },
     SEC("checkpoint", k_checkpoint, checkpoint),
     SEC("security", k_security, security),
+    SEC("evaluator", k_evaluator, evaluator),
     { NULL, NULL, 0 }
 };
 

@@ -330,6 +330,12 @@ static int train_loop(strata__run_t *run)
         run->epoch_step0 = step - first;
         run->epoch_first = first;
         strata__progress_begin(&run->progress, e, steps - first);
+        if (first > 0 && run->chief &&
+            run->progress.mode != STRATA__PROGRESS_NONE)
+            strata__out(run->ctx, "(epoch %d resumed at batch %lld of %lld: "
+                        "its loss and accuracy cover those %lld steps only)\n",
+                        e + 1, (long long)first, (long long)steps,
+                        (long long)(steps - first));
         double secs = 0.0;
         int stop = 0;
         for (int64_t b = first; b < steps && !failed(run) && !stop;) {
@@ -376,7 +382,8 @@ static int train_loop(strata__run_t *run)
         if (rc == STRATA_OK && t->eval && whole)
             rc = evaluate(run, &vloss, &vacc);
         if (rc == STRATA_OK && whole && checkpointing(run) &&
-            (stop || (ck->every_epochs > 0 && (e + 1) % ck->every_epochs == 0)))
+            (stop || e + 1 == t->epochs ||
+             (ck->every_epochs > 0 && (e + 1) % ck->every_epochs == 0)))
             rc = strata__checkpoint_save(run, e + 1, 0, step);
         if (rc != STRATA_OK) {
             fail(run, rc);
@@ -517,8 +524,9 @@ int strata__host_boundary(strata_ctx_t *ctx, int32_t epoch, int64_t batch,
     const strata__checkpoint_cfg_t *ck = &run->s->checkpoint;
     int stop = atomic_load(&run->ctx->stop) != 0;
     int due = stop || strata__host_boundary_due(ctx, epoch, batch, step) ||
-              (batch == 0 && ck->every_epochs > 0 && epoch > 0 &&
-               epoch % ck->every_epochs == 0);
+              (batch == 0 && epoch > 0 &&
+               (epoch == run->s->train.epochs ||
+                (ck->every_epochs > 0 && epoch % ck->every_epochs == 0)));
     int rc = STRATA_OK;
     if (due && checkpointing(run) && step != run->last_boundary) {
         rc = strata__checkpoint_save(run, epoch, batch, step);
@@ -586,6 +594,12 @@ int strata__train(strata_ctx_t *ctx)
     openblas_set_num_threads(1);
     ctx->run = run;
     int rc = strata__run_setup(ctx, run);
+    if (rc == STRATA_OK && run->evaluator) {
+        rc = strata__sidecar_run(run);
+        ctx->run = NULL;
+        strata__run_teardown(run);
+        return rc;
+    }
     if (rc == STRATA_OK)
         rc = start_threads(run);
     if (rc == STRATA_OK) {
