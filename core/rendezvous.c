@@ -276,8 +276,8 @@ static void refuse(server_t *s, conn_t *k, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    strata__log(STRATA_LOG_WARN, WHO, "at %s: refused %s: %s; waiting for "
-                "the job's own tasks", s->ep->text, k->from, why);
+    strata__log(STRATA_LOG_WARN, WHO, "at %s: refused %s: %s (the "
+                "rendezvous goes on)", s->ep->text, k->from, why);
     k->out_len = strata__rdzv_refused(k->refusal, STRATA_RDZV_WHY_CONFIG,
                                       why);
     k->out = k->refusal;
@@ -391,12 +391,18 @@ static void on_output(server_t *s, conn_t *k)
         return;
     }
     k->out_at += (size_t)n;
-    if (k->out_at == k->out_len) {
-        k->out = NULL;
-        if (k->closing) {
-            close(k->fd);
-            k->fd = -1;
-        }
+    if (k->out_at < k->out_len)
+        return;
+    k->out = NULL;
+    if (k->closing && k->rank < 0) {
+        /* A refused peer may have sent more than we read: closing now
+         * would reset the connection and lose the refusal. Half-close,
+         * and let it hang up (on_input) or time out. */
+        shutdown(k->fd, SHUT_WR);
+        k->hello_by = now_s() + 1.0;
+    } else if (k->closing) {
+        close(k->fd);
+        k->fd = -1;
     }
 }
 
@@ -455,9 +461,12 @@ static void serve_round(server_t *s, double until)
         conn_t *k = &s->conns[i];
         if (k->fd < 0 || k->rank >= 0 || t <= k->hello_by)
             continue;
-        if (k->got)
-            stranger(s, k, "sent %zu bytes of a message in %g s", k->got,
-                     s->o->hello_s);
+        if (k->closing) { /* refused, and told so */
+            close(k->fd);
+            k->fd = -1;
+        } else if (k->got)
+            stranger(s, k, "sent %zu byte%s of a message in %g s", k->got,
+                     k->got == 1 ? "" : "s", s->o->hello_s);
         else
             stranger(s, k, "sent nothing in %g s", s->o->hello_s);
     }
