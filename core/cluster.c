@@ -1169,9 +1169,6 @@ int strata__cluster_resolve(const strata__cfg_t *cfg, const char *cli_task,
             " (e.g. worker:1)", clip(cli_task, cut, sizeof cut));
         return STRATA_ECONFIG;
     }
-    out->pub.struct_size = sizeof out->pub;
-    out->pub.tasks = out->tasks;
-
     char why[160];
     if (k.rendezvous[0] && check_addr(k.rendezvous, why, sizeof why) != 0) {
         ERR("[cluster] rendezvous = '%s': %s (%s)",
@@ -1179,6 +1176,8 @@ int strata__cluster_resolve(const strata__cfg_t *cfg, const char *cli_task,
             origin_of(cfg, "rendezvous"));
         return STRATA_ECONFIG;
     }
+    out->pub.struct_size = sizeof out->pub;
+    out->pub.tasks = out->tasks;
     out->rendezvous_timeout_s = k.rendezvous_timeout_s;
 
     /* In order of precedence; the first that defines a cluster wins. Open
