@@ -11,6 +11,9 @@
 #      one process training the same global batch on 2 replicas.
 #   3. torchrun itself, one agent per namespace (skipped without Debian's
 #      python3-torch).
+#   4. launch --nnodes 2 --max-restarts 1, a worker of node 1 killed (-9):
+#      both launches restart their tasks, which meet again at the
+#      rendezvous, and the job finishes.
 # usage: netns_nodes.sh STRATA_BIN
 set -u
 bin=$1
@@ -140,6 +143,42 @@ if /usr/bin/python3 -c "import torch.distributed.run" 2>/dev/null; then
 else
     echo "skipped: torchrun itself (Debian python3-torch not installed)"
 fi
+
+# ---- 4. a worker killed on node 1: both launches restart, the tasks meet again
+p=$(port)
+slow=(--set train.max_steps=800 --set debug.step_delay_ms=10 --set transport.zmq.timeout_s=10)
+for k in 0 1; do
+    ns=$a; [ $k -eq 1 ] && ns=$b
+    timeout 300 ip netns exec "$ns" "$bin" launch --nnodes 2 --node-rank $k \
+        --rendezvous "$ipa:$p" -n 2 --max-restarts 1 "${job[@]}" "${slow[@]}" \
+        >"$tmp/again$k.out" 2>"$tmp/again$k.err" &
+    pids+=($!)
+done
+# Once the job trains, kill worker:3 -- a grandchild of our own `timeout`
+# (timeout -> launch -> task), never anybody else's process.
+victim=""
+for i in $(seq 1 600); do
+    victim=$(sed -n 's/^\[launch\] worker:3: pid \([0-9]*\),.*/\1/p' "$tmp/again1.out" | head -1)
+    grep -q "4 tasks registered" "$tmp/again0.err" 2>/dev/null && [ -n "$victim" ] && break
+    sleep 0.1
+done
+sleep 1
+parent=$(awk '/^PPid:/ {print $2}' "/proc/$victim/status" 2>/dev/null)
+grand=$(awk '/^PPid:/ {print $2}' "/proc/$parent/status" 2>/dev/null)
+check "worker:3 ($victim) is a task of our node-1 launch" '[ -n "$victim" ] && [ "$grand" = "${pids[1]}" ]'
+[ -n "$victim" ] && [ "$grand" = "${pids[1]}" ] && kill -9 "$victim"
+wait "${pids[0]}"; r0=$?
+wait "${pids[1]}"; r1=$?
+pids=()
+check "restart: node 0 exit 0 (got $r0: $(tail -3 "$tmp/again0.err"))" '[ $r0 -eq 0 ]'
+check "restart: node 1 exit 0 (got $r1: $(tail -3 "$tmp/again1.err"))" '[ $r1 -eq 0 ]'
+check "restart: both launches started their tasks again" \
+    'grep -q "restart 1/1" "$tmp/again0.err" && grep -q "restart 1/1" "$tmp/again1.err"'
+check "restart: the tasks met again at the rendezvous" \
+    '[ "$(grep -c "rendezvous: at $ipa:$p: 4 tasks registered" "$tmp/again0.err")" -eq 2 ]'
+h=$(hashes "$tmp/again0.out" "$tmp/again1.out")
+echo "restart: $(echo $h)"
+check "restart: 4 equal hashes" '[ "$(echo "$h" | wc -l)" -eq 4 ] && [ "$(echo "$h" | cut -d" " -f2 | sort -u | wc -l)" -eq 1 ]'
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

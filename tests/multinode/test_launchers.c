@@ -9,6 +9,9 @@
  *   torchrun_real  torchrun itself (Debian's python3-torch) with two agents
  *              (--nnodes 2, static rendezvous: its agent's store holds
  *              MASTER_PORT, so strata's rendezvous is at MASTER_PORT+1).
+ *   launch_args  strata launch --nnodes with flags that do not go together,
+ *              and without shared keys: exit 2, one line, nothing started;
+ *              node 0 alone: every task names the ranks that never came.
  *   forged     a rendezvous that hands a CURVE task a table naming a
  *              listener of the test's: the task's first bytes there are a
  *              ZMTP greeting asking for CURVE, never plaintext (and, with
@@ -334,6 +337,77 @@ static void case_forged(void)
     CHECKF(strcmp(mech, "NULL") == 0, "mode off: mechanism '%s'", mech);
 }
 
+/* ---- strata launch --nnodes: what it refuses --------------------------------- */
+
+static void launch_refuses(const char *what, char **args)
+{
+    char *argv[32] = { (char *)spawn_strata_bin(), "launch" };
+    int a = 2;
+    for (int i = 0; args[i] && a < 31; i++)
+        argv[a++] = args[i];
+    argv[a] = NULL;
+    spawn_result_t *r = malloc(sizeof *r);
+    CHECK(r && spawn_run(argv, 60, r) == 0);
+    if (!r)
+        return;
+    CHECKF(r->code == 2 && count_lines(r->err) == 1 && strstr(r->err, what)
+               && !strstr(r->out, "[launch]"),
+           "want exit 2 and one line with '%s'; got %d: %s%s", what, r->code,
+           r->err, r->out);
+    free(r);
+}
+
+static void case_launch_args(void)
+{
+    launch_refuses("--nnodes 2 needs --node-rank K (0..1: this machine) and "
+                   "--rendezvous HOST:PORT",
+                   (char *[]){ "--nnodes", "2", NULL });
+    launch_refuses("--node-rank and --rendezvous go with --nnodes",
+                   (char *[]){ "--node-rank", "0", "--rendezvous", "h:1",
+                               NULL });
+    launch_refuses("--node-rank 2 is out of range for --nnodes 2 (0..1)",
+                   (char *[]){ "--nnodes", "2", "--node-rank", "2",
+                               "--rendezvous", "h:1", NULL });
+    launch_refuses("--nnodes needs an integer in [1, 1024], got '0'",
+                   (char *[]){ "--nnodes", "0", NULL });
+    launch_refuses("--rendezvous needs HOST:PORT",
+                   (char *[]){ "--nnodes", "2", "--node-rank", "0",
+                               "--rendezvous", "h:99999", NULL });
+    launch_refuses("--nnodes starts workers only",
+                   (char *[]){ "--nnodes", "2", "--node-rank", "0",
+                               "--rendezvous", "h:1", "--ps", "1", NULL });
+    launch_refuses("a separate chief across machines",
+                   (char *[]){ "--nnodes", "2", "--node-rank", "0",
+                               "--rendezvous", "h:1", "--chief", NULL });
+    /* launch's own keys are per machine */
+    char *keys = strdup(getenv("STRATA_SECURITY_KEYS"));
+    unsetenv("STRATA_SECURITY_KEYS");
+    launch_refuses("a job on 2 machines needs one set of keys for all of them",
+                   (char *[]){ "--nnodes", "2", "--node-rank", "1",
+                               "--rendezvous", "h:1", "-n", "2", NULL });
+    setenv("STRATA_SECURITY_KEYS", keys, 1);
+    free(keys);
+
+    /* node 0 alone: its tasks wait, then name the ranks of node 1 */
+    char rdzv[32];
+    snprintf(rdzv, sizeof rdzv, "127.0.0.1:%d", spawn_free_port());
+    char *argv[] = { (char *)spawn_strata_bin(), "launch", "--nnodes", "2",
+                     "--node-rank", "0", "--rendezvous", rdzv, "-n", "2",
+                     "--set", "cluster.rendezvous_timeout_s=2", "--set",
+                     "train.eval=false", NULL };
+    spawn_result_t *r = malloc(sizeof *r);
+    CHECK(r && spawn_run(argv, 120, r) == 0);
+    const char *what = "ranks 2-3 (2 of 4 tasks) did not register within 2 s";
+    const char *w0 = r ? strstr(r->err, "[worker:0] strata: rendezvous: "
+                                        "error: at ") : NULL;
+    const char *w1 = r ? strstr(r->err, "[worker:1] strata: rendezvous: "
+                                        "error: at ") : NULL;
+    CHECKF(r && r->code == 1 && w0 && w1 && strstr(w0, what)
+               && strstr(w1, what),
+           "exit %d: %s", r ? r->code : -1, r ? r->err : "");
+    free(r);
+}
+
 /* Why `which` cannot run here, or NULL. */
 static const char *missing(const char *which)
 {
@@ -359,9 +433,10 @@ int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "";
     if (strcmp(which, "torchrun") && strcmp(which, "mpirun") &&
-        strcmp(which, "torchrun_real") && strcmp(which, "forged")) {
+        strcmp(which, "torchrun_real") && strcmp(which, "forged") &&
+        strcmp(which, "launch_args")) {
         fprintf(stderr, "usage: test_launchers torchrun|mpirun|"
-                "torchrun_real|forged\n");
+                "torchrun_real|forged|launch_args\n");
         return 2;
     }
     const char *why = missing(which);
@@ -372,6 +447,8 @@ int main(int argc, char **argv)
     const char *ref = tmp_path("reference.bin");
     if (!strcmp(which, "forged"))
         case_forged();
+    else if (!strcmp(which, "launch_args"))
+        case_launch_args();
     else if (reference_dump(ref) != 0)
         CHECK(!"the reference run");
     else if (!strcmp(which, "torchrun"))
