@@ -560,7 +560,7 @@ static int mpi_local_rendezvous(char *const *envp, char *out, size_t n)
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (const char *p = job; *p; p++)
         h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    snprintf(out, n, "%s@strata-%u-%016llx", STRATA_RDZV_UNIX,
+    snprintf(out, n, "%sstrata-%u-%016llx", STRATA_RDZV_UNIX,
              (unsigned)geteuid(), (unsigned long long)h);
     return 0;
 }

@@ -104,7 +104,7 @@ void strata__cluster_free(strata__cluster_t *c);
 
 /* The prefix of a rendezvous at an abstract Unix socket (Open MPI on one
  * node): "unix:@NAME". */
-#define STRATA_RDZV_UNIX "unix:"
+#define STRATA_RDZV_UNIX "unix:@"
 
 /* 0 when addr is "host:port" or "[v6]:port" with a port in [1, 65535];
  * else -1 and why says what is wrong. */

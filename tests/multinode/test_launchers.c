@@ -191,9 +191,28 @@ static void case_mpirun(const char *ref)
 
 /* ---- torchrun itself ------------------------------------------------------------- */
 
+/* A port P with P+1 free too: torchrun's agent takes P, strata's rendezvous
+ * P+1 (on a busy host a free P alone is not enough). */
+static int free_port_pair(void)
+{
+    for (int i = 0; i < 200; i++) {
+        int p = spawn_free_port(), fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = { .sin_family = AF_INET,
+                                 .sin_port = htons((uint16_t)(p + 1)),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        int ok = p > 0 && p < 65535 && fd >= 0 &&
+                 bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        if (fd >= 0)
+            close(fd);
+        if (ok)
+            return p;
+    }
+    return -1;
+}
+
 static void case_torchrun_real(const char *ref)
 {
-    int port = spawn_free_port();
+    int port = free_port_pair();
     char mp[32], dump[600], logs[2][640];
     snprintf(mp, sizeof mp, "--master_port=%d", port);
     snprintf(dump, sizeof dump, "debug.dump_vars=%s", tmp_path("torch0.bin"));
