@@ -60,7 +60,7 @@
  *
  * Every error is STRATA_ECONFIG with one log line that names the source
  * ("TF_CONFIG: ...", "SLURM_NODELIST '...': ...", "[cluster] task = ...",
- * "torchrun: ...", "--task ..."). */
+ * "Open MPI: ...", "torchrun: ...", "--task ..."). */
 #ifndef STRATA_CORE_CLUSTER_H
 #define STRATA_CORE_CLUSTER_H
 
