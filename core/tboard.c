@@ -72,8 +72,9 @@ static double wall_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* mkdir -p: `path` and every missing directory above it. */
-static int make_dirs(const char *path)
+/* mkdir -p: `path` and every missing directory above it (for [train]
+ * tensorboard = `dir`). */
+static int make_dirs(const char *path, const char *dir)
 {
     char p[PATH_MAX];
     int n = snprintf(p, sizeof p, "%s", path);
@@ -89,12 +90,13 @@ static int make_dirs(const char *path)
         struct stat st;
         if (mkdir(p, 0777) != 0 && errno != EEXIST) {
             strata__log(STRATA_LOG_ERROR, WHO, "cannot make the directory "
-                        "%s: %s", p, strerror(errno));
+                        "%s: %s ([train] tensorboard = %s)", p,
+                        strerror(errno), dir);
             return STRATA_EIO;
         }
         if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
             strata__log(STRATA_LOG_ERROR, WHO, "%s is not a directory "
-                        "([train] tensorboard = %s)", p, path);
+                        "([train] tensorboard = %s)", p, dir);
             return STRATA_EIO;
         }
         if (end)
@@ -158,7 +160,7 @@ int strata__tboard_open(strata__tboard_t *tb, const char *dir, int validation)
             rc = STRATA_EIO;
         }
         if (rc == STRATA_OK)
-            rc = make_dirs(sub);
+            rc = make_dirs(sub, dir);
         if (rc == STRATA_OK)
             rc = create_file(&tb->run[i], sub);
     }

@@ -59,10 +59,10 @@ int strata__watch_start(strata__run_t *run)
         if (!run->reps[r].rec)
             rc = STRATA_ENOMEM;
     }
-    if (rc == STRATA_OK && w->tb_on) {
+    if (rc == STRATA_OK && w->tb_on)
         rc = strata__tboard_open(&w->tb, t->tensorboard, t->eval);
-        w->tb_on = rc == STRATA_OK;
-    }
+    if (rc != STRATA_OK) /* no run: nothing to write at its end */
+        w->tb_on = w->trace_on = 0;
     return rc;
 }
 
