@@ -264,6 +264,11 @@ static void task_path(char *out, size_t cap, const char *path,
  * 1: all[0..nworkers) filled; 0: the sum does not reach every worker
  * (a strategy without STRATA_CTL_WORLD_SUM); or an error. */
 #define CHUNK (1 << 20)
+static size_t frag_len(const float *hdr, int q)
+{
+    return ((size_t)hdr[3 * q + 1] << 24) + (size_t)hdr[3 * q + 2];
+}
+
 static int gather(strata__run_t *run, const strata__bytes_t *mine,
                   strata__bytes_t *all)
 {
@@ -278,13 +283,15 @@ static int gather(strata__run_t *run, const strata__bytes_t *mine,
         hdr[3 * me + 2] = (float)(mine->len & 0xFFFFFF);
         rc = strata__run_world_sum(run, hdr, W * 3);
     }
+    int everyone = 1;
     for (int q = 0; rc == STRATA_OK && q < W; q++) {
-        if (hdr[3 * q] != 1.0f) {
-            rc = 0; /* not every worker's share came: no gathering */
-            goto out;
-        }
-        all[q].len = ((size_t)hdr[3 * q + 1] << 24) + (size_t)hdr[3 * q + 2];
-        off[q + 1] = off[q] + (all[q].len + 2) / 3;
+        everyone &= hdr[3 * q] == 1.0f;
+        off[q + 1] = off[q] + (frag_len(hdr, q) + 2) / 3;
+    }
+    if (rc == STRATA_OK && !everyone) { /* no gathering */
+        free(off);
+        free(hdr);
+        return 0;
     }
     if (rc == STRATA_OK && !(buf = calloc(off[W] + 1, sizeof *buf)))
         rc = STRATA_ENOMEM;
@@ -299,8 +306,7 @@ static int gather(strata__run_t *run, const strata__bytes_t *mine,
         rc = strata__run_world_sum(run, buf + at, (int)n);
     }
     for (int q = 0; rc == STRATA_OK && q < W; q++) {
-        size_t len = all[q].len;
-        all[q].len = 0;
+        size_t len = frag_len(hdr, q);
         if (!run->chief)
             continue; /* only the chief writes */
         for (size_t i = 0; i < len; i += 3) {
@@ -310,12 +316,10 @@ static int gather(strata__run_t *run, const strata__bytes_t *mine,
             strata__bytes_put(&all[q], b, len - i < 3 ? len - i : 3);
         }
     }
-    rc = rc == STRATA_OK ? 1 : rc;
-out:
     free(buf);
     free(off);
     free(hdr);
-    return rc;
+    return rc == STRATA_OK ? 1 : rc;
 }
 
 static int write_trace(strata__run_t *run, int rc)
