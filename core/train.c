@@ -296,7 +296,8 @@ static void progress_init(strata__run_t *run)
 /* Steps between two checks for a stop request: short enough that a
  * preempted job stops promptly, long enough that the check costs nothing. */
 #define SEGMENT_STEPS 32
-_Static_assert(SEGMENT_STEPS <= STRATA__WATCH_SLOTS, "a segment's step records");
+_Static_assert(SEGMENT_STEPS <= STRATA__WATCH_SLOTS,
+               "a replica records every step of a segment");
 
 /* Has anybody asked the job to stop? Agreed by every worker. */
 static int stop_requested(strata__run_t *run, int *stop)

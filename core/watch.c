@@ -55,7 +55,8 @@ int strata__watch_start(strata__run_t *run)
         strata__trace_init(&w->tr);
     }
     for (int r = 0; rc == STRATA_OK && w->on && r < run->nreplicas; r++) {
-        run->reps[r].rec = calloc(STRATA__WATCH_SLOTS, sizeof(strata__step_rec_t));
+        run->reps[r].rec = calloc(STRATA__WATCH_SLOTS,
+                                  sizeof(strata__step_rec_t));
         if (!run->reps[r].rec)
             rc = STRATA_ENOMEM;
     }
@@ -145,7 +146,8 @@ static void one_step(strata__run_t *run, int i)
         correct += x->correct;
         if (!tr)
             continue;
-        strata__trace_add(&w->tr, STRATA__TR_FORWARD, r, x->step, x->t0, fwd, 0);
+        strata__trace_add(&w->tr, STRATA__TR_FORWARD, r, x->step, x->t0, fwd,
+                          0);
         strata__trace_add(&w->tr, STRATA__TR_BACKWARD, r, x->step, fwd, x->bwd,
                           0);
         if (wait > 0.0)
@@ -238,7 +240,7 @@ int strata__watch_epoch(strata__run_t *run, const strata__epoch_stats_t *st,
     return rc;
 }
 
-/* ---- the trace file at the end of the run ---------------------------------- */
+/* ---- the trace file at the end of the run -------------------------------- */
 
 /* FILE with ".TASK" before its extension: trace.json -> trace.worker-1.json */
 static void task_path(char *out, size_t cap, const char *path,

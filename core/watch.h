@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- bytes.c --------------------------------------------------------------- */
+/* ---- bytes.c ------------------------------------------------------------- */
 
 /* Appends never fail visibly: the first allocation failure sets `failed`
  * and later appends do nothing; check it once at the end. */
@@ -32,7 +32,7 @@ void strata__bytes_printf(strata__bytes_t *b, const char *fmt, ...)
 void strata__bytes_json_str(strata__bytes_t *b, const char *s);
 void strata__bytes_free(strata__bytes_t *b);   /* and zeroes it */
 
-/* ---- pbwire.c -------------------------------------------------------------- */
+/* ---- pbwire.c ------------------------------------------------------------ */
 
 /* Protobuf fields (proto3 encoding: the caller skips default values where
  * the schema says so), appended to b. */
@@ -46,7 +46,7 @@ void strata__pb_bytes(strata__bytes_t *b, int field, const void *data,
 void strata__tfrecord(strata__bytes_t *b, const void *data, size_t n);
 uint32_t strata__tfrecord_mask(uint32_t crc);
 
-/* ---- tboard.c -------------------------------------------------------------- */
+/* ---- tboard.c ------------------------------------------------------------ */
 
 /* One tensorflow.Event as a TFRecord: wall_time, step, and either
  * file_version (n == 0) or a Summary of n simple_value scalars. */
@@ -81,7 +81,7 @@ int  strata__tboard_flush(strata__tboard_t *tb);
 /* Flush, close, free; returns what the flush did. NULL-safe, repeatable. */
 int  strata__tboard_close(strata__tboard_t *tb);
 
-/* ---- trace.c --------------------------------------------------------------- */
+/* ---- trace.c ------------------------------------------------------------- */
 
 enum { STRATA__TR_FORWARD, STRATA__TR_BACKWARD, STRATA__TR_WAIT,
        STRATA__TR_REDUCE, STRATA__TR_UPDATE, STRATA__TR_EVAL,
@@ -118,7 +118,7 @@ void strata__trace_document(strata__bytes_t *out, const strata__bytes_t *frags,
                             int n, const char *about);
 void strata__trace_free(strata__trace_t *tr);
 
-/* ---- watch.c --------------------------------------------------------------- */
+/* ---- watch.c ------------------------------------------------------------- */
 
 /* One step of one replica as its thread saw it (strata__now() seconds). */
 typedef struct strata__step_rec {

@@ -21,7 +21,8 @@
 #include "watch.h"
 
 /* Hex of TensorBoard's records (see the head of this file). */
-static const char *const k_ref_version =   /* wall 1700000000.5, "brain.Event:2" */
+/* wall 1700000000.5, "brain.Event:2" */
+static const char *const k_ref_version =
     "1800000000000000a37f4b220900002040fc54d9411a0d627261696e2e4576656e743a"
     "322b353110";
 static const char *const k_ref_scalars =   /* wall 1700000001.25, step 7 */
