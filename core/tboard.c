@@ -145,14 +145,17 @@ static int create_file(strata__tb_file_t *f, const char *dir)
     return STRATA_OK;
 }
 
-int strata__tboard_open(strata__tboard_t *tb, const char *dir, int validation)
+int strata__tboard_open(strata__tboard_t *tb, const char *dir, unsigned runs)
 {
-    static const char *const k_run[] = { "train", "validation" };
+    static const char *const k_run[STRATA__TB_RUNS] = { "train", "validation",
+                                                        "evaluation" };
     memset(tb, 0, sizeof *tb);
     for (int i = 0; i < STRATA__TB_RUNS; i++)
         tb->run[i].fd = -1;
     int rc = STRATA_OK;
-    for (int i = 0; rc == STRATA_OK && i < (validation ? 2 : 1); i++) {
+    for (int i = 0; rc == STRATA_OK && i < STRATA__TB_RUNS; i++) {
+        if (!(runs & (1u << i)))
+            continue;
         char sub[PATH_MAX];
         int n = snprintf(sub, sizeof sub, "%s/%s", dir, k_run[i]);
         if (n < 0 || (size_t)n >= sizeof sub) {

@@ -61,7 +61,10 @@ int strata__watch_start(strata__run_t *run)
             rc = STRATA_ENOMEM;
     }
     if (rc == STRATA_OK && w->tb_on)
-        rc = strata__tboard_open(&w->tb, t->tensorboard, t->eval);
+        rc = strata__tboard_open(&w->tb, t->tensorboard,
+                                 1u << STRATA__TB_TRAIN |
+                                     (t->eval ? 1u << STRATA__TB_VALIDATION
+                                              : 0u));
     if (rc != STRATA_OK) /* no run: nothing to write at its end */
         w->tb_on = w->trace_on = 0;
     return rc;

@@ -54,7 +54,10 @@ void strata__tb_event(strata__bytes_t *b, double wall_time, int64_t step,
                       const char *file_version, const char *const *tags,
                       const float *values, int n);
 
-enum { STRATA__TB_TRAIN = 0, STRATA__TB_VALIDATION = 1, STRATA__TB_RUNS = 2 };
+/* The runs (subdirectories) of a TensorBoard DIR: Keras' train and
+ * validation, and the sidecar evaluator's evaluation. */
+enum { STRATA__TB_TRAIN = 0, STRATA__TB_VALIDATION = 1,
+       STRATA__TB_EVALUATION = 2, STRATA__TB_RUNS = 3 };
 
 typedef struct strata__tb_file {
     char           *path;     /* NULL: this run has no such file          */
@@ -67,10 +70,11 @@ typedef struct strata__tboard {
     int               failed;  /* a write failed (logged once)             */
 } strata__tboard_t;
 
-/* DIR/train (and DIR/validation when `validation`), made as needed, each
- * with a new events.out.tfevents.TIME.HOST file that starts with the
- * file_version record. One error line and STRATA_EIO when that fails. */
-int  strata__tboard_open(strata__tboard_t *tb, const char *dir, int validation);
+/* DIR/<run> for each run whose bit (1 << STRATA__TB_*) is in `runs`, made
+ * as needed, each with a new events.out.tfevents.TIME.HOST file that starts
+ * with the file_version record. One error line and STRATA_EIO when that
+ * fails. */
+int  strata__tboard_open(strata__tboard_t *tb, const char *dir, unsigned runs);
 /* Scalars at `step` of run `which`, buffered until the next flush. */
 void strata__tboard_scalars(strata__tboard_t *tb, int which, int64_t step,
                             const char *const *tags, const float *values,

@@ -134,7 +134,7 @@ static void test_writer(void)
 {
     strata__tboard_t tb;
     const char *dir = tmp_path("runs/a");
-    CHECK(strata__tboard_open(&tb, dir, 1) == STRATA_OK);
+    CHECK(strata__tboard_open(&tb, dir, 3u) == STRATA_OK);
     const char *tags[] = { "epoch_loss" };
     const float v = 0.25f;
     strata__tboard_scalars(&tb, STRATA__TB_VALIDATION, 3, tags, &v, 1);
@@ -179,7 +179,7 @@ static void test_writer(void)
     /* DIR is a file: one error, nothing made. */
     write_file(tmp_path("plain"), "x", 1);
     capture_begin();
-    int rc = strata__tboard_open(&tb, tmp_path("plain"), 0);
+    int rc = strata__tboard_open(&tb, tmp_path("plain"), 1u);
     const char *err = capture_end();
     CHECK(rc == STRATA_EIO);
     CHECKF(count_lines(err) == 1 && strstr(err, "not a directory") &&
@@ -187,7 +187,7 @@ static void test_writer(void)
 
     /* A write that fails (the file size limit: EFBIG) is one error line
      * naming the file; later flushes fail without another. */
-    CHECK(strata__tboard_open(&tb, tmp_path("runs/b"), 0) == STRATA_OK);
+    CHECK(strata__tboard_open(&tb, tmp_path("runs/b"), 1u) == STRATA_OK);
     struct rlimit old, lim;
     getrlimit(RLIMIT_FSIZE, &old);
     lim = old;
