@@ -6,6 +6,7 @@
 #include "cluster.h"
 #include "crew.h"
 #include "runtime.h"
+#include "watch.h"
 
 typedef struct strata__run strata__run_t;
 
@@ -26,6 +27,10 @@ typedef struct strata__replica {
     int64_t          samples;        /* this epoch, in its slices          */
     char            *logbuf;         /* debug.step_log: one line           */
     size_t           logcap;
+    /* watch.c: the steps of this phase, when the run is timed (NULL: not) */
+    strata__step_rec_t *rec;          /* STRATA__WATCH_SLOTS of them       */
+    int              nrec;
+    double           eval_t0, eval_t1; /* its share of the last evaluation */
 } strata__replica_t;
 
 typedef struct strata__epoch_stats {
@@ -73,6 +78,7 @@ struct strata__run {
     int64_t                   step_batch, step_id; /* PHASE_STEP's step    */
     long                      delay_us;     /* debug.step_delay_ms here    */
     int                       chief;        /* rank 0: prints, writes files */
+    int                       evaluator;    /* the sidecar evaluator task  */
     int64_t                   steps_per_epoch;
     double                    lr_target;
     int64_t                   warmup_steps;
@@ -113,6 +119,7 @@ struct strata__run {
     int                       steplog_fd;   /* -1: none                    */
     int                       cur_epoch;    /* of the steps being run      */
     char                      self[48];     /* this task, "worker:1"       */
+    strata__watch_t           watch;        /* timing, TensorBoard, trace  */
 };
 
 int  strata__run_setup(strata_ctx_t *ctx, strata__run_t *run);
@@ -167,5 +174,8 @@ int  strata__metrics_append(strata__run_t *run, const strata__epoch_stats_t *st)
 int  strata__run_finish(strata__run_t *run);
 /* Frees everything; `run` itself too. */
 void strata__run_teardown(strata__run_t *run);
+
+/* The sidecar evaluator's whole run (core/sidecar.c). */
+int strata__sidecar_run(strata__run_t *run);
 
 #endif
