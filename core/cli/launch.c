@@ -288,6 +288,13 @@ static double backoff_s(int restarts)
     return s;
 }
 
+/* A failure that a fresh start can mend: not a bad configuration (2) or
+ * plugin (3), which would fail the same way, nor a stop on request (75). */
+static int restartable(int code)
+{
+    return code != 0 && code != 2 && code != 3 && code != 75;
+}
+
 /* A task that ended with `ec`. In a ps job a dead worker is the
  * coordinator's business (it re-schedules the worker's step): launch
  * starts that worker again alone, after a backoff, up to max_restarts
@@ -295,8 +302,10 @@ static double backoff_s(int restarts)
  * fails stops the job. Returns 1 when the job goes on. */
 static int worker_down(child_t *ci, int ec, const plan_t *pl, int over)
 {
-    /* An elastic job: any worker, until training is over. */
-    int alone = pl->svc ? !over : pl->by_role && !coordinates(ci, pl);
+    /* An elastic job: any worker, until training is over, unless what
+     * failed would fail again (its configuration, a plugin). */
+    int alone = pl->svc ? !over && restartable(ec)
+                        : pl->by_role && !coordinates(ci, pl);
     if (!alone || strcmp(ci->type, "worker") != 0 || g_stopped)
         return 0;
     if (ci->restarts < pl->max_restarts) {
@@ -411,6 +420,13 @@ static int supervise(child_t *c, int n, const plan_t *pl)
         if (alive == 0 && due) /* nothing to poll: wait for the restart */
             usleep(100000);
     }
+    /* An elastic job whose workers are all gone for good before training
+     * ended (none left to restart) failed, whatever the service waits for. */
+    if (pl->svc && !over && !stopping && code == 0) {
+        fprintf(stderr, "[launch] elastic: every worker is gone and none is "
+                "left to restart before training ended; the job failed\n");
+        code = 1;
+    }
     /* Flush what the pipes still hold. */
     for (int i = 0; i < n; i++)
         for (int w = 0; w < 2; w++)
@@ -419,12 +435,6 @@ static int supervise(child_t *c, int n, const plan_t *pl)
     return code;
 }
 
-/* A failure that a fresh start can mend: not a bad configuration (2) or
- * plugin (3), which would fail the same way, nor a stop on request (75). */
-static int restartable(int code)
-{
-    return code != 0 && code != 2 && code != 3 && code != 75;
-}
 
 /* One start of the whole job on fresh ports: every task started, supervised
  * and reaped. Returns the job's exit code; *started: tasks started. */

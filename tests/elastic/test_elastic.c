@@ -19,6 +19,8 @@
  *   belowmin  --elastic 2:2 without restarts, a worker killed: launch stops
  *             the job after [strategy.mwms] rendezvous_timeout_s with one
  *             error line and exit 1; the survivor says why it stops
+ *   allgone   both workers killed, no restarts: launch ends the job at once
+ *             (exit 1), not after the service's timeout
  *   stranger  garbage, HTTP, a JOIN with a wrong token, an overlong line and
  *             a silent connection at the membership service are dropped and
  *             counted; the job finishes, exit 0
@@ -363,6 +365,31 @@ static void below_min(void)
            c.code);
 }
 
+/* Every worker killed and none to restart: launch ends the job at once,
+ * exit 1, without waiting for the service's timeout. */
+static void all_gone(void)
+{
+    char log[600];
+    snprintf(log, sizeof log, "debug.step_log=%s", in_dir("steps.log"));
+    char *args[] = { "--elastic", "1:2", NULL };
+    char *sets[] = { COMMON, "train.devices=cpu:0", "train.epochs=50",
+                     "debug.step_delay_ms=4", log, NULL };
+    spawn_child_t c;
+    launch_start(args, sets, &c);
+    int up = await(&c, in_dir("steps.log"), "done worker:1 g0 s50 t", 120);
+    long p0 = task_pid(&c, "worker:0"), p1 = task_pid(&c, "worker:1");
+    CHECKF(up && p0 > 0 && p1 > 0, "the workers did not train");
+    if (up && p0 > 0 && p1 > 0) {
+        kill((pid_t)p0, SIGKILL);
+        kill((pid_t)p1, SIGKILL);
+    }
+    launch_wait(&c, 60);
+    CHECKF(c.code == 1 && strstr(g_err, "[launch] elastic: every worker is "
+                                 "gone and none is left to restart"),
+           "launch exit %d:\n%s", c.code, g_err);
+    printf("allgone: exit %d\n", c.code);
+}
+
 static void stranger(void)
 {
     char *args[] = { "--elastic", "1:2", NULL };
@@ -445,7 +472,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s equal|kill|kill_share|belowmin|stranger|usage\n",
+        fprintf(stderr, "usage: %s equal|kill|kill_share|belowmin|allgone|stranger|usage\n",
                 argv[0]);
         return 2;
     }
@@ -464,6 +491,8 @@ int main(int argc, char **argv)
         below_min();
     else if (!strcmp(s, "stranger"))
         stranger();
+    else if (!strcmp(s, "allgone"))
+        all_gone();
     else if (!strcmp(s, "usage"))
         usage();
     else {
