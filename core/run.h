@@ -123,6 +123,16 @@ struct strata__run {
 };
 
 int  strata__run_setup(strata_ctx_t *ctx, strata__run_t *run);
+void strata__run_banner(const strata__run_t *run);
+/* Append an epoch's stats and rewrite train.metrics_csv atomically. */
+int  strata__metrics_append(strata__run_t *run, const strata__epoch_stats_t *st);
+/* After the last epoch: debug.dump_vars and the summary line. */
+int  strata__run_finish(strata__run_t *run);
+/* Frees everything; `run` itself too. */
+void strata__run_teardown(strata__run_t *run);
+
+/* The sidecar evaluator's whole run (core/sidecar.c). */
+int strata__sidecar_run(strata__run_t *run);
 
 /* First sample, in the epoch's order, of batch b of this epoch. */
 static inline size_t strata__batch_sample(const strata__run_t *run, int64_t b)
@@ -167,15 +177,5 @@ void strata__steplog_try(strata__replica_t *rep, int epoch, int64_t step,
                          size_t first, size_t n);
 /* Every replica of this process applied step `step`. */
 void strata__steplog_done(strata__run_t *run, int64_t step);
-void strata__run_banner(const strata__run_t *run);
-/* Append an epoch's stats and rewrite train.metrics_csv atomically. */
-int  strata__metrics_append(strata__run_t *run, const strata__epoch_stats_t *st);
-/* After the last epoch: debug.dump_vars and the summary line. */
-int  strata__run_finish(strata__run_t *run);
-/* Frees everything; `run` itself too. */
-void strata__run_teardown(strata__run_t *run);
-
-/* The sidecar evaluator's whole run (core/sidecar.c). */
-int strata__sidecar_run(strata__run_t *run);
 
 #endif

@@ -298,8 +298,9 @@ static int restartable(int code)
 /* A task that ended with `ec`. In a ps job a dead worker is the
  * coordinator's business (it re-schedules the worker's step): launch
  * starts that worker again alone, after a backoff, up to max_restarts
- * times, and after that lets the job go on without it. Anything else that
- * fails stops the job. Returns 1 when the job goes on. */
+ * times, and after that lets the job go on without it. So in an elastic
+ * job, for every worker (the others re-form without it; it joins again).
+ * Anything else that fails stops the job. Returns 1 when the job goes on. */
 static int worker_down(child_t *ci, int ec, const plan_t *pl, int over)
 {
     /* An elastic job: any worker, until training is over, unless what
@@ -434,7 +435,6 @@ static int supervise(child_t *c, int n, const plan_t *pl)
                 drain(&c[i], w);
     return code;
 }
-
 
 /* One start of the whole job on fresh ports: every task started, supervised
  * and reaped. Returns the job's exit code; *started: tasks started. */
@@ -613,13 +613,14 @@ int cli_launch(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     g_launch_pid = getpid();
-    /* A ps job: a dead worker is the coordinator's business, and launch
-     * restarts it alone; any other death restarts the whole job. */
     if (emax > 0 && !(g_svc = esvc_open(emin, emax))) {
         free(c);
         free(targv);
         return 1;
     }
+    /* A ps job: a dead worker is the coordinator's business, and launch
+     * restarts it alone; any other death restarts the whole job (an
+     * elastic one: see worker_down). */
     const plan_t plan = { .targv = targv, .by_role = ps > 0,
                           .max_restarts = restarts, .has_chief = chief,
                           .svc = g_svc };

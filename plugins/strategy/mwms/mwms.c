@@ -168,12 +168,13 @@ static int join(mwms_t *m, int64_t committed)
     }
     if (rc != STRATA_OK)
         return rc;
-    if (m->gen.size < 1 || m->gen.rank < 0 || m->gen.rank >= m->gen.size ||
+    if (m->gen.size < m->cfg.min_workers || m->gen.rank < 0 ||
+        m->gen.rank >= m->gen.size ||
         (m->cfg.max_workers > 0 && m->gen.size > m->cfg.max_workers)) {
         h->log(m->rs.hc, STRATA_LOG_ERROR, "mwms", "generation %d has %d "
-               "workers; [strategy.mwms] max_workers = %lld",
-               m->gen.generation, m->gen.size,
-               (long long)m->cfg.max_workers);
+               "workers; [strategy.mwms] min_workers = %lld, max_workers = "
+               "%lld", m->gen.generation, m->gen.size,
+               (long long)m->cfg.min_workers, (long long)m->cfg.max_workers);
         return STRATA_EPROTO;
     }
     m->nworkers = m->gen.size;
