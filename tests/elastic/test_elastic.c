@@ -16,6 +16,10 @@
  *             batch of 30: each worker's share stays 10 samples, the global
  *             batch goes 30, 20, 30 and no sample is trained twice in an
  *             epoch (each leaves out less than one batch, its remainder)
+ *   share_resume  per_worker with checkpoints: a worker lost, the job stopped
+ *             (SIGTERM) at 2 workers and resumed by the same command at 3
+ *             from the checkpoint, whose next batch is said in samples: no
+ *             sample trained twice in any epoch across both runs
  *   belowmin  --elastic 2:2 without restarts, a worker killed: launch stops
  *             the job after [strategy.mwms] rendezvous_timeout_s with one
  *             error line and exit 1; the survivor says why it stops
@@ -138,8 +142,11 @@ static int read_tries(const char *path, attempt_t **out)
     int cap = 0, n = 0;
     attempt_t *a = NULL;
     static char line[1 << 16];
+    int run = 0; /* a "restart" line: the job started again (gen 0 again) */
     while (f && fgets(line, sizeof line, f)) {
         int gen, epoch, r, off = 0;
+        if (!strcmp(line, "restart\n"))
+            run++;
         long long step;
         char task[32];
         if (sscanf(line, "try %31s g%d e%d s%lld r%d %n", task, &gen, &epoch,
@@ -150,7 +157,8 @@ static int read_tries(const char *path, attempt_t **out)
             a = realloc(a, (size_t)cap * sizeof *a);
         }
         attempt_t *t = &a[n++];
-        *t = (attempt_t){ .gen = gen, .epoch = epoch, .step = step };
+        *t = (attempt_t){ .gen = gen + 1000 * run, .epoch = epoch,
+                          .step = step };
         t->ids = malloc(64 * sizeof *t->ids);
         for (char *p = line + off; *p && *p != '\n' && t->n < 64;) {
             t->ids[t->n++] = (uint32_t)strtoul(p, &p, 10);
@@ -365,6 +373,52 @@ static void below_min(void)
            c.code);
 }
 
+/* per_worker, a checkpoint every 40 steps: worker:1 killed (no restarts),
+ * the two others train on with a global batch of 20, then the job is
+ * stopped (SIGTERM: exit 75, a last checkpoint whose next batch is said in
+ * samples); the same command resumes it with 3 workers from there, and no
+ * sample of any epoch is trained twice across both runs. */
+static void share_resume(void)
+{
+    char log[600], ckpt[600];
+    snprintf(log, sizeof log, "debug.step_log=%s", in_dir("steps.log"));
+    snprintf(ckpt, sizeof ckpt, "checkpoint.dir=%s", in_dir("ckpt"));
+    char *args[] = { "--elastic", "1:3", NULL };
+    char *sets[] = { COMMON, "train.devices=cpu:0", "train.epochs=6",
+                     "train.batch_size=30", "train.elastic_batch=per_worker",
+                     "debug.step_delay_ms=4", "checkpoint.every_steps=40",
+                     ckpt, log, NULL };
+    spawn_child_t c;
+    launch_start(args, sets, &c);
+    int up = await(&c, in_dir("steps.log"), "done worker:1 g0 s60 t", 120);
+    long pid = task_pid(&c, "worker:1");
+    CHECKF(up && pid > 0, "worker:1 did not train (pid %ld)", pid);
+    if (up && pid > 0)
+        kill((pid_t)pid, SIGKILL);
+    up = await(&c, in_dir("steps.log"), "done worker:0 g1 s150 t", 120);
+    CHECKF(up, "the two workers left did not train on");
+    kill(c.pid, SIGTERM);
+    launch_wait(&c, 120);
+    CHECKF(c.code == 75, "stopped job: exit %d\n%s", c.code, g_err);
+    CHECKF(strstr(g_err, "generation 1: global batch 20 (10 per worker)"),
+           "the global batch did not follow the workers");
+    FILE *f = fopen(in_dir("steps.log"), "a");
+    if (f) {
+        fputs("restart\n", f);
+        fclose(f);
+    }
+    launch_start(args, sets, &c);
+    launch_wait(&c, 300);
+    if (c.code != 0)
+        show("share_resume, again", c.code);
+    CHECKF(c.code == 0, "resumed job: exit %d", c.code);
+    const char *r = strstr(g_out, "resumed from ");
+    CHECKF(r, "the job did not resume from its checkpoint");
+    exactly_once(in_dir("steps.log"), 6, 10);
+    printf("share_resume: stopped at 2 workers, resumed at 3 from %.60s\n",
+           r ? r + 13 : "?");
+}
+
 /* Every worker killed and none to restart: launch ends the job at once,
  * exit 1, without waiting for the service's timeout. */
 static void all_gone(void)
@@ -472,7 +526,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s equal|kill|kill_share|belowmin|allgone|stranger|usage\n",
+        fprintf(stderr, "usage: %s equal|kill|kill_share|share_resume|belowmin|allgone|stranger|usage\n",
                 argv[0]);
         return 2;
     }
@@ -493,6 +547,8 @@ int main(int argc, char **argv)
         stranger();
     else if (!strcmp(s, "allgone"))
         all_gone();
+    else if (!strcmp(s, "share_resume"))
+        share_resume();
     else if (!strcmp(s, "usage"))
         usage();
     else {
