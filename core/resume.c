@@ -92,8 +92,10 @@ int strata__checkpoint_probe(strata__run_t *run)
     return rc;
 }
 
-int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
-                            int64_t step)
+/* A checkpoint at a step boundary into DIR/ckpt-<step> and the rotation,
+ * or (best) into DIR/best.safetensors, outside it. */
+static int save(strata__run_t *run, int best, int epoch, int64_t batch,
+                int64_t step)
 {
     const strata__checkpoint_cfg_t *c = &run->s->checkpoint;
     strata_state_t st;
@@ -138,7 +140,7 @@ int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
     snprintf(b, sizeof b, "%" PRId64, batch);
     snprintf(n, sizeof n, "%" PRId64, step);
     snprintf(o, sizeof o, "%" PRId64, st.opt_steps);
-    const strata__meta_t meta[] = {
+    strata__meta_t meta[12 + STRATA__MONITOR_NMETA] = {
         { "strata.epoch", e },          { "strata.batch", b },
         { "strata.step", n },           { "strata.opt_steps", o },
         { "strata.model", id.model },   { "strata.input_dim", id.input },
@@ -147,12 +149,26 @@ int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
         { "strata.train_samples", id.samples },
         { "strata.shuffle", id.shuffle }, { "strata.strategy", id.strategy },
     };
+    /* Early stopping and keep_best count on in a resumed run. */
+    const char *mkeys[STRATA__MONITOR_NMETA];
+    char mvals[STRATA__MONITOR_NMETA][32];
+    int nm = strata__monitor_to_meta(&run->monitor, mkeys, mvals);
+    for (int i = 0; i < nm; i++)
+        meta[12 + i] = (strata__meta_t){ mkeys[i], mvals[i] };
     char path[4096];
-    rc = strata__ckpt_path(c->dir, step, path, sizeof path);
+    if (best && snprintf(path, sizeof path, "%s/" STRATA__BEST_CKPT, c->dir)
+                    >= (int)sizeof path)
+        rc = STRATA_EINVAL;
+    else if (!best)
+        rc = strata__ckpt_path(c->dir, step, path, sizeof path);
     if (rc == STRATA_OK)
-        rc = strata__ckpt_write(path, t, nt, meta,
-                                (int)(sizeof meta / sizeof meta[0]));
-    if (rc == STRATA_OK) {
+        rc = strata__ckpt_write(path, t, nt, meta, 12 + nm);
+    if (rc == STRATA_OK && best)
+        strata__log(STRATA_LOG_INFO, "checkpoint", "wrote %s: the best %s so "
+                    "far, %.4f (epoch %d, step %" PRId64 ")", path,
+                    strata__monitor_name(&run->monitor), run->monitor.kept,
+                    run->monitor.kept_epoch, step);
+    if (rc == STRATA_OK && !best) {
         strata__log(STRATA_LOG_INFO, "checkpoint", "wrote %s (epoch %d, batch "
                     "%" PRId64 ", step %" PRId64 ")", path, epoch, batch, step);
         rc = strata__ckpt_rotate(c->dir, (int)c->keep);
@@ -161,6 +177,18 @@ int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
     free(names);
     state_free(&st);
     return rc;
+}
+
+int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
+                            int64_t step)
+{
+    return save(run, 0, epoch, batch, step);
+}
+
+int strata__checkpoint_save_best(strata__run_t *run, int epoch, int64_t batch,
+                                 int64_t step)
+{
+    return save(run, 1, epoch, batch, step);
 }
 
 /* A checkpoint of another model, optimizer or data order is refused with
@@ -191,6 +219,11 @@ static int check_identity(const strata__run_t *run, const strata__ckpt_t *ck,
         }
     }
     return STRATA_OK;
+}
+
+static const char *meta_of(const void *ck, const char *key)
+{
+    return strata__ckpt_meta(ck, key);
 }
 
 static int meta_int(const strata__ckpt_t *ck, const char *key, int64_t lo,
@@ -333,6 +366,8 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
     }
     epoch = (int64_t)v[1];
     batch = (int64_t)v[2];
+    if (ck) /* the chief decides early stopping and keep_best */
+        strata__monitor_from_meta(&run->monitor, meta_of, ck);
     step = epoch * run->steps_per_epoch + batch;
     strata_state_t st;
     rc = state_alloc(run, &st);

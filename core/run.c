@@ -77,7 +77,11 @@ static int setup_batches(strata__run_t *run)
     const strata__optimizer_cfg_t *o = &run->s->optimizer;
     run->lr_target = o->lr * (t->lr_scaling ? (double)total : 1.0);
     run->warmup_steps = (int64_t)(t->warmup_epochs * (double)run->steps_per_epoch);
-    return STRATA_OK;
+    run->lr_log.keep = run->s->debug.dump_lr[0] != '\0';
+    strata__monitor_init(&run->monitor, run->s);
+    return strata__schedule_init(&run->sched, o,
+                                 t->lr_scaling ? (double)total : 1.0,
+                                 run->warmup_steps);
 }
 
 static int setup_replicas(strata__run_t *run)
@@ -409,15 +413,23 @@ void strata__run_banner(const strata__run_t *run)
     static const char *const k_opt[] = { "sgd", "momentum", "adam" };
     const strata__train_cfg_t *t = &run->s->train;
     const strata__optimizer_cfg_t *o = &run->s->optimizer;
-    char scaled[96] = "", warm[96] = "";
+    char scaled[96] = "", warm[96] = "", sched[512], extra[160] = "";
     if (t->lr_scaling)
         snprintf(scaled, sizeof scaled, " (%g x %d replicas: [train] "
                  "lr_scaling = linear)", o->lr, run->shards);
     if (run->warmup_steps > 0)
         snprintf(warm, sizeof warm, ", reached linearly over the first %lld "
                  "steps (warm-up)", (long long)run->warmup_steps);
-    strata__out(ctx, "optimizer: %s, learning rate %g%s%s\n", k_opt[o->name],
-                run->lr_target, scaled, warm);
+    strata__schedule_describe(&run->sched, sched, sizeof sched);
+    int at = 0;
+    if (o->weight_decay > 0)
+        at = snprintf(extra, sizeof extra, "; decoupled weight decay %g",
+                      o->weight_decay);
+    if (o->clip_norm > 0 && at >= 0 && (size_t)at < sizeof extra)
+        snprintf(extra + at, sizeof extra - (size_t)at, "; gradients clipped "
+                 "to a global norm of %g", o->clip_norm);
+    strata__out(ctx, "optimizer: %s, learning rate %g%s%s%s%s\n",
+                k_opt[o->name], run->lr_target, scaled, warm, sched, extra);
     size_t model_bytes = run->model.count * sizeof(float);
     strata__out(ctx, "strategy %s placed %zu bytes of variables and optimizer "
                 "state (%.2f x the model's %zu bytes)\n", run->strategy->name,
@@ -493,9 +505,35 @@ static uint64_t fnv1a(const void *data, size_t n)
     return h;
 }
 
+/* debug.dump_lr, by a task that ran steps; and a word when clip_norm was
+ * asked of a strategy that never clipped. */
+static int finish_lr(strata__run_t *run)
+{
+    const strata__debug_cfg_t *d = &run->s->debug;
+    if (run->lr_log.steps == 0)
+        return STRATA_OK;
+    if (run->s->optimizer.clip_norm > 0 &&
+        atomic_load(&run->ctx->clip_calls) == 0)
+        strata__log(STRATA_LOG_WARN, "train", "[optimizer] clip_norm = %g: "
+                    "strategy %s clipped no gradient (it does not call the "
+                    "host's grad_sumsq and grad_clip)",
+                    run->s->optimizer.clip_norm, run->strategy->name);
+    if (!run->lr_log.keep)
+        return STRATA_OK;
+    const strata_cluster_t *c = &run->cluster.pub;
+    char task[48];
+    return strata__lr_log_write(&run->lr_log, d->dump_lr, c->ntasks > 1
+                                ? strata__task_name(&c->tasks[c->self], task,
+                                                    sizeof task)
+                                : NULL);
+}
+
 int strata__run_finish(strata__run_t *run)
 {
     const strata__debug_cfg_t *d = &run->s->debug;
+    int lrc = finish_lr(run);
+    if (lrc != STRATA_OK)
+        return lrc;
     int want_dump = d->dump_vars && d->dump_vars[0] && run->chief;
     if (want_dump || d->hash_vars) {
         size_t total;
@@ -552,6 +590,7 @@ void strata__run_teardown(strata__run_t *run)
     if (run->crew_ok)
         strata__crew_destroy(&run->crew);
     free(run->history);
+    strata__lr_log_free(&run->lr_log);
     free(run->init);
     free(run->perm);
     free(run->test_order);

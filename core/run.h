@@ -5,7 +5,9 @@
 
 #include "cluster.h"
 #include "crew.h"
+#include "monitor.h"
 #include "runtime.h"
+#include "schedule.h"
 
 typedef struct strata__run strata__run_t;
 
@@ -60,6 +62,12 @@ struct strata__run {
     int64_t                   steps_per_epoch;
     double                    lr_target;
     int64_t                   warmup_steps;
+    strata__schedule_t        sched;        /* the lr of every step        */
+    strata__lr_log_t          lr_log;       /* replica 0's: debug.dump_lr  */
+    strata__monitor_t         monitor;      /* early stopping, keep_best   */
+    int                       halt;         /* early stopping ended it     */
+    int                       best_due;     /* drive(): keep_best at the
+                                               next boundary               */
     /* the strategy */
     strata__plugin_t         *strategy;
     void                     *scfg, *spctx;

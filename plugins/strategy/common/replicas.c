@@ -57,12 +57,29 @@ int replicas_create_var(replicas_t *rs, strata_var_t *var)
     return STRATA_OK;
 }
 
+int replicas_clip(const strata_host_v2_t *host, strata_hctx_t *hc,
+                  int32_t device, size_t n, float *grad)
+{
+    if (!STRATA_HAS_FIELD(strata_host_v2_t, host, grad_clip))
+        return STRATA_OK; /* a core before ABI 2.2 has no clip_norm */
+    double sumsq;
+    int rc = host->grad_sumsq(hc, device, n, grad, &sumsq);
+    return rc == 1 ? host->grad_clip(hc, device, n, grad, sumsq) : rc;
+}
+
 int replicas_update(replicas_t *rs, const strata_op_t *op)
 {
     if (op->slot < 0 || op->slot >= rs->n || op->count != rs->count)
         return STRATA_EINVAL;
-    return rs->host->opt_step(rs->hc, rs->opt[op->slot], rs->slab[op->slot],
-                              op->buf, rs->count, op->lr);
+    /* Every replica holds the same reduced gradient of every variable:
+     * each clips it alike. */
+    int rc = replicas_clip(rs->host, rs->hc, rs->devices[op->slot], rs->count,
+                           op->buf);
+    return rc == STRATA_OK
+               ? rs->host->opt_step(rs->hc, rs->opt[op->slot],
+                                    rs->slab[op->slot], op->buf, rs->count,
+                                    op->lr)
+               : rc;
 }
 
 int replicas_state(replicas_t *rs, int set, strata_state_t *st)
