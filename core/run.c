@@ -75,13 +75,14 @@ static int setup_batches(strata__run_t *run)
      * the next epoch. */
     run->steps_per_epoch = (int64_t)(run->train.n / (size_t)run->batch);
     const strata__optimizer_cfg_t *o = &run->s->optimizer;
-    run->lr_target = o->lr * (t->lr_scaling ? (double)total : 1.0);
     run->warmup_steps = (int64_t)(t->warmup_epochs * (double)run->steps_per_epoch);
     run->lr_log.keep = run->s->debug.dump_lr[0] != '\0';
     strata__monitor_init(&run->monitor, run->s);
-    return strata__schedule_init(&run->sched, o,
-                                 t->lr_scaling ? (double)total : 1.0,
-                                 run->warmup_steps);
+    int rc = strata__schedule_init(&run->sched, o,
+                                   t->lr_scaling ? (double)total : 1.0,
+                                   run->warmup_steps);
+    run->lr_target = strata__schedule_initial(&run->sched);
+    return rc;
 }
 
 static int setup_replicas(strata__run_t *run)
@@ -416,7 +417,8 @@ void strata__run_banner(const strata__run_t *run)
     char scaled[96] = "", warm[96] = "", sched[512], extra[160] = "";
     if (t->lr_scaling)
         snprintf(scaled, sizeof scaled, " (%g x %d replicas: [train] "
-                 "lr_scaling = linear)", o->lr, run->shards);
+                 "lr_scaling = linear)", run->lr_target / run->sched.scale,
+                 run->shards);
     if (run->warmup_steps > 0)
         snprintf(warm, sizeof warm, ", reached linearly over the first %lld "
                  "steps (warm-up)", (long long)run->warmup_steps);

@@ -60,7 +60,7 @@ struct strata__run {
     long                      delay_us;     /* debug.step_delay_ms here    */
     int                       chief;        /* rank 0: prints, writes files */
     int64_t                   steps_per_epoch;
-    double                    lr_target;
+    double                    lr_target;    /* before warm-up and decay */
     int64_t                   warmup_steps;
     strata__schedule_t        sched;        /* the lr of every step        */
     strata__lr_log_t          lr_log;       /* replica 0's: debug.dump_lr  */

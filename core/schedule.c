@@ -208,6 +208,11 @@ double strata__schedule_lr(const strata__schedule_t *s, int64_t step)
     return lr;
 }
 
+double strata__schedule_initial(const strata__schedule_t *s)
+{
+    return s->kind == STRATA__SCHED_STEP ? s->piece[0] : s->lr;
+}
+
 void strata__schedule_describe(const strata__schedule_t *s, char *buf,
                                size_t len)
 {
@@ -215,8 +220,9 @@ void strata__schedule_describe(const strata__schedule_t *s, char *buf,
     buf[0] = '\0';
     switch (s->kind) {
     case STRATA__SCHED_STEP:
-        n = snprintf(buf, len, ", then by steps:");
-        for (int i = 0; i <= s->nb && n >= 0 && (size_t)n < len; i++)
+        n = snprintf(buf, len, ", kept to step %lld, then",
+                     (long long)s->boundary[0]);
+        for (int i = 1; i <= s->nb && n >= 0 && (size_t)n < len; i++)
             n += i == s->nb
                      ? snprintf(buf + n, len - (size_t)n, " %g",
                                 s->piece[i])

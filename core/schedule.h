@@ -56,6 +56,10 @@ int strata__schedule_init(strata__schedule_t *s,
  * warm-up's steps. */
 double strata__schedule_lr(const strata__schedule_t *s, int64_t step);
 
+/* The rate the schedule starts from (scaled, before the warm-up): lr, or
+ * the first of a step schedule's values. */
+double strata__schedule_initial(const strata__schedule_t *s);
+
 /* ", then cosine decay to 0.0001 over 5000 steps" (empty for constant):
  * what the banner says after the learning rate. */
 void strata__schedule_describe(const strata__schedule_t *s, char *buf,

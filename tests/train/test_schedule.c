@@ -95,6 +95,7 @@ static void piecewise(void)
     CHECK(strata__schedule_lr(&s, 200) == 0.5);
     CHECK(strata__schedule_lr(&s, 201) == 0.1);
     CHECK(strata__schedule_lr(&s, 100000) == 0.1);
+    CHECK(strata__schedule_initial(&s) == 1.0);
     /* factor instead of values; blanks separate as well as commas */
     const char *fac[] = { "optimizer.lr=0.2", "optimizer.schedule=step",
                           "optimizer.boundaries=10 20 30",
@@ -104,9 +105,11 @@ static void piecewise(void)
     CHECK(near(strata__schedule_lr(&s, 11), 0.3));
     CHECK(near(strata__schedule_lr(&s, 25), 0.15));
     CHECK(near(strata__schedule_lr(&s, 31), 0.075));
+    CHECK(near(strata__schedule_initial(&s), 0.6));
     char d[256];
     strata__schedule_describe(&s, d, sizeof d);
-    CHECKF(strstr(d, "0.6 to step 10, 0.3 to step 20, 0.15 to step 30, 0.075"),
+    CHECKF(strstr(d, ", kept to step 10, then 0.3 to step 20, 0.15 to step 30, "
+                     "0.075"),
            "%s", d);
 }
 
