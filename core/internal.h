@@ -132,6 +132,10 @@ typedef struct strata__train_cfg {
     int64_t     es_patience;    /* early_stopping_patience; 0: off          */
     double      es_min_delta;   /* early_stopping_min_delta                 */
     int         monitor;        /* STRATA__MONITOR_*                        */
+    const char *tensorboard;    /* event files under this dir; "" = none    */
+    int64_t     log_every_steps; /* per-step TensorBoard scalars; 0 = none  */
+    const char *trace;          /* Chrome trace JSON file; "" = none         */
+    int64_t     trace_steps;    /* steps the trace covers                   */
 } strata__train_cfg_t;
 enum { STRATA__MONITOR_VAL_LOSS = 0, STRATA__MONITOR_VAL_ACCURACY = 1 };
 
@@ -190,6 +194,12 @@ typedef struct strata__debug_cfg {
     const char *dump_lr;        /* write each step's learning rate here     */
 } strata__debug_cfg_t;
 
+typedef struct strata__eval_cfg {  /* [evaluator]: the sidecar evaluator  */
+    int64_t     timeout_s;      /* no newer checkpoint this long: error     */
+    int64_t     poll_ms;        /* between two looks at [checkpoint] dir    */
+    const char *metrics_csv;    /* one row per checkpoint scored; "" = none */
+} strata__eval_cfg_t;
+
 enum { STRATA__RESTORE_AUTO = 0, STRATA__RESTORE_NEVER = 1,
        STRATA__RESTORE_FRESH = 2 };
 typedef struct strata__checkpoint_cfg {
@@ -223,6 +233,7 @@ typedef struct strata__settings {
     strata__log_cfg_t       log;
     strata__debug_cfg_t     debug;
     strata__checkpoint_cfg_t checkpoint;
+    strata__eval_cfg_t      evaluator;
     const char             *strategy;   /* [strategy] plugin               */
     strata__transport_cfg_t transport;
 } strata__settings_t;
@@ -298,6 +309,10 @@ const char *strata__kind_name(uint32_t kind);   /* "strategy" | "transport" */
  * A symbolic link, directory or anything else: refused. Every failure is
  * one error line naming the path; returns 0 or STRATA_EIO. */
 int  strata__write_atomic(const char *path, const void *data, size_t len);
+/* All `len` bytes to the open `fd` (short writes and EINTR retried,
+ * SIGPIPE taken as EPIPE): 0 or an errno value. For files that are
+ * appended to (TensorBoard's event files). */
+int  strata__write_fd(int fd, const void *data, size_t len);
 
 /* ---- error.c ------------------------------------------------------------ */
 /* strata_strerror / strata_err_name are public (strata.h). */

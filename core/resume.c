@@ -11,6 +11,7 @@
 
 #include "checkpoint.h"
 #include "resume.h"
+#include "stopping.h"
 
 static const char *const k_opt_names[] = { "sgd", "momentum", "adam" };
 
@@ -140,7 +141,7 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
     snprintf(b, sizeof b, "%" PRId64, batch);
     snprintf(n, sizeof n, "%" PRId64, step);
     snprintf(o, sizeof o, "%" PRId64, st.opt_steps);
-    strata__meta_t meta[12 + STRATA__MONITOR_NMETA] = {
+    strata__meta_t meta[13 + STRATA__MONITOR_NMETA] = {
         { "strata.epoch", e },          { "strata.batch", b },
         { "strata.step", n },           { "strata.opt_steps", o },
         { "strata.model", id.model },   { "strata.input_dim", id.input },
@@ -155,6 +156,10 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
     int nm = strata__monitor_to_meta(&run->monitor, mkeys, mvals);
     for (int i = 0; i < nm; i++)
         meta[12 + i] = (strata__meta_t){ mkeys[i], mvals[i] };
+    /* The end of training (its last step, or early stopping): the sidecar
+     * evaluator stops after scoring it. */
+    if (step >= strata__run_last_step(run) || run->halt)
+        meta[12 + nm++] = (strata__meta_t){ "strata.final", "1" };
     char path[4096];
     if (best && snprintf(path, sizeof path, "%s/" STRATA__BEST_CKPT, c->dir)
                     >= (int)sizeof path)
@@ -182,13 +187,19 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
 int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
                             int64_t step)
 {
-    return save(run, 0, epoch, batch, step);
+    double t0 = run->watch.on ? strata__now() : 0.0;
+    int rc = save(run, 0, epoch, batch, step);
+    strata__watch_checkpoint(run, t0, step); /* the step timeline */
+    return rc;
 }
 
 int strata__checkpoint_save_best(strata__run_t *run, int epoch, int64_t batch,
                                  int64_t step)
 {
-    return save(run, 1, epoch, batch, step);
+    double t0 = run->watch.on ? strata__now() : 0.0;
+    int rc = save(run, 1, epoch, batch, step);
+    strata__watch_checkpoint(run, t0, step);
+    return rc;
 }
 
 /* A checkpoint of another model, optimizer or data order is refused with

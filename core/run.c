@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "rendezvous.h"
 #include "run.h"
 
 extern char **environ;
@@ -268,6 +269,18 @@ static int setup_cluster(strata__run_t *run)
     return STRATA_OK;
 }
 
+/* Tasks that do not know each other's addresses (torchrun across nodes,
+ * Open MPI) learn them from rank 0 (rendezvous.h). Done last before the
+ * transports open: every local problem (config, keys, data, model) has
+ * been reported by then, and the ports picked are bound soon after. */
+static int setup_rendezvous(strata__run_t *run)
+{
+    const strata__rdzv_opts_t o = {
+        .timeout_s = run->cluster.rendezvous_timeout_s,
+        .hello_s = STRATA_RDZV_HELLO_S, .stop = &run->ctx->stop };
+    return strata__rendezvous(&run->cluster, &o);
+}
+
 /* [security]: the processes of a job authenticate and encrypt every
  * connection with the job's keys (the transports do it; the core loads and
  * checks the keys and hands them to every WORLD group). A job of one
@@ -276,13 +289,16 @@ static int setup_security(strata__run_t *run)
 {
     const strata__security_cfg_t *sec = &run->s->security;
     const strata_cluster_t *c = &run->cluster.pub;
-    if (c->ntasks < 2)
+    int talking = 0; /* an evaluator reads checkpoint files, nothing else */
+    for (int i = 0; i < c->ntasks; i++)
+        talking += strcmp(c->tasks[i].type, "evaluator") != 0;
+    if (talking < 2)
         return STRATA_OK;
     if (sec->mode == STRATA__SEC_OFF) {
         strata__log(STRATA_LOG_WARN, "security", "[security] mode = off: "
                     "this job's %d processes talk in plaintext, without "
                     "authentication; whoever reaches their ports can read "
-                    "and forge its messages", (int)c->ntasks);
+                    "and forge its messages", talking);
         return STRATA_OK;
     }
     /* strata launch makes keys for its job when the user gave none. */
@@ -292,7 +308,7 @@ static int setup_security(strata__run_t *run)
                     "and no keys: make them with `strata keygen DIR TASK...` "
                     "and set [security] keys = DIR (strata launch makes its "
                     "own), or set [security] mode = off to run it "
-                    "unauthenticated and unencrypted", (int)c->ntasks);
+                    "unauthenticated and unencrypted", talking);
         return STRATA_ECONFIG;
     }
     char self[48];
@@ -332,6 +348,11 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
         return STRATA_ENOMEM;
     run->crew_ok = 1;
     int rc = setup_cluster(run);
+    const strata_cluster_t *c = &run->cluster.pub;
+    if (rc == STRATA_OK && !strcmp(c->tasks[c->self].type, "evaluator")) {
+        run->evaluator = 1; /* trains nothing: core/sidecar.c */
+        return STRATA_OK;
+    }
     if (rc == STRATA_OK)
         rc = setup_security(run);
     if (rc == STRATA_OK)
@@ -364,6 +385,8 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
         rc = setup_batches(run);
     if (rc == STRATA_OK)
         rc = setup_replicas(run);
+    if (rc == STRATA_OK)
+        rc = setup_rendezvous(run);
     if (rc == STRATA_OK)
         rc = setup_strategy(run);
     return rc;

@@ -8,6 +8,7 @@
 #include "monitor.h"
 #include "runtime.h"
 #include "schedule.h"
+#include "watch.h"
 
 typedef struct strata__run strata__run_t;
 
@@ -24,6 +25,10 @@ typedef struct strata__replica {
     int64_t          step_correct;
     double           eval_loss;
     int64_t          eval_correct;
+    /* watch.c: the steps of this phase, when the run is timed (NULL: not) */
+    strata__step_rec_t *rec;          /* STRATA__WATCH_SLOTS of them       */
+    int              nrec;
+    double           eval_t0, eval_t1; /* its share of the last evaluation */
 } strata__replica_t;
 
 typedef struct strata__epoch_stats {
@@ -59,6 +64,7 @@ struct strata__run {
     int64_t                   step_batch, step_id; /* PHASE_STEP's step    */
     long                      delay_us;     /* debug.step_delay_ms here    */
     int                       chief;        /* rank 0: prints, writes files */
+    int                       evaluator;    /* the sidecar evaluator task  */
     int64_t                   steps_per_epoch;
     double                    lr_target;    /* before warm-up and decay */
     int64_t                   warmup_steps;
@@ -93,6 +99,7 @@ struct strata__run {
     strata__epoch_stats_t     last;
     strata__epoch_stats_t    *history;      /* one per epoch, for the CSV  */
     int                       nhistory;
+    strata__watch_t           watch;        /* timing, TensorBoard, trace  */
 };
 
 int  strata__run_setup(strata_ctx_t *ctx, strata__run_t *run);
@@ -103,5 +110,8 @@ int  strata__metrics_append(strata__run_t *run, const strata__epoch_stats_t *st)
 int  strata__run_finish(strata__run_t *run);
 /* Frees everything; `run` itself too. */
 void strata__run_teardown(strata__run_t *run);
+
+/* The sidecar evaluator's whole run (core/sidecar.c). */
+int strata__sidecar_run(strata__run_t *run);
 
 #endif

@@ -60,6 +60,20 @@ static const strata_option_t k_train[] = {
         "val_loss|val_accuracy", "metric of early stopping and of "
         "[checkpoint] keep_best: val_loss (lower is better) or val_accuracy "
         "(higher is better); needs eval = true"),
+    OPT("tensorboard", STRATA_OPT_STRING, "", T, tensorboard, NULL,
+        "write TensorBoard event files under this directory (DIR/train, "
+        "DIR/validation; the chief writes them, flushed every epoch); "
+        "empty = none"),
+    NUM("log_every_steps", STRATA_OPT_INT, "100", T, log_every_steps, 0,
+        UNBOUNDED, "TensorBoard: the per-step scalars (loss, learning rate, "
+        "step time) every this many steps; 0 = per-epoch scalars only"),
+    OPT("trace", STRATA_OPT_STRING, "", T, trace, NULL,
+        "write a step timeline to this JSON file (Chrome trace-event format:"
+        " Perfetto, chrome://tracing), a track per replica and per worker; "
+        "empty = none"),
+    NUM("trace_steps", STRATA_OPT_INT, "100", T, trace_steps, 1, 10000,
+        "the trace covers the run's first this many steps (and the evals "
+        "and checkpoints among them)"),
     { 0 }
 };
 #undef T
@@ -220,7 +234,8 @@ static const strata_option_t k_checkpoint[] = {
     NUM("every_steps", STRATA_OPT_INT, "0", T, every_steps, 0, UNBOUNDED,
         "also write one every this many steps; 0 = not by steps"),
     NUM("every_epochs", STRATA_OPT_INT, "1", T, every_epochs, 0, UNBOUNDED,
-        "write one after every this many epochs; 0 = not by epochs"),
+        "write one after every this many epochs; 0 = not by epochs (the "
+        "last step of training is always checkpointed)"),
     NUM("keep", STRATA_OPT_INT, "3", T, keep, 0, UNBOUNDED,
         "keep the newest this many checkpoints; 0 = keep all"),
     OPT("restore", STRATA_OPT_ENUM, "auto", T, restore,
@@ -232,6 +247,21 @@ static const strata_option_t k_checkpoint[] = {
         "also keep DIR/best.safetensors, the checkpoint of the epoch with the "
         "best [train] monitor so far: replaced atomically, never rotated "
         "away, never resumed from; needs [train] eval"),
+    { 0 }
+};
+#undef T
+
+#define T strata__eval_cfg_t
+static const strata_option_t k_evaluator[] = {
+    NUM("timeout_s", STRATA_OPT_INT, "600", T, timeout_s, 1, UNBOUNDED,
+        "an evaluator task stops with an error when no newer checkpoint "
+        "appears for this long"),
+    NUM("poll_ms", STRATA_OPT_INT, "500", T, poll_ms, 10, 60000,
+        "how often an evaluator task looks for a new checkpoint"),
+    OPT("metrics_csv", STRATA_OPT_STRING, "", T, metrics_csv, NULL,
+        "an evaluator task writes one row per checkpoint it scores (step, "
+        "epoch, test loss, test accuracy) here, safely as [train] "
+        "metrics_csv; empty = none"),
     { 0 }
 };
 #undef T
@@ -279,6 +309,7 @@ const strata__section_t strata__sections[] = {
     { "cluster", NULL, 0 },
     SEC("checkpoint", k_checkpoint, checkpoint),
     SEC("security", k_security, security),
+    SEC("evaluator", k_evaluator, evaluator),
     { NULL, NULL, 0 }
 };
 

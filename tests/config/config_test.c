@@ -629,12 +629,12 @@ static void test_tables(void)
                                            "optimizer", "plugins", "log",
                                            "debug", "strategy", "transport",
                                            "cluster", "checkpoint", "security",
-                                           NULL };
+                                           "evaluator", NULL };
     for (int i = 0; k_names[i]; i++)
         CHECKF(strata__sections[i].name
                    && strcmp(strata__sections[i].name, k_names[i]) == 0,
                "section %d", i);
-    CHECK(strata__sections[12].name == NULL);
+    CHECK(strata__sections[13].name == NULL);
     /* every core option has a default and a help line */
     for (const strata__section_t *s = strata__sections; s->name; s++)
         for (const strata_option_t *o = opts_of(s); o && o->key; o++) {

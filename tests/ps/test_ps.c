@@ -168,11 +168,16 @@ static void roles(void)
            "bad partitioner: exit %d\n%s", r->code, r->err);
     char *too_many[] = { "--ps", "1", "--workers", "2", "--chief", "--set",
                          "strategy.plugin=ps", "--set",
-                         "strategy.min_workers=3", NULL };
+                         "strategy.min_workers=3", "--set",
+                         "train.lr_scaling=linear", NULL };
     launch(too_many, r, 60);
     CHECKF(r->code == 2 && strstr(r->err, "[strategy.ps] min_workers = 3, "
                                   "but the job has 2 workers"),
            "min_workers > workers: exit %d\n%s", r->code, r->err);
+    /* linear scaling under ps: one warning, from the coordinator */
+    const char *w = strstr(r->err, "[train] lr_scaling = linear: a ps step");
+    CHECKF(w && !strstr(w + 1, "[train] lr_scaling = linear: a ps step"),
+           "lr_scaling warning once:\n%s", r->err);
     char *single[] = { (char *)spawn_strata_bin(), "train", "--set",
                        "strategy.plugin=ps", "--set", "data.limit_train=1000",
                        NULL };

@@ -141,6 +141,14 @@ static int ps_init(const strata_host_v2_t *host, strata_hctx_t *hc,
     }
     if (rc == STRATA_OK)
         rc = ps_net_members(p);
+    const char *scaling = host->cfg_get(hc, "train", "lr_scaling");
+    if (rc == STRATA_OK && p->role == PS_ROLE_COORD && scaling &&
+        !strcmp(scaling, "linear"))
+        ps_log(p, STRATA_LOG_WARN, "[train] lr_scaling = linear: a ps step is "
+               "one worker's whole global batch, applied on its own, yet the "
+               "learning rate is multiplied by the worker's %d replica%s; "
+               "asynchronous training is usually run without scaling "
+               "(etc/ps.ini)", p->nrep, p->nrep == 1 ? "" : "s");
     if (rc == STRATA_OK && p->cfg.min_workers > p->nworkers) {
         ps_log(p, STRATA_LOG_ERROR, "[strategy.ps] min_workers = %lld, but "
                "the job has %d worker%s", (long long)p->cfg.min_workers,
