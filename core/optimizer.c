@@ -1,9 +1,10 @@
 /* The [optimizer] section as a service: state (slots) next to the variable
  * it updates, one fused kernel pass per step (the decoupled weight decay
- * included), through the kernel table of the variable's device (kops.h). On a GPU the step is enqueued on the
- * device's stream and step() returns at once: the next forward pass runs
- * on the same stream, and every copy off the device (host->copy) waits for
- * it, so nobody sees the variable before its update. */
+ * included), through the kernel table of the variable's device (kops.h).
+ * On a GPU the step is enqueued on the device's stream and step() returns
+ * at once: the next forward pass runs on the same stream, and every copy
+ * off the device (host->copy) waits for it, so nobody sees the variable
+ * before its update. */
 #include <math.h>
 #include <stdlib.h>
 

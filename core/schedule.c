@@ -195,7 +195,7 @@ double strata__schedule_lr(const strata__schedule_t *s, int64_t step)
         break;
     }
     case STRATA__SCHED_COSINE: {
-        double done = step < s->decay_steps ? (double)step : (double)s->decay_steps;
+        double done = (double)(step < s->decay_steps ? step : s->decay_steps);
         double cosine = 0.5 * (1.0 + cos(k_pi * done / (double)s->decay_steps));
         lr *= (1.0 - s->alpha) * cosine + s->alpha;
         break;
