@@ -90,6 +90,7 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
         .struct_size = sizeof op, .slot = rep->r, .buf = rep->grads,
         .count = m->count, .device = rep->device,
         .reduce_op = STRATA_REDUCE_MEAN, .lr = lr_at(run, step), .step = step,
+        .flags = STRATA_OP_GRADIENT,
     };
     if (rc == STRATA_OK)
         rc = run->strategy->vt->reduce(run->spctx, &op);
