@@ -7,11 +7,16 @@
  * byte order would be), exact on the way back, and chosen by the
  * transport's own key. The sums stay float32 (sum.c).
  *
- * Both directions are integer bit manipulation, so the result does not
- * depend on the thread's floating-point environment (the core's compute
- * threads flush denormals, FTZ/DAZ), with one exception that does not
- * care either: an fp16 subnormal is decoded as (float)m * 2^-24, a
- * product of normal numbers whose exact result is normal.
+ * Both directions are mostly integer bit manipulation. Two float
+ * operations remain, chosen so that the thread's floating-point environment
+ * (the core's compute threads flush denormals, FTZ/DAZ) cannot change
+ * them: an fp16 subnormal is decoded as (float)m * 2^-24, a product of
+ * normal numbers whose exact result is normal; and |x| < 2^-14 is encoded
+ * through |x| + 0.5, whose rounding to float32 (to nearest even, the only
+ * rounding mode strata runs in) is the rounding to fp16's subnormal steps
+ * -- a float32 subnormal x, read as 0 under DAZ, encodes to 0 either way.
+ * (Measured on AVX2: 1.5-2x faster than shifting the significand by a
+ * per-element amount.)
  *
  * float32 -> 16 bits rounds to nearest, ties to even:
  *   fp16: |x| >= 65520 (halfway from 65504, the largest fp16, to 2^16)
@@ -29,6 +34,7 @@
  * AVX2 and the baseline where gcc supports it, as sum.c's. */
 #include "strz.h"
 
+#include <math.h>
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
@@ -54,25 +60,26 @@ static inline float float_of(uint32_t u)
     return f;
 }
 
-static inline uint16_t enc_fp16(uint32_t x)
+/* `sub` is |x| + 0.5 in float32: for |x| < 2^-14 its last 10 bits are
+ * |x| rounded to fp16's subnormal steps of 2^-24 (the addition rounds to
+ * nearest even); the caller computes it for every element (see
+ * unpack_fp16 for why). */
+static inline uint16_t enc_fp16(uint32_t x, float sub)
 {
     uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
     /* normal: rebias the exponent (127 -> 15), round away 13 bits */
     uint32_t nv = a - 0x38000000u;
     nv = (nv + 0x0fffu + ((nv >> 13) & 1u)) >> 13;
-    /* subnormal (|x| < 2^-14): the significand shifted right by 14..25
-     * bits (steps of 2^-24), rounded; 25 leaves nothing but the rounding
-     * of values below 2^-25, which is zero */
-    uint32_t e = a >> 23;
-    e = e < 101u ? 101u : e > 112u ? 112u : e;
-    uint32_t sh = 126u - e;
-    uint32_t m = (a & 0x7fffffu) | 0x800000u;
-    uint32_t sv = m >> sh; /* + half - 1 + lsb carries iff it rounds up */
-    sv = (m + (1u << (sh - 1u)) - 1u + (sv & 1u)) >> sh;
+    uint32_t sv = bits_of(sub) - 0x3f000000u;
     uint32_t out = a >= 0x38800000u ? nv : sv;
     out = a >= 0x477ff000u ? 0x7c00u : out;                 /* overflow, inf */
     out = a > 0x7f800000u ? 0x7e00u | ((a >> 13) & 0x3ffu) : out; /* NaN */
     return (uint16_t)(sign | out);
+}
+
+static inline float subnormal_sum(float x)
+{
+    return fabsf(x) + 0.5f;
 }
 
 /* `sub` is the value of h's significand as a subnormal, m * 2^-24, which
@@ -116,11 +123,15 @@ static F16_HOT void pack_fp16(unsigned char *restrict d,
                               const float *restrict s, size_t n)
 {
     size_t b = 0;
-    for (; b + F16_VEC <= n; b += F16_VEC)
-        for (size_t i = b; i < b + F16_VEC; i++)
-            store16(d, i, enc_fp16(bits_of(s[i])));
+    for (; b + F16_VEC <= n; b += F16_VEC) {
+        float sub[F16_VEC];
+        for (size_t i = 0; i < F16_VEC; i++)
+            sub[i] = subnormal_sum(s[b + i]);
+        for (size_t i = 0; i < F16_VEC; i++)
+            store16(d, b + i, enc_fp16(bits_of(s[b + i]), sub[i]));
+    }
     for (size_t i = b; i < n; i++)
-        store16(d, i, enc_fp16(bits_of(s[i])));
+        store16(d, i, enc_fp16(bits_of(s[i]), subnormal_sum(s[i])));
 }
 
 static F16_HOT void pack_bf16(unsigned char *restrict d,
