@@ -90,8 +90,10 @@ def run(a, ctx, tag, strategy, extra):
     with open(log_path, errors="replace") as f:
         log = f.read()
     m = re.search(r"placed (\d+) bytes .* the model's (\d+) bytes", log)
-    if not m:
-        raise mb.BenchError("%s: no placed bytes in %s" % (tag, log_path))
+    p = re.search(r"model: (\d+) parameters", log)
+    if not m or not p:
+        raise mb.BenchError("%s: no banner in %s" % (tag, log_path))
+    ctx["params"] = int(p.group(1))
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))[1:]
     secs = sum(float(r["seconds"]) for r in rows)
@@ -126,7 +128,7 @@ def main(argv):
     print()
     print("seeds' CNN (%s params), global batch %d, 2 CPU replicas, Adam; "
           "%d timed epochs of %d steps x %d rounds; load average %.2f"
-          % (format(res["full"]["model"] // 4, ","), a.batch, a.epochs,
+          % (format(ctx["params"], ","), a.batch, a.epochs,
              a.steps, a.rounds, load[0]))
     hdr = "%-36s %12s %12s %7s %11s %11s %9s" % (
         "run", "placed MiB", "opt. state", "x model", "ms/step", "(median)",
