@@ -129,6 +129,10 @@ typedef struct strata__train_cfg {
     const char *metrics_csv;    /* "" = none                                */
     int         progress;       /* 0 auto, 1 bar, 2 line, 3 none            */
     int         eval;           /* evaluate on the test set every epoch     */
+    const char *tensorboard;    /* event files under this dir; "" = none    */
+    int64_t     log_every_steps; /* per-step TensorBoard scalars; 0 = none  */
+    const char *trace;          /* Chrome trace JSON file; "" = none         */
+    int64_t     trace_steps;    /* steps the trace covers                   */
 } strata__train_cfg_t;
 
 typedef struct strata__model_cfg {
@@ -287,6 +291,10 @@ const char *strata__kind_name(uint32_t kind);   /* "strategy" | "transport" */
  * A symbolic link, directory or anything else: refused. Every failure is
  * one error line naming the path; returns 0 or STRATA_EIO. */
 int  strata__write_atomic(const char *path, const void *data, size_t len);
+/* All `len` bytes to the open `fd` (short writes and EINTR retried,
+ * SIGPIPE taken as EPIPE): 0 or an errno value. For files that are
+ * appended to (TensorBoard's event files). */
+int  strata__write_fd(int fd, const void *data, size_t len);
 
 /* ---- error.c ------------------------------------------------------------ */
 /* strata_strerror / strata_err_name are public (strata.h). */

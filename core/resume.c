@@ -92,8 +92,7 @@ int strata__checkpoint_probe(strata__run_t *run)
     return rc;
 }
 
-int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
-                            int64_t step)
+static int save(strata__run_t *run, int epoch, int64_t batch, int64_t step)
 {
     const strata__checkpoint_cfg_t *c = &run->s->checkpoint;
     strata_state_t st;
@@ -160,6 +159,15 @@ int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
     free(t);
     free(names);
     state_free(&st);
+    return rc;
+}
+
+int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
+                            int64_t step)
+{
+    double t0 = run->watch.on ? strata__now() : 0.0;
+    int rc = save(run, epoch, batch, step);
+    strata__watch_checkpoint(run, t0, step); /* the step timeline */
     return rc;
 }
 

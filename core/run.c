@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "rendezvous.h"
 #include "run.h"
 
 extern char **environ;
@@ -263,6 +264,18 @@ static int setup_cluster(strata__run_t *run)
     return STRATA_OK;
 }
 
+/* Tasks that do not know each other's addresses (torchrun across nodes,
+ * Open MPI) learn them from rank 0 (rendezvous.h). Done last before the
+ * transports open: every local problem (config, keys, data, model) has
+ * been reported by then, and the ports picked are bound soon after. */
+static int setup_rendezvous(strata__run_t *run)
+{
+    const strata__rdzv_opts_t o = {
+        .timeout_s = run->cluster.rendezvous_timeout_s,
+        .hello_s = STRATA_RDZV_HELLO_S, .stop = &run->ctx->stop };
+    return strata__rendezvous(&run->cluster, &o);
+}
+
 /* [security]: the processes of a job authenticate and encrypt every
  * connection with the job's keys (the transports do it; the core loads and
  * checks the keys and hands them to every WORLD group). A job of one
@@ -367,6 +380,8 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
         rc = setup_batches(run);
     if (rc == STRATA_OK)
         rc = setup_replicas(run);
+    if (rc == STRATA_OK)
+        rc = setup_rendezvous(run);
     if (rc == STRATA_OK)
         rc = setup_strategy(run);
     return rc;

@@ -6,6 +6,7 @@
 #include "cluster.h"
 #include "crew.h"
 #include "runtime.h"
+#include "watch.h"
 
 typedef struct strata__run strata__run_t;
 
@@ -22,6 +23,10 @@ typedef struct strata__replica {
     int64_t          step_correct;
     double           eval_loss;
     int64_t          eval_correct;
+    /* watch.c: the steps of this phase, when the run is timed (NULL: not) */
+    strata__step_rec_t *rec;          /* STRATA__WATCH_SLOTS of them       */
+    int              nrec;
+    double           eval_t0, eval_t1; /* its share of the last evaluation */
 } strata__replica_t;
 
 typedef struct strata__epoch_stats {
@@ -86,6 +91,7 @@ struct strata__run {
     strata__epoch_stats_t     last;
     strata__epoch_stats_t    *history;      /* one per epoch, for the CSV  */
     int                       nhistory;
+    strata__watch_t           watch;        /* timing, TensorBoard, trace  */
 };
 
 int  strata__run_setup(strata_ctx_t *ctx, strata__run_t *run);

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "internal.h"
 #include "data/data.h"
@@ -169,7 +170,14 @@ typedef struct strata__progress {
     double  t0, last;        /* epoch start, last redraw (seconds)          */
 } strata__progress_t;
 
-double strata__now(void);    /* monotonic seconds */
+/* Monotonic seconds. Inline: the step timeline reads it in every phase
+ * of a timed step, and model.c (built alone by some tests) needs it. */
+static inline double strata__now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 /* AUTO: a redrawn bar when stdout is a terminal, else a line per epoch;
  * nothing at all without a text callback. */
 void strata__progress_init(strata__progress_t *p, strata_ctx_t *ctx, int mode,
@@ -178,9 +186,11 @@ void strata__progress_begin(strata__progress_t *p, int epoch, int64_t total);
 /* Redraws at most every 100 ms (BAR mode only). */
 void strata__progress_step(strata__progress_t *p, int64_t done, double loss,
                            double acc);
-/* The epoch's closing line (`secs` of training); val_* when has_val. */
+/* The epoch's closing line (`secs` of training); val_* when has_val;
+ * comm: the share of the replicas' step time in waits and reduce (watch.c),
+ * shown when >= 0. */
 void strata__progress_end(strata__progress_t *p, int64_t done, double secs,
                           double loss, double acc, int has_val,
-                          double val_loss, double val_acc);
+                          double val_loss, double val_acc, double comm);
 
 #endif /* STRATA_CORE_RUNTIME_H */

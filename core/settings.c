@@ -47,6 +47,20 @@ static const strata_option_t k_train[] = {
         "auto|bar|line|none", "progress display (auto: bar on a terminal)"),
     OPT("eval", STRATA_OPT_BOOL, "true", T, eval, NULL,
         "evaluate on the test set after every epoch"),
+    OPT("tensorboard", STRATA_OPT_STRING, "", T, tensorboard, NULL,
+        "write TensorBoard event files under this directory (DIR/train, "
+        "DIR/validation; the chief writes them, flushed every epoch); "
+        "empty = none"),
+    NUM("log_every_steps", STRATA_OPT_INT, "100", T, log_every_steps, 0,
+        UNBOUNDED, "TensorBoard: the per-step scalars (loss, learning rate, "
+        "step time) every this many steps; 0 = per-epoch scalars only"),
+    OPT("trace", STRATA_OPT_STRING, "", T, trace, NULL,
+        "write a step timeline to this JSON file (Chrome trace-event format:"
+        " Perfetto, chrome://tracing), a track per replica and per worker; "
+        "empty = none"),
+    NUM("trace_steps", STRATA_OPT_INT, "100", T, trace_steps, 1, 10000,
+        "the trace covers the run's first this many steps (and the evals "
+        "and checkpoints among them)"),
     { 0 }
 };
 #undef T

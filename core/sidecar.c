@@ -3,7 +3,8 @@
  * checkpoint each time a newer one appears (one it falls behind on is
  * skipped, as tf.keras.utils.SidecarEvaluator does), reports it (stdout,
  * [evaluator] metrics_csv, the epoch callback) and exits once it has scored
- * the checkpoint of training's last step. Waiting is bounded: no newer
+ * the checkpoint of training's last step. With [train] tensorboard, its
+ * scores go to DIR/evaluation (epoch_loss, epoch_accuracy at the step). Waiting is bounded: no newer
  * checkpoint for [evaluator] timeout_s is an error, and a stop request
  * (SIGTERM) ends it at once. */
 #include <inttypes.h>
@@ -13,6 +14,7 @@
 
 #include "eval.h"
 #include "run.h"
+#include "watch.h"
 
 #define WHO "evaluator"
 
@@ -28,6 +30,8 @@ typedef struct sidecar {
     strata__scorer_t          scorer;
     scored_t                 *rows;
     int                       nrows;
+    strata__tboard_t          tb;       /* [train] tensorboard: evaluation */
+    int                       tb_on;
 } sidecar_t;
 
 static int meta_i64(const strata__ckpt_t *ck, const char *key, int64_t *v)
@@ -94,7 +98,15 @@ static int report(sidecar_t *sc, const char *path, const scored_t *row)
         };
         cb->epoch(cb->user, &e);
     }
-    return write_csv(sc);
+    int rc = STRATA_OK;
+    if (sc->tb_on) { /* as Keras' SidecarEvaluator: at the training step */
+        static const char *const tags[] = { "epoch_loss", "epoch_accuracy" };
+        const float v[] = { (float)row->loss, (float)row->acc };
+        strata__tboard_scalars(&sc->tb, STRATA__TB_EVALUATION, row->step, tags,
+                               v, 2);
+        rc = strata__tboard_flush(&sc->tb);
+    }
+    return rc == STRATA_OK ? write_csv(sc) : rc;
 }
 
 static void nap(long ms)
@@ -153,9 +165,16 @@ int strata__sidecar_run(strata__run_t *run)
         return STRATA_ECONFIG;
     }
     sidecar_t sc = { .run = run, .cfg = &run->s->evaluator };
+    const char *tb = run->s->train.tensorboard;
     int rc = strata__scorer_open(run->ctx, &sc.scorer);
-    if (rc != STRATA_OK)
+    if (rc == STRATA_OK && tb && tb[0]) {
+        rc = strata__tboard_open(&sc.tb, tb, 1u << STRATA__TB_EVALUATION);
+        sc.tb_on = rc == STRATA_OK;
+    }
+    if (rc != STRATA_OK) {
+        strata__scorer_close(&sc.scorer);
         return rc;
+    }
     strata__log(STRATA_LOG_INFO, WHO, "watching %s (a new checkpoint within "
                 "%" PRId64 " s, or an error)", dir, sc.cfg->timeout_s);
     int64_t named = -1, seen = -1;
@@ -186,7 +205,8 @@ int strata__sidecar_run(strata__run_t *run)
     if (rc == STRATA_OK)
         strata__out(run->ctx, "evaluator: done, %d checkpoint%s scored\n",
                     sc.nrows, sc.nrows == 1 ? "" : "s");
+    int tbrc = sc.tb_on ? strata__tboard_close(&sc.tb) : STRATA_OK;
     free(sc.rows);
     strata__scorer_close(&sc.scorer);
-    return rc;
+    return rc == STRATA_OK ? tbrc : rc;
 }

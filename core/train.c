@@ -74,6 +74,12 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
      * share and the union is exactly the single-device batch. */
     size_t g = (size_t)run->shard0 + (size_t)rep->r;
     size_t first = (size_t)batch * (size_t)run->batch + g * (size_t)b;
+    /* Timed runs (watch.c): a clock reading at each phase boundary. */
+    strata__step_rec_t *w = rep->rec && rep->nrec < STRATA__WATCH_SLOTS
+                                ? &rep->rec[rep->nrec] : NULL;
+    if (w)
+        w->t0 = strata__now();
+    rep->work.timed = w != NULL;
     int rc = strata__model_load_batch(&rep->work, &run->train, run->perm,
                                       first, (size_t)b);
     if (run->delay_us > 0)
@@ -92,10 +98,18 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
         .reduce_op = STRATA_REDUCE_MEAN, .lr = lr_at(run, step), .step = step,
         .flags = STRATA_OP_GRADIENT,
     };
+    if (w)
+        w->bwd = strata__now();
     if (rc == STRATA_OK)
         rc = run->strategy->vt->reduce(run->spctx, &op);
+    if (w)
+        w->red = strata__now();
     if (rc == STRATA_OK)
         rc = run->strategy->vt->update(run->spctx, &op);
+    if (w) {
+        w->upd = strata__now();
+        w->fwd = rep->work.t_forward;
+    }
     if (run->s->debug.check_sync) {
         /* Every replica passes both barriers, failed or not, so that no
          * replica waits for one that has left the loop. */
@@ -119,6 +133,13 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
     }
     rep->step_loss = loss;
     rep->step_correct = correct;
+    if (w) {
+        w->step = step;
+        w->loss = loss;
+        w->correct = correct;
+        w->lr = op.lr;
+        rep->nrec++;
+    }
     rep->loss_sum += loss;
     rep->correct += correct;
     return STRATA_OK;
@@ -151,6 +172,8 @@ static void eval_share(strata__replica_t *rep)
     size_t lo = n * g / R, hi = n * (g + 1) / R;
     rep->eval_loss = 0.0;
     rep->eval_correct = 0;
+    if (rep->rec)
+        rep->eval_t0 = strata__now();
     for (size_t i = lo; i < hi; i += (size_t)rep->work.rows) {
         size_t rows = hi - i < (size_t)rep->work.rows ? hi - i
                                                       : (size_t)rep->work.rows;
@@ -166,6 +189,8 @@ static void eval_share(strata__replica_t *rep)
         }
         rep->eval_loss += loss;
     }
+    if (rep->rec)
+        rep->eval_t1 = strata__now();
 }
 
 static void *replica_main(void *arg)
@@ -221,6 +246,7 @@ static int world_sum(strata__run_t *run, double *loss, int64_t *correct)
 
 static int evaluate(strata__run_t *run, double *loss, double *acc)
 {
+    double t0 = run->watch.on ? strata__now() : 0.0;
     run_phase(run, PHASE_EVAL);
     double l = 0.0;
     int64_t c = 0;
@@ -231,15 +257,18 @@ static int evaluate(strata__run_t *run, double *loss, double *acc)
     int rc = world_sum(run, &l, &c);
     *loss = run->test.n ? l / (double)run->test.n : 0.0;
     *acc = run->test.n ? (double)c / (double)run->test.n : 0.0;
+    strata__watch_eval(run, t0);
     return rc;
 }
 
 /* Close an epoch: progress line, metrics CSV row, the run's last stats. */
 static int finish_epoch(strata__run_t *run, const strata__epoch_stats_t *st)
 {
+    double comm;
+    int wrc = strata__watch_epoch(run, st, &comm);
     strata__progress_end(&run->progress, st->steps, st->seconds,
                          st->train_loss, st->train_acc, st->has_test,
-                         st->test_loss, st->test_acc);
+                         st->test_loss, st->test_acc, comm);
     run->last = *st;
     const strata_callbacks_t *cb = &run->ctx->cb;
     if (cb->epoch && run->chief) {
@@ -252,7 +281,8 @@ static int finish_epoch(strata__run_t *run, const strata__epoch_stats_t *st)
         };
         cb->epoch(cb->user, &r);
     }
-    return strata__metrics_append(run, st);
+    int rc = strata__metrics_append(run, st);
+    return rc != STRATA_OK ? rc : wrc;
 }
 
 static void progress_init(strata__run_t *run)
@@ -267,6 +297,8 @@ static void progress_init(strata__run_t *run)
 /* Steps between two checks for a stop request: short enough that a
  * preempted job stops promptly, long enough that the check costs nothing. */
 #define SEGMENT_STEPS 32
+_Static_assert(SEGMENT_STEPS <= STRATA__WATCH_SLOTS,
+               "a replica records every step of a segment");
 
 /* Has anybody asked the job to stop? Agreed by every worker. */
 static int stop_requested(strata__run_t *run, int *stop)
@@ -352,6 +384,7 @@ static int train_loop(strata__run_t *run)
             double t0 = strata__now();
             run_phase(run, PHASE_TRAIN);
             secs += strata__now() - t0;
+            strata__watch_steps(run);
             if (failed(run))
                 break;
             b = end;
@@ -443,6 +476,7 @@ static int step_loop(strata__run_t *run)
         run->step_batch = st.batch;
         run->step_id = st.id;
         run_phase(run, PHASE_STEP);
+        strata__watch_steps(run);
         st.has_result = 1;
         st.samples = run->batch;
         st.loss_sum = 0.0;
@@ -607,11 +641,17 @@ int strata__train(strata_ctx_t *ctx)
         const strata_plugin_v2_t *vt = run->strategy->vt;
         strata__run_banner(run);
         progress_init(run);
-        rc = STRATA_HAS(vt, drive) ? drive(run) : STRATA_ENOTSUP;
+        rc = strata__watch_start(run);
+        if (rc == STRATA_OK)
+            rc = STRATA_HAS(vt, drive) ? drive(run) : STRATA_ENOTSUP;
+        /* The core's loop: every worker in step, to the end together. */
+        run->watch.lockstep = rc == STRATA_ENOTSUP &&
+                              !STRATA_HAS(vt, next_step);
         if (rc == STRATA_ENOTSUP)
             rc = STRATA_HAS(vt, next_step) ? step_loop(run) : train_loop(run);
     }
     stop_threads(run);
+    rc = strata__watch_finish(run, rc);
     if (rc == STRATA_OK)
         rc = strata__run_finish(run);
     ctx->run = NULL;

@@ -56,6 +56,7 @@ static int coordinates(const child_t *ci, const plan_t *pl)
 }
 
 static pid_t g_launch_pid;              /* for the children's parent check */
+static cli_nodes_t g_nodes = CLI_NODES_INIT; /* --nnodes: launch_nodes.c */
 static volatile sig_atomic_t g_signal;  /* to forward; cleared once done */
 static volatile sig_atomic_t g_stopped; /* launch was asked to stop: never
                                            restart the job */
@@ -69,6 +70,7 @@ static void on_signal(int sig)
 static const char *const k_usage =
     "usage: strata launch [-n WORKERS | --workers N] [--ps M] [--chief]\n"
     "                     [--max-restarts R] [-c FILE] [--set SECTION.KEY=VALUE]...\n"
+    "       strata launch --nnodes N --node-rank K --rendezvous HOST:PORT -n M ...\n"
     "\n"
     "Start a job of N workers (and M parameter servers, and a separate chief\n"
     "with --chief) on this machine, on free loopback ports. Each task is a\n"
@@ -88,11 +90,19 @@ static const char *const k_usage =
     "that launch makes for the job in a private temporary directory (unless\n"
     "[security] keys names the job's own, or [security] mode = off).\n"
     "If launch itself dies (even by kill -9), every task gets SIGTERM.\n"
+    "With --nnodes, the same command on each of N machines (K = 0..N-1) forms\n"
+    "one job of N x M workers, as torchrun does: each task gets RANK = K*M+i,\n"
+    "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR/PORT; rank 0 (node\n"
+    "0) serves the rendezvous at exactly HOST:PORT. Workers only; the job's\n"
+    "keys ([security] keys) must be shared by every machine.\n"
     "\n"
     "  -n, --workers N      worker tasks (default 2)\n"
     "      --ps M           parameter-server tasks (default 0)\n"
     "      --chief          a separate chief (coordinator) task\n"
     "      --max-restarts R restarts of a failed job (default 0)\n"
+    "      --nnodes N       machines in the job, one launch on each\n"
+    "      --node-rank K    this machine's place, 0..N-1 (0 hosts rank 0)\n"
+    "      --rendezvous H:P node 0's address and a free port there\n"
     "  -c, --config FILE, -s, --set K=V   passed to every task\n";
 
 /* A free TCP port on 127.0.0.1, as the kernel hands them out. */
@@ -184,7 +194,9 @@ static int start_child(child_t *c, int n, int self, char **train_argv)
         close(out[1]);
         close(err[0]);
         close(err[1]);
-        setenv("TF_CONFIG", tf, 1);
+        if (g_nodes.nnodes ? cli_nodes_env(&g_nodes, c[self].index) != 0
+                           : setenv("TF_CONFIG", tf, 1) != 0)
+            _exit(1);
         /* The parent's choice of terminal rules the progress display. */
         setenv("STRATA_LAUNCHED", c[self].name, 1);
         signal(SIGINT, SIG_DFL);
@@ -198,8 +210,12 @@ static int start_child(child_t *c, int n, int self, char **train_argv)
     c[self].pid = pid;
     c[self].fd[0] = out[0];
     c[self].fd[1] = err[0];
-    printf("[launch] %s: pid %ld, 127.0.0.1:%d\n", c[self].name, (long)pid,
-           c[self].port);
+    if (g_nodes.nnodes)
+        printf("[launch] %s: pid %ld, rendezvous %s:%d\n", c[self].name,
+               (long)pid, g_nodes.host, g_nodes.port);
+    else
+        printf("[launch] %s: pid %ld, 127.0.0.1:%d\n", c[self].name,
+               (long)pid, c[self].port);
     fflush(stdout);
     return 0;
 }
@@ -467,7 +483,7 @@ static int parse_count(const char *flag, const char *v, int *out)
 
 int cli_launch(int argc, char **argv)
 {
-    int workers = 2, ps = 0, chief = 0, restarts = 0;
+    int workers = 2, ps = 0, chief = 0, restarts = 0, nodes_arg;
     /* argv of every child: strata train [-c FILE] [--set K=V]... */
     char **targv = calloc((size_t)argc + 3, sizeof *targv);
     if (!targv)
@@ -492,6 +508,9 @@ int cli_launch(int argc, char **argv)
                 goto usage;
         } else if (!strcmp(a, "--chief")) {
             chief = 1;
+        } else if ((nodes_arg = cli_nodes_arg(&g_nodes, argc, argv, &i))) {
+            if (nodes_arg < 0)
+                goto usage;
         } else if (!strcmp(a, "-c") || !strcmp(a, "--config") ||
                    !strcmp(a, "-s") || !strcmp(a, "--set")) {
             if (i + 1 >= argc) {
@@ -513,6 +532,8 @@ int cli_launch(int argc, char **argv)
                 "--chief), at most %d tasks in all\n", MAX_TASKS);
         goto usage;
     }
+    if (cli_nodes_check(&g_nodes, workers, ps, chief, targv, nt) != 0)
+        goto usage;
     child_t *c = calloc((size_t)n, sizeof *c);
     if (!c) {
         free(targv);
@@ -522,7 +543,8 @@ int cli_launch(int argc, char **argv)
     for (int i = 0; i < chief; i++, k++)
         snprintf(c[k].type, sizeof c[k].type, "chief"), c[k].index = i;
     for (int i = 0; i < workers; i++, k++)
-        snprintf(c[k].type, sizeof c[k].type, "worker"), c[k].index = i;
+        snprintf(c[k].type, sizeof c[k].type, "worker"),
+            c[k].index = cli_nodes_first(&g_nodes) + i;
     for (int i = 0; i < ps; i++, k++)
         snprintf(c[k].type, sizeof c[k].type, "ps"), c[k].index = i;
     for (int i = 0; i < n; i++)
@@ -537,8 +559,9 @@ int cli_launch(int argc, char **argv)
      * restarts it alone; any other death restarts the whole job. */
     const plan_t plan = { .targv = targv, .by_role = ps > 0,
                           .max_restarts = restarts, .has_chief = chief };
-    char keys[4096];
-    if (make_job_keys(c, n, keys, sizeof keys) != 0) {
+    char keys[4096] = "";
+    /* Several machines share the keys of [security] keys, not launch's. */
+    if (g_nodes.nnodes <= 1 && make_job_keys(c, n, keys, sizeof keys) != 0) {
         remove_job_keys(keys);
         free(c);
         free(targv);

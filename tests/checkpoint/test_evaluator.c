@@ -12,14 +12,17 @@
  *   - [checkpoint] dir unset: one error naming the key, non-zero exit;
  *   - an empty directory and [evaluator] timeout_s = 1: one error naming
  *     timeout_s, non-zero exit, within seconds;
- *   - SIGTERM while waiting: it stops promptly. */
+ *   - SIGTERM while waiting: it stops promptly;
+ *   - with [train] tensorboard, its scores read back with TensorBoard's
+ *     reader from DIR/evaluation at the training steps (eval_tb.py; that
+ *     check is skipped without the tensorboard package). */
 #include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
 
 #include "check.h"
+#include "ckpt_util.h"
 #include "spawn.h"
-#include "testutil.h"
 
 #define EPOCHS 3
 #define LIMIT 512
@@ -142,21 +145,48 @@ static void test_alongside(void)
     }
 }
 
-static void test_after(void)
+static void test_after(const char *script)
 {
     /* the directory of test_alongside: training is over */
-    char ck[400], ecsv[400];
+    char ck[400], ecsv[400], tb[400], tbdir[300];
+    snprintf(tbdir, sizeof tbdir, "%s/tb", g_dir);
     set_kv(ck, sizeof ck, "checkpoint.dir", g_ckdir);
     set_kv(ecsv, sizeof ecsv, "evaluator.metrics_csv", g_eval_csv);
+    set_kv(tb, sizeof tb, "train.tensorboard", tbdir);
     spawn_child_t ev;
-    start(&ev, (char *const[]){ COMMON, "--set", ck, "--set", ecsv,
-                                "--task", "evaluator:0", NULL });
+    start(&ev, (char *const[]){ COMMON, "--set", ck, "--set", ecsv, "--set",
+                                tb, "--task", "evaluator:0", NULL });
     int code = finish(&ev, 60);
     CHECKF(code == 0, "exit %d: %s", code, g_err);
     char rows[4][256];
     CHECKF(csv_rows(g_eval_csv, rows, 4) == 1, "one row expected");
     long long step = 0;
-    CHECK(sscanf(rows[0], "%lld,", &step) == 1 && step == LAST_STEP);
+    double loss = 0, acc = 0;
+    CHECK(sscanf(rows[0], "%lld,%*d,%lf,%lf", &step, &loss, &acc) == 3 &&
+          step == LAST_STEP);
+
+    char py[4096];
+    if (find_python(py, sizeof py) != 0) {
+        printf("SKIPPED: no python3 to read the TensorBoard files\n");
+        return;
+    }
+    char *argv[] = { py, (char *)script, tbdir, NULL };
+    spawn_result_t *r = malloc(sizeof *r);
+    CHECK(r && spawn_run(argv, 120, r) == 0);
+    if (r && r->code == 77) {
+        printf("%s", r->out); /* SKIPPED: ... (the rest still counts) */
+    } else if (r) {
+        long long tstep = -1;
+        double tloss = -1, tacc = -1;
+        CHECKF(r->code == 0 && sscanf(r->out, "%lld %lf %lf", &tstep, &tloss,
+                                      &tacc) == 3,
+               "eval_tb.py exit %d: %s%s", r->code, r->out, r->err);
+        CHECKF(tstep == LAST_STEP && fabs(tloss - loss) < 1e-5 &&
+                   fabs(tacc - acc) < 1e-5,
+               "tensorboard: %lld %g %g vs csv %lld %g %g", tstep, tloss, tacc,
+               step, loss, acc);
+    }
+    free(r);
 }
 
 static void test_errors(void)
@@ -190,8 +220,12 @@ static void test_errors(void)
            "SIGTERM: exit %d after %.1f s: %s", ev.code, waited, g_err);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_evaluator EVAL_TB_PY\n");
+        return 2;
+    }
     snprintf(g_dir, sizeof g_dir, "%s", tmp_make("evaluator"));
     snprintf(g_ckdir, sizeof g_ckdir, "%s/ckpt", g_dir);
     snprintf(g_eval_csv, sizeof g_eval_csv, "%s/eval.csv", g_dir);
@@ -201,7 +235,7 @@ int main(void)
     snprintf(g_cluster_e, sizeof g_cluster_e, "cluster.evaluator=127.0.0.1:%d",
              spawn_free_port());
     test_alongside();
-    test_after();
+    test_after(argv[1]);
     test_errors();
     tmp_cleanup();
     return CHECK_DONE();
