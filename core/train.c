@@ -94,6 +94,7 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
         .struct_size = sizeof op, .slot = rep->r, .buf = rep->grads,
         .count = m->count, .device = rep->device,
         .reduce_op = STRATA_REDUCE_MEAN, .lr = lr_at(run, step), .step = step,
+        .flags = STRATA_OP_GRADIENT,
     };
     if (rep->r == 0)
         strata__lr_log_note(&run->lr_log, step, op.lr);
