@@ -344,6 +344,7 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
 {
     run->ctx = ctx;
     run->s = &ctx->s;
+    run->t_start = strata__now();
     if (strata__crew_init(&run->crew) != 0)
         return STRATA_ENOMEM;
     run->crew_ok = 1;
@@ -469,16 +470,18 @@ int strata__metrics_append(strata__run_t *run, const strata__epoch_stats_t *st)
     if (!h)
         return STRATA_ENOMEM;
     run->history = h;
-    h[run->nhistory++] = *st;
+    h[run->nhistory] = *st;
+    h[run->nhistory++].wall_s = strata__now() - run->t_start;
     const char *path = run->s->train.metrics_csv;
     if (!path || !path[0] || !run->chief)
         return STRATA_OK;
-    size_t cap = 128 + (size_t)run->nhistory * 160, len = 0;
+    size_t cap = 128 + (size_t)run->nhistory * 180, len = 0;
     char *buf = malloc(cap);
     if (!buf)
         return STRATA_ENOMEM;
     len += (size_t)snprintf(buf, cap, "epoch,steps,train_loss,train_acc,"
-                            "test_loss,test_acc,seconds,samples_per_s\n");
+                            "test_loss,test_acc,seconds,samples_per_s,"
+                            "wall_s\n");
     for (int i = 0; i < run->nhistory; i++) {
         const strata__epoch_stats_t *e = &h[i];
         char tl[32] = "", ta[32] = "";
@@ -487,10 +490,10 @@ int strata__metrics_append(strata__run_t *run, const strata__epoch_stats_t *st)
             snprintf(ta, sizeof ta, "%.6f", e->test_acc);
         }
         len += (size_t)snprintf(buf + len, cap - len,
-                                "%d,%lld,%.6f,%.6f,%s,%s,%.4f,%.1f\n", e->epoch,
-                                (long long)e->steps, e->train_loss,
+                                "%d,%lld,%.6f,%.6f,%s,%s,%.4f,%.1f,%.3f\n",
+                                e->epoch, (long long)e->steps, e->train_loss,
                                 e->train_acc, tl, ta, e->seconds,
-                                e->samples_per_s);
+                                e->samples_per_s, e->wall_s);
     }
     int rc = strata__write_atomic(path, buf, len);
     free(buf);

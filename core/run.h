@@ -36,6 +36,7 @@ typedef struct strata__epoch_stats {
     int64_t steps;
     double  train_loss, train_acc, test_loss, test_acc, seconds, samples_per_s;
     int     has_test;
+    double  wall_s;    /* since the run's setup began, when the epoch ended */
 } strata__epoch_stats_t;
 
 /* Where a resumed run goes on. */
@@ -100,6 +101,7 @@ struct strata__run {
     strata__epoch_stats_t    *history;      /* one per epoch, for the CSV  */
     int                       nhistory;
     strata__watch_t           watch;        /* timing, TensorBoard, trace  */
+    double                    t_start;      /* strata__now() at setup      */
 };
 
 int  strata__run_setup(strata_ctx_t *ctx, strata__run_t *run);
