@@ -11,6 +11,7 @@
  *    exactly once);
  *  - early stopping without validation is a configuration error (exit 2). */
 #include "check.h"
+#include "dumps.h"
 #include "spawn.h"
 #include "testutil.h"
 
@@ -111,23 +112,6 @@ static void early_stopping(void)
                   "[train] monitor = val_loss"), "%s", g_r.err);
 }
 
-/* The hashes of the final variables (debug.hash_vars), all equal. */
-static int hashes_equal(const char *out, int want)
-{
-    char first[17] = "";
-    int n = 0;
-    for (const char *p = out; (p = strstr(p, "variables hash (rank ")); p++) {
-        const char *h = strstr(p, "): ");
-        if (!h)
-            return 0;
-        if (n++ == 0)
-            memcpy(first, h + 3, 16);
-        else if (strncmp(first, h + 3, 16) != 0)
-            return 0;
-    }
-    return n == want;
-}
-
 static void multi_process(void)
 {
     /* mwms: the chief decides and both workers stop after epoch 2 */
@@ -141,7 +125,7 @@ static void multi_process(void)
     CHECKF(count(g_r.out, "early stopping after epoch 2") == 1 &&
            strstr(g_r.out, "[worker:0] early stopping after epoch 2") &&
            !strstr(g_r.out, "Epoch 3/"), "%s", g_r.out);
-    CHECKF(hashes_equal(g_r.out, 2), "%s", g_r.out);
+    CHECKF(dump_hashes_equal(g_r.out, 2), "%s", g_r.out);
     CHECK(has_ckpt("mwms", 100) && !has_ckpt("mwms", 150));
     char best[900];
     snprintf(best, sizeof best, "%s/mwms/best.safetensors", g_dir);

@@ -106,23 +106,6 @@ static double show(const char *what, double v)
     return v;
 }
 
-/* The hashes every worker printed (debug.hash_vars) are all equal. */
-static int hashes_equal(const char *out, int want)
-{
-    char first[17] = "";
-    int n = 0;
-    for (const char *p = out; (p = strstr(p, "variables hash (rank ")); p++) {
-        const char *h = strstr(p, "): ");
-        if (!h)
-            return 0;
-        if (n++ == 0)
-            memcpy(first, h + 3, 16);
-        else if (strncmp(first, h + 3, 16) != 0)
-            return 0;
-    }
-    return n == want;
-}
-
 int main(void)
 {
     CHECK(mkdtemp(g_dir) != NULL);
@@ -162,7 +145,7 @@ int main(void)
     CHECK(launch("-n", "2", "--set", "strategy.plugin=mwms", "--set",
                  "transport.plugin=zmq", "--set", "train.devices=cpu:0",
                  "--set", tiny, "--set", dump("cm.bin")) == 0);
-    CHECKF(hashes_equal(g_r.out, 2), "mwms workers differ:\n%s", g_r.out);
+    CHECKF(dump_hashes_equal(g_r.out, 2), "mwms workers differ:\n%s", g_r.out);
     CHECK(show("mwms 2 workers vs 1 replica, moves differ by",
                move_diff("c1.bin", "cm.bin", "init.bin")) <= 1e-4);
     CHECK(launch("--chief", "-n", "1", "--ps", "1", "--set",
