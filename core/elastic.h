@@ -3,7 +3,7 @@
  * `strata launch --elastic MIN:MAX` hosts the job's membership service and
  * hands its tasks its address and a secret token (STRATA_ELASTIC,
  * STRATA_ELASTIC_TOKEN). A training process keeps one TCP connection to it
- * for its life: it joins a generation (host->membership(), ABI 2.2) with
+ * for its life: it joins a generation (host->membership(), ABI 2.3) with
  * its name, a fresh transport address and the steps it has applied, and
  * the service answers every member with the generation's table once it is
  * formed. Between generations the service may say that a resize is due (a

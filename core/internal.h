@@ -129,12 +129,16 @@ typedef struct strata__train_cfg {
     const char *metrics_csv;    /* "" = none                                */
     int         progress;       /* 0 auto, 1 bar, 2 line, 3 none            */
     int         eval;           /* evaluate on the test set every epoch     */
+    int64_t     es_patience;    /* early_stopping_patience; 0: off          */
+    double      es_min_delta;   /* early_stopping_min_delta                 */
+    int         monitor;        /* STRATA__MONITOR_*                        */
     int         elastic_batch;  /* STRATA__BATCH_*: an elastic job resized  */
     const char *tensorboard;    /* event files under this dir; "" = none    */
     int64_t     log_every_steps; /* per-step TensorBoard scalars; 0 = none  */
     const char *trace;          /* Chrome trace JSON file; "" = none         */
     int64_t     trace_steps;    /* steps the trace covers                   */
 } strata__train_cfg_t;
+enum { STRATA__MONITOR_VAL_LOSS = 0, STRATA__MONITOR_VAL_ACCURACY = 1 };
 enum { STRATA__BATCH_GLOBAL = 0, STRATA__BATCH_PER_WORKER = 1 };
 
 typedef struct strata__model_cfg {
@@ -151,9 +155,21 @@ typedef struct strata__data_cfg {
 } strata__data_cfg_t;
 
 enum { STRATA__OPT_SGD = 0, STRATA__OPT_MOMENTUM = 1, STRATA__OPT_ADAM = 2 };
+enum { STRATA__SCHED_CONSTANT = 0, STRATA__SCHED_STEP = 1,
+       STRATA__SCHED_EXPONENTIAL = 2, STRATA__SCHED_COSINE = 3 };
 typedef struct strata__optimizer_cfg {
     int    name;                /* STRATA__OPT_*                            */
     double lr, momentum, beta1, beta2, epsilon;
+    int         schedule;       /* STRATA__SCHED_* (schedule.h)             */
+    int64_t     decay_steps;    /* exponential, cosine                      */
+    double      decay_rate;     /* exponential                              */
+    int         staircase;      /* exponential: whole decay periods only    */
+    const char *boundaries;     /* step: "1000, 2000"                       */
+    const char *values;         /* step: one lr per piece; "" = factor      */
+    double      factor;         /* step: lr x factor at each boundary       */
+    double      alpha;          /* cosine: final lr = alpha x lr            */
+    double      weight_decay;   /* decoupled (AdamW / SGDW); 0: none        */
+    double      clip_norm;      /* global gradient norm bound; 0: none      */
 } strata__optimizer_cfg_t;
 
 typedef struct strata__plugins_cfg {
@@ -177,6 +193,7 @@ typedef struct strata__debug_cfg {
     int         hash_vars;      /* every worker prints a hash of them       */
     int64_t     step_delay_ms;  /* a straggler: sleep in every step         */
     const char *delay_task;     /* ... on this task only ("" = all)         */
+    const char *dump_lr;        /* write each step's learning rate here     */
     const char *step_log;       /* append each step's samples and times     */
 } strata__debug_cfg_t;
 
@@ -192,6 +209,7 @@ typedef struct strata__checkpoint_cfg {
     const char *dir;            /* "" = no checkpoints                      */
     int64_t     every_steps, every_epochs, keep;
     int         restore;        /* STRATA__RESTORE_*                        */
+    int         keep_best;      /* DIR/best.safetensors: best monitored     */
 } strata__checkpoint_cfg_t;
 
 /* [transport]: which transport the core opens for a group. A list per

@@ -11,6 +11,7 @@
 
 #include "checkpoint.h"
 #include "resume.h"
+#include "stopping.h"
 
 static const char *const k_opt_names[] = { "sgd", "momentum", "adam" };
 
@@ -92,7 +93,10 @@ int strata__checkpoint_probe(strata__run_t *run)
     return rc;
 }
 
-static int save(strata__run_t *run, int epoch, int64_t batch, int64_t step)
+/* A checkpoint at a step boundary into DIR/ckpt-<step> and the rotation,
+ * or (best) into DIR/best.safetensors, outside it. */
+static int save(strata__run_t *run, int best, int epoch, int64_t batch,
+                int64_t step)
 {
     const strata__checkpoint_cfg_t *c = &run->s->checkpoint;
     strata_state_t st;
@@ -142,7 +146,7 @@ static int save(strata__run_t *run, int epoch, int64_t batch, int64_t step)
     int64_t sample = batch ? (int64_t)strata__batch_sample(run, batch) : 0;
     snprintf(smp, sizeof smp, "%" PRId64, sample);
     int moved = sample != batch * (int64_t)run->batch;
-    const strata__meta_t meta[] = {
+    strata__meta_t meta[14 + STRATA__MONITOR_NMETA] = {
         { "strata.epoch", e },          { "strata.batch", b },
         { "strata.step", n },           { "strata.opt_steps", o },
         { "strata.model", id.model },   { "strata.input_dim", id.input },
@@ -150,14 +154,33 @@ static int save(strata__run_t *run, int epoch, int64_t batch, int64_t step)
         { "strata.batch_size", id.batch }, { "strata.seed", id.seed },
         { "strata.train_samples", id.samples },
         { "strata.shuffle", id.shuffle }, { "strata.strategy", id.strategy },
-        { "strata.sample", smp }, /* last: only when `moved` */
     };
+    /* Early stopping and keep_best count on in a resumed run. */
+    const char *mkeys[STRATA__MONITOR_NMETA];
+    char mvals[STRATA__MONITOR_NMETA][32];
+    int nm = strata__monitor_to_meta(&run->monitor, mkeys, mvals);
+    for (int i = 0; i < nm; i++)
+        meta[12 + i] = (strata__meta_t){ mkeys[i], mvals[i] };
+    /* The end of training (its last step, or early stopping): the sidecar
+     * evaluator stops after scoring it. */
+    if (step >= strata__run_last_step(run) || run->halt)
+        meta[12 + nm++] = (strata__meta_t){ "strata.final", "1" };
+    if (moved)
+        meta[12 + nm++] = (strata__meta_t){ "strata.sample", smp };
     char path[4096];
-    rc = strata__ckpt_path(c->dir, step, path, sizeof path);
+    if (best && snprintf(path, sizeof path, "%s/" STRATA__BEST_CKPT, c->dir)
+                    >= (int)sizeof path)
+        rc = STRATA_EINVAL;
+    else if (!best)
+        rc = strata__ckpt_path(c->dir, step, path, sizeof path);
     if (rc == STRATA_OK)
-        rc = strata__ckpt_write(path, t, nt, meta,
-                                (int)(sizeof meta / sizeof meta[0]) - !moved);
-    if (rc == STRATA_OK) {
+        rc = strata__ckpt_write(path, t, nt, meta, 12 + nm);
+    if (rc == STRATA_OK && best)
+        strata__log(STRATA_LOG_INFO, "checkpoint", "wrote %s: the best %s so "
+                    "far, %.4f (epoch %d, step %" PRId64 ")", path,
+                    strata__monitor_name(&run->monitor), run->monitor.kept,
+                    run->monitor.kept_epoch, step);
+    if (rc == STRATA_OK && !best) {
         strata__log(STRATA_LOG_INFO, "checkpoint", "wrote %s (epoch %d, batch "
                     "%" PRId64 ", step %" PRId64 ")", path, epoch, batch, step);
         rc = strata__ckpt_rotate(c->dir, (int)c->keep);
@@ -172,8 +195,17 @@ int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
                             int64_t step)
 {
     double t0 = run->watch.on ? strata__now() : 0.0;
-    int rc = save(run, epoch, batch, step);
+    int rc = save(run, 0, epoch, batch, step);
     strata__watch_checkpoint(run, t0, step); /* the step timeline */
+    return rc;
+}
+
+int strata__checkpoint_save_best(strata__run_t *run, int epoch, int64_t batch,
+                                 int64_t step)
+{
+    double t0 = run->watch.on ? strata__now() : 0.0;
+    int rc = save(run, 1, epoch, batch, step);
+    strata__watch_checkpoint(run, t0, step);
     return rc;
 }
 
@@ -205,6 +237,11 @@ static int check_identity(const strata__run_t *run, const strata__ckpt_t *ck,
         }
     }
     return STRATA_OK;
+}
+
+static const char *meta_of(const void *ck, const char *key)
+{
+    return strata__ckpt_meta(ck, key);
 }
 
 static int meta_int(const strata__ckpt_t *ck, const char *key, int64_t lo,
@@ -360,6 +397,8 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
     }
     epoch = (int64_t)v[1];
     batch = (int64_t)v[2];
+    if (ck) /* the chief decides early stopping and keep_best */
+        strata__monitor_from_meta(&run->monitor, meta_of, ck);
     sample = ((int64_t)v[4] << 24 | (int64_t)v[3]) - 1;
     step = sample < 0 ? epoch * run->steps_per_epoch + batch
                       : (int64_t)v[6] << 24 | (int64_t)v[5];

@@ -19,6 +19,13 @@ void strata__state_free(strata_state_t *st);
 int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
                             int64_t step);
 
+/* [checkpoint] keep_best: the same checkpoint as DIR/best.safetensors
+ * (written atomically; the rotation and the resume never see it), after
+ * the monitor has found a new best. Collective as above. */
+#define STRATA__BEST_CKPT "best.safetensors"
+int strata__checkpoint_save_best(strata__run_t *run, int epoch,
+                                 int64_t batch, int64_t step);
+
 /* Before the first step of a run with [checkpoint] dir: read the strategy's
  * state once, so that a strategy that cannot give it fails now, naming
  * itself, rather than at its first checkpoint. */

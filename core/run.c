@@ -88,9 +88,14 @@ static int setup_batches(strata__run_t *run)
      * the next epoch. */
     run->steps_per_epoch = (int64_t)(run->train.n / (size_t)run->batch);
     const strata__optimizer_cfg_t *o = &run->s->optimizer;
-    run->lr_target = o->lr * (t->lr_scaling ? (double)total : 1.0);
     run->warmup_steps = (int64_t)(t->warmup_epochs * (double)run->steps_per_epoch);
-    return STRATA_OK;
+    run->lr_log.keep = run->s->debug.dump_lr[0] != '\0';
+    strata__monitor_init(&run->monitor, run->s);
+    int rc = strata__schedule_init(&run->sched, o,
+                                   t->lr_scaling ? (double)total : 1.0,
+                                   run->warmup_steps);
+    run->lr_target = strata__schedule_initial(&run->sched);
+    return rc;
 }
 
 static int setup_replicas(strata__run_t *run)
@@ -362,6 +367,7 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
     run->s = &ctx->s;
     run->steplog_fd = -1;
     run->stats_epoch = -1;
+    run->t_start = strata__now();
     if (strata__crew_init(&run->crew) != 0)
         return STRATA_ENOMEM;
     run->crew_ok = 1;
@@ -459,15 +465,24 @@ void strata__run_banner(const strata__run_t *run)
     static const char *const k_opt[] = { "sgd", "momentum", "adam" };
     const strata__train_cfg_t *t = &run->s->train;
     const strata__optimizer_cfg_t *o = &run->s->optimizer;
-    char scaled[96] = "", warm[96] = "";
+    char scaled[96] = "", warm[96] = "", sched[512], extra[160] = "";
     if (t->lr_scaling)
         snprintf(scaled, sizeof scaled, " (%g x %d replicas: [train] "
-                 "lr_scaling = linear)", o->lr, run->shards);
+                 "lr_scaling = linear)", run->lr_target / run->sched.scale,
+                 run->shards);
     if (run->warmup_steps > 0)
         snprintf(warm, sizeof warm, ", reached linearly over the first %lld "
                  "steps (warm-up)", (long long)run->warmup_steps);
-    strata__out(ctx, "optimizer: %s, learning rate %g%s%s\n", k_opt[o->name],
-                run->lr_target, scaled, warm);
+    strata__schedule_describe(&run->sched, sched, sizeof sched);
+    int at = 0;
+    if (o->weight_decay > 0)
+        at = snprintf(extra, sizeof extra, "; decoupled weight decay %g",
+                      o->weight_decay);
+    if (o->clip_norm > 0 && at >= 0 && (size_t)at < sizeof extra)
+        snprintf(extra + at, sizeof extra - (size_t)at, "; gradients clipped "
+                 "to a global norm of %g", o->clip_norm);
+    strata__out(ctx, "optimizer: %s, learning rate %g%s%s%s%s\n",
+                k_opt[o->name], run->lr_target, scaled, warm, sched, extra);
     size_t model_bytes = run->model.count * sizeof(float);
     strata__out(ctx, "strategy %s placed %zu bytes of variables and optimizer "
                 "state (%.2f x the model's %zu bytes)\n", run->strategy->name,
@@ -482,16 +497,18 @@ int strata__metrics_append(strata__run_t *run, const strata__epoch_stats_t *st)
     if (!h)
         return STRATA_ENOMEM;
     run->history = h;
-    h[run->nhistory++] = *st;
+    h[run->nhistory] = *st;
+    h[run->nhistory++].wall_s = strata__now() - run->t_start;
     const char *path = run->s->train.metrics_csv;
     if (!path || !path[0] || !run->chief)
         return STRATA_OK;
-    size_t cap = 128 + (size_t)run->nhistory * 160, len = 0;
+    size_t cap = 128 + (size_t)run->nhistory * 180, len = 0;
     char *buf = malloc(cap);
     if (!buf)
         return STRATA_ENOMEM;
     len += (size_t)snprintf(buf, cap, "epoch,steps,train_loss,train_acc,"
-                            "test_loss,test_acc,seconds,samples_per_s\n");
+                            "test_loss,test_acc,seconds,samples_per_s,"
+                            "wall_s\n");
     for (int i = 0; i < run->nhistory; i++) {
         const strata__epoch_stats_t *e = &h[i];
         char tl[32] = "", ta[32] = "";
@@ -500,10 +517,10 @@ int strata__metrics_append(strata__run_t *run, const strata__epoch_stats_t *st)
             snprintf(ta, sizeof ta, "%.6f", e->test_acc);
         }
         len += (size_t)snprintf(buf + len, cap - len,
-                                "%d,%lld,%.6f,%.6f,%s,%s,%.4f,%.1f\n", e->epoch,
-                                (long long)e->steps, e->train_loss,
+                                "%d,%lld,%.6f,%.6f,%s,%s,%.4f,%.1f,%.3f\n",
+                                e->epoch, (long long)e->steps, e->train_loss,
                                 e->train_acc, tl, ta, e->seconds,
-                                e->samples_per_s);
+                                e->samples_per_s, e->wall_s);
     }
     int rc = strata__write_atomic(path, buf, len);
     free(buf);
@@ -543,9 +560,35 @@ static uint64_t fnv1a(const void *data, size_t n)
     return h;
 }
 
+/* debug.dump_lr, by a task that ran steps; and a word when clip_norm was
+ * asked of a strategy that never clipped. */
+static int finish_lr(strata__run_t *run)
+{
+    const strata__debug_cfg_t *d = &run->s->debug;
+    if (run->lr_log.steps == 0)
+        return STRATA_OK;
+    if (run->s->optimizer.clip_norm > 0 &&
+        atomic_load(&run->ctx->clip_calls) == 0)
+        strata__log(STRATA_LOG_WARN, "train", "[optimizer] clip_norm = %g: "
+                    "strategy %s clipped no gradient (it does not call the "
+                    "host's grad_sumsq and grad_clip)",
+                    run->s->optimizer.clip_norm, run->strategy->name);
+    if (!run->lr_log.keep)
+        return STRATA_OK;
+    const strata_cluster_t *c = &run->cluster.pub;
+    char task[48];
+    return strata__lr_log_write(&run->lr_log, d->dump_lr, c->ntasks > 1
+                                ? strata__task_name(&c->tasks[c->self], task,
+                                                    sizeof task)
+                                : NULL);
+}
+
 int strata__run_finish(strata__run_t *run)
 {
     const strata__debug_cfg_t *d = &run->s->debug;
+    int lrc = finish_lr(run);
+    if (lrc != STRATA_OK)
+        return lrc;
     int want_dump = d->dump_vars && d->dump_vars[0] && run->chief;
     if (want_dump || d->hash_vars) {
         size_t total;
@@ -604,6 +647,7 @@ void strata__run_teardown(strata__run_t *run)
     if (run->crew_ok)
         strata__crew_destroy(&run->crew);
     free(run->history);
+    strata__lr_log_free(&run->lr_log);
     free(run->init);
     free(run->perm);
     free(run->test_order);

@@ -5,7 +5,9 @@
 
 #include "cluster.h"
 #include "crew.h"
+#include "monitor.h"
 #include "runtime.h"
+#include "schedule.h"
 #include "watch.h"
 
 typedef struct strata__run strata__run_t;
@@ -38,6 +40,7 @@ typedef struct strata__epoch_stats {
     int64_t steps;
     double  train_loss, train_acc, test_loss, test_acc, seconds, samples_per_s;
     int     has_test;
+    double  wall_s;    /* since the run's setup began, when the epoch ended */
 } strata__epoch_stats_t;
 
 /* Where a resumed run goes on. */
@@ -80,8 +83,14 @@ struct strata__run {
     int                       chief;        /* rank 0: prints, writes files */
     int                       evaluator;    /* the sidecar evaluator task  */
     int64_t                   steps_per_epoch;
-    double                    lr_target;
+    double                    lr_target;    /* before warm-up and decay */
     int64_t                   warmup_steps;
+    strata__schedule_t        sched;        /* the lr of every step        */
+    strata__lr_log_t          lr_log;       /* replica 0's: debug.dump_lr  */
+    strata__monitor_t         monitor;      /* early stopping, keep_best   */
+    int                       halt;         /* early stopping ended it     */
+    int                       best_due;     /* drive(): keep_best at the
+                                               next boundary               */
     /* the strategy */
     strata__plugin_t         *strategy;
     void                     *scfg, *spctx;
@@ -120,6 +129,7 @@ struct strata__run {
     int                       cur_epoch;    /* of the steps being run      */
     char                      self[48];     /* this task, "worker:1"       */
     strata__watch_t           watch;        /* timing, TensorBoard, trace  */
+    double                    t_start;      /* strata__now() at setup      */
 };
 
 int  strata__run_setup(strata_ctx_t *ctx, strata__run_t *run);

@@ -150,7 +150,10 @@ static int look(sidecar_t *sc, int64_t *named, int64_t *seen, int *fresh,
         *seen = step;
         *fresh = 1;
         int64_t last = last_step(sc, ck);
-        *done = last >= 0 && step >= last;
+        /* strata.final: training ended there before its last step (early
+         * stopping) */
+        const char *fin = strata__ckpt_meta(ck, "strata.final");
+        *done = (last >= 0 && step >= last) || (fin && !strcmp(fin, "1"));
     }
     strata__ckpt_free(ck);
     return rc;

@@ -12,6 +12,7 @@
 
 #include "elastic.h"
 #include "resume.h"
+#include "stopping.h"
 
 /* OpenBLAS: one BLAS thread per replica thread, so replicas do not
  * oversubscribe the cores. */
@@ -31,14 +32,11 @@ static void fail(strata__run_t *run, int rc)
 
 static int failed(strata__run_t *run) { return atomic_load(&run->rc) != 0; }
 
-/* Learning rate of global step `step`: base (times the replicas under the
- * linear scaling rule), ramped linearly over the warm-up steps. */
+/* Learning rate of global step `step`: the schedule (schedule.c), with
+ * the linear scaling rule and the warm-up. */
 static float lr_at(const strata__run_t *run, int64_t step)
 {
-    double lr = run->lr_target;
-    if (step < run->warmup_steps)
-        lr *= (double)(step + 1) / (double)run->warmup_steps;
-    return (float)lr;
+    return (float)strata__schedule_lr(&run->sched, step);
 }
 
 /* Every replica compares its variables with replica 0's (debug.check_sync). */
@@ -106,7 +104,10 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
         .struct_size = sizeof op, .slot = rep->r, .buf = rep->grads,
         .count = m->count, .device = rep->device,
         .reduce_op = STRATA_REDUCE_MEAN, .lr = lr_at(run, step), .step = step,
+        .flags = STRATA_OP_GRADIENT,
     };
+    if (rep->r == 0)
+        strata__lr_log_note(&run->lr_log, step, op.lr);
     if (w)
         w->bwd = strata__now();
     if (rc == STRATA_OK)
@@ -296,7 +297,7 @@ static int finish_epoch(strata__run_t *run, const strata__epoch_stats_t *st)
     const strata_callbacks_t *cb = &run->ctx->cb;
     if (cb->epoch && run->chief) {
         strata_epoch_report_t r = {
-            .epoch = st->epoch - 1, .epochs = (int32_t)run->s->train.epochs,
+            .epoch = st->epoch - 1, .epochs = strata__run_epochs(run),
             .steps = st->steps, .loss = st->train_loss,
             .accuracy = st->train_acc, .has_val = st->has_test,
             .val_loss = st->test_loss, .val_accuracy = st->test_acc,
@@ -311,10 +312,12 @@ static int finish_epoch(strata__run_t *run, const strata__epoch_stats_t *st)
 static void progress_init(strata__run_t *run)
 {
     const strata__train_cfg_t *t = &run->s->train;
-    /* Only the chief speaks; the other tasks report errors only. */
+    /* Only the chief speaks; the other tasks report errors only. The
+     * header counts the epochs the run touches (max_steps may end it
+     * inside an earlier one). */
     strata__progress_init(&run->progress, run->ctx,
                           run->chief ? t->progress : STRATA__PROGRESS_NONE,
-                          (int)t->epochs);
+                          strata__run_epochs(run));
 }
 
 /* Steps between two checks for a stop request: short enough that a
@@ -469,13 +472,29 @@ static int train_epochs(strata__run_t *run, strata__resume_t *at)
         rc = world_sum(run, &loss, &correct, run->elastic ? &samples : NULL);
         if (run->elastic)
             n = samples > 0 ? (double)samples : 1.0;
+        /* A whole epoch, or the run's last step (max_steps): validated,
+         * watched by the monitor, and checkpointed when due; the end of
+         * the run (its last step, early stopping) always is. */
         int whole = step == run->epoch_step0 + full;
-        if (rc == STRATA_OK && t->eval && whole)
+        int last = step >= strata__run_last_step(run);
+        if (run->elastic && t->elastic_batch == STRATA__BATCH_PER_WORKER)
+            last = (whole && e + 1 == t->epochs) || /* steps follow workers */
+                   (t->max_steps > 0 && step >= t->max_steps);
+        int val = t->eval && (whole || last);
+        int best = 0;
+        if (rc == STRATA_OK && val)
             rc = evaluate(run, &vloss, &vacc);
-        if (rc == STRATA_OK && whole && checkpointing(run) &&
-            (stop || e + 1 == t->epochs ||
+        if (rc == STRATA_OK && val)
+            rc = strata__run_monitor(run, e + 1, vloss, vacc, &best);
+        int end = last || run->halt;
+        if (rc == STRATA_OK && (whole || end) && checkpointing(run) &&
+            (stop || end ||
              (ck->every_epochs > 0 && (e + 1) % ck->every_epochs == 0)))
-            rc = strata__checkpoint_save(run, e + 1, 0, step);
+            rc = whole ? strata__checkpoint_save(run, e + 1, 0, step)
+                       : strata__checkpoint_save(run, e, steps, step);
+        if (rc == STRATA_OK && best)
+            rc = whole ? strata__checkpoint_save_best(run, e + 1, 0, step)
+                       : strata__checkpoint_save_best(run, e, steps, step);
         if (rc != STRATA_OK) {
             fail(run, rc);
             break;
@@ -485,7 +504,7 @@ static int train_epochs(strata__run_t *run, strata__resume_t *at)
             .train_acc = (double)correct / n, .test_loss = vloss,
             .test_acc = vacc, .seconds = run->epoch_secs,
             .samples_per_s = run->epoch_secs > 0 ? n / run->epoch_secs : 0.0,
-            .has_test = t->eval && whole,
+            .has_test = val,
         };
         rc = finish_epoch(run, &st);
         if (rc != STRATA_OK)
@@ -494,6 +513,10 @@ static int train_epochs(strata__run_t *run, strata__resume_t *at)
         run->done_batch = run->done_pos = 0;
         if (stop) {
             return stopped(run, step);
+        }
+        if (run->halt) {
+            strata__run_halt_line(run, e + 1);
+            break;
         }
     }
     return atomic_load(&run->rc);
@@ -615,7 +638,19 @@ int strata__host_report(strata_ctx_t *ctx, const strata_report_t *r)
             .samples_per_s = r->seconds > 0 ? n / r->seconds : 0.0,
             .has_test = r->has_val,
         };
-        return finish_epoch(run, &st);
+        /* The monitor decides here; the epoch's boundary() acts on it
+         * (the best checkpoint) and training_done() tells the strategy. */
+        int best = 0;
+        int rc = r->has_val ? strata__run_monitor(run, r->epoch + 1,
+                                                  r->val_loss, r->val_acc,
+                                                  &best)
+                            : STRATA_OK;
+        run->best_due = best;
+        if (rc == STRATA_OK)
+            rc = finish_epoch(run, &st);
+        if (rc == STRATA_OK && run->halt)
+            strata__run_halt_line(run, r->epoch + 1);
+        return rc;
     }
     default:
         return STRATA_EINVAL;
@@ -647,17 +682,28 @@ int strata__host_boundary(strata_ctx_t *ctx, int32_t epoch, int64_t batch,
         return STRATA_ESTATE;
     const strata__checkpoint_cfg_t *ck = &run->s->checkpoint;
     int stop = atomic_load(&run->ctx->stop) != 0;
+    /* The end of the run (its last step, early stopping) is checkpointed
+     * too. */
     int due = stop || strata__host_boundary_due(ctx, epoch, batch, step) ||
-              (batch == 0 && epoch > 0 &&
-               (epoch == run->s->train.epochs ||
-                (ck->every_epochs > 0 && epoch % ck->every_epochs == 0)));
+              (batch == 0 && ck->every_epochs > 0 && epoch > 0 &&
+               epoch % ck->every_epochs == 0) ||
+              step >= strata__run_last_step(run) || run->halt;
     int rc = STRATA_OK;
     if (due && checkpointing(run) && step != run->last_boundary) {
         rc = strata__checkpoint_save(run, epoch, batch, step);
         if (rc == STRATA_OK)
             run->last_boundary = step;
     }
+    if (rc == STRATA_OK && run->best_due && checkpointing(run))
+        rc = strata__checkpoint_save_best(run, epoch, batch, step);
+    run->best_due = 0;
     return rc == STRATA_OK && stop ? stopped(run, step) : rc;
+}
+
+int strata__host_training_done(strata_ctx_t *ctx)
+{
+    strata__run_t *run = run_of(ctx);
+    return run && run->halt;
 }
 
 /* The strategy drives this task (ps server, coordinator); ENOTSUP: it

@@ -31,6 +31,8 @@ int cli_nodes_first(const cli_nodes_t *n);
 /* In a child, before exec: torchrun's variables for worker `index`; the
  * sources that would win over them cleared. 0 or -1. */
 int cli_nodes_env(const cli_nodes_t *n, int index);
+/* strata compare [...]: returns the process exit code. */
+int cli_compare(int argc, char **argv);
 
 /* strata keygen [...]: returns the process exit code. */
 int cli_keygen(int argc, char **argv);

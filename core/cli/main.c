@@ -26,6 +26,7 @@ static const char *const k_usage =
     "            seeds' MLP, MirroredStrategy on one replica per core)\n"
     "  launch    start a job of several tasks (workers, ps) on this machine,\n"
     "            or with --nnodes one launch per machine\n"
+    "  compare   run one job under several strategies and compare them\n"
     "  keygen    make the CURVE keys of a job's tasks ([security] keys)\n"
     "  plugins   list the strategy and transport plugins on the search path\n"
     "  eval      evaluate a checkpoint on the test set\n"
@@ -341,6 +342,8 @@ int main(int argc, char **argv)
         return cmd_train(argc - 2, argv + 2);
     if (!strcmp(cmd, "launch"))
         return cli_launch(argc - 2, argv + 2);
+    if (!strcmp(cmd, "compare"))
+        return cli_compare(argc - 2, argv + 2);
     if (!strcmp(cmd, "keygen"))
         return cli_keygen(argc - 2, argv + 2);
     if (!strcmp(cmd, "plugins"))

@@ -80,7 +80,7 @@ extern "C" {
  * task of rank 0: GET at a host->boundary() it called, SET before drive(). */
 #define STRATA_CTL_STATE_GET 4
 #define STRATA_CTL_STATE_SET 5
-/* Strategy, elastic jobs (ABI 2.2): re-form the world. The core calls it
+/* Strategy, elastic jobs (ABI 2.3): re-form the world. The core calls it
  * on the main thread, between steps, after a collective failed because a
  * member was lost (STRATA_EPEER, STRATA_ETIMEDOUT) or at a step boundary
  * where every member agreed that a resize is due (a worker joins). arg =

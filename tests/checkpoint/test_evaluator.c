@@ -13,6 +13,9 @@
  *   - an empty directory and [evaluator] timeout_s = 1: one error naming
  *     timeout_s, non-zero exit, within seconds;
  *   - SIGTERM while waiting: it stops promptly;
+ *   - training stopped early (early stopping after epoch 2 of 3): its
+ *     final checkpoint says so (strata.final) and the evaluator exits 0
+ *     after scoring it, rather than waiting for step 48;
  *   - with [train] tensorboard, its scores read back with TensorBoard's
  *     reader from DIR/evaluation at the training steps (eval_tb.py; that
  *     check is skipped without the tensorboard package). */
@@ -189,6 +192,33 @@ static void test_after(const char *script)
     free(r);
 }
 
+static void test_early_stop(void)
+{
+    reset_dir();
+    char ck[400], ecsv[400];
+    set_kv(ck, sizeof ck, "checkpoint.dir", g_ckdir);
+    set_kv(ecsv, sizeof ecsv, "evaluator.metrics_csv", g_eval_csv);
+    spawn_child_t ev, tr;
+    start(&ev, (char *const[]){ COMMON, "--set", ck, "--set", ecsv,
+                                "--set", "evaluator.poll_ms=20",
+                                "--task", "evaluator:0", NULL });
+    start(&tr, (char *const[]){ COMMON, "--set", ck, "--set",
+                                "train.early_stopping_patience=1", "--set",
+                                "train.early_stopping_min_delta=10",
+                                "--task", "worker:0", NULL });
+    CHECKF(finish(&tr, 180) == 0 && strstr(g_out, "early stopping after "
+                                           "epoch 2"), "trainer: %s%s", g_out,
+           g_err);
+    int code = finish(&ev, 60);
+    CHECKF(code == 0 && strstr(g_out, "evaluator: done"), "evaluator exit "
+           "%d: %s%s", code, g_out, g_err);
+    char rows[16][256];
+    int n = csv_rows(g_eval_csv, rows, 16);
+    long long step = 0;
+    CHECKF(n >= 1 && n <= 2 && sscanf(rows[n - 1], "%lld", &step) == 1 &&
+           step == 2 * (LIMIT / BATCH), "%d rows, last step %lld", n, step);
+}
+
 static void test_errors(void)
 {
     spawn_child_t ev;
@@ -236,6 +266,7 @@ int main(int argc, char **argv)
              spawn_free_port());
     test_alongside();
     test_after(argv[1]);
+    test_early_stop();
     test_errors();
     tmp_cleanup();
     return CHECK_DONE();

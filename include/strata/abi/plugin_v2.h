@@ -48,7 +48,7 @@ extern "C" {
  * returns. Pass it, unchanged, as the first argument of every host call. */
 typedef struct strata_hctx strata_hctx_t;
 
-/* One generation of an elastic job's membership (ABI 2.2): the workers
+/* One generation of an elastic job's membership (ABI 2.3): the workers
  * that train together now, what host->membership() returns. Owned by the
  * core: the arrays stay valid until the next membership() call or fini(). */
 typedef struct strata_membership {
@@ -163,7 +163,30 @@ typedef struct strata_host_v2 {
     int  (*boundary)(strata_hctx_t *hc, int32_t epoch, int64_t batch,
                      int64_t step);
 
-    /* ---- ABI 2.2: STRATA_HAS_FIELD(strata_host_v2_t, host, membership) -- */
+    /* ---- appended in 2.2 (check with STRATA_HAS_FIELD) -------------------- */
+    /* [optimizer] clip_norm: global gradient-norm clipping after the reduce
+     * (tf.clip_by_global_norm), where a strategy holds the reduced gradient
+     * of every variable of a step, in one buffer or in parts (one per
+     * thread). grad_sumsq() sets *sumsq to the sum of the squares of the n
+     * floats of g on `device` (in index order, in double: equal bytes give
+     * an equal sum on every replica) and returns 1; it returns 0 at once,
+     * computing nothing, when clipping is off: there is nothing to clip.
+     * grad_clip() scales g in place by clip_norm / max(norm, clip_norm),
+     * norm = sqrt(sumsq) with sumsq the sum over the WHOLE gradient of the
+     * step (its parts' sums added in a fixed order), so that every replica
+     * given the same gradient clips it alike. Both complete on return. */
+    int  (*grad_sumsq)(strata_hctx_t *hc, int32_t device, size_t n,
+                       const float *g, double *sumsq);
+    int  (*grad_clip)(strata_hctx_t *hc, int32_t device, size_t n, float *g,
+                      double sumsq);
+    /* For a strategy that drives the job: 1 when the core has ended the
+     * training early (early stopping, [train] early_stopping_patience,
+     * decided at the EPOCH_END report before): run no further epoch and
+     * finish the job as after its last one -- it is done, not stopped on
+     * request; 0 otherwise. Main thread, after the epoch's boundary(). */
+    int  (*training_done)(strata_hctx_t *hc);
+
+    /* ---- ABI 2.3: STRATA_HAS_FIELD(strata_host_v2_t, host, membership) -- */
     /* Elastic jobs: join the next generation of the job's membership and
      * return it in *out (set out->struct_size first). `committed`: the
      * steps this process has applied (-1: it holds no state yet). Blocks

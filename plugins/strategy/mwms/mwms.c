@@ -154,7 +154,7 @@ static int join(mwms_t *m, int64_t committed)
     const strata_host_v2_t *h = m->rs.host;
     if (!STRATA_HAS_FIELD(strata_host_v2_t, h, membership) || !h->membership) {
         h->log(m->rs.hc, STRATA_LOG_ERROR, "mwms", "[strategy.mwms] elastic "
-               "= true needs a core of plugin ABI 2.2 or later");
+               "= true needs a core of plugin ABI 2.3 or later");
         return STRATA_ECONFIG;
     }
     m->gen = (strata_membership_t){ .struct_size = sizeof m->gen };

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ps.h"
+#include "../common/replicas.h"
 
 static const strata_option_t ps_options[] = {
     { .key = "partitioner", .type = STRATA_OPT_STRING, .def = "",
@@ -210,7 +211,11 @@ static int ps_create_var(void *pctx, strata_var_t *var)
     return STRATA_OK;
 }
 
-/* Worker replicas: reduce in process, then replica 0 pushes. */
+/* Worker replicas: reduce in process, then replica 0 pushes. With
+ * [optimizer] clip_norm each push is clipped to the global norm of the
+ * worker's gradient of its step (every variable, before it is split over
+ * the ps tasks): the ps apply pushes one by one, so a push is what a
+ * synchronous strategy's reduced gradient is. */
 static int ps_reduce(void *pctx, strata_op_t *op)
 {
     ps_t *p = pctx;
@@ -219,6 +224,8 @@ static int ps_reduce(void *pctx, strata_op_t *op)
     strata_op_t t = *op;
     t.reduce_op = STRATA_REDUCE_MEAN;
     int rc = p->local ? p->host->t_reduce(p->hc, p->local, &t) : STRATA_OK;
+    if (rc == STRATA_OK && op->slot == 0)
+        rc = replicas_clip(p->host, p->hc, t.device, t.count, t.buf);
     if (rc == STRATA_OK && op->slot == 0)
         rc = ps_worker_push(p, &t);
     return rc;

@@ -1,0 +1,69 @@
+/* Sharded optimizer state for mirrored replicas of one process: ZeRO
+ * stage 1 without a transport collective, as local.so does its all-reduce.
+ *
+ * Replica r owns the elements [shard[r], shard[r + 1]) of the flat layout
+ * (16-float lines, replicas.c) and the optimizer state of those only. A
+ * step:
+ *   reduce  every replica publishes its gradient buffer; once all are
+ *           there (barrier), replica r sums its shard of all of them, in
+ *           replica order, into replica 0's buffer and scales it for MEAN
+ *           -- the reduce-scatter, with exactly local.so's arithmetic
+ *           (host->sum, host->scale), so the same bits;
+ *   update  replica r steps its shard of its own copy with its shard's
+ *           optimizer (the same element-wise kernel on the same inputs as
+ *           an unsharded step: the same bits), copies the shard into every
+ *           other replica's copy -- the all-gather -- and waits for the
+ *           others (barrier): then every copy is whole, bitwise equal, and
+ *           nobody reads another's gradients any more.
+ * Two barriers per step, as local.so's all-reduce; each replica does 1/n
+ * of the optimizer's work and holds 1/n of its state. The replicas read
+ * each other's memory, so every replica must be on a CPU device. */
+#include "replicas.h"
+
+static int barrier(replicas_t *rs, strata_transport_t *t, int slot)
+{
+    return rs->n > 1 ? rs->host->t_ctl(rs->hc, t, STRATA_CTL_BARRIER, &slot)
+                     : STRATA_OK;
+}
+
+int replicas_shard_reduce(replicas_t *rs, strata_transport_t *t,
+                          const strata_op_t *op, int mean)
+{
+    const int n = rs->n, me = op->slot;
+    if (me < 0 || me >= n || op->count != rs->count || !rs->shard)
+        return STRATA_EINVAL;
+    rs->grads[me] = op->buf;
+    int rc = barrier(rs, t, me);
+    size_t lo = rs->shard[me], len = rs->shard[me + 1] - lo;
+    if (rc != STRATA_OK || len == 0)
+        return rc;
+    const float *srcs[n];
+    for (int r = 0; r < n; r++)
+        srcs[r] = rs->grads[r] + lo;
+    rc = rs->host->sum(rs->hc, op->device, len, rs->grads[0] + lo, srcs, n);
+    if (rc == STRATA_OK && mean)
+        rc = rs->host->scale(rs->hc, op->device, len, 1.0f / (float)n,
+                             rs->grads[0] + lo);
+    return rc;
+}
+
+int replicas_shard_update(replicas_t *rs, strata_transport_t *t,
+                          const strata_op_t *op)
+{
+    const int n = rs->n, me = op->slot;
+    if (me < 0 || me >= n || !rs->shard)
+        return STRATA_EINVAL;
+    size_t lo = rs->shard[me], len = rs->shard[me + 1] - lo;
+    /* Stepped even when empty: every shard counts the same steps (Adam's
+     * bias correction; the checkpoint's step count). */
+    int rc = rs->host->opt_step(rs->hc, rs->opt[me], rs->slab[me] + lo,
+                                rs->grads[0] + lo, len, op->lr);
+    for (int r = 0; rc == STRATA_OK && len > 0 && r < n; r++)
+        if (r != me)
+            rc = rs->host->copy(rs->hc, rs->devices[r], rs->slab[r] + lo,
+                                rs->devices[me], rs->slab[me] + lo,
+                                len * sizeof(float));
+    /* On failure the core aborts the step (ctl ABORT), which wakes the
+     * replicas waiting here. */
+    return rc == STRATA_OK ? barrier(rs, t, me) : rc;
+}
