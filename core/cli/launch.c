@@ -72,7 +72,7 @@ static void on_signal(int sig)
 
 static const char *const k_usage =
     "usage: strata launch [-n WORKERS | --workers N] [--ps M] [--chief]\n"
-    "                     [--max-restarts R] [--elastic MIN:MAX]\n"
+    "                     [--evaluator] [--max-restarts R] [--elastic MIN:MAX]\n"
     "                     [-c FILE] [--set SECTION.KEY=VALUE]...\n"
     "       strata launch --nnodes N --node-rank K --rendezvous HOST:PORT -n M ...\n"
     "\n"
@@ -106,10 +106,14 @@ static const char *const k_usage =
     "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR/PORT; rank 0 (node\n"
     "0) serves the rendezvous at exactly HOST:PORT. Workers only; the job's\n"
     "keys ([security] keys) must be shared by every machine.\n"
+    "With --evaluator, a sidecar evaluator task scores each new checkpoint of\n"
+    "[checkpoint] dir; its failure is reported and becomes launch's exit\n"
+    "code, but never stops training.\n"
     "\n"
     "  -n, --workers N      worker tasks (default 2)\n"
     "      --ps M           parameter-server tasks (default 0)\n"
     "      --chief          a separate chief (coordinator) task\n"
+    "      --evaluator      a sidecar evaluator task (needs [checkpoint] dir)\n"
     "      --max-restarts R restarts of a failed job (default 0)\n"
     "      --elastic MIN:MAX an elastic mwms job of MIN to MAX workers\n"
     "      --nnodes N       machines in the job, one launch on each\n"
@@ -152,11 +156,11 @@ static int put(char *out, size_t cap, size_t *at, const char *fmt, ...)
 /* TensorFlow's TF_CONFIG for task `self` of the job. */
 static int tf_config(const child_t *c, int n, int self, char *out, size_t cap)
 {
-    static const char *const types[] = { "chief", "worker", "ps" };
+    static const char *const types[] = { "chief", "worker", "ps", "evaluator" };
     size_t at = 0;
     int rc = put(out, cap, &at, "{\"cluster\": {");
     int lists = 0;
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 4; t++) {
         int members = 0;
         for (int i = 0; i < n; i++) {
             if (strcmp(c[i].type, types[t]) != 0)
@@ -330,7 +334,7 @@ static int worker_down(child_t *ci, int ec, const plan_t *pl, int over)
  * for good does not count. */
 static int supervise(child_t *c, int n, const plan_t *pl)
 {
-    int code = 0, alive = n, stopping = 0, due = 0, over = 0;
+    int code = 0, alive = n, stopping = 0, due = 0, over = 0, eval_code = 0;
     double stop_at = 0; /* when set: SIGKILL the rest at this time */
     while (alive > 0 || due) {
         struct pollfd pfd[2 * MAX_TASKS + ESVC_MAX_FDS];
@@ -395,6 +399,13 @@ static int supervise(child_t *c, int n, const plan_t *pl)
                 due |= c[i].restart_at > 0;
                 continue;
             }
+            /* The sidecar evaluator watches; training never waits for it. */
+            if (ec != 0 && !strcmp(c[i].type, "evaluator")) {
+                fprintf(stderr, "[launch] %s failed (exit %d); training goes "
+                        "on without it\n", c[i].name, ec);
+                eval_code = ec;
+                continue;
+            }
             if (ec != 0 && code == 0) {
                 code = ec;
                 if (!stopping) {
@@ -433,7 +444,7 @@ static int supervise(child_t *c, int n, const plan_t *pl)
         for (int w = 0; w < 2; w++)
             while (c[i].fd[w] >= 0)
                 drain(&c[i], w);
-    return code;
+    return code ? code : eval_code;
 }
 
 /* One start of the whole job on fresh ports: every task started, supervised
@@ -520,7 +531,8 @@ static int parse_count(const char *flag, const char *v, int *out)
 
 int cli_launch(int argc, char **argv)
 {
-    int workers = 2, ps = 0, chief = 0, restarts = 0, emin = 0, emax = 0;
+    int workers = 2, ps = 0, chief = 0, evaluator = 0, restarts = 0;
+    int emin = 0, emax = 0;
     int given_n = 0, nodes_arg;
     /* argv of every child: strata train [-c FILE] [--set K=V]... */
     char **targv = calloc((size_t)argc + 9, sizeof *targv);
@@ -551,6 +563,8 @@ int cli_launch(int argc, char **argv)
                 goto usage;
         } else if (!strcmp(a, "--chief")) {
             chief = 1;
+        } else if (!strcmp(a, "--evaluator")) {
+            evaluator = 1;
         } else if ((nodes_arg = cli_nodes_arg(&g_nodes, argc, argv, &i))) {
             if (nodes_arg < 0)
                 goto usage;
@@ -584,7 +598,13 @@ int cli_launch(int argc, char **argv)
             return 2;
         }
     }
-    int n = chief + workers + ps;
+    if (evaluator && g_nodes.nnodes > 1) {
+        fprintf(stderr, "strata: launch: --evaluator runs with a one-machine "
+                "job; across machines start it with [cluster]/TF_CONFIG and "
+                "--task evaluator:0\n");
+        goto usage;
+    }
+    int n = chief + workers + ps + evaluator;
     if (workers + chief < 1 || n > MAX_TASKS) {
         fprintf(stderr, "strata: launch: need at least one worker (or "
                 "--chief), at most %d tasks in all\n", MAX_TASKS);
@@ -605,6 +625,8 @@ int cli_launch(int argc, char **argv)
             c[k].index = cli_nodes_first(&g_nodes) + i;
     for (int i = 0; i < ps; i++, k++)
         snprintf(c[k].type, sizeof c[k].type, "ps"), c[k].index = i;
+    if (evaluator)
+        snprintf(c[k].type, sizeof c[k].type, "evaluator"), c[k].index = 0;
     for (int i = 0; i < n; i++)
         snprintf(c[i].name, sizeof c[i].name, "%s:%d", c[i].type, c[i].index);
     struct sigaction sa = { .sa_handler = on_signal };
