@@ -35,7 +35,8 @@ int replicas_init_sharded(replicas_t *rs, const strata_host_v2_t *host,
     if (rc == STRATA_OK && sharded && rs->n > 1) {
         rs->shard = calloc((size_t)rs->n + 1, sizeof *rs->shard);
         rs->grads = calloc((size_t)rs->n, sizeof *rs->grads);
-        if (!rs->shard || !rs->grads)
+        rs->sumsq = calloc((size_t)rs->n, sizeof *rs->sumsq);
+        if (!rs->shard || !rs->grads || !rs->sumsq)
             rc = STRATA_ENOMEM;
         for (int r = 0; rc == STRATA_OK && r <= rs->n; r++)
             rs->shard[r] = shard_lo(rs->count, rs->n, r);
@@ -65,6 +66,8 @@ void replicas_fini(replicas_t *rs)
     free(rs->slab);
     free(rs->shard);
     free(rs->grads);
+    free(rs->sumsq);
+    rs->sumsq = NULL;
     rs->opt = NULL;
     rs->slab = NULL;
     rs->shard = NULL;

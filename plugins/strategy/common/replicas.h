@@ -20,6 +20,7 @@ typedef struct replicas {
      * of elements [shard[r], shard[r + 1]) only. NULL: opt[r] covers all. */
     size_t                 *shard;
     float                 **grads;   /* sharded: the gradients of the step  */
+    double                 *sumsq;   /* sharded: each shard's, to clip      */
 } replicas_t;
 
 int  replicas_init(replicas_t *rs, const strata_host_v2_t *host,

@@ -9,9 +9,16 @@
  *           replica order, into replica 0's buffer and scales it for MEAN
  *           -- the reduce-scatter, with exactly local.so's arithmetic
  *           (host->sum, host->scale), so the same bits;
- *   update  replica r steps its shard of its own copy with its shard's
- *           optimizer (the same element-wise kernel on the same inputs as
- *           an unsharded step: the same bits), copies the shard into every
+ *   update  with [optimizer] clip_norm, replica r measures its shard of
+ *           the summed gradient, all meet, and each clips its shard by the
+ *           total of every shard's, added in replica order (as central.so
+ *           does: the same figure everywhere, but not the bits of the one
+ *           pass over the whole gradient an unsharded replica makes, so
+ *           clipped runs agree with unsharded ones to rounding, not bit
+ *           for bit); then replica r steps its shard of its own copy with
+ *           its shard's optimizer (the same element-wise kernel on the
+ *           same inputs as an unsharded step: the same bits -- weight
+ *           decay included), copies the shard into every
  *           other replica's copy -- the all-gather -- and waits for the
  *           others (barrier): then every copy is whole, bitwise equal, and
  *           nobody reads another's gradients any more.
@@ -47,6 +54,28 @@ int replicas_shard_reduce(replicas_t *rs, strata_transport_t *t,
     return rc;
 }
 
+/* [optimizer] clip_norm: the shard measured, all meet, the shard clipped
+ * by the sum of every shard's in replica order. Nobody overwrites its
+ * sumsq[] before all have read it: the update's last barrier is between. */
+static int clip_shard(replicas_t *rs, strata_transport_t *t, int me,
+                      int32_t device, size_t lo, size_t len)
+{
+    const strata_host_v2_t *h = rs->host;
+    if (!STRATA_HAS_FIELD(strata_host_v2_t, h, grad_clip))
+        return STRATA_OK; /* a core before ABI 2.2 has no clip_norm */
+    int rc = h->grad_sumsq(rs->hc, device, len, rs->grads[0] + lo,
+                           &rs->sumsq[me]);
+    if (rc != 1)
+        return rc; /* 0: clipping is off, for every replica alike */
+    rc = barrier(rs, t, me);
+    double total = 0.0;
+    for (int r = 0; r < rs->n; r++)
+        total += rs->sumsq[r];
+    return rc == STRATA_OK ? h->grad_clip(rs->hc, device, len,
+                                          rs->grads[0] + lo, total)
+                           : rc;
+}
+
 int replicas_shard_update(replicas_t *rs, strata_transport_t *t,
                           const strata_op_t *op)
 {
@@ -54,9 +83,11 @@ int replicas_shard_update(replicas_t *rs, strata_transport_t *t,
     if (me < 0 || me >= n || !rs->shard)
         return STRATA_EINVAL;
     size_t lo = rs->shard[me], len = rs->shard[me + 1] - lo;
+    int rc = clip_shard(rs, t, me, op->device, lo, len);
     /* Stepped even when empty: every shard counts the same steps (Adam's
      * bias correction; the checkpoint's step count). */
-    int rc = rs->host->opt_step(rs->hc, rs->opt[me], rs->slab[me] + lo,
+    if (rc == STRATA_OK)
+        rc = rs->host->opt_step(rs->hc, rs->opt[me], rs->slab[me] + lo,
                                 rs->grads[0] + lo, len, op->lr);
     for (int r = 0; rc == STRATA_OK && len > 0 && r < n; r++)
         if (r != me)
