@@ -22,7 +22,8 @@
  *           other replica's copy -- the all-gather -- and waits for the
  *           others (barrier): then every copy is whole, bitwise equal, and
  *           nobody reads another's gradients any more.
- * Two barriers per step, as local.so's all-reduce; each replica does 1/n
+ * Two barriers per step, as local.so's all-reduce (three with clip_norm);
+ * each replica does 1/n
  * of the optimizer's work and holds 1/n of its state. The replicas read
  * each other's memory, so every replica must be on a CPU device. */
 #include "replicas.h"
