@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +240,49 @@ static int start_child(child_t *c, int n, int self, char **train_argv)
 }
 
 /* Read what a child wrote and print whole lines with its name in front. */
+/* Error and warning lines already printed, by their text without the task
+ * prefix: a bad setting that every task reports (a plugin's key, checked
+ * in each task) is printed once, with the first task's name; the same line
+ * from the other tasks is counted and said once at the end. A task's own
+ * repeats are all printed. */
+#define SEEN_MAX 256
+static struct { uint64_t hash; const child_t *by; } g_seen[SEEN_MAX];
+static int g_nseen, g_repeats;
+
+static uint64_t fnv1a(const char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+    return h;
+}
+
+static int repeated(const child_t *c, const char *line, size_t n)
+{
+    if (!memmem(line, n, ": error: ", 9) && !memmem(line, n, ": warning: ", 11))
+        return 0;
+    uint64_t h = fnv1a(line, n);
+    for (int i = 0; i < g_nseen; i++)
+        if (g_seen[i].hash == h) {
+            if (g_seen[i].by == c)
+                return 0;
+            g_repeats++;
+            return 1;
+        }
+    if (g_nseen < SEEN_MAX) {
+        g_seen[g_nseen].hash = h;
+        g_seen[g_nseen++].by = c;
+    }
+    return 0;
+}
+
+static void emit(const child_t *c, FILE *to, const char *line, size_t n)
+{
+    if (to == stderr && repeated(c, line, n))
+        return;
+    fprintf(to, "[%s] %.*s\n", c->name, (int)n, line);
+}
+
 static void drain(child_t *c, int which)
 {
     FILE *to = which == 0 ? stdout : stderr;
@@ -247,7 +291,7 @@ static void drain(child_t *c, int which)
                      sizeof c->buf[which] - 1 - c->len[which]);
     if (n <= 0) {
         if (c->len[which] > 0)
-            fprintf(to, "[%s] %.*s\n", c->name, (int)c->len[which], buf);
+            emit(c, to, buf, c->len[which]);
         c->len[which] = 0;
         close(c->fd[which]);
         c->fd[which] = -1;
@@ -257,12 +301,12 @@ static void drain(child_t *c, int which)
     size_t start = 0;
     for (size_t i = 0; i < c->len[which]; i++)
         if (buf[i] == '\n' || buf[i] == '\r') {
-            fprintf(to, "[%s] %.*s\n", c->name, (int)(i - start), buf + start);
+            emit(c, to, buf + start, i - start);
             start = i + 1;
         }
     /* A line longer than the buffer is printed in pieces. */
     if (start == 0 && c->len[which] == sizeof c->buf[which] - 1) {
-        fprintf(to, "[%s] %.*s\n", c->name, (int)c->len[which], buf);
+        emit(c, to, buf, c->len[which]);
         start = c->len[which];
     }
     memmove(buf, buf + start, c->len[which] - start);
@@ -310,7 +354,8 @@ static int worker_down(child_t *ci, int ec, const plan_t *pl, int over)
     /* An elastic job: any worker, until training is over, unless what
      * failed would fail again (its configuration, a plugin). */
     int alone = pl->svc ? !over && restartable(ec)
-                        : pl->by_role && !coordinates(ci, pl);
+                        : pl->by_role && !coordinates(ci, pl) &&
+                              ec != 2 && ec != 3; /* would fail again */
     if (!alone || strcmp(ci->type, "worker") != 0 || g_stopped)
         return 0;
     if (ci->restarts < pl->max_restarts) {
@@ -665,6 +710,10 @@ int cli_launch(int argc, char **argv)
         fprintf(stderr, "[launch] restart %d/%d: the job failed (exit %d); "
                 "starting every task again\n", attempt + 1, restarts, code);
     }
+    if (g_repeats > 0)
+        fprintf(stderr, "[launch] %d error or warning line%s that other "
+                "tasks had printed already not shown again\n", g_repeats,
+                g_repeats == 1 ? "" : "s");
     /* 75: stopped on request with a checkpoint (strata train's code). */
     printf("[launch] %s: %d task%s, exit %d\n",
            code == 75 ? "stopped, run it again to resume" : code ? "failed"

@@ -201,6 +201,13 @@ typedef struct strata_host_v2 {
      * generation it joined last. */
     int  (*membership)(strata_hctx_t *hc, int64_t committed, int timeout_ms,
                        strata_membership_t *out);
+    /* Where a config value came from, for a plugin's own error messages:
+     * "job.ini:12", "--set", "STRATA_STRATEGY_PARTITIONER"; NULL when the
+     * key is not set (its default is in use). The string is the core's,
+     * valid until fini(). Any thread. Check with STRATA_HAS_FIELD
+     * (strata_host_v2_t, host, cfg_origin). */
+    const char *(*cfg_origin)(strata_hctx_t *hc, const char *section,
+                              const char *key);
 } strata_host_v2_t;
 
 /* The vtable a plugin exports as `strata_plugin_v2`. Every entry but init
