@@ -158,6 +158,10 @@ int strata__ckpt_rotate(const char *dir, int keep);
 int strata__ckpt_latest(const char *dir, strata__ckpt_t **out, char *path_out,
                         size_t len);
 
+/* The step in the name of dir's newest checkpoint file, without reading it
+ * (a cheap look for a watcher). STRATA_ENOENT (no log) when there is none. */
+int strata__ckpt_newest_step(const char *dir, int64_t *step);
+
 /* `strata inspect PATH`: read (fully validated) and print the tensors (name,
  * dtype, shape, bytes, and min/max/mean of float tensors) and the metadata
  * to `f`. Returns what strata__ckpt_read returns. */

@@ -189,6 +189,18 @@ int strata__ckpt_rotate(const char *dir, int keep)
     return rc ? rc : rc2;
 }
 
+int strata__ckpt_newest_step(const char *dir, int64_t *step)
+{
+    struct ent *v;
+    int n, rc = list_dir(dir, 0, &v, &n);
+    if (rc == STRATA_OK && n == 0)
+        rc = STRATA_ENOENT;
+    if (rc == STRATA_OK)
+        *step = v[0].step;
+    ents_free(v, n);
+    return rc;
+}
+
 int strata__ckpt_latest(const char *dir, strata__ckpt_t **out, char *path_out,
                         size_t len)
 {

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -51,6 +52,15 @@ const strata_option_t strata__cluster_options[] = {
     { "slurm_ps", STRATA_OPT_INT, 0, "0", offsetof(C, slurm_ps), 0,
       STRATA_MAX_TASKS - 1, NULL,
       "SLURM: how many tasks, the first ones, are parameter servers" },
+    STR("rendezvous", rendezvous,
+        "torchrun, Open MPI: host:port where rank 0 serves the rendezvous "
+        "(a free port of its node); empty = torchrun's MASTER_ADDR:"
+        "MASTER_PORT (+1 under torchrun's agent store), or for Open MPI on "
+        "one node a local socket"),
+    { "rendezvous_timeout_s", STRATA_OPT_FLOAT, 0, "300",
+      offsetof(C, rendezvous_timeout_s), 0.1, 86400, NULL,
+      "how long, in seconds, the rendezvous waits for every task to "
+      "register and for the table" },
     { 0 }
 };
 #undef STR
@@ -118,6 +128,12 @@ static int parse_long(const char *s, long lo, long hi, long *out)
         return -1;
     *out = (long)v;
     return 0;
+}
+
+/* Python's str(True), and the usual spellings of yes. */
+static int is_true(const char *s)
+{
+    return !strcmp(s, "True") || !strcmp(s, "true") || !strcmp(s, "1");
 }
 
 static int host_char(char ch)
@@ -528,7 +544,117 @@ static int from_tf_config(build_t *b, const char *text)
     return rc;
 }
 
-/* ---- 4. SLURM ------------------------------------------------------------------- */
+/* ---- 4. Open MPI ---------------------------------------------------------------- */
+
+/* The rendezvous of an mpirun job whose ranks all run on this node: an
+ * abstract Unix socket (no file to clean up), named after this user and the
+ * job (PMIX_NAMESPACE, else OMPI_MCA_ess_base_jobid, hashed), so that two
+ * jobs or two users never meet. */
+static int mpi_local_rendezvous(char *const *envp, char *out, size_t n)
+{
+    const char *job = env_get(envp, "PMIX_NAMESPACE");
+    if (!job || !*job)
+        job = env_get(envp, "OMPI_MCA_ess_base_jobid");
+    if (!job || !*job)
+        return -1;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *p = job; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    snprintf(out, n, "%sstrata-%u-%016llx", STRATA_RDZV_UNIX,
+             (unsigned)geteuid(), (unsigned long long)h);
+    return 0;
+}
+
+/* An optional variable of the form 0..hi; *out keeps its value when unset. */
+static int mpi_opt(char *const *envp, const char *name, long lo, long hi,
+                   long *out)
+{
+    const char *s = env_get(envp, name);
+    char cut[120];
+    if (s && parse_long(s, lo, hi, out) != 0) {
+        ERR("Open MPI: %s='%s': expected an integer in [%ld, %ld]", name,
+            clip(s, cut, sizeof cut), lo, hi);
+        return STRATA_ECONFIG;
+    }
+    return 0;
+}
+
+static int from_mpi(build_t *b, char *const *envp,
+                    const strata__cluster_cfg_t *k)
+{
+    const char *size_s = env_get(envp, "OMPI_COMM_WORLD_SIZE");
+    const char *rank_s = env_get(envp, "OMPI_COMM_WORLD_RANK");
+    const char *pmix_s = env_get(envp, "PMIX_RANK");
+    char cut[120];
+    if (!size_s && !rank_s)
+        return NOT_DEFINED;
+    long size, rank = -1, pmix = -1, lsize = 0, lrank = 0;
+    if (!size_s) {
+        ERR("Open MPI: OMPI_COMM_WORLD_RANK is set but OMPI_COMM_WORLD_SIZE "
+            "is not");
+        return STRATA_ECONFIG;
+    }
+    if (parse_long(size_s, 1, STRATA_MAX_TASKS, &size) != 0) {
+        ERR("Open MPI: OMPI_COMM_WORLD_SIZE='%s': expected an integer in "
+            "[1, %d]", clip(size_s, cut, sizeof cut), STRATA_MAX_TASKS);
+        return STRATA_ECONFIG;
+    }
+    if (!rank_s && !pmix_s) {
+        ERR("Open MPI: OMPI_COMM_WORLD_SIZE is set but neither "
+            "OMPI_COMM_WORLD_RANK nor PMIX_RANK is");
+        return STRATA_ECONFIG;
+    }
+    int rc = mpi_opt(envp, "OMPI_COMM_WORLD_RANK", 0, size - 1, &rank);
+    if (rc == 0)
+        rc = mpi_opt(envp, "PMIX_RANK", 0, size - 1, &pmix);
+    if (rc == 0)
+        rc = mpi_opt(envp, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, size, &lsize);
+    if (rc == 0)
+        rc = mpi_opt(envp, "OMPI_COMM_WORLD_LOCAL_RANK", 0,
+                     (lsize ? lsize : size) - 1, &lrank);
+    if (rc != 0)
+        return rc;
+    if (rank >= 0 && pmix >= 0 && rank != pmix) {
+        ERR("Open MPI: OMPI_COMM_WORLD_RANK=%ld but PMIX_RANK=%ld: they must "
+            "name the same process", rank, pmix);
+        return STRATA_ECONFIG;
+    }
+    char addr[MAX_ADDR + 1];
+    const char *where = k->rendezvous;
+    if (!where[0] && size > 1) {
+        if (lsize != size) {
+            if (lsize)
+                ERR("Open MPI: the %ld ranks run on several nodes "
+                    "(OMPI_COMM_WORLD_LOCAL_SIZE=%ld): set [cluster] "
+                    "rendezvous = HOST:PORT, a free port on the node of rank "
+                    "0 (mpirun -x STRATA_CLUSTER_RENDEZVOUS=HOST:PORT)", size,
+                    lsize);
+            else
+                ERR("Open MPI: OMPI_COMM_WORLD_LOCAL_SIZE is not set, so "
+                    "whether the %ld ranks share one node is unknown: set "
+                    "[cluster] rendezvous = HOST:PORT, a free port on the "
+                    "node of rank 0", size);
+            return STRATA_ECONFIG;
+        }
+        if (mpi_local_rendezvous(envp, addr, sizeof addr) != 0) {
+            ERR("Open MPI: neither PMIX_NAMESPACE nor OMPI_MCA_ess_base_jobid "
+                "names the job, so its ranks cannot meet on this node: set "
+                "[cluster] rendezvous = HOST:PORT");
+            return STRATA_ECONFIG;
+        }
+        where = addr;
+    }
+    if (where[0] && !(b->c->pub.rendezvous = strdup(where)))
+        return nomem();
+    for (long i = 0; i < size; i++)
+        if ((rc = add_task(b, T_WORKER, NULL)) != 0)
+            return rc;
+    b->self_type = T_WORKER;
+    b->self_index = rank >= 0 ? rank : pmix;
+    return 0;
+}
+
+/* ---- 5. SLURM ------------------------------------------------------------------- */
 
 typedef struct hostlist {
     char **out;
@@ -858,9 +984,10 @@ static int from_slurm(build_t *b, char *const *envp,
     return 0;
 }
 
-/* ---- 5. torchrun --------------------------------------------------------------- */
+/* ---- 6. torchrun --------------------------------------------------------------- */
 
-static int from_torchrun(build_t *b, char *const *envp)
+static int from_torchrun(build_t *b, char *const *envp,
+                         const strata__cluster_cfg_t *k)
 {
     static const char *const k_need[] = { "RANK", "WORLD_SIZE", "MASTER_ADDR",
                                           "MASTER_PORT" };
@@ -921,7 +1048,20 @@ static int from_torchrun(build_t *b, char *const *envp)
             "MASTER_PORT+%ld go above 65535", port, ws);
         return STRATA_ECONFIG;
     }
-    if (!(b->c->pub.rendezvous = strdup(addr)))
+    /* Under torchrun's static rendezvous its agent's store holds
+     * MASTER_PORT on rank 0's node: strata's rendezvous takes the next. */
+    const char *store = env_get(envp, "TORCHELASTIC_USE_AGENT_STORE");
+    if (!one_node && !k->rendezvous[0] && store && is_true(store)) {
+        if (port == 65535) {
+            ERR("torchrun: MASTER_PORT=65535 is torchrun's agent store "
+                "(TORCHELASTIC_USE_AGENT_STORE=%s) and strata's rendezvous "
+                "takes MASTER_PORT+1: choose a lower --master_port", store);
+            return STRATA_ECONFIG;
+        }
+        fmt_addr(addr, sizeof addr, v[2], port + 1);
+    }
+    if (!(b->c->pub.rendezvous = strdup(k->rendezvous[0] && !one_node
+                                            ? k->rendezvous : addr)))
         return nomem();
     for (long i = 0; i < ws; i++) {
         if (one_node)
@@ -1029,21 +1169,33 @@ int strata__cluster_resolve(const strata__cfg_t *cfg, const char *cli_task,
             " (e.g. worker:1)", clip(cli_task, cut, sizeof cut));
         return STRATA_ECONFIG;
     }
+    char why[160];
+    if (k.rendezvous[0] && check_addr(k.rendezvous, why, sizeof why) != 0) {
+        ERR("[cluster] rendezvous = '%s': %s (%s)",
+            clip(k.rendezvous, cut, sizeof cut), why,
+            origin_of(cfg, "rendezvous"));
+        return STRATA_ECONFIG;
+    }
     out->pub.struct_size = sizeof out->pub;
     out->pub.tasks = out->tasks;
+    out->rendezvous_timeout_s = k.rendezvous_timeout_s;
 
-    /* In order of precedence; the first that defines a cluster wins. */
-    static const char *const k_src[] = { "[cluster]", "TF_CONFIG", "SLURM",
-                                         "torchrun", "single" };
+    /* In order of precedence; the first that defines a cluster wins. Open
+     * MPI comes before SLURM: mpirun sets its variables for the very
+     * process it starts, while SLURM's are inherited by everything in an
+     * allocation (an sbatch script's mpirun included). */
+    static const char *const k_src[] = { "[cluster]", "TF_CONFIG", "Open MPI",
+                                         "SLURM", "torchrun", "single" };
     int used = 0;
     rc = NOT_DEFINED;
-    for (; rc == NOT_DEFINED && used < 5; used += rc == NOT_DEFINED) {
+    for (; rc == NOT_DEFINED && used < 6; used += rc == NOT_DEFINED) {
         b.src = k_src[used];
         switch (used) {
         case 0: rc = from_ini(&b, &k, cfg); break;
         case 1: rc = from_tf_config(&b, env_get(envp, "TF_CONFIG")); break;
-        case 2: rc = from_slurm(&b, envp, &k, cfg); break;
-        case 3: rc = from_torchrun(&b, envp); break;
+        case 2: rc = from_mpi(&b, envp, &k); break;
+        case 3: rc = from_slurm(&b, envp, &k, cfg); break;
+        case 4: rc = from_torchrun(&b, envp, &k); break;
         default:
             rc = add_task(&b, T_WORKER, NULL);
             b.self_type = T_WORKER;
@@ -1057,9 +1209,10 @@ int strata__cluster_resolve(const strata__cfg_t *cfg, const char *cli_task,
         return rc;
     }
     /* Lower sources that are present too are ignored: say so, quietly. */
-    static const char *const k_var[] = { NULL, "TF_CONFIG", "SLURM_PROCID",
-                                         "RANK" };
-    for (int i = used + 1; i < 4; i++)
+    static const char *const k_var[] = { NULL, "TF_CONFIG",
+                                         "OMPI_COMM_WORLD_SIZE",
+                                         "SLURM_PROCID", "RANK" };
+    for (int i = used + 1; i < 5; i++)
         if (env_get(envp, k_var[i]))
             strata__log(STRATA_LOG_DEBUG, WHO, "%s is set, ignored: the "
                         "cluster comes from %s", k_var[i], b.src);
@@ -1074,6 +1227,11 @@ void strata__cluster_free(strata__cluster_t *c)
         free((char *)c->tasks[i].address);
     free((char *)c->pub.rendezvous);
     memset(c, 0, sizeof *c);
+}
+
+int strata__cluster_check_addr(const char *addr, char *why, size_t len)
+{
+    return check_addr(addr, why, len);
 }
 
 const char *strata__task_name(const strata_task_t *t, char *buf, size_t len)

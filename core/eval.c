@@ -4,8 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
-#include "runtime.h"
+#include "eval.h"
 
 int strata_inspect(const char *path)
 {
@@ -37,69 +36,100 @@ static int load_vars(const strata__model_t *m, const strata__ckpt_t *ck,
     return STRATA_OK;
 }
 
+static void test_path(const strata__data_cfg_t *d, const char *name,
+                      char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%s%s", name[0] == '/' ? "" : d->dir,
+             name[0] == '/' ? "" : "/", name);
+}
+
+#define EVAL_ROWS 256
+
+int strata__scorer_open(strata_ctx_t *ctx, strata__scorer_t *s)
+{
+    memset(s, 0, sizeof *s);
+    const strata__data_cfg_t *d = &ctx->s.data;
+    char ip[4096], lp[4096];
+    test_path(d, d->test_images, ip, sizeof ip);
+    test_path(d, d->test_labels, lp, sizeof lp);
+    s->model = calloc(1, sizeof *s->model);
+    int rc = s->model ? strata__dataset_load(ip, lp, (size_t)d->limit_test,
+                                             &s->test)
+                      : STRATA_ENOMEM;
+    if (rc == STRATA_OK) {
+        strata__shape_t in = strata__data_shape(&s->test);
+        rc = strata__model_build(ctx->s.model.layers,
+                                 strata__cfg_origin(ctx->cfg, "model",
+                                                    "layers"),
+                                 &in, s->test.nclasses, s->model);
+    }
+    if (rc == STRATA_OK) {
+        s->flat = malloc(s->model->count * sizeof *s->flat + 1);
+        rc = s->flat ? STRATA_OK : STRATA_ENOMEM;
+    }
+    for (int i = 0; rc == STRATA_OK && i < s->model->nvars; i++) {
+        strata_var_t *v = &s->model->vars[i];
+        if (!(v->value = malloc(sizeof(void *))))
+            rc = STRATA_ENOMEM;
+        else
+            v->value[0] = s->flat + v->offset;
+    }
+    if (rc == STRATA_OK)
+        rc = strata__work_alloc(s->model, EVAL_ROWS, &s->work);
+    if (rc != STRATA_OK)
+        strata__scorer_close(s);
+    return rc;
+}
+
+int strata__scorer_run(strata__scorer_t *s, const strata__ckpt_t *ck,
+                       const char *path, double *loss, double *acc)
+{
+    int rc = load_vars(s->model, ck, path, s->flat);
+    double sum = 0.0;
+    int64_t correct = 0;
+    for (size_t i = 0; rc == STRATA_OK && i < s->test.n; i += EVAL_ROWS) {
+        size_t rows = s->test.n - i < EVAL_ROWS ? s->test.n - i : EVAL_ROWS;
+        strata__batch_fill(&s->test, NULL, i, rows, s->work.x, s->work.y);
+        double part = 0.0;
+        rc = strata__model_evaluate(s->model, 0, &s->work, (int)rows, &part,
+                                    &correct);
+        sum += part;
+    }
+    *loss = s->test.n ? sum / (double)s->test.n : 0.0;
+    *acc = s->test.n ? (double)correct / (double)s->test.n : 0.0;
+    return rc;
+}
+
+void strata__scorer_close(strata__scorer_t *s)
+{
+    strata__work_free(&s->work);
+    for (int i = 0; s->model && i < s->model->nvars; i++)
+        free(s->model->vars[i].value);
+    free(s->flat);
+    free(s->model);
+    strata__dataset_free(&s->test);
+    memset(s, 0, sizeof *s);
+}
+
 static int eval_checkpoint(strata_ctx_t *ctx, const char *path)
 {
     int rc = strata__ctx_resolve(ctx);
     if (rc != STRATA_OK)
         return rc;
     strata__fpenv_fast();
-    const strata__data_cfg_t *d = &ctx->s.data;
-    char ip[4096], lp[4096];
-    snprintf(ip, sizeof ip, "%s%s%s", d->test_images[0] == '/' ? "" : d->dir,
-             d->test_images[0] == '/' ? "" : "/", d->test_images);
-    snprintf(lp, sizeof lp, "%s%s%s", d->test_labels[0] == '/' ? "" : d->dir,
-             d->test_labels[0] == '/' ? "" : "/", d->test_labels);
-    strata__dataset_t test = { 0 };
     strata__ckpt_t *ck = NULL;
-    strata__model_t *m = calloc(1, sizeof *m);
-    float *flat = NULL;
-    void *slot = NULL;
-    strata__work_t w = { 0 };
-    rc = m ? strata__ckpt_read(path, &ck) : STRATA_ENOMEM;
+    strata__scorer_t s;
+    double loss = 0.0, acc = 0.0;
+    rc = strata__scorer_open(ctx, &s);
     if (rc == STRATA_OK)
-        rc = strata__dataset_load(ip, lp, (size_t)d->limit_test, &test);
-    if (rc == STRATA_OK) {
-        strata__shape_t in = strata__data_shape(&test);
-        rc = strata__model_build(ctx->s.model.layers,
-                                 strata__cfg_origin(ctx->cfg, "model",
-                                                    "layers"),
-                                 &in, test.nclasses, m);
-    }
-    if (rc == STRATA_OK) {
-        flat = malloc(m->count * sizeof *flat + 1);
-        rc = flat ? load_vars(m, ck, path, flat) : STRATA_ENOMEM;
-    }
-    for (int i = 0; rc == STRATA_OK && i < m->nvars; i++) {
-        slot = flat + m->vars[i].offset;
-        m->vars[i].value = malloc(sizeof(void *));
-        if (!m->vars[i].value)
-            rc = STRATA_ENOMEM;
-        else
-            m->vars[i].value[0] = slot;
-    }
+        rc = strata__ckpt_read(path, &ck);
     if (rc == STRATA_OK)
-        rc = strata__work_alloc(m, 256, &w);
-    double loss = 0.0;
-    int64_t correct = 0;
-    for (size_t i = 0; rc == STRATA_OK && i < test.n; i += 256) {
-        size_t rows = test.n - i < 256 ? test.n - i : 256;
-        strata__batch_fill(&test, NULL, i, rows, w.x, w.y);
-        double part = 0.0;
-        rc = strata__model_evaluate(m, 0, &w, (int)rows, &part, &correct);
-        loss += part;
-    }
+        rc = strata__scorer_run(&s, ck, path, &loss, &acc);
     if (rc == STRATA_OK)
         strata__out(ctx, "eval: %s: test loss %.4f, test accuracy %.4f (%zu "
-                    "samples)\n", path,
-                    test.n ? loss / (double)test.n : 0.0,
-                    test.n ? (double)correct / (double)test.n : 0.0, test.n);
-    strata__work_free(&w);
-    for (int i = 0; m && i < m->nvars; i++)
-        free(m->vars[i].value);
-    free(flat);
-    free(m);
+                    "samples)\n", path, loss, acc, s.test.n);
     strata__ckpt_free(ck);
-    strata__dataset_free(&test);
+    strata__scorer_close(&s);
     return rc;
 }
 

@@ -236,6 +236,11 @@ static int in_place(const char *path, mode_t type, const void *data,
     return STRATA_OK;
 }
 
+int strata__write_fd(int fd, const void *data, size_t len)
+{
+    return write_all(fd, data, len);
+}
+
 int strata__write_atomic(const char *path, const void *data, size_t len)
 {
     struct stat st;

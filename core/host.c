@@ -40,6 +40,14 @@ static const char *host_cfg_get(strata_hctx_t *hc, const char *section,
     return ctx && section && key ? strata__cfg_get(ctx->cfg, section, key) : NULL;
 }
 
+static const char *host_cfg_origin(strata_hctx_t *hc, const char *section,
+                                   const char *key)
+{
+    strata_ctx_t *ctx = ctx_of(hc);
+    return ctx && section && key ? strata__cfg_origin(ctx->cfg, section, key)
+                                 : NULL;
+}
+
 /* *k = NULL on a CPU (the kernels are called right here); another device's
  * kernel table otherwise, whose work is complete when the host call
  * returns: plugins know nothing of streams. */
@@ -410,6 +418,37 @@ static int host_boundary(strata_hctx_t *hc, int32_t epoch, int64_t batch,
     return strata__host_boundary(ctx_of(hc), epoch, batch, step);
 }
 
+static int host_grad_sumsq(strata_hctx_t *hc, int32_t device, size_t n,
+                           const float *g, double *sumsq)
+{
+    strata_ctx_t *ctx = ctx_of(hc);
+    if (!ctx || !sumsq)
+        return STRATA_EINVAL;
+    int rc = strata__grad_sumsq(&ctx->s.optimizer, device, n, g, sumsq);
+    if (rc == 1)
+        atomic_fetch_add(&ctx->clip_calls, 1);
+    return rc;
+}
+
+static int host_grad_clip(strata_hctx_t *hc, int32_t device, size_t n,
+                          float *g, double sumsq)
+{
+    strata_ctx_t *ctx = ctx_of(hc);
+    return ctx ? strata__grad_clip(&ctx->s.optimizer, device, n, g, sumsq)
+               : STRATA_EINVAL;
+}
+
+static int host_training_done(strata_hctx_t *hc)
+{
+    return strata__host_training_done(ctx_of(hc));
+}
+
+static int host_membership(strata_hctx_t *hc, int64_t committed,
+                           int timeout_ms, strata_membership_t *out)
+{
+    return strata__host_membership(ctx_of(hc), committed, timeout_ms, out);
+}
+
 const strata_host_v2_t strata__host_v2 = {
     .struct_size = sizeof(strata_host_v2_t),
     .abi_major = STRATA_ABI_MAJOR,
@@ -438,4 +477,9 @@ const strata_host_v2_t strata__host_v2 = {
     .report = host_report,
     .boundary_due = host_boundary_due,
     .boundary = host_boundary,
+    .grad_sumsq = host_grad_sumsq,
+    .grad_clip = host_grad_clip,
+    .training_done = host_training_done,
+    .membership = host_membership,
+    .cfg_origin = host_cfg_origin,
 };

@@ -129,7 +129,17 @@ typedef struct strata__train_cfg {
     const char *metrics_csv;    /* "" = none                                */
     int         progress;       /* 0 auto, 1 bar, 2 line, 3 none            */
     int         eval;           /* evaluate on the test set every epoch     */
+    int64_t     es_patience;    /* early_stopping_patience; 0: off          */
+    double      es_min_delta;   /* early_stopping_min_delta                 */
+    int         monitor;        /* STRATA__MONITOR_*                        */
+    int         elastic_batch;  /* STRATA__BATCH_*: an elastic job resized  */
+    const char *tensorboard;    /* event files under this dir; "" = none    */
+    int64_t     log_every_steps; /* per-step TensorBoard scalars; 0 = none  */
+    const char *trace;          /* Chrome trace JSON file; "" = none         */
+    int64_t     trace_steps;    /* steps the trace covers                   */
 } strata__train_cfg_t;
+enum { STRATA__MONITOR_VAL_LOSS = 0, STRATA__MONITOR_VAL_ACCURACY = 1 };
+enum { STRATA__BATCH_GLOBAL = 0, STRATA__BATCH_PER_WORKER = 1 };
 
 typedef struct strata__model_cfg {
     const char *layers;         /* "dense 128 relu, dense 10"              */
@@ -145,9 +155,21 @@ typedef struct strata__data_cfg {
 } strata__data_cfg_t;
 
 enum { STRATA__OPT_SGD = 0, STRATA__OPT_MOMENTUM = 1, STRATA__OPT_ADAM = 2 };
+enum { STRATA__SCHED_CONSTANT = 0, STRATA__SCHED_STEP = 1,
+       STRATA__SCHED_EXPONENTIAL = 2, STRATA__SCHED_COSINE = 3 };
 typedef struct strata__optimizer_cfg {
     int    name;                /* STRATA__OPT_*                            */
     double lr, momentum, beta1, beta2, epsilon;
+    int         schedule;       /* STRATA__SCHED_* (schedule.h)             */
+    int64_t     decay_steps;    /* exponential, cosine                      */
+    double      decay_rate;     /* exponential                              */
+    int         staircase;      /* exponential: whole decay periods only    */
+    const char *boundaries;     /* step: "1000, 2000"                       */
+    const char *values;         /* step: one lr per piece; "" = factor      */
+    double      factor;         /* step: lr x factor at each boundary       */
+    double      alpha;          /* cosine: final lr = alpha x lr            */
+    double      weight_decay;   /* decoupled (AdamW / SGDW); 0: none        */
+    double      clip_norm;      /* global gradient norm bound; 0: none      */
 } strata__optimizer_cfg_t;
 
 typedef struct strata__plugins_cfg {
@@ -171,7 +193,15 @@ typedef struct strata__debug_cfg {
     int         hash_vars;      /* every worker prints a hash of them       */
     int64_t     step_delay_ms;  /* a straggler: sleep in every step         */
     const char *delay_task;     /* ... on this task only ("" = all)         */
+    const char *dump_lr;        /* write each step's learning rate here     */
+    const char *step_log;       /* append each step's samples and times     */
 } strata__debug_cfg_t;
+
+typedef struct strata__eval_cfg {  /* [evaluator]: the sidecar evaluator  */
+    int64_t     timeout_s;      /* no newer checkpoint this long: error     */
+    int64_t     poll_ms;        /* between two looks at [checkpoint] dir    */
+    const char *metrics_csv;    /* one row per checkpoint scored; "" = none */
+} strata__eval_cfg_t;
 
 enum { STRATA__RESTORE_AUTO = 0, STRATA__RESTORE_NEVER = 1,
        STRATA__RESTORE_FRESH = 2 };
@@ -179,6 +209,7 @@ typedef struct strata__checkpoint_cfg {
     const char *dir;            /* "" = no checkpoints                      */
     int64_t     every_steps, every_epochs, keep;
     int         restore;        /* STRATA__RESTORE_*                        */
+    int         keep_best;      /* DIR/best.safetensors: best monitored     */
 } strata__checkpoint_cfg_t;
 
 /* [transport]: which transport the core opens for a group. A list per
@@ -205,6 +236,7 @@ typedef struct strata__settings {
     strata__log_cfg_t       log;
     strata__debug_cfg_t     debug;
     strata__checkpoint_cfg_t checkpoint;
+    strata__eval_cfg_t      evaluator;
     const char             *strategy;   /* [strategy] plugin               */
     strata__transport_cfg_t transport;
 } strata__settings_t;
@@ -280,6 +312,10 @@ const char *strata__kind_name(uint32_t kind);   /* "strategy" | "transport" */
  * A symbolic link, directory or anything else: refused. Every failure is
  * one error line naming the path; returns 0 or STRATA_EIO. */
 int  strata__write_atomic(const char *path, const void *data, size_t len);
+/* All `len` bytes to the open `fd` (short writes and EINTR retried,
+ * SIGPIPE taken as EPIPE): 0 or an errno value. For files that are
+ * appended to (TensorBoard's event files). */
+int  strata__write_fd(int fd, const void *data, size_t len);
 
 /* ---- error.c ------------------------------------------------------------ */
 /* strata_strerror / strata_err_name are public (strata.h). */

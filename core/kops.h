@@ -100,12 +100,17 @@ struct strata__kops {
                          strata__xacc_t *a);
     int  (*xent_read)(strata__kdev_t *k, strata__xacc_t *a);
 
-    int (*sgd)(strata__kdev_t *k, size_t n, float *w, const float *g, float lr);
+    /* wd: decoupled weight decay, as kc_sgd et al. */
+    int (*sgd)(strata__kdev_t *k, size_t n, float *w, const float *g, float lr,
+               float wd);
     int (*momentum)(strata__kdev_t *k, size_t n, float *w, const float *g,
-                    float *v, float lr, float momentum);
+                    float *v, float lr, float momentum, float wd);
     int (*adam)(strata__kdev_t *k, size_t n, float *w, const float *g,
                 float *m, float *v, float lr, float b1, float b2, float eps,
-                int64_t t);
+                int64_t t, float wd);
+    /* *out = sum of x[i]^2 (double), deterministic on a given device; done
+     * when it returns (on a GPU: waits for the stream). */
+    int (*sumsq)(strata__kdev_t *k, size_t n, const float *x, double *out);
 
     int (*scale)(strata__kdev_t *k, size_t n, float a, float *x);
     int (*axpy)(strata__kdev_t *k, size_t n, float a, const float *x, float *y);

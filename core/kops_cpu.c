@@ -93,27 +93,34 @@ static int cpu_xent_read(strata__kdev_t *k, strata__xacc_t *a)
 }
 
 static int cpu_sgd(strata__kdev_t *k, size_t n, float *w, const float *g,
-                   float lr)
+                   float lr, float wd)
 {
     (void)k;
-    kc_sgd(n, w, g, lr);
+    kc_sgd(n, w, g, lr, wd);
     return STRATA_OK;
 }
 
 static int cpu_momentum(strata__kdev_t *k, size_t n, float *w, const float *g,
-                        float *v, float lr, float momentum)
+                        float *v, float lr, float momentum, float wd)
 {
     (void)k;
-    kc_momentum(n, w, g, v, lr, momentum);
+    kc_momentum(n, w, g, v, lr, momentum, wd);
     return STRATA_OK;
 }
 
 static int cpu_adam(strata__kdev_t *k, size_t n, float *w, const float *g,
                     float *m, float *v, float lr, float b1, float b2,
-                    float eps, int64_t t)
+                    float eps, int64_t t, float wd)
 {
     (void)k;
-    kc_adam(n, w, g, m, v, lr, b1, b2, eps, t);
+    kc_adam(n, w, g, m, v, lr, b1, b2, eps, t, wd);
+    return STRATA_OK;
+}
+
+static int cpu_sumsq(strata__kdev_t *k, size_t n, const float *x, double *out)
+{
+    (void)k;
+    *out = kc_sumsq(n, x);
     return STRATA_OK;
 }
 
@@ -264,6 +271,7 @@ const strata__kops_t strata__kops_cpu = {
     .sgd = cpu_sgd,
     .momentum = cpu_momentum,
     .adam = cpu_adam,
+    .sumsq = cpu_sumsq,
     .scale = cpu_scale,
     .axpy = cpu_axpy,
     .sum = cpu_sum,

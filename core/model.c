@@ -621,6 +621,8 @@ int strata__model_step(const strata__model_t *m, int r, strata__work_t *w,
     if (rc == STRATA_OK)
         rc = k->ops->softmax_xent(k, rows, m->nclasses, logits, w->y,
                                   w->delta[0], scale, &w->acc);
+    if (w->timed)
+        w->t_forward = strata__now();
     if (rc == STRATA_OK)
         rc = backward(m, r, w, rows, grads);
     return rc == STRATA_OK ? read_back(w, loss, correct) : rc;

@@ -68,6 +68,11 @@ typedef struct strata__work {
      * the global batch, so replicas draw what one device would. */
     uint64_t noise_seed;
     size_t   row0;
+    /* timed: strata__model_step notes when the forward pass and the loss
+     * are done (strata__now()), for the step timeline; on a GPU, when they
+     * were queued (no wait is added to measure it). */
+    int      timed;
+    double   t_forward;
     /* where the buffers above live (strata__work_alloc: cpu:0), and what a
      * GPU replica needs besides: page-locked staging for a batch, the raw
      * pixels on the device, the loss accumulator */

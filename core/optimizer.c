@@ -1,9 +1,11 @@
 /* The [optimizer] section as a service: state (slots) next to the variable
- * it updates, one fused kernel pass per step, through the kernel table of
- * the variable's device (kops.h). On a GPU the step is enqueued on the
- * device's stream and step() returns at once: the next forward pass runs
- * on the same stream, and every copy off the device (host->copy) waits for
- * it, so nobody sees the variable before its update. */
+ * it updates, one fused kernel pass per step (the decoupled weight decay
+ * included), through the kernel table of the variable's device (kops.h).
+ * On a GPU the step is enqueued on the device's stream and step() returns
+ * at once: the next forward pass runs on the same stream, and every copy
+ * off the device (host->copy) waits for it, so nobody sees the variable
+ * before its update. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "runtime.h"
@@ -27,6 +29,7 @@ int strata__opt_create(const strata__optimizer_cfg_t *cfg, int32_t device,
     o->beta1 = (float)cfg->beta1;
     o->beta2 = (float)cfg->beta2;
     o->epsilon = (float)cfg->epsilon;
+    o->weight_decay = (float)cfg->weight_decay;
     int slots = o->kind == STRATA__OPT_ADAM ? 2 : o->kind == STRATA__OPT_MOMENTUM;
     if (slots >= 1 && !(o->m = strata__dev_alloc(device, count * sizeof(float))))
         goto oom;
@@ -48,12 +51,13 @@ int strata__opt_step(strata_opt_t *o, float *param, const float *grad,
     o->t++;
     switch (o->kind) {
     case STRATA__OPT_SGD:
-        return k->ops->sgd(k, count, param, grad, lr);
+        return k->ops->sgd(k, count, param, grad, lr, o->weight_decay);
     case STRATA__OPT_MOMENTUM:
-        return k->ops->momentum(k, count, param, grad, o->m, lr, o->momentum);
+        return k->ops->momentum(k, count, param, grad, o->m, lr, o->momentum,
+                                o->weight_decay);
     case STRATA__OPT_ADAM:
         return k->ops->adam(k, count, param, grad, o->m, o->v, lr, o->beta1,
-                            o->beta2, o->epsilon, o->t);
+                            o->beta2, o->epsilon, o->t, o->weight_decay);
     default:
         return STRATA_EINVAL;
     }
@@ -90,4 +94,32 @@ int strata__opt_io(strata_opt_t *o, int set, float *const *slots, int nslots,
     else
         *steps = o->t;
     return STRATA_OK;
+}
+
+int strata__grad_sumsq(const strata__optimizer_cfg_t *cfg, int32_t device,
+                       size_t n, const float *g, double *sumsq)
+{
+    *sumsq = 0.0;
+    if (!(cfg->clip_norm > 0.0))
+        return 0;
+    strata__kdev_t *k;
+    int rc = strata__kdev_get(device, &k);
+    if (rc == STRATA_OK)
+        rc = k->ops->sumsq(k, n, g, sumsq);
+    return rc == STRATA_OK ? 1 : rc;
+}
+
+/* tf.clip_by_global_norm: g x clip / max(norm, clip); a gradient within
+ * the bound (or a NaN norm) is left as it is, bit for bit. */
+int strata__grad_clip(const strata__optimizer_cfg_t *cfg, int32_t device,
+                      size_t n, float *g, double sumsq)
+{
+    double norm = sqrt(sumsq);
+    if (!(cfg->clip_norm > 0.0) || !(norm > cfg->clip_norm))
+        return STRATA_OK;
+    strata__kdev_t *k;
+    int rc = strata__kdev_get(device, &k);
+    if (rc == STRATA_OK)
+        rc = k->ops->scale(k, n, (float)(cfg->clip_norm / norm), g);
+    return rc == STRATA_OK ? k->ops->sync(k) : rc;
 }

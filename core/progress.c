@@ -4,17 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "runtime.h"
-
-double strata__now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 void strata__progress_init(strata__progress_t *p, strata_ctx_t *ctx, int mode,
                            int epochs)
@@ -92,14 +84,19 @@ void strata__progress_step(strata__progress_t *p, int64_t done, double loss,
 
 void strata__progress_end(strata__progress_t *p, int64_t done, double secs,
                           double loss, double acc, int has_val,
-                          double val_loss, double val_acc)
+                          double val_loss, double val_acc, double comm)
 {
     if (p->mode == STRATA__PROGRESS_NONE)
         return;
-    char val[96] = "";
+    char val[128] = "";
+    int n = 0;
     if (has_val)
-        snprintf(val, sizeof val, " - val_loss: %.4f - val_accuracy: %.4f",
-                 val_loss, val_acc);
+        n = snprintf(val, sizeof val, " - val_loss: %.4f - val_accuracy: %.4f",
+                     val_loss, val_acc);
+    /* Last, so that the figures Keras shows keep their places. */
+    if (comm >= 0.0 && n >= 0 && (size_t)n < sizeof val)
+        snprintf(val + n, sizeof val - (size_t)n, " - comm: %.0f%%",
+                 comm * 100.0);
     double per_step_ms = done > 0 ? secs / (double)done * 1e3 : 0.0;
     if (p->mode == STRATA__PROGRESS_BAR) {
         char b[31];

@@ -7,11 +7,24 @@
 /* Optimizer slots per element of the [optimizer] kind (adam 2, ...). */
 int strata__opt_nslots(int kind);
 
+/* Host buffers for the model's state (every variable, every optimizer
+ * slot), zeroed; strata__state_free frees them (and accepts a failed
+ * alloc). */
+int  strata__state_alloc(const strata__run_t *run, strata_state_t *st);
+void strata__state_free(strata_state_t *st);
+
 /* Write a checkpoint of the run at a step boundary: the next step to run is
  * batch `batch` of epoch `epoch`, `step` steps are done. Collective for a
  * multi-process strategy (every worker calls it); the chief writes. */
 int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
                             int64_t step);
+
+/* [checkpoint] keep_best: the same checkpoint as DIR/best.safetensors
+ * (written atomically; the rotation and the resume never see it), after
+ * the monitor has found a new best. Collective as above. */
+#define STRATA__BEST_CKPT "best.safetensors"
+int strata__checkpoint_save_best(strata__run_t *run, int epoch,
+                                 int64_t batch, int64_t step);
 
 /* Before the first step of a run with [checkpoint] dir: read the strategy's
  * state once, so that a strategy that cannot give it fails now, naming

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "elastic.h"
+#include "rendezvous.h"
 #include "run.h"
 
 extern char **environ;
@@ -54,7 +56,16 @@ static int setup_batches(strata__run_t *run)
     int R = run->nreplicas, total = R * sharing;
     run->shards = total;
     run->shard0 = sharing > 1 ? run->rank * R : 0;
-    if (t->batch_size % total != 0) {
+    /* An elastic job's generations may have any number of workers. When
+     * they keep the global batch, its slices differ by one sample where
+     * they do not divide it, and a replica's work is sized for the largest
+     * (one worker alone); when they keep a worker's share, the slices never
+     * change. */
+    int uneven = run->elastic &&
+                 t->elastic_batch == STRATA__BATCH_GLOBAL;
+    run->slice_max = uneven ? (int)((t->batch_size + R - 1) / R)
+                            : (int)(t->batch_size / total);
+    if (t->batch_size % total != 0 && !uneven) {
         strata__log(STRATA_LOG_ERROR, "train",
                     "[train] batch_size = %lld is the global batch and must "
                     "split evenly across %d replicas%s",
@@ -69,15 +80,22 @@ static int setup_batches(strata__run_t *run)
         return STRATA_ECONFIG;
     }
     run->batch = (int)t->batch_size;
+    run->gbatch = run->batch;
+    run->share = run->batch / sharing;
     run->per_replica = run->batch / total;
     /* The last partial batch of an epoch is dropped (drop_remainder): every
      * step then splits evenly, and the shuffle puts other samples there in
      * the next epoch. */
     run->steps_per_epoch = (int64_t)(run->train.n / (size_t)run->batch);
     const strata__optimizer_cfg_t *o = &run->s->optimizer;
-    run->lr_target = o->lr * (t->lr_scaling ? (double)total : 1.0);
     run->warmup_steps = (int64_t)(t->warmup_epochs * (double)run->steps_per_epoch);
-    return STRATA_OK;
+    run->lr_log.keep = run->s->debug.dump_lr[0] != '\0';
+    strata__monitor_init(&run->monitor, run->s);
+    int rc = strata__schedule_init(&run->sched, o,
+                                   t->lr_scaling ? (double)total : 1.0,
+                                   run->warmup_steps);
+    run->lr_target = strata__schedule_initial(&run->sched);
+    return rc;
 }
 
 static int setup_replicas(strata__run_t *run)
@@ -90,8 +108,8 @@ static int setup_replicas(strata__run_t *run)
      * MLP's); a step's slice always fits. */
     size_t fit = STRATA_EVAL_WORK_BYTES / strata__work_row_bytes(&run->model);
     int rows = fit < 16 ? 16 : fit > 256 ? 256 : (int)fit;
-    if (run->per_replica > rows)
-        rows = run->per_replica;
+    if (run->slice_max > rows)
+        rows = run->slice_max;
     for (int r = 0; r < run->nreplicas; r++) {
         strata__replica_t *rep = &run->reps[r];
         rep->run = run;
@@ -140,10 +158,18 @@ static int setup_strategy(strata__run_t *run)
     size_t placed0 = atomic_load(&ctx->placed);
     rc = strata__plugin_init(run->strategy, ctx, &run->env, &run->spctx);
     if (rc != STRATA_OK) {
-        strata__log(STRATA_LOG_ERROR, "train", "strategy %s: init failed: %s",
-                    run->strategy->name, strata_strerror(rc));
+        if (!strata__elastic_job_over(run)) /* else nothing left to join */
+            strata__log(STRATA_LOG_ERROR, "train", "strategy %s: init failed: "
+                        "%s", run->strategy->name, strata_strerror(rc));
         run->spctx = NULL;
         return rc;
+    }
+    if (run->elastic && !strata__elastic_current(run->elastic)) {
+        strata__log(STRATA_LOG_ERROR, "train", "this job's membership "
+                    "service (strata launch --elastic) has no member: "
+                    "strategy %s did not join it (mwms with [strategy.mwms] "
+                    "elastic = true does)", run->strategy->name);
+        return STRATA_ECONFIG;
     }
     run->var_state = calloc((size_t)run->model.nvars,
                             vt->var_state_size ? vt->var_state_size : 1);
@@ -253,6 +279,7 @@ static int setup_cluster(strata__run_t *run)
     run->nworkers = c->nworkers;
     run->rank = me->rank;
     run->chief = me->rank == 0;
+    strata__task_name(me, run->self, sizeof run->self);
     /* debug.step_delay_ms slows this task down (a straggler) when it is the
      * one debug.delay_task names, or every task when that is empty. */
     const strata__debug_cfg_t *d = &run->s->debug;
@@ -263,6 +290,18 @@ static int setup_cluster(strata__run_t *run)
     return STRATA_OK;
 }
 
+/* Tasks that do not know each other's addresses (torchrun across nodes,
+ * Open MPI) learn them from rank 0 (rendezvous.h). Done last before the
+ * transports open: every local problem (config, keys, data, model) has
+ * been reported by then, and the ports picked are bound soon after. */
+static int setup_rendezvous(strata__run_t *run)
+{
+    const strata__rdzv_opts_t o = {
+        .timeout_s = run->cluster.rendezvous_timeout_s,
+        .hello_s = STRATA_RDZV_HELLO_S, .stop = &run->ctx->stop };
+    return strata__rendezvous(&run->cluster, &o);
+}
+
 /* [security]: the processes of a job authenticate and encrypt every
  * connection with the job's keys (the transports do it; the core loads and
  * checks the keys and hands them to every WORLD group). A job of one
@@ -271,13 +310,16 @@ static int setup_security(strata__run_t *run)
 {
     const strata__security_cfg_t *sec = &run->s->security;
     const strata_cluster_t *c = &run->cluster.pub;
-    if (c->ntasks < 2)
+    int talking = 0; /* an evaluator reads checkpoint files, nothing else */
+    for (int i = 0; i < c->ntasks; i++)
+        talking += strcmp(c->tasks[i].type, "evaluator") != 0;
+    if (talking < 2)
         return STRATA_OK;
     if (sec->mode == STRATA__SEC_OFF) {
         strata__log(STRATA_LOG_WARN, "security", "[security] mode = off: "
                     "this job's %d processes talk in plaintext, without "
                     "authentication; whoever reaches their ports can read "
-                    "and forge its messages", (int)c->ntasks);
+                    "and forge its messages", talking);
         return STRATA_OK;
     }
     /* strata launch makes keys for its job when the user gave none. */
@@ -287,7 +329,7 @@ static int setup_security(strata__run_t *run)
                     "and no keys: make them with `strata keygen DIR TASK...` "
                     "and set [security] keys = DIR (strata launch makes its "
                     "own), or set [security] mode = off to run it "
-                    "unauthenticated and unencrypted", (int)c->ntasks);
+                    "unauthenticated and unencrypted", talking);
         return STRATA_ECONFIG;
     }
     char self[48];
@@ -323,13 +365,22 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
 {
     run->ctx = ctx;
     run->s = &ctx->s;
+    run->steplog_fd = -1;
+    run->stats_epoch = -1;
     run->t_start = strata__now();
     if (strata__crew_init(&run->crew) != 0)
         return STRATA_ENOMEM;
     run->crew_ok = 1;
     int rc = setup_cluster(run);
+    const strata_cluster_t *c = &run->cluster.pub;
+    if (rc == STRATA_OK && !strcmp(c->tasks[c->self].type, "evaluator")) {
+        run->evaluator = 1; /* trains nothing: core/sidecar.c */
+        return STRATA_OK;
+    }
     if (rc == STRATA_OK)
         rc = setup_security(run);
+    if (rc == STRATA_OK)
+        rc = strata__elastic_setup(run);
     if (rc == STRATA_OK)
         rc = setup_data(run);
     if (rc == STRATA_OK) {
@@ -360,6 +411,10 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
         rc = setup_batches(run);
     if (rc == STRATA_OK)
         rc = setup_replicas(run);
+    if (rc == STRATA_OK)
+        rc = strata__steplog_open(run);
+    if (rc == STRATA_OK)
+        rc = setup_rendezvous(run);
     if (rc == STRATA_OK)
         rc = setup_strategy(run);
     return rc;
@@ -410,15 +465,24 @@ void strata__run_banner(const strata__run_t *run)
     static const char *const k_opt[] = { "sgd", "momentum", "adam" };
     const strata__train_cfg_t *t = &run->s->train;
     const strata__optimizer_cfg_t *o = &run->s->optimizer;
-    char scaled[96] = "", warm[96] = "";
+    char scaled[96] = "", warm[96] = "", sched[512], extra[160] = "";
     if (t->lr_scaling)
         snprintf(scaled, sizeof scaled, " (%g x %d replicas: [train] "
-                 "lr_scaling = linear)", o->lr, run->shards);
+                 "lr_scaling = linear)", run->lr_target / run->sched.scale,
+                 run->shards);
     if (run->warmup_steps > 0)
         snprintf(warm, sizeof warm, ", reached linearly over the first %lld "
                  "steps (warm-up)", (long long)run->warmup_steps);
-    strata__out(ctx, "optimizer: %s, learning rate %g%s%s\n", k_opt[o->name],
-                run->lr_target, scaled, warm);
+    strata__schedule_describe(&run->sched, sched, sizeof sched);
+    int at = 0;
+    if (o->weight_decay > 0)
+        at = snprintf(extra, sizeof extra, "; decoupled weight decay %g",
+                      o->weight_decay);
+    if (o->clip_norm > 0 && at >= 0 && (size_t)at < sizeof extra)
+        snprintf(extra + at, sizeof extra - (size_t)at, "; gradients clipped "
+                 "to a global norm of %g", o->clip_norm);
+    strata__out(ctx, "optimizer: %s, learning rate %g%s%s%s%s\n",
+                k_opt[o->name], run->lr_target, scaled, warm, sched, extra);
     size_t model_bytes = run->model.count * sizeof(float);
     strata__out(ctx, "strategy %s placed %zu bytes of variables and optimizer "
                 "state (%.2f x the model's %zu bytes)\n", run->strategy->name,
@@ -496,9 +560,35 @@ static uint64_t fnv1a(const void *data, size_t n)
     return h;
 }
 
+/* debug.dump_lr, by a task that ran steps; and a word when clip_norm was
+ * asked of a strategy that never clipped. */
+static int finish_lr(strata__run_t *run)
+{
+    const strata__debug_cfg_t *d = &run->s->debug;
+    if (run->lr_log.steps == 0)
+        return STRATA_OK;
+    if (run->s->optimizer.clip_norm > 0 &&
+        atomic_load(&run->ctx->clip_calls) == 0)
+        strata__log(STRATA_LOG_WARN, "train", "[optimizer] clip_norm = %g: "
+                    "strategy %s clipped no gradient (it does not call the "
+                    "host's grad_sumsq and grad_clip)",
+                    run->s->optimizer.clip_norm, run->strategy->name);
+    if (!run->lr_log.keep)
+        return STRATA_OK;
+    const strata_cluster_t *c = &run->cluster.pub;
+    char task[48];
+    return strata__lr_log_write(&run->lr_log, d->dump_lr, c->ntasks > 1
+                                ? strata__task_name(&c->tasks[c->self], task,
+                                                    sizeof task)
+                                : NULL);
+}
+
 int strata__run_finish(strata__run_t *run)
 {
     const strata__debug_cfg_t *d = &run->s->debug;
+    int lrc = finish_lr(run);
+    if (lrc != STRATA_OK)
+        return lrc;
     int want_dump = d->dump_vars && d->dump_vars[0] && run->chief;
     if (want_dump || d->hash_vars) {
         size_t total;
@@ -536,6 +626,8 @@ void strata__run_teardown(strata__run_t *run)
 {
     if (run->spctx)
         strata__plugin_fini(run->strategy, run->ctx, run->spctx);
+    strata__steplog_close(run);
+    strata__elastic_close(run->elastic);
     if (run->ctx) {
         free(run->ctx->keys);
         run->ctx->keys = NULL;
@@ -555,6 +647,7 @@ void strata__run_teardown(strata__run_t *run)
     if (run->crew_ok)
         strata__crew_destroy(&run->crew);
     free(run->history);
+    strata__lr_log_free(&run->lr_log);
     free(run->init);
     free(run->perm);
     free(run->test_order);

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "internal.h"
 #include "data/data.h"
@@ -20,6 +21,7 @@ struct strata_opt {
     size_t  count;
     int64_t t;                      /* updates applied                       */
     float   momentum, beta1, beta2, epsilon;
+    float   weight_decay;           /* decoupled, with each step's lr       */
     float  *m, *v;                  /* slots (NULL when the kind has none)  */
     strata__kdev_t *kd;             /* the kernels of `device`               */
 };
@@ -32,6 +34,14 @@ void strata__opt_destroy(strata_opt_t *opt);
 /* host->opt_io: slots and step count to (set = 0) or from host buffers. */
 int  strata__opt_io(strata_opt_t *opt, int set, float *const *slots,
                     int nslots, int64_t *steps);
+/* host->grad_sumsq and grad_clip ([optimizer] clip_norm, plugin_v2.h):
+ * sumsq returns 1 with the sum of squares of g, or 0 when clipping is off;
+ * clip scales g by clip_norm / max(sqrt(sumsq), clip_norm). Both done when
+ * they return. */
+int  strata__grad_sumsq(const strata__optimizer_cfg_t *cfg, int32_t device,
+                        size_t n, const float *g, double *sumsq);
+int  strata__grad_clip(const strata__optimizer_cfg_t *cfg, int32_t device,
+                       size_t n, float *g, double sumsq);
 
 /* ---- fpenv.c: flush denormals to zero in the calling thread ------------ */
 void strata__fpenv_fast(void);
@@ -100,6 +110,9 @@ struct strata_ctx {
     /* Bytes its plugins placed through host alloc and opt_create
      * (variables and optimizer slots; never decremented). */
     atomic_size_t       placed;
+    /* Gradients its plugins measured for [optimizer] clip_norm (a run
+     * that clips none warns: its strategy does not clip). */
+    atomic_long         clip_calls;
     /* The run strata_train() is running, from setup to teardown: what
      * host evaluate/report/boundary act on. Main thread only. */
     struct strata__run *run;
@@ -155,6 +168,11 @@ int strata__host_boundary_due(strata_ctx_t *ctx, int32_t epoch,
                               int64_t batch, int64_t step);
 int strata__host_boundary(strata_ctx_t *ctx, int32_t epoch, int64_t batch,
                           int64_t step);
+/* host->training_done: 1 when early stopping ended the training. */
+int strata__host_training_done(strata_ctx_t *ctx);
+/* host membership for the run on `ctx` (regroup.c). */
+int strata__host_membership(strata_ctx_t *ctx, int64_t committed,
+                            int timeout_ms, strata_membership_t *out);
 
 /* ---- progress.c: the Keras-like progress line ---------------------------- */
 
@@ -169,7 +187,14 @@ typedef struct strata__progress {
     double  t0, last;        /* epoch start, last redraw (seconds)          */
 } strata__progress_t;
 
-double strata__now(void);    /* monotonic seconds */
+/* Monotonic seconds. Inline: the step timeline reads it in every phase
+ * of a timed step, and model.c (built alone by some tests) needs it. */
+static inline double strata__now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 /* AUTO: a redrawn bar when stdout is a terminal, else a line per epoch;
  * nothing at all without a text callback. */
 void strata__progress_init(strata__progress_t *p, strata_ctx_t *ctx, int mode,
@@ -178,9 +203,11 @@ void strata__progress_begin(strata__progress_t *p, int epoch, int64_t total);
 /* Redraws at most every 100 ms (BAR mode only). */
 void strata__progress_step(strata__progress_t *p, int64_t done, double loss,
                            double acc);
-/* The epoch's closing line (`secs` of training); val_* when has_val. */
+/* The epoch's closing line (`secs` of training); val_* when has_val;
+ * comm: the share of the replicas' step time in waits and reduce (watch.c),
+ * shown when >= 0. */
 void strata__progress_end(strata__progress_t *p, int64_t done, double secs,
                           double loss, double acc, int has_val,
-                          double val_loss, double val_acc);
+                          double val_loss, double val_acc, double comm);
 
 #endif /* STRATA_CORE_RUNTIME_H */

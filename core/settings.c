@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "internal.h"
+#include "monitor.h"
+#include "schedule.h"
 
 /* Magnitudes past 1e18 read as "no bound" in messages (see config.c). */
 #define UNBOUNDED 1e300
@@ -47,6 +49,37 @@ static const strata_option_t k_train[] = {
         "auto|bar|line|none", "progress display (auto: bar on a terminal)"),
     OPT("eval", STRATA_OPT_BOOL, "true", T, eval, NULL,
         "evaluate on the test set after every epoch"),
+    NUM("early_stopping_patience", STRATA_OPT_INT, "0", T, es_patience, 0,
+        UNBOUNDED, "stop training after this many epochs in a row without an "
+        "improvement of the monitored metric (Keras EarlyStopping); 0 = "
+        "never"),
+    NUM("early_stopping_min_delta", STRATA_OPT_FLOAT, "0", T, es_min_delta, 0,
+        UNBOUNDED, "early stopping: a change of the monitored metric smaller "
+        "than this is no improvement"),
+    OPT("monitor", STRATA_OPT_ENUM, "val_loss", T, monitor,
+        "val_loss|val_accuracy", "metric of early stopping and of "
+        "[checkpoint] keep_best: val_loss (lower is better) or val_accuracy "
+        "(higher is better); needs eval = true"),
+    OPT("elastic_batch", STRATA_OPT_ENUM, "global", T, elastic_batch,
+        "global|per_worker",
+        "an elastic job whose workers change: global keeps the global batch "
+        "(the same batches re-split, the same learning rate); per_worker "
+        "keeps each worker's share, so the global batch, the steps per epoch "
+        "and (with lr_scaling = linear) the learning rate follow the workers"),
+    OPT("tensorboard", STRATA_OPT_STRING, "", T, tensorboard, NULL,
+        "write TensorBoard event files under this directory (DIR/train, "
+        "DIR/validation; the chief writes them, flushed every epoch); "
+        "empty = none"),
+    NUM("log_every_steps", STRATA_OPT_INT, "100", T, log_every_steps, 0,
+        UNBOUNDED, "TensorBoard: the per-step scalars (loss, learning rate, "
+        "step time) every this many steps; 0 = per-epoch scalars only"),
+    OPT("trace", STRATA_OPT_STRING, "", T, trace, NULL,
+        "write a step timeline to this JSON file (Chrome trace-event format:"
+        " Perfetto, chrome://tracing), a track per replica and per worker; "
+        "empty = none"),
+    NUM("trace_steps", STRATA_OPT_INT, "100", T, trace_steps, 1, 10000,
+        "the trace covers the run's first this many steps (and the evals "
+        "and checkpoints among them)"),
     { 0 }
 };
 #undef T
@@ -104,6 +137,39 @@ static const strata_option_t k_optimizer[] = {
         "adam: decay of the second-moment estimate"),
     NUM("epsilon", STRATA_OPT_FLOAT, "1e-7", T, epsilon, 1e-12, 1,
         "adam: added to the denominator for stability"),
+    OPT("schedule", STRATA_OPT_ENUM, "constant", T, schedule,
+        "constant|step|exponential|cosine",
+        "learning-rate schedule over the global step, as Keras': constant; "
+        "step (boundaries, then values or factor); exponential (decay_rate "
+        "every decay_steps); cosine (down to alpha x lr over decay_steps); "
+        "times the warm-up and [train] lr_scaling"),
+    NUM("decay_steps", STRATA_OPT_INT, "0", T, decay_steps, 0, UNBOUNDED,
+        "exponential: steps per factor decay_rate; cosine: steps to reach "
+        "alpha x lr (then it stays there)"),
+    NUM("decay_rate", STRATA_OPT_FLOAT, "0.96", T, decay_rate, 1e-12, 1,
+        "exponential: lr x decay_rate ^ (step / decay_steps)"),
+    OPT("staircase", STRATA_OPT_BOOL, "false", T, staircase, NULL,
+        "exponential: decay in whole periods only (step / decay_steps "
+        "rounded down)"),
+    OPT("boundaries", STRATA_OPT_STRING, "", T, boundaries, NULL,
+        "step: increasing global steps, e.g. 1000, 2000; the lr changes "
+        "after each (Keras PiecewiseConstantDecay)"),
+    OPT("values", STRATA_OPT_STRING, "", T, values, NULL,
+        "step: the learning rates, one more than boundaries (they replace "
+        "lr); empty = lr times factor at each boundary"),
+    NUM("factor", STRATA_OPT_FLOAT, "0.1", T, factor, 1e-12, 1,
+        "step without values: the lr is multiplied by this at each "
+        "boundary"),
+    NUM("alpha", STRATA_OPT_FLOAT, "0", T, alpha, 0, 1,
+        "cosine: the final learning rate, as a fraction of lr"),
+    NUM("weight_decay", STRATA_OPT_FLOAT, "0", T, weight_decay, 0, UNBOUNDED,
+        "decoupled weight decay (Keras weight_decay: AdamW, SGDW): each step "
+        "first takes lr x weight_decay x the variable off every variable, "
+        "with the step's lr; 0 = none"),
+    NUM("clip_norm", STRATA_OPT_FLOAT, "0", T, clip_norm, 0, UNBOUNDED,
+        "clip each step's gradient to this global L2 norm over all variables "
+        "after the reduce (tf.clip_by_global_norm; every replica alike; ps: "
+        "each worker's push); 0 = none"),
     { 0 }
 };
 #undef T
@@ -158,6 +224,15 @@ static const strata_option_t k_debug[] = {
     OPT("delay_task", STRATA_OPT_STRING, "", T, delay_task, NULL,
         "the task step_delay_ms applies to, e.g. worker:2; empty = every "
         "task"),
+    OPT("dump_lr", STRATA_OPT_STRING, "", T, dump_lr, NULL,
+        "write the learning rate of every step this task ran, a 'STEP LR' "
+        "line each, to this file when the run ends; a job of several "
+        "processes writes FILE.TASK per task (lr.txt.worker-1); empty = "
+        "none"),
+    OPT("step_log", STRATA_OPT_STRING, "", T, step_log, NULL,
+        "append to this file, from every task, a line per replica and step "
+        "with the samples it trains and one per step applied with the time "
+        "(tests of exactly-once data, recovery benchmarks); empty = none"),
     { 0 }
 };
 #undef T
@@ -169,7 +244,8 @@ static const strata_option_t k_checkpoint[] = {
     NUM("every_steps", STRATA_OPT_INT, "0", T, every_steps, 0, UNBOUNDED,
         "also write one every this many steps; 0 = not by steps"),
     NUM("every_epochs", STRATA_OPT_INT, "1", T, every_epochs, 0, UNBOUNDED,
-        "write one after every this many epochs; 0 = not by epochs"),
+        "write one after every this many epochs; 0 = not by epochs (the "
+        "last step of training is always checkpointed)"),
     NUM("keep", STRATA_OPT_INT, "3", T, keep, 0, UNBOUNDED,
         "keep the newest this many checkpoints; 0 = keep all"),
     OPT("restore", STRATA_OPT_ENUM, "auto", T, restore,
@@ -177,6 +253,25 @@ static const strata_option_t k_checkpoint[] = {
         "auto: resume from the newest valid checkpoint in dir, if any; "
         "refuse to start when dir holds checkpoints and none is valid "
         "(fresh_if_invalid: start from scratch then, after a warning)"),
+    OPT("keep_best", STRATA_OPT_BOOL, "false", T, keep_best, NULL,
+        "also keep DIR/best.safetensors, the checkpoint of the epoch with the "
+        "best [train] monitor so far: replaced atomically, never rotated "
+        "away, never resumed from; needs [train] eval"),
+    { 0 }
+};
+#undef T
+
+#define T strata__eval_cfg_t
+static const strata_option_t k_evaluator[] = {
+    NUM("timeout_s", STRATA_OPT_INT, "600", T, timeout_s, 1, UNBOUNDED,
+        "an evaluator task stops with an error when no newer checkpoint "
+        "appears for this long"),
+    NUM("poll_ms", STRATA_OPT_INT, "500", T, poll_ms, 10, 60000,
+        "how often an evaluator task looks for a new checkpoint"),
+    OPT("metrics_csv", STRATA_OPT_STRING, "", T, metrics_csv, NULL,
+        "an evaluator task writes one row per checkpoint it scores (step, "
+        "epoch, test loss, test accuracy) here, safely as [train] "
+        "metrics_csv; empty = none"),
     { 0 }
 };
 #undef T
@@ -224,6 +319,7 @@ const strata__section_t strata__sections[] = {
     { "cluster", NULL, 0 },
     SEC("checkpoint", k_checkpoint, checkpoint),
     SEC("security", k_security, security),
+    SEC("evaluator", k_evaluator, evaluator),
     { NULL, NULL, 0 }
 };
 
@@ -332,5 +428,7 @@ int strata__settings_load(const strata__cfg_t *c, strata__settings_t *s)
                           : "a plugin name");
             return STRATA_ECONFIG;
         }
-    return 0;
+    /* Keys that must make sense together. */
+    int rc = strata__schedule_check(c, &s->optimizer);
+    return rc == STRATA_OK ? strata__monitor_check(c, s) : rc;
 }

@@ -10,7 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "elastic.h"
 #include "resume.h"
+#include "stopping.h"
 
 /* OpenBLAS: one BLAS thread per replica thread, so replicas do not
  * oversubscribe the cores. */
@@ -30,14 +32,11 @@ static void fail(strata__run_t *run, int rc)
 
 static int failed(strata__run_t *run) { return atomic_load(&run->rc) != 0; }
 
-/* Learning rate of global step `step`: base (times the replicas under the
- * linear scaling rule), ramped linearly over the warm-up steps. */
+/* Learning rate of global step `step`: the schedule (schedule.c), with
+ * the linear scaling rule and the warm-up. */
 static float lr_at(const strata__run_t *run, int64_t step)
 {
-    double lr = run->lr_target;
-    if (step < run->warmup_steps)
-        lr *= (double)(step + 1) / (double)run->warmup_steps;
-    return (float)lr;
+    return (float)strata__schedule_lr(&run->sched, step);
 }
 
 /* Every replica compares its variables with replica 0's (debug.check_sync). */
@@ -73,28 +72,54 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
      * the workers that share a batch, so every worker reads only its own
      * share and the union is exactly the single-device batch. */
     size_t g = (size_t)run->shard0 + (size_t)rep->r;
-    size_t first = (size_t)batch * (size_t)run->batch + g * (size_t)b;
+    size_t row0 = g * (size_t)b, rows = (size_t)b;
+    float scale = 1.0f / (float)b;
+    if (run->elastic) { /* any number of slices: regroup.c */
+        size_t B = (size_t)run->gbatch, S = (size_t)run->shards;
+        row0 = B * g / S;
+        rows = B * (g + 1) / S - row0;
+        scale = (float)S / (float)B; /* == 1/b when S divides B */
+    }
+    size_t first = strata__batch_sample(run, batch) + row0;
+    /* Timed runs (watch.c): a clock reading at each phase boundary. */
+    strata__step_rec_t *w = rep->rec && rep->nrec < STRATA__WATCH_SLOTS
+                                ? &rep->rec[rep->nrec] : NULL;
+    if (w)
+        w->t0 = strata__now();
+    rep->work.timed = w != NULL;
     int rc = strata__model_load_batch(&rep->work, &run->train, run->perm,
-                                      first, (size_t)b);
+                                      first, rows);
+    strata__steplog_try(rep, run->cur_epoch, step, first, rows);
     if (run->delay_us > 0)
         usleep((useconds_t)run->delay_us);
     int64_t correct = 0;
     double loss = 0.0;
     rep->work.noise_seed =
         strata__model_step_seed((uint64_t)run->s->train.seed, step);
-    rep->work.row0 = g * (size_t)b;
+    rep->work.row0 = row0;
     if (rc == STRATA_OK)
-        rc = strata__model_step(m, rep->r, &rep->work, b, rep->grads,
-                                1.0f / (float)b, &loss, &correct);
+        rc = strata__model_step(m, rep->r, &rep->work, (int)rows, rep->grads,
+                                scale, &loss, &correct);
     strata_op_t op = {
         .struct_size = sizeof op, .slot = rep->r, .buf = rep->grads,
         .count = m->count, .device = rep->device,
         .reduce_op = STRATA_REDUCE_MEAN, .lr = lr_at(run, step), .step = step,
+        .flags = STRATA_OP_GRADIENT,
     };
+    if (rep->r == 0)
+        strata__lr_log_note(&run->lr_log, step, op.lr);
+    if (w)
+        w->bwd = strata__now();
     if (rc == STRATA_OK)
         rc = run->strategy->vt->reduce(run->spctx, &op);
+    if (w)
+        w->red = strata__now();
     if (rc == STRATA_OK)
         rc = run->strategy->vt->update(run->spctx, &op);
+    if (w) {
+        w->upd = strata__now();
+        w->fwd = rep->work.t_forward;
+    }
     if (run->s->debug.check_sync) {
         /* Every replica passes both barriers, failed or not, so that no
          * replica waits for one that has left the loop. */
@@ -108,7 +133,8 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
         pthread_barrier_wait(&run->sync_bar);
     }
     if (rc != STRATA_OK) {
-        if (rc != STRATA_ECANCELED)
+        /* An elastic job says once, on the main thread, that it re-forms. */
+        if (rc != STRATA_ECANCELED && !strata__elastic_regroupable(run, rc))
             strata__log(STRATA_LOG_ERROR, "train",
                         "replica %d, step %lld: %s failed: %s", rep->r,
                         (long long)step, run->strategy->name,
@@ -118,8 +144,23 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
     }
     rep->step_loss = loss;
     rep->step_correct = correct;
+    if (w) {
+        w->step = step;
+        w->loss = loss;
+        w->correct = correct;
+        w->lr = op.lr;
+        rep->nrec++;
+    }
     rep->loss_sum += loss;
     rep->correct += correct;
+    rep->samples += (int64_t)rows;
+    rep->done = step + 1;
+    if (rep->r == 0) { /* where the next step goes on in the data */
+        run->done_epoch = run->cur_epoch;
+        run->done_batch = batch + 1;
+        run->done_pos = (int64_t)strata__batch_sample(run, batch + 1);
+        strata__steplog_done(run, step);
+    }
     return STRATA_OK;
 }
 
@@ -150,6 +191,8 @@ static void eval_share(strata__replica_t *rep)
     size_t lo = n * g / R, hi = n * (g + 1) / R;
     rep->eval_loss = 0.0;
     rep->eval_correct = 0;
+    if (rep->rec)
+        rep->eval_t0 = strata__now();
     for (size_t i = lo; i < hi; i += (size_t)rep->work.rows) {
         size_t rows = hi - i < (size_t)rep->work.rows ? hi - i
                                                       : (size_t)rep->work.rows;
@@ -165,6 +208,8 @@ static void eval_share(strata__replica_t *rep)
         }
         rep->eval_loss += loss;
     }
+    if (rep->rec)
+        rep->eval_t1 = strata__now();
 }
 
 static void *replica_main(void *arg)
@@ -209,17 +254,23 @@ int strata__run_world_sum(strata__run_t *run, float *buf, int n)
     return rc == STRATA_ENOTSUP ? STRATA_OK : rc;
 }
 
-static int world_sum(strata__run_t *run, double *loss, int64_t *correct)
+/* samples: NULL, or also summed. */
+static int world_sum(strata__run_t *run, double *loss, int64_t *correct,
+                     int64_t *samples)
 {
-    float buf[2] = { (float)*loss, (float)*correct };
-    int rc = strata__run_world_sum(run, buf, 2);
+    float buf[3] = { (float)*loss, (float)*correct,
+                     samples ? (float)*samples : 0.0f };
+    int rc = strata__run_world_sum(run, buf, samples ? 3 : 2);
     *loss = buf[0];
     *correct = (int64_t)buf[1];
+    if (samples)
+        *samples = (int64_t)buf[2];
     return rc;
 }
 
 static int evaluate(strata__run_t *run, double *loss, double *acc)
 {
+    double t0 = run->watch.on ? strata__now() : 0.0;
     run_phase(run, PHASE_EVAL);
     double l = 0.0;
     int64_t c = 0;
@@ -227,23 +278,26 @@ static int evaluate(strata__run_t *run, double *loss, double *acc)
         l += run->reps[r].eval_loss;
         c += run->reps[r].eval_correct;
     }
-    int rc = world_sum(run, &l, &c);
+    int rc = world_sum(run, &l, &c, NULL);
     *loss = run->test.n ? l / (double)run->test.n : 0.0;
     *acc = run->test.n ? (double)c / (double)run->test.n : 0.0;
+    strata__watch_eval(run, t0);
     return rc;
 }
 
 /* Close an epoch: progress line, metrics CSV row, the run's last stats. */
 static int finish_epoch(strata__run_t *run, const strata__epoch_stats_t *st)
 {
+    double comm;
+    int wrc = strata__watch_epoch(run, st, &comm);
     strata__progress_end(&run->progress, st->steps, st->seconds,
                          st->train_loss, st->train_acc, st->has_test,
-                         st->test_loss, st->test_acc);
+                         st->test_loss, st->test_acc, comm);
     run->last = *st;
     const strata_callbacks_t *cb = &run->ctx->cb;
     if (cb->epoch && run->chief) {
         strata_epoch_report_t r = {
-            .epoch = st->epoch - 1, .epochs = (int32_t)run->s->train.epochs,
+            .epoch = st->epoch - 1, .epochs = strata__run_epochs(run),
             .steps = st->steps, .loss = st->train_loss,
             .accuracy = st->train_acc, .has_val = st->has_test,
             .val_loss = st->test_loss, .val_accuracy = st->test_acc,
@@ -251,28 +305,37 @@ static int finish_epoch(strata__run_t *run, const strata__epoch_stats_t *st)
         };
         cb->epoch(cb->user, &r);
     }
-    return strata__metrics_append(run, st);
+    int rc = strata__metrics_append(run, st);
+    return rc != STRATA_OK ? rc : wrc;
 }
 
 static void progress_init(strata__run_t *run)
 {
     const strata__train_cfg_t *t = &run->s->train;
-    /* Only the chief speaks; the other tasks report errors only. */
+    /* Only the chief speaks; the other tasks report errors only. The
+     * header counts the epochs the run touches (max_steps may end it
+     * inside an earlier one). */
     strata__progress_init(&run->progress, run->ctx,
                           run->chief ? t->progress : STRATA__PROGRESS_NONE,
-                          (int)t->epochs);
+                          strata__run_epochs(run));
 }
 
 /* Steps between two checks for a stop request: short enough that a
  * preempted job stops promptly, long enough that the check costs nothing. */
 #define SEGMENT_STEPS 32
+_Static_assert(SEGMENT_STEPS <= STRATA__WATCH_SLOTS,
+               "a replica records every step of a segment");
 
-/* Has anybody asked the job to stop? Agreed by every worker. */
-static int stop_requested(strata__run_t *run, int *stop)
+/* Has anybody asked the job to stop, or (an elastic job) heard that a
+ * resize is due? Agreed by every worker: one of them heard it, all act. */
+static int stop_requested(strata__run_t *run, int *stop, int *resize)
 {
-    float flag = atomic_load(&run->ctx->stop) ? 1.0f : 0.0f;
-    int rc = strata__run_world_sum(run, &flag, 1);
-    *stop = flag > 0.5f;
+    float flag[2] = { atomic_load(&run->ctx->stop) ? 1.0f : 0.0f, 0.0f };
+    if (run->elastic && strata__elastic_pending(run->elastic))
+        flag[1] = 1.0f;
+    int rc = strata__run_world_sum(run, flag, run->elastic ? 2 : 1);
+    *stop = flag[0] > 0.5f;
+    *resize = flag[1] > 0.5f && !*stop;
     return rc;
 }
 
@@ -303,36 +366,59 @@ static int resume(strata__run_t *run, strata__resume_t *at)
     return rc;
 }
 
-static int train_loop(strata__run_t *run)
+/* The epochs from `at` on. Returns STRATA__RESIZE, with *at where the
+ * job stands, when the workers agreed at a step boundary that an elastic
+ * job's world must be re-formed. */
+static int train_epochs(strata__run_t *run, strata__resume_t *at)
 {
     const strata__train_cfg_t *t = &run->s->train;
     const strata__checkpoint_cfg_t *ck = &run->s->checkpoint;
-    strata__resume_t at;
-    int rc = resume(run, &at);
-    if (rc == STRATA_OK && checkpointing(run))
-        rc = strata__checkpoint_probe(run);
-    if (rc != STRATA_OK)
-        return rc;
-    int64_t step = at.step;
-    for (int e = at.epoch; e < t->epochs && !failed(run); e++) {
-        int64_t first = e == at.epoch ? at.batch : 0;
-        int64_t steps = run->steps_per_epoch;
+    int rc = STRATA_OK;
+    int64_t step = at->step;
+    for (int e = at->epoch; e < t->epochs && !failed(run); e++) {
+        int64_t first = e == at->epoch ? at->batch : 0;
+        run->b0 = first;
+        run->pos0 = e == at->epoch ? at->sample : 0;
+        /* An elastic job that resumes an epoch whose last batch was
+         * trained but which was not closed has nothing left to train in
+         * it (full == first): it closes it. */
+        int64_t full = strata__epoch_batches(run), steps = full;
         if (t->max_steps > 0 && step + (steps - first) > t->max_steps)
             steps = first + (t->max_steps - step);
-        if (steps <= first)
+        if (steps < first || (steps == first && steps < full))
             break;
+        if (run->resize_due) { /* agreed as the last epoch ended */
+            run->resize_due = 0;
+            *at = (strata__resume_t){ .resumed = 1, .epoch = e,
+                                      .batch = first, .step = step,
+                                      .sample = run->pos0 };
+            return STRATA__RESIZE;
+        }
+        run->cur_epoch = e;
         strata__epoch_order(run->perm, run->train.n, (uint64_t)t->seed,
                             (uint64_t)e, run->s->data.shuffle);
-        for (int r = 0; r < run->nreplicas; r++) {
-            run->reps[r].loss_sum = 0.0;
-            run->reps[r].correct = 0;
+        /* An epoch goes on across a regroup: its figures too. */
+        int fresh = run->stats_epoch != e;
+        if (fresh) {
+            for (int r = 0; r < run->nreplicas; r++) {
+                run->reps[r].loss_sum = 0.0;
+                run->reps[r].correct = 0;
+                run->reps[r].samples = 0;
+            }
+            run->stats_epoch = e;
+            run->epoch_secs = 0.0;
+            run->epoch_first = first;
         }
         run->epoch_step0 = step - first;
-        run->epoch_first = first;
-        strata__progress_begin(&run->progress, e, steps - first);
-        double secs = 0.0;
-        int stop = 0;
-        for (int64_t b = first; b < steps && !failed(run) && !stop;) {
+        strata__progress_begin(&run->progress, e, steps - run->epoch_first);
+        if (fresh && first > 0 && run->chief &&
+            run->progress.mode != STRATA__PROGRESS_NONE)
+            strata__out(run->ctx, "(epoch %d resumed at batch %lld of %lld: "
+                        "its loss and accuracy cover those %lld steps only)\n",
+                        e + 1, (long long)first, (long long)steps,
+                        (long long)(steps - first));
+        int stop = 0, resize = 0;
+        for (int64_t b = first; b < steps && !failed(run) && !stop && !resize;) {
             int64_t end = b + SEGMENT_STEPS < steps ? b + SEGMENT_STEPS : steps;
             if (ck->every_steps > 0) { /* end on the next multiple */
                 int64_t g = run->epoch_step0 + b, k = ck->every_steps;
@@ -344,12 +430,13 @@ static int train_loop(strata__run_t *run)
             run->seg_hi = end;
             double t0 = strata__now();
             run_phase(run, PHASE_TRAIN);
-            secs += strata__now() - t0;
+            run->epoch_secs += strata__now() - t0;
+            strata__watch_steps(run);
             if (failed(run))
                 break;
             b = end;
             step = run->epoch_step0 + b;
-            rc = stop_requested(run, &stop);
+            rc = stop_requested(run, &stop, &resize);
             if (rc == STRATA_OK && b < steps && checkpointing(run) &&
                 (stop || (ck->every_steps > 0 && step % ck->every_steps == 0)))
                 rc = strata__checkpoint_save(run, e, b, step);
@@ -363,21 +450,51 @@ static int train_loop(strata__run_t *run)
         if (stop && step < run->epoch_step0 + steps) {
             return stopped(run, step); /* mid-epoch: no closing line */
         }
-        int64_t done = steps - first;
+        if (resize && step < run->epoch_step0 + steps) {
+            int64_t b = step - run->epoch_step0;
+            *at = (strata__resume_t){
+                .resumed = 1, .epoch = e, .batch = b, .step = step,
+                .sample = (int64_t)strata__batch_sample(run, b) };
+            return STRATA__RESIZE;
+        }
+        run->resize_due = resize; /* after the epoch's close */
+        int64_t done = steps - run->epoch_first;
         double loss = 0.0, vloss = 0.0, vacc = 0.0;
-        int64_t correct = 0;
+        int64_t correct = 0, samples = 0;
         for (int r = 0; r < run->nreplicas; r++) {
             loss += run->reps[r].loss_sum;
             correct += run->reps[r].correct;
+            samples += run->reps[r].samples;
         }
         double n = (double)done * (double)run->batch;
-        rc = world_sum(run, &loss, &correct);
-        int whole = step == run->epoch_step0 + run->steps_per_epoch;
-        if (rc == STRATA_OK && t->eval && whole)
+        /* Elastic: the samples the members of now trained (a lost one's
+         * figures went with it). */
+        rc = world_sum(run, &loss, &correct, run->elastic ? &samples : NULL);
+        if (run->elastic)
+            n = samples > 0 ? (double)samples : 1.0;
+        /* A whole epoch, or the run's last step (max_steps): validated,
+         * watched by the monitor, and checkpointed when due; the end of
+         * the run (its last step, early stopping) always is. */
+        int whole = step == run->epoch_step0 + full;
+        int last = step >= strata__run_last_step(run);
+        if (run->elastic && t->elastic_batch == STRATA__BATCH_PER_WORKER)
+            last = (whole && e + 1 == t->epochs) || /* steps follow workers */
+                   (t->max_steps > 0 && step >= t->max_steps);
+        int val = t->eval && (whole || last);
+        int best = 0;
+        if (rc == STRATA_OK && val)
             rc = evaluate(run, &vloss, &vacc);
-        if (rc == STRATA_OK && whole && checkpointing(run) &&
-            (stop || (ck->every_epochs > 0 && (e + 1) % ck->every_epochs == 0)))
-            rc = strata__checkpoint_save(run, e + 1, 0, step);
+        if (rc == STRATA_OK && val)
+            rc = strata__run_monitor(run, e + 1, vloss, vacc, &best);
+        int end = last || run->halt;
+        if (rc == STRATA_OK && (whole || end) && checkpointing(run) &&
+            (stop || end ||
+             (ck->every_epochs > 0 && (e + 1) % ck->every_epochs == 0)))
+            rc = whole ? strata__checkpoint_save(run, e + 1, 0, step)
+                       : strata__checkpoint_save(run, e, steps, step);
+        if (rc == STRATA_OK && best)
+            rc = whole ? strata__checkpoint_save_best(run, e + 1, 0, step)
+                       : strata__checkpoint_save_best(run, e, steps, step);
         if (rc != STRATA_OK) {
             fail(run, rc);
             break;
@@ -385,18 +502,53 @@ static int train_loop(strata__run_t *run)
         strata__epoch_stats_t st = {
             .epoch = e + 1, .steps = done, .train_loss = loss / n,
             .train_acc = (double)correct / n, .test_loss = vloss,
-            .test_acc = vacc, .seconds = secs,
-            .samples_per_s = secs > 0 ? n / secs : 0.0,
-            .has_test = t->eval && whole,
+            .test_acc = vacc, .seconds = run->epoch_secs,
+            .samples_per_s = run->epoch_secs > 0 ? n / run->epoch_secs : 0.0,
+            .has_test = val,
         };
         rc = finish_epoch(run, &st);
         if (rc != STRATA_OK)
             return rc;
+        run->done_epoch = e + 1; /* closed: the next one starts afresh */
+        run->done_batch = run->done_pos = 0;
         if (stop) {
             return stopped(run, step);
         }
+        if (run->halt) {
+            strata__run_halt_line(run, e + 1);
+            break;
+        }
     }
     return atomic_load(&run->rc);
+}
+
+static int train_loop(strata__run_t *run)
+{
+    strata__resume_t at;
+    int rc;
+    if (strata__elastic_joining(run)) { /* the job trains already */
+        run->resume_done = 1;
+        rc = strata__elastic_start(run, &at);
+    } else {
+        rc = resume(run, &at);
+    }
+    if (rc == STRATA_OK && checkpointing(run))
+        rc = strata__checkpoint_probe(run);
+    for (int r = 0; r < run->nreplicas; r++)
+        run->reps[r].done = at.step;
+    run->done_epoch = at.epoch;
+    run->done_batch = at.batch;
+    run->done_pos = at.sample;
+    /* An elastic job re-forms its world and goes on where it agreed. */
+    while (rc == STRATA_OK) {
+        rc = train_epochs(run, &at);
+        if (!strata__elastic_regroupable(run, rc))
+            break;
+        rc = strata__elastic_regroup(run, rc, &at);
+    }
+    if (rc == STRATA_OK && run->elastic)
+        strata__elastic_finish(run, run->reps[0].done);
+    return rc;
 }
 
 /* A worker of a strategy that hands out steps (next_step): run the step it
@@ -434,7 +586,9 @@ static int step_loop(strata__run_t *run)
         }
         run->step_batch = st.batch;
         run->step_id = st.id;
+        run->cur_epoch = st.epoch;
         run_phase(run, PHASE_STEP);
+        strata__watch_steps(run);
         st.has_result = 1;
         st.samples = run->batch;
         st.loss_sum = 0.0;
@@ -484,7 +638,19 @@ int strata__host_report(strata_ctx_t *ctx, const strata_report_t *r)
             .samples_per_s = r->seconds > 0 ? n / r->seconds : 0.0,
             .has_test = r->has_val,
         };
-        return finish_epoch(run, &st);
+        /* The monitor decides here; the epoch's boundary() acts on it
+         * (the best checkpoint) and training_done() tells the strategy. */
+        int best = 0;
+        int rc = r->has_val ? strata__run_monitor(run, r->epoch + 1,
+                                                  r->val_loss, r->val_acc,
+                                                  &best)
+                            : STRATA_OK;
+        run->best_due = best;
+        if (rc == STRATA_OK)
+            rc = finish_epoch(run, &st);
+        if (rc == STRATA_OK && run->halt)
+            strata__run_halt_line(run, r->epoch + 1);
+        return rc;
     }
     default:
         return STRATA_EINVAL;
@@ -516,16 +682,28 @@ int strata__host_boundary(strata_ctx_t *ctx, int32_t epoch, int64_t batch,
         return STRATA_ESTATE;
     const strata__checkpoint_cfg_t *ck = &run->s->checkpoint;
     int stop = atomic_load(&run->ctx->stop) != 0;
+    /* The end of the run (its last step, early stopping) is checkpointed
+     * too. */
     int due = stop || strata__host_boundary_due(ctx, epoch, batch, step) ||
               (batch == 0 && ck->every_epochs > 0 && epoch > 0 &&
-               epoch % ck->every_epochs == 0);
+               epoch % ck->every_epochs == 0) ||
+              step >= strata__run_last_step(run) || run->halt;
     int rc = STRATA_OK;
     if (due && checkpointing(run) && step != run->last_boundary) {
         rc = strata__checkpoint_save(run, epoch, batch, step);
         if (rc == STRATA_OK)
             run->last_boundary = step;
     }
+    if (rc == STRATA_OK && run->best_due && checkpointing(run))
+        rc = strata__checkpoint_save_best(run, epoch, batch, step);
+    run->best_due = 0;
     return rc == STRATA_OK && stop ? stopped(run, step) : rc;
+}
+
+int strata__host_training_done(strata_ctx_t *ctx)
+{
+    strata__run_t *run = run_of(ctx);
+    return run && run->halt;
 }
 
 /* The strategy drives this task (ps server, coordinator); ENOTSUP: it
@@ -586,19 +764,33 @@ int strata__train(strata_ctx_t *ctx)
     openblas_set_num_threads(1);
     ctx->run = run;
     int rc = strata__run_setup(ctx, run);
+    if (rc == STRATA_OK && run->evaluator) {
+        rc = strata__sidecar_run(run);
+        ctx->run = NULL;
+        strata__run_teardown(run);
+        return rc;
+    }
     if (rc == STRATA_OK)
         rc = start_threads(run);
     if (rc == STRATA_OK) {
         const strata_plugin_v2_t *vt = run->strategy->vt;
         strata__run_banner(run);
         progress_init(run);
-        rc = STRATA_HAS(vt, drive) ? drive(run) : STRATA_ENOTSUP;
+        rc = strata__watch_start(run);
+        if (rc == STRATA_OK)
+            rc = STRATA_HAS(vt, drive) ? drive(run) : STRATA_ENOTSUP;
+        /* The core's loop: every worker in step, to the end together. */
+        run->watch.lockstep = rc == STRATA_ENOTSUP &&
+                              !STRATA_HAS(vt, next_step);
         if (rc == STRATA_ENOTSUP)
             rc = STRATA_HAS(vt, next_step) ? step_loop(run) : train_loop(run);
     }
     stop_threads(run);
+    rc = strata__watch_finish(run, rc);
     if (rc == STRATA_OK)
         rc = strata__run_finish(run);
+    else if (strata__elastic_job_over(run))
+        rc = STRATA_OK; /* it joined a job that had finished: nothing to do */
     ctx->run = NULL;
     strata__run_teardown(run);
     return rc;

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 
@@ -68,6 +69,25 @@ static inline void dump_compare(const char *a_path, const char *b_path,
                                 const char *what, double tol)
 {
     dump_compare_model(a_path, b_path, what, tol, dump_counts, DUMP_NVARS);
+}
+
+/* The final variables' hashes that `want` workers printed (debug.hash_vars,
+ * "variables hash (rank R): HEX") in `out`: 1 when there are that many and
+ * all are equal. */
+static inline int dump_hashes_equal(const char *out, int want)
+{
+    char first[17] = "";
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, "variables hash (rank ")); p++) {
+        const char *h = strstr(p, "): ");
+        if (!h)
+            return 0;
+        if (n++ == 0)
+            memcpy(first, h + 3, 16);
+        else if (strncmp(first, h + 3, 16) != 0)
+            return 0;
+    }
+    return n == want;
 }
 
 #endif

@@ -16,10 +16,12 @@ out=${STRATA_TEST_BUILD:-$root/build-test}
 jobs=${JOBS:-$(nproc)}
 
 contrib/debian-deps.sh
-# The checkpoint interop test opens strata's files with Python's safetensors;
-# without the packages it is reported as skipped.
-python3 -m pip install -q safetensors numpy 2>/dev/null ||
-    echo "run_all: pip install safetensors numpy failed; interop test will skip"
+# The checkpoint interop test opens strata's files with Python's safetensors,
+# and tests/watch reads the TensorBoard event files with TensorBoard's own
+# reader; without the packages those tests are reported as skipped.
+python3 -m pip install -q safetensors numpy tensorboard 2>/dev/null ||
+    echo "run_all: pip install safetensors numpy tensorboard failed;" \
+         "the interop tests will skip"
 
 step() { printf '\n==== %s\n' "$*"; }
 

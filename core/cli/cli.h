@@ -7,6 +7,30 @@
 /* strata launch [...]: returns the process exit code. */
 int cli_launch(int argc, char **argv);
 
+/* strata launch --nnodes N --node-rank K --rendezvous HOST:PORT
+ * (launch_nodes.c): one launch per machine, one job of N x M workers. */
+typedef struct cli_nodes {
+    int  nnodes;     /* 0: one machine (TF_CONFIG)                 */
+    int  node_rank;  /* -1 until given                             */
+    int  per_node;   /* -n M                                       */
+    char host[256];  /* of --rendezvous, without [brackets]        */
+    int  port;
+} cli_nodes_t;
+#define CLI_NODES_INIT { 0, -1, 0, "", 0 }
+
+/* argv[*i] is --nnodes, --node-rank or --rendezvous: takes it and its value
+ * (*i moves past it) and returns 1, or -1 after a message; 0: none of them. */
+int cli_nodes_arg(cli_nodes_t *n, int argc, char **argv, int *i);
+/* Once every flag is read: the combination, and for several machines the
+ * job's [security] (targv[0..nt): strata train -c/--set ...); 0 or -1
+ * after a message. */
+int cli_nodes_check(cli_nodes_t *n, int workers, int ps, int chief,
+                    char **targv, int nt);
+/* Global index of this machine's first worker (0 without --nnodes). */
+int cli_nodes_first(const cli_nodes_t *n);
+/* In a child, before exec: torchrun's variables for worker `index`; the
+ * sources that would win over them cleared. 0 or -1. */
+int cli_nodes_env(const cli_nodes_t *n, int index);
 /* strata compare [...]: returns the process exit code. */
 int cli_compare(int argc, char **argv);
 

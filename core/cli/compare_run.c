@@ -471,7 +471,7 @@ static void header(char *line, int idx[NCOLS])
 /* A data line into e; empty test columns: no test this epoch. */
 static int row(char *line, const int idx[NCOLS], cmp_epoch_t *e)
 {
-    double v[NCOLS];
+    double v[NCOLS] = { 0 };
     int have[NCOLS] = { 0 }, pos = 0;
     char *p = line;
     for (;; pos++) {

@@ -215,27 +215,48 @@ static int cu_xent_read(strata__kdev_t *k, strata__xacc_t *a)
 }
 
 static int cu_sgd(strata__kdev_t *k, size_t n, float *w, const float *g,
-                  float lr)
+                  float lr, float wd)
 {
     kdev_cuda_t *c = cu(k);
-    return KG(c, "SGD step", kg_sgd(n, w, g, lr, c->stream));
+    return KG(c, "SGD step", kg_sgd(n, w, g, lr, wd, c->stream));
 }
 
 static int cu_momentum(strata__kdev_t *k, size_t n, float *w, const float *g,
-                       float *v, float lr, float momentum)
+                       float *v, float lr, float momentum, float wd)
 {
     kdev_cuda_t *c = cu(k);
     return KG(c, "momentum step",
-              kg_momentum(n, w, g, v, lr, momentum, c->stream));
+              kg_momentum(n, w, g, v, lr, momentum, wd, c->stream));
 }
 
 static int cu_adam(strata__kdev_t *k, size_t n, float *w, const float *g,
                    float *m, float *v, float lr, float b1, float b2,
-                   float eps, int64_t t)
+                   float eps, int64_t t, float wd)
 {
     kdev_cuda_t *c = cu(k);
     return KG(c, "Adam step",
-              kg_adam(n, w, g, m, v, lr, b1, b2, eps, t, c->stream));
+              kg_adam(n, w, g, m, v, lr, b1, b2, eps, t, wd, c->stream));
+}
+
+/* The global gradient norm's sum: partial sums in device scratch, the
+ * result read back and waited for (clipping happens once per step). */
+static int cu_sumsq(strata__kdev_t *k, size_t n, const float *x, double *out)
+{
+    kdev_cuda_t *c = cu(k);
+    void *scratch = NULL;
+    int rc = KG(c, "allocate device memory",
+                kg_malloc(&scratch, KG_SUMSQ_SCRATCH * sizeof(double),
+                          c->stream));
+    if (rc == STRATA_OK)
+        rc = KG(c, "sum of squares", kg_sumsq(n, x, scratch, c->stream));
+    if (rc == STRATA_OK)
+        rc = KG(c, "read the sum of squares back",
+                kg_memcpy_d2h(out, scratch, sizeof *out, c->stream));
+    if (rc == STRATA_OK)
+        rc = KG(c, "wait for the stream", kg_stream_sync(c->stream));
+    if (scratch)
+        (void)KG(c, "free device memory", kg_free(scratch, c->stream));
+    return rc;
 }
 
 static int cu_scale(strata__kdev_t *k, size_t n, float a, float *x)
@@ -391,6 +412,7 @@ static const strata__kops_t k_kops_cuda = {
     .sgd = cu_sgd,
     .momentum = cu_momentum,
     .adam = cu_adam,
+    .sumsq = cu_sumsq,
     .scale = cu_scale,
     .axpy = cu_axpy,
     .sum = cu_sum,

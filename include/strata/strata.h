@@ -57,7 +57,8 @@ STRATA_API const char *strata_ctx_get(strata_ctx_t *ctx, const char *section,
  * never two at once for one context. */
 typedef struct strata_epoch_report {
     int32_t epoch;          /* 0-based                                       */
-    int32_t epochs;         /* configured                                    */
+    int32_t epochs;         /* the run touches: [train] epochs, or fewer     */
+                            /* when max_steps ends it in an earlier one      */
     int64_t steps;          /* steps run in this epoch                       */
     double  loss, accuracy; /* training, over the epoch's steps              */
     int32_t has_val;        /* 1: val_* hold the test-set evaluation         */

@@ -41,18 +41,22 @@ double kc_softmax_xent(int m, int c, const float *logits, const int32_t *labels,
 /* Rows of logits[m x c] whose argmax (first on ties) equals the label. */
 int64_t kc_count_correct(int m, int c, const float *logits, const int32_t *labels);
 
-/* ---- optimizer steps, in place, one fused pass ------------------------ */
+/* ---- optimizer steps, in place, one fused pass ------------------------
+ * wd: decoupled weight decay (Keras' weight_decay, AdamW / SGDW): each step
+ * first takes w -= (lr * wd) * w, with the w before the update, then
+ * applies the gradient as below. wd = 0 gives the same bits as no decay. */
 /* w -= lr * g */
-void kc_sgd(size_t n, float *w, const float *g, float lr);
+void kc_sgd(size_t n, float *w, const float *g, float lr, float wd);
 /* v = momentum * v - lr * g ; w += v   (Keras SGD(momentum=...)) */
 void kc_momentum(size_t n, float *w, const float *g, float *v, float lr,
-                 float momentum);
+                 float momentum, float wd);
 /* Adam (Kingma & Ba), bias-corrected, step t >= 1 counts this update:
  * m = b1 m + (1-b1) g ; v = b2 v + (1-b2) g^2 ;
  * w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
- * (the paper's and PyTorch's form; eps is added to the corrected sqrt(v)). */
+ * (the paper's and PyTorch's form; eps is added to the corrected sqrt(v)).
+ * The decay uses lr itself, not the bias-corrected step (AdamW). */
 void kc_adam(size_t n, float *w, const float *g, float *m, float *v, float lr,
-             float b1, float b2, float eps, int64_t t);
+             float b1, float b2, float eps, int64_t t, float wd);
 
 /* ---- vector helpers used by reductions --------------------------------- */
 void kc_scale(size_t n, float a, float *x);                    /* x *= a       */
@@ -60,6 +64,11 @@ void kc_axpy(size_t n, float a, const float *x, float *y);     /* y += a x     *
 /* dst = srcs[0] + srcs[1] + ... in that order (bitwise deterministic);
  * dst may equal srcs[0]. nsrc >= 1. */
 void kc_sum(size_t n, float *dst, const float *const *srcs, int nsrc);
+/* Sum of x[i]^2 in double: 16 partial sums, element i into sum i % 16 in
+ * index order, then added in lane order. Deterministic: the same bytes give
+ * the same bits whatever the vector width (the global gradient norm that
+ * every replica clips by). */
+double kc_sumsq(size_t n, const float *x);
 /* dst[i] = src[i] * scale : the per-batch uint8 -> float input scaling. */
 void kc_u8_to_f32(size_t n, const uint8_t *src, float scale, float *dst);
 

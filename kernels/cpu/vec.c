@@ -94,6 +94,23 @@ KC_HOT void kc_sum(size_t n, float *dst, const float *const *srcs, int nsrc)
         acc1(n, dst, s[0]);
 }
 
+/* 16 lanes, each summed in index order: vectorises without reordering
+ * any lane's additions, so the result does not depend on the code path. */
+KC_HOT double kc_sumsq(size_t n, const float *restrict x)
+{
+    double lane[KC_BLOCK] = { 0 };
+    size_t b = 0;
+    for (; b + KC_BLOCK <= n; b += KC_BLOCK)
+        for (size_t j = 0; j < KC_BLOCK; j++)
+            lane[j] += (double)x[b + j] * (double)x[b + j];
+    for (size_t j = 0; b + j < n; j++)
+        lane[j] += (double)x[b + j] * (double)x[b + j];
+    double s = 0.0;
+    for (size_t j = 0; j < KC_BLOCK; j++)
+        s += lane[j];
+    return s;
+}
+
 KC_HOT void kc_u8_to_f32(size_t n, const uint8_t *restrict src, float scale,
                   float *restrict dst)
 {

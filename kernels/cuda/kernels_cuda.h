@@ -121,14 +121,17 @@ int kg_softmax_xent(int m, int c, const float *logits, const int32_t *labels,
 int kg_count_correct(int m, int c, const float *logits, const int32_t *labels,
                      int64_t *correct, kg_stream_t s);
 
-/* ---- optimizer steps, in place, same formulas as kernels_cpu.h ---------- */
-int kg_sgd(size_t n, float *w, const float *g, float lr, kg_stream_t s);
+/* ---- optimizer steps, in place, same formulas as kernels_cpu.h ----------
+ * wd: the decoupled weight decay, first w -= (lr * wd) * w, as kc_*. */
+int kg_sgd(size_t n, float *w, const float *g, float lr, float wd,
+           kg_stream_t s);
 int kg_momentum(size_t n, float *w, const float *g, float *v, float lr,
-                float momentum, kg_stream_t s);
+                float momentum, float wd, kg_stream_t s);
 /* Bias corrections from double on the host, exactly as kc_adam (t < 1
  * counts as 1). */
 int kg_adam(size_t n, float *w, const float *g, float *m, float *v, float lr,
-            float b1, float b2, float eps, int64_t t, kg_stream_t s);
+            float b1, float b2, float eps, int64_t t, float wd,
+            kg_stream_t s);
 
 /* ---- vector helpers used by reductions ---------------------------------- */
 int kg_scale(size_t n, float a, float *x, kg_stream_t s);
@@ -140,6 +143,13 @@ int kg_sum(size_t n, float *dst, const float *const *srcs, int nsrc,
            kg_stream_t s);
 int kg_u8_to_f32(size_t n, const uint8_t *src, float scale, float *dst,
                  kg_stream_t s);
+/* scratch[0] (device) = sum of x[i]^2 in double: KG_SUMSQ_BLOCKS blocks of
+ * partial sums in scratch[1..], added in a fixed tree order, so the same
+ * bytes give the same bits on a given GPU (not necessarily kc_sumsq's).
+ * scratch: device memory of KG_SUMSQ_SCRATCH doubles. */
+#define KG_SUMSQ_BLOCKS 256
+#define KG_SUMSQ_SCRATCH (KG_SUMSQ_BLOCKS + 1)
+int kg_sumsq(size_t n, const float *x, double *scratch, kg_stream_t s);
 
 /* ---- convolution and pooling: NHWC, row-major, as kernels_cpu.h -------
  * kg_conv_geom_t / kg_pool_geom_t have the members of kc_conv_geom_t /

@@ -47,18 +47,23 @@ __global__ void kg_sigmoid_bwd_k(size_t n, const float *y, const float *dy,
     KG_FOR(i, n) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
 }
 
-__global__ void kg_sgd_k(size_t n, float *w, const float *g, float lr)
+/* d = lr * wd: the decoupled weight decay, before the update (kc_*). */
+__global__ void kg_sgd_k(size_t n, float *w, const float *g, float lr, float d)
 {
-    KG_FOR(i, n) w[i] -= lr * g[i];
+    KG_FOR(i, n) {
+        float wi = w[i] - d * w[i];
+        w[i] = wi - lr * g[i];
+    }
 }
 
 __global__ void kg_momentum_k(size_t n, float *w, const float *g, float *v,
-                              float lr, float mom)
+                              float lr, float mom, float d)
 {
     KG_FOR(i, n) {
+        float wi = w[i] - d * w[i];
         float vi = mom * v[i] - lr * g[i];
         v[i] = vi;
-        w[i] += vi;
+        w[i] = wi + vi;
     }
 }
 
@@ -66,15 +71,16 @@ __global__ void kg_momentum_k(size_t n, float *w, const float *g, float *v,
  * rsq_bc2 = 1 / sqrt(1 - b2^t), both from double on the host. */
 __global__ void kg_adam_k(size_t n, float *w, const float *g, float *m,
                           float *v, float b1, float b2, float eps, float step,
-                          float rsq_bc2)
+                          float rsq_bc2, float d)
 {
     KG_FOR(i, n) {
         float gi = g[i];
         float mi = b1 * m[i] + (1.0f - b1) * gi;
         float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        float wi = w[i] - d * w[i];
         m[i] = mi;
         v[i] = vi;
-        w[i] -= step * mi / (sqrtf(vi) * rsq_bc2 + eps);
+        w[i] = wi - step * mi / (sqrtf(vi) * rsq_bc2 + eps);
     }
 }
 
@@ -103,6 +109,46 @@ __global__ void kg_sum_k(size_t n, float *dst, kg_srcs src, int nsrc,
             acc += src.p[j][i];
         dst[i] = acc;
     }
+}
+
+/* Tree sum of a block's KG_THREADS values in shared memory, in a fixed
+ * order; thread 0 gets the total. */
+static __device__ double kg_block_sum(double v, double *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned half = KG_THREADS / 2; half > 0; half /= 2) {
+        if (threadIdx.x < half)
+            sh[threadIdx.x] += sh[threadIdx.x + half];
+        __syncthreads();
+    }
+    return sh[0];
+}
+
+/* Stage 1: block b sums elements b*T + t, b*T + t + B*T, ... per thread,
+ * then its threads' sums; part[b] = the block's. */
+__global__ void kg_sumsq_part_k(size_t n, const float *x, double *part)
+{
+    __shared__ double sh[KG_THREADS];
+    double acc = 0.0;
+    for (size_t i = blockIdx.x * (size_t)KG_THREADS + threadIdx.x; i < n;
+         i += (size_t)KG_SUMSQ_BLOCKS * KG_THREADS)
+        acc += (double)x[i] * (double)x[i];
+    double s = kg_block_sum(acc, sh);
+    if (threadIdx.x == 0)
+        part[blockIdx.x] = s;
+}
+
+/* Stage 2, one block: the parts in the same tree order. */
+__global__ void kg_sumsq_total_k(const double *part, double *out)
+{
+    __shared__ double sh[KG_THREADS];
+    double acc = 0.0;
+    for (unsigned i = threadIdx.x; i < KG_SUMSQ_BLOCKS; i += KG_THREADS)
+        acc += part[i];
+    double s = kg_block_sum(acc, sh);
+    if (threadIdx.x == 0)
+        *out = s;
 }
 
 __global__ void kg_u8_to_f32_k(size_t n, const uint8_t *src, float scale,
@@ -144,19 +190,20 @@ int kg_sigmoid_bwd(size_t n, const float *y, const float *dy, float *dx,
     KG_LAUNCH(kg_sigmoid_bwd_k, n, s, y, dy, dx);
 }
 
-int kg_sgd(size_t n, float *w, const float *g, float lr, kg_stream_t s)
+int kg_sgd(size_t n, float *w, const float *g, float lr, float wd,
+           kg_stream_t s)
 {
-    KG_LAUNCH(kg_sgd_k, n, s, w, g, lr);
+    KG_LAUNCH(kg_sgd_k, n, s, w, g, lr, lr * wd);
 }
 
 int kg_momentum(size_t n, float *w, const float *g, float *v, float lr,
-                float momentum, kg_stream_t s)
+                float momentum, float wd, kg_stream_t s)
 {
-    KG_LAUNCH(kg_momentum_k, n, s, w, g, v, lr, momentum);
+    KG_LAUNCH(kg_momentum_k, n, s, w, g, v, lr, momentum, lr * wd);
 }
 
 int kg_adam(size_t n, float *w, const float *g, float *m, float *v, float lr,
-            float b1, float b2, float eps, int64_t t, kg_stream_t s)
+            float b1, float b2, float eps, int64_t t, float wd, kg_stream_t s)
 {
     if (t < 1)
         t = 1;              /* as kc_adam: t counts this update */
@@ -164,7 +211,8 @@ int kg_adam(size_t n, float *w, const float *g, float *m, float *v, float lr,
     double bc2 = 1.0 - pow((double)b2, (double)t);
     float step = (float)((double)lr / bc1);
     float rsq_bc2 = (float)(1.0 / sqrt(bc2));
-    KG_LAUNCH(kg_adam_k, n, s, w, g, m, v, b1, b2, eps, step, rsq_bc2);
+    KG_LAUNCH(kg_adam_k, n, s, w, g, m, v, b1, b2, eps, step, rsq_bc2,
+              lr * wd);
 }
 
 int kg_scale(size_t n, float a, float *x, kg_stream_t s)
@@ -196,6 +244,18 @@ int kg_sum(size_t n, float *dst, const float *const *srcs, int nsrc,
             return rc;
     }
     return KG_OK;
+}
+
+int kg_sumsq(size_t n, const float *x, double *scratch, kg_stream_t s)
+{
+    if (!scratch)
+        return kg__fail(KG_EINVAL, "kg_sumsq: scratch is NULL");
+    kg_sumsq_part_k<<<KG_SUMSQ_BLOCKS, KG_THREADS, 0, s>>>(n, x, scratch + 1);
+    int rc = kg__launched();
+    if (rc != KG_OK)
+        return rc;
+    kg_sumsq_total_k<<<1, KG_THREADS, 0, s>>>(scratch + 1, scratch);
+    return kg__launched();
 }
 
 int kg_u8_to_f32(size_t n, const uint8_t *src, float scale, float *dst,

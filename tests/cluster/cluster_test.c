@@ -859,10 +859,155 @@ static void test_torchrun(void)
          "--task ps:0: ", "(the cluster comes from torchrun)");
 }
 
+/* torchrun's agent store, [cluster] rendezvous */
+static void test_torchrun_rendezvous(void)
+{
+    strata__cluster_t c;
+#define TWO_NODES "RANK=1", "WORLD_SIZE=4", "MASTER_ADDR=10.0.0.1", \
+                  "MASTER_PORT=29500", "LOCAL_WORLD_SIZE=2"
+    /* static rendezvous: the agent's store has MASTER_PORT */
+    if (OK(NULL, NULL, NULL,
+           ENV(TWO_NODES, "TORCHELASTIC_USE_AGENT_STORE=True"), &c) == 0) {
+        CHECK(strcmp(c.pub.rendezvous, "10.0.0.1:29501") == 0);
+        TASK(&c, 3, "worker", 3, 3, NULL);
+    }
+    strata__cluster_free(&c);
+    if (OK(NULL, NULL, NULL,
+           ENV(TWO_NODES, "TORCHELASTIC_USE_AGENT_STORE=False"), &c) == 0)
+        CHECK(strcmp(c.pub.rendezvous, "10.0.0.1:29500") == 0);
+    strata__cluster_free(&c);
+    /* [cluster] rendezvous wins over MASTER_ADDR:PORT */
+    if (OK(NULL, SETS("cluster.rendezvous=[fd00::1]:7000"), NULL,
+           ENV(TWO_NODES, "TORCHELASTIC_USE_AGENT_STORE=True"), &c) == 0) {
+        CHECK(strcmp(c.pub.rendezvous, "[fd00::1]:7000") == 0);
+        CHECK(c.rendezvous_timeout_s == 300);
+    }
+    strata__cluster_free(&c);
+    /* on one node the addresses are known: the store changes nothing */
+    if (OK(NULL, NULL, NULL,
+           ENV("RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=100",
+               "LOCAL_WORLD_SIZE=2", "TORCHELASTIC_USE_AGENT_STORE=True"),
+           &c) == 0) {
+        TASK(&c, 1, "worker", 1, 1, "h:102");
+        CHECK(strcmp(c.pub.rendezvous, "h:100") == 0);
+    }
+    strata__cluster_free(&c);
+    if (OK(NULL, SETS("cluster.rendezvous_timeout_s=2.5"), NULL,
+           ENV(TWO_NODES), &c) == 0)
+        CHECK(c.rendezvous_timeout_s == 2.5);
+    strata__cluster_free(&c);
+    ERRC(NULL, NULL, NULL,
+         ENV("RANK=0", "WORLD_SIZE=4", "MASTER_ADDR=m", "MASTER_PORT=65535",
+             "LOCAL_WORLD_SIZE=2", "TORCHELASTIC_USE_AGENT_STORE=True"),
+         "torchrun: ", "MASTER_PORT=65535 is torchrun's agent store");
+    ERRC(NULL, SETS("cluster.rendezvous=nohost"), NULL, ENV(TWO_NODES),
+         "[cluster] rendezvous = 'nohost': ", "expected host:port (--set)");
+    /* checked whatever the source */
+    ERRC(NULL, SETS("cluster.rendezvous=h:0"), NULL, NOENV,
+         "[cluster] rendezvous = 'h:0': ", "port '0'");
+    ERRC(NULL, SETS("cluster.rendezvous_timeout_s=0"), NULL, NOENV,
+         "", "rendezvous_timeout_s");
+#undef TWO_NODES
+}
+
+/* ---- Open MPI ------------------------------------------------------------------ */
+
+static void test_mpi(void)
+{
+    strata__cluster_t c;
+    char want[64];
+    /* one node: an abstract socket named after the user and the job */
+    if (OK(NULL, NULL, NULL,
+           ENV("OMPI_COMM_WORLD_RANK=2", "OMPI_COMM_WORLD_SIZE=3",
+               "OMPI_COMM_WORLD_LOCAL_RANK=2", "OMPI_COMM_WORLD_LOCAL_SIZE=3",
+               "PMIX_RANK=2", "PMIX_NAMESPACE=980811777"), &c) == 0) {
+        CHECK(c.pub.ntasks == 3 && c.pub.nworkers == 3 && c.pub.self == 2);
+        for (int i = 0; i < 3; i++)
+            TASK(&c, i, "worker", i, i, NULL);
+        snprintf(want, sizeof want, "unix:@strata-%u-", (unsigned)geteuid());
+        CHECKF(strncmp(c.pub.rendezvous, want, strlen(want)) == 0
+                   && strlen(c.pub.rendezvous) == strlen(want) + 16,
+               "%s", c.pub.rendezvous);
+        CHECK(strcmp(c.pub.source, "Open MPI") == 0);
+    }
+    /* another job, another name; the jobid when there is no namespace */
+    strata__cluster_t d;
+    if (OK(NULL, NULL, NULL,
+           ENV("OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=3",
+               "OMPI_COMM_WORLD_LOCAL_SIZE=3",
+               "OMPI_MCA_ess_base_jobid=980811778"), &d) == 0)
+        CHECK(strcmp(c.pub.rendezvous, d.pub.rendezvous) != 0);
+    strata__cluster_free(&d);
+    strata__cluster_free(&c);
+    /* several nodes: [cluster] rendezvous (here from the environment) */
+    if (OK(NULL, SETS("cluster.rendezvous=nodeA:29400"), NULL,
+           ENV("OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=4",
+               "OMPI_COMM_WORLD_LOCAL_SIZE=2"), &c) == 0) {
+        CHECK(strcmp(c.pub.rendezvous, "nodeA:29400") == 0);
+        CHECK(c.pub.self == 3);
+    }
+    strata__cluster_free(&c);
+    /* PMIx's rank alone; a job of one needs no rendezvous */
+    if (OK(NULL, NULL, NULL,
+           ENV("OMPI_COMM_WORLD_SIZE=2", "PMIX_RANK=1",
+               "OMPI_COMM_WORLD_LOCAL_SIZE=2", "PMIX_NAMESPACE=x"), &c) == 0)
+        CHECK(c.pub.self == 1);
+    strata__cluster_free(&c);
+    if (OK(NULL, NULL, NULL,
+           ENV("OMPI_COMM_WORLD_SIZE=1", "OMPI_COMM_WORLD_RANK=0"), &c) == 0)
+        CHECK(c.pub.ntasks == 1 && c.pub.rendezvous == NULL);
+    strata__cluster_free(&c);
+    if (OK(NULL, NULL, "worker:0",
+           ENV("OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=1",
+               "OMPI_COMM_WORLD_LOCAL_SIZE=2", "PMIX_NAMESPACE=x"), &c) == 0)
+        CHECK(c.pub.self == 0 && strcmp(c.pub.source, "--task + Open MPI")
+                                     == 0);
+    strata__cluster_free(&c);
+
+    ERRC(NULL, NULL, NULL,
+         ENV("OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=4",
+             "OMPI_COMM_WORLD_LOCAL_SIZE=2"),
+         "Open MPI: ", "the 4 ranks run on several nodes "
+                      "(OMPI_COMM_WORLD_LOCAL_SIZE=2): set [cluster] "
+                      "rendezvous = HOST:PORT");
+    ERRC(NULL, NULL, NULL,
+         ENV("OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=4"),
+         "Open MPI: ", "OMPI_COMM_WORLD_LOCAL_SIZE is not set");
+    ERRC(NULL, NULL, NULL,
+         ENV("OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2",
+             "OMPI_COMM_WORLD_LOCAL_SIZE=2"),
+         "Open MPI: ", "neither PMIX_NAMESPACE nor OMPI_MCA_ess_base_jobid");
+    ERRC(NULL, NULL, NULL, ENV("OMPI_COMM_WORLD_RANK=0"), "Open MPI: ",
+         "OMPI_COMM_WORLD_RANK is set but OMPI_COMM_WORLD_SIZE is not");
+    ERRC(NULL, NULL, NULL, ENV("OMPI_COMM_WORLD_SIZE=2"), "Open MPI: ",
+         "neither OMPI_COMM_WORLD_RANK nor PMIX_RANK");
+    ERRC(NULL, NULL, NULL,
+         ENV("OMPI_COMM_WORLD_SIZE=0", "OMPI_COMM_WORLD_RANK=0"), "Open MPI: ",
+         "OMPI_COMM_WORLD_SIZE='0': expected an integer in [1, 1024]");
+    ERRC(NULL, NULL, NULL,
+         ENV("OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=2"), "Open MPI: ",
+         "OMPI_COMM_WORLD_RANK='2': expected an integer in [0, 1]");
+    ERRC(NULL, NULL, NULL,
+         ENV("OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=1",
+             "PMIX_RANK=0"), "Open MPI: ",
+         "OMPI_COMM_WORLD_RANK=1 but PMIX_RANK=0");
+    ERRC(NULL, NULL, NULL,
+         ENV("OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=1",
+             "OMPI_COMM_WORLD_LOCAL_SIZE=3"), "Open MPI: ",
+         "OMPI_COMM_WORLD_LOCAL_SIZE='3'");
+    ERRC(NULL, NULL, NULL,
+         ENV("OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=1",
+             "OMPI_COMM_WORLD_LOCAL_SIZE=2", "OMPI_COMM_WORLD_LOCAL_RANK=2"),
+         "Open MPI: ", "OMPI_COMM_WORLD_LOCAL_RANK='2': expected an integer "
+                       "in [0, 1]");
+}
+
 /* ---- precedence ----------------------------------------------------------------- */
 
 #define SLURM_ENV "SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_NODELIST=s[1-2]"
 #define TORCH_ENV "RANK=1", "WORLD_SIZE=3", "MASTER_ADDR=m", "MASTER_PORT=9"
+#define MPI_ENV "OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=5", \
+                "OMPI_COMM_WORLD_LOCAL_SIZE=5", "PMIX_NAMESPACE=j"
 #define TF_ENV                                                               \
     "TF_CONFIG={\"cluster\": {\"worker\": [\"t:1\", \"t:2\", \"t:3\", "      \
     "\"t:4\"]}, \"task\": {\"type\": \"worker\", \"index\": 3}}"
@@ -891,6 +1036,11 @@ static void test_precedence(void)
     SOURCE(NULL, NULL, ENV(TF_ENV, SLURM_ENV, TORCH_ENV), "TF_CONFIG", 4, 3);
     SOURCE(NULL, NULL, ENV(TORCH_ENV, SLURM_ENV), "SLURM", 2, 1);
     SOURCE(NULL, NULL, ENV(TORCH_ENV), "torchrun", 3, 1);
+    /* Open MPI: below TF_CONFIG, above SLURM (an sbatch script's mpirun
+     * passes SLURM's variables on) and torchrun */
+    SOURCE(NULL, NULL, ENV(MPI_ENV, SLURM_ENV, TORCH_ENV), "Open MPI", 5, 0);
+    SOURCE(NULL, NULL, ENV(TF_ENV, MPI_ENV), "TF_CONFIG", 4, 3);
+    SOURCE("good.ini", NULL, ENV(MPI_ENV), "[cluster]", 6, 2);
     SOURCE(NULL, "worker:0", ENV(TF_ENV, SLURM_ENV, TORCH_ENV),
            "--task + TF_CONFIG", 4, 0);
     SOURCE("good.ini", "evaluator:0", ENV(TF_ENV), "--task + [cluster]", 6, 5);
@@ -924,6 +1074,8 @@ int main(int argc, char **argv)
     test_hostlist();
     test_slurm();
     test_torchrun();
+    test_torchrun_rendezvous();
+    test_mpi();
     test_precedence();
     return CHECK_DONE();
 }

@@ -78,6 +78,23 @@ static const golden_t k_golden[] = {
     { "bad_lr", "bad_lr.ini", { 0 }, NULL, 0, STRATA_ECONFIG },
     { "bad_enum", "bad_enum.ini", { 0 }, NULL, 0, STRATA_ECONFIG },
     { "bad_bool", "bad_bool.ini", { 0 }, NULL, 0, STRATA_ECONFIG },
+    { "bad_schedule", "bad_schedule.ini", { 0 }, NULL, 0, STRATA_ECONFIG },
+    { "bad_decay", "bad_decay.ini", { 0 }, NULL, 0, STRATA_ECONFIG },
+    { "bad_weight_decay", "bad_weight_decay.ini", { 0 }, NULL, 0,
+      STRATA_ECONFIG },
+    { "bad_boundaries", "bad_boundaries.ini", { 0 }, NULL, 0, STRATA_ECONFIG },
+    { "bad_values", "bad_values.ini", { 0 }, NULL, 0, STRATA_ECONFIG },
+    { "step_no_boundaries", "step_no_boundaries.ini", { 0 }, NULL, 0,
+      STRATA_ECONFIG },
+    { "cosine_no_steps", "cosine_no_steps.ini", { 0 }, NULL, 0,
+      STRATA_ECONFIG },
+    { "monitor_no_eval", "monitor_no_eval.ini", { 0 }, NULL, 0,
+      STRATA_ECONFIG },
+    { "keep_best_no_dir", "keep_best_no_dir.ini", { 0 }, NULL, 0,
+      STRATA_ECONFIG },
+    { "set_boundaries", NULL, { 0 }, "optimizer.boundaries=10, x", 0,
+      STRATA_ECONFIG },
+    { "callbacks_ok", "callbacks_ok.ini", { 0 }, NULL, 0, 0 },
     { "env_bad", NULL, { "STRATA_TRAIN_EPOCHS=five", NULL }, NULL, 0,
       STRATA_ECONFIG },
     { "env_unknown", NULL, { "STRATA_DATA_LIMIT=5", NULL }, NULL, 0,
@@ -180,6 +197,11 @@ static void test_defaults(void)
     CHECK(s.optimizer.momentum == 0.9);
     CHECK(s.optimizer.beta1 == 0.9 && s.optimizer.beta2 == 0.999);
     CHECK(s.optimizer.epsilon == 1e-7);
+    CHECK(s.optimizer.schedule == STRATA__SCHED_CONSTANT &&
+          s.optimizer.weight_decay == 0.0 && s.optimizer.clip_norm == 0.0);
+    CHECK(s.train.es_patience == 0 && s.train.es_min_delta == 0.0 &&
+          s.train.monitor == STRATA__MONITOR_VAL_LOSS);
+    CHECK(s.checkpoint.keep_best == 0 && strcmp(s.debug.dump_lr, "") == 0);
     CHECK(strcmp(s.plugins.path, "") == 0);
     CHECK(s.log.level == STRATA_LOG_INFO);
     CHECK(s.debug.check_sync == 0);
@@ -249,6 +271,22 @@ static void test_file_values(void)
     for (; k_secs[i] && secs[i]; i++)
         CHECKF(strcmp(secs[i], k_secs[i]) == 0, "section %d: %s", i, secs[i]);
     CHECK(k_secs[i] == NULL && secs[i] == NULL);
+    strata__cfg_free(c);
+}
+
+/* The keys of schedules and callbacks, read from a file. */
+static void test_callbacks_values(void)
+{
+    strata__cfg_t *c;
+    strata__settings_t s;
+    CHECK(strata__cfg_new(&c) == 0);
+    CHECK(strata__cfg_load_file(c, "callbacks_ok.ini") == 0);
+    CHECK(strata__settings_load(c, &s) == 0);
+    CHECK(s.train.es_patience == 2);
+    CHECK(s.train.monitor == STRATA__MONITOR_VAL_ACCURACY);
+    CHECK(s.optimizer.schedule == STRATA__SCHED_STEP);
+    CHECK(strcmp(s.optimizer.boundaries, "100 200") == 0);
+    CHECK(s.optimizer.weight_decay == 0.004 && s.optimizer.clip_norm == 1.0);
     strata__cfg_free(c);
 }
 
@@ -591,12 +629,12 @@ static void test_tables(void)
                                            "optimizer", "plugins", "log",
                                            "debug", "strategy", "transport",
                                            "cluster", "checkpoint", "security",
-                                           NULL };
+                                           "evaluator", NULL };
     for (int i = 0; k_names[i]; i++)
         CHECKF(strata__sections[i].name
                    && strcmp(strata__sections[i].name, k_names[i]) == 0,
                "section %d", i);
-    CHECK(strata__sections[12].name == NULL);
+    CHECK(strata__sections[13].name == NULL);
     /* every core option has a default and a help line */
     for (const strata__section_t *s = strata__sections; s->name; s++)
         for (const strata_option_t *o = opts_of(s); o && o->key; o++) {
@@ -727,6 +765,7 @@ int main(int argc, char **argv)
     strata__log_set_level(STRATA_LOG_INFO);
     test_defaults();
     test_file_values();
+    test_callbacks_values();
     test_layout();
     test_precedence();
     test_env_filter();

@@ -326,32 +326,42 @@ int kg_softmax_xent(int m, int c, const float *logits, const int32_t *labels,
     return KG_OK;
 }
 
-int kg_sgd(size_t n, float *w, const float *g, float lr, kg_stream_t s)
+int kg_sgd(size_t n, float *w, const float *g, float lr, float wd,
+           kg_stream_t s)
 {
     if (!stream_ok(s) || !on_dev("sgd w", w, F(n)) || !on_dev("sgd g", g, F(n)))
         return KG_EINVAL;
-    kc_sgd(n, w, g, lr);
+    kc_sgd(n, w, g, lr, wd);
     return KG_OK;
 }
 
 int kg_momentum(size_t n, float *w, const float *g, float *v, float lr,
-                float momentum, kg_stream_t s)
+                float momentum, float wd, kg_stream_t s)
 {
     if (!stream_ok(s) || !on_dev("momentum w", w, F(n)) ||
         !on_dev("momentum g", g, F(n)) || !on_dev("momentum v", v, F(n)))
         return KG_EINVAL;
-    kc_momentum(n, w, g, v, lr, momentum);
+    kc_momentum(n, w, g, v, lr, momentum, wd);
     return KG_OK;
 }
 
 int kg_adam(size_t n, float *w, const float *g, float *m, float *v, float lr,
-            float b1, float b2, float eps, int64_t t, kg_stream_t s)
+            float b1, float b2, float eps, int64_t t, float wd, kg_stream_t s)
 {
     if (!stream_ok(s) || !on_dev("adam w", w, F(n)) ||
         !on_dev("adam g", g, F(n)) || !on_dev("adam m", m, F(n)) ||
         !on_dev("adam v", v, F(n)))
         return KG_EINVAL;
-    kc_adam(n, w, g, m, v, lr, b1, b2, eps, t);
+    kc_adam(n, w, g, m, v, lr, b1, b2, eps, t, wd);
+    return KG_OK;
+}
+
+int kg_sumsq(size_t n, const float *x, double *scratch, kg_stream_t s)
+{
+    if (!stream_ok(s) || !on_dev("sumsq x", x, F(n)) ||
+        !on_dev("sumsq scratch", scratch, KG_SUMSQ_SCRATCH * sizeof(double)))
+        return KG_EINVAL;
+    scratch[0] = kc_sumsq(n, x);
     return KG_OK;
 }
 

@@ -299,7 +299,8 @@ static void test_xent(int m, int c, int ties, int bad, int alias)
 }
 
 /* ---- optimizers ---------------------------------------------------------------- */
-static void test_optim(size_t n)
+/* wd: the decoupled weight decay (0: none), the same bits as the CPU. */
+static void test_optim(size_t n, float wd)
 {
     float *w = fill(n, -1, 1), *g = fill(n, -1, 1), *v = fill(n, -0.1f, 0.1f);
     float *m = fill(n, -0.1f, 0.1f), *v2 = fill(n, 0, 0.01f);
@@ -307,20 +308,20 @@ static void test_optim(size_t n)
     float *gv = dev_from(v, n * 4), *gm = dev_from(m, n * 4);
     float *gv2 = dev_from(v2, n * 4);
 
-    CHECK(kg_sgd(n, gw, gg, 0.01f, S) == 0);
-    kc_sgd(n, w, g, 0.01f);
+    CHECK(kg_sgd(n, gw, gg, 0.01f, wd, S) == 0);
+    kc_sgd(n, w, g, 0.01f, wd);
     expect_elem("sgd", n, w, gw);
 
-    CHECK(kg_momentum(n, gw, gg, gv, 0.01f, 0.9f, S) == 0);
-    kc_momentum(n, w, g, v, 0.01f, 0.9f);
+    CHECK(kg_momentum(n, gw, gg, gv, 0.01f, 0.9f, wd, S) == 0);
+    kc_momentum(n, w, g, v, 0.01f, 0.9f, wd);
     expect_elem("momentum w", n, w, gw);
     expect_elem("momentum v", n, v, gv);
 
     static const int64_t steps[] = { 1, 2, 10, 0 };   /* 0 counts as 1 */
     for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
         CHECK(kg_adam(n, gw, gg, gm, gv2, 1e-3f, 0.9f, 0.999f, 1e-7f,
-                      steps[i], S) == 0);
-        kc_adam(n, w, g, m, v2, 1e-3f, 0.9f, 0.999f, 1e-7f, steps[i]);
+                      steps[i], wd, S) == 0);
+        kc_adam(n, w, g, m, v2, 1e-3f, 0.9f, 0.999f, 1e-7f, steps[i], wd);
         expect_elem("adam w", n, w, gw);
         expect_elem("adam m", n, m, gm);
         expect_elem("adam v", n, v2, gv2);
@@ -351,8 +352,22 @@ static void test_vec(size_t n)
     CHECK(kg_u8_to_f32(n, gu, 1.0f / 255.0f, gx, S) == 0);
     kc_u8_to_f32(n, u, 1.0f / 255.0f, x);
     expect_elem("u8_to_f32", n, x, gx);
+
+    /* The sum of squares (clip_norm): the CPU's to 1e-12, and the same
+     * bits when asked twice. */
+    double *scratch = dev_from(NULL, KG_SUMSQ_SCRATCH * sizeof(double));
+    double got[2];
+    for (int k = 0; k < 2; k++) {
+        CHECK(kg_sumsq(n, gy, scratch, S) == 0);
+        to_host(&got[k], scratch, sizeof got[k]);
+    }
+    double want = kc_sumsq(n, y);
+    CHECKF(fabs(got[0] - want) <= 1e-12 * (want > 1 ? want : 1),
+           "sumsq n=%zu: %.17g, want %.17g", n, got[0], want);
+    CHECKF(same_bits(&got[0], &got[1], sizeof got[0]), "sumsq n=%zu: %.17g "
+           "then %.17g", n, got[0], got[1]);
     free(x), free(y), free(u);
-    dev_free(gx), dev_free(gy), dev_free(gu);
+    dev_free(gx), dev_free(gy), dev_free(gu), dev_free(scratch);
 }
 
 /* kg_sum runs 32 sources per launch: 40 crosses that boundary. */
@@ -715,7 +730,8 @@ int main(int argc, char **argv)
     static const size_t sizes[] = { 1, 7, 16, 1000, 4099, 2100003 };
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         test_relu(sizes[i]);
-        test_optim(sizes[i]);
+        test_optim(sizes[i], 0.0f);
+        test_optim(sizes[i], 0.1f);
         test_vec(sizes[i]);
     }
 

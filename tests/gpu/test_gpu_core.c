@@ -17,6 +17,7 @@
  *   - copies and comparisons between CPU and GPUs and GPU to GPU work;
  *   - nothing is left allocated, and no pointer was misused. */
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -30,7 +31,7 @@
 
 static const strata__optimizer_cfg_t k_adam = {
     .name = STRATA__OPT_ADAM, .lr = 0.01, .momentum = 0.9, .beta1 = 0.9,
-    .beta2 = 0.999, .epsilon = 1e-7,
+    .beta2 = 0.999, .epsilon = 1e-7, .weight_decay = 0.004,
 };
 static const int32_t CPU0 = STRATA_DEVICE(STRATA_DEV_CPU, 0);
 
@@ -228,6 +229,34 @@ out:
     free(back);
 }
 
+/* [optimizer] clip_norm on a GPU: the sum of squares read back from the
+ * device, and the clip, as on the CPU. */
+static void clipping(void)
+{
+    const int32_t g1 = STRATA_DEVICE(STRATA_DEV_GPU, 1);
+    const strata__optimizer_cfg_t on = { .clip_norm = 1.0 }, off = { 0 };
+    enum { n = 1000 };
+    float h[n], back[n];
+    for (int i = 0; i < n; i++)
+        h[i] = (float)((i % 7) - 3) * 0.25f;
+    float *d = strata__dev_alloc(g1, sizeof h);
+    CHECK(d && strata__dev_copy(g1, d, CPU0, h, sizeof h) == STRATA_OK);
+    double sg = -1, sc = -1;
+    CHECK(strata__grad_sumsq(&off, g1, n, d, &sg) == 0 && sg == 0.0);
+    CHECK(strata__grad_sumsq(&on, g1, n, d, &sg) == 1);
+    CHECK(strata__grad_sumsq(&on, CPU0, n, h, &sc) == 1);
+    CHECKF(sg == sc && sg > 1.0, "sumsq %.17g (gpu) vs %.17g (cpu)", sg, sc);
+    CHECK(strata__grad_clip(&on, g1, n, d, sg) == STRATA_OK);
+    CHECK(strata__grad_clip(&on, CPU0, n, h, sc) == STRATA_OK);
+    CHECK(strata__dev_copy(CPU0, back, g1, d, sizeof back) == STRATA_OK);
+    CHECK(memcmp(h, back, sizeof h) == 0);
+    double after = -1;
+    CHECK(strata__grad_sumsq(&on, g1, n, d, &after) == 1);
+    CHECKF(fabs(sqrt(after) - 1.0) < 1e-6, "norm after the clip %.9g",
+           sqrt(after));
+    strata__dev_free(g1, d);
+}
+
 /* Train `mc` on cpu:0 and on gpu:1 (from a thread whose current device is
  * still 0): the same bits. */
 static void compare(const model_case_t *mc)
@@ -268,6 +297,7 @@ int main(void)
     CHECKF(fk_live_blocks() == live0, "%zu blocks left by copies()",
            fk_live_blocks() - live0);
 
+    clipping();
     compare(&k_mlp);
     compare(&k_cnn);
     CHECKF(fk_live_blocks() == live0, "%zu device/page-locked blocks "

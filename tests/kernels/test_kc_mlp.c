@@ -82,10 +82,10 @@ int main(void)
         kc_dense_bwd(M, H, C, n.A, n.W2, dZ, dW2, db2, dA);
         kc_relu_bwd((size_t)M * H, n.A, dA, dA);
         kc_dense_bwd(M, K, H, n.X, n.W1, dA, dW1, db1, NULL);
-        kc_sgd(K * H, n.W1, dW1, 0.1f);
-        kc_sgd(H, n.b1, db1, 0.1f);
-        kc_sgd(H * C, n.W2, dW2, 0.1f);
-        kc_sgd(C, n.b2, db2, 0.1f);
+        kc_sgd(K * H, n.W1, dW1, 0.1f, 0.0f);
+        kc_sgd(H, n.b1, db1, 0.1f, 0.0f);
+        kc_sgd(H * C, n.W2, dW2, 0.1f, 0.0f);
+        kc_sgd(C, n.b2, db2, 0.1f, 0.0f);
     }
     double after = mlp_fwd(&n);
     CHECKF(after < loss, "loss %g -> %g after 20 SGD steps", loss, after);

@@ -1,6 +1,8 @@
 /* Vector helpers: kc_sum bitwise against in-order float addition (also with
  * dst == srcs[0]), axpy/scale against references (also axpy with x == y),
- * u8 -> f32 exactly. Sizes 1, 7 and 1000 cover tail-only and block+tail. */
+ * u8 -> f32 exactly, kc_sumsq bitwise against its documented order (16
+ * lanes) and near a plain sum. Sizes 1, 7 and 1000 cover tail-only and
+ * block+tail. */
 #include "kc_test.h"
 #include "kernels_cpu.h"
 
@@ -100,14 +102,34 @@ static void test_u8(size_t n)
         CHECK(f[0] == 0.0f && kc_close(f[1], 1.0, 1e-7, 0));
 }
 
+static void test_sumsq(size_t n)
+{
+    kc_fill(n, src[0], -3, 3);
+    double lane[16] = { 0 }, plain = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double x = src[0][i];
+        lane[i % 16] += x * x;
+        plain += x * x;
+    }
+    double want = 0.0;
+    for (int j = 0; j < 16; j++)
+        want += lane[j];
+    double got = kc_sumsq(n, src[0]);
+    CHECKF(memcmp(&got, &want, sizeof got) == 0, "sumsq n=%zu: %.17g, the "
+           "lanes give %.17g", n, got, want);
+    CHECK(kc_close(got, plain, 1e-12, 0));
+}
+
 int main(void)
 {
+    CHECK(kc_sumsq(0, src[0]) == 0.0);
     static const size_t sizes[] = { 1, 7, 1000 };
     kc_seed(5);
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         test_sum(sizes[i]);
         test_axpy_scale(sizes[i]);
         test_u8(sizes[i]);
+        test_sumsq(sizes[i]);
     }
     return CHECK_DONE();
 }

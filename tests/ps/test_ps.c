@@ -164,15 +164,25 @@ static void roles(void)
                          "strategy.plugin=ps", "--set", "transport.plugin=zmq",
                          "--set", "strategy.partitioner=fixed:0", NULL };
     launch(bad_part, r, 60);
-    CHECKF(r->code != 0 && strstr(r->err, "[strategy] partitioner"),
+    /* once for the job (every task finds it; launch shows it once), and
+     * where it was set */
+    const char *pe = strstr(r->err, "--set: [strategy] partitioner = "
+                                    "'fixed:0': ");
+    CHECKF(r->code == 2 && pe && !strstr(pe + 40, "partitioner = 'fixed:0'") &&
+               strstr(r->err, "not shown again"),
            "bad partitioner: exit %d\n%s", r->code, r->err);
     char *too_many[] = { "--ps", "1", "--workers", "2", "--chief", "--set",
                          "strategy.plugin=ps", "--set",
-                         "strategy.min_workers=3", NULL };
+                         "strategy.min_workers=3", "--set",
+                         "train.lr_scaling=linear", NULL };
     launch(too_many, r, 60);
     CHECKF(r->code == 2 && strstr(r->err, "[strategy.ps] min_workers = 3, "
                                   "but the job has 2 workers"),
            "min_workers > workers: exit %d\n%s", r->code, r->err);
+    /* linear scaling under ps: one warning, from the coordinator */
+    const char *w = strstr(r->err, "[train] lr_scaling = linear: a ps step");
+    CHECKF(w && !strstr(w + 1, "[train] lr_scaling = linear: a ps step"),
+           "lr_scaling warning once:\n%s", r->err);
     char *single[] = { (char *)spawn_strata_bin(), "train", "--set",
                        "strategy.plugin=ps", "--set", "data.limit_train=1000",
                        NULL };

@@ -191,9 +191,13 @@ static void wire(void)
     CHECK(unpack(c, sizeof c, &o) == -1);      /* count vs length */
     MUTATE(75, 0x80);
     CHECK(unpack(c, sizeof c, &o) == -1);      /* huge count */
-    /* type-specific: lr must be > 0 and finite; payload only on PUSH/PARAMS */
+    /* type-specific: lr must be >= 0 (a schedule may reach 0) and finite;
+     * payload only on PUSH/PARAMS */
     ps_hdr_t bad = h;
     bad.f = 0;
+    ps_wire_pack(&bad, c);
+    CHECK(unpack(c, sizeof c, &o) == 0 && o.f == 0);
+    bad.f = -0.001;
     ps_wire_pack(&bad, c);
     CHECK(unpack(c, sizeof c, &o) == -1);
     bad.f = NAN;

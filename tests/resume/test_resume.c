@@ -123,8 +123,12 @@ static void one_process(const char *strategy)
     CHECKF(count_ckpts(ck, newest, sizeof newest) >= 1,
            "%s: no checkpoint before the kill", strategy);
     CHECK(run("train", COMMON, "--set", s_st, "--set", s_got, "--set", s_ck,
-              "--set", "checkpoint.every_steps=37") == 0);
+              "--set", "checkpoint.every_steps=37", "--set",
+              "train.progress=line") == 0);
     CHECKF(strstr(g_out, "resumed from ") != NULL, "%s: %s", strategy, g_out);
+    /* the resumed epoch's figures say they cover part of it */
+    CHECKF(strstr(g_out, "resumed at batch ") && strstr(g_out, "steps only)"),
+           "%s: %s", strategy, g_out);
     CHECKF(same_file(ref, got), "%s: resumed run differs from the "
            "uninterrupted one", strategy);
 }

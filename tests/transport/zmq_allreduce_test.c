@@ -4,13 +4,18 @@
  *   zmq_allreduce_test DRIVER [basic|fail|proto][-shm]
  *
  * basic: sums/means/broadcasts/barriers of many sizes for n = 2, 3, 4;
- *        every rank's stdout (one hash per action) must be identical.
+ *        every rank's stdout (one hash per action) must be identical;
+ *        gradients with compression = fp16 and bf16 (gather and ring,
+ *        direct sockets and zmq, shared memory in the -shm group): within
+ *        the bound of the format, bitwise equal on every rank, while the
+ *        reduces that are not gradients and the broadcasts stay exact.
  * fail:  a peer killed (SIGKILL), stopped (SIGSTOP) or canceled
  *        (ctl ABORT) mid-collective, and a peer that never starts: every
  *        other rank exits non-zero within timeout_s + 5 s and its first
  *        error line names it.
  * proto: malformed messages from a raw zmq socket are refused (EPROTO),
- *        and so are members that disagree about a collective.
+ *        and so are members that disagree about a collective, or about
+ *        compression (at start-up, with one clear line).
  *
  * Every group runs on loopback, so zmq.so would use shared memory: the
  * plain groups set shm=off (the zmq path: ring, gather), the "-shm" ones
@@ -333,6 +338,11 @@ static void basic(void)
                                             NULL };
     static const char *const opts[] = { "timeout_s=20", NULL };
 
+    static const char *const grads[] = {
+        "gsum:7", "gsum:1000", "gmean:1000", "gsum:262147", "gmean:262147",
+        "xsum:1000", "xsum:262147", "sum:1000", "bcast:1:262144",
+        "gsum:1000", NULL };
+
     static const char *const quick[] = { "barrier", "sum:3", NULL };
     static const char *const quick_opts[] = { "timeout_s=5", NULL };
 
@@ -344,6 +354,22 @@ static void basic(void)
     run_ok(3, 0, opts, a3, 20);
     run_ok(4, 1, opts, a4, 20);
     run_ok(4, 0, small_seg, a4, 20); /* many segments per chunk */
+    /* gradients: float32 (the bound of its own rounding), then 16 bits */
+    static const char *const fp32[] = { "timeout_s=20", NULL };
+    run_ok(3, 0, fp32, grads, 40);
+    for (int f = 0; f < 2; f++) {
+        const char *comp = f ? "compression=bf16" : "compression=fp16";
+        const char *const o[] = { "timeout_s=20", comp, NULL };
+        const char *const o_seg[] = { "timeout_s=20", comp, "chunk_bytes=4K",
+                                      NULL };
+        const char *const o_zmq[] = { "timeout_s=20", comp, "direct=off",
+                                      NULL };
+        run_ok(2, 0, o, grads, 40);
+        run_ok(3, 1, o, grads, 40);
+        run_ok(4, 0, o_seg, grads, 60);
+        if (strcmp(g_shm, "shm=off") == 0)
+            run_ok(3, 0, o_zmq, grads, 40);
+    }
     if (strcmp(g_shm, "shm=off") == 0) {
         run_ok(3, 0, ring_only, a3, 20);  /* tiny buffers on the ring */
         run_ok(4, 0, gather_all, a4, 20); /* big ones gathered */
@@ -542,8 +568,45 @@ static void run_mismatch(const char *a0, const char *a1, const char *what)
     printf("%s refused in %.2f s\n", what, now_s() - t0);
 }
 
+/* Members configured with different compression: refused at start-up,
+ * naming the key. */
+static void run_comp_mismatch(void)
+{
+    static const char *const acts[] = { "gsum:1000", NULL };
+    static const char *const o0[] = { "timeout_s=2", "compression=fp16", NULL };
+    static const char *const o1[] = { "timeout_s=2", NULL };
+    proc_t ps[2];
+    char addrs[256];
+    int named = 0;
+
+    g_runs++;
+    CHECK(make_addrs(2, 0, addrs, sizeof addrs) == 0);
+    double t0 = now_s();
+    CHECK(spawn(&ps[0], 0, 2, addrs, NULL, NULL, o0, acts) == 0);
+    CHECK(spawn(&ps[1], 1, 2, addrs, NULL, NULL, o1, acts) == 0);
+    wait_all(ps, 2, t0, 2.0 + 5.0, -1);
+    for (int i = 0; i < 2; i++) {
+        char *e = slurp(ps[i].err);
+        /* The rank that sees the mismatch refuses (EPROTO); the other
+         * loses it (EPEER) or, when it went before they met, waits out
+         * its timeout_s (ETIMEDOUT): seen on a loaded machine. */
+        CHECKF(exit_code(&ps[i]) == EXIT_EPROTO
+               || exit_code(&ps[i]) == EXIT_EPEER
+               || exit_code(&ps[i]) == EXIT_ETIMEDOUT, "compression mismatch: "
+               "rank %d exit %d", i, exit_code(&ps[i]));
+        named += strstr(e, "[transport.zmq] compression must be the same "
+                        "on every member") != NULL;
+        if (g_verbose)
+            dump(&ps[i], i);
+        free(e);
+    }
+    CHECKF(named > 0, "compression mismatch: no rank says which key");
+    printf("compression mismatch refused in %.2f s\n", now_s() - t0);
+}
+
 static void proto(void)
 {
+    run_comp_mismatch();
     run_mismatch("sum:1000", "sum:999", "count mismatch");
     run_mismatch("sum:1000", "mean:1000", "op mismatch");
     run_mismatch("sum:1000", "bcast:0:1000", "collective mismatch");

@@ -13,6 +13,15 @@
  *
  *   sum:COUNT  mean:COUNT   all-reduce of integer-valued data derived from
  *                           (rank, index), checked exactly against a plain sum
+ *   gsum:COUNT gmean:COUNT  the same as gradients (STRATA_OP_GRADIENT) of
+ *                           fractional data over 2^-20..2^4 (the first four
+ *                           elements: NaN, inf, 70000, 1e-6), checked against
+ *                           the exact sum within the bound of the -o
+ *                           compression given (none: float32 rounding only);
+ *                           with compression some element must show it
+ *   xsum:COUNT              not a gradient: integers up to 2^21 (beyond 16
+ *                           bits), so the sum must stay exact whatever the
+ *                           compression
  *   bcast:ROOT:COUNT        broadcast, checked against the root's data
  *   barrier                 ctl(STRATA_CTL_BARRIER)
  *   sleep:MS
@@ -24,6 +33,7 @@
  * every rank's stdout must be identical. Exit: 0 ok, 1 wrong result,
  * 2 usage or load error, 100 + (-rc) when the plugin returns rc < 0. */
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -195,6 +205,41 @@ static float value(int rank, size_t i)
     return (float)((int)((x >> 7) % 1023u) - 511);
 }
 
+/* Gradient-like data: sign, 24-bit significand, magnitude 2^-20..2^4. */
+static float grad_value(int rank, size_t i)
+{
+    uint64_t x = ((uint64_t)i + 1) * 0x9e3779b97f4a7c15ull
+                 ^ ((uint64_t)rank + 7) * 0xc2b2ae3d27d4eb4full;
+    x ^= x >> 29;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 32;
+    float m = (float)(x & 0xffffff) / 16777216.0f + 0.5f;
+    int e = (int)((x >> 24) % 25) - 20;
+    float v = ldexpf(m, e);
+    return (x >> 60) & 1 ? -v : v;
+}
+
+/* What a rank contributes to a gradient all-reduce: grad_value, but the
+ * first four elements are NaN (rank 0), +inf (the last rank), 70000 (above
+ * fp16's range) and 1e-6 (an fp16 subnormal). */
+static int g_size;
+static float grad_input(int rank, size_t i)
+{
+    return i == 0 ? (rank == 0 ? NAN : 1.0f)
+         : i == 1 ? (rank == g_size - 1 ? INFINITY : 1.0f)
+         : i == 2 ? 70000.0f : i == 3 ? 1e-6f : grad_value(rank, i);
+}
+
+static float big_value(int rank, size_t i)
+{
+    return value(rank, i) * 4099.0f;
+}
+
+/* The [transport.zmq] compression this rank was given (-o), for the
+ * bound: 0 none, else the unit roundoff of the 16-bit format and half its
+ * smallest subnormal step. */
+static const char *g_comp = "none";
+
 static uint64_t fnv1a(const void *p, size_t n)
 {
     const unsigned char *b = p;
@@ -223,14 +268,86 @@ typedef struct run {
     int rank, n;
 } run_t;
 
-static int allreduce(run_t *r, float *buf, size_t count, int op)
+static int allreduce_of(run_t *r, float *buf, size_t count, int op,
+                        float (*fill)(int, size_t), uint32_t flags)
 {
     for (size_t i = 0; i < count; i++)
-        buf[i] = value(r->rank, i);
+        buf[i] = fill(r->rank, i);
     strata_op_t o = { .struct_size = sizeof o, .buf = buf, .count = count,
                       .device = STRATA_DEVICE(STRATA_DEV_CPU, 0),
-                      .reduce_op = op };
+                      .reduce_op = op, .flags = flags };
     return r->vt->reduce(r->pctx, &o);
+}
+
+static int allreduce(run_t *r, float *buf, size_t count, int op)
+{
+    return allreduce_of(r, buf, count, op, value, 0);
+}
+
+/* A gradient all-reduce against the exact sum. Each of the n - 1 hops of
+ * a ring rounds a partial sum to 16 bits (relative error u), the owner
+ * rounds the result (after MEAN's 1/n) once more; every float32 addition
+ * adds 2^-24; below fp16's normal range a rounding costs up to 2^-25
+ * absolutely, whatever the scale. So |error| <= (n + 1) (u S / d + tiny)
+ * + n 2^-23 S / d, S = sum of |x_k|, d = n for MEAN, else 1. The
+ * first four elements: NaN, +inf (one rank), 70000 (inf in fp16),
+ * 1e-6 (an fp16 subnormal). */
+static int check_grad(run_t *r, const float *buf, size_t count, int op)
+{
+    int fp16 = strcmp(g_comp, "fp16") == 0, bf16 = strcmp(g_comp, "bf16") == 0;
+    double u = fp16 ? 0x1p-11 : bf16 ? 0x1p-8 : 0.0;
+    double tiny = fp16 ? 0x1p-25 : 0.0;
+    double n = r->n, div = op == STRATA_REDUCE_MEAN ? n : 1.0, worst = 0.0;
+    size_t shown = 0;
+    int rc = 0;
+
+    for (size_t i = 0; i < count; i++) {
+        double exact = 0.0, mag = 0.0;
+        for (int k = 0; k < r->n; k++) {
+            float x = grad_input(k, i);
+            exact += x;
+            mag += fabs(x);
+        }
+        exact /= div;
+        double f32 = (n * 0x1p-23 * mag + 0x1p-149) / div;
+        double bound = (n + 1) * (u * mag / div + tiny) + f32;
+        double err = fabs((double)buf[i] - exact);
+        int ok = i == 0 ? isnan(buf[i])
+                 : i == 1 ? isinf(buf[i]) && buf[i] > 0
+                 : i == 2 && fp16 ? isinf(buf[i]) && buf[i] > 0
+                 : err <= bound;
+        if (!ok && shown++ < 5) {
+            fprintf(stderr, "zmq_driver[%d]: gradient element %zu of %zu: "
+                    "%.9g, exact %.9g, error %.3g > bound %.3g (%s)\n",
+                    r->rank, i, count, buf[i], exact, err, bound, g_comp);
+            rc = 1;
+        }
+        if (i >= 4 && err / (f32 + 1e-300) > worst)
+            worst = err / (f32 + 1e-300);
+    }
+    /* compression must show: some error beyond float32's own */
+    if ((fp16 || bf16) && count >= 64 && worst <= 1.0) {
+        fprintf(stderr, "zmq_driver[%d]: %s: no element rounded beyond "
+                "float32 (%.2f): not compressed?\n", r->rank, g_comp, worst);
+        rc = 1;
+    }
+    return rc;
+}
+
+static int check_exact(run_t *r, const float *buf, size_t count,
+                       float (*fill)(int, size_t))
+{
+    for (size_t i = 0; i < count; i++) {
+        float want = 0.0f;
+        for (int k = 0; k < r->n; k++)
+            want += fill(k, i);
+        if (buf[i] != want) {
+            fprintf(stderr, "zmq_driver[%d]: element %zu of %zu: %.9g, want "
+                    "%.9g\n", r->rank, i, count, buf[i], want);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 static int check_sum(run_t *r, const float *buf, size_t count, int op)
@@ -303,6 +420,24 @@ static int do_action(run_t *r, const char *a)
                    (unsigned long long)fnv1a(buf, count * sizeof(float)));
         free(buf);
         return buf ? rc : -98;
+    }
+    int grad = strncmp(a, "gsum:", 5) == 0 || strncmp(a, "gmean:", 6) == 0;
+    if ((grad || strncmp(a, "xsum:", 5) == 0)
+        && sscanf(strchr(a, ':') + 1, "%llu", &count) == 1 && count
+        && (buf = malloc(count * sizeof(float))) != NULL) {
+        op = strncmp(a, "gmean:", 6) == 0 ? STRATA_REDUCE_MEAN
+                                          : STRATA_REDUCE_SUM;
+        rc = grad ? allreduce_of(r, buf, count, op, grad_input,
+                                 STRATA_OP_GRADIENT)
+                  : allreduce_of(r, buf, count, op, big_value, 0);
+        if (rc == 0 && (grad ? check_grad(r, buf, count, op)
+                             : check_exact(r, buf, count, big_value)))
+            rc = 1;
+        if (rc == 0)
+            printf("%s %016llx\n", a,
+                   (unsigned long long)fnv1a(buf, count * sizeof(float)));
+        free(buf);
+        return rc;
     }
     int kind = 0;
     if (sscanf(a, "sum:%llu", &count) == 1)
@@ -409,6 +544,10 @@ int main(int argc, char **argv)
         } else break;
     }
     g_rank = r.rank;
+    g_size = r.n;
+    for (int k = 0; k < nover; k++)
+        if (strncmp(over[k], "compression=", 12) == 0)
+            g_comp = over[k] + 12;
     const char *path = plugin_path(plugin, pbuf, sizeof pbuf);
     void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (dl == NULL) {

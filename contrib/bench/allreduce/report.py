@@ -6,8 +6,13 @@
 
 Input lines: "RESULT <impl> <n> <bytes> <seconds per call> <iterations>",
 impl one of strata_tcp, strata_zmq, strata_curve, strata_shm, mpi_tcp,
-mpi_shm, gloo (strata_zmq: plaintext through zmq, no direct sockets;
-strata_curve: the same link secured with CURVE, as a secured job runs).
+mpi_shm, gloo, strata_tcp_fp16, strata_shm_fp16 (strata_zmq: plaintext
+through zmq, no direct sockets; strata_curve: the same link secured with
+CURVE, as a secured job runs; *_fp16: compression = fp16, gradients in 16
+bits, their bus bandwidth counted in float32 bytes as the others').
+
+Ratio columns: tcp/mpi, shm/mpi, tcp/gloo, fp16/tcp, fp16/shm are speeds
+(>1: the first is faster); curve/tcp, curve/zmq are times (>1: slower).
 
 Targets (each checked for every n):
   tcp-64K+  strata tcp at least as fast as MPI over tcp, every size >= 64 KiB
@@ -21,7 +26,8 @@ import statistics
 import sys
 
 IMPLS = ["strata_tcp", "strata_zmq", "strata_curve", "mpi_tcp",
-         "strata_shm", "mpi_shm", "gloo"]
+         "strata_shm", "mpi_shm", "gloo", "strata_tcp_fp16",
+         "strata_shm_fp16"]
 
 
 def fmt_t(t):
@@ -57,8 +63,9 @@ def main():
 
     print("time per call (median of launches) and bus bandwidth GB/s")
     head = f"{'n':>2} {'size':>7} |" + "|".join(f"{i:>19} " for i in IMPLS)
-    print(head + "| tcp/mpi  shm/mpi  tcp/gloo  curve/tcp curve/zmq")
-    print("-" * len(head) + "+" + "-" * 47)
+    print(head + "| tcp/mpi  shm/mpi  tcp/gloo  curve/tcp curve/zmq"
+          "  fp16/tcp fp16/shm")
+    print("-" * len(head) + "+" + "-" * 66)
     for n in ns:
         for b in sizes:
             cells = []
@@ -77,7 +84,9 @@ def main():
                   + ratio("strata_shm", "mpi_shm") + "  "
                   + ratio("strata_tcp", "gloo") + "   "
                   + slower("strata_curve", "strata_tcp") + "   "
-                  + slower("strata_curve", "strata_zmq"))
+                  + slower("strata_curve", "strata_zmq") + "   "
+                  + ratio("strata_tcp_fp16", "strata_tcp") + "  "
+                  + ratio("strata_shm_fp16", "strata_shm"))
     print()
     print("targets (speed ratios: >1 means strata is faster)")
     checks = []

@@ -86,6 +86,11 @@ for n in $ns; do
         run mpi_tcp $mpi_tcp -np "$n" "$OUT/mpi_allreduce" $sizes
         run strata_shm "$OUT/strata_allreduce" -p "$plugin" -n "$n" \
             -o shm=auto $sizes
+        # Gradients in 16 bits (compression = fp16): the wire, and shm.
+        run strata_tcp_fp16 "$OUT/strata_allreduce" -p "$plugin" -n "$n" \
+            -o shm=off -o compression=fp16 $sizes
+        run strata_shm_fp16 "$OUT/strata_allreduce" -p "$plugin" -n "$n" \
+            -o shm=auto -o compression=fp16 $sizes
         run mpi_shm $mpi_shm -np "$n" "$OUT/mpi_allreduce" $sizes
         run gloo "$py" "$here/gloo_allreduce.py" -n "$n" $sizes
     done

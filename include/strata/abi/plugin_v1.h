@@ -173,7 +173,17 @@ typedef struct strata_op {
     int32_t  root;       /* transport update(): broadcast root member         */
     float    lr;         /* strategy update(): learning rate of this step     */
     int64_t  step;       /* 0-based global step this call belongs to          */
+    /* ---- ABI 2.2 (STRATA_HAS_FIELD(strata_op_t, op, flags)) ---- */
+    uint32_t flags;      /* STRATA_OP_*: what buf holds                       */
 } strata_op_t;
+
+/* strata_op_t.flags */
+#define STRATA_OP_GRADIENT 0x1u /* reduce(): buf holds a step's gradients (the
+                                 * core's train step sets it; a strategy passes
+                                 * it on in the ops it derives). A transport may
+                                 * then carry them in lower precision
+                                 * ([transport.zmq] compression); any other
+                                 * reduce (metrics, counts, state) stays exact */
 
 /* ---- strategies that drive the job (ABI 1.1) -------------------------- */
 

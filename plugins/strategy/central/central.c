@@ -4,7 +4,9 @@
  * copies. Each step the replicas' gradients are summed and one optimizer
  * step updates the central copy; both are done in parallel, every replica
  * thread taking its own chunk of the flat layout (so the sum of an element
- * is always made by one thread in replica order: deterministic). */
+ * is always made by one thread in replica order: deterministic). With
+ * [optimizer] clip_norm the threads meet once more, to clip their chunks
+ * by the norm of the whole summed gradient. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +40,7 @@ typedef struct central {
     float                  *vars;      /* the central copy                 */
     strata_opt_t          **opt;       /* per replica: its chunk's state   */
     float                 **grads;     /* per replica, published per step  */
+    double                 *sumsq;     /* per replica: its chunk's, to clip */
     strata_transport_t     *t;         /* barrier between replica threads  */
     /* GPU compute devices: each replica reads a staged copy of the central
      * variables in its device memory, refreshed once per step, and its
@@ -83,12 +86,14 @@ static int central_init(const strata_host_v2_t *host, strata_hctx_t *hc,
     c->vars = host->alloc(hc, c->pdev, c->count * sizeof(float));
     c->opt = calloc((size_t)c->n, sizeof *c->opt);
     c->grads = calloc((size_t)c->n, sizeof *c->grads);
+    c->sumsq = calloc((size_t)c->n, sizeof *c->sumsq);
     c->devices = env->devices;
     c->staged = STRATA_DEVICE_TYPE(env->devices[0]) != STRATA_DEV_CPU;
     c->stage = calloc((size_t)c->n, sizeof *c->stage);
     c->hgrad = calloc((size_t)c->n, sizeof *c->hgrad);
     c->cpus = calloc((size_t)c->n, sizeof *c->cpus);
-    int rc = c->vars && c->opt && c->grads && c->stage && c->hgrad && c->cpus
+    int rc = c->vars && c->opt && c->grads && c->sumsq && c->stage &&
+                     c->hgrad && c->cpus
                  ? STRATA_OK : STRATA_ENOMEM;
     for (int r = 0; rc == STRATA_OK && c->staged && r < c->n; r++) {
         c->stage[r] = host->alloc(hc, c->devices[r], c->count * sizeof(float));
@@ -135,6 +140,7 @@ static void central_fini(void *pctx)
     c->host->free(c->hc, c->pdev, c->vars);
     free(c->opt);
     free(c->grads);
+    free(c->sumsq);
     free(c->stage);
     free(c->hgrad);
     free(c->cpus);
@@ -208,6 +214,28 @@ static int central_reduce(void *pctx, strata_op_t *op)
     return rc;
 }
 
+/* [optimizer] clip_norm: each thread measures the chunk it summed, all
+ * meet, and each clips its chunk by the total of every chunk's, added in
+ * slot order (the same figure in every thread). Nobody overwrites its
+ * sumsq[] before all have read it: the update's last barrier is between. */
+static int clip_chunk(central_t *c, int slot, size_t lo, size_t hi)
+{
+    const strata_host_v2_t *h = c->host;
+    if (!STRATA_HAS_FIELD(strata_host_v2_t, h, grad_clip))
+        return STRATA_OK; /* a core before ABI 2.2 has no clip_norm */
+    int rc = h->grad_sumsq(c->hc, c->pdev, hi - lo, c->grads[0] + lo,
+                           &c->sumsq[slot]);
+    if (rc != 1)
+        return rc; /* 0: clipping is off, for every thread alike */
+    rc = barrier(c, slot);
+    double total = 0.0;
+    for (int r = 0; r < c->n; r++)
+        total += c->sumsq[r];
+    return rc == STRATA_OK ? h->grad_clip(c->hc, c->pdev, hi - lo,
+                                          c->grads[0] + lo, total)
+                           : rc;
+}
+
 /* One optimizer step on the central copy, each replica its chunk; then
  * everybody waits so that no replica reads a half-updated variable. */
 static int central_update(void *pctx, strata_op_t *op)
@@ -217,8 +245,8 @@ static int central_update(void *pctx, strata_op_t *op)
         return STRATA_EINVAL;
     size_t lo = chunk_lo(c->count, c->n, op->slot);
     size_t hi = chunk_lo(c->count, c->n, op->slot + 1);
-    int rc = STRATA_OK;
-    if (hi > lo)
+    int rc = clip_chunk(c, op->slot, lo, hi);
+    if (rc == STRATA_OK && hi > lo)
         rc = c->host->opt_step(c->hc, c->opt[op->slot], c->vars + lo,
                                c->grads[0] + lo, hi - lo, op->lr);
     /* On failure the core aborts the step through ctl(STRATA_CTL_ABORT),

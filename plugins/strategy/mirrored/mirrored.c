@@ -2,7 +2,11 @@
  * replicas of one process. Every replica holds its own copy of every
  * variable and of the optimizer state (a MirroredVariable); reduce
  * all-reduces the replicas' gradients through the transport, update applies
- * the same optimizer step to every copy, so the copies stay bitwise equal. */
+ * the same optimizer step to every copy, so the copies stay bitwise equal.
+ * With shard_optimizer (ZeRO stage 1, ../common/shards.c) each replica
+ * keeps the optimizer state of its shard only, reduces and steps that
+ * shard, and hands it to the other copies: the same bits, 1/n of the
+ * optimizer's memory and work. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +16,7 @@
 
 typedef struct mirrored_cfg {
     int reduce_op; /* index into "mean|sum" = STRATA_REDUCE_MEAN/SUM - 1 */
+    int shard_optimizer;
 } mirrored_cfg_t;
 
 static const strata_option_t mirrored_options[] = {
@@ -20,6 +25,12 @@ static const strata_option_t mirrored_options[] = {
       .choices = "mean|sum",
       .help = "how replica gradients combine: mean (the global-batch "
               "gradient) or sum (N times larger)" },
+    { .key = "shard_optimizer", .type = STRATA_OPT_BOOL, .def = "false",
+      .offset = offsetof(mirrored_cfg_t, shard_optimizer),
+      .help = "ZeRO stage 1: each replica keeps, reduces and updates only "
+              "its shard of the optimizer state and variables, then hands "
+              "it to the others (CPU replicas; the same results, 1/N of the "
+              "optimizer's memory and work)" },
     { .key = NULL },
 };
 
@@ -49,7 +60,17 @@ static int mirrored_init(const strata_host_v2_t *host, strata_hctx_t *hc,
         return STRATA_ENOMEM;
     const mirrored_cfg_t *cfg = env->cfg;
     m->reduce_op = cfg->reduce_op == 0 ? STRATA_REDUCE_MEAN : STRATA_REDUCE_SUM;
-    int rc = replicas_init(&m->rs, host, hc, env);
+    int sharded = cfg->shard_optimizer && env->nreplicas > 1;
+    for (int r = 0; sharded && r < env->nreplicas; r++)
+        if (STRATA_DEVICE_TYPE(env->devices[r]) != STRATA_DEV_CPU) {
+            host->log(hc, STRATA_LOG_ERROR, "mirrored", "[strategy.mirrored] "
+                      "shard_optimizer = true needs CPU replicas (replica %d "
+                      "is not on a CPU: the shards are reduced and gathered "
+                      "through host memory); set it to false", r);
+            free(m);
+            return STRATA_ECONFIG;
+        }
+    int rc = replicas_init_sharded(&m->rs, host, hc, env, sharded);
     if (rc == STRATA_OK) {
         /* The replica threads of this process are the group. */
         const strata_group_t g = {
@@ -77,6 +98,9 @@ static int mirrored_create_var(void *pctx, strata_var_t *var)
 static int mirrored_reduce(void *pctx, strata_op_t *op)
 {
     mirrored_t *m = pctx;
+    if (m->rs.shard)
+        return replicas_shard_reduce(&m->rs, m->t, op,
+                                     m->reduce_op == STRATA_REDUCE_MEAN);
     strata_op_t t = *op;
     t.reduce_op = m->reduce_op;
     return m->rs.host->t_reduce(m->rs.hc, m->t, &t);
@@ -84,7 +108,9 @@ static int mirrored_reduce(void *pctx, strata_op_t *op)
 
 static int mirrored_update(void *pctx, strata_op_t *op)
 {
-    return replicas_update(&((mirrored_t *)pctx)->rs, op);
+    mirrored_t *m = pctx;
+    return m->rs.shard ? replicas_shard_update(&m->rs, m->t, op)
+                       : replicas_update(&m->rs, op);
 }
 
 static int mirrored_ctl(void *pctx, int op, void *arg)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ps.h"
+#include "../common/replicas.h"
 
 static const strata_option_t ps_options[] = {
     { .key = "partitioner", .type = STRATA_OPT_STRING, .def = "",
@@ -135,11 +136,26 @@ static int ps_init(const strata_host_v2_t *host, strata_hctx_t *hc,
     char why[256];
     int rc = STRATA_OK;
     if (ps_part_parse(p->cfg.partitioner, &p->part, why, sizeof why) != 0) {
-        ps_log(p, STRATA_LOG_ERROR, "[strategy] partitioner: %s", why);
+        /* where it was set: [strategy.ps] or [strategy], a file:line */
+        const char *at = NULL, *sec = "strategy.ps";
+        if (STRATA_HAS_FIELD(strata_host_v2_t, host, cfg_origin) &&
+            !(at = host->cfg_origin(hc, sec, "partitioner")))
+            at = host->cfg_origin(hc, sec = "strategy", "partitioner");
+        ps_log(p, STRATA_LOG_ERROR, "%s%s[%s] partitioner = '%s': %s",
+               at ? at : "", at ? ": " : "", at ? sec : "strategy",
+               p->cfg.partitioner, why);
         rc = STRATA_ECONFIG;
     }
     if (rc == STRATA_OK)
         rc = ps_net_members(p);
+    const char *scaling = host->cfg_get(hc, "train", "lr_scaling");
+    if (rc == STRATA_OK && p->role == PS_ROLE_COORD && scaling &&
+        !strcmp(scaling, "linear"))
+        ps_log(p, STRATA_LOG_WARN, "[train] lr_scaling = linear: a ps step is "
+               "one worker's whole global batch, applied on its own, yet the "
+               "learning rate is multiplied by the worker's %d replica%s; "
+               "asynchronous training is usually run without scaling "
+               "(etc/ps.ini)", p->nrep, p->nrep == 1 ? "" : "s");
     if (rc == STRATA_OK && p->cfg.min_workers > p->nworkers) {
         ps_log(p, STRATA_LOG_ERROR, "[strategy.ps] min_workers = %lld, but "
                "the job has %d worker%s", (long long)p->cfg.min_workers,
@@ -202,7 +218,11 @@ static int ps_create_var(void *pctx, strata_var_t *var)
     return STRATA_OK;
 }
 
-/* Worker replicas: reduce in process, then replica 0 pushes. */
+/* Worker replicas: reduce in process, then replica 0 pushes. With
+ * [optimizer] clip_norm each push is clipped to the global norm of the
+ * worker's gradient of its step (every variable, before it is split over
+ * the ps tasks): the ps apply pushes one by one, so a push is what a
+ * synchronous strategy's reduced gradient is. */
 static int ps_reduce(void *pctx, strata_op_t *op)
 {
     ps_t *p = pctx;
@@ -211,6 +231,8 @@ static int ps_reduce(void *pctx, strata_op_t *op)
     strata_op_t t = *op;
     t.reduce_op = STRATA_REDUCE_MEAN;
     int rc = p->local ? p->host->t_reduce(p->hc, p->local, &t) : STRATA_OK;
+    if (rc == STRATA_OK && op->slot == 0)
+        rc = replicas_clip(p->host, p->hc, t.device, t.count, t.buf);
     if (rc == STRATA_OK && op->slot == 0)
         rc = ps_worker_push(p, &t);
     return rc;

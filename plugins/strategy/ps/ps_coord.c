@@ -561,9 +561,19 @@ static int run_epoch(ps_t *p, const strata_drive_t *d, int epoch,
     r.loss = co->s.loss / samples;
     r.acc = (double)co->s.correct / samples;
     rc = p->host->report(p->hc, &r);
-    if (rc == STRATA_OK && n == d->steps_per_epoch) /* every_epochs */
-        rc = boundary(p, epoch + 1, 0);
+    /* Every epoch ends at a boundary (every_epochs, the run's end, the best
+     * checkpoint); an epoch cut short by max_steps ends the run there. */
+    if (rc == STRATA_OK)
+        rc = n == d->steps_per_epoch ? boundary(p, epoch + 1, 0)
+                                     : boundary(p, epoch, n);
     return rc;
+}
+
+/* The core ended the training early (early stopping): the job is done. */
+static int training_done(const ps_t *p)
+{
+    return STRATA_HAS_FIELD(strata_host_v2_t, p->host, training_done) &&
+           p->host->training_done(p->hc) == 1;
 }
 
 /* Every worker alive is told DONE (they ask); bounded by the timeout. */
@@ -687,6 +697,8 @@ int ps_coord_drive(ps_t *p, const strata_drive_t *d)
                                                       : first + left;
         rc = run_epoch(p, d, e, first, n);
         left -= n - first;
+        if (rc == STRATA_OK && training_done(p))
+            break;
     }
     co->finishing = 1;
     int64_t *versions = calloc((size_t)p->nps, sizeof *versions);

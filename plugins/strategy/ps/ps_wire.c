@@ -94,7 +94,8 @@ static const char *check_fields(const ps_hdr_t *h)
             return "bad step, attempt, batch or epoch";
         break;
     case PS_PUSH:
-        if (h->step < 0 || h->attempt < 1 || !(h->f > 0) || h->a < 0)
+        /* lr 0 is a rate a schedule reaches (cosine with alpha = 0) */
+        if (h->step < 0 || h->attempt < 1 || !(h->f >= 0) || h->a < 0)
             return "bad step, attempt, learning rate or version";
         break;
     case PS_STEP_REQ:

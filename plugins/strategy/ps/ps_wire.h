@@ -40,7 +40,8 @@
  *   PULL       6  worker|coord -> ps  -
  *   PARAMS     7  ps -> puller        version of the ps (steps applied there)
  *   PUSH       8  worker -> ps        version the gradient was computed from;
- *                                     f = learning rate; c = the STEP's lease
+ *                                     f = learning rate (>= 0); c = the
+ *                                     STEP's lease
  *   PUSH_ACK   9  ps -> worker        version after; status PS_OK (applied),
  *                                     PS_DUPLICATE (discarded), PS_STALE
  *   PING      10  coord -> ps         lease key (a, b: 16 bytes)

@@ -57,7 +57,8 @@ static int hello_rx(strz_ctx_t *c)
     int np, extra;
     const char *why = NULL;
     strz_hdr_t h;
-    char w[160];
+    char w[320];
+    int comp_differs = 0;
 
     int rc = strz_read_parts(c->rx, part, 3, &np, &extra);
     if (rc == STRATA_EAGAIN)
@@ -92,6 +93,16 @@ static int hello_rx(strz_ctx_t *c)
     else if (!our_tag)
         snprintf(w, sizeof w, "HELLO from another job (tag differs from "
                  "'%.96s')", c->tag);
+    else if ((comp_differs = ((h.flags >> STRZ_HELLO_COMP_SHIFT)
+                              & STRZ_COMP_MASK)
+                             != (unsigned)c->cfg.compression))
+        snprintf(w, sizeof w, "%s (%s) sends gradients with compression = "
+                 "%s, this member with %s: [transport.zmq] compression must "
+                 "be the same on every member", c->name[c->left],
+                 c->addr[c->left],
+                 strz_comp_name((h.flags >> STRZ_HELLO_COMP_SHIFT)
+                                & STRZ_COMP_MASK),
+                 strz_comp_name(c->cfg.compression));
     else if (c->secure && strz_curve_member(c, &part[1]) != c->left)
         snprintf(w, sizeof w, "HELLO of rank %d from a connection "
                  "authenticated as another member", (int)h.sender);
@@ -100,12 +111,12 @@ static int hello_rx(strz_ctx_t *c)
         strz_stranger(c, "a message from", from, w);
         return 0;
     }
-    if (w[0]) {
+    size_t idlen = zmq_msg_size(&part[0]);
+    if (w[0] && !comp_differs) {
         strz_close_parts(part, np);
         return strz_fail(c, STRATA_EPROTO, c->rank,
                          "message from %s refused: %s", from, w);
     }
-    size_t idlen = zmq_msg_size(&part[0]);
     if (idlen == 0 || idlen > sizeof c->left_id) {
         strz_close_parts(part, np);
         return strz_fail(c, STRATA_EPROTO, c->rank, "bad routing id from %s",
@@ -115,6 +126,9 @@ static int hello_rx(strz_ctx_t *c)
     c->left_id_len = idlen;
     c->left_fd = zmq_msg_get(&part[1], ZMQ_SRCFD);
     strz_close_parts(part, np);
+    if (comp_differs) /* the left is the job's: its ABORT tells it at once */
+        return strz_fail(c, STRATA_EPROTO, c->rank,
+                         "message from %s refused: %s", from, w);
 
     /* The left wants a direct data socket: offer one if we want it too. */
     int port = 0;
@@ -313,7 +327,10 @@ int strz_link_open(strz_ctx_t *c, int64_t deadline)
         return rc;
     strz_hdr_t h = { .type = STRZ_HELLO, .sender = c->rank, .aux = c->n,
                      .length = (uint32_t)strlen(c->tag),
-                     .flags = strz_direct_wanted(c) ? STRZ_HELLO_DIRECT : 0 };
+                     .flags = (uint8_t)((strz_direct_wanted(c)
+                                         ? STRZ_HELLO_DIRECT : 0)
+                                        | c->cfg.compression
+                                          << STRZ_HELLO_COMP_SHIFT) };
     for (;;) {
         if (!sent) {
             rc = strz_send(c, &h, c->tag);

@@ -24,6 +24,21 @@
  *
  * Broadcast streams the buffer from the root along the ring in segments.
  *
+ * Compressed gradients (compression = fp16|bf16, on all-reduces whose op
+ * says STRATA_OP_GRADIENT): every DATA payload is the 16-bit form of float32
+ * values, 2 bytes per element, and every sum stays float32. The ring packs
+ * each partial sum it sends in the reduce-scatter into `wire` (a 16-bit
+ * shadow of the buffer) and adds what it receives, decoded, in float32. The
+ * owner of a chunk packs its final value (after the MEAN scale) into `wire`
+ * and replaces its own float32 value by the decoded 16 bits; the
+ * all-gather then sends those 16 bits, which every other rank decodes:
+ * every rank holds decode(the owner's 16 bits), bitwise equal. Received
+ * all-gather segments land in `wire` (direct socket) or are copied there,
+ * so that forwarding them needs no second conversion. The gather packs
+ * its own buffer once and sums the n 16-bit buffers in rank order.
+ * A region of `wire` is rewritten only when the same region of the buffer
+ * may be (see zero-copy below), so the same argument covers it.
+ *
  * Zero-copy: the caller's buffer is handed to zmq (or stays referenced by
  * a pending direct send); a sent region is never written again before the
  * bytes left (a rank overwrites a chunk only with
@@ -44,7 +59,10 @@ typedef struct plan {
     int     send_steps, recv_steps;
     size_t  lead;        /* sends that need no receive first               */
     int     alg;         /* STRZ_ALG_RING or STRZ_ALG_GATHER (DATA flags)  */
-    float  *land;        /* gather: the n - 1 buffers received, in order   */
+    int     comp;        /* STRZ_COMP_*: DATA payloads in 16 bits          */
+    size_t  esz;         /* bytes per element on the wire: 4, or 2          */
+    unsigned char *wire; /* comp: 16-bit shadow of buf (count elements)    */
+    unsigned char *land; /* gather: the n - 1 buffers received, in order   */
 } plan_t;
 
 typedef struct cursor {
@@ -112,9 +130,10 @@ static strz_hdr_t header_of(const strz_ctx_t *c, const plan_t *p,
 {
     strz_hdr_t h = { .type = (uint8_t)p->type, .sender = c->rank,
                      .step = cur->t, .seq = c->seq, .offset = cur->off,
-                     .length = (uint32_t)(cur->len * sizeof(float)),
+                     .length = (uint32_t)(cur->len * p->esz),
                      .aux = aux_of(p), .total = p->count,
-                     .flags = (uint8_t)p->alg };
+                     .flags = (uint8_t)(p->alg
+                                        | p->comp << STRZ_DATA_COMP_SHIFT) };
     return h;
 }
 
@@ -126,8 +145,8 @@ static int expect(strz_ctx_t *c, const strz_hdr_t *want, const strz_hdr_t *got)
     return strz_fail(c, STRATA_EPROTO, c->left,
                      "unexpected message from %s (%s) refused: expected %s "
                      "seq %llu step %d offset %llu bytes %u aux %d total %llu"
-                     " alg %d, got %s from rank %d seq %llu step %d offset "
-                     "%llu bytes %u aux %d total %llu alg %d",
+                     " flags 0x%x, got %s from rank %d seq %llu step %d "
+                     "offset %llu bytes %u aux %d total %llu flags 0x%x",
                      c->name[c->left], c->addr[c->left],
                      strz_wire_type_name(want->type),
                      (unsigned long long)want->seq, (int)want->step,
@@ -147,33 +166,81 @@ static int check(strz_ctx_t *c, const plan_t *p, const cursor_t *cur,
     return expect(c, &want, got);
 }
 
-/* The buffer the gather received at step t. */
-static float *landed(const plan_t *p, int t)
+/* Element `off` of the buffer the gather received at step t. */
+static unsigned char *landed(const plan_t *p, int t, size_t off)
 {
-    return p->land + (size_t)t * p->count;
+    return p->land + ((size_t)t * p->count + off) * p->esz;
+}
+
+/* Element `off` of the 16-bit shadow. */
+static unsigned char *wire_at(const plan_t *p, size_t off)
+{
+    return p->wire + off * 2;
+}
+
+/* A ring step of an all-reduce adds what it receives (reduce-scatter),
+ * or copies it (all-gather; broadcast). */
+static int adds(const plan_t *p, int t)
+{
+    return p->type != STRZ_BCAST && t < p->n - 1;
 }
 
 static void apply(const plan_t *p, const cursor_t *cur, const void *data)
 {
+    size_t off = cur->off, len = cur->len;
+
     if (p->alg == STRZ_ALG_GATHER) {
-        strz_apply(landed(p, cur->t) + cur->off, data, cur->len, 0, 1.0f);
+        unsigned char *dst = landed(p, cur->t, off);
+        if (data != dst)
+            memcpy(dst, data, len * p->esz);
         return;
     }
-    int add = p->type != STRZ_BCAST && cur->t < p->n - 1;
-    float scale = (add && cur->t == p->n - 2 && p->op == STRATA_REDUCE_MEAN)
-                  ? 1.0f / (float)p->n : 1.0f;
-    strz_apply(p->buf + cur->off, data, cur->len, add, scale);
+    int add = adds(p, cur->t), last = add && cur->t == p->n - 2;
+    float scale = last && p->op == STRATA_REDUCE_MEAN ? 1.0f / (float)p->n
+                                                      : 1.0f;
+    if (!p->comp) {
+        strz_apply(p->buf + off, data, len, add, scale);
+    } else if (add) {
+        strz_apply16(p->buf + off, data, len, 1, scale, p->comp);
+        if (last) { /* our chunk is final: ours too becomes its 16 bits */
+            strz_pack16(wire_at(p, off), p->buf + off, len, p->comp);
+            strz_unpack16(p->buf + off, wire_at(p, off), len, p->comp);
+        }
+    } else {
+        if (data != wire_at(p, off))
+            memcpy(wire_at(p, off), data, len * 2);
+        strz_unpack16(p->buf + off, wire_at(p, off), len, p->comp);
+    }
 }
 
 /* Where a direct socket should put the payload of the next message: a
  * value to be added goes to the scratch segment, a copy straight into
- * the buffer (apply() then has nothing to copy). */
+ * the buffer, or into its 16-bit shadow (apply() then has nothing to
+ * copy). */
 static void *landing(const strz_ctx_t *c, const plan_t *p, const cursor_t *r)
 {
     if (p->alg == STRZ_ALG_GATHER)
-        return landed(p, r->t) + r->off;
-    int add = p->type != STRZ_BCAST && r->t < p->n - 1;
-    return add ? (void *)c->scratch : (void *)(p->buf + r->off);
+        return landed(p, r->t, r->off);
+    if (adds(p, r->t))
+        return c->scratch;
+    return p->comp ? (void *)wire_at(p, r->off) : (void *)(p->buf + r->off);
+}
+
+/* What the send of the cursor's segment carries: the buffer; with
+ * compression its 16 bits (packed here during the reduce-scatter, already
+ * in `wire` in the all-gather); in the gather, from step 1 on, what the
+ * previous step received. */
+static const void *outgoing(const plan_t *p, const cursor_t *s)
+{
+    if (p->alg == STRZ_ALG_GATHER)
+        return s->t > 0 ? (const void *)landed(p, s->t - 1, s->off)
+               : p->comp ? (const void *)wire_at(p, s->off)
+                         : (const void *)(p->buf + s->off);
+    if (!p->comp)
+        return p->buf + s->off;
+    if (adds(p, s->t))
+        strz_pack16(wire_at(p, s->off), p->buf + s->off, s->len, p->comp);
+    return wire_at(p, s->off);
 }
 
 /* Sends may run ahead of receives by `lead` segments. */
@@ -185,6 +252,8 @@ static int send_ready(const plan_t *p, const cursor_t *s, const cursor_t *r)
 static int run(strz_ctx_t *c, const plan_t *p, int64_t deadline)
 {
     cursor_t s = { 0 }, r = { 0 };
+    const void *out = NULL; /* the payload of send s.done, once made */
+    size_t out_for = (size_t)-1;
     int rc;
 
     if (strz_direct_rx(c) && c->scratch == NULL
@@ -202,9 +271,11 @@ static int run(strz_ctx_t *c, const plan_t *p, int64_t deadline)
 
         while (send_ready(p, &s, &r)) {
             strz_hdr_t h = header_of(c, p, &s);
-            rc = strz_send(c, &h, p->alg == STRZ_ALG_GATHER && s.t > 0
-                                  ? landed(p, s.t - 1) + s.off
-                                  : p->buf + s.off);
+            if (out_for != s.done) { /* not again after an EAGAIN */
+                out = outgoing(p, &s);
+                out_for = s.done;
+            }
+            rc = strz_send(c, &h, out);
             if (rc == STRATA_EAGAIN) {
                 blocked = 1;
                 break;
@@ -269,7 +340,7 @@ static plan_t ring_plan(const strz_ctx_t *c, int type, float *buf,
                         size_t count, int op)
 {
     plan_t p = { .type = type, .buf = buf, .count = count, .seg = c->seg,
-                 .n = c->n, .rank = c->rank, .op = op,
+                 .n = c->n, .rank = c->rank, .op = op, .esz = sizeof(float),
                  .send_steps = 2 * (c->n - 1), .recv_steps = 2 * (c->n - 1) };
     size_t off, len;
     chunk_of(&p, 0, 1, &off, &len);
@@ -279,19 +350,19 @@ static plan_t ring_plan(const strz_ctx_t *c, int type, float *buf,
 
 /* ---- gather: small buffers ---------------------------------------- */
 
-/* Room for the n - 1 buffers a gather receives, kept between calls, 64-byte
- * aligned (the sums read them as floats). */
-static float *gather_space(strz_ctx_t *c, size_t count)
+/* `bytes` of room kept between calls in *mem (capacity *cap), 64-byte
+ * aligned (the sums read it as floats). */
+static unsigned char *kept_space(void **mem, size_t *cap, size_t bytes)
 {
-    size_t need = (size_t)(c->n - 1) * count * sizeof(float) + 64;
-    if (c->gather_cap < need) {
-        free(c->gather);
-        c->gather_cap = 0;
-        if ((c->gather = malloc(need)) == NULL)
+    size_t need = bytes + 64;
+    if (*cap < need) {
+        free(*mem);
+        *cap = 0;
+        if ((*mem = malloc(need)) == NULL)
             return NULL;
-        c->gather_cap = need;
+        *cap = need;
     }
-    return (float *)(((uintptr_t)c->gather + 63) & ~(uintptr_t)63);
+    return (unsigned char *)(((uintptr_t)*mem + 63) & ~(uintptr_t)63);
 }
 
 /* Step t sends our buffer (t = 0) or forwards what step t - 1 received;
@@ -301,14 +372,18 @@ static float *gather_space(strz_ctx_t *c, size_t count)
  * (rank - t - 1) mod n. The sum waits until the sends let go of `buf`
  * (run() drains them), then overwrites it. */
 static int gather(strz_ctx_t *c, float *buf, size_t count, int op,
-                  int64_t deadline)
+                  int comp, int64_t deadline)
 {
     const void *src[64];
     const void **srcv = c->n <= 64 ? src : malloc((size_t)c->n * sizeof *srcv);
-    float *land = gather_space(c, count);
+    size_t esz = comp ? 2 : sizeof(float);
+    unsigned char *land = kept_space(&c->gather, &c->gather_cap,
+                                     (size_t)(c->n - 1) * count * esz);
+    unsigned char *wire = comp ? kept_space(&c->wire, &c->wire_cap, count * 2)
+                               : NULL;
     int rc;
 
-    if (land == NULL || srcv == NULL) {
+    if (land == NULL || srcv == NULL || (comp && wire == NULL)) {
         if (srcv != src)
             free(srcv);
         return strz_fail(c, STRATA_ENOMEM, c->rank, "out of memory");
@@ -317,13 +392,20 @@ static int gather(strz_ctx_t *c, float *buf, size_t count, int op,
     plan_t p = { .type = STRZ_DATA, .alg = STRZ_ALG_GATHER, .buf = buf,
                  .count = count, .seg = seg, .n = c->n, .rank = c->rank,
                  .op = op, .send_steps = c->n - 1, .recv_steps = c->n - 1,
-                 .lead = (count + seg - 1) / seg, .land = land };
+                 .lead = (count + seg - 1) / seg, .land = land, .comp = comp,
+                 .esz = esz, .wire = wire };
+    if (comp) /* what the others add of ours: we add the same */
+        strz_pack16(wire, buf, count, comp);
     if ((rc = run(c, &p, deadline)) == 0) {
         for (int k = 0; k < c->n; k++)
-            srcv[k] = k == c->rank ? (const void *)buf
-                                   : landed(&p, (c->rank - k - 1 + c->n) % c->n);
-        strz_sum(buf, srcv, c->n, count,
-                 op == STRATA_REDUCE_MEAN ? 1.0f / (float)c->n : 1.0f);
+            srcv[k] = k != c->rank ? (const void *)landed(
+                                         &p, (c->rank - k - 1 + c->n) % c->n, 0)
+                      : comp ? (const void *)wire : (const void *)buf;
+        float scale = op == STRATA_REDUCE_MEAN ? 1.0f / (float)c->n : 1.0f;
+        if (comp)
+            strz_sum16(buf, srcv, c->n, count, scale, comp);
+        else
+            strz_sum(buf, srcv, c->n, count, scale);
     }
     if (srcv != src)
         free(srcv);
@@ -342,17 +424,25 @@ static int use_gather(const strz_ctx_t *c, size_t count)
            && bytes * (size_t)(c->n - 1) <= STRZ_GATHER_MAX;
 }
 
-int strz_allreduce(strz_ctx_t *c, float *buf, size_t count, int op)
+int strz_allreduce(strz_ctx_t *c, float *buf, size_t count, int op,
+                   int comp)
 {
     int64_t deadline = 0;
     int rc = start(c, "allreduce", &deadline);
     if (rc || c->n == 1)
         return rc;
     if (c->shm)
-        return strz_shm_collective(c, STRZ_DATA, buf, count, op, deadline);
+        return strz_shm_collective(c, STRZ_DATA, buf, count, op, comp,
+                                   deadline);
     if (use_gather(c, count))
-        return gather(c, buf, count, op, deadline);
+        return gather(c, buf, count, op, comp, deadline);
     plan_t p = ring_plan(c, STRZ_DATA, buf, count, op);
+    if (comp) {
+        p.comp = comp;
+        p.esz = 2;
+        if ((p.wire = kept_space(&c->wire, &c->wire_cap, count * 2)) == NULL)
+            return strz_fail(c, STRATA_ENOMEM, c->rank, "out of memory");
+    }
     return run(c, &p, deadline);
 }
 
@@ -363,6 +453,9 @@ void strz_ring_free(strz_ctx_t *c)
     free(c->gather);
     c->gather = NULL;
     c->gather_cap = 0;
+    free(c->wire);
+    c->wire = NULL;
+    c->wire_cap = 0;
 }
 
 int strz_barrier(strz_ctx_t *c, int64_t deadline)
@@ -372,7 +465,7 @@ int strz_barrier(strz_ctx_t *c, int64_t deadline)
     if (rc || c->n == 1)
         return rc;
     if (c->shm)
-        return strz_shm_collective(c, STRZ_BARRIER, NULL, 0, 0, deadline);
+        return strz_shm_collective(c, STRZ_BARRIER, NULL, 0, 0, 0, deadline);
     plan_t p = ring_plan(c, STRZ_BARRIER, &one, 1, STRATA_REDUCE_SUM);
     return run(c, &p, deadline);
 }
@@ -384,9 +477,11 @@ int strz_broadcast(strz_ctx_t *c, float *buf, size_t count, int root)
     if (rc || c->n == 1)
         return rc;
     if (c->shm)
-        return strz_shm_collective(c, STRZ_BCAST, buf, count, root, deadline);
+        return strz_shm_collective(c, STRZ_BCAST, buf, count, root, 0,
+                                   deadline);
     plan_t p = { .type = STRZ_BCAST, .buf = buf, .count = count,
-                 .seg = c->seg, .n = c->n, .rank = c->rank, .root = root };
+                 .seg = c->seg, .n = c->n, .rank = c->rank, .root = root,
+                 .esz = sizeof(float) };
     if (c->rank == root) {
         p.send_steps = 1;
         p.lead = (size_t)-1;

@@ -33,7 +33,10 @@
  * between collectives; every member runs the same rounds because it makes
  * the same calls, and each slot set records the collective's seq, kind,
  * count and op (or root) so that a member making another call is refused
- * (EPROTO). Broadcast and barrier use the same rounds: the root's piece is
+ * (EPROTO). With compressed gradients a member packs its piece into its
+ * slot in 16 bits and everyone adds the n decoded slots, its own included,
+ * in rank order (rounds then hold twice the elements). Broadcast and
+ * barrier use the same rounds: the root's piece is
  * copied out by the others; a barrier is one round without data. Once the
  * segment is up every collective of the group goes through it.
  *
@@ -543,16 +546,16 @@ static int check_info(strz_ctx_t *c, uint64_t g, const shm_set_info_t *me)
 }
 
 int strz_shm_collective(strz_ctx_t *c, int kind, float *buf, size_t count,
-                        int arg, int64_t deadline)
+                        int arg, int comp, int64_t deadline)
 {
     struct strz_shm *s = c->shm;
-    const size_t per = s->slot_bytes / sizeof(float);
+    const size_t per = s->slot_bytes / (comp ? 2 : sizeof(float));
     const float scale = kind == STRZ_DATA && arg == STRATA_REDUCE_MEAN
                         ? 1.0f / (float)c->n : 1.0f;
     const int root = kind == STRZ_BCAST ? arg : -1;
     const void *src[SHM_MAX_MEMBERS];
     shm_set_info_t me = { .seq = c->seq, .total = count, .kind = kind,
-                          .arg = arg };
+                          .arg = arg | comp << 8 };
     shm_member_t *self = &s->mem[c->rank];
     size_t off = 0;
     int rc;
@@ -575,7 +578,9 @@ int strz_shm_collective(strz_ctx_t *c, int kind, float *buf, size_t count,
 
         if (g >= 2 && (rc = wait_all(c, DONE, g - 1, deadline)) != 0)
             return rc;
-        if (kind == STRZ_DATA || c->rank == root)
+        if (comp)
+            strz_pack16(slot(s, c->n, g, c->rank), buf + off, len, comp);
+        else if (kind == STRZ_DATA || c->rank == root)
             memcpy(slot(s, c->n, g, c->rank), buf + off, len * sizeof(float));
         self->info[g & 1] = me;
         atomic_store_explicit(&self->posted, g + 1, memory_order_release);
@@ -583,7 +588,11 @@ int strz_shm_collective(strz_ctx_t *c, int kind, float *buf, size_t count,
         if ((rc = wait_all(c, POSTED, g + 1, deadline)) != 0
             || (rc = check_info(c, g, &me)) != 0)
             return rc;
-        if (kind == STRZ_DATA) {
+        if (comp) {
+            for (int k = 0; k < c->n; k++)
+                src[k] = slot(s, c->n, g, k);
+            strz_sum16(buf + off, src, c->n, len, scale, comp);
+        } else if (kind == STRZ_DATA) {
             for (int k = 0; k < c->n; k++)
                 src[k] = k == c->rank ? (const void *)(buf + off)
                                       : slot(s, c->n, g, k);

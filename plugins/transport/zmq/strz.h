@@ -10,6 +10,7 @@
  *                 this host (zmq still carries start-up, heartbeats, ABORT)
  *   direct.c      direct TCP data sockets beside the zmq links
  *   sum.c         the element-wise sums (vectorised loops)
+ *   f16.c         float32 <-> fp16/bf16 for compressed gradients
  *   wire.c        header pack/check (format: wire.h)
  *   curve.c       CURVE keys, the ZAP handler, strangers dropped and counted
  *
@@ -38,10 +39,13 @@ typedef struct strz_cfg {
     int64_t small_bytes;   /* all-reduces up to this size: gather, not ring */
     int     shm;           /* STRZ_SHM_AUTO or STRZ_SHM_OFF (ENUM index)  */
     int     direct;        /* STRZ_DIRECT_AUTO or STRZ_DIRECT_OFF         */
+    int     compression;   /* STRZ_COMP_*: gradients on the wire           */
 } strz_cfg_t;
 
 enum { STRZ_SHM_AUTO = 0, STRZ_SHM_OFF = 1 };
 enum { STRZ_DIRECT_AUTO = 0, STRZ_DIRECT_OFF = 1 };
+/* How gradient all-reduces travel (ENUM index of none|fp16|bf16). */
+enum { STRZ_COMP_NONE = 0, STRZ_COMP_FP16 = 1, STRZ_COMP_BF16 = 2 };
 
 /* With direct data sockets the zmq control plane is looked at this often
  * while a collective waits (ABORTs, probes, monitors). */
@@ -103,6 +107,8 @@ typedef struct strz_ctx {
     float   *scratch;      /* one segment: received data before it is added */
     void    *gather;       /* gather all-reduce: received messages (ring.c) */
     size_t   gather_cap;
+    void    *wire;         /* compressed all-reduce: 16-bit shadow (ring.c) */
+    size_t   wire_cap;
 
     const char *what;      /* "allreduce", "broadcast", ... for messages    */
     uint64_t seq;          /* current collective                            */
@@ -253,8 +259,11 @@ int  strz_control_look(strz_ctx_t *c, int64_t now);
 
 /* ---- ring.c ---------------------------------------------------------- */
 
-/* In-place all-reduce of buf[0..count) (STRATA_REDUCE_SUM / _MEAN). */
-int strz_allreduce(strz_ctx_t *c, float *buf, size_t count, int op);
+/* In-place all-reduce of buf[0..count) (STRATA_REDUCE_SUM / _MEAN); comp
+ * (STRZ_COMP_*): the payloads travel in 16 bits, sums stay float32, every
+ * member ends bitwise equal. */
+int strz_allreduce(strz_ctx_t *c, float *buf, size_t count, int op,
+                   int comp);
 /* Broadcast buf[0..count) from `root` along the ring. */
 int strz_broadcast(strz_ctx_t *c, float *buf, size_t count, int root);
 /* Every member meets (a one-element all-reduce, messages typed BARRIER),
@@ -271,10 +280,10 @@ void strz_ring_free(strz_ctx_t *c);
  * is used); a peer that misbehaves is. */
 int  strz_shm_setup(strz_ctx_t *c, int64_t deadline);
 /* A collective through the segment: kind STRZ_DATA (in-place all-reduce,
- * arg = reduce op; bitwise equal everywhere), STRZ_BCAST (arg = root) or
- * STRZ_BARRIER (no buffer). */
+ * arg = reduce op, comp = STRZ_COMP_*: slots hold 16 bits; bitwise equal
+ * everywhere), STRZ_BCAST (arg = root) or STRZ_BARRIER (no buffer). */
 int  strz_shm_collective(strz_ctx_t *c, int kind, float *buf, size_t count,
-                         int arg, int64_t deadline);
+                         int arg, int comp, int64_t deadline);
 /* The first failure of the group, for everyone attached (fail.c). */
 void strz_shm_publish_abort(strz_ctx_t *c, int peer, int code);
 void strz_shm_close(strz_ctx_t *c);
@@ -309,5 +318,21 @@ void strz_sum(float *dst, const void *const *src, int k, size_t n,
               float scale);
 /* dst[i] = (dst[i] + src[i]) * scale (or dst = src * scale when !add). */
 void strz_apply(float *dst, const void *src, size_t n, int add, float scale);
+/* The same two with 16-bit sources (format `fmt`, STRZ_COMP_FP16/BF16),
+ * each decoded exactly to float32 before it is added. */
+void strz_sum16(float *dst, const void *const *src, int k, size_t n,
+                float scale, int fmt);
+void strz_apply16(float *dst, const void *src, size_t n, int add, float scale,
+                  int fmt);
+
+/* ---- f16.c ----------------------------------------------------------- */
+
+/* dst (2n bytes, any alignment) = src in 16 bits: round to nearest even;
+ * fp16 overflows to inf from 65520 on; NaN stays NaN. */
+void strz_pack16(void *dst, const float *src, size_t n, int fmt);
+/* dst = the exact float32 values of the 16-bit src (any alignment). */
+void strz_unpack16(float *dst, const void *src, size_t n, int fmt);
+/* "none", "fp16", "bf16". */
+const char *strz_comp_name(int fmt);
 
 #endif /* STRZ_H */

@@ -100,3 +100,45 @@ void strz_apply(float *dst, const void *src, size_t n, int add, float scale)
             scale_inplace(dst + off, m, scale);
     }
 }
+
+/* ---- 16-bit sources (compressed gradients) ----------------------------- */
+
+void strz_sum16(float *dst, const void *const *src, int k, size_t n,
+                float scale, int fmt)
+{
+    alignas(64) float acc[SUM_BLOCK];
+    alignas(64) float tmp[SUM_BLOCK];
+
+    for (size_t off = 0; off < n; off += SUM_BLOCK) {
+        size_t m = n - off < SUM_BLOCK ? n - off : SUM_BLOCK;
+        strz_unpack16(acc, (const unsigned char *)src[0] + 2 * off, m, fmt);
+        for (int j = 1; j < k; j++) {
+            strz_unpack16(tmp, (const unsigned char *)src[j] + 2 * off, m,
+                          fmt);
+            add_block(acc, tmp, m);
+        }
+        if (scale != 1.0f)
+            scale_block(dst + off, acc, m, scale);
+        else
+            memcpy(dst + off, acc, m * sizeof(float));
+    }
+}
+
+void strz_apply16(float *dst, const void *src, size_t n, int add, float scale,
+                  int fmt)
+{
+    alignas(64) float tmp[SUM_BLOCK];
+
+    for (size_t off = 0; off < n; off += SUM_BLOCK) {
+        size_t m = n - off < SUM_BLOCK ? n - off : SUM_BLOCK;
+        const unsigned char *s = (const unsigned char *)src + 2 * off;
+        if (add) {
+            strz_unpack16(tmp, s, m, fmt);
+            add_block(dst + off, tmp, m);
+        } else {
+            strz_unpack16(dst + off, s, m, fmt);
+        }
+        if (scale != 1.0f)
+            scale_inplace(dst + off, m, scale);
+    }
+}

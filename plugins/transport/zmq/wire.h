@@ -5,16 +5,21 @@
  *     [header: STRZ_HDR_SIZE bytes] [payload: `length` bytes, when length > 0]
  *
  * (the ROUTER socket that receives it prepends the sender's routing id
- * frame; that frame is zmq's, not ours). All integers are little-endian.
+ * frame; that frame is zmq's, not ours). All integers are little-endian,
+ * and so are the float32 and 16-bit values of payloads.
  *
  *   off size field    meaning
  *    0   4   magic    'S' 'T' 'R' 'Z'
  *    4   2   version  STRZ_WIRE_VERSION (2); another version is refused
  *    6   1   type     HELLO=1 HELLO_ACK=2 DATA=3 BCAST=4 BARRIER=5 ABORT=6
  *                     PROBE=7 PROBE_ACK=8 SHM=9
- *    7   1   flags    DATA: the all-reduce algorithm (STRZ_ALG_RING 0,
- *                     STRZ_ALG_GATHER 1); HELLO: STRZ_HELLO_DIRECT when the
- *                     sender wants a direct data socket; else 0
+ *    7   1   flags    DATA: bits 0-3 the all-reduce algorithm
+ *                     (STRZ_ALG_RING 0, STRZ_ALG_GATHER 1), bits 4-5 the
+ *                     compression of the payload (STRZ_COMP_*: 0 float32,
+ *                     1 fp16, 2 bf16: 2 bytes per element); HELLO: bit 0
+ *                     STRZ_HELLO_DIRECT when the sender wants a direct data
+ *                     socket, bits 1-2 its compression setting (members
+ *                     must agree); else 0
  *    8   4   sender   rank of the sender (int32)
  *   12   4   step     ring step of the collective, 0-based; ABORT: the
  *                     failure's STRATA error code, negated (e.g. 11 = EPEER);
@@ -27,7 +32,8 @@
  *                     probe's number; SHM: bytes of one slot; HELLO_ACK:
  *                     the port of the direct data socket offered, or 0;
  *                     else 0
- *   32   4   length   payload bytes (DATA/BCAST/BARRIER: 4 x elements;
+ *   32   4   length   payload bytes (DATA/BCAST/BARRIER: 4 x elements, a
+ *                     compressed DATA 2 x elements;
  *                     HELLO: bytes of the job tag; SHM: bytes of the
  *                     segment's name; else 0)
  *   36   4   aux      HELLO: group size; DATA/BARRIER: reduce op (0 sum,
@@ -77,8 +83,11 @@ enum strz_type {
 
 /* DATA flags: which all-reduce algorithm the message belongs to. */
 enum strz_alg { STRZ_ALG_RING = 0, STRZ_ALG_GATHER = 1 };
+#define STRZ_DATA_COMP_SHIFT 4
 /* HELLO flags. */
 #define STRZ_HELLO_DIRECT 1
+#define STRZ_HELLO_COMP_SHIFT 1
+#define STRZ_COMP_MASK 3
 
 typedef struct strz_hdr {
     uint16_t version;

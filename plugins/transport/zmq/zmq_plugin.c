@@ -50,6 +50,11 @@ static const strata_option_t k_options[] = {
       0, "auto|off",
       "auto: on tcp, the collectives' data take plain TCP connections "
       "beside zmq (one ephemeral port per member)" },
+    { "compression", STRATA_OPT_ENUM, 0, "none",
+      offsetof(strz_cfg_t, compression), 0, 0, "none|fp16|bf16",
+      "gradients on the wire: fp16 or bf16 send 16 bits per value and sum "
+      "in float32 (fp16 overflows to inf past 65504); other data stays "
+      "exact" },
     { NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL }
 };
 
@@ -123,6 +128,9 @@ static int check_cfg(const strata_host_v2_t *host, strata_hctx_t *hc,
         bad = "shm (auto|off)";
     else if (cfg->direct != STRZ_DIRECT_AUTO && cfg->direct != STRZ_DIRECT_OFF)
         bad = "direct (auto|off)";
+    else if (cfg->compression < STRZ_COMP_NONE
+             || cfg->compression > STRZ_COMP_BF16)
+        bad = "compression (none|fp16|bf16)";
     if (bad == NULL)
         return 0;
     host->log(hc, STRATA_LOG_ERROR, "zmq", "[transport] %s out of range",
@@ -235,6 +243,9 @@ static int zmqt_init(const strata_host_v2_t *host, strata_hctx_t *hc,
             goto fail;
     }
     c->running = 1;
+    if (c->cfg.compression != STRZ_COMP_NONE && c->rank == 0 && !P2P_OF(c))
+        strz_log(c, STRATA_LOG_INFO, "gradient all-reduces travel as %s, "
+                 "summed in float32", strz_comp_name(c->cfg.compression));
     *pctx = c;
     return 0;
 fail:
@@ -301,12 +312,17 @@ static int zmqt_reduce(void *pctx, strata_op_t *op)
         return STRATA_EINVAL;
     }
     size_t bytes = op->count * sizeof(float);
+    /* Only gradients may lose bits on the way; sums of metrics, counts
+     * and state stay exact (they come without the flag). */
+    int grad = STRATA_HAS_FIELD(strata_op_t, op, flags)
+               && (op->flags & STRATA_OP_GRADIENT);
     c->what = "allreduce";
     float *v = host_view(c, op, bytes);
     if (v == NULL) /* the peers must not wait for us: fail the group */
         return strz_fail(c, STRATA_ENOMEM, c->rank,
                          "no host staging buffer (%zu bytes)", bytes);
-    rc = strz_allreduce(c, v, op->count, op->reduce_op);
+    rc = strz_allreduce(c, v, op->count, op->reduce_op,
+                        grad ? c->cfg.compression : STRZ_COMP_NONE);
     return host_done(c, op, v, bytes, rc);
 }
 

@@ -1,0 +1,171 @@
+/* The monitored validation metric (monitor.h): early stopping and the best
+ * checkpoint's bookkeeping, and their configuration checks. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "monitor.h"
+
+static const char *origin(const strata__cfg_t *c, const char *section,
+                          const char *key)
+{
+    const char *o = strata__cfg_origin(c, section, key);
+    return o ? o : "default";
+}
+
+int strata__monitor_check(const strata__cfg_t *c, const strata__settings_t *s)
+{
+    const strata__train_cfg_t *t = &s->train;
+    const char *metric = t->monitor == STRATA__MONITOR_VAL_ACCURACY
+                             ? "val_accuracy" : "val_loss";
+    if (!t->eval && (t->es_patience > 0 || s->checkpoint.keep_best)) {
+        int es = t->es_patience > 0;
+        strata__log(STRATA_LOG_ERROR, "config", "%s: [%s] %s watches [train] "
+                    "monitor = %s, a validation metric: it needs [train] eval "
+                    "= true (%s sets it false)",
+                    es ? origin(c, "train", "early_stopping_patience")
+                       : origin(c, "checkpoint", "keep_best"),
+                    es ? "train" : "checkpoint",
+                    es ? "early_stopping_patience" : "keep_best", metric,
+                    origin(c, "train", "eval"));
+        return STRATA_ECONFIG;
+    }
+    if (s->checkpoint.keep_best &&
+        !(s->checkpoint.dir && s->checkpoint.dir[0])) {
+        strata__log(STRATA_LOG_ERROR, "config", "%s: [checkpoint] keep_best = "
+                    "true needs [checkpoint] dir, where best.safetensors goes",
+                    origin(c, "checkpoint", "keep_best"));
+        return STRATA_ECONFIG;
+    }
+    return STRATA_OK;
+}
+
+void strata__monitor_init(strata__monitor_t *m, const strata__settings_t *s)
+{
+    memset(m, 0, sizeof *m);
+    m->metric = s->train.monitor;
+    m->patience = s->train.es_patience;
+    m->min_delta = s->train.es_min_delta;
+    m->keep_best = s->checkpoint.keep_best;
+}
+
+const char *strata__monitor_name(const strata__monitor_t *m)
+{
+    return m->metric == STRATA__MONITOR_VAL_ACCURACY ? "val_accuracy"
+                                                     : "val_loss";
+}
+
+/* Is `v` better than `ref` by more than `delta`? Loss: lower; accuracy:
+ * higher (Keras' mode auto). */
+static int better(const strata__monitor_t *m, double v, double ref,
+                  double delta)
+{
+    return m->metric == STRATA__MONITOR_VAL_ACCURACY ? v - delta > ref
+                                                     : v + delta < ref;
+}
+
+void strata__monitor_epoch(strata__monitor_t *m, int epoch, double val_loss,
+                           double val_acc, int *save_best, int *stop)
+{
+    double v = m->metric == STRATA__MONITOR_VAL_ACCURACY ? val_acc : val_loss;
+    *save_best = 0;
+    *stop = 0;
+    if (isnan(v))
+        v = m->metric == STRATA__MONITOR_VAL_ACCURACY ? -INFINITY : INFINITY;
+    if (m->keep_best && (!m->has_kept || better(m, v, m->kept, 0.0))) {
+        m->has_kept = 1;
+        m->kept = v;
+        m->kept_epoch = epoch;
+        *save_best = 1;
+    }
+    if (m->patience <= 0)
+        return;
+    m->wait++;
+    if (!m->has_best || better(m, v, m->best, m->min_delta)) {
+        m->has_best = 1;
+        m->best = v;
+        m->best_epoch = epoch;
+        m->wait = 0;
+        return;
+    }
+    *stop = m->wait >= m->patience;
+}
+
+void strata__monitor_stop_line(const strata__monitor_t *m, int epoch,
+                               char *buf, size_t len)
+{
+    char delta[64] = "";
+    if (m->min_delta > 0)
+        snprintf(delta, sizeof delta, " by more than %g", m->min_delta);
+    snprintf(buf, len, "early stopping after epoch %d: %s has not improved%s "
+             "for %lld epoch%s (best %.4f, epoch %d; "
+             "[train] early_stopping_patience = %lld)", epoch,
+             strata__monitor_name(m), delta, (long long)m->wait,
+             m->wait == 1 ? "" : "s", m->best, m->best_epoch,
+             (long long)m->patience);
+}
+
+int strata__monitor_to_meta(const strata__monitor_t *m,
+                            const char *keys[STRATA__MONITOR_NMETA],
+                            char vals[STRATA__MONITOR_NMETA][32])
+{
+    int n = 0;
+    keys[n] = "strata.monitor";
+    snprintf(vals[n++], 32, "%s", strata__monitor_name(m));
+    keys[n] = "strata.es_wait";
+    snprintf(vals[n++], 32, "%lld", (long long)m->wait);
+    if (m->has_best) {
+        keys[n] = "strata.es_best";
+        snprintf(vals[n++], 32, "%.17g", m->best);
+        keys[n] = "strata.es_best_epoch";
+        snprintf(vals[n++], 32, "%d", m->best_epoch);
+    }
+    if (m->has_kept) {
+        keys[n] = "strata.best";
+        snprintf(vals[n++], 32, "%.17g", m->kept);
+        keys[n] = "strata.best_epoch";
+        snprintf(vals[n++], 32, "%d", m->kept_epoch);
+    }
+    return n;
+}
+
+/* A number of the metadata, or 0 when absent or not a number. */
+static int meta_num(const char *(*get)(const void *, const char *),
+                    const void *ctx, const char *key, double *out)
+{
+    const char *v = get(ctx, key);
+    char *end = NULL;
+    errno = 0;
+    double x = v && *v ? strtod(v, &end) : 0.0;
+    if (!v || !*v || *end || errno)
+        return 0;
+    *out = x;
+    return 1;
+}
+
+void strata__monitor_from_meta(strata__monitor_t *m,
+                               const char *(*get)(const void *ctx,
+                                                  const char *key),
+                               const void *ctx)
+{
+    const char *name = get(ctx, "strata.monitor");
+    if (!name || strcmp(name, strata__monitor_name(m)) != 0)
+        return;
+    double wait, best, best_epoch, kept, kept_epoch;
+    if (meta_num(get, ctx, "strata.es_wait", &wait) && wait >= 0)
+        m->wait = (int64_t)wait;
+    if (meta_num(get, ctx, "strata.es_best", &best) &&
+        meta_num(get, ctx, "strata.es_best_epoch", &best_epoch)) {
+        m->has_best = 1;
+        m->best = best;
+        m->best_epoch = (int)best_epoch;
+    }
+    if (meta_num(get, ctx, "strata.best", &kept) &&
+        meta_num(get, ctx, "strata.best_epoch", &kept_epoch)) {
+        m->has_kept = 1;
+        m->kept = kept;
+        m->kept_epoch = (int)kept_epoch;
+    }
+}

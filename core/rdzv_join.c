@@ -1,0 +1,251 @@
+/* The rendezvous, every other task's side (rendezvous.h): reach rank 0
+ * (again and again until the deadline), register a free port of the
+ * interface that routes to it, and take the table -- or rank 0's verdict. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* accept4, struct ucred */
+#endif
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rdzv_net.h"
+
+#define ERR(...) strata__log(STRATA_LOG_ERROR, RDZV_WHO, __VA_ARGS__)
+#define WHO RDZV_WHO
+
+#define RETRY_S        0.2  /* between two attempts to reach rank 0        */
+#define DIAL_S         2.0  /* one connection attempt                      */
+#define CLIENT_GRACE_S 5.0  /* a task waits longer than rank 0, so that
+                               rank 0's verdict (who is missing) reaches it */
+
+/* One attempt to reach rank 0; the connected fd, or -1 with why. */
+static int dial(const strata__rdzv_ep_t *ep, const strata__rdzv_opts_t *o,
+                double deadline, char *why, size_t n)
+{
+    double until = strata__rdzv_now() + DIAL_S;
+    if (until > deadline)
+        until = deadline;
+    if (ep->local) {
+        struct sockaddr_un su;
+        socklen_t len = strata__rdzv_unix_addr(ep, &su);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                        0);
+        unsigned uid = 0;
+        int up = fd >= 0 && connect(fd, (struct sockaddr *)&su, len) == 0;
+        if (up && strata__rdzv_peer_is_us(fd, &uid))
+            return fd;
+        if (up)
+            snprintf(why, n, "the socket is held by uid %u, not this job's "
+                     "user", uid);
+        else
+            snprintf(why, n, "%s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_NUMERICSERV };
+    struct addrinfo *ai = NULL;
+    int g = getaddrinfo(ep->host, ep->port, &hints, &ai);
+    if (g != 0) {
+        snprintf(why, n, "cannot resolve '%.64s': %s", ep->host,
+                 gai_strerror(g));
+        return -1;
+    }
+    int fd = -1;
+    for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                    0);
+        if (fd < 0)
+            continue;
+        int err = connect(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+        if (err == EINPROGRESS &&
+            strata__rdzv_wait_fd(fd, POLLOUT, until, o) == 1) {
+            socklen_t el = sizeof err;
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+                err = errno;
+        } else if (err == EINPROGRESS) {
+            err = ETIMEDOUT;
+        }
+        if (err) {
+            snprintf(why, n, "%s", strerror(err));
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(ai);
+    return fd;
+}
+
+/* n bytes in or out before the deadline: 0, -1 connection gone, -2 the
+ * deadline, -3 stop requested. */
+static int xfer(int fd, void *buf, size_t n, int out, double deadline,
+                const strata__rdzv_opts_t *o)
+{
+    size_t at = 0;
+    while (at < n) {
+        int w = strata__rdzv_wait_fd(fd, out ? POLLOUT : POLLIN, deadline, o);
+        if (w <= 0)
+            return w < 0 ? -3 : -2;
+        ssize_t k = out ? send(fd, (char *)buf + at, n - at, MSG_NOSIGNAL)
+                        : read(fd, (char *)buf + at, n - at);
+        if (k < 0 && (errno == EAGAIN || errno == EINTR))
+            continue;
+        if (k <= 0)
+            return -1;
+        at += (size_t)k;
+    }
+    return 0;
+}
+
+/* rank 0's REFUSED: its reason, printable, as the task's error. */
+static int refused(const strata__rdzv_ep_t *ep, uint32_t rank,
+                   const uint8_t *b, size_t len)
+{
+    char reason[STRATA_RDZV_MAX_REASON + 1];
+    size_t n = len > 1 ? len - 1 : 0;
+    for (size_t i = 0; i < n; i++)
+        reason[i] = b[1 + i] >= 0x20 && b[1 + i] < 0x7f ? (char)b[1 + i]
+                                                        : '?';
+    reason[n] = '\0';
+    int why = len ? b[0] : 0;
+    ERR("at %s: rank 0 refused rank %u: %s", ep->text, rank,
+        n ? reason : "(no reason given)");
+    return why == STRATA_RDZV_WHY_TIMEOUT ? STRATA_ETIMEDOUT
+           : why == STRATA_RDZV_WHY_STOPPED ? STRATA_EPEER
+                                            : STRATA_ECONFIG;
+}
+
+/* rank 0's answer on fd: 0 with the table installed, 1 to try again (the
+ * connection went away; *why says so), else the error. */
+static int answer(strata__cluster_t *c, const strata__rdzv_ep_t *ep, int fd,
+                  const char *mine, double deadline,
+                  const strata__rdzv_opts_t *o, char *why, size_t wn)
+{
+    uint32_t world = (uint32_t)c->pub.ntasks, rank = (uint32_t)c->pub.self;
+    uint8_t h[STRATA_RDZV_HDR];
+    strata__rdzv_hdr_t hdr;
+    int x = xfer(fd, h, sizeof h, 0, deadline, o);
+    if (x != 0) {
+        snprintf(why, wn, x == -1 ? "rank 0 closed the connection before "
+                 "sending the table" : "rank %u registered as %s, but no "
+                 "table came", rank, mine);
+        return 1;
+    }
+    int rc = strata__rdzv_get_hdr(h, world, &hdr);
+    if (rc == -1) {
+        ERR("at %s: this is not a strata rendezvous (it answered %02x %02x "
+            "%02x %02x)", ep->text, h[0], h[1], h[2], h[3]);
+        return STRATA_EPROTO;
+    }
+    if (rc == -2) {
+        ERR("at %s: rank 0 speaks rendezvous protocol version %d, this task "
+            "%d: run the same strata on every node", ep->text, hdr.version,
+            STRATA_RDZV_VERSION);
+        return STRATA_ECONFIG;
+    }
+    if (rc != 0 || hdr.type == STRATA_RDZV_REGISTER) {
+        ERR("at %s: rank 0 sent %s (type %d, %u bytes)", ep->text,
+            rc == -4 ? "an oversized message" : "an unexpected message",
+            hdr.type, hdr.len);
+        return STRATA_EPROTO;
+    }
+    uint8_t *body = malloc(hdr.len + 1);
+    if (!body)
+        return STRATA_ENOMEM;
+    x = xfer(fd, body, hdr.len, 0, deadline, o);
+    if (x != 0) {
+        free(body);
+        snprintf(why, wn, "rank 0's answer stopped after its header");
+        return 1;
+    }
+    if (hdr.type == STRATA_RDZV_REFUSED) {
+        rc = refused(ep, rank, body, hdr.len);
+        free(body);
+        return rc;
+    }
+    char **addrs = calloc(world, sizeof *addrs), bad[256];
+    rc = addrs ? strata__rdzv_table_parse(body, hdr.len, world, addrs, bad,
+                                          sizeof bad)
+               : STRATA_ENOMEM;
+    free(body);
+    if (rc == -1)
+        ERR("at %s: rank 0 sent a malformed table: %s", ep->text, bad);
+    else if (rc == 0 && strcmp(addrs[rank], mine) != 0)
+        ERR("at %s: the table gives rank %u the address %s, but it "
+            "registered %s: refused", ep->text, rank, addrs[rank], mine);
+    if (rc == 0 && strcmp(addrs[rank], mine) == 0) {
+        for (uint32_t r = 0; r < world; r++) {
+            free((char *)c->tasks[r].address);
+            c->tasks[r].address = addrs[r];
+        }
+        free(addrs);
+        return 0;
+    }
+    for (uint32_t r = 0; addrs && rc == 0 && r < world; r++)
+        free(addrs[r]);
+    free(addrs);
+    return rc == STRATA_ENOMEM ? rc : STRATA_EPROTO;
+}
+
+int strata__rdzv_join(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
+                      const strata__rdzv_opts_t *o)
+{
+    uint32_t world = (uint32_t)c->pub.ntasks, rank = (uint32_t)c->pub.self;
+    double t0 = strata__rdzv_now();
+    double deadline = t0 + o->timeout_s + CLIENT_GRACE_S;
+    char why[320] = "no attempt", mine[STRATA_RDZV_MAX_ADDR + 1];
+    while (!strata__rdzv_stopped(o)) {
+        if (strata__rdzv_now() >= deadline) {
+            ERR("at %s: no table within %g s ([cluster] rendezvous_timeout_s "
+                "+ %g): %s", ep->text, o->timeout_s, CLIENT_GRACE_S, why);
+            return STRATA_ETIMEDOUT;
+        }
+        char what[256];
+        int fd = dial(ep, o, deadline, what, sizeof what);
+        if (fd < 0) {
+            snprintf(why, sizeof why, "rank 0 did not answer: %s", what);
+            if (strata__rdzv_pause(strata__rdzv_now() + RETRY_S, o) != 0)
+                break;
+            continue;
+        }
+        char host[NI_MAXHOST] = "?";
+        int fam, rc = 1;
+        uint8_t msg[STRATA_RDZV_HDR + STRATA_RDZV_REG_MAX];
+        size_t len = 0;
+        if (strata__rdzv_local_host(fd, &fam, host, sizeof host) != 0 ||
+            strata__rdzv_own_address(fam, host, mine, sizeof mine) != 0 ||
+            !(len = strata__rdzv_register(msg, world, rank, mine))) {
+            ERR("at %s: no free port for this task's transports on %s",
+                ep->text, host);
+            close(fd);
+            return STRATA_EIO;
+        }
+        if (xfer(fd, msg, len, 1, deadline, o) == 0)
+            rc = answer(c, ep, fd, mine, deadline, o, why, sizeof why);
+        else
+            snprintf(why, sizeof why, "rank 0 took no REGISTER");
+        close(fd);
+        if (rc == 0)
+            strata__log(STRATA_LOG_DEBUG, WHO, "at %s: rank %u of %u is %s "
+                        "(%.1f s)", ep->text, rank, world, mine,
+                        strata__rdzv_now() - t0);
+        if (rc != 1)
+            return rc;
+        if (strata__rdzv_pause(strata__rdzv_now() + RETRY_S, o) != 0)
+            break;
+    }
+    strata__log(STRATA_LOG_WARN, WHO, "at %s: stopped on request while "
+                "waiting for the table", ep->text);
+    return STRATA_ESTOPPED;
+}
+

@@ -1,0 +1,117 @@
+/* strata core -- the rendezvous: tasks that do not know each other's
+ * addresses (torchrun across nodes, Open MPI; cluster.h) learn them before
+ * any transport opens. Internal.
+ *
+ * Task 0 of the cluster (rank 0) serves the rendezvous at
+ * cluster.pub.rendezvous: TCP at exactly that host:port (the address the
+ * host resolves to, never every interface), or an abstract Unix socket
+ * ("unix:@NAME", Open MPI on one node; peers of another uid are refused,
+ * both ways). Every other task picks a free port on the local address of
+ * its connection to the rendezvous (the interface that routes to rank 0),
+ * registers (world size, rank, host:port) and receives the whole table;
+ * rank 0 itself takes a free port on the address it serves at. Then every
+ * task's address is known and the transports open as with any other
+ * source. The table carries addresses only: whether connections are
+ * authenticated and encrypted is each task's own [security] setting, and
+ * under CURVE a forged address fails the handshake.
+ *
+ * Wire format, version 1. Every message is a 12-byte header and a body:
+ *    0  4  magic "SRDV"
+ *    4  1  version (1)
+ *    5  1  type: 1 REGISTER, 2 TABLE, 3 REFUSED
+ *    6  2  reserved (0; ignored)
+ *    8  4  body length, big-endian, at most the type's limit below
+ *  REGISTER (task -> rank 0), at most 10 + STRATA_RDZV_MAX_ADDR bytes:
+ *    u32 world size, u32 rank, u16 n, n bytes of host:port
+ *  TABLE (rank 0 -> every task), at most 4 + world * (2 + MAX_ADDR):
+ *    u32 world size, then for rank 0 .. world-1: u16 n, n bytes host:port
+ *  REFUSED (rank 0 -> a task; then it closes), at most 1 + MAX_REASON:
+ *    u8 why (STRATA_RDZV_WHY_*), the reason as text (no NUL)
+ * All integers big-endian; every address must pass
+ * strata__cluster_check_addr. A peer whose header is not ours, whose
+ * length is over the limit, or whose message does not parse is dropped
+ * and logged (rate-limited), never fatal. A REGISTER of another version,
+ * world size or a rank already taken is answered with REFUSED, which the
+ * task reports as its one error line; rank 0 logs it, naming the peer, and
+ * goes on waiting for the job's own tasks. A connection must complete its
+ * REGISTER within hello_s, and the whole rendezvous within timeout_s
+ * ([cluster] rendezvous_timeout_s): then rank 0 tells every registered
+ * task which ranks did not arrive (REFUSED, why = TIMEOUT) and every task
+ * fails with that list. */
+#ifndef STRATA_CORE_RENDEZVOUS_H
+#define STRATA_CORE_RENDEZVOUS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cluster.h"
+
+#define STRATA_RDZV_VERSION    1
+#define STRATA_RDZV_HDR        12
+#define STRATA_RDZV_MAX_ADDR   263 /* a host of 255 characters, ':', port */
+#define STRATA_RDZV_MAX_REASON 512
+#define STRATA_RDZV_REG_MAX    (10 + STRATA_RDZV_MAX_ADDR)
+
+enum { STRATA_RDZV_REGISTER = 1, STRATA_RDZV_TABLE = 2,
+       STRATA_RDZV_REFUSED = 3 };
+/* Why a REFUSED: the task's error code follows from it. */
+enum { STRATA_RDZV_WHY_CONFIG = 1,  /* version, world size, rank taken  */
+       STRATA_RDZV_WHY_TIMEOUT = 2, /* ranks missing at the deadline    */
+       STRATA_RDZV_WHY_STOPPED = 3 };
+
+typedef struct strata__rdzv_opts {
+    double            timeout_s; /* bound on the whole rendezvous        */
+    double            hello_s;   /* a connection registers within this   */
+    const atomic_int *stop;      /* set: give up (STRATA_ESTOPPED); NULL */
+} strata__rdzv_opts_t;
+
+#define STRATA_RDZV_HELLO_S 5.0  /* hello_s of a real job */
+
+/* Fill in the address of every task of `c` through c->pub.rendezvous, as
+ * described above. Does nothing (0) unless the job has several tasks, a
+ * rendezvous and a task without an address. Returns 0 with every
+ * tasks[i].address set, else one error line and STRATA_ETIMEDOUT (someone
+ * did not arrive), STRATA_ECONFIG (refused: world size, duplicate rank,
+ * version; rank 0 not on the rendezvous host), STRATA_EPROTO (what came
+ * back is not a valid table), STRATA_EIO (a socket failed: port in use),
+ * STRATA_ESTOPPED (*stop was set), STRATA_ENOMEM. */
+int strata__rendezvous(strata__cluster_t *c, const strata__rdzv_opts_t *o);
+
+/* ---- the wire format (rdzv_wire.c), also for tests -------------------- */
+
+typedef struct strata__rdzv_hdr {
+    int      version, type;
+    uint32_t len;
+} strata__rdzv_hdr_t;
+
+/* Writes a header into p[STRATA_RDZV_HDR]. */
+void strata__rdzv_put_hdr(uint8_t *p, int type, uint32_t len);
+/* Reads p[STRATA_RDZV_HDR]: 0; -1 not our magic; -2 another version
+ * (h->version says which); -3 unknown type; -4 length over the type's
+ * limit for a job of `world` tasks. */
+int strata__rdzv_get_hdr(const uint8_t *p, uint32_t world,
+                         strata__rdzv_hdr_t *h);
+/* Limit of a body of `type` for a job of `world` tasks. */
+size_t strata__rdzv_body_max(int type, uint32_t world);
+
+/* A whole REGISTER message into out (STRATA_RDZV_HDR + STRATA_RDZV_REG_MAX
+ * bytes); returns its length, 0 when addr is too long. */
+size_t strata__rdzv_register(uint8_t *out, uint32_t world, uint32_t rank,
+                             const char *addr);
+/* A REGISTER body: 0, or -1 with why. addr: STRATA_RDZV_MAX_ADDR + 1. */
+int strata__rdzv_register_parse(const uint8_t *body, size_t len,
+                                uint32_t *world, uint32_t *rank, char *addr,
+                                char *why, size_t whylen);
+/* A whole TABLE message, malloc'd (*len bytes); NULL when out of memory. */
+uint8_t *strata__rdzv_table(char *const *addrs, uint32_t world, size_t *len);
+/* A TABLE body of a job of `world` tasks: 0 with addrs[0..world) strdup'd
+ * (the caller frees them), or -1 with why (addrs then hold nothing),
+ * STRATA_ENOMEM. Checks every address and that none appears twice. */
+int strata__rdzv_table_parse(const uint8_t *body, size_t len, uint32_t world,
+                             char **addrs, char *why, size_t whylen);
+/* A whole REFUSED message into out (STRATA_RDZV_HDR + 1 +
+ * STRATA_RDZV_MAX_REASON bytes; a longer reason is cut); its length. */
+size_t strata__rdzv_refused(uint8_t *out, int why, const char *reason);
+
+#endif /* STRATA_CORE_RENDEZVOUS_H */

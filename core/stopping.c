@@ -1,0 +1,43 @@
+/* Where a run ends (stopping.h): its last step, the epochs it touches, and
+ * the monitor's decisions agreed by every task. */
+#include "resume.h"
+#include "stopping.h"
+
+int64_t strata__run_last_step(const strata__run_t *run)
+{
+    const strata__train_cfg_t *t = &run->s->train;
+    int64_t all = t->epochs * run->steps_per_epoch;
+    return t->max_steps > 0 && t->max_steps < all ? t->max_steps : all;
+}
+
+int strata__run_epochs(const strata__run_t *run)
+{
+    int64_t spe = run->steps_per_epoch > 0 ? run->steps_per_epoch : 1;
+    return (int)((strata__run_last_step(run) + spe - 1) / spe);
+}
+
+int strata__run_monitor(strata__run_t *run, int epoch, double val_loss,
+                        double val_acc, int *save_best)
+{
+    float v[2] = { 0.0f, 0.0f };
+    if (run->chief) {
+        int best, stop;
+        strata__monitor_epoch(&run->monitor, epoch, val_loss, val_acc, &best,
+                              &stop);
+        v[0] = (float)best;
+        v[1] = (float)stop;
+    }
+    int rc = strata__run_world_sum(run, v, 2);
+    *save_best = rc == STRATA_OK && v[0] > 0.5f;
+    run->halt = rc == STRATA_OK && v[1] > 0.5f;
+    return rc;
+}
+
+void strata__run_halt_line(strata__run_t *run, int epoch)
+{
+    if (!run->chief)
+        return;
+    char line[512];
+    strata__monitor_stop_line(&run->monitor, epoch, line, sizeof line);
+    strata__out(run->ctx, "%s\n", line);
+}

@@ -1,0 +1,26 @@
+/* strata core -- where a run ends: [train] max_steps, early stopping, and
+ * the best checkpoint on the way (stopping.c). Internal. */
+#ifndef STRATA_CORE_STOPPING_H
+#define STRATA_CORE_STOPPING_H
+
+#include "run.h"
+
+/* The global step at which the run ends when nothing stops it early: the
+ * end of its last epoch, or [train] max_steps before that. */
+int64_t strata__run_last_step(const strata__run_t *run);
+/* How many epochs the run touches (the progress header's "Epoch 1/N"):
+ * [train] epochs, or fewer when max_steps ends the run inside an earlier
+ * one. */
+int strata__run_epochs(const strata__run_t *run);
+
+/* Epoch `epoch` (1-based) has its validation figures: the chief's monitor
+ * decides (keep_best, early stopping) and every task of the job takes the
+ * chief's decision (a world sum), so that none can stop, or skip a
+ * collective checkpoint, alone. Sets run->halt; *save_best = 1 when the
+ * best checkpoint is due. Collective. */
+int strata__run_monitor(strata__run_t *run, int epoch, double val_loss,
+                        double val_acc, int *save_best);
+/* The chief's one line that says why the training stopped after `epoch`. */
+void strata__run_halt_line(strata__run_t *run, int epoch);
+
+#endif

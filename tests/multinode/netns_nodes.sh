@@ -1,0 +1,156 @@
+#!/bin/bash
+# Jobs across two "machines": two network namespaces joined by a veth pair,
+# made by this test and removed at the end; where it cannot make them (not
+# root, no iproute2, no netns support) it reports SKIPPED with the reason.
+#   1. strata launch --nnodes 2 --node-rank K --rendezvous A:PORT -n 2, one
+#      launch per namespace: 4 mwms workers, secured with one shared keys
+#      directory; every worker holds the same variables, bit for bit, and
+#      they are those of the same 4 workers started on one machine.
+#   2. torchrun's variables alone, one task per namespace (RANK,
+#      WORLD_SIZE, MASTER_ADDR/PORT, LOCAL_WORLD_SIZE=1): the variables of
+#      one process training the same global batch on 2 replicas.
+#   3. torchrun itself, one agent per namespace (skipped without Debian's
+#      python3-torch).
+#   4. launch --nnodes 2 --max-restarts 1, a worker of node 1 killed (-9):
+#      both launches restart their tasks, which meet again at the
+#      rendezvous, and the job finishes.
+# usage: netns_nodes.sh STRATA_BIN
+set -u
+bin=$1
+. "$(dirname "$0")/../netns_pair.sh" n 150
+
+# One keys directory for the whole job, as on a shared filesystem.
+"$bin" keygen "$tmp/keys" worker:0-3 >/dev/null || { echo "FAILED: strata keygen"; exit 1; }
+export STRATA_SECURITY_KEYS=$tmp/keys
+
+job=(--set strategy.plugin=mwms --set transport.plugin=zmq
+     --set transport.zmq.timeout_s=60 --set cluster.rendezvous_timeout_s=60
+     --set train.devices=cpu:0 --set train.batch_size=32 --set train.max_steps=60
+     --set data.limit_train=3200 --set train.eval=false --set train.progress=none
+     --set debug.hash_vars=true)
+
+# References, in this namespace: the same 4 workers started by one launch
+# on one machine, summing around the zmq ring as across machines (shm off:
+# the order of a float sum is the ring's); and one process training the
+# same global batch on 2 replicas (a sum of two is the same in any order).
+timeout 300 "$bin" launch -n 4 "${job[@]}" --set transport.zmq.shm=off \
+    --set "debug.dump_vars=$tmp/ref4.bin" \
+    >"$tmp/ref.out" 2>&1 || { echo "FAILED: reference run: $(tail -3 "$tmp/ref.out")"; exit 1; }
+timeout 300 "$bin" train "${job[@]}" --set strategy.plugin=mirrored \
+    --set train.devices=cpu:0,cpu:1 --set "debug.dump_vars=$tmp/ref2.bin" \
+    >"$tmp/ref.out" 2>&1 || { echo "FAILED: reference run: $(tail -3 "$tmp/ref.out")"; exit 1; }
+
+# The hashes every rank printed (in any of the files given), one per line.
+hashes() { sed -n 's/.*variables hash (rank \([0-9]*\)): \([0-9a-f]*\)$/\1 \2/p' "$@" | sort -u; }
+
+# Fresh namespaces have every port free; vary them anyway.
+port() { echo $((20000 + RANDOM % 20000)); }
+
+# ---- 1. strata launch --nnodes 2 ------------------------------------------------
+p=$(port)
+for k in 0 1; do
+    ns=$a; [ $k -eq 1 ] && ns=$b
+    timeout 300 ip netns exec "$ns" "$bin" launch --nnodes 2 --node-rank $k \
+        --rendezvous "$ipa:$p" -n 2 "${job[@]}" --set "debug.dump_vars=$tmp/launch0.bin" \
+        >"$tmp/launch$k.out" 2>"$tmp/launch$k.err" &
+    pids+=($!)
+done
+wait "${pids[0]}"; r0=$?
+wait "${pids[1]}"; r1=$?
+pids=()
+check "launch --node-rank 0 exit 0 (got $r0: $(tail -3 "$tmp/launch0.err"))" '[ $r0 -eq 0 ]'
+check "launch --node-rank 1 exit 0 (got $r1: $(tail -3 "$tmp/launch1.err"))" '[ $r1 -eq 0 ]'
+h=$(hashes "$tmp/launch0.out" "$tmp/launch1.out")
+echo "launch --nnodes 2 -n 2: $(echo $h)"
+check "4 ranks printed a hash" '[ "$(echo "$h" | cut -d" " -f1 | tr "\n" " ")" = "0 1 2 3 " ]'
+check "one hash on every worker" '[ "$(echo "$h" | cut -d" " -f2 | sort -u | wc -l)" -eq 1 ]'
+check "rank 0's variables are those of the same job on one machine" 'cmp -s "$tmp/launch0.bin" "$tmp/ref4.bin"'
+check "node 1's tasks prefixed with their global names" 'grep -q "^\[worker:3\] variables hash (rank 3)" "$tmp/launch1.out"'
+check "rank 0 served the rendezvous at $ipa:$p" 'grep -q "rendezvous: at $ipa:$p: 4 tasks registered" "$tmp/launch0.err"'
+check "the job was secured (CURVE)" 'grep -q "^\[worker:0\] security: CURVE" "$tmp/launch0.out"'
+
+# ---- 2. torchrun's variables alone -------------------------------------------------
+p=$(port)
+for r in 0 1; do
+    ns=$a; [ $r -eq 1 ] && ns=$b
+    RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=$ipa MASTER_PORT=$p \
+        timeout 300 ip netns exec "$ns" "$bin" train "${job[@]}" \
+        --set "debug.dump_vars=$tmp/torch0.bin" >"$tmp/torch$r.out" 2>"$tmp/torch$r.err" &
+    pids+=($!)
+done
+wait "${pids[0]}"; r0=$?
+wait "${pids[1]}"; r1=$?
+pids=()
+check "torchrun variables: rank 0 exit 0 (got $r0: $(tail -3 "$tmp/torch0.err"))" '[ $r0 -eq 0 ]'
+check "torchrun variables: rank 1 exit 0 (got $r1: $(tail -3 "$tmp/torch1.err"))" '[ $r1 -eq 0 ]'
+h=$(hashes "$tmp/torch0.out" "$tmp/torch1.out")
+echo "torchrun variables: $(echo $h)"
+check "torchrun variables: 2 equal hashes" '[ "$(echo "$h" | wc -l)" -eq 2 ] && [ "$(echo "$h" | cut -d" " -f2 | sort -u | wc -l)" -eq 1 ]'
+check "torchrun variables: rank 0's variables are one process's on 2 replicas" 'cmp -s "$tmp/torch0.bin" "$tmp/ref2.bin"'
+
+# ---- 3. torchrun itself ---------------------------------------------------------------
+if /usr/bin/python3 -c "import torch.distributed.run" 2>/dev/null; then
+    p=$(port)
+    for k in 0 1; do
+        ns=$a; [ $k -eq 1 ] && ns=$b
+        # --redirects/--tee 1: Debian's torch 1.13 under Python 3.11 turns
+        # their default, 0, into None (Std.from_str) and fails.
+        timeout 300 ip netns exec "$ns" /usr/bin/python3 -m torch.distributed.run \
+            --nnodes=2 --node_rank=$k --nproc_per_node=1 --master_addr="$ipa" \
+            --master_port="$p" --redirects=1 --tee=1 --log_dir="$tmp/tlog$k" \
+            --no_python "$bin" train "${job[@]}" \
+            >"$tmp/real$k.out" 2>"$tmp/real$k.err" &
+        pids+=($!)
+    done
+    wait "${pids[0]}"; r0=$?
+    wait "${pids[1]}"; r1=$?
+    pids=()
+    check "torchrun: node 0 exit 0 (got $r0: $(tail -3 "$tmp/real0.err"))" '[ $r0 -eq 0 ]'
+    check "torchrun: node 1 exit 0 (got $r1: $(tail -3 "$tmp/real1.err"))" '[ $r1 -eq 0 ]'
+    h=$(hashes "$tmp/real0.out" "$tmp/real1.out")
+    echo "torchrun: $(echo $h)"
+    check "torchrun: 2 equal hashes" '[ "$(echo "$h" | wc -l)" -eq 2 ] && [ "$(echo "$h" | cut -d" " -f2 | sort -u | wc -l)" -eq 1 ]'
+    check "torchrun: strata's rendezvous beside the agent's store, at MASTER_PORT+1" \
+        'grep -q "rendezvous: at $ipa:$((p + 1)): 2 tasks registered" "$tmp/real0.err"'
+else
+    echo "skipped: torchrun itself (Debian python3-torch not installed)"
+fi
+
+# ---- 4. a worker killed on node 1: both launches restart, the tasks meet again
+p=$(port)
+slow=(--set train.max_steps=800 --set debug.step_delay_ms=10 --set transport.zmq.timeout_s=10)
+for k in 0 1; do
+    ns=$a; [ $k -eq 1 ] && ns=$b
+    timeout 300 ip netns exec "$ns" "$bin" launch --nnodes 2 --node-rank $k \
+        --rendezvous "$ipa:$p" -n 2 --max-restarts 1 "${job[@]}" "${slow[@]}" \
+        >"$tmp/again$k.out" 2>"$tmp/again$k.err" &
+    pids+=($!)
+done
+# Once the job trains, kill worker:3 -- a grandchild of our own `timeout`
+# (timeout -> launch -> task), never anybody else's process.
+victim=""
+for i in $(seq 1 600); do
+    victim=$(sed -n 's/^\[launch\] worker:3: pid \([0-9]*\),.*/\1/p' "$tmp/again1.out" | head -1)
+    grep -q "4 tasks registered" "$tmp/again0.err" 2>/dev/null && [ -n "$victim" ] && break
+    sleep 0.1
+done
+sleep 1
+parent=$(awk '/^PPid:/ {print $2}' "/proc/$victim/status" 2>/dev/null)
+grand=$(awk '/^PPid:/ {print $2}' "/proc/$parent/status" 2>/dev/null)
+check "worker:3 ($victim) is a task of our node-1 launch" '[ -n "$victim" ] && [ "$grand" = "${pids[1]}" ]'
+[ -n "$victim" ] && [ "$grand" = "${pids[1]}" ] && kill -9 "$victim"
+wait "${pids[0]}"; r0=$?
+wait "${pids[1]}"; r1=$?
+pids=()
+check "restart: node 0 exit 0 (got $r0: $(tail -3 "$tmp/again0.err"))" '[ $r0 -eq 0 ]'
+check "restart: node 1 exit 0 (got $r1: $(tail -3 "$tmp/again1.err"))" '[ $r1 -eq 0 ]'
+check "restart: both launches started their tasks again" \
+    'grep -q "restart 1/1" "$tmp/again0.err" && grep -q "restart 1/1" "$tmp/again1.err"'
+check "restart: the tasks met again at the rendezvous" \
+    '[ "$(grep -c "rendezvous: at $ipa:$p: 4 tasks registered" "$tmp/again0.err")" -eq 2 ]'
+h=$(hashes "$tmp/again0.out" "$tmp/again1.out")
+echo "restart: $(echo $h)"
+check "restart: 4 equal hashes" '[ "$(echo "$h" | wc -l)" -eq 4 ] && [ "$(echo "$h" | cut -d" " -f2 | sort -u | wc -l)" -eq 1 ]'
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
