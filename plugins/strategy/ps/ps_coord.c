@@ -383,8 +383,17 @@ static int hand_lease_key(ps_t *p)
         ps_hdr_t h = { .type = PS_PING, .step = -1 };
         ps_lease_key_out(p, &h.a, &h.b);
         ps_msg_t m;
-        int rc = request(p, member, &h, NULL, 0, PS_PONG,
-                         ps_now_ms() + p->timeout_ms, &m);
+        int64_t deadline = ps_now_ms() + p->timeout_ms;
+        int rc;
+        /* A ps still starting (a loaded machine) may not take the PING
+         * within one send's wait: ask again until the deadline. A PING
+         * twice is harmless (the same key; the first PONG ends it). */
+        while ((rc = request(p, member, &h, NULL, 0, PS_PONG, deadline,
+                             &m)) != STRATA_OK && ps_now_ms() < deadline &&
+               rc != STRATA_ESTOPPED && rc != STRATA_ECANCELED) {
+            struct timespec nap = { 0, 50 * 1000000L };
+            nanosleep(&nap, NULL);
+        }
         if (rc != STRATA_OK) {
             ps_log(p, STRATA_LOG_ERROR, "%s (%s) did not answer the "
                    "coordinator within %.1f s (strategy.timeout_s): %s",
