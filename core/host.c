@@ -40,6 +40,14 @@ static const char *host_cfg_get(strata_hctx_t *hc, const char *section,
     return ctx && section && key ? strata__cfg_get(ctx->cfg, section, key) : NULL;
 }
 
+static const char *host_cfg_origin(strata_hctx_t *hc, const char *section,
+                                   const char *key)
+{
+    strata_ctx_t *ctx = ctx_of(hc);
+    return ctx && section && key ? strata__cfg_origin(ctx->cfg, section, key)
+                                 : NULL;
+}
+
 /* *k = NULL on a CPU (the kernels are called right here); another device's
  * kernel table otherwise, whose work is complete when the host call
  * returns: plugins know nothing of streams. */
@@ -435,6 +443,12 @@ static int host_training_done(strata_hctx_t *hc)
     return strata__host_training_done(ctx_of(hc));
 }
 
+static int host_membership(strata_hctx_t *hc, int64_t committed,
+                           int timeout_ms, strata_membership_t *out)
+{
+    return strata__host_membership(ctx_of(hc), committed, timeout_ms, out);
+}
+
 const strata_host_v2_t strata__host_v2 = {
     .struct_size = sizeof(strata_host_v2_t),
     .abi_major = STRATA_ABI_MAJOR,
@@ -466,4 +480,6 @@ const strata_host_v2_t strata__host_v2 = {
     .grad_sumsq = host_grad_sumsq,
     .grad_clip = host_grad_clip,
     .training_done = host_training_done,
+    .membership = host_membership,
+    .cfg_origin = host_cfg_origin,
 };

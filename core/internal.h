@@ -132,12 +132,14 @@ typedef struct strata__train_cfg {
     int64_t     es_patience;    /* early_stopping_patience; 0: off          */
     double      es_min_delta;   /* early_stopping_min_delta                 */
     int         monitor;        /* STRATA__MONITOR_*                        */
+    int         elastic_batch;  /* STRATA__BATCH_*: an elastic job resized  */
     const char *tensorboard;    /* event files under this dir; "" = none    */
     int64_t     log_every_steps; /* per-step TensorBoard scalars; 0 = none  */
     const char *trace;          /* Chrome trace JSON file; "" = none         */
     int64_t     trace_steps;    /* steps the trace covers                   */
 } strata__train_cfg_t;
 enum { STRATA__MONITOR_VAL_LOSS = 0, STRATA__MONITOR_VAL_ACCURACY = 1 };
+enum { STRATA__BATCH_GLOBAL = 0, STRATA__BATCH_PER_WORKER = 1 };
 
 typedef struct strata__model_cfg {
     const char *layers;         /* "dense 128 relu, dense 10"              */
@@ -192,6 +194,7 @@ typedef struct strata__debug_cfg {
     int64_t     step_delay_ms;  /* a straggler: sleep in every step         */
     const char *delay_task;     /* ... on this task only ("" = all)         */
     const char *dump_lr;        /* write each step's learning rate here     */
+    const char *step_log;       /* append each step's samples and times     */
 } strata__debug_cfg_t;
 
 typedef struct strata__eval_cfg {  /* [evaluator]: the sidecar evaluator  */

@@ -49,7 +49,7 @@ static void identity_of(const strata__run_t *run, identity_t *id)
 }
 
 /* The training state of the strategy, on the host. */
-static int state_alloc(const strata__run_t *run, strata_state_t *st)
+int strata__state_alloc(const strata__run_t *run, strata_state_t *st)
 {
     memset(st, 0, sizeof *st);
     st->struct_size = sizeof *st;
@@ -62,7 +62,7 @@ static int state_alloc(const strata__run_t *run, strata_state_t *st)
     return ok ? STRATA_OK : STRATA_ENOMEM;
 }
 
-static void state_free(strata_state_t *st)
+void strata__state_free(strata_state_t *st)
 {
     free(st->vars);
     for (int i = 0; i < 4; i++)
@@ -86,10 +86,10 @@ static int strategy_state(strata__run_t *run, int op, strata_state_t *st)
 int strata__checkpoint_probe(strata__run_t *run)
 {
     strata_state_t st;
-    int rc = state_alloc(run, &st);
+    int rc = strata__state_alloc(run, &st);
     if (rc == STRATA_OK)
         rc = strategy_state(run, STRATA_CTL_STATE_GET, &st);
-    state_free(&st);
+    strata__state_free(&st);
     return rc;
 }
 
@@ -100,11 +100,11 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
 {
     const strata__checkpoint_cfg_t *c = &run->s->checkpoint;
     strata_state_t st;
-    int rc = state_alloc(run, &st);
+    int rc = strata__state_alloc(run, &st);
     if (rc == STRATA_OK)
         rc = strategy_state(run, STRATA_CTL_STATE_GET, &st);
     if (rc != STRATA_OK || !run->chief) {
-        state_free(&st);
+        strata__state_free(&st);
         return rc;
     }
     const strata__model_t *m = &run->model;
@@ -114,7 +114,7 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
     if (!t || !names) {
         free(t);
         free(names);
-        state_free(&st);
+        strata__state_free(&st);
         return STRATA_ENOMEM;
     }
     int k = 0;
@@ -136,12 +136,17 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
         }
     identity_t id;
     identity_of(run, &id);
-    char e[24], b[24], n[24], o[24];
+    char e[24], b[24], n[24], o[24], smp[24];
     snprintf(e, sizeof e, "%d", epoch);
     snprintf(b, sizeof b, "%" PRId64, batch);
     snprintf(n, sizeof n, "%" PRId64, step);
     snprintf(o, sizeof o, "%" PRId64, st.opt_steps);
-    strata__meta_t meta[13 + STRATA__MONITOR_NMETA] = {
+    /* An elastic job that keeps a worker's share changes its global batch:
+     * where the next batch starts is then said in samples. */
+    int64_t sample = batch ? (int64_t)strata__batch_sample(run, batch) : 0;
+    snprintf(smp, sizeof smp, "%" PRId64, sample);
+    int moved = sample != batch * (int64_t)run->batch;
+    strata__meta_t meta[14 + STRATA__MONITOR_NMETA] = {
         { "strata.epoch", e },          { "strata.batch", b },
         { "strata.step", n },           { "strata.opt_steps", o },
         { "strata.model", id.model },   { "strata.input_dim", id.input },
@@ -160,6 +165,8 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
      * evaluator stops after scoring it. */
     if (step >= strata__run_last_step(run) || run->halt)
         meta[12 + nm++] = (strata__meta_t){ "strata.final", "1" };
+    if (moved)
+        meta[12 + nm++] = (strata__meta_t){ "strata.sample", smp };
     char path[4096];
     if (best && snprintf(path, sizeof path, "%s/" STRATA__BEST_CKPT, c->dir)
                     >= (int)sizeof path)
@@ -180,7 +187,7 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
     }
     free(t);
     free(names);
-    state_free(&st);
+    strata__state_free(&st);
     return rc;
 }
 
@@ -348,25 +355,38 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
             rc = check_identity(run, ck, path);
     }
     int64_t found = ck != NULL, epoch = 0, batch = 0, step = 0, opt_steps = 0;
+    int64_t sample = -1;
+    int moved = ck && strata__ckpt_meta(ck, "strata.sample");
     if (rc == STRATA_OK && ck) {
         rc = meta_int(ck, "strata.epoch", 0, run->s->train.epochs, &epoch, path);
         if (rc == STRATA_OK)
-            rc = meta_int(ck, "strata.batch", 0, run->steps_per_epoch, &batch,
-                          path);
+            rc = meta_int(ck, "strata.batch", 0, moved ? (int64_t)run->train.n
+                                                      : run->steps_per_epoch,
+                          &batch, path);
         if (rc == STRATA_OK)
             rc = meta_int(ck, "strata.step", 0, INT64_MAX / 2, &step, path);
         if (rc == STRATA_OK)
             rc = meta_int(ck, "strata.opt_steps", 0, INT64_MAX / 2, &opt_steps,
                           path);
+        if (rc == STRATA_OK && moved)
+            rc = meta_int(ck, "strata.sample", 0, (int64_t)run->train.n,
+                          &sample, path);
     }
     /* Every worker learns whether and where to resume: the chief's figures
-     * (the others add zeros) travel as float32 sums, exact below 2^24; the
-     * global step is rebuilt from them. */
-    float v[3] = { 0, 0, 0 };
-    if (run->chief)
-        v[0] = rc == STRATA_OK ? (float)found : -1.0f, v[1] = (float)epoch,
+     * (the others add zeros) travel as float32 sums, exact below 2^24 (the
+     * step and the sample in two halves); without a sample position the
+     * global step is rebuilt from the epoch and the batch. */
+    float v[7] = { 0, 0, 0, 0, 0, 0, 0 };
+    if (run->chief) {
+        v[0] = rc == STRATA_OK ? (float)found : -1.0f;
+        v[1] = (float)epoch;
         v[2] = (float)batch;
-    int arc = strata__run_world_sum(run, v, 3);
+        v[3] = (float)((sample + 1) & 0xffffff);
+        v[4] = (float)((sample + 1) >> 24);
+        v[5] = (float)(step & 0xffffff);
+        v[6] = (float)(step >> 24);
+    }
+    int arc = strata__run_world_sum(run, v, 7);
     if (rc == STRATA_OK)
         rc = arc;
     if (rc == STRATA_OK && v[0] < 0)
@@ -379,15 +399,17 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
     batch = (int64_t)v[2];
     if (ck) /* the chief decides early stopping and keep_best */
         strata__monitor_from_meta(&run->monitor, meta_of, ck);
-    step = epoch * run->steps_per_epoch + batch;
+    sample = ((int64_t)v[4] << 24 | (int64_t)v[3]) - 1;
+    step = sample < 0 ? epoch * run->steps_per_epoch + batch
+                      : (int64_t)v[6] << 24 | (int64_t)v[5];
     strata_state_t st;
-    rc = state_alloc(run, &st);
+    rc = strata__state_alloc(run, &st);
     if (rc == STRATA_OK && ck)
         rc = load_tensors(run, ck, path, &st);
     st.opt_steps = ck ? opt_steps : step;
     if (rc == STRATA_OK)
         rc = strategy_state(run, STRATA_CTL_STATE_SET, &st);
-    state_free(&st);
+    strata__state_free(&st);
     strata__ckpt_free(ck);
     if (rc != STRATA_OK)
         return rc;
@@ -395,6 +417,7 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
     at->epoch = (int)epoch;
     at->batch = batch;
     at->step = step;
+    at->sample = sample < 0 ? batch * run->batch : sample;
     if (run->chief)
         strata__out(run->ctx, "resumed from %s: epoch %d, batch %" PRId64
                     ", step %" PRId64 "\n", path, at->epoch, batch, step);

@@ -7,6 +7,12 @@
 /* Optimizer slots per element of the [optimizer] kind (adam 2, ...). */
 int strata__opt_nslots(int kind);
 
+/* Host buffers for the model's state (every variable, every optimizer
+ * slot), zeroed; strata__state_free frees them (and accepts a failed
+ * alloc). */
+int  strata__state_alloc(const strata__run_t *run, strata_state_t *st);
+void strata__state_free(strata_state_t *st);
+
 /* Write a checkpoint of the run at a step boundary: the next step to run is
  * batch `batch` of epoch `epoch`, `step` steps are done. Collective for a
  * multi-process strategy (every worker calls it); the chief writes. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "elastic.h"
 #include "rendezvous.h"
 #include "run.h"
 
@@ -55,7 +56,16 @@ static int setup_batches(strata__run_t *run)
     int R = run->nreplicas, total = R * sharing;
     run->shards = total;
     run->shard0 = sharing > 1 ? run->rank * R : 0;
-    if (t->batch_size % total != 0) {
+    /* An elastic job's generations may have any number of workers. When
+     * they keep the global batch, its slices differ by one sample where
+     * they do not divide it, and a replica's work is sized for the largest
+     * (one worker alone); when they keep a worker's share, the slices never
+     * change. */
+    int uneven = run->elastic &&
+                 t->elastic_batch == STRATA__BATCH_GLOBAL;
+    run->slice_max = uneven ? (int)((t->batch_size + R - 1) / R)
+                            : (int)(t->batch_size / total);
+    if (t->batch_size % total != 0 && !uneven) {
         strata__log(STRATA_LOG_ERROR, "train",
                     "[train] batch_size = %lld is the global batch and must "
                     "split evenly across %d replicas%s",
@@ -70,6 +80,8 @@ static int setup_batches(strata__run_t *run)
         return STRATA_ECONFIG;
     }
     run->batch = (int)t->batch_size;
+    run->gbatch = run->batch;
+    run->share = run->batch / sharing;
     run->per_replica = run->batch / total;
     /* The last partial batch of an epoch is dropped (drop_remainder): every
      * step then splits evenly, and the shuffle puts other samples there in
@@ -96,8 +108,8 @@ static int setup_replicas(strata__run_t *run)
      * MLP's); a step's slice always fits. */
     size_t fit = STRATA_EVAL_WORK_BYTES / strata__work_row_bytes(&run->model);
     int rows = fit < 16 ? 16 : fit > 256 ? 256 : (int)fit;
-    if (run->per_replica > rows)
-        rows = run->per_replica;
+    if (run->slice_max > rows)
+        rows = run->slice_max;
     for (int r = 0; r < run->nreplicas; r++) {
         strata__replica_t *rep = &run->reps[r];
         rep->run = run;
@@ -146,10 +158,18 @@ static int setup_strategy(strata__run_t *run)
     size_t placed0 = atomic_load(&ctx->placed);
     rc = strata__plugin_init(run->strategy, ctx, &run->env, &run->spctx);
     if (rc != STRATA_OK) {
-        strata__log(STRATA_LOG_ERROR, "train", "strategy %s: init failed: %s",
-                    run->strategy->name, strata_strerror(rc));
+        if (!strata__elastic_job_over(run)) /* else nothing left to join */
+            strata__log(STRATA_LOG_ERROR, "train", "strategy %s: init failed: "
+                        "%s", run->strategy->name, strata_strerror(rc));
         run->spctx = NULL;
         return rc;
+    }
+    if (run->elastic && !strata__elastic_current(run->elastic)) {
+        strata__log(STRATA_LOG_ERROR, "train", "this job's membership "
+                    "service (strata launch --elastic) has no member: "
+                    "strategy %s did not join it (mwms with [strategy.mwms] "
+                    "elastic = true does)", run->strategy->name);
+        return STRATA_ECONFIG;
     }
     run->var_state = calloc((size_t)run->model.nvars,
                             vt->var_state_size ? vt->var_state_size : 1);
@@ -259,6 +279,7 @@ static int setup_cluster(strata__run_t *run)
     run->nworkers = c->nworkers;
     run->rank = me->rank;
     run->chief = me->rank == 0;
+    strata__task_name(me, run->self, sizeof run->self);
     /* debug.step_delay_ms slows this task down (a straggler) when it is the
      * one debug.delay_task names, or every task when that is empty. */
     const strata__debug_cfg_t *d = &run->s->debug;
@@ -344,6 +365,8 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
 {
     run->ctx = ctx;
     run->s = &ctx->s;
+    run->steplog_fd = -1;
+    run->stats_epoch = -1;
     run->t_start = strata__now();
     if (strata__crew_init(&run->crew) != 0)
         return STRATA_ENOMEM;
@@ -356,6 +379,8 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
     }
     if (rc == STRATA_OK)
         rc = setup_security(run);
+    if (rc == STRATA_OK)
+        rc = strata__elastic_setup(run);
     if (rc == STRATA_OK)
         rc = setup_data(run);
     if (rc == STRATA_OK) {
@@ -386,6 +411,8 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
         rc = setup_batches(run);
     if (rc == STRATA_OK)
         rc = setup_replicas(run);
+    if (rc == STRATA_OK)
+        rc = strata__steplog_open(run);
     if (rc == STRATA_OK)
         rc = setup_rendezvous(run);
     if (rc == STRATA_OK)
@@ -599,6 +626,8 @@ void strata__run_teardown(strata__run_t *run)
 {
     if (run->spctx)
         strata__plugin_fini(run->strategy, run->ctx, run->spctx);
+    strata__steplog_close(run);
+    strata__elastic_close(run->elastic);
     if (run->ctx) {
         free(run->ctx->keys);
         run->ctx->keys = NULL;

@@ -25,6 +25,10 @@ typedef struct strata__replica {
     int64_t          step_correct;
     double           eval_loss;
     int64_t          eval_correct;
+    int64_t          done;           /* steps applied here (elastic)       */
+    int64_t          samples;        /* this epoch, in its slices          */
+    char            *logbuf;         /* debug.step_log: one line           */
+    size_t           logcap;
     /* watch.c: the steps of this phase, when the run is timed (NULL: not) */
     strata__step_rec_t *rec;          /* STRATA__WATCH_SLOTS of them       */
     int              nrec;
@@ -45,6 +49,9 @@ typedef struct strata__resume {
     int     epoch;     /* 0-based epoch to continue in                */
     int64_t batch;     /* next batch of that epoch                    */
     int64_t step;      /* steps done before                           */
+    int64_t sample;    /* first sample of that batch in the epoch's   */
+                       /* order: batch * global batch, unless an      */
+                       /* elastic job changed its global batch        */
 } strata__resume_t;
 
 struct strata__run {
@@ -59,6 +66,15 @@ struct strata__run {
     int32_t                   devices[STRATA_MAX_REPLICAS];
     strata__replica_t        *reps;
     int                       batch, per_replica;
+    int                       gbatch;       /* the global batch now: batch,
+                                               unless an elastic job keeps
+                                               a worker's share            */
+    int                       share;        /* per_worker: a worker's share */
+    int64_t                   b0, pos0;     /* batch b0 of this epoch
+                                               starts at sample pos0       */
+    int                       done_epoch;   /* where the steps applied here */
+    int64_t                   done_batch,   /* leave the data: the next     */
+                              done_pos;     /* batch and its first sample   */
     int                       nworkers, rank;  /* training processes, mine */
     int                       shards;       /* replica slices of a batch   */
     int                       shard0;       /* my first slice              */
@@ -100,6 +116,18 @@ struct strata__run {
     strata__epoch_stats_t     last;
     strata__epoch_stats_t    *history;      /* one per epoch, for the CSV  */
     int                       nhistory;
+    /* elastic jobs (regroup.c) */
+    struct strata__elastic   *elastic;      /* membership client, or NULL  */
+    int                       slice_max;    /* rows of a replica's largest
+                                               slice of a batch            */
+    int                       stats_epoch;  /* epoch of the replicas'
+                                               running stats, -1 none      */
+    double                    epoch_secs;   /* of that epoch, so far       */
+    int                       resize_due;   /* agreed at an epoch's end    */
+    /* debug.step_log (steplog.c) */
+    int                       steplog_fd;   /* -1: none                    */
+    int                       cur_epoch;    /* of the steps being run      */
+    char                      self[48];     /* this task, "worker:1"       */
     strata__watch_t           watch;        /* timing, TensorBoard, trace  */
     double                    t_start;      /* strata__now() at setup      */
 };
@@ -115,5 +143,49 @@ void strata__run_teardown(strata__run_t *run);
 
 /* The sidecar evaluator's whole run (core/sidecar.c). */
 int strata__sidecar_run(strata__run_t *run);
+
+/* First sample, in the epoch's order, of batch b of this epoch. */
+static inline size_t strata__batch_sample(const strata__run_t *run, int64_t b)
+{
+    return (size_t)(run->pos0 + (b - run->b0) * (int64_t)run->gbatch);
+}
+/* Batches of this epoch (the last partial one dropped). */
+static inline int64_t strata__epoch_batches(const strata__run_t *run)
+{
+    return run->b0 + ((int64_t)run->train.n - run->pos0) / run->gbatch;
+}
+
+/* ---- regroup.c: elastic jobs ------------------------------------------ */
+
+/* The membership client when the job has a service (strata launch
+ * --elastic); after the cluster is resolved. */
+int  strata__elastic_setup(strata__run_t *run);
+/* Did this process join a job that was already training? Then it starts
+ * with strata__elastic_start instead of a checkpoint's resume. */
+int  strata__elastic_joining(const strata__run_t *run);
+/* A joiner receives the state of the step the job goes on from. */
+int  strata__elastic_start(strata__run_t *run, strata__resume_t *at);
+/* May the failure `rc` be mended by re-forming the world? (an elastic
+ * job that lost a member, or a resize agreed: STRATA__RESIZE) */
+#define STRATA__RESIZE 1
+int  strata__elastic_regroupable(const strata__run_t *run, int rc);
+/* Re-form the world (the strategy's STRATA_CTL_REGROUP), move the state
+ * to the members that lack it, and say where training goes on. */
+int  strata__elastic_regroup(strata__run_t *run, int why, strata__resume_t *at);
+/* Training finished here: tell the service; the job is over. */
+void strata__elastic_finish(strata__run_t *run, int64_t step);
+/* A joiner found the job over (nothing to do, not a failure). */
+int  strata__elastic_job_over(const strata__run_t *run);
+
+/* ---- steplog.c: debug.step_log ---------------------------------------- */
+
+int  strata__steplog_open(strata__run_t *run);
+void strata__steplog_close(strata__run_t *run);
+/* Replica `rep` is about to train global step `step` on the samples
+ * perm[first .. first + n) of its epoch. */
+void strata__steplog_try(strata__replica_t *rep, int epoch, int64_t step,
+                         size_t first, size_t n);
+/* Every replica of this process applied step `step`. */
+void strata__steplog_done(strata__run_t *run, int64_t step);
 
 #endif

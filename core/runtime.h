@@ -170,6 +170,9 @@ int strata__host_boundary(strata_ctx_t *ctx, int32_t epoch, int64_t batch,
                           int64_t step);
 /* host->training_done: 1 when early stopping ended the training. */
 int strata__host_training_done(strata_ctx_t *ctx);
+/* host membership for the run on `ctx` (regroup.c). */
+int strata__host_membership(strata_ctx_t *ctx, int64_t committed,
+                            int timeout_ms, strata_membership_t *out);
 
 /* ---- progress.c: the Keras-like progress line ---------------------------- */
 

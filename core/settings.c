@@ -60,6 +60,12 @@ static const strata_option_t k_train[] = {
         "val_loss|val_accuracy", "metric of early stopping and of "
         "[checkpoint] keep_best: val_loss (lower is better) or val_accuracy "
         "(higher is better); needs eval = true"),
+    OPT("elastic_batch", STRATA_OPT_ENUM, "global", T, elastic_batch,
+        "global|per_worker",
+        "an elastic job whose workers change: global keeps the global batch "
+        "(the same batches re-split, the same learning rate); per_worker "
+        "keeps each worker's share, so the global batch, the steps per epoch "
+        "and (with lr_scaling = linear) the learning rate follow the workers"),
     OPT("tensorboard", STRATA_OPT_STRING, "", T, tensorboard, NULL,
         "write TensorBoard event files under this directory (DIR/train, "
         "DIR/validation; the chief writes them, flushed every epoch); "
@@ -223,6 +229,10 @@ static const strata_option_t k_debug[] = {
         "line each, to this file when the run ends; a job of several "
         "processes writes FILE.TASK per task (lr.txt.worker-1); empty = "
         "none"),
+    OPT("step_log", STRATA_OPT_STRING, "", T, step_log, NULL,
+        "append to this file, from every task, a line per replica and step "
+        "with the samples it trains and one per step applied with the time "
+        "(tests of exactly-once data, recovery benchmarks); empty = none"),
     { 0 }
 };
 #undef T

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "elastic.h"
 #include "resume.h"
 #include "stopping.h"
 
@@ -71,7 +72,15 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
      * the workers that share a batch, so every worker reads only its own
      * share and the union is exactly the single-device batch. */
     size_t g = (size_t)run->shard0 + (size_t)rep->r;
-    size_t first = (size_t)batch * (size_t)run->batch + g * (size_t)b;
+    size_t row0 = g * (size_t)b, rows = (size_t)b;
+    float scale = 1.0f / (float)b;
+    if (run->elastic) { /* any number of slices: regroup.c */
+        size_t B = (size_t)run->gbatch, S = (size_t)run->shards;
+        row0 = B * g / S;
+        rows = B * (g + 1) / S - row0;
+        scale = (float)S / (float)B; /* == 1/b when S divides B */
+    }
+    size_t first = strata__batch_sample(run, batch) + row0;
     /* Timed runs (watch.c): a clock reading at each phase boundary. */
     strata__step_rec_t *w = rep->rec && rep->nrec < STRATA__WATCH_SLOTS
                                 ? &rep->rec[rep->nrec] : NULL;
@@ -79,17 +88,18 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
         w->t0 = strata__now();
     rep->work.timed = w != NULL;
     int rc = strata__model_load_batch(&rep->work, &run->train, run->perm,
-                                      first, (size_t)b);
+                                      first, rows);
+    strata__steplog_try(rep, run->cur_epoch, step, first, rows);
     if (run->delay_us > 0)
         usleep((useconds_t)run->delay_us);
     int64_t correct = 0;
     double loss = 0.0;
     rep->work.noise_seed =
         strata__model_step_seed((uint64_t)run->s->train.seed, step);
-    rep->work.row0 = g * (size_t)b;
+    rep->work.row0 = row0;
     if (rc == STRATA_OK)
-        rc = strata__model_step(m, rep->r, &rep->work, b, rep->grads,
-                                1.0f / (float)b, &loss, &correct);
+        rc = strata__model_step(m, rep->r, &rep->work, (int)rows, rep->grads,
+                                scale, &loss, &correct);
     strata_op_t op = {
         .struct_size = sizeof op, .slot = rep->r, .buf = rep->grads,
         .count = m->count, .device = rep->device,
@@ -123,7 +133,8 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
         pthread_barrier_wait(&run->sync_bar);
     }
     if (rc != STRATA_OK) {
-        if (rc != STRATA_ECANCELED)
+        /* An elastic job says once, on the main thread, that it re-forms. */
+        if (rc != STRATA_ECANCELED && !strata__elastic_regroupable(run, rc))
             strata__log(STRATA_LOG_ERROR, "train",
                         "replica %d, step %lld: %s failed: %s", rep->r,
                         (long long)step, run->strategy->name,
@@ -142,6 +153,14 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
     }
     rep->loss_sum += loss;
     rep->correct += correct;
+    rep->samples += (int64_t)rows;
+    rep->done = step + 1;
+    if (rep->r == 0) { /* where the next step goes on in the data */
+        run->done_epoch = run->cur_epoch;
+        run->done_batch = batch + 1;
+        run->done_pos = (int64_t)strata__batch_sample(run, batch + 1);
+        strata__steplog_done(run, step);
+    }
     return STRATA_OK;
 }
 
@@ -235,12 +254,17 @@ int strata__run_world_sum(strata__run_t *run, float *buf, int n)
     return rc == STRATA_ENOTSUP ? STRATA_OK : rc;
 }
 
-static int world_sum(strata__run_t *run, double *loss, int64_t *correct)
+/* samples: NULL, or also summed. */
+static int world_sum(strata__run_t *run, double *loss, int64_t *correct,
+                     int64_t *samples)
 {
-    float buf[2] = { (float)*loss, (float)*correct };
-    int rc = strata__run_world_sum(run, buf, 2);
+    float buf[3] = { (float)*loss, (float)*correct,
+                     samples ? (float)*samples : 0.0f };
+    int rc = strata__run_world_sum(run, buf, samples ? 3 : 2);
     *loss = buf[0];
     *correct = (int64_t)buf[1];
+    if (samples)
+        *samples = (int64_t)buf[2];
     return rc;
 }
 
@@ -254,7 +278,7 @@ static int evaluate(strata__run_t *run, double *loss, double *acc)
         l += run->reps[r].eval_loss;
         c += run->reps[r].eval_correct;
     }
-    int rc = world_sum(run, &l, &c);
+    int rc = world_sum(run, &l, &c, NULL);
     *loss = run->test.n ? l / (double)run->test.n : 0.0;
     *acc = run->test.n ? (double)c / (double)run->test.n : 0.0;
     strata__watch_eval(run, t0);
@@ -302,12 +326,16 @@ static void progress_init(strata__run_t *run)
 _Static_assert(SEGMENT_STEPS <= STRATA__WATCH_SLOTS,
                "a replica records every step of a segment");
 
-/* Has anybody asked the job to stop? Agreed by every worker. */
-static int stop_requested(strata__run_t *run, int *stop)
+/* Has anybody asked the job to stop, or (an elastic job) heard that a
+ * resize is due? Agreed by every worker: one of them heard it, all act. */
+static int stop_requested(strata__run_t *run, int *stop, int *resize)
 {
-    float flag = atomic_load(&run->ctx->stop) ? 1.0f : 0.0f;
-    int rc = strata__run_world_sum(run, &flag, 1);
-    *stop = flag > 0.5f;
+    float flag[2] = { atomic_load(&run->ctx->stop) ? 1.0f : 0.0f, 0.0f };
+    if (run->elastic && strata__elastic_pending(run->elastic))
+        flag[1] = 1.0f;
+    int rc = strata__run_world_sum(run, flag, run->elastic ? 2 : 1);
+    *stop = flag[0] > 0.5f;
+    *resize = flag[1] > 0.5f && !*stop;
     return rc;
 }
 
@@ -338,42 +366,59 @@ static int resume(strata__run_t *run, strata__resume_t *at)
     return rc;
 }
 
-static int train_loop(strata__run_t *run)
+/* The epochs from `at` on. Returns STRATA__RESIZE, with *at where the
+ * job stands, when the workers agreed at a step boundary that an elastic
+ * job's world must be re-formed. */
+static int train_epochs(strata__run_t *run, strata__resume_t *at)
 {
     const strata__train_cfg_t *t = &run->s->train;
     const strata__checkpoint_cfg_t *ck = &run->s->checkpoint;
-    strata__resume_t at;
-    int rc = resume(run, &at);
-    if (rc == STRATA_OK && checkpointing(run))
-        rc = strata__checkpoint_probe(run);
-    if (rc != STRATA_OK)
-        return rc;
-    int64_t step = at.step;
-    for (int e = at.epoch; e < t->epochs && !failed(run); e++) {
-        int64_t first = e == at.epoch ? at.batch : 0;
-        int64_t steps = run->steps_per_epoch;
+    int rc = STRATA_OK;
+    int64_t step = at->step;
+    for (int e = at->epoch; e < t->epochs && !failed(run); e++) {
+        int64_t first = e == at->epoch ? at->batch : 0;
+        run->b0 = first;
+        run->pos0 = e == at->epoch ? at->sample : 0;
+        /* An elastic job that resumes an epoch whose last batch was
+         * trained but which was not closed has nothing left to train in
+         * it (full == first): it closes it. */
+        int64_t full = strata__epoch_batches(run), steps = full;
         if (t->max_steps > 0 && step + (steps - first) > t->max_steps)
             steps = first + (t->max_steps - step);
-        if (steps <= first)
+        if (steps < first || (steps == first && steps < full))
             break;
+        if (run->resize_due) { /* agreed as the last epoch ended */
+            run->resize_due = 0;
+            *at = (strata__resume_t){ .resumed = 1, .epoch = e,
+                                      .batch = first, .step = step,
+                                      .sample = run->pos0 };
+            return STRATA__RESIZE;
+        }
+        run->cur_epoch = e;
         strata__epoch_order(run->perm, run->train.n, (uint64_t)t->seed,
                             (uint64_t)e, run->s->data.shuffle);
-        for (int r = 0; r < run->nreplicas; r++) {
-            run->reps[r].loss_sum = 0.0;
-            run->reps[r].correct = 0;
+        /* An epoch goes on across a regroup: its figures too. */
+        int fresh = run->stats_epoch != e;
+        if (fresh) {
+            for (int r = 0; r < run->nreplicas; r++) {
+                run->reps[r].loss_sum = 0.0;
+                run->reps[r].correct = 0;
+                run->reps[r].samples = 0;
+            }
+            run->stats_epoch = e;
+            run->epoch_secs = 0.0;
+            run->epoch_first = first;
         }
         run->epoch_step0 = step - first;
-        run->epoch_first = first;
-        strata__progress_begin(&run->progress, e, steps - first);
-        if (first > 0 && run->chief &&
+        strata__progress_begin(&run->progress, e, steps - run->epoch_first);
+        if (fresh && first > 0 && run->chief &&
             run->progress.mode != STRATA__PROGRESS_NONE)
             strata__out(run->ctx, "(epoch %d resumed at batch %lld of %lld: "
                         "its loss and accuracy cover those %lld steps only)\n",
                         e + 1, (long long)first, (long long)steps,
                         (long long)(steps - first));
-        double secs = 0.0;
-        int stop = 0;
-        for (int64_t b = first; b < steps && !failed(run) && !stop;) {
+        int stop = 0, resize = 0;
+        for (int64_t b = first; b < steps && !failed(run) && !stop && !resize;) {
             int64_t end = b + SEGMENT_STEPS < steps ? b + SEGMENT_STEPS : steps;
             if (ck->every_steps > 0) { /* end on the next multiple */
                 int64_t g = run->epoch_step0 + b, k = ck->every_steps;
@@ -385,13 +430,13 @@ static int train_loop(strata__run_t *run)
             run->seg_hi = end;
             double t0 = strata__now();
             run_phase(run, PHASE_TRAIN);
-            secs += strata__now() - t0;
+            run->epoch_secs += strata__now() - t0;
             strata__watch_steps(run);
             if (failed(run))
                 break;
             b = end;
             step = run->epoch_step0 + b;
-            rc = stop_requested(run, &stop);
+            rc = stop_requested(run, &stop, &resize);
             if (rc == STRATA_OK && b < steps && checkpointing(run) &&
                 (stop || (ck->every_steps > 0 && step % ck->every_steps == 0)))
                 rc = strata__checkpoint_save(run, e, b, step);
@@ -405,21 +450,37 @@ static int train_loop(strata__run_t *run)
         if (stop && step < run->epoch_step0 + steps) {
             return stopped(run, step); /* mid-epoch: no closing line */
         }
-        int64_t done = steps - first;
+        if (resize && step < run->epoch_step0 + steps) {
+            int64_t b = step - run->epoch_step0;
+            *at = (strata__resume_t){
+                .resumed = 1, .epoch = e, .batch = b, .step = step,
+                .sample = (int64_t)strata__batch_sample(run, b) };
+            return STRATA__RESIZE;
+        }
+        run->resize_due = resize; /* after the epoch's close */
+        int64_t done = steps - run->epoch_first;
         double loss = 0.0, vloss = 0.0, vacc = 0.0;
-        int64_t correct = 0;
+        int64_t correct = 0, samples = 0;
         for (int r = 0; r < run->nreplicas; r++) {
             loss += run->reps[r].loss_sum;
             correct += run->reps[r].correct;
+            samples += run->reps[r].samples;
         }
         double n = (double)done * (double)run->batch;
-        rc = world_sum(run, &loss, &correct);
+        /* Elastic: the samples the members of now trained (a lost one's
+         * figures went with it). */
+        rc = world_sum(run, &loss, &correct, run->elastic ? &samples : NULL);
+        if (run->elastic)
+            n = samples > 0 ? (double)samples : 1.0;
         /* A whole epoch, or the run's last step (max_steps): validated,
          * watched by the monitor, and checkpointed when due; the end of
          * the run (its last step, early stopping) always is. */
-        int whole = step == run->epoch_step0 + run->steps_per_epoch;
-        int last = step >= strata__run_last_step(run), val = t->eval &&
-                                                            (whole || last);
+        int whole = step == run->epoch_step0 + full;
+        int last = step >= strata__run_last_step(run);
+        if (run->elastic && t->elastic_batch == STRATA__BATCH_PER_WORKER)
+            last = (whole && e + 1 == t->epochs) || /* steps follow workers */
+                   (t->max_steps > 0 && step >= t->max_steps);
+        int val = t->eval && (whole || last);
         int best = 0;
         if (rc == STRATA_OK && val)
             rc = evaluate(run, &vloss, &vacc);
@@ -441,13 +502,15 @@ static int train_loop(strata__run_t *run)
         strata__epoch_stats_t st = {
             .epoch = e + 1, .steps = done, .train_loss = loss / n,
             .train_acc = (double)correct / n, .test_loss = vloss,
-            .test_acc = vacc, .seconds = secs,
-            .samples_per_s = secs > 0 ? n / secs : 0.0,
+            .test_acc = vacc, .seconds = run->epoch_secs,
+            .samples_per_s = run->epoch_secs > 0 ? n / run->epoch_secs : 0.0,
             .has_test = val,
         };
         rc = finish_epoch(run, &st);
         if (rc != STRATA_OK)
             return rc;
+        run->done_epoch = e + 1; /* closed: the next one starts afresh */
+        run->done_batch = run->done_pos = 0;
         if (stop) {
             return stopped(run, step);
         }
@@ -457,6 +520,35 @@ static int train_loop(strata__run_t *run)
         }
     }
     return atomic_load(&run->rc);
+}
+
+static int train_loop(strata__run_t *run)
+{
+    strata__resume_t at;
+    int rc;
+    if (strata__elastic_joining(run)) { /* the job trains already */
+        run->resume_done = 1;
+        rc = strata__elastic_start(run, &at);
+    } else {
+        rc = resume(run, &at);
+    }
+    if (rc == STRATA_OK && checkpointing(run))
+        rc = strata__checkpoint_probe(run);
+    for (int r = 0; r < run->nreplicas; r++)
+        run->reps[r].done = at.step;
+    run->done_epoch = at.epoch;
+    run->done_batch = at.batch;
+    run->done_pos = at.sample;
+    /* An elastic job re-forms its world and goes on where it agreed. */
+    while (rc == STRATA_OK) {
+        rc = train_epochs(run, &at);
+        if (!strata__elastic_regroupable(run, rc))
+            break;
+        rc = strata__elastic_regroup(run, rc, &at);
+    }
+    if (rc == STRATA_OK && run->elastic)
+        strata__elastic_finish(run, run->reps[0].done);
+    return rc;
 }
 
 /* A worker of a strategy that hands out steps (next_step): run the step it
@@ -494,6 +586,7 @@ static int step_loop(strata__run_t *run)
         }
         run->step_batch = st.batch;
         run->step_id = st.id;
+        run->cur_epoch = st.epoch;
         run_phase(run, PHASE_STEP);
         strata__watch_steps(run);
         st.has_result = 1;
@@ -696,6 +789,8 @@ int strata__train(strata_ctx_t *ctx)
     rc = strata__watch_finish(run, rc);
     if (rc == STRATA_OK)
         rc = strata__run_finish(run);
+    else if (strata__elastic_job_over(run))
+        rc = STRATA_OK; /* it joined a job that had finished: nothing to do */
     ctx->run = NULL;
     strata__run_teardown(run);
     return rc;

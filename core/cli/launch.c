@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "launch_elastic.h"
 
 #define MAX_TASKS 64
 #define GRACE_S 10 /* SIGTERM, then SIGKILL after this long */
@@ -46,6 +48,7 @@ typedef struct plan {
     int    by_role;      /* a ps job: a dead worker is restarted alone */
     int    max_restarts; /* per task (by_role), or of the whole job */
     int    has_chief;    /* else worker 0 coordinates (no restart alone) */
+    esvc_t *svc;         /* --elastic: the membership service, else NULL */
 } plan_t;
 
 /* The task that coordinates a ps job: the chief, else worker 0. */
@@ -56,6 +59,7 @@ static int coordinates(const child_t *ci, const plan_t *pl)
 }
 
 static pid_t g_launch_pid;              /* for the children's parent check */
+static esvc_t *g_svc;                   /* --elastic: the membership service */
 static cli_nodes_t g_nodes = CLI_NODES_INIT; /* --nnodes: launch_nodes.c */
 static volatile sig_atomic_t g_signal;  /* to forward; cleared once done */
 static volatile sig_atomic_t g_stopped; /* launch was asked to stop: never
@@ -69,7 +73,8 @@ static void on_signal(int sig)
 
 static const char *const k_usage =
     "usage: strata launch [-n WORKERS | --workers N] [--ps M] [--chief]\n"
-    "                     [--max-restarts R] [-c FILE] [--set SECTION.KEY=VALUE]...\n"
+    "                     [--evaluator] [--max-restarts R] [--elastic MIN:MAX]\n"
+    "                     [-c FILE] [--set SECTION.KEY=VALUE]...\n"
     "       strata launch --nnodes N --node-rank K --rendezvous HOST:PORT -n M ...\n"
     "\n"
     "Start a job of N workers (and M parameter servers, and a separate chief\n"
@@ -86,6 +91,13 @@ static const char *const k_usage =
     "another worker, and launch starts it again alone (after 1, 2, 4... s),\n"
     "up to R times, then lets the job finish without it; a ps or the chief\n"
     "that dies still stops (and, with R, restarts) the whole job.\n"
+    "With --elastic MIN:MAX (mwms only), the workers form an elastic job\n"
+    "([strategy.mwms] elastic = true, min_workers = MIN, max_workers = MAX;\n"
+    "-n defaults to MAX): launch hosts its membership service, a worker that\n"
+    "dies is restarted alone (after 1, 2, 4... s, up to R times) while the\n"
+    "others go on without it and take it back at a step boundary; fewer than\n"
+    "MIN workers for longer than [strategy.mwms] rendezvous_timeout_s stops\n"
+    "the job (exit 1).\n"
     "The tasks authenticate and encrypt their connections with CURVE keys\n"
     "that launch makes for the job in a private temporary directory (unless\n"
     "[security] keys names the job's own, or [security] mode = off).\n"
@@ -95,11 +107,16 @@ static const char *const k_usage =
     "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR/PORT; rank 0 (node\n"
     "0) serves the rendezvous at exactly HOST:PORT. Workers only; the job's\n"
     "keys ([security] keys) must be shared by every machine.\n"
+    "With --evaluator, a sidecar evaluator task scores each new checkpoint of\n"
+    "[checkpoint] dir; its failure is reported and becomes launch's exit\n"
+    "code, but never stops training.\n"
     "\n"
     "  -n, --workers N      worker tasks (default 2)\n"
     "      --ps M           parameter-server tasks (default 0)\n"
     "      --chief          a separate chief (coordinator) task\n"
+    "      --evaluator      a sidecar evaluator task (needs [checkpoint] dir)\n"
     "      --max-restarts R restarts of a failed job (default 0)\n"
+    "      --elastic MIN:MAX an elastic mwms job of MIN to MAX workers\n"
     "      --nnodes N       machines in the job, one launch on each\n"
     "      --node-rank K    this machine's place, 0..N-1 (0 hosts rank 0)\n"
     "      --rendezvous H:P node 0's address and a free port there\n"
@@ -140,11 +157,11 @@ static int put(char *out, size_t cap, size_t *at, const char *fmt, ...)
 /* TensorFlow's TF_CONFIG for task `self` of the job. */
 static int tf_config(const child_t *c, int n, int self, char *out, size_t cap)
 {
-    static const char *const types[] = { "chief", "worker", "ps" };
+    static const char *const types[] = { "chief", "worker", "ps", "evaluator" };
     size_t at = 0;
     int rc = put(out, cap, &at, "{\"cluster\": {");
     int lists = 0;
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 4; t++) {
         int members = 0;
         for (int i = 0; i < n; i++) {
             if (strcmp(c[i].type, types[t]) != 0)
@@ -208,6 +225,8 @@ static int start_child(child_t *c, int n, int self, char **train_argv)
     close(out[1]);
     close(err[1]);
     c[self].pid = pid;
+    if (g_svc && !strcmp(c[self].type, "worker"))
+        esvc_alive(g_svc, c[self].index, 1);
     c[self].fd[0] = out[0];
     c[self].fd[1] = err[0];
     if (g_nodes.nnodes)
@@ -221,6 +240,49 @@ static int start_child(child_t *c, int n, int self, char **train_argv)
 }
 
 /* Read what a child wrote and print whole lines with its name in front. */
+/* Error and warning lines already printed, by their text without the task
+ * prefix: a bad setting that every task reports (a plugin's key, checked
+ * in each task) is printed once, with the first task's name; the same line
+ * from the other tasks is counted and said once at the end. A task's own
+ * repeats are all printed. */
+#define SEEN_MAX 256
+static struct { uint64_t hash; const child_t *by; } g_seen[SEEN_MAX];
+static int g_nseen, g_repeats;
+
+static uint64_t fnv1a(const char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+    return h;
+}
+
+static int repeated(const child_t *c, const char *line, size_t n)
+{
+    if (!memmem(line, n, ": error: ", 9) && !memmem(line, n, ": warning: ", 11))
+        return 0;
+    uint64_t h = fnv1a(line, n);
+    for (int i = 0; i < g_nseen; i++)
+        if (g_seen[i].hash == h) {
+            if (g_seen[i].by == c)
+                return 0;
+            g_repeats++;
+            return 1;
+        }
+    if (g_nseen < SEEN_MAX) {
+        g_seen[g_nseen].hash = h;
+        g_seen[g_nseen++].by = c;
+    }
+    return 0;
+}
+
+static void emit(const child_t *c, FILE *to, const char *line, size_t n)
+{
+    if (to == stderr && repeated(c, line, n))
+        return;
+    fprintf(to, "[%s] %.*s\n", c->name, (int)n, line);
+}
+
 static void drain(child_t *c, int which)
 {
     FILE *to = which == 0 ? stdout : stderr;
@@ -229,7 +291,7 @@ static void drain(child_t *c, int which)
                      sizeof c->buf[which] - 1 - c->len[which]);
     if (n <= 0) {
         if (c->len[which] > 0)
-            fprintf(to, "[%s] %.*s\n", c->name, (int)c->len[which], buf);
+            emit(c, to, buf, c->len[which]);
         c->len[which] = 0;
         close(c->fd[which]);
         c->fd[which] = -1;
@@ -239,12 +301,12 @@ static void drain(child_t *c, int which)
     size_t start = 0;
     for (size_t i = 0; i < c->len[which]; i++)
         if (buf[i] == '\n' || buf[i] == '\r') {
-            fprintf(to, "[%s] %.*s\n", c->name, (int)(i - start), buf + start);
+            emit(c, to, buf + start, i - start);
             start = i + 1;
         }
     /* A line longer than the buffer is printed in pieces. */
     if (start == 0 && c->len[which] == sizeof c->buf[which] - 1) {
-        fprintf(to, "[%s] %.*s\n", c->name, (int)c->len[which], buf);
+        emit(c, to, buf, c->len[which]);
         start = c->len[which];
     }
     memmove(buf, buf + start, c->len[which] - start);
@@ -274,15 +336,27 @@ static double backoff_s(int restarts)
     return s;
 }
 
+/* A failure that a fresh start can mend: not a bad configuration (2) or
+ * plugin (3), which would fail the same way, nor a stop on request (75). */
+static int restartable(int code)
+{
+    return code != 0 && code != 2 && code != 3 && code != 75;
+}
+
 /* A task that ended with `ec`. In a ps job a dead worker is the
  * coordinator's business (it re-schedules the worker's step): launch
  * starts that worker again alone, after a backoff, up to max_restarts
- * times, and after that lets the job go on without it. Anything else that
- * fails stops the job. Returns 1 when the job goes on. */
-static int worker_down(child_t *ci, int ec, const plan_t *pl)
+ * times, and after that lets the job go on without it. So in an elastic
+ * job, for every worker (the others re-form without it; it joins again).
+ * Anything else that fails stops the job. Returns 1 when the job goes on. */
+static int worker_down(child_t *ci, int ec, const plan_t *pl, int over)
 {
-    if (!pl->by_role || strcmp(ci->type, "worker") != 0 || g_stopped ||
-        coordinates(ci, pl))
+    /* An elastic job: any worker, until training is over, unless what
+     * failed would fail again (its configuration, a plugin). */
+    int alone = pl->svc ? !over && restartable(ec)
+                        : pl->by_role && !coordinates(ci, pl) &&
+                              ec != 2 && ec != 3; /* would fail again */
+    if (!alone || strcmp(ci->type, "worker") != 0 || g_stopped)
         return 0;
     if (ci->restarts < pl->max_restarts) {
         double wait = backoff_s(ci->restarts);
@@ -305,10 +379,10 @@ static int worker_down(child_t *ci, int ec, const plan_t *pl)
  * for good does not count. */
 static int supervise(child_t *c, int n, const plan_t *pl)
 {
-    int code = 0, alive = n, stopping = 0, due = 0;
+    int code = 0, alive = n, stopping = 0, due = 0, over = 0, eval_code = 0;
     double stop_at = 0; /* when set: SIGKILL the rest at this time */
     while (alive > 0 || due) {
-        struct pollfd pfd[2 * MAX_TASKS];
+        struct pollfd pfd[2 * MAX_TASKS + ESVC_MAX_FDS];
         int idx[2 * MAX_TASKS], np = 0;
         for (int i = 0; i < n; i++)
             for (int w = 0; w < 2; w++)
@@ -316,10 +390,19 @@ static int supervise(child_t *c, int n, const plan_t *pl)
                     pfd[np] = (struct pollfd){ .fd = c[i].fd[w], .events = POLLIN };
                     idx[np++] = 2 * i + w;
                 }
-        int r = poll(pfd, (nfds_t)np, 100);
+        int ns = pl->svc ? esvc_pollfds(pl->svc, pfd + np, ESVC_MAX_FDS) : 0;
+        int r = poll(pfd, (nfds_t)(np + ns), 100);
         for (int k = 0; r > 0 && k < np; k++)
             if (pfd[k].revents)
                 drain(&c[idx[k] / 2], idx[k] % 2);
+        /* The service gave up (too few workers for too long): the job
+         * stops, its error is launch's. */
+        if (pl->svc && esvc_serve(pl->svc, pfd + np, ns) && !stopping) {
+            code = 1;
+            signal_all(c, n, SIGTERM);
+            stop_at = now_s() + GRACE_S;
+            stopping = 1;
+        }
         if (g_signal) {
             fprintf(stderr, "[launch] signal %d: forwarding to every task\n",
                     (int)g_signal);
@@ -353,10 +436,19 @@ static int supervise(child_t *c, int n, const plan_t *pl)
             /* Keep reading its pipes until they close (poll above). */
             c[i].done = 1;
             alive--;
+            if (pl->svc && !strcmp(c[i].type, "worker"))
+                esvc_alive(pl->svc, c[i].index, 0);
             int ec = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
             c[i].status = ec;
-            if (ec != 0 && !stopping && worker_down(&c[i], ec, pl)) {
+            if (ec != 0 && !stopping && worker_down(&c[i], ec, pl, over)) {
                 due |= c[i].restart_at > 0;
+                continue;
+            }
+            /* The sidecar evaluator watches; training never waits for it. */
+            if (ec != 0 && !strcmp(c[i].type, "evaluator")) {
+                fprintf(stderr, "[launch] %s failed (exit %d); training goes "
+                        "on without it\n", c[i].name, ec);
+                eval_code = ec;
                 continue;
             }
             if (ec != 0 && code == 0) {
@@ -372,9 +464,10 @@ static int supervise(child_t *c, int n, const plan_t *pl)
                 printf("[launch] %s finished\n", c[i].name);
                 /* The job is over: a worker due to restart has nothing to
                  * rejoin. */
-                if (pl->by_role && coordinates(&c[i], pl))
+                if (pl->svc || (pl->by_role && coordinates(&c[i], pl)))
                     for (int k = 0; k < n; k++)
                         c[k].restart_at = 0;
+                over = 1;
             }
         }
         if (stop_at > 0 && now_s() > stop_at) {
@@ -384,19 +477,19 @@ static int supervise(child_t *c, int n, const plan_t *pl)
         if (alive == 0 && due) /* nothing to poll: wait for the restart */
             usleep(100000);
     }
+    /* An elastic job whose workers are all gone for good before training
+     * ended (none left to restart) failed, whatever the service waits for. */
+    if (pl->svc && !over && !stopping && code == 0) {
+        fprintf(stderr, "[launch] elastic: every worker is gone and none is "
+                "left to restart before training ended; the job failed\n");
+        code = 1;
+    }
     /* Flush what the pipes still hold. */
     for (int i = 0; i < n; i++)
         for (int w = 0; w < 2; w++)
             while (c[i].fd[w] >= 0)
                 drain(&c[i], w);
-    return code;
-}
-
-/* A failure that a fresh start can mend: not a bad configuration (2) or
- * plugin (3), which would fail the same way, nor a stop on request (75). */
-static int restartable(int code)
-{
-    return code != 0 && code != 2 && code != 3 && code != 75;
+    return code ? code : eval_code;
 }
 
 /* One start of the whole job on fresh ports: every task started, supervised
@@ -483,9 +576,11 @@ static int parse_count(const char *flag, const char *v, int *out)
 
 int cli_launch(int argc, char **argv)
 {
-    int workers = 2, ps = 0, chief = 0, restarts = 0, nodes_arg;
+    int workers = 2, ps = 0, chief = 0, evaluator = 0, restarts = 0;
+    int emin = 0, emax = 0;
+    int given_n = 0, nodes_arg;
     /* argv of every child: strata train [-c FILE] [--set K=V]... */
-    char **targv = calloc((size_t)argc + 3, sizeof *targv);
+    char **targv = calloc((size_t)argc + 9, sizeof *targv);
     if (!targv)
         return 1;
     int nt = 0;
@@ -500,6 +595,11 @@ int cli_launch(int argc, char **argv)
         } else if (!strcmp(a, "-n") || !strcmp(a, "--workers")) {
             if (parse_count(a, i + 1 < argc ? argv[++i] : NULL, &workers) != 0)
                 goto usage;
+            given_n = 1;
+        } else if (!strcmp(a, "--elastic")) {
+            if (esvc_parse(i + 1 < argc ? argv[++i] : NULL, MAX_TASKS, &emin,
+                           &emax) != 0)
+                goto usage;
         } else if (!strcmp(a, "--ps")) {
             if (parse_count(a, i + 1 < argc ? argv[++i] : NULL, &ps) != 0)
                 goto usage;
@@ -508,6 +608,8 @@ int cli_launch(int argc, char **argv)
                 goto usage;
         } else if (!strcmp(a, "--chief")) {
             chief = 1;
+        } else if (!strcmp(a, "--evaluator")) {
+            evaluator = 1;
         } else if ((nodes_arg = cli_nodes_arg(&g_nodes, argc, argv, &i))) {
             if (nodes_arg < 0)
                 goto usage;
@@ -526,7 +628,28 @@ int cli_launch(int argc, char **argv)
             goto usage;
         }
     }
-    int n = chief + workers + ps;
+    if (emax > 0) { /* an elastic mwms job: workers only */
+        if (!given_n)
+            workers = emax;
+        if (ps || chief || workers < emin || workers > emax ||
+            g_nodes.nnodes > 1) {
+            fprintf(stderr, "strata: launch: --elastic %d:%d starts %d to %d "
+                    "workers (-n) on this machine, no --ps, --chief or "
+                    "--nnodes\n", emin, emax, emin, emax);
+            goto usage;
+        }
+        if (esvc_job_args(targv, &nt, emin, emax) != 0) {
+            free(targv);
+            return 2;
+        }
+    }
+    if (evaluator && g_nodes.nnodes > 1) {
+        fprintf(stderr, "strata: launch: --evaluator runs with a one-machine "
+                "job; across machines start it with [cluster]/TF_CONFIG and "
+                "--task evaluator:0\n");
+        goto usage;
+    }
+    int n = chief + workers + ps + evaluator;
     if (workers + chief < 1 || n > MAX_TASKS) {
         fprintf(stderr, "strata: launch: need at least one worker (or "
                 "--chief), at most %d tasks in all\n", MAX_TASKS);
@@ -547,6 +670,8 @@ int cli_launch(int argc, char **argv)
             c[k].index = cli_nodes_first(&g_nodes) + i;
     for (int i = 0; i < ps; i++, k++)
         snprintf(c[k].type, sizeof c[k].type, "ps"), c[k].index = i;
+    if (evaluator)
+        snprintf(c[k].type, sizeof c[k].type, "evaluator"), c[k].index = 0;
     for (int i = 0; i < n; i++)
         snprintf(c[i].name, sizeof c[i].name, "%s:%d", c[i].type, c[i].index);
     struct sigaction sa = { .sa_handler = on_signal };
@@ -555,14 +680,22 @@ int cli_launch(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     g_launch_pid = getpid();
+    if (emax > 0 && !(g_svc = esvc_open(emin, emax))) {
+        free(c);
+        free(targv);
+        return 1;
+    }
     /* A ps job: a dead worker is the coordinator's business, and launch
-     * restarts it alone; any other death restarts the whole job. */
+     * restarts it alone; any other death restarts the whole job (an
+     * elastic one: see worker_down). */
     const plan_t plan = { .targv = targv, .by_role = ps > 0,
-                          .max_restarts = restarts, .has_chief = chief };
+                          .max_restarts = restarts, .has_chief = chief,
+                          .svc = g_svc };
     char keys[4096] = "";
     /* Several machines share the keys of [security] keys, not launch's. */
     if (g_nodes.nnodes <= 1 && make_job_keys(c, n, keys, sizeof keys) != 0) {
         remove_job_keys(keys);
+        esvc_close(g_svc);
         free(c);
         free(targv);
         return 1;
@@ -570,18 +703,25 @@ int cli_launch(int argc, char **argv)
     int code, started;
     for (int attempt = 0;; attempt++) {
         code = run_job(c, n, &plan, &started);
-        if (code == 0 || g_stopped || attempt >= restarts ||
+        /* An elastic job restarts its workers alone, never whole. */
+        if (code == 0 || g_stopped || attempt >= restarts || g_svc ||
             !restartable(code))
             break;
         fprintf(stderr, "[launch] restart %d/%d: the job failed (exit %d); "
                 "starting every task again\n", attempt + 1, restarts, code);
     }
+    if (g_repeats > 0)
+        fprintf(stderr, "[launch] %d error or warning line%s that other "
+                "tasks had printed already not shown again\n", g_repeats,
+                g_repeats == 1 ? "" : "s");
     /* 75: stopped on request with a checkpoint (strata train's code). */
     printf("[launch] %s: %d task%s, exit %d\n",
            code == 75 ? "stopped, run it again to resume" : code ? "failed"
                                                               : "done",
            started, started == 1 ? "" : "s", code);
     remove_job_keys(keys);
+    esvc_close(g_svc);
+    g_svc = NULL;
     free(c);
     free(targv);
     return code;

@@ -80,6 +80,17 @@ extern "C" {
  * task of rank 0: GET at a host->boundary() it called, SET before drive(). */
 #define STRATA_CTL_STATE_GET 4
 #define STRATA_CTL_STATE_SET 5
+/* Strategy, elastic jobs (ABI 2.3): re-form the world. The core calls it
+ * on the main thread, between steps, after a collective failed because a
+ * member was lost (STRATA_EPEER, STRATA_ETIMEDOUT) or at a step boundary
+ * where every member agreed that a resize is due (a worker joins). arg =
+ * int64_t *: the steps this process has applied. The strategy closes its
+ * groups (bounded), joins the next generation (host->membership) and opens
+ * its groups on that generation's members; it moves no state: the core
+ * then installs the state of rank 0 (the member that holds the newest
+ * step) everywhere with STRATA_CTL_STATE_GET/SET when a member lacks it.
+ * STRATA_ENOTSUP: not elastic, the failure ends the job. */
+#define STRATA_CTL_REGROUP 6
 
 /* The entry symbol of each ABI major: the core looks for the newest first. */
 #define STRATA_PLUGIN_SYMBOL    "strata_plugin_v2"

@@ -13,6 +13,9 @@
  *   - an empty directory and [evaluator] timeout_s = 1: one error naming
  *     timeout_s, non-zero exit, within seconds;
  *   - SIGTERM while waiting: it stops promptly;
+ *   - `strata launch --evaluator` beside an mwms and a ps job: it scores the
+ *     final checkpoint and finishes with the job; one that fails (no
+ *     [checkpoint] dir) does not stop training, and its code is launch's;
  *   - training stopped early (early stopping after epoch 2 of 3): its
  *     final checkpoint says so (strata.final) and the evaluator exits 0
  *     after scoring it, rather than waiting for step 48;
@@ -250,6 +253,57 @@ static void test_errors(void)
            "SIGTERM: exit %d after %.1f s: %s", ev.code, waited, g_err);
 }
 
+static int launch(char *const *args, spawn_result_t *r)
+{
+    char *argv[48] = { (char *)spawn_strata_bin(), "launch" };
+    int n = 2;
+    for (int i = 0; args[i] && n < 46; i++)
+        argv[n++] = args[i];
+    spawn_run(argv, 240, r);
+    return r->timed_out ? -2 : r->code;
+}
+
+#define LAUNCHED "--set", "train.progress=none", "--set",                   \
+                 "data.limit_train=1024", "--set", "data.limit_test=256",    \
+                 "--set", "train.devices=cpu:0", "--set", "train.epochs=2",  \
+                 "--set", "model.layers=dense 16 relu, dense 10"
+
+static void test_launch(void)
+{
+    char ck[400];
+    set_kv(ck, sizeof ck, "checkpoint.dir", g_ckdir);
+    spawn_result_t *r = malloc(sizeof *r);
+    if (!r)
+        return;
+    static const char *const plugins[] = { "strategy.plugin=mwms",
+                                           "strategy.plugin=ps" };
+    for (int k = 0; k < 2; k++) {
+        reset_dir();
+        int code = k == 0
+            ? launch((char *const[]){ "-n", "2", "--evaluator", LAUNCHED,
+                                      "--set", (char *)plugins[k], "--set",
+                                      ck, NULL }, r)
+            : launch((char *const[]){ "-n", "2", "--ps", "1", "--chief",
+                                      "--evaluator", LAUNCHED, "--set",
+                                      (char *)plugins[k], "--set", ck, NULL },
+                     r);
+        CHECKF(code == 0 && strstr(r->out, "[evaluator:0] evaluator: done") &&
+                   strstr(r->out, "(epoch 2, step 64)") &&
+                   strstr(r->out, "[launch] evaluator:0 finished"),
+               "%s: exit %d\n%s\n%s", plugins[k], code, r->out, r->err);
+    }
+    /* an evaluator that cannot work: training finishes, launch says so */
+    int code = launch((char *const[]){ "-n", "2", "--evaluator", LAUNCHED,
+                                       "--set", "strategy.plugin=mwms", NULL },
+                      r);
+    CHECKF(code == 2 && strstr(r->err, "evaluator:0 failed (exit 2); training "
+                               "goes on") &&
+               strstr(r->out, "[launch] worker:0 finished") &&
+               strstr(r->out, "[launch] worker:1 finished"),
+           "failing evaluator: exit %d\n%s\n%s", code, r->out, r->err);
+    free(r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -268,6 +322,7 @@ int main(int argc, char **argv)
     test_after(argv[1]);
     test_early_stop();
     test_errors();
+    test_launch();
     tmp_cleanup();
     return CHECK_DONE();
 }

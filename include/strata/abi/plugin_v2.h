@@ -48,6 +48,24 @@ extern "C" {
  * returns. Pass it, unchanged, as the first argument of every host call. */
 typedef struct strata_hctx strata_hctx_t;
 
+/* One generation of an elastic job's membership (ABI 2.3): the workers
+ * that train together now, what host->membership() returns. Owned by the
+ * core: the arrays stay valid until the next membership() call or fini(). */
+typedef struct strata_membership {
+    uint32_t struct_size;
+    int32_t  generation;         /* 0, 1, ...: one per re-formed world      */
+    int32_t  size;               /* members                                 */
+    int32_t  rank;               /* this process's, 0 .. size-1             */
+    const char *const *addrs;    /* `size` "host:port", fresh ports for this */
+                                 /* generation, in rank order               */
+    const char *const *names;    /* `size` task names ("worker:2")          */
+    const int64_t *committed;    /* `size`: the steps each member had applied */
+                                 /* when it joined; -1: none (a new member) */
+    int64_t  resume_step;        /* -1: no member holds a state (a fresh    */
+                                 /* start); else every member goes on from  */
+                                 /* this step, and rank 0 holds its state   */
+} strata_membership_t;
+
 typedef struct strata_host_v2 {
     uint32_t struct_size;          /* sizeof(strata_host_v2_t) the core has */
     uint16_t abi_major, abi_minor;
@@ -167,6 +185,29 @@ typedef struct strata_host_v2 {
      * finish the job as after its last one -- it is done, not stopped on
      * request; 0 otherwise. Main thread, after the epoch's boundary(). */
     int  (*training_done)(strata_hctx_t *hc);
+
+    /* ---- ABI 2.3: STRATA_HAS_FIELD(strata_host_v2_t, host, membership) -- */
+    /* Elastic jobs: join the next generation of the job's membership and
+     * return it in *out (set out->struct_size first). `committed`: the
+     * steps this process has applied (-1: it holds no state yet). Blocks
+     * until the job's membership service has formed the generation --
+     * every live worker joined, or enough of them after a settling time --
+     * bounded by `timeout_ms`. STRATA_ENOTSUP when the job has no
+     * membership service (it was not started by strata launch --elastic);
+     * STRATA_ETIMEDOUT, or STRATA_ECANCELED when the service gave up (fewer
+     * than its min_workers for too long) or the job is over: logged. Main
+     * thread. The core learns the new world from it too: a strategy
+     * returns STRATA_OK from STRATA_CTL_REGROUP only with the groups of the
+     * generation it joined last. */
+    int  (*membership)(strata_hctx_t *hc, int64_t committed, int timeout_ms,
+                       strata_membership_t *out);
+    /* Where a config value came from, for a plugin's own error messages:
+     * "job.ini:12", "--set", "STRATA_STRATEGY_PARTITIONER"; NULL when the
+     * key is not set (its default is in use). The string is the core's,
+     * valid until fini(). Any thread. Check with STRATA_HAS_FIELD
+     * (strata_host_v2_t, host, cfg_origin). */
+    const char *(*cfg_origin)(strata_hctx_t *hc, const char *section,
+                              const char *key);
 } strata_host_v2_t;
 
 /* The vtable a plugin exports as `strata_plugin_v2`. Every entry but init

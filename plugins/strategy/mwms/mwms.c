@@ -6,7 +6,16 @@
  * nccl, zmq) and the result fans back out to the local replicas. Every
  * replica of every worker ends each step with bitwise-equal gradients,
  * hence bitwise-equal variables. The variables start from the chief's
- * (rank 0) broadcast. */
+ * (rank 0) broadcast.
+ *
+ * Elastic ([strategy.mwms] elastic = true, under strata launch --elastic):
+ * the workers that train are a generation of the job's membership, which
+ * the core's client joins for us (host->membership): init joins the first
+ * one; STRATA_CTL_REGROUP, after a lost member or at the boundary of a
+ * resize, closes the groups, joins the next one and opens the groups on
+ * its members' fresh addresses. The core then moves the state from rank 0
+ * (STATE_GET/SET) to whoever lacks it. A worker that joins a running job
+ * takes no part in the start-up broadcast: its state comes that way. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +25,10 @@
 #include "../common/replicas.h"
 
 typedef struct mwms_cfg {
-    int reduce_op; /* 0 mean, 1 sum */
+    int     reduce_op; /* 0 mean, 1 sum */
+    int     elastic;
+    int64_t min_workers, max_workers;
+    double  rendezvous_timeout_s;
 } mwms_cfg_t;
 
 static const strata_option_t mwms_options[] = {
@@ -25,12 +37,33 @@ static const strata_option_t mwms_options[] = {
       .choices = "mean|sum",
       .help = "how gradients combine over all replicas of all workers: mean "
               "(the global-batch gradient) or sum" },
+    { .key = "elastic", .type = STRATA_OPT_BOOL, .def = "false",
+      .offset = offsetof(mwms_cfg_t, elastic), .min = 1, .max = 0,
+      .help = "train on as workers come and go: a lost worker ends nothing "
+              "while min_workers remain, one that comes back joins at a step "
+              "boundary (needs strata launch --elastic MIN:MAX, which sets "
+              "it)" },
+    { .key = "min_workers", .type = STRATA_OPT_INT, .def = "1",
+      .offset = offsetof(mwms_cfg_t, min_workers), .min = 1, .max = 1024,
+      .help = "elastic: the fewest workers the job trains with" },
+    { .key = "max_workers", .type = STRATA_OPT_INT, .def = "0",
+      .offset = offsetof(mwms_cfg_t, max_workers), .min = 0, .max = 1024,
+      .help = "elastic: the most workers the job trains with; 0 = no bound "
+              "but the job's" },
+    { .key = "rendezvous_timeout_s", .type = STRATA_OPT_FLOAT, .def = "60",
+      .offset = offsetof(mwms_cfg_t, rendezvous_timeout_s), .min = 1,
+      .max = 86400,
+      .help = "elastic: how long forming a generation may wait for a "
+              "worker; with fewer than min_workers for that long, the job "
+              "stops" },
     { .key = NULL },
 };
 
 typedef struct mwms {
     replicas_t          rs;
     int                 reduce_op;
+    mwms_cfg_t          cfg;
+    const strata_env_t *env;
     int                 nworkers, rank;
     strata_transport_t *local;   /* replica threads of this worker          */
     strata_transport_t *world;   /* one member per worker                   */
@@ -39,6 +72,10 @@ typedef struct mwms {
     const char        **names;
     char               *name_buf;
     int32_t             cpu;
+    /* elastic: the generation joined last (its arrays are the core's) */
+    strata_membership_t gen;
+    int                 joining;  /* init joined a running job          */
+    char                tag[32];  /* of the world group: one per generation */
 } mwms_t;
 
 static void mwms_fini(void *pctx)
@@ -51,8 +88,10 @@ static void mwms_fini(void *pctx)
         m->rs.host->t_close(m->rs.hc, m->local);
     }
     replicas_fini(&m->rs);
-    free(m->addrs);
-    free(m->names);
+    if (!m->cfg.elastic) { /* else the core's */
+        free(m->addrs);
+        free(m->names);
+    }
     free(m->name_buf);
     free(m);
 }
@@ -60,6 +99,7 @@ static void mwms_fini(void *pctx)
 /* The training tasks (chief, workers) of the cluster, in rank order. */
 static int world_members(mwms_t *m, const strata_cluster_t *c)
 {
+    snprintf(m->tag, sizeof m->tag, "mwms");
     m->nworkers = c->nworkers;
     m->rank = c->tasks[c->self].rank;
     m->addrs = calloc((size_t)c->nworkers, sizeof *m->addrs);
@@ -81,6 +121,70 @@ static int world_members(mwms_t *m, const strata_cluster_t *c)
     return STRATA_OK;
 }
 
+/* The local group of this worker's replicas and the world group of the
+ * workers (members already chosen). */
+static int open_groups(mwms_t *m)
+{
+    const strata_host_v2_t *host = m->rs.host;
+    const strata_env_t *env = m->env;
+    int rc = STRATA_OK;
+    if (env->nreplicas > 1) {
+        const strata_group_t g = {
+            .struct_size = sizeof g, .scope = STRATA_SCOPE_LOCAL,
+            .size = env->nreplicas, .rank = 0, .nlocal = env->nreplicas,
+            .devices = env->devices, .tag = "mwms-local",
+        };
+        rc = host->t_open(m->rs.hc, &g, &m->local);
+    }
+    if (rc == STRATA_OK && m->nworkers > 1) {
+        const strata_group_t g = {
+            .struct_size = sizeof g, .scope = STRATA_SCOPE_WORLD,
+            .size = m->nworkers, .rank = m->rank, .nlocal = 1,
+            .devices = &env->devices[0], .addrs = m->addrs,
+            .names = m->names, .tag = m->tag,
+        };
+        rc = host->t_open(m->rs.hc, &g, &m->world);
+    }
+    return rc;
+}
+
+/* Elastic: join the next generation; its members are the world. */
+static int join(mwms_t *m, int64_t committed)
+{
+    const strata_host_v2_t *h = m->rs.host;
+    if (!STRATA_HAS_FIELD(strata_host_v2_t, h, membership) || !h->membership) {
+        h->log(m->rs.hc, STRATA_LOG_ERROR, "mwms", "[strategy.mwms] elastic "
+               "= true needs a core of plugin ABI 2.3 or later");
+        return STRATA_ECONFIG;
+    }
+    m->gen = (strata_membership_t){ .struct_size = sizeof m->gen };
+    int rc = h->membership(m->rs.hc, committed,
+                           (int)(m->cfg.rendezvous_timeout_s * 1000.0), &m->gen);
+    if (rc == STRATA_ENOTSUP) {
+        h->log(m->rs.hc, STRATA_LOG_ERROR, "mwms", "[strategy.mwms] elastic "
+               "= true needs the membership service of strata launch "
+               "--elastic MIN:MAX (none in this job)");
+        return STRATA_ECONFIG;
+    }
+    if (rc != STRATA_OK)
+        return rc;
+    if (m->gen.size < m->cfg.min_workers || m->gen.rank < 0 ||
+        m->gen.rank >= m->gen.size ||
+        (m->cfg.max_workers > 0 && m->gen.size > m->cfg.max_workers)) {
+        h->log(m->rs.hc, STRATA_LOG_ERROR, "mwms", "generation %d has %d "
+               "workers; [strategy.mwms] min_workers = %lld, max_workers = "
+               "%lld", m->gen.generation, m->gen.size,
+               (long long)m->cfg.min_workers, (long long)m->cfg.max_workers);
+        return STRATA_EPROTO;
+    }
+    m->nworkers = m->gen.size;
+    m->rank = m->gen.rank;
+    m->addrs = (const char **)m->gen.addrs;
+    m->names = (const char **)m->gen.names;
+    snprintf(m->tag, sizeof m->tag, "mwms.g%d", m->gen.generation);
+    return STRATA_OK;
+}
+
 static int mwms_init(const strata_host_v2_t *host, strata_hctx_t *hc,
                      const strata_env_t *env, void **pctx)
 {
@@ -96,29 +200,20 @@ static int mwms_init(const strata_host_v2_t *host, strata_hctx_t *hc,
     mwms_t *m = calloc(1, sizeof *m);
     if (!m)
         return STRATA_ENOMEM;
-    const mwms_cfg_t *cfg = env->cfg;
-    m->reduce_op = cfg->reduce_op == 0 ? STRATA_REDUCE_MEAN : STRATA_REDUCE_SUM;
+    m->cfg = *(const mwms_cfg_t *)env->cfg;
+    m->env = env;
+    m->reduce_op = m->cfg.reduce_op == 0 ? STRATA_REDUCE_MEAN
+                                         : STRATA_REDUCE_SUM;
     m->cpu = STRATA_DEVICE(STRATA_DEV_CPU, 0);
     int rc = replicas_init(&m->rs, host, hc, env);
-    if (rc == STRATA_OK)
+    if (rc == STRATA_OK && m->cfg.elastic) {
+        rc = join(m, -1);
+        m->joining = m->gen.resume_step >= 0;
+    } else if (rc == STRATA_OK) {
         rc = world_members(m, c);
-    if (rc == STRATA_OK && env->nreplicas > 1) {
-        const strata_group_t g = {
-            .struct_size = sizeof g, .scope = STRATA_SCOPE_LOCAL,
-            .size = env->nreplicas, .rank = 0, .nlocal = env->nreplicas,
-            .devices = env->devices, .tag = "mwms-local",
-        };
-        rc = host->t_open(hc, &g, &m->local);
     }
-    if (rc == STRATA_OK && m->nworkers > 1) {
-        const strata_group_t g = {
-            .struct_size = sizeof g, .scope = STRATA_SCOPE_WORLD,
-            .size = m->nworkers, .rank = m->rank, .nlocal = 1,
-            .devices = &env->devices[0], .addrs = m->addrs,
-            .names = m->names, .tag = "mwms",
-        };
-        rc = host->t_open(hc, &g, &m->world);
-    }
+    if (rc == STRATA_OK)
+        rc = open_groups(m);
     if (rc != STRATA_OK) {
         mwms_fini(m);
         return rc;
@@ -138,7 +233,8 @@ static int mwms_create_var(void *pctx, strata_var_t *var)
 {
     mwms_t *m = pctx;
     int rc = replicas_create_var(&m->rs, var);
-    if (rc != STRATA_OK || !m->world || var->offset + var->count < m->rs.count)
+    if (rc != STRATA_OK || !m->world || m->joining ||
+        var->offset + var->count < m->rs.count)
         return rc;
     strata_op_t op = {
         .struct_size = sizeof op, .slot = 0, .buf = m->rs.slab[0],
@@ -217,6 +313,23 @@ static int mwms_ctl(void *pctx, int op, void *arg)
         w.slot = 0;
         w.reduce_op = STRATA_REDUCE_SUM;
         return h->t_reduce(hc, m->world, &w);
+    }
+    case STRATA_CTL_REGROUP: {
+        if (!m->cfg.elastic)
+            return STRATA_ENOTSUP;
+        /* Closing a broken group is bounded (the transport's linger). */
+        h->t_close(hc, m->world);
+        h->t_close(hc, m->local);
+        m->world = m->local = NULL;
+        int rc = join(m, *(const int64_t *)arg);
+        if (rc == STRATA_OK)
+            rc = open_groups(m);
+        if (rc == STRATA_OK)
+            h->log(hc, m->rank == 0 ? STRATA_LOG_INFO : STRATA_LOG_DEBUG,
+                   "mwms", "generation %d: worker %s is rank %d of %d",
+                   m->gen.generation, m->names[m->rank], m->rank,
+                   m->nworkers);
+        return rc;
     }
     default:
         return STRATA_ENOTSUP;

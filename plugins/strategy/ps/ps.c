@@ -136,7 +136,14 @@ static int ps_init(const strata_host_v2_t *host, strata_hctx_t *hc,
     char why[256];
     int rc = STRATA_OK;
     if (ps_part_parse(p->cfg.partitioner, &p->part, why, sizeof why) != 0) {
-        ps_log(p, STRATA_LOG_ERROR, "[strategy] partitioner: %s", why);
+        /* where it was set: [strategy.ps] or [strategy], a file:line */
+        const char *at = NULL, *sec = "strategy.ps";
+        if (STRATA_HAS_FIELD(strata_host_v2_t, host, cfg_origin) &&
+            !(at = host->cfg_origin(hc, sec, "partitioner")))
+            at = host->cfg_origin(hc, sec = "strategy", "partitioner");
+        ps_log(p, STRATA_LOG_ERROR, "%s%s[%s] partitioner = '%s': %s",
+               at ? at : "", at ? ": " : "", at ? sec : "strategy",
+               p->cfg.partitioner, why);
         rc = STRATA_ECONFIG;
     }
     if (rc == STRATA_OK)

@@ -1,0 +1,540 @@
+/* strata launch --elastic: the membership service of an elastic job.
+ *
+ * Each training process keeps one TCP connection (loopback) and speaks
+ * text lines of at most 512 bytes (core/elastic.h has the client's side):
+ *   -> JOIN <token> <name> <host:port> <committed> <timeout_ms>
+ *   <- GEN <generation> <size> <rank> <resume_step>, then size lines
+ *      M <name> <host:port> <committed>, in rank order
+ *   <- RESIZE <generation>   a later generation is due: join at your next
+ *                            step boundary (the members agree on which)
+ *   <- STOP <why>            the service gave up on the job
+ *   <- END                   training is over (another member finished)
+ *   -> DONE <step>           this member finished training
+ *
+ * Generations. The service forms generation g+1 when a member asks for it
+ * (a JOIN: it lost a peer, or it reached the boundary of a resize), when a
+ * worker that is not a member joins (a restarted or new worker), or when a
+ * member's connection closes (it died). It then waits until every worker
+ * it expects -- those launch has running, less those whose connection
+ * closed -- has joined, and forms the generation at once if at least min
+ * workers did; after the rendezvous timeout it forms it with those that
+ * joined if they are at least min, else it stops the job (STOP to all, one
+ * error line, launch exits 1). The step to resume from is the highest that
+ * a joining member has applied; the member holding it (the lowest worker
+ * index among them) is rank 0, the others follow in worker order, so the
+ * state always moves from rank 0. Every member gets the same table.
+ *
+ * Hostile peers: the first line of a connection must be a JOIN with the
+ * job's token (launch hands it to its tasks only), within 2 s; anything
+ * else -- garbage, a long line, a wrong token, a name that is not one of
+ * the job's workers -- drops the connection and counts it (logged: the
+ * first 10, then every 1000th), never failing the job. At most 64
+ * connections at a time; every write is non-blocking and a member that
+ * cannot take its table is dropped like a dead one. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <strata/strata.h>
+
+#include "launch_elastic.h"
+
+#define MAXW       64        /* workers (launch's MAX_TASKS)              */
+#define MAXC       (ESVC_MAX_FDS - 1)
+#define LINE       512
+#define HELLO_S    2.0       /* a new connection's JOIN must come by then */
+#define DEF_TIMEOUT_MS 60000 /* until the first JOIN names the job's      */
+
+typedef struct conn {
+    int    fd;               /* -1: free slot                             */
+    char   buf[LINE];
+    size_t len;
+    double t0;
+    int    worker;           /* -1 until a valid JOIN                     */
+} conn_t;
+
+typedef struct wk {
+    int       proc;          /* launch has its process running            */
+    int       gone;          /* that process's connection closed          */
+    int       conn;          /* slot in conns, -1                         */
+    int       joined;        /* asked for the generation being formed     */
+    int       member;        /* of the current generation                 */
+    char      addr[300];
+    long long committed;
+} wk_t;
+
+struct esvc {
+    int    lfd;
+    char   addr[64];
+    char   token[33];
+    int    min, max;
+    int    timeout_ms, policy_set;
+    conn_t c[MAXC];
+    wk_t   w[MAXW];
+    int    gen;              /* current generation, -1 before the first   */
+    int    forming;
+    double form_t0;
+    int    over, failed;
+    long   strangers;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "[launch] elastic: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+    va_end(ap);
+}
+
+esvc_t *esvc_open(int min, int max)
+{
+    esvc_t *s = calloc(1, sizeof *s);
+    unsigned char r[16];
+    if (!s || getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+        fprintf(stderr, "strata: launch: elastic: no memory or randomness\n");
+        free(s);
+        return NULL;
+    }
+    for (int i = 0; i < 16; i++)
+        snprintf(s->token + 2 * i, 3, "%02x", r[i]);
+    s->min = min;
+    s->max = max;
+    s->gen = -1;
+    s->timeout_ms = DEF_TIMEOUT_MS;
+    for (int i = 0; i < MAXC; i++)
+        s->c[i].fd = -1;
+    for (int i = 0; i < MAXW; i++)
+        s->w[i].conn = -1;
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof a;
+    s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        listen(s->lfd, 64) != 0 ||
+        getsockname(s->lfd, (struct sockaddr *)&a, &len) != 0) {
+        fprintf(stderr, "strata: launch: elastic: cannot listen on "
+                "127.0.0.1: %s\n", strerror(errno));
+        esvc_close(s);
+        return NULL;
+    }
+    snprintf(s->addr, sizeof s->addr, "127.0.0.1:%d", ntohs(a.sin_port));
+    if (setenv("STRATA_ELASTIC", s->addr, 1) != 0 ||
+        setenv("STRATA_ELASTIC_TOKEN", s->token, 1) != 0) {
+        esvc_close(s);
+        return NULL;
+    }
+    say("membership service on %s (min %d, max %d workers)", s->addr, min,
+        max);
+    return s;
+}
+
+void esvc_close(esvc_t *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < MAXC; i++)
+        if (s->c[i].fd >= 0)
+            close(s->c[i].fd);
+    if (s->lfd >= 0)
+        close(s->lfd);
+    if (s->strangers > 0)
+        say("%ld stranger%s dropped at the membership service",
+            s->strangers, s->strangers == 1 ? "" : "s");
+    unsetenv("STRATA_ELASTIC");
+    unsetenv("STRATA_ELASTIC_TOKEN");
+    free(s);
+}
+
+long esvc_strangers(const esvc_t *s) { return s->strangers; }
+
+/* ---- connections ---------------------------------------------------- */
+
+static void drop(esvc_t *s, int ci)
+{
+    conn_t *c = &s->c[ci];
+    if (c->fd < 0)
+        return;
+    close(c->fd);
+    c->fd = -1;
+    c->len = 0;
+    if (c->worker >= 0) {
+        wk_t *w = &s->w[c->worker];
+        w->conn = -1;
+        w->gone = 1;
+        w->joined = 0;
+    }
+    c->worker = -1;
+}
+
+static void stranger(esvc_t *s, int ci, const char *why)
+{
+    s->strangers++;
+    if (s->strangers <= 10 || s->strangers % 1000 == 0)
+        say("dropped a connection to the membership service: %s (%ld so "
+            "far; the job goes on)", why, s->strangers);
+    drop(s, ci);
+}
+
+/* Non-blocking: a member that cannot take a few lines is as good as dead. */
+static int put(esvc_t *s, int ci, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int put(esvc_t *s, int ci, const char *fmt, ...)
+{
+    char line[LINE];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (ci < 0 || s->c[ci].fd < 0 || n < 0 || n >= LINE)
+        return -1;
+    if (send(s->c[ci].fd, line, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n)
+        return 0;
+    drop(s, ci);
+    return -1;
+}
+
+/* ---- generations ---------------------------------------------------- */
+
+/* Members that have not asked yet learn that a generation is due. */
+static void start_forming(esvc_t *s)
+{
+    if (s->forming || s->over || s->failed)
+        return;
+    s->forming = 1;
+    s->form_t0 = now_s();
+    for (int k = 0; k < MAXW; k++)
+        if (s->w[k].member && !s->w[k].joined && s->w[k].conn >= 0)
+            put(s, s->w[k].conn, "RESIZE %d\n", s->gen + 1);
+}
+
+static void form(esvc_t *s)
+{
+    int order[MAXW], n = 0, holder = -1;
+    long long resume = -1;
+    for (int k = 0; k < MAXW; k++)
+        if (s->w[k].joined && s->w[k].committed > resume)
+            resume = s->w[k].committed;
+    for (int k = 0; k < MAXW; k++)
+        if (s->w[k].joined && resume >= 0 && s->w[k].committed == resume) {
+            holder = k;
+            break;
+        }
+    if (holder >= 0)
+        order[n++] = holder;
+    for (int k = 0; k < MAXW; k++)
+        if (s->w[k].joined && k != holder)
+            order[n++] = k;
+    s->gen++;
+    s->forming = 0;
+    char names[MAXW * 12] = "";
+    size_t at = 0;
+    for (int r = 0; r < n; r++)
+        at += (size_t)snprintf(names + at, sizeof names - at, "%sworker:%d",
+                               r ? ", " : "", order[r]);
+    for (int k = 0; k < MAXW; k++)
+        s->w[k].member = 0;
+    for (int r = 0; r < n; r++) {
+        wk_t *w = &s->w[order[r]];
+        int ci = w->conn;
+        w->joined = 0;
+        w->member = 1;
+        if (put(s, ci, "GEN %d %d %d %lld\n", s->gen, n, r, resume) != 0)
+            continue;
+        for (int j = 0; j < n && s->c[ci].fd >= 0; j++)
+            put(s, ci, "M worker:%d %s %lld\n", order[j],
+                s->w[order[j]].addr, s->w[order[j]].committed);
+    }
+    if (resume >= 0)
+        say("generation %d: %d worker%s (%s), going on from step %lld",
+            s->gen, n, n == 1 ? "" : "s", names, resume);
+    else
+        say("generation %d: %d worker%s (%s), a fresh start", s->gen, n,
+            n == 1 ? "" : "s", names);
+}
+
+static void give_up(esvc_t *s, int joined)
+{
+    char why[200];
+    snprintf(why, sizeof why, "%d of min_workers = %d workers for %.0f s",
+             joined, s->min, s->timeout_ms / 1000.0);
+    s->failed = 1;
+    s->forming = 0;
+    for (int ci = 0; ci < MAXC; ci++)
+        if (s->c[ci].fd >= 0 && s->c[ci].worker >= 0)
+            put(s, ci, "STOP %s\n", why);
+    say("below min_workers: %s; stopping the job", why);
+}
+
+/* Form the generation being formed if it can be, or give up. */
+static void settle(esvc_t *s)
+{
+    if (!s->forming || s->over || s->failed)
+        return;
+    int joined = 0, waiting = 0;
+    for (int k = 0; k < MAXW; k++) {
+        wk_t *w = &s->w[k];
+        joined += w->joined;
+        waiting += !w->joined && !w->gone && (w->proc || w->conn >= 0);
+    }
+    int late = now_s() - s->form_t0 >= s->timeout_ms / 1000.0;
+    if (joined >= s->min && (!waiting || late))
+        form(s);
+    else if (late)
+        give_up(s, joined);
+}
+
+/* "worker:K", K a worker of this job. */
+static int worker_index(const esvc_t *s, const char *name)
+{
+    if (strncmp(name, "worker:", 7) != 0 || !name[7])
+        return -1;
+    char *end;
+    long k = strtol(name + 7, &end, 10);
+    if (*end || k < 0 || k >= s->max || name[7] == '-' || name[7] == '+' ||
+        (name[7] == '0' && name[8]))
+        return -1;
+    return (int)k;
+}
+
+/* A host:port without blanks, of a sane length. */
+static int addr_ok(const char *a)
+{
+    const char *colon = strrchr(a, ':');
+    size_t n = strlen(a);
+    if (n < 3 || n >= sizeof ((wk_t *)0)->addr || !colon || colon == a)
+        return 0;
+    for (const char *p = a; *p; p++)
+        if (*p <= ' ' || *p > '~')
+            return 0;
+    long port = strtol(colon + 1, NULL, 10);
+    return port > 0 && port < 65536;
+}
+
+static void join(esvc_t *s, int ci, const char *line)
+{
+    char tok[LINE], name[LINE], addr[LINE], extra;
+    long long committed;
+    int timeout_ms;
+    conn_t *c = &s->c[ci];
+    if (sscanf(line, "JOIN %511s %511s %511s %lld %d %c", tok, name, addr,
+               &committed, &timeout_ms, &extra) != 5) {
+        stranger(s, ci, "not a JOIN line");
+        return;
+    }
+    if (strcmp(tok, s->token) != 0) {
+        stranger(s, ci, "wrong token");
+        return;
+    }
+    int k = worker_index(s, name);
+    if (k < 0 || !addr_ok(addr) || committed < -1 || timeout_ms < 1 ||
+        (c->worker >= 0 && c->worker != k)) {
+        stranger(s, ci, "a JOIN of no worker of this job");
+        return;
+    }
+    if (!s->policy_set) { /* the job's configuration names it */
+        s->timeout_ms = timeout_ms;
+        s->policy_set = 1;
+    }
+    wk_t *w = &s->w[k];
+    if (w->conn >= 0 && w->conn != ci) /* a restarted worker: the old one */
+        drop(s, w->conn);                /* is gone                        */
+    c->worker = k;
+    w->conn = ci;
+    w->gone = 0;
+    w->joined = 1;
+    snprintf(w->addr, sizeof w->addr, "%s", addr);
+    w->committed = committed;
+    if (s->over) {
+        put(s, ci, "END\n");
+        return;
+    }
+    if (s->failed) {
+        put(s, ci, "STOP the job was stopped\n");
+        return;
+    }
+    start_forming(s);
+}
+
+static void line_in(esvc_t *s, int ci, const char *line)
+{
+    conn_t *c = &s->c[ci];
+    long long step;
+    char extra;
+    if (!strncmp(line, "JOIN ", 5)) {
+        join(s, ci, line);
+    } else if (c->worker >= 0 &&
+               sscanf(line, "DONE %lld %c", &step, &extra) == 1) {
+        if (!s->over)
+            say("worker:%d finished training (step %lld): the job is over",
+                c->worker, step);
+        s->over = 1;
+        s->forming = 0;
+        s->w[c->worker].member = 0;
+        for (int k = 0; k < MAXW; k++)
+            if (s->w[k].joined && s->w[k].conn >= 0) {
+                s->w[k].joined = 0;
+                put(s, s->w[k].conn, "END\n");
+            }
+        drop(s, ci);
+    } else {
+        stranger(s, ci, c->worker >= 0 ? "a line the protocol does not have"
+                                       : "not a JOIN line");
+    }
+}
+
+static void readable(esvc_t *s, int ci)
+{
+    conn_t *c = &s->c[ci];
+    ssize_t n = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len,
+                     MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        int k = c->worker;
+        drop(s, ci);
+        if (k >= 0 && s->w[k].member && !s->over)
+            start_forming(s); /* a member died: the others re-form */
+        return;
+    }
+    if (n < 0)
+        return;
+    c->len += (size_t)n;
+    char *nl;
+    while (c->fd >= 0 && (nl = memchr(c->buf, '\n', c->len)) != NULL) {
+        *nl = '\0';
+        char line[LINE];
+        size_t len = (size_t)(nl - c->buf);
+        memcpy(line, c->buf, len + 1);
+        memmove(c->buf, nl + 1, c->len - len - 1);
+        c->len -= len + 1;
+        line_in(s, ci, line);
+    }
+    if (c->fd >= 0 && c->len == sizeof c->buf)
+        stranger(s, ci, "a line longer than 512 bytes");
+}
+
+static void accept_all(esvc_t *s)
+{
+    for (int i = 0; i < 16; i++) {
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return;
+        int ci = 0;
+        while (ci < MAXC && s->c[ci].fd >= 0)
+            ci++;
+        if (ci == MAXC) {
+            close(fd);
+            s->strangers++;
+            continue;
+        }
+        s->c[ci] = (conn_t){ .fd = fd, .t0 = now_s(), .worker = -1 };
+    }
+}
+
+/* ---- launch's side --------------------------------------------------- */
+
+void esvc_alive(esvc_t *s, int index, int alive)
+{
+    if (index < 0 || index >= MAXW)
+        return;
+    s->w[index].proc = alive;
+    if (alive)
+        s->w[index].gone = 0;
+}
+
+int esvc_pollfds(esvc_t *s, struct pollfd *pfd, int cap)
+{
+    int n = 0;
+    if (cap > 0)
+        pfd[n++] = (struct pollfd){ .fd = s->lfd, .events = POLLIN };
+    for (int ci = 0; ci < MAXC && n < cap; ci++)
+        pfd[n++] = (struct pollfd){ .fd = s->c[ci].fd, .events = POLLIN };
+    return n;
+}
+
+int esvc_serve(esvc_t *s, const struct pollfd *pfd, int n)
+{
+    for (int i = 1; i < n; i++)
+        if (pfd[i].fd >= 0 && pfd[i].fd == s->c[i - 1].fd && pfd[i].revents)
+            readable(s, i - 1);
+    if (n > 0 && pfd[0].revents)
+        accept_all(s);
+    double t = now_s();
+    for (int ci = 0; ci < MAXC; ci++)
+        if (s->c[ci].fd >= 0 && s->c[ci].worker < 0 &&
+            t - s->c[ci].t0 > HELLO_S)
+            stranger(s, ci, "no JOIN within 2 s");
+    int was = s->failed;
+    settle(s);
+    return s->failed && !was;
+}
+
+/* ---- launch's command line ------------------------------------------- */
+
+int esvc_parse(const char *v, int max_tasks, int *min, int *max)
+{
+    char *end = NULL;
+    long lo = v ? strtol(v, &end, 10) : -1, hi = -1;
+    if (v && end != v && *end == ':' && end[1] >= '0' && end[1] <= '9')
+        hi = strtol(end + 1, &end, 10);
+    if (!v || *end || lo < 1 || hi < lo || hi > max_tasks) {
+        fprintf(stderr, "strata: launch: --elastic needs MIN:MAX workers, "
+                "1 <= MIN <= MAX <= %d (got '%s')\n", max_tasks,
+                v ? v : "");
+        return -1;
+    }
+    *min = (int)lo;
+    *max = (int)hi;
+    return 0;
+}
+
+int esvc_job_args(char **targv, int *nt, int min, int max)
+{
+    const char *config = NULL;
+    for (int i = 2; i + 1 < *nt; i += 2)
+        if (!strcmp(targv[i], "-c") || !strcmp(targv[i], "--config"))
+            config = targv[i + 1];
+    strata_ctx_t *ctx = NULL;
+    int rc = strata_ctx_create(config, &ctx);
+    for (int i = 2; rc == STRATA_OK && i + 1 < *nt; i += 2)
+        if (strcmp(targv[i], "-c") && strcmp(targv[i], "--config"))
+            rc = strata_ctx_set(ctx, targv[i + 1]);
+    const char *strategy = rc == STRATA_OK
+                               ? strata_ctx_get(ctx, "strategy", "plugin")
+                               : NULL;
+    int mwms = strategy && !strcmp(strategy, "mwms");
+    if (rc == STRATA_OK && !mwms)
+        fprintf(stderr, "strata: launch: --elastic runs mwms jobs only; this "
+                "job's [strategy] plugin is '%s'\n",
+                strategy ? strategy : "mirrored");
+    strata_ctx_destroy(ctx);
+    if (rc != STRATA_OK || !mwms)
+        return -1;
+    static char sets[3][64];
+    snprintf(sets[0], sizeof sets[0], "strategy.mwms.elastic=true");
+    snprintf(sets[1], sizeof sets[1], "strategy.mwms.min_workers=%d", min);
+    snprintf(sets[2], sizeof sets[2], "strategy.mwms.max_workers=%d", max);
+    for (int i = 0; i < 3; i++) {
+        targv[(*nt)++] = "--set";
+        targv[(*nt)++] = sets[i];
+    }
+    return 0;
+}
