@@ -112,6 +112,24 @@ TESTUTIL long file_size(const char *path)
     return stat(path, &st) == 0 ? (long)st.st_size : -1;
 }
 
+/* 1 when both files exist and hold the same bytes, else 0. */
+TESTUTIL int same_file(const char *a, const char *b)
+{
+    FILE *f = fopen(a, "rb"), *g = fopen(b, "rb");
+    int same = f && g;
+    while (same) {
+        int x = fgetc(f), y = fgetc(g);
+        same = x == y;
+        if (x == EOF || y == EOF)
+            break;
+    }
+    if (f)
+        fclose(f);
+    if (g)
+        fclose(g);
+    return same;
+}
+
 /* ---- arguments ------------------------------------------------------------ */
 
 /* `test <tests/AREA dir> <etc dir>`: etc's real path into etc[PATH_MAX], then

@@ -115,8 +115,15 @@ void kc_conv2d_fwd(const kc_conv_geom_t *g, const float *X, const float *W,
             for (int r = 0; r < rows; r++)
                 memcpy(y + (size_t)r * F, b, (size_t)F * sizeof *y);
         im2col(g, m, X + (size_t)i * in_img, col);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, F, K,
-                    1.0f, col, K, W, F, b ? 1.0f : 0.0f, y, F);
+        /* One GEMM per image: an sgemm's rows may round differently with
+         * the number of rows around them (OpenBLAS's tail kernels on some
+         * CPUs), and an image must come out the same however the batch is
+         * split over replicas and workers -- else max pooling's ties break
+         * differently and a split job drifts from one device's. */
+        for (int j = 0; j < m; j++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)plane,
+                        F, K, 1.0f, col + (size_t)j * plane * K, K, W, F,
+                        b ? 1.0f : 0.0f, y + (size_t)j * plane * F, F);
     }
 }
 

@@ -2,7 +2,9 @@
  * loop, every gradient against central finite differences, at several
  * shapes, strides, paddings and im2col group sizes; dropout's mask (a pure
  * function of seed and index, split-invariant, about `rate` dropped) and
- * tanh / sigmoid gradients. */
+ * tanh / sigmoid gradients; and an image's forward output is bitwise the
+ * same however many images share its batch (a replica's half of a batch
+ * gives what one device computes for those images). */
 #include "kc_test.h"
 #include "kernels_cpu.h"
 
@@ -312,6 +314,37 @@ static void test_act(const char *name,
 
 static double sigmoid_ref(double x) { return 1.0 / (1.0 + exp(-x)); }
 
+/* The images [half, n) convolved alone give bitwise what they give inside
+ * the whole batch: sgemm may round a row differently with the rows around
+ * it (OpenBLAS's tail kernels on AMD Zen did), which broke max pooling's
+ * ties differently on a replica than on one device. The Keras CNN's layer
+ * shapes, a batch of 32 split in two. */
+static void test_split_invariant(kc_conv_geom_t g)
+{
+    int n = g.n, half = n / 2;
+    float *X = malloc(xlen(&g) * sizeof *X), *W = malloc(wlen(&g) * sizeof *W);
+    float *b = malloc((size_t)g.f * sizeof *b);
+    float *Y = malloc(ylen(&g) * sizeof *Y), *Yh = malloc(ylen(&g) * sizeof *Yh);
+    size_t col_len = kc_conv2d_col_len(&g) * (size_t)n;
+    float *col = malloc(col_len * sizeof *col);
+    CHECK(X && W && b && Y && Yh && col);
+    kc_fill(xlen(&g), X, 0.0, 1.0);
+    for (size_t i = 0; i < xlen(&g); i += 3)
+        X[i] = 0.0f; /* some zeros, as after a ReLU */
+    kc_fill(wlen(&g), W, -0.5, 0.5);
+    kc_fill((size_t)g.f, b, -0.1, 0.1);
+    kc_conv2d_fwd(&g, X, W, b, Y, col, col_len);
+    kc_conv_geom_t h = g;
+    h.n = n - half;
+    size_t in_img = (size_t)g.h * g.w * g.c, out_img = (size_t)g.oh * g.ow * g.f;
+    kc_conv2d_fwd(&h, X + (size_t)half * in_img, W, b, Yh, col, col_len);
+    CHECKF(memcmp(Y + (size_t)half * out_img, Yh,
+                  (size_t)h.n * out_img * sizeof *Y) == 0,
+           "conv2d %dx%dx%d -> %d: images %d..%d differ alone from in a "
+           "batch of %d", g.h, g.w, g.c, g.f, half, n - 1, n);
+    free(X), free(W), free(b), free(Y), free(Yh), free(col);
+}
+
 int main(void)
 {
     kc_seed(11);
@@ -325,6 +358,9 @@ int main(void)
     test_conv(geom(1, 5, 6, 3, 5, 2, 2, 3, 1, 1), 1);
     test_conv(geom(2, 4, 4, 2, 1, 1, 3, 1, 1, 0), 2);
     test_conv(geom(3, 10, 10, 1, 4, 4, 2, 3, 3, 1), 2);
+    test_split_invariant(geom(32, 28, 28, 1, 3, 3, 32, 1, 1, 0));
+    test_split_invariant(geom(32, 13, 13, 32, 3, 3, 64, 1, 1, 0));
+    test_split_invariant(geom(32, 28, 28, 1, 3, 3, 32, 2, 2, 1));
     test_pool(2, 6, 6, 3, 2, 2, 2, 2);
     test_pool(1, 7, 5, 2, 3, 2, 2, 1);
     test_pool(2, 5, 5, 1, 2, 2, 1, 1);

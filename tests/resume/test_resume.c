@@ -16,6 +16,7 @@
 
 #include "check.h"
 #include "spawn.h"
+#include "testutil.h"
 
 static char g_dir[] = "/tmp/strata-resumeXXXXXX";
 static char g_out[65536], g_err[65536];
@@ -61,24 +62,6 @@ static int interrupt_(char *const *args, const char *ck, int sig)
     return c.code;
 }
 #define interrupt(ck, sig, ...) interrupt_((char *const[]){ __VA_ARGS__, NULL }, ck, sig)
-
-static int same_file(const char *a, const char *b)
-{
-    FILE *f = fopen(a, "rb"), *g = fopen(b, "rb");
-    int same = f && g;
-    while (same) {
-        int x = fgetc(f), y = fgetc(g);
-        if (x != y)
-            same = 0;
-        if (x == EOF || y == EOF)
-            break;
-    }
-    if (f)
-        fclose(f);
-    if (g)
-        fclose(g);
-    return same;
-}
 
 static int count_ckpts(const char *dir, char *newest, size_t len)
 {

@@ -96,23 +96,6 @@ static int same(const float *a, const float *b, int from, int to)
     return 1;
 }
 
-static int same_file(const char *a, const char *b)
-{
-    FILE *f = fopen(a, "rb"), *g = fopen(b, "rb");
-    int eq = f && g;
-    while (eq) {
-        int x = fgetc(f), y = fgetc(g);
-        eq = x == y;
-        if (x == EOF || y == EOF)
-            break;
-    }
-    if (f)
-        fclose(f);
-    if (g)
-        fclose(g);
-    return eq;
-}
-
 /* Keras' CosineDecay(0.001, 60) times the warm-up. */
 static void expected(float out[STEPS], double lr)
 {

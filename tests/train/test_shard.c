@@ -21,28 +21,11 @@
 #include "check.h"
 #include "dumps.h"
 #include "spawn.h"
+#include "testutil.h"
 
 static char g_dir[] = "/tmp/strata-shardXXXXXX";
 static spawn_result_t g_r;
 static long g_model_bytes; /* the banner's "the model's N bytes" */
-
-static int same_file(const char *a, const char *b)
-{
-    FILE *f = fopen(a, "rb"), *g = fopen(b, "rb");
-    int same = f && g, x, y;
-    while (same) {
-        x = fgetc(f);
-        y = fgetc(g);
-        same = x == y;
-        if (x == EOF || y == EOF)
-            break;
-    }
-    if (f)
-        fclose(f);
-    if (g)
-        fclose(g);
-    return same;
-}
 
 /* strata train with the common settings, `sets` (NULL-ended) and a dump
  * of the final variables to DIR/name.bin; returns the placed bytes (0 on
