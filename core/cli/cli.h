@@ -31,6 +31,18 @@ int cli_nodes_first(const cli_nodes_t *n);
 /* In a child, before exec: torchrun's variables for worker `index`; the
  * sources that would win over them cleared. 0 or -1. */
 int cli_nodes_env(const cli_nodes_t *n, int index);
+/* --elastic across machines: this machine's address on the route to node
+ * 0 (the rendezvous host), numeric, into out[cap]; 0 or -1 after a message. */
+int cli_nodes_self_host(const cli_nodes_t *n, char *out, size_t cap);
+/* --elastic across machines: the token of node 0's membership service,
+ * the same on every machine: STRATA_ELASTIC_TOKEN, else a hash of the
+ * workers' secret keys in [security] keys. 0 or -1 after a message. */
+int cli_nodes_token(const cli_nodes_t *n, char **targv, int nt, char *out,
+                    size_t cap);
+/* In a child of an elastic job across machines, before exec: TF_CONFIG
+ * for worker `index` at self_host:port, torchrun's variables cleared. */
+int cli_nodes_elastic_env(const cli_nodes_t *n, int index,
+                          const char *self_host, int port);
 /* strata compare [...]: returns the process exit code. */
 int cli_compare(int argc, char **argv);
 

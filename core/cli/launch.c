@@ -48,7 +48,9 @@ typedef struct plan {
     int    by_role;      /* a ps job: a dead worker is restarted alone */
     int    max_restarts; /* per task (by_role), or of the whole job */
     int    has_chief;    /* else worker 0 coordinates (no restart alone) */
-    esvc_t *svc;         /* --elastic: the membership service, else NULL */
+    int    elastic;      /* --elastic: every worker is restarted alone */
+    esvc_t *svc;         /* the membership service, when this launch hosts
+                            it (one machine, or node 0), else NULL */
 } plan_t;
 
 /* The task that coordinates a ps job: the chief, else worker 0. */
@@ -61,6 +63,9 @@ static int coordinates(const child_t *ci, const plan_t *pl)
 static pid_t g_launch_pid;              /* for the children's parent check */
 static esvc_t *g_svc;                   /* --elastic: the membership service */
 static cli_nodes_t g_nodes = CLI_NODES_INIT; /* --nnodes: launch_nodes.c */
+static int g_elastic;                   /* --elastic */
+static char g_self_host[256];           /* --elastic --nnodes: our address */
+static char g_token[80];                /* --elastic --nnodes: the service's */
 static volatile sig_atomic_t g_signal;  /* to forward; cleared once done */
 static volatile sig_atomic_t g_stopped; /* launch was asked to stop: never
                                            restart the job */
@@ -97,7 +102,9 @@ static const char *const k_usage =
     "dies is restarted alone (after 1, 2, 4... s, up to R times) while the\n"
     "others go on without it and take it back at a step boundary; fewer than\n"
     "MIN workers for longer than [strategy.mwms] rendezvous_timeout_s stops\n"
-    "the job (exit 1).\n"
+    "the job (exit 1). With --nnodes too, MIN:MAX counts the workers of every\n"
+    "machine, node 0's launch hosts the service at the --rendezvous address,\n"
+    "and each launch restarts its own workers.\n"
     "The tasks authenticate and encrypt their connections with CURVE keys\n"
     "that launch makes for the job in a private temporary directory (unless\n"
     "[security] keys names the job's own, or [security] mode = off).\n"
@@ -211,8 +218,11 @@ static int start_child(child_t *c, int n, int self, char **train_argv)
         close(out[1]);
         close(err[0]);
         close(err[1]);
-        if (g_nodes.nnodes ? cli_nodes_env(&g_nodes, c[self].index) != 0
-                           : setenv("TF_CONFIG", tf, 1) != 0)
+        if (g_nodes.nnodes && g_elastic
+                ? cli_nodes_elastic_env(&g_nodes, c[self].index, g_self_host,
+                                        c[self].port) != 0
+            : g_nodes.nnodes ? cli_nodes_env(&g_nodes, c[self].index) != 0
+                             : setenv("TF_CONFIG", tf, 1) != 0)
             _exit(1);
         /* The parent's choice of terminal rules the progress display. */
         setenv("STRATA_LAUNCHED", c[self].name, 1);
@@ -353,7 +363,7 @@ static int worker_down(child_t *ci, int ec, const plan_t *pl, int over)
 {
     /* An elastic job: any worker, until training is over, unless what
      * failed would fail again (its configuration, a plugin). */
-    int alone = pl->svc ? !over && restartable(ec)
+    int alone = pl->elastic ? !over && restartable(ec)
                         : pl->by_role && !coordinates(ci, pl) &&
                               ec != 2 && ec != 3; /* would fail again */
     if (!alone || strcmp(ci->type, "worker") != 0 || g_stopped)
@@ -464,7 +474,7 @@ static int supervise(child_t *c, int n, const plan_t *pl)
                 printf("[launch] %s finished\n", c[i].name);
                 /* The job is over: a worker due to restart has nothing to
                  * rejoin. */
-                if (pl->svc || (pl->by_role && coordinates(&c[i], pl)))
+                if (pl->elastic || (pl->by_role && coordinates(&c[i], pl)))
                     for (int k = 0; k < n; k++)
                         c[k].restart_at = 0;
                 over = 1;
@@ -479,9 +489,10 @@ static int supervise(child_t *c, int n, const plan_t *pl)
     }
     /* An elastic job whose workers are all gone for good before training
      * ended (none left to restart) failed, whatever the service waits for. */
-    if (pl->svc && !over && !stopping && code == 0) {
-        fprintf(stderr, "[launch] elastic: every worker is gone and none is "
-                "left to restart before training ended; the job failed\n");
+    if (pl->elastic && !over && !stopping && code == 0) {
+        fprintf(stderr, "[launch] elastic: every worker %sis gone and none "
+                "is left to restart before training ended; the job failed\n",
+                g_nodes.nnodes > 1 ? "of this machine " : "");
         code = 1;
     }
     /* Flush what the pipes still hold. */
@@ -490,6 +501,31 @@ static int supervise(child_t *c, int n, const plan_t *pl)
             while (c[i].fd[w] >= 0)
                 drain(&c[i], w);
     return code ? code : eval_code;
+}
+
+/* --elastic: the membership service, hosted by this launch on one
+ * machine, by node 0's across machines (at the rendezvous address, with a
+ * token every machine derives alike); the other machines' launches point
+ * their workers at it. 0 or 1 after a message. */
+static int open_membership(int emin, int emax, int workers)
+{
+    if (g_nodes.nnodes <= 1)
+        return (g_svc = esvc_open(emin, emax, NULL, 0, NULL)) ? 0 : -1;
+    char addr[300];
+    if (g_nodes.node_rank == 0) {
+        if (!(g_svc = esvc_open(emin, emax, g_nodes.host, g_nodes.port,
+                                g_token)))
+            return -1;
+        int first = cli_nodes_first(&g_nodes);
+        for (int k = 0; k < g_nodes.nnodes * workers; k++)
+            if (k < first || k >= first + workers)
+                esvc_remote(g_svc, k);
+        return 0;
+    }
+    snprintf(addr, sizeof addr, strchr(g_nodes.host, ':') ? "[%s]:%d" : "%s:%d",
+             g_nodes.host, g_nodes.port);
+    return setenv("STRATA_ELASTIC", addr, 1) == 0 &&
+           setenv("STRATA_ELASTIC_TOKEN", g_token, 1) == 0 ? 0 : -1;
 }
 
 /* One start of the whole job on fresh ports: every task started, supervised
@@ -629,15 +665,18 @@ int cli_launch(int argc, char **argv)
         }
     }
     if (emax > 0) { /* an elastic mwms job: workers only */
+        int machines = g_nodes.nnodes > 1 ? g_nodes.nnodes : 1;
         if (!given_n)
-            workers = emax;
-        if (ps || chief || workers < emin || workers > emax ||
-            g_nodes.nnodes > 1) {
+            workers = machines > 1 ? 0 : emax;
+        int total = machines * workers;
+        if (ps || chief || total < emin || total > emax) {
             fprintf(stderr, "strata: launch: --elastic %d:%d starts %d to %d "
-                    "workers (-n) on this machine, no --ps, --chief or "
-                    "--nnodes\n", emin, emax, emin, emax);
+                    "workers in all (-n on each machine%s), no --ps or "
+                    "--chief\n", emin, emax, emin, emax,
+                    machines > 1 ? ", given with --nnodes" : "");
             goto usage;
         }
+        g_elastic = 1;
         if (esvc_job_args(targv, &nt, emin, emax) != 0) {
             free(targv);
             return 2;
@@ -656,6 +695,12 @@ int cli_launch(int argc, char **argv)
         goto usage;
     }
     if (cli_nodes_check(&g_nodes, workers, ps, chief, targv, nt) != 0)
+        goto usage;
+    /* Across machines, an elastic job's service is node 0's: every launch
+     * needs its address on the way there and the token they share. */
+    if (g_elastic && g_nodes.nnodes > 1 &&
+        (cli_nodes_self_host(&g_nodes, g_self_host, sizeof g_self_host) != 0 ||
+         cli_nodes_token(&g_nodes, targv, nt, g_token, sizeof g_token) != 0))
         goto usage;
     child_t *c = calloc((size_t)n, sizeof *c);
     if (!c) {
@@ -680,7 +725,7 @@ int cli_launch(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     g_launch_pid = getpid();
-    if (emax > 0 && !(g_svc = esvc_open(emin, emax))) {
+    if (emax > 0 && open_membership(emin, emax, workers) != 0) {
         free(c);
         free(targv);
         return 1;
@@ -690,7 +735,7 @@ int cli_launch(int argc, char **argv)
      * elastic one: see worker_down). */
     const plan_t plan = { .targv = targv, .by_role = ps > 0,
                           .max_restarts = restarts, .has_chief = chief,
-                          .svc = g_svc };
+                          .elastic = g_elastic, .svc = g_svc };
     char keys[4096] = "";
     /* Several machines share the keys of [security] keys, not launch's. */
     if (g_nodes.nnodes <= 1 && make_job_keys(c, n, keys, sizeof keys) != 0) {
@@ -704,7 +749,7 @@ int cli_launch(int argc, char **argv)
     for (int attempt = 0;; attempt++) {
         code = run_job(c, n, &plan, &started);
         /* An elastic job restarts its workers alone, never whole. */
-        if (code == 0 || g_stopped || attempt >= restarts || g_svc ||
+        if (code == 0 || g_stopped || attempt >= restarts || g_elastic ||
             !restartable(code))
             break;
         fprintf(stderr, "[launch] restart %d/%d: the job failed (exit %d); "

@@ -1,7 +1,9 @@
 /* strata launch --elastic: the membership service of an elastic job.
  *
- * Each training process keeps one TCP connection (loopback) and speaks
- * text lines of at most 512 bytes (core/elastic.h has the client's side):
+ * Each training process keeps one TCP connection (loopback; across
+ * machines, --nnodes, node 0's launch serves at the --rendezvous address
+ * and the other launches' workers connect there) and speaks text lines
+ * of at most 512 bytes (core/elastic.h has the client's side):
  *   -> JOIN <token> <name> <host:port> <committed> <timeout_ms>
  *   <- GEN <generation> <size> <rank> <resume_step>, then size lines
  *      M <name> <host:port> <committed>, in rank order
@@ -24,8 +26,13 @@
  * index among them) is rank 0, the others follow in worker order, so the
  * state always moves from rank 0. Every member gets the same table.
  *
+ * Workers of other machines: their own launch runs and restarts them, so
+ * the service expects them until their connection closes and again once
+ * they join (esvc_remote).
+ *
  * Hostile peers: the first line of a connection must be a JOIN with the
- * job's token (launch hands it to its tasks only), within 2 s; anything
+ * job's token (launch hands it to its tasks only; across machines every
+ * launch derives it from the job's keys), within 2 s; anything
  * else -- garbage, a long line, a wrong token, a name that is not one of
  * the job's workers -- drops the connection and counts it (logged: the
  * first 10, then every 1000th), never failing the job. At most 64
@@ -34,6 +41,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -75,7 +83,7 @@ typedef struct wk {
 struct esvc {
     int    lfd;
     char   addr[64];
-    char   token[33];
+    char   token[80];
     int    min, max;
     int    timeout_ms, policy_set;
     conn_t c[MAXC];
@@ -106,39 +114,69 @@ static void say(const char *fmt, ...)
     va_end(ap);
 }
 
-esvc_t *esvc_open(int min, int max)
+/* The listening socket: 127.0.0.1 on a free port, or exactly host:port. */
+static int listen_at(esvc_t *s, const char *host, int port)
+{
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", host ? port : 0);
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_NUMERICSERV }, *ai = NULL;
+    int g = getaddrinfo(host ? host : "127.0.0.1", ps, &hints, &ai);
+    if (g != 0 || !ai) {
+        fprintf(stderr, "strata: launch: elastic: cannot resolve '%s': %s\n",
+                host, gai_strerror(g));
+        return -1;
+    }
+    s->lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                    0);
+    int one = 1;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    int ok = s->lfd >= 0 &&
+             setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+             bind(s->lfd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+             listen(s->lfd, 64) == 0 &&
+             getsockname(s->lfd, (struct sockaddr *)&ss, &len) == 0;
+    int v6 = ai->ai_family == AF_INET6;
+    freeaddrinfo(ai);
+    if (!ok) {
+        fprintf(stderr, "strata: launch: elastic: cannot listen on %s:%s: "
+                "%s\n", host ? host : "127.0.0.1", ps, strerror(errno));
+        return -1;
+    }
+    int got = v6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                 : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    snprintf(s->addr, sizeof s->addr, v6 ? "[%s]:%d" : "%s:%d",
+             host ? host : "127.0.0.1", got);
+    return 0;
+}
+
+esvc_t *esvc_open(int min, int max, const char *host, int port,
+                  const char *token)
 {
     esvc_t *s = calloc(1, sizeof *s);
     unsigned char r[16];
-    if (!s || getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+    if (!s || (!token && getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)) {
         fprintf(stderr, "strata: launch: elastic: no memory or randomness\n");
         free(s);
         return NULL;
     }
-    for (int i = 0; i < 16; i++)
-        snprintf(s->token + 2 * i, 3, "%02x", r[i]);
+    if (token)
+        snprintf(s->token, sizeof s->token, "%s", token);
+    else
+        for (int i = 0; i < 16; i++)
+            snprintf(s->token + 2 * i, 3, "%02x", r[i]);
     s->min = min;
     s->max = max;
     s->gen = -1;
     s->timeout_ms = DEF_TIMEOUT_MS;
+    s->lfd = -1;
     for (int i = 0; i < MAXC; i++)
         s->c[i].fd = -1;
     for (int i = 0; i < MAXW; i++)
         s->w[i].conn = -1;
-    struct sockaddr_in a = { .sin_family = AF_INET,
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t len = sizeof a;
-    s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        listen(s->lfd, 64) != 0 ||
-        getsockname(s->lfd, (struct sockaddr *)&a, &len) != 0) {
-        fprintf(stderr, "strata: launch: elastic: cannot listen on "
-                "127.0.0.1: %s\n", strerror(errno));
-        esvc_close(s);
-        return NULL;
-    }
-    snprintf(s->addr, sizeof s->addr, "127.0.0.1:%d", ntohs(a.sin_port));
-    if (setenv("STRATA_ELASTIC", s->addr, 1) != 0 ||
+    if (listen_at(s, host, port) != 0 ||
+        setenv("STRATA_ELASTIC", s->addr, 1) != 0 ||
         setenv("STRATA_ELASTIC_TOKEN", s->token, 1) != 0) {
         esvc_close(s);
         return NULL;
@@ -458,6 +496,12 @@ void esvc_alive(esvc_t *s, int index, int alive)
     s->w[index].proc = alive;
     if (alive)
         s->w[index].gone = 0;
+}
+
+void esvc_remote(esvc_t *s, int index)
+{
+    if (index >= 0 && index < MAXW)
+        s->w[index].proc = 1; /* its launch runs it; `gone` says the rest */
 }
 
 int esvc_pollfds(esvc_t *s, struct pollfd *pfd, int cap)

@@ -12,14 +12,21 @@
 
 typedef struct esvc esvc_t;
 
-/* Listen on 127.0.0.1 (a free port) for a job of at most `max` workers of
- * which `min` must train; set STRATA_ELASTIC and STRATA_ELASTIC_TOKEN for
- * the tasks launch starts afterwards. NULL after a message. */
-esvc_t *esvc_open(int min, int max);
+/* Listen for a job of at most `max` workers of which `min` must train:
+ * on 127.0.0.1 (a free port) with a random token when host is NULL, else
+ * at exactly host:port (node 0 of a job across machines, --nnodes) with
+ * `token`, which every machine's launch derives alike. Sets STRATA_ELASTIC
+ * and STRATA_ELASTIC_TOKEN for the tasks launch starts afterwards. NULL
+ * after a message. */
+esvc_t *esvc_open(int min, int max, const char *host, int port,
+                  const char *token);
 void    esvc_close(esvc_t *s);
 
 /* launch started (1) or reaped (0) the process of worker:index. */
 void esvc_alive(esvc_t *s, int index, int alive);
+/* worker:index runs on another machine, under its own launch: expected
+ * until its connection closes, and again once it joins. */
+void esvc_remote(esvc_t *s, int index);
 
 /* The service's descriptors, for launch's poll(): at most ESVC_MAX_FDS. */
 int  esvc_pollfds(esvc_t *s, struct pollfd *pfd, int cap);

@@ -14,6 +14,12 @@
 #   4. launch --nnodes 2 --max-restarts 1, a worker of node 1 killed (-9):
 #      both launches restart their tasks, which meet again at the
 #      rendezvous, and the job finishes.
+#   5. an elastic job across both: launch --nnodes 2 --elastic 2:4, node
+#      0's launch serving the membership at the rendezvous address; a
+#      worker of node 1 killed (-9): the other three go on as generation 1,
+#      node 1's launch restarts it alone and it joins generation 2; both
+#      launches exit 0, the 4 workers hold the same variables, and
+#      debug.step_log shows every sample of every epoch trained once.
 # usage: netns_nodes.sh STRATA_BIN
 set -u
 bin=$1
@@ -45,6 +51,23 @@ hashes() { sed -n 's/.*variables hash (rank \([0-9]*\)): \([0-9a-f]*\)$/\1 \2/p'
 
 # Fresh namespaces have every port free; vary them anyway.
 port() { echo $((20000 + RANDOM % 20000)); }
+
+# Once the job trains ($2 in node 0's stderr), kill worker:3 -- a
+# grandchild of our own `timeout` (timeout -> node 1's launch -> task),
+# never anybody else's process. $1: the runs' file prefix and label.
+kill_worker3() {
+    victim=""
+    for i in $(seq 1 600); do
+        victim=$(sed -n 's/^\[launch\] worker:3: pid \([0-9]*\),.*/\1/p' "$tmp/${1}1.out" | head -1)
+        grep -q "$2" "$tmp/${1}0.err" 2>/dev/null && [ -n "$victim" ] && break
+        sleep 0.1
+    done
+    sleep 1
+    parent=$(awk '/^PPid:/ {print $2}' "/proc/$victim/status" 2>/dev/null)
+    grand=$(awk '/^PPid:/ {print $2}' "/proc/$parent/status" 2>/dev/null)
+    check "$1: worker:3 ($victim) is a task of our node-1 launch" '[ -n "$victim" ] && [ "$grand" = "${pids[1]}" ]'
+    [ -n "$victim" ] && [ "$grand" = "${pids[1]}" ] && kill -9 "$victim"
+}
 
 # ---- 1. strata launch --nnodes 2 ------------------------------------------------
 p=$(port)
@@ -126,19 +149,7 @@ for k in 0 1; do
         >"$tmp/again$k.out" 2>"$tmp/again$k.err" &
     pids+=($!)
 done
-# Once the job trains, kill worker:3 -- a grandchild of our own `timeout`
-# (timeout -> launch -> task), never anybody else's process.
-victim=""
-for i in $(seq 1 600); do
-    victim=$(sed -n 's/^\[launch\] worker:3: pid \([0-9]*\),.*/\1/p' "$tmp/again1.out" | head -1)
-    grep -q "4 tasks registered" "$tmp/again0.err" 2>/dev/null && [ -n "$victim" ] && break
-    sleep 0.1
-done
-sleep 1
-parent=$(awk '/^PPid:/ {print $2}' "/proc/$victim/status" 2>/dev/null)
-grand=$(awk '/^PPid:/ {print $2}' "/proc/$parent/status" 2>/dev/null)
-check "worker:3 ($victim) is a task of our node-1 launch" '[ -n "$victim" ] && [ "$grand" = "${pids[1]}" ]'
-[ -n "$victim" ] && [ "$grand" = "${pids[1]}" ] && kill -9 "$victim"
+kill_worker3 again "4 tasks registered"
 wait "${pids[0]}"; r0=$?
 wait "${pids[1]}"; r1=$?
 pids=()
@@ -151,6 +162,55 @@ check "restart: the tasks met again at the rendezvous" \
 h=$(hashes "$tmp/again0.out" "$tmp/again1.out")
 echo "restart: $(echo $h)"
 check "restart: 4 equal hashes" '[ "$(echo "$h" | wc -l)" -eq 4 ] && [ "$(echo "$h" | cut -d" " -f2 | sort -u | wc -l)" -eq 1 ]'
+
+# ---- 5. elastic across machines: a worker lost on node 1 and taken back ---------
+p=$(port)
+for k in 0 1; do
+    ns=$a; [ $k -eq 1 ] && ns=$b
+    timeout 300 ip netns exec "$ns" "$bin" launch --nnodes 2 --node-rank $k \
+        --rendezvous "$ipa:$p" -n 2 --elastic 2:4 --max-restarts 1 "${job[@]}" \
+        "${slow[@]}" --set train.epochs=3 --set "debug.step_log=$tmp/steps.log" \
+        >"$tmp/elastic$k.out" 2>"$tmp/elastic$k.err" &
+    pids+=($!)
+done
+kill_worker3 elastic "generation 0: 4 workers"
+wait "${pids[0]}"; r0=$?
+wait "${pids[1]}"; r1=$?
+pids=()
+check "elastic: node 0 exit 0 (got $r0: $(tail -3 "$tmp/elastic0.err"))" '[ $r0 -eq 0 ]'
+check "elastic: node 1 exit 0 (got $r1: $(tail -3 "$tmp/elastic1.err"))" '[ $r1 -eq 0 ]'
+check "elastic: node 0 served the membership at the rendezvous address" \
+    'grep -q "membership service on $ipa:$p" "$tmp/elastic0.err"'
+check "elastic: the three others went on as generation 1" \
+    'grep -q "generation 1: 3 workers (worker:0, worker:1, worker:2)" "$tmp/elastic0.err"'
+check "elastic: node 1 restarted worker:3 alone" \
+    'grep -q "worker:3 failed (exit 137); restarting it alone" "$tmp/elastic1.err"'
+check "elastic: worker:3 came back in generation 2" \
+    'grep -q "generation 2: 4 workers" "$tmp/elastic0.err" && grep -q "worker:3 joins generation 2" "$tmp/elastic1.err"'
+h=$(hashes "$tmp/elastic0.out" "$tmp/elastic1.out")
+echo "elastic: $(echo $h)"
+check "elastic: 4 equal hashes" '[ "$(echo "$h" | wc -l)" -eq 4 ] && [ "$(echo "$h" | cut -d" " -f2 | sort -u | wc -l)" -eq 1 ]'
+# Per (epoch, step) the slices of the latest generation that tried it (a
+# step the kill broke is tried again by the next); then per epoch every
+# one of the 3200 samples exactly once.
+once=$(awk '$1 == "try" {
+        g = substr($3, 2) + 0; k = $4 " " $5
+        if (!(k in best) || g > best[k]) { best[k] = g; ids[k] = "" }
+        if (g == best[k]) ids[k] = ids[k] "," $7 }
+    END {
+        for (k in best) {
+            split(k, ke, " "); n = split(ids[k], v, ",")
+            for (i = 1; i <= n; i++) if (v[i] != "") { seen[ke[1] " " v[i]]++; tot[ke[1]]++ }
+        }
+        for (e in tot) {
+            d = 0; bad = 0
+            for (x in seen) { split(x, xe, " "); if (xe[1] == e) { d++; if (seen[x] != 1) bad++ } }
+            printf "%s:%d/%d/%d ", e, tot[e], d, bad
+        }
+    }' "$tmp/steps.log" | tr " " "\n" | sort | tr "\n" " ")
+echo "elastic: epoch:samples/distinct/repeated $once"
+check "elastic: 3 epochs, each of the 3200 samples once" \
+    '[ "$once" = "e0:3200/3200/0 e1:3200/3200/0 e2:3200/3200/0 " ]'
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

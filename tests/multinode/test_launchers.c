@@ -10,7 +10,9 @@
  *              (--nnodes 2, static rendezvous: its agent's store holds
  *              MASTER_PORT, so strata's rendezvous is at MASTER_PORT+1).
  *   launch_args  strata launch --nnodes with flags that do not go together,
- *              and without shared keys: exit 2, one line, nothing started;
+ *              without shared keys, an elastic job across machines without
+ *              a shared token or every worker's secret key: exit 2, one
+ *              line, nothing started;
  *              node 0 alone: every task names the ranks that never came.
  *   forged     a rendezvous that hands a CURVE task a table naming a
  *              listener of the test's: the task's first bytes there are a
@@ -404,6 +406,42 @@ static void case_launch_args(void)
     launch_refuses("a job on 2 machines needs one set of keys for all of them",
                    (char *[]){ "--nnodes", "2", "--node-rank", "1",
                                "--rendezvous", "h:1", "-n", "2", NULL });
+    /* An elastic job across machines: the service's token is every
+     * launch's, from STRATA_ELASTIC_TOKEN or every worker's secret key. */
+    launch_refuses("an elastic job on 2 machines needs a secret that every "
+                   "machine's launch shares",
+                   (char *[]){ "--nnodes", "2", "--node-rank", "1",
+                               "--rendezvous", "127.0.0.1:1", "-n", "2",
+                               "--elastic", "2:4", "--set",
+                               "strategy.plugin=mwms", "--set",
+                               "security.mode=off", NULL });
+    setenv("STRATA_SECURITY_KEYS", keys, 1);
+    setenv("STRATA_ELASTIC_TOKEN", "too short", 1);
+    launch_refuses("STRATA_ELASTIC_TOKEN must be 16 to 79 printable "
+                   "characters without blanks",
+                   (char *[]){ "--nnodes", "2", "--node-rank", "1",
+                               "--rendezvous", "127.0.0.1:1", "-n", "2",
+                               "--elastic", "2:4", "--set",
+                               "strategy.plugin=mwms", NULL });
+    unsetenv("STRATA_ELASTIC_TOKEN");
+    char two[600], *kg[] = { (char *)spawn_strata_bin(), "keygen", two,
+                             "worker:0-1", NULL };
+    snprintf(two, sizeof two, "%s", tmp_path("two-keys"));
+    spawn_result_t *k = malloc(sizeof *k);
+    CHECK(k && spawn_run(kg, 60, k) == 0 && k->code == 0);
+    free(k);
+    setenv("STRATA_SECURITY_KEYS", two, 1);
+    launch_refuses("worker-2.key_secret for the elastic job's membership "
+                   "token: No such file or directory",
+                   (char *[]){ "--nnodes", "2", "--node-rank", "1",
+                               "--rendezvous", "127.0.0.1:1", "-n", "2",
+                               "--elastic", "2:4", "--set",
+                               "strategy.plugin=mwms", NULL });
+    launch_refuses("--elastic 2:4 starts 2 to 4 workers in all (-n on each "
+                   "machine, given with --nnodes)",
+                   (char *[]){ "--nnodes", "2", "--node-rank", "1",
+                               "--rendezvous", "127.0.0.1:1", "--elastic",
+                               "2:4", "--set", "strategy.plugin=mwms", NULL });
     setenv("STRATA_SECURITY_KEYS", keys, 1);
     free(keys);
 
