@@ -43,6 +43,33 @@ int cli_nodes_token(const cli_nodes_t *n, char **targv, int nt, char *out,
  * for worker `index` at self_host:port, torchrun's variables cleared. */
 int cli_nodes_elastic_env(const cli_nodes_t *n, int index,
                           const char *self_host, int port);
+/* The job's configuration as every task will see it: -c FILE and the
+ * --set of targv[2..nt) (strata train's argv), over the environment's
+ * STRATA_* keys. 0, or -1 after libstrata said what is wrong. */
+int cli_job_ctx(char **targv, int nt, strata_ctx_t **out);
+
+/* strata launch --tasks TYPE:INDEX,... (launch_tasks.c): the tasks of this
+ * machine in a job whose [cluster] lists every task's address. */
+#define CLI_TASKS_MAX 64
+typedef struct cli_tasks {
+    int  n;
+    int  type[CLI_TASKS_MAX];   /* 0 chief, 1 worker, 2 ps, 3 evaluator */
+    int  index[CLI_TASKS_MAX];
+    char name[CLI_TASKS_MAX][24];
+    char addr[CLI_TASKS_MAX][264];
+    int  has_ps, has_chief;     /* of the whole [cluster]               */
+} cli_tasks_t;
+/* Parses the --tasks value; 0 or -1 after a message. */
+int cli_tasks_arg(cli_tasks_t *ts, const char *v);
+/* Each task against the job's [cluster] (names and addresses filled in),
+ * and the job's keys (several machines); 0 or -1 after a message. */
+int cli_tasks_check(cli_tasks_t *ts, char **targv, int nt);
+/* "chief", "worker", "ps", "evaluator". */
+const char *cli_tasks_type(int t);
+/* In a child, before exec: STRATA_CLUSTER_TASK = name, the cluster sources
+ * that would win over [cluster] cleared. 0 or -1. */
+int cli_tasks_env(const char *name);
+
 /* strata compare [...]: returns the process exit code. */
 int cli_compare(int argc, char **argv);
 

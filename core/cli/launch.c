@@ -66,6 +66,7 @@ static cli_nodes_t g_nodes = CLI_NODES_INIT; /* --nnodes: launch_nodes.c */
 static int g_elastic;                   /* --elastic */
 static char g_self_host[256];           /* --elastic --nnodes: our address */
 static char g_token[80];                /* --elastic --nnodes: the service's */
+static cli_tasks_t g_tasks;             /* --tasks: launch_tasks.c */
 static volatile sig_atomic_t g_signal;  /* to forward; cleared once done */
 static volatile sig_atomic_t g_stopped; /* launch was asked to stop: never
                                            restart the job */
@@ -105,6 +106,10 @@ static const char *const k_usage =
     "the job (exit 1). With --nnodes too, MIN:MAX counts the workers of every\n"
     "machine, node 0's launch hosts the service at the --rendezvous address,\n"
     "and each launch restarts its own workers.\n"
+    "With --tasks TYPE:INDEX,..., launch runs this machine's tasks of a job\n"
+    "whose [cluster] names every task's host:port (a ps job across\n"
+    "machines: one launch per machine); a dead worker that does not\n"
+    "coordinate is restarted alone, any other death ends this machine's part.\n"
     "The tasks authenticate and encrypt their connections with CURVE keys\n"
     "that launch makes for the job in a private temporary directory (unless\n"
     "[security] keys names the job's own, or [security] mode = off).\n"
@@ -127,6 +132,7 @@ static const char *const k_usage =
     "      --nnodes N       machines in the job, one launch on each\n"
     "      --node-rank K    this machine's place, 0..N-1 (0 hosts rank 0)\n"
     "      --rendezvous H:P node 0's address and a free port there\n"
+    "      --tasks LIST     this machine's tasks of the job's [cluster]\n"
     "  -c, --config FILE, -s, --set K=V   passed to every task\n";
 
 /* A free TCP port on 127.0.0.1, as the kernel hands them out. */
@@ -218,7 +224,8 @@ static int start_child(child_t *c, int n, int self, char **train_argv)
         close(out[1]);
         close(err[0]);
         close(err[1]);
-        if (g_nodes.nnodes && g_elastic
+        if (g_tasks.n ? cli_tasks_env(c[self].name) != 0
+            : g_nodes.nnodes && g_elastic
                 ? cli_nodes_elastic_env(&g_nodes, c[self].index, g_self_host,
                                         c[self].port) != 0
             : g_nodes.nnodes ? cli_nodes_env(&g_nodes, c[self].index) != 0
@@ -239,7 +246,10 @@ static int start_child(child_t *c, int n, int self, char **train_argv)
         esvc_alive(g_svc, c[self].index, 1);
     c[self].fd[0] = out[0];
     c[self].fd[1] = err[0];
-    if (g_nodes.nnodes)
+    if (g_tasks.n)
+        printf("[launch] %s: pid %ld, %s\n", c[self].name, (long)pid,
+               g_tasks.addr[self]);
+    else if (g_nodes.nnodes)
         printf("[launch] %s: pid %ld, rendezvous %s:%d\n", c[self].name,
                (long)pid, g_nodes.host, g_nodes.port);
     else
@@ -489,6 +499,14 @@ static int supervise(child_t *c, int n, const plan_t *pl)
     }
     /* An elastic job whose workers are all gone for good before training
      * ended (none left to restart) failed, whatever the service waits for. */
+    int lost = 0;
+    for (int i = 0; i < n; i++)
+        lost += c[i].lost;
+    if (g_tasks.n && lost == n && code == 0) {
+        fprintf(stderr, "[launch] every task of this launch is gone for good "
+                "(no restarts left); this part of the job failed\n");
+        code = 1;
+    }
     if (pl->elastic && !over && !stopping && code == 0) {
         fprintf(stderr, "[launch] elastic: every worker %sis gone and none "
                 "is left to restart before training ended; the job failed\n",
@@ -646,6 +664,9 @@ int cli_launch(int argc, char **argv)
             chief = 1;
         } else if (!strcmp(a, "--evaluator")) {
             evaluator = 1;
+        } else if (!strcmp(a, "--tasks")) {
+            if (cli_tasks_arg(&g_tasks, i + 1 < argc ? argv[++i] : NULL) != 0)
+                goto usage;
         } else if ((nodes_arg = cli_nodes_arg(&g_nodes, argc, argv, &i))) {
             if (nodes_arg < 0)
                 goto usage;
@@ -688,8 +709,18 @@ int cli_launch(int argc, char **argv)
                 "--task evaluator:0\n");
         goto usage;
     }
-    int n = chief + workers + ps + evaluator;
-    if (workers + chief < 1 || n > MAX_TASKS) {
+    if (g_tasks.n && (given_n || ps || chief || evaluator || emax ||
+                      g_nodes.nnodes || g_nodes.node_rank >= 0 ||
+                      g_nodes.host[0])) {
+        fprintf(stderr, "strata: launch: --tasks runs tasks of the job's "
+                "[cluster] as they are listed there: no -n, --ps, --chief, "
+                "--evaluator, --elastic or --nnodes with it\n");
+        goto usage;
+    }
+    if (g_tasks.n && cli_tasks_check(&g_tasks, targv, nt) != 0)
+        goto usage;
+    int n = g_tasks.n ? g_tasks.n : chief + workers + ps + evaluator;
+    if (!g_tasks.n && (workers + chief < 1 || n > MAX_TASKS)) {
         fprintf(stderr, "strata: launch: need at least one worker (or "
                 "--chief), at most %d tasks in all\n", MAX_TASKS);
         goto usage;
@@ -717,6 +748,9 @@ int cli_launch(int argc, char **argv)
         snprintf(c[k].type, sizeof c[k].type, "ps"), c[k].index = i;
     if (evaluator)
         snprintf(c[k].type, sizeof c[k].type, "evaluator"), c[k].index = 0;
+    for (int i = 0; i < g_tasks.n; i++)
+        snprintf(c[i].type, sizeof c[i].type, "%s",
+                 cli_tasks_type(g_tasks.type[i])), c[i].index = g_tasks.index[i];
     for (int i = 0; i < n; i++)
         snprintf(c[i].name, sizeof c[i].name, "%s:%d", c[i].type, c[i].index);
     struct sigaction sa = { .sa_handler = on_signal };
@@ -733,12 +767,15 @@ int cli_launch(int argc, char **argv)
     /* A ps job: a dead worker is the coordinator's business, and launch
      * restarts it alone; any other death restarts the whole job (an
      * elastic one: see worker_down). */
-    const plan_t plan = { .targv = targv, .by_role = ps > 0,
-                          .max_restarts = restarts, .has_chief = chief,
-                          .elastic = g_elastic, .svc = g_svc };
+    const plan_t plan = {
+        .targv = targv, .by_role = g_tasks.n ? g_tasks.has_ps : ps > 0,
+        .max_restarts = restarts,
+        .has_chief = g_tasks.n ? g_tasks.has_chief : chief,
+        .elastic = g_elastic, .svc = g_svc };
     char keys[4096] = "";
     /* Several machines share the keys of [security] keys, not launch's. */
-    if (g_nodes.nnodes <= 1 && make_job_keys(c, n, keys, sizeof keys) != 0) {
+    if (g_nodes.nnodes <= 1 && !g_tasks.n &&
+        make_job_keys(c, n, keys, sizeof keys) != 0) {
         remove_job_keys(keys);
         esvc_close(g_svc);
         free(c);
@@ -748,9 +785,10 @@ int cli_launch(int argc, char **argv)
     int code, started;
     for (int attempt = 0;; attempt++) {
         code = run_job(c, n, &plan, &started);
-        /* An elastic job restarts its workers alone, never whole. */
+        /* An elastic job restarts its workers alone, never whole; so does
+         * one machine's part of a job (--tasks). */
         if (code == 0 || g_stopped || attempt >= restarts || g_elastic ||
-            !restartable(code))
+            g_tasks.n || !restartable(code))
             break;
         fprintf(stderr, "[launch] restart %d/%d: the job failed (exit %d); "
                 "starting every task again\n", attempt + 1, restarts, code);

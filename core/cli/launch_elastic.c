@@ -54,6 +54,7 @@
 
 #include <strata/strata.h>
 
+#include "cli.h"
 #include "launch_elastic.h"
 
 #define MAXW       64        /* workers (launch's MAX_TASKS)              */
@@ -552,15 +553,8 @@ int esvc_parse(const char *v, int max_tasks, int *min, int *max)
 
 int esvc_job_args(char **targv, int *nt, int min, int max)
 {
-    const char *config = NULL;
-    for (int i = 2; i + 1 < *nt; i += 2)
-        if (!strcmp(targv[i], "-c") || !strcmp(targv[i], "--config"))
-            config = targv[i + 1];
     strata_ctx_t *ctx = NULL;
-    int rc = strata_ctx_create(config, &ctx);
-    for (int i = 2; rc == STRATA_OK && i + 1 < *nt; i += 2)
-        if (strcmp(targv[i], "-c") && strcmp(targv[i], "--config"))
-            rc = strata_ctx_set(ctx, targv[i + 1]);
+    int rc = cli_job_ctx(targv, *nt, &ctx) == 0 ? STRATA_OK : STRATA_ECONFIG;
     const char *strategy = rc == STRATA_OK
                                ? strata_ctx_get(ctx, "strategy", "plugin")
                                : NULL;

@@ -81,11 +81,7 @@ int cli_nodes_arg(cli_nodes_t *n, int argc, char **argv, int *i)
     return rc == 0 ? 1 : -1;
 }
 
-/* [security] mode and keys of the job as every task will see it (-c,
- * --set and the environment), into mode[cap] and keys[cap]; -1 after
- * libstrata said what is wrong. */
-static int job_security(char **targv, int nt, char *mode, char *keys,
-                        size_t cap)
+int cli_job_ctx(char **targv, int nt, strata_ctx_t **out)
 {
     const char *ini = NULL;
     for (int i = 2; i + 1 < nt; i += 2)
@@ -96,14 +92,28 @@ static int job_security(char **targv, int nt, char *mode, char *keys,
     for (int i = 2; rc == 0 && i + 1 < nt; i += 2)
         if (strcmp(targv[i], "-c") && strcmp(targv[i], "--config"))
             rc = strata_ctx_set(ctx, targv[i + 1]);
-    if (rc == 0) {
-        const char *m = strata_ctx_get(ctx, "security", "mode");
-        const char *k = strata_ctx_get(ctx, "security", "keys");
-        snprintf(mode, cap, "%s", m ? m : "");
-        snprintf(keys, cap, "%s", k ? k : "");
+    if (rc != 0) {
+        strata_ctx_destroy(ctx);
+        ctx = NULL;
     }
-    strata_ctx_destroy(ctx);
+    *out = ctx;
     return rc == 0 ? 0 : -1;
+}
+
+/* [security] mode and keys of the job, into mode[cap] and keys[cap]; -1
+ * after libstrata said what is wrong. */
+static int job_security(char **targv, int nt, char *mode, char *keys,
+                        size_t cap)
+{
+    strata_ctx_t *ctx = NULL;
+    if (cli_job_ctx(targv, nt, &ctx) != 0)
+        return -1;
+    const char *m = strata_ctx_get(ctx, "security", "mode");
+    const char *k = strata_ctx_get(ctx, "security", "keys");
+    snprintf(mode, cap, "%s", m ? m : "");
+    snprintf(keys, cap, "%s", k ? k : "");
+    strata_ctx_destroy(ctx);
+    return 0;
 }
 
 /* Several machines cannot use launch's per-machine keys. */

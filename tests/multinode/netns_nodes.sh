@@ -20,13 +20,23 @@
 #      node 1's launch restarts it alone and it joins generation 2; both
 #      launches exit 0, the 4 workers hold the same variables, and
 #      debug.step_log shows every sample of every epoch trained once.
+#   6. a ps job across both, one launch --tasks per machine (node 0: the
+#      chief, 2 ps and worker:0; node 1: worker:1, worker:2): worker:2
+#      killed (-9), node 1's launch restarts it alone, the coordinator
+#      re-schedules its step, both launches exit 0 and every step is
+#      applied exactly once.
+#   7. the same job with every worker on node 1 and no restarts, all three
+#      killed: node 1's launch says its part is gone (exit 1), the
+#      coordinator stops the job after [strategy.ps] timeout_s with one
+#      error line, the ps tasks stop with it, node 0's launch exits
+#      non-zero: bounded, no hang.
 # usage: netns_nodes.sh STRATA_BIN
 set -u
 bin=$1
 . "$(dirname "$0")/../netns_pair.sh" n 150
 
 # One keys directory for the whole job, as on a shared filesystem.
-"$bin" keygen "$tmp/keys" worker:0-3 >/dev/null || { echo "FAILED: strata keygen"; exit 1; }
+"$bin" keygen "$tmp/keys" worker:0-3 chief:0 ps:0-1 >/dev/null || { echo "FAILED: strata keygen"; exit 1; }
 export STRATA_SECURITY_KEYS=$tmp/keys
 
 job=(--set strategy.plugin=mwms --set transport.plugin=zmq
@@ -52,21 +62,28 @@ hashes() { sed -n 's/.*variables hash (rank \([0-9]*\)): \([0-9a-f]*\)$/\1 \2/p'
 # Fresh namespaces have every port free; vary them anyway.
 port() { echo $((20000 + RANDOM % 20000)); }
 
-# Once the job trains ($2 in node 0's stderr), kill worker:3 -- a
-# grandchild of our own `timeout` (timeout -> node 1's launch -> task),
-# never anybody else's process. $1: the runs' file prefix and label.
-kill_worker3() {
-    victim=""
+# The pid of task $1 of node 1 (its launch's stdout: $2) once node 0's
+# stderr ($4) says $3 -- a grandchild of our own `timeout` (timeout ->
+# node 1's launch -> task), never anybody else's process; else nothing.
+task_of_node1() {
+    local v=""
     for i in $(seq 1 600); do
-        victim=$(sed -n 's/^\[launch\] worker:3: pid \([0-9]*\),.*/\1/p' "$tmp/${1}1.out" | head -1)
-        grep -q "$2" "$tmp/${1}0.err" 2>/dev/null && [ -n "$victim" ] && break
+        v=$(sed -n "s/^\[launch\] $1: pid \([0-9]*\),.*/\1/p" "$2" | head -1)
+        grep -q "$3" "$4" 2>/dev/null && [ -n "$v" ] && break
         sleep 0.1
     done
+    local parent=$(awk '/^PPid:/ {print $2}' "/proc/$v/status" 2>/dev/null)
+    local grand=$(awk '/^PPid:/ {print $2}' "/proc/$parent/status" 2>/dev/null)
+    [ -n "$v" ] && [ "$grand" = "${pids[1]}" ] && echo "$v"
+}
+
+# Once the job trains ($2 in node 0's stderr), kill worker:3 of node 1.
+# $1: the runs' file prefix and label.
+kill_worker3() {
+    victim=$(task_of_node1 worker:3 "$tmp/${1}1.out" "$2" "$tmp/${1}0.err")
     sleep 1
-    parent=$(awk '/^PPid:/ {print $2}' "/proc/$victim/status" 2>/dev/null)
-    grand=$(awk '/^PPid:/ {print $2}' "/proc/$parent/status" 2>/dev/null)
-    check "$1: worker:3 ($victim) is a task of our node-1 launch" '[ -n "$victim" ] && [ "$grand" = "${pids[1]}" ]'
-    [ -n "$victim" ] && [ "$grand" = "${pids[1]}" ] && kill -9 "$victim"
+    check "$1: worker:3 ($victim) is a task of our node-1 launch" '[ -n "$victim" ]'
+    [ -n "$victim" ] && kill -9 "$victim"
 }
 
 # ---- 1. strata launch --nnodes 2 ------------------------------------------------
@@ -212,5 +229,65 @@ echo "elastic: epoch:samples/distinct/repeated $once"
 check "elastic: 3 epochs, each of the 3200 samples once" \
     '[ "$once" = "e0:3200/3200/0 e1:3200/3200/0 e2:3200/3200/0 " ]'
 
+# ---- 6. a ps job across both: a worker lost on node 1, restarted alone -----------
+psjob() { # chief/ps on node 0, workers as "$1" (host:port list)
+    echo --set strategy.plugin=ps --set transport.plugin=zmq \
+        --set "cluster.chief=$ipa:$(port)" --set "cluster.ps=$ipa:$(port),$ipa:$(port)" \
+        --set "cluster.worker=$1" --set train.devices=cpu:0 --set train.batch_size=32 \
+        --set data.limit_train=3200 --set train.epochs=6 --set train.eval=false \
+        --set train.progress=none --set debug.step_delay_ms=30 --set strategy.ps.timeout_s=5
+}
+job6=($(psjob "$ipa:$(port),$ipb:$(port),$ipb:$(port)"))
+timeout 300 ip netns exec "$a" "$bin" launch --tasks chief:0,ps:0,ps:1,worker:0 \
+    "${job6[@]}" >"$tmp/ps0.out" 2>"$tmp/ps0.err" &
+pids+=($!)
+timeout 300 ip netns exec "$b" "$bin" launch --tasks worker:1,worker:2 --max-restarts 1 \
+    "${job6[@]}" >"$tmp/ps1.out" 2>"$tmp/ps1.err" &
+pids+=($!)
+# worker:2, once the coordinator has it.
+victim=$(task_of_node1 worker:2 "$tmp/ps1.out" "worker:2 registered" "$tmp/ps0.err")
+sleep 2
+check "ps: worker:2 ($victim) is a task of our node-1 launch" '[ -n "$victim" ]'
+[ -n "$victim" ] && kill -9 "$victim"
+wait "${pids[0]}"; r0=$?
+wait "${pids[1]}"; r1=$?
+pids=()
+check "ps: node 0 exit 0 (got $r0: $(tail -3 "$tmp/ps0.err"))" '[ $r0 -eq 0 ]'
+check "ps: node 1 exit 0 (got $r1: $(tail -3 "$tmp/ps1.err"))" '[ $r1 -eq 0 ]'
+check "ps: node 1 restarted worker:2 alone" \
+    'grep -q "worker:2 failed (exit 137); restarting it alone" "$tmp/ps1.err"'
+check "ps: worker:2 rejoined" 'grep -q "worker:2 rejoined after a restart" "$tmp/ps0.err"'
+check "ps: every step applied exactly once" \
+    'grep -q "exactly once: each of the 2 ps tasks applied every one of the 600 scheduled steps once" "$tmp/ps0.err"'
+
+# ---- 7. a ps job whose every worker is lost: bounded, one error -----------------
+job7=($(psjob "$ipb:$(port),$ipb:$(port),$ipb:$(port)"))
+timeout 300 ip netns exec "$a" "$bin" launch --tasks chief:0,ps:0,ps:1 \
+    "${job7[@]}" >"$tmp/gone0.out" 2>"$tmp/gone0.err" &
+pids+=($!)
+timeout 300 ip netns exec "$b" "$bin" launch --tasks worker:0,worker:1,worker:2 \
+    "${job7[@]}" >"$tmp/gone1.out" 2>"$tmp/gone1.err" &
+pids+=($!)
+victims=""
+for w in 0 1 2; do
+    victims="$victims $(task_of_node1 worker:$w "$tmp/gone1.out" "worker:$w registered" "$tmp/gone0.err")"
+done
+sleep 1
+check "allgone: the 3 workers are tasks of our node-1 launch ($victims)" '[ "$(echo $victims | wc -w)" -eq 3 ]'
+t0=$(date +%s)
+kill -9 $victims
+wait "${pids[1]}"; r1=$?
+wait "${pids[0]}"; r0=$?
+took=$(($(date +%s) - t0))
+pids=()
+echo "allgone: node 0 exit $r0 after $took s"
+check "allgone: node 1's launch: its part is gone (exit $r1)" \
+    '[ $r1 -eq 1 ] && grep -q "every task of this launch is gone for good" "$tmp/gone1.err"'
+check "allgone: node 0 exits non-zero (got $r0: $(tail -3 "$tmp/gone0.err"))" '[ $r0 -ne 0 ] && [ $r0 -lt 124 ]'
+check "allgone: within timeout_s and the shutdown's bounds ($took s)" '[ $took -le 40 ]'
+check "allgone: the coordinator said it once" \
+    '[ "$(grep -c "no worker alive" "$tmp/gone0.err")" -eq 1 ]'
+
+[ -n "${NETNS_KEEP:-}" ] && cp -r "$tmp" "$NETNS_KEEP"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

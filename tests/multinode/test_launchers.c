@@ -11,8 +11,9 @@
  *              MASTER_PORT, so strata's rendezvous is at MASTER_PORT+1).
  *   launch_args  strata launch --nnodes with flags that do not go together,
  *              without shared keys, an elastic job across machines without
- *              a shared token or every worker's secret key: exit 2, one
- *              line, nothing started;
+ *              a shared token or every worker's secret key, --tasks that
+ *              are not the job's or go with -n: exit 2, one line, nothing
+ *              started;
  *              node 0 alone: every task names the ranks that never came.
  *   forged     a rendezvous that hands a CURVE task a table naming a
  *              listener of the test's: the task's first bytes there are a
@@ -442,6 +443,24 @@ static void case_launch_args(void)
                    (char *[]){ "--nnodes", "2", "--node-rank", "1",
                                "--rendezvous", "127.0.0.1:1", "--elastic",
                                "2:4", "--set", "strategy.plugin=mwms", NULL });
+    /* --tasks: this machine's part of a static [cluster] */
+    launch_refuses("--tasks needs TYPE:INDEX,... (TYPE chief, worker, ps or "
+                   "evaluator; at most 64 tasks), got 'worker:1,'",
+                   (char *[]){ "--tasks", "worker:1,", NULL });
+    launch_refuses("--tasks names worker:1 twice",
+                   (char *[]){ "--tasks", "worker:1,ps:0,worker:1", NULL });
+    launch_refuses("--tasks runs tasks of the job's [cluster] as they are "
+                   "listed there: no -n",
+                   (char *[]){ "--tasks", "worker:0", "-n", "2", NULL });
+    launch_refuses("--tasks ps:1: the job's [cluster] ps lists 1 address",
+                   (char *[]){ "--tasks", "worker:0,ps:1", "--set",
+                               "cluster.worker=127.0.0.1:1", "--set",
+                               "cluster.ps=127.0.0.1:2", NULL });
+    unsetenv("STRATA_SECURITY_KEYS");
+    launch_refuses("--tasks runs a part of a job on several machines, which "
+                   "needs one set of keys for all of them",
+                   (char *[]){ "--tasks", "worker:0", "--set",
+                               "cluster.worker=127.0.0.1:1", NULL });
     setenv("STRATA_SECURITY_KEYS", keys, 1);
     free(keys);
 
