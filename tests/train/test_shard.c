@@ -1,5 +1,5 @@
-/* [strategy.mirrored] shard_optimizer (ZeRO stage 1), end to end through
- * the strata binary:
+/* [strategy.mirrored] and [strategy.mwms] shard_optimizer (ZeRO stage 1),
+ * end to end through the strata binary (mwms through strata launch):
  *  - 2 and 3 replicas (Adam, AdamW, momentum; mean and sum; the MLP and a
  *    CNN): after 50 steps the sharded run's variables are bitwise equal to
  *    the unsharded run's (so within 1e-6 relative L2 too), with
@@ -15,6 +15,10 @@
  *  - checkpoints: a sharded run's file is byte for byte the unsharded
  *    run's, and a checkpoint of either resumes in the other mode to the
  *    bits of an uninterrupted run;
+ *  - mwms, 2 workers of 1 and of 2 replicas (Adam; momentum with
+ *    clip_norm): bitwise equal to unsharded, worker 0 places its shard's
+ *    slots only, the checkpoint is the same file and resumes in the other
+ *    mode to the uninterrupted run's bits; elastic refuses it;
  *  - shard_optimizer = true with a bad value: one config error. */
 #include <unistd.h>
 
@@ -27,18 +31,22 @@ static char g_dir[] = "/tmp/strata-shardXXXXXX";
 static spawn_result_t g_r;
 static long g_model_bytes; /* the banner's "the model's N bytes" */
 
-/* strata train with the common settings, `sets` (NULL-ended) and a dump
- * of the final variables to DIR/name.bin; returns the placed bytes (0 on
- * failure, which is checked). */
-static long train(const char *name, const char *const *sets)
+/* strata CMD (train, or launch -n 2 for mwms) with the common settings,
+ * `sets` (NULL-ended) and a dump of the final variables to DIR/name.bin;
+ * returns the placed bytes (0 on failure, which is checked). */
+static long run(const char *cmd, const char *name, const char *const *sets)
 {
     char dump[600];
     snprintf(dump, sizeof dump, "debug.dump_vars=%s/%s.bin", g_dir, name);
-    char *argv[64] = { (char *)spawn_strata_bin(), "train", "--set",
-                       "train.progress=none", "--set", "train.eval=false",
-                       "--set", "data.limit_train=3200", "--set",
-                       "debug.check_sync=true", "--set", dump };
-    int a = 12;
+    int two = !strcmp(cmd, "launch");
+    char *argv[64] = { (char *)spawn_strata_bin(), (char *)cmd, "-n", "2",
+                       "--set", "train.progress=none", "--set",
+                       "train.eval=false", "--set", "data.limit_train=3200",
+                       "--set", "debug.check_sync=true", "--set", dump };
+    if (!two)
+        for (int i = 2; i < 14; i++)
+            argv[i] = argv[i + 2];
+    int a = two ? 14 : 12;
     for (int i = 0; sets[i] && a < 62; i++) {
         argv[a++] = "--set";
         argv[a++] = (char *)sets[i];
@@ -49,6 +57,11 @@ static long train(const char *name, const char *const *sets)
     const char *m = strstr(g_r.out, "the model's ");
     g_model_bytes = m ? atol(m + strlen("the model's ")) : 0;
     return g_r.code == 0 && p ? atol(p + strlen(" placed ")) : 0;
+}
+
+static long train(const char *name, const char *const *sets)
+{
+    return run("train", name, sets);
 }
 
 static void path(char *out, size_t len, const char *name)
@@ -144,6 +157,94 @@ static void equivalences(void)
     CHECKF(!same_file(pa, pb), "clip_norm = 0.05 changed nothing");
 }
 
+/* mwms, 2 workers (strata launch): worker w keeps the optimizer state of
+ * its 1/2 of the variables; the bits of the unsharded run (clip_norm too:
+ * each worker holds the whole reduced gradient, so the norm is the same
+ * sum), and the banner's placed bytes: n variable copies and the slots of
+ * worker 0's shard. `n` replicas per worker, `slots` optimizer slots. */
+static void mwms_equivalence(const char *what, const char *const *sets,
+                             int n, int slots)
+{
+    const char *s[24] = { "strategy.plugin=mwms" };
+    int k = 1;
+    for (; sets[k - 1] && k < 20; k++)
+        s[k] = sets[k - 1];
+    char a[64], b[64], pa[700], pb[700];
+    snprintf(a, sizeof a, "%s-full", what);
+    snprintf(b, sizeof b, "%s-shard", what);
+    s[k] = "strategy.mwms.shard_optimizer=false";
+    s[k + 1] = NULL;
+    long full = run("launch", a, s);
+    s[k] = "strategy.mwms.shard_optimizer=true";
+    long shard = run("launch", b, s);
+    path(pa, sizeof pa, a);
+    path(pb, sizeof pb, b);
+    CHECKF(same_file(pa, pb), "%s: sharded variables differ from unsharded",
+           what);
+    long model = g_model_bytes, count = model / 4;
+    long lines = (count + 15) / 16, own = lines / 2 * 16; /* worker 0's */
+    printf("%s: placed %ld bytes unsharded, %ld sharded (%.2f x)\n", what,
+           full, shard, full ? (double)shard / (double)full : 0.0);
+    CHECKF(model > 0 && full == n * (1 + slots) * model,
+           "%s: unsharded placed %ld, model %ld", what, full, model);
+    CHECKF(shard == n * model + slots * own * 4, "%s: sharded placed %ld, "
+           "want %ld", what, shard, n * model + slots * own * 4);
+}
+
+static void mwms_cases(void)
+{
+    static const char *const adam[] = { "train.max_steps=50",
+                                        "train.devices=cpu:0", NULL };
+    mwms_equivalence("mwms-adam", adam, 1, 2);
+    static const char *const clip[] = { "train.max_steps=50",
+                                        "train.devices=cpu:0, cpu:1",
+                                        "optimizer.name=momentum",
+                                        "optimizer.lr=0.01",
+                                        "optimizer.clip_norm=0.05", NULL };
+    mwms_equivalence("mwms-2x2-momentum-clip", clip, 2, 1);
+    /* checkpoints: the same file either way, and each resumes the other */
+    static const char *const mode[2] = { "strategy.mwms.shard_optimizer=false",
+                                         "strategy.mwms.shard_optimizer=true" };
+    static const char *const ref[] = { "strategy.plugin=mwms",
+                                       "train.epochs=2",
+                                       "train.devices=cpu:0", NULL };
+    run("launch", "mwms-ref", ref);
+    char set_ck[2][700], f[2][700];
+    for (int m = 0; m < 2; m++) {
+        snprintf(set_ck[m], sizeof set_ck[m], "checkpoint.dir=%s/mwms-ck%d",
+                 g_dir, m);
+        const char *first[] = { "strategy.plugin=mwms", "train.epochs=1",
+                                "train.devices=cpu:0", set_ck[m], mode[m],
+                                NULL };
+        run("launch", m ? "mwms-e1-shard" : "mwms-e1-full", first);
+        snprintf(f[m], sizeof f[m], "%s/mwms-ck%d/ckpt-0000000100.safetensors",
+                 g_dir, m);
+    }
+    CHECKF(same_file(f[0], f[1]), "mwms: the sharded run's checkpoint "
+           "differs from the unsharded run's");
+    for (int m = 0; m < 2; m++) {
+        const char *second[] = { "strategy.plugin=mwms", "train.epochs=2",
+                                 "train.devices=cpu:0", set_ck[m], mode[!m],
+                                 NULL };
+        const char *name = m ? "mwms-shard-to-full" : "mwms-full-to-shard";
+        run("launch", name, second);
+        char pa[700], pb[700];
+        path(pa, sizeof pa, "mwms-ref");
+        path(pb, sizeof pb, name);
+        CHECKF(strstr(g_r.out, "resumed from ") && same_file(pa, pb),
+               "%s: not resumed, or differs from the uninterrupted run", name);
+    }
+    /* elastic: a lost worker would take its shard of the state along */
+    char *bad[] = { (char *)spawn_strata_bin(), "launch", "--elastic", "2:2",
+                    "--set", "strategy.plugin=mwms", "--set",
+                    "strategy.mwms.shard_optimizer=true", "--set",
+                    "data.limit_train=320", NULL };
+    spawn_run(bad, 120, &g_r);
+    CHECKF(g_r.code != 0 && strstr(g_r.err, "shard_optimizer = true with "
+                                   "elastic = true"),
+           "elastic + shard_optimizer: exit %d\n%s", g_r.code, g_r.err);
+}
+
 /* A checkpoint written after epoch 1 by one mode, resumed for epoch 2 by
  * the other: the bits of an uninterrupted 2-epoch run. */
 static void cross_resume(void)
@@ -194,6 +295,7 @@ int main(void)
         return 2;
     equivalences();
     cross_resume();
+    mwms_cases();
 
     char *bad[] = { (char *)spawn_strata_bin(), "train", "--set",
                     "strategy.mirrored.shard_optimizer=maybe", "--set",

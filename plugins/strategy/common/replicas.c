@@ -6,22 +6,39 @@
 /* Shard i of n on 16-float (64-byte) lines, as local.so's chunks: no two
  * replicas write one cache line, and every shard starts aligned for the
  * vector loops. */
-static size_t shard_lo(size_t count, int n, int i)
+size_t replicas_shard_lo(size_t count, int n, int i)
 {
     size_t lines = (count + 15) / 16;
     size_t lo = lines * (size_t)i / (size_t)n * 16;
     return lo < count ? lo : count;
 }
 
+static int init(replicas_t *rs, const strata_host_v2_t *host,
+                strata_hctx_t *hc, const strata_env_t *env, int sharded,
+                int with_opt);
+
 int replicas_init(replicas_t *rs, const strata_host_v2_t *host,
                   strata_hctx_t *hc, const strata_env_t *env)
 {
-    return replicas_init_sharded(rs, host, hc, env, 0);
+    return init(rs, host, hc, env, 0, 1);
 }
 
 int replicas_init_sharded(replicas_t *rs, const strata_host_v2_t *host,
                           strata_hctx_t *hc, const strata_env_t *env,
                           int sharded)
+{
+    return init(rs, host, hc, env, sharded, 1);
+}
+
+int replicas_init_bare(replicas_t *rs, const strata_host_v2_t *host,
+                       strata_hctx_t *hc, const strata_env_t *env)
+{
+    return init(rs, host, hc, env, 0, 0);
+}
+
+static int init(replicas_t *rs, const strata_host_v2_t *host,
+                strata_hctx_t *hc, const strata_env_t *env, int sharded,
+                int with_opt)
 {
     memset(rs, 0, sizeof *rs);
     rs->host = host;
@@ -39,15 +56,16 @@ int replicas_init_sharded(replicas_t *rs, const strata_host_v2_t *host,
         if (!rs->shard || !rs->grads || !rs->sumsq)
             rc = STRATA_ENOMEM;
         for (int r = 0; rc == STRATA_OK && r <= rs->n; r++)
-            rs->shard[r] = shard_lo(rs->count, rs->n, r);
+            rs->shard[r] = replicas_shard_lo(rs->count, rs->n, r);
     }
     for (int r = 0; rc == STRATA_OK && r < rs->n; r++) {
         size_t own = rs->shard ? rs->shard[r + 1] - rs->shard[r] : rs->count;
         rs->slab[r] = host->alloc(hc, rs->devices[r],
                                   rs->count * sizeof(float));
-        rc = rs->slab[r] ? host->opt_create(hc, rs->devices[r], own,
-                                            &rs->opt[r])
-                         : STRATA_ENOMEM;
+        rc = !rs->slab[r] ? STRATA_ENOMEM
+             : with_opt   ? host->opt_create(hc, rs->devices[r], own,
+                                             &rs->opt[r])
+                          : STRATA_OK;
     }
     if (rc != STRATA_OK)
         replicas_fini(rs);
@@ -57,7 +75,7 @@ int replicas_init_sharded(replicas_t *rs, const strata_host_v2_t *host,
 void replicas_fini(replicas_t *rs)
 {
     for (int r = 0; r < rs->n; r++) {
-        if (rs->opt)
+        if (rs->opt && rs->opt[r])
             rs->host->opt_destroy(rs->hc, rs->opt[r]);
         if (rs->slab)
             rs->host->free(rs->hc, rs->devices[r], rs->slab[r]);
@@ -145,7 +163,7 @@ int replicas_state(replicas_t *rs, int set, strata_state_t *st)
         else if (r == 0)
             rc = rs->host->copy(rs->hc, cpu, st->vars, rs->devices[r],
                                 rs->slab[r], bytes);
-        if (rc == STRATA_OK && (set || r == 0 || rs->shard))
+        if (rc == STRATA_OK && rs->opt[r] && (set || r == 0 || rs->shard))
             rc = opt_state(rs, r, set, st);
         if (rc != STRATA_OK)
             return rc;

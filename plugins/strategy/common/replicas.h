@@ -30,6 +30,13 @@ int  replicas_init(replicas_t *rs, const strata_host_v2_t *host,
 int  replicas_init_sharded(replicas_t *rs, const strata_host_v2_t *host,
                            strata_hctx_t *hc, const strata_env_t *env,
                            int sharded);
+/* Replicas without optimizer state (opt[r] NULL): a strategy that keeps
+ * its own (mwms's worker shard). replicas_update() is not for them and
+ * replicas_state() moves their variables only. */
+int  replicas_init_bare(replicas_t *rs, const strata_host_v2_t *host,
+                        strata_hctx_t *hc, const strata_env_t *env);
+/* Shard i of n of count elements on 16-float lines: its first element. */
+size_t replicas_shard_lo(size_t count, int n, int i);
 void replicas_fini(replicas_t *rs);
 /* Copy the variable's initial value into every replica; set value[r]. */
 int  replicas_create_var(replicas_t *rs, strata_var_t *var);
@@ -43,7 +50,8 @@ int  replicas_clip(const strata_host_v2_t *host, strata_hctx_t *hc,
                    int32_t device, size_t n, float *grad);
 
 /* STRATA_CTL_STATE_GET (set = 0): replica 0's variables and optimizer
- * state into st; STRATA_CTL_STATE_SET (set = 1): st into every replica.
+ * state into st; STRATA_CTL_STATE_SET (set = 1): st into every replica
+ * (the optimizer state of bare replicas is their strategy's).
  * Sharded, every shard's slots go to (come from) their range of st's
  * slots: the checkpoint has the same layout either way. */
 int  replicas_state(replicas_t *rs, int set, strata_state_t *st);

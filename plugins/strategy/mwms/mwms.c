@@ -15,7 +15,21 @@
  * resize, closes the groups, joins the next one and opens the groups on
  * its members' fresh addresses. The core then moves the state from rank 0
  * (STATE_GET/SET) to whoever lacks it. A worker that joins a running job
- * takes no part in the start-up broadcast: its state comes that way. */
+ * takes no part in the start-up broadcast: its state comes that way.
+ *
+ * shard_optimizer (ZeRO stage 1 across workers): worker w keeps the
+ * optimizer state of its shard [bound[w], bound[w + 1]) of the flat layout
+ * only (16-float lines) -- 1/W of it per worker, on its replica 0, none on
+ * the other replicas. A step: the gradients are all-reduced as ever; replica
+ * 0 clips (by the whole gradient's norm, which it holds) and steps its
+ * shard with the same element-wise kernel as an unsharded step, the
+ * workers all-gather the variables (one broadcast per worker, of its
+ * shard), and the worker's replicas take replica 0's copy: every copy ends
+ * bitwise equal to an unsharded run's. The all-gather adds half an
+ * all-reduce's bytes per step until the transports offer reduce-scatter.
+ * Checkpoints: STATE_GET gathers every shard's slots (the file is the
+ * unsharded run's), STATE_SET keeps each worker's own range. Not with
+ * elastic = true: a lost worker would take its shard of the state along. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +43,7 @@ typedef struct mwms_cfg {
     int     elastic;
     int64_t min_workers, max_workers;
     double  rendezvous_timeout_s;
+    int     shard_optimizer;
 } mwms_cfg_t;
 
 static const strata_option_t mwms_options[] = {
@@ -56,6 +71,12 @@ static const strata_option_t mwms_options[] = {
       .help = "elastic: how long forming a generation may wait for a "
               "worker; with fewer than min_workers for that long, the job "
               "stops" },
+    { .key = "shard_optimizer", .type = STRATA_OPT_BOOL, .def = "false",
+      .offset = offsetof(mwms_cfg_t, shard_optimizer), .min = 1, .max = 0,
+      .help = "ZeRO stage 1 across workers: each worker keeps and steps the "
+              "optimizer state of 1/W of the variables, and the workers "
+              "all-gather the variables after each step (the same bits; half "
+              "an all-reduce's bytes more per step); not with elastic" },
     { .key = NULL },
 };
 
@@ -76,6 +97,9 @@ typedef struct mwms {
     strata_membership_t gen;
     int                 joining;  /* init joined a running job          */
     char                tag[32];  /* of the world group: one per generation */
+    /* shard_optimizer: nworkers + 1 bounds, this worker's optimizer state */
+    size_t             *bound;
+    strata_opt_t       *wopt;
 } mwms_t;
 
 static void mwms_fini(void *pctx)
@@ -87,6 +111,9 @@ static void mwms_fini(void *pctx)
         m->rs.host->t_close(m->rs.hc, m->world);
         m->rs.host->t_close(m->rs.hc, m->local);
     }
+    if (m->wopt)
+        m->rs.host->opt_destroy(m->rs.hc, m->wopt);
+    free(m->bound);
     replicas_fini(&m->rs);
     if (!m->cfg.elastic) { /* else the core's */
         free(m->addrs);
@@ -185,6 +212,87 @@ static int join(mwms_t *m, int64_t committed)
     return STRATA_OK;
 }
 
+/* shard_optimizer: every worker's bounds, and this worker's state. */
+static int shard_init(mwms_t *m)
+{
+    m->bound = calloc((size_t)m->nworkers + 1, sizeof *m->bound);
+    if (!m->bound)
+        return STRATA_ENOMEM;
+    for (int w = 0; w <= m->nworkers; w++)
+        m->bound[w] = replicas_shard_lo(m->rs.count, m->nworkers, w);
+    return m->rs.host->opt_create(m->rs.hc, m->rs.devices[0],
+                                  m->bound[m->rank + 1] - m->bound[m->rank],
+                                  &m->wopt);
+}
+
+/* The all-gather: worker w broadcasts buf's range of its shard. */
+static int all_gather(mwms_t *m, float *buf, int32_t device)
+{
+    int rc = STRATA_OK;
+    for (int w = 0; m->world && rc == STRATA_OK && w < m->nworkers; w++) {
+        strata_op_t b = { .struct_size = sizeof b, .buf = buf + m->bound[w],
+                          .count = m->bound[w + 1] - m->bound[w],
+                          .device = device, .root = w };
+        if (b.count > 0) /* every worker skips the same ones */
+            rc = m->rs.host->t_update(m->rs.hc, m->world, &b);
+    }
+    return rc;
+}
+
+/* A sharded step (see the top): replica 0 steps this worker's shard, the
+ * workers all-gather, the replicas take replica 0's copy. */
+static int shard_update(mwms_t *m, strata_op_t *op)
+{
+    const strata_host_v2_t *h = m->rs.host;
+    strata_hctx_t *hc = m->rs.hc;
+    if (op->slot < 0 || op->slot >= m->rs.n || op->count != m->rs.count)
+        return STRATA_EINVAL;
+    int rc = STRATA_OK;
+    if (op->slot == 0) {
+        size_t lo = m->bound[m->rank], len = m->bound[m->rank + 1] - lo;
+        int32_t dev = m->rs.devices[0];
+        float *grad = op->buf;
+        /* clip_norm: the whole gradient's norm, this shard scaled by it --
+         * the bits an unsharded replica gets for these elements */
+        if (STRATA_HAS_FIELD(strata_host_v2_t, h, grad_clip)) {
+            double sumsq;
+            int c = h->grad_sumsq(hc, dev, m->rs.count, grad, &sumsq);
+            rc = c == 1 ? h->grad_clip(hc, dev, len, grad + lo, sumsq) : c;
+        }
+        /* Stepped even when empty: every shard counts the same steps. */
+        if (rc == STRATA_OK)
+            rc = h->opt_step(hc, m->wopt, m->rs.slab[0] + lo, grad + lo, len,
+                             op->lr);
+        if (rc == STRATA_OK)
+            rc = all_gather(m, m->rs.slab[0], dev);
+        if (rc != STRATA_OK && m->local)
+            h->t_ctl(hc, m->local, STRATA_CTL_ABORT, NULL);
+    }
+    if (rc == STRATA_OK && m->local) {
+        strata_op_t b = { .struct_size = sizeof b, .slot = op->slot,
+                          .buf = m->rs.slab[op->slot], .count = m->rs.count,
+                          .device = m->rs.devices[op->slot], .root = 0 };
+        rc = h->t_update(hc, m->local, &b);
+    }
+    return rc;
+}
+
+/* STATE_GET/SET of this worker's shard of the optimizer state: its range
+ * of st's slots; a GET then all-gathers every worker's range. */
+static int shard_state(mwms_t *m, int set, strata_state_t *st)
+{
+    float *slots[8];
+    if (st->nslots < 0 || st->nslots > 8)
+        return STRATA_EINVAL;
+    for (int i = 0; i < st->nslots; i++)
+        slots[i] = st->slots[i] + m->bound[m->rank];
+    int rc = m->rs.host->opt_io(m->rs.hc, m->wopt, set, slots, st->nslots,
+                                &st->opt_steps);
+    for (int i = 0; !set && rc == STRATA_OK && i < st->nslots; i++)
+        rc = all_gather(m, st->slots[i], m->cpu);
+    return rc;
+}
+
 static int mwms_init(const strata_host_v2_t *host, strata_hctx_t *hc,
                      const strata_env_t *env, void **pctx)
 {
@@ -205,13 +313,24 @@ static int mwms_init(const strata_host_v2_t *host, strata_hctx_t *hc,
     m->reduce_op = m->cfg.reduce_op == 0 ? STRATA_REDUCE_MEAN
                                          : STRATA_REDUCE_SUM;
     m->cpu = STRATA_DEVICE(STRATA_DEV_CPU, 0);
-    int rc = replicas_init(&m->rs, host, hc, env);
+    if (m->cfg.shard_optimizer && m->cfg.elastic) {
+        host->log(hc, STRATA_LOG_ERROR, "mwms", "[strategy.mwms] "
+                  "shard_optimizer = true with elastic = true: a lost worker "
+                  "would take its shard of the optimizer state along; choose "
+                  "one");
+        free(m);
+        return STRATA_ECONFIG;
+    }
+    int rc = m->cfg.shard_optimizer ? replicas_init_bare(&m->rs, host, hc, env)
+                                    : replicas_init(&m->rs, host, hc, env);
     if (rc == STRATA_OK && m->cfg.elastic) {
         rc = join(m, -1);
         m->joining = m->gen.resume_step >= 0;
     } else if (rc == STRATA_OK) {
         rc = world_members(m, c);
     }
+    if (rc == STRATA_OK && m->cfg.shard_optimizer)
+        rc = shard_init(m);
     if (rc == STRATA_OK)
         rc = open_groups(m);
     if (rc != STRATA_OK) {
@@ -277,7 +396,8 @@ static int mwms_reduce(void *pctx, strata_op_t *op)
 
 static int mwms_update(void *pctx, strata_op_t *op)
 {
-    return replicas_update(&((mwms_t *)pctx)->rs, op);
+    mwms_t *m = pctx;
+    return m->wopt ? shard_update(m, op) : replicas_update(&m->rs, op);
 }
 
 static int mwms_ctl(void *pctx, int op, void *arg)
@@ -292,8 +412,10 @@ static int mwms_ctl(void *pctx, int op, void *arg)
         if (m->world)
             h->t_ctl(hc, m->world, op, arg);
         return STRATA_OK;
-    case STRATA_CTL_STATE_GET: /* every worker holds the same state */
-        return replicas_state(&m->rs, 0, arg);
+    case STRATA_CTL_STATE_GET: { /* every worker holds the same variables */
+        int rc = replicas_state(&m->rs, 0, arg);
+        return rc == STRATA_OK && m->wopt ? shard_state(m, 0, arg) : rc;
+    }
     case STRATA_CTL_STATE_SET: {
         /* The chief read the checkpoint: its state goes to every worker. */
         strata_state_t *st = arg;
@@ -304,7 +426,9 @@ static int mwms_ctl(void *pctx, int op, void *arg)
             b.buf = i < 0 ? st->vars : st->slots[i];
             rc = h->t_update(hc, m->world, &b);
         }
-        return rc == STRATA_OK ? replicas_state(&m->rs, 1, st) : rc;
+        if (rc == STRATA_OK)
+            rc = replicas_state(&m->rs, 1, st);
+        return rc == STRATA_OK && m->wopt ? shard_state(m, 1, st) : rc;
     }
     case STRATA_CTL_WORLD_SUM: {
         if (!m->world)
