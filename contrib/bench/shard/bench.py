@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Sharded optimizer state (ZeRO stage 1, [strategy.mirrored]
-shard_optimizer): optimizer-state memory and step time with and without it,
-on the seeds' CNN at global batch 64 with 2 CPU replicas, side by side
+"""Sharded optimizer state (ZeRO stage 1, [strategy.mirrored] and
+[strategy.mwms] shard_optimizer): optimizer-state memory and step time with
+and without it, on the seeds' CNN at global batch 64 with 2 CPU replicas
+(mirrored) or 2 workers of one replica (mwms, strata launch), side by side
 from one run (central.so beside them: it partitions its one copy of the
 optimizer state by construction).
 
@@ -48,6 +49,11 @@ CONFIGS = [  # key, label, strategy, copies of the variables, extra --set
     ("shard", "mirrored, shard_optimizer = true", "mirrored", 2,
      ["strategy.mirrored.shard_optimizer=true"]),
     ("central", "central (reference)", "central", 1, []),
+    # strata launch -n 2, one replica each: worker 0's banner
+    ("mwms-full", "mwms 2 workers, shard_optimizer = false", "mwms", 1,
+     ["strategy.mwms.shard_optimizer=false"]),
+    ("mwms-shard", "mwms 2 workers, shard_optimizer = true", "mwms", 1,
+     ["strategy.mwms.shard_optimizer=true"]),
 ]
 
 
@@ -74,14 +80,16 @@ def parse_args(argv):
 def run(a, ctx, tag, strategy, extra):
     csv_path = os.path.join(ctx["dir"], tag + ".csv")
     log_path = os.path.join(ctx["dir"], tag + ".log")
-    sets = ["model.layers=" + SEEDS_CNN, "train.devices=cpu:0, cpu:1",
+    workers = strategy == "mwms"
+    sets = ["model.layers=" + SEEDS_CNN,
+            "train.devices=" + ("cpu:0" if workers else "cpu:0, cpu:1"),
             "train.batch_size=%d" % a.batch, "train.epochs=%d" % (1 + a.epochs),
             "train.seed=1", "train.eval=false", "train.progress=none",
             "train.metrics_csv=" + csv_path,
             "data.limit_train=%d" % (a.steps * a.batch), "data.dir=" + a.data,
             "optimizer.name=adam", "optimizer.lr=0.001",
             "strategy.plugin=" + strategy, "transport.local=local"] + extra
-    cmd = [ctx["strata"], "train"]
+    cmd = [ctx["strata"]] + (["launch", "-n", "2"] if workers else ["train"])
     for s in sets:
         cmd += ["--set", s]
     rc, rss, _ = mb.run_child(cmd, log_path)
@@ -130,14 +138,14 @@ def main(argv):
           "%d timed epochs of %d steps x %d rounds; load average %.2f"
           % (format(ctx["params"], ","), a.batch, a.epochs,
              a.steps, a.rounds, load[0]))
-    hdr = "%-36s %12s %12s %7s %11s %11s %9s" % (
+    hdr = "%-40s %12s %12s %7s %11s %11s %9s" % (
         "run", "placed MiB", "opt. state", "x model", "ms/step", "(median)",
         "peak RSS")
     print(hdr)
     print("-" * len(hdr))
     for key, *_ in CONFIGS:
         r = res[key]
-        print("%-36s %12.2f %12.2f %7.2f %11.1f %11.1f %9.0f" % (
+        print("%-40s %12.2f %12.2f %7.2f %11.1f %11.1f %9.0f" % (
             r["label"], r["placed"] / 2**20, r["opt"] / 2**20,
             r["placed"] / r["model"], min(r["steps"]) * 1e3,
             statistics.median(r["steps"]) * 1e3, r["rss"]))
@@ -150,6 +158,16 @@ def main(argv):
              min(s["steps"]) / min(f["steps"]),
              statistics.median(s["steps"]) / statistics.median(f["steps"]),
              s["rss"] / f["rss"]))
+    print("  %s  optimizer state sharded <= %.2fx unsharded   %.2fx"
+          % ("PASS" if opt_ratio <= T_OPT_STATE else "MISS", T_OPT_STATE,
+             opt_ratio))
+    f, s = res["mwms-full"], res["mwms-shard"]
+    opt_ratio = s["opt"] / f["opt"]
+    print("mwms, worker 0, sharded / unsharded: optimizer state %.2fx, placed "
+          "bytes %.2fx, step time %.2fx (best), %.2fx (median)"
+          % (opt_ratio, s["placed"] / f["placed"],
+             min(s["steps"]) / min(f["steps"]),
+             statistics.median(s["steps"]) / statistics.median(f["steps"])))
     print("  %s  optimizer state sharded <= %.2fx unsharded   %.2fx"
           % ("PASS" if opt_ratio <= T_OPT_STATE else "MISS", T_OPT_STATE,
              opt_ratio))
