@@ -30,7 +30,8 @@
 #      coordinator stops the job after [strategy.ps] timeout_s with one
 #      error line, the ps tasks stop with it, node 0's launch exits
 #      non-zero: bounded, no hang.
-# usage: netns_nodes.sh STRATA_BIN
+# usage: netns_nodes.sh STRATA_BIN   (NETNS_KEEP=DIR: keep a copy of the
+# logs there)
 set -u
 bin=$1
 . "$(dirname "$0")/../netns_pair.sh" n 150
@@ -86,18 +87,29 @@ kill_worker3() {
     [ -n "$victim" ] && kill -9 "$victim"
 }
 
+# `strata launch --nnodes 2 --node-rank K --rendezvous $ipa:$p ARGS` in
+# namespace K (0: $a, 1: $b), in the background, output to $tmp/$1K.out
+# and .err; wait_nodes reaps both into $r0, $r1.
+launch_nodes() {
+    local pre=$1
+    shift
+    for k in 0 1; do
+        ns=$a; [ $k -eq 1 ] && ns=$b
+        timeout 300 ip netns exec "$ns" "$bin" launch --nnodes 2 --node-rank $k \
+            --rendezvous "$ipa:$p" "$@" >"$tmp/$pre$k.out" 2>"$tmp/$pre$k.err" &
+        pids+=($!)
+    done
+}
+wait_nodes() {
+    wait "${pids[0]}"; r0=$?
+    wait "${pids[1]}"; r1=$?
+    pids=()
+}
+
 # ---- 1. strata launch --nnodes 2 ------------------------------------------------
 p=$(port)
-for k in 0 1; do
-    ns=$a; [ $k -eq 1 ] && ns=$b
-    timeout 300 ip netns exec "$ns" "$bin" launch --nnodes 2 --node-rank $k \
-        --rendezvous "$ipa:$p" -n 2 "${job[@]}" --set "debug.dump_vars=$tmp/launch0.bin" \
-        >"$tmp/launch$k.out" 2>"$tmp/launch$k.err" &
-    pids+=($!)
-done
-wait "${pids[0]}"; r0=$?
-wait "${pids[1]}"; r1=$?
-pids=()
+launch_nodes launch -n 2 "${job[@]}" --set "debug.dump_vars=$tmp/launch0.bin"
+wait_nodes
 check "launch --node-rank 0 exit 0 (got $r0: $(tail -3 "$tmp/launch0.err"))" '[ $r0 -eq 0 ]'
 check "launch --node-rank 1 exit 0 (got $r1: $(tail -3 "$tmp/launch1.err"))" '[ $r1 -eq 0 ]'
 h=$(hashes "$tmp/launch0.out" "$tmp/launch1.out")
@@ -118,9 +130,7 @@ for r in 0 1; do
         --set "debug.dump_vars=$tmp/torch0.bin" >"$tmp/torch$r.out" 2>"$tmp/torch$r.err" &
     pids+=($!)
 done
-wait "${pids[0]}"; r0=$?
-wait "${pids[1]}"; r1=$?
-pids=()
+wait_nodes
 check "torchrun variables: rank 0 exit 0 (got $r0: $(tail -3 "$tmp/torch0.err"))" '[ $r0 -eq 0 ]'
 check "torchrun variables: rank 1 exit 0 (got $r1: $(tail -3 "$tmp/torch1.err"))" '[ $r1 -eq 0 ]'
 h=$(hashes "$tmp/torch0.out" "$tmp/torch1.out")
@@ -142,9 +152,7 @@ if /usr/bin/python3 -c "import torch.distributed.run" 2>/dev/null; then
             >"$tmp/real$k.out" 2>"$tmp/real$k.err" &
         pids+=($!)
     done
-    wait "${pids[0]}"; r0=$?
-    wait "${pids[1]}"; r1=$?
-    pids=()
+    wait_nodes
     check "torchrun: node 0 exit 0 (got $r0: $(tail -3 "$tmp/real0.err"))" '[ $r0 -eq 0 ]'
     check "torchrun: node 1 exit 0 (got $r1: $(tail -3 "$tmp/real1.err"))" '[ $r1 -eq 0 ]'
     h=$(hashes "$tmp/real0.out" "$tmp/real1.out")
@@ -159,17 +167,9 @@ fi
 # ---- 4. a worker killed on node 1: both launches restart, the tasks meet again
 p=$(port)
 slow=(--set train.max_steps=800 --set debug.step_delay_ms=10 --set transport.zmq.timeout_s=10)
-for k in 0 1; do
-    ns=$a; [ $k -eq 1 ] && ns=$b
-    timeout 300 ip netns exec "$ns" "$bin" launch --nnodes 2 --node-rank $k \
-        --rendezvous "$ipa:$p" -n 2 --max-restarts 1 "${job[@]}" "${slow[@]}" \
-        >"$tmp/again$k.out" 2>"$tmp/again$k.err" &
-    pids+=($!)
-done
+launch_nodes again -n 2 --max-restarts 1 "${job[@]}" "${slow[@]}"
 kill_worker3 again "4 tasks registered"
-wait "${pids[0]}"; r0=$?
-wait "${pids[1]}"; r1=$?
-pids=()
+wait_nodes
 check "restart: node 0 exit 0 (got $r0: $(tail -3 "$tmp/again0.err"))" '[ $r0 -eq 0 ]'
 check "restart: node 1 exit 0 (got $r1: $(tail -3 "$tmp/again1.err"))" '[ $r1 -eq 0 ]'
 check "restart: both launches started their tasks again" \
@@ -182,18 +182,10 @@ check "restart: 4 equal hashes" '[ "$(echo "$h" | wc -l)" -eq 4 ] && [ "$(echo "
 
 # ---- 5. elastic across machines: a worker lost on node 1 and taken back ---------
 p=$(port)
-for k in 0 1; do
-    ns=$a; [ $k -eq 1 ] && ns=$b
-    timeout 300 ip netns exec "$ns" "$bin" launch --nnodes 2 --node-rank $k \
-        --rendezvous "$ipa:$p" -n 2 --elastic 2:4 --max-restarts 1 "${job[@]}" \
-        "${slow[@]}" --set train.epochs=3 --set "debug.step_log=$tmp/steps.log" \
-        >"$tmp/elastic$k.out" 2>"$tmp/elastic$k.err" &
-    pids+=($!)
-done
+launch_nodes elastic -n 2 --elastic 2:4 --max-restarts 1 "${job[@]}" "${slow[@]}" \
+    --set train.epochs=3 --set "debug.step_log=$tmp/steps.log"
 kill_worker3 elastic "generation 0: 4 workers"
-wait "${pids[0]}"; r0=$?
-wait "${pids[1]}"; r1=$?
-pids=()
+wait_nodes
 check "elastic: node 0 exit 0 (got $r0: $(tail -3 "$tmp/elastic0.err"))" '[ $r0 -eq 0 ]'
 check "elastic: node 1 exit 0 (got $r1: $(tail -3 "$tmp/elastic1.err"))" '[ $r1 -eq 0 ]'
 check "elastic: node 0 served the membership at the rendezvous address" \
@@ -249,9 +241,7 @@ victim=$(task_of_node1 worker:2 "$tmp/ps1.out" "worker:2 registered" "$tmp/ps0.e
 sleep 2
 check "ps: worker:2 ($victim) is a task of our node-1 launch" '[ -n "$victim" ]'
 [ -n "$victim" ] && kill -9 "$victim"
-wait "${pids[0]}"; r0=$?
-wait "${pids[1]}"; r1=$?
-pids=()
+wait_nodes
 check "ps: node 0 exit 0 (got $r0: $(tail -3 "$tmp/ps0.err"))" '[ $r0 -eq 0 ]'
 check "ps: node 1 exit 0 (got $r1: $(tail -3 "$tmp/ps1.err"))" '[ $r1 -eq 0 ]'
 check "ps: node 1 restarted worker:2 alone" \
@@ -276,10 +266,8 @@ sleep 1
 check "allgone: the 3 workers are tasks of our node-1 launch ($victims)" '[ "$(echo $victims | wc -w)" -eq 3 ]'
 t0=$(date +%s)
 kill -9 $victims
-wait "${pids[1]}"; r1=$?
-wait "${pids[0]}"; r0=$?
+wait_nodes
 took=$(($(date +%s) - t0))
-pids=()
 echo "allgone: node 0 exit $r0 after $took s"
 check "allgone: node 1's launch: its part is gone (exit $r1)" \
     '[ $r1 -eq 1 ] && grep -q "every task of this launch is gone for good" "$tmp/gone1.err"'
