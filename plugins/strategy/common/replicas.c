@@ -108,14 +108,21 @@ int replicas_create_var(replicas_t *rs, strata_var_t *var)
     return STRATA_OK;
 }
 
-int replicas_clip(const strata_host_v2_t *host, strata_hctx_t *hc,
-                  int32_t device, size_t n, float *grad)
+int replicas_clip_range(const strata_host_v2_t *host, strata_hctx_t *hc,
+                        int32_t device, size_t n, float *grad, size_t lo,
+                        size_t len)
 {
     if (!STRATA_HAS_FIELD(strata_host_v2_t, host, grad_clip))
         return STRATA_OK; /* a core before ABI 2.2 has no clip_norm */
     double sumsq;
     int rc = host->grad_sumsq(hc, device, n, grad, &sumsq);
-    return rc == 1 ? host->grad_clip(hc, device, n, grad, sumsq) : rc;
+    return rc == 1 ? host->grad_clip(hc, device, len, grad + lo, sumsq) : rc;
+}
+
+int replicas_clip(const strata_host_v2_t *host, strata_hctx_t *hc,
+                  int32_t device, size_t n, float *grad)
+{
+    return replicas_clip_range(host, hc, device, n, grad, 0, n);
 }
 
 int replicas_update(replicas_t *rs, const strata_op_t *op)

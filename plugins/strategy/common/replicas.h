@@ -48,6 +48,11 @@ int  replicas_update(replicas_t *rs, const strata_op_t *op);
  * when clipping is off or the core predates ABI 2.2). */
 int  replicas_clip(const strata_host_v2_t *host, strata_hctx_t *hc,
                    int32_t device, size_t n, float *grad);
+/* The same norm (of all n floats of grad), applied to [lo, lo + len) only:
+ * the bits an unsharded clip gives those elements (mwms's worker shard). */
+int  replicas_clip_range(const strata_host_v2_t *host, strata_hctx_t *hc,
+                         int32_t device, size_t n, float *grad, size_t lo,
+                         size_t len);
 
 /* STRATA_CTL_STATE_GET (set = 0): replica 0's variables and optimizer
  * state into st; STRATA_CTL_STATE_SET (set = 1): st into every replica

@@ -252,13 +252,8 @@ static int shard_update(mwms_t *m, strata_op_t *op)
         size_t lo = m->bound[m->rank], len = m->bound[m->rank + 1] - lo;
         int32_t dev = m->rs.devices[0];
         float *grad = op->buf;
-        /* clip_norm: the whole gradient's norm, this shard scaled by it --
-         * the bits an unsharded replica gets for these elements */
-        if (STRATA_HAS_FIELD(strata_host_v2_t, h, grad_clip)) {
-            double sumsq;
-            int c = h->grad_sumsq(hc, dev, m->rs.count, grad, &sumsq);
-            rc = c == 1 ? h->grad_clip(hc, dev, len, grad + lo, sumsq) : c;
-        }
+        /* clip_norm: the whole gradient's norm, this shard scaled by it */
+        rc = replicas_clip_range(h, hc, dev, m->rs.count, grad, lo, len);
         /* Stepped even when empty: every shard counts the same steps. */
         if (rc == STRATA_OK)
             rc = h->opt_step(hc, m->wopt, m->rs.slab[0] + lo, grad + lo, len,
