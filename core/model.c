@@ -591,6 +591,11 @@ static int backward(const strata__model_t *m, int r, strata__work_t *w,
         p.dx = i > first ? w->delta[1 - cur] : NULL;
         if (rc == STRATA_OK && (p.dx || l->kind->nvars))
             rc = l->kind->backward(l, &p);
+        if (rc == STRATA_OK && w->on_ready && l->kind->nvars) {
+            rc = w->kd->ops->sync(w->kd);
+            if (rc == STRATA_OK)
+                rc = w->on_ready(w->ready_arg, m->vars[l->var0].offset);
+        }
         cur = 1 - cur;
     }
     return rc;

@@ -73,6 +73,12 @@ typedef struct strata__work {
      * were queued (no wait is added to measure it). */
     int      timed;
     double   t_forward;
+    /* Set by the caller: during the backward pass, called each time the
+     * gradients [lo, model count) are final (lo decreasing; on a GPU once
+     * the stream has run them), so that their reduce may start while the
+     * earlier layers' backward runs. A non-zero return ends the step. */
+    int    (*on_ready)(void *arg, size_t lo);
+    void    *ready_arg;
     /* where the buffers above live (strata__work_alloc: cpu:0), and what a
      * GPU replica needs besides: page-locked staging for a batch, the raw
      * pixels on the device, the loss accumulator */

@@ -61,6 +61,18 @@ static int check_sync(strata__run_t *run, int r, int64_t step)
     return STRATA_OK;
 }
 
+/* The backward pass's hand-off to reduce_ready (strata__work_t.on_ready). */
+struct ready_arg {
+    strata__run_t     *run;
+    const strata_op_t *op;
+};
+
+static int grads_ready(void *arg, size_t lo)
+{
+    const struct ready_arg *a = arg;
+    return a->run->strategy->vt->reduce_ready(a->run->spctx, a->op, lo);
+}
+
 /* One step of one replica: global batch `batch` of this epoch's order, the
  * job-wide step `step`. */
 static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
@@ -97,15 +109,23 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
     rep->work.noise_seed =
         strata__model_step_seed((uint64_t)run->s->train.seed, step);
     rep->work.row0 = row0;
-    if (rc == STRATA_OK)
-        rc = strata__model_step(m, rep->r, &rep->work, (int)rows, rep->grads,
-                                scale, &loss, &correct);
     strata_op_t op = {
         .struct_size = sizeof op, .slot = rep->r, .buf = rep->grads,
         .count = m->count, .device = rep->device,
         .reduce_op = STRATA_REDUCE_MEAN, .lr = lr_at(run, step), .step = step,
         .flags = STRATA_OP_GRADIENT,
     };
+    /* A strategy that overlaps its reduce with the backward pass hears of
+     * each layer's final gradients (ABI 2.4). */
+    struct ready_arg ra = { run, &op };
+    int overlap = STRATA_HAS(run->strategy->vt, reduce_ready);
+    rep->work.on_ready = overlap ? grads_ready : NULL;
+    rep->work.ready_arg = overlap ? &ra : NULL;
+    if (rc == STRATA_OK)
+        rc = strata__model_step(m, rep->r, &rep->work, (int)rows, rep->grads,
+                                scale, &loss, &correct);
+    rep->work.on_ready = NULL;
+    rep->work.ready_arg = NULL;
     if (rep->r == 0)
         strata__lr_log_note(&run->lr_log, step, op.lr);
     if (w)

@@ -147,7 +147,7 @@ static size_t layout_v2(size_t n)
     F(strata_plugin_v2_t, update) F(strata_plugin_v2_t, ctl)
     F(strata_plugin_v2_t, drive) F(strata_plugin_v2_t, next_step)
     F(strata_plugin_v2_t, send) F(strata_plugin_v2_t, recv)
-    F(strata_plugin_v2_t, placed)
+    F(strata_plugin_v2_t, placed) F(strata_plugin_v2_t, reduce_ready)
     return n;
 }
 

@@ -18,7 +18,8 @@
 #      0's launch serving the membership at the rendezvous address; a
 #      worker of node 1 killed (-9): the other three go on as generation 1,
 #      node 1's launch restarts it alone and it joins generation 2; both
-#      launches exit 0, the 4 workers hold the same variables, and
+#      launches exit 0, the 4 workers hold the same variables (their
+#      all-reduce overlapped with the backward pass: two hosts), and
 #      debug.step_log shows every sample of every epoch trained once.
 #   6. a ps job across both, one launch --tasks per machine (node 0: the
 #      chief, 2 ps and worker:0; node 1: worker:1, worker:2): worker:2
@@ -183,7 +184,8 @@ check "restart: 4 equal hashes" '[ "$(echo "$h" | wc -l)" -eq 4 ] && [ "$(echo "
 # ---- 5. elastic across machines: a worker lost on node 1 and taken back ---------
 p=$(port)
 launch_nodes elastic -n 2 --elastic 2:4 --max-restarts 1 "${job[@]}" "${slow[@]}" \
-    --set train.epochs=3 --set "debug.step_log=$tmp/steps.log"
+    --set train.epochs=3 --set "debug.step_log=$tmp/steps.log" \
+    --set strategy.mwms.bucket_bytes=4K
 kill_worker3 elastic "generation 0: 4 workers"
 wait_nodes
 check "elastic: node 0 exit 0 (got $r0: $(tail -3 "$tmp/elastic0.err"))" '[ $r0 -eq 0 ]'
@@ -196,6 +198,8 @@ g1=$(grep -o "generation 1: [^)]*)" "$tmp/elastic0.err" | head -1)
 check "elastic: the three others went on as generation 1 (got '$g1')" \
     '[ -n "$g1" ] && [ "$(echo "$g1" | grep -o "worker:[012]" | sort -u | wc -l)" -eq 3 ] &&
      echo "$g1" | grep -q "^generation 1: 3 workers (" && ! echo "$g1" | grep -q "worker:3"'
+check "elastic: the workers overlapped their all-reduce with the backward pass (overlap = auto, two hosts)" \
+    'grep -q "all-reduce in 2 buckets of about 4096 bytes, overlapped" "$tmp/elastic0.err"'
 check "elastic: node 1 restarted worker:3 alone" \
     'grep -q "worker:3 failed (exit 137); restarting it alone" "$tmp/elastic1.err"'
 check "elastic: worker:3 came back in generation 2" \

@@ -50,7 +50,7 @@ while [ $# -gt 0 ]; do
     -n) ns_list=${2:?}; shift 2 ;;
     -r) conds=${2:?}; shift 2 ;;
     -k) launches=${2:?}; shift 2 ;;
-    -p) pss=${2:?}; shift 2 ;;
+    -p) pss=${2?}; shift 2 ;;  # "": mwms only
     -m) models=${2:?}; shift 2 ;;
     -t) rounds=${2:?}; shift 2 ;;
     -o) mkdir -p "${2:?}"; report_dir=$(cd "$2" && pwd); shift 2 ;;

@@ -255,6 +255,20 @@ typedef struct strata_plugin_v2 {
                  int timeout_ms);
     /* Optional, strategy: every variable has been through create_var. */
     int  (*placed)(void *pctx);
+
+    /* ---- ABI 2.4: STRATA_HAS(p, reduce_ready) ----------------------------- */
+    /* Optional, strategy: overlap of the backward pass and the reduce. While
+     * replica op->slot runs the backward pass of step op->step, the core
+     * calls reduce_ready() on that replica's thread each time the gradients
+     * [ready, op->count) of op->buf are final -- the last layer's first, so
+     * `ready` decreases from call to call -- and then reduce(op) as ever.
+     * The strategy may start reducing final elements at once (on a thread of
+     * its own); it must not touch op->buf below `ready` before reduce(), and
+     * reduce() returns when all of op->buf is reduced, as without these
+     * calls. op is the one reduce() gets (same buf, count, step, flags); it
+     * lives until reduce() returns. A failure returned ends the step as a
+     * failed reduce() would. */
+    int  (*reduce_ready)(void *pctx, const strata_op_t *op, size_t ready);
 } strata_plugin_v2_t;
 
 #ifdef __cplusplus

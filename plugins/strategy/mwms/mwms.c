@@ -29,7 +29,14 @@
  * all-reduce's bytes per step until the transports offer reduce-scatter.
  * Checkpoints: STATE_GET gathers every shard's slots (the file is the
  * unsharded run's), STATE_SET keeps each worker's own range. Not with
- * elastic = true: a lost worker would take its shard of the state along. */
+ * elastic = true: a lost worker would take its shard of the state along.
+ *
+ * Buckets and overlap (overlap.c): the workers' all-reduce goes in buckets
+ * of whole variables of about bucket_bytes, last layer first; with overlap
+ * (one replica per worker, on a CPU) a thread of the worker all-reduces
+ * each bucket as soon as the backward pass has produced it (reduce_ready,
+ * ABI 2.4), while the earlier layers' backward still runs. The same
+ * buckets in the same order either way: the bits do not depend on it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +44,7 @@
 #include <strata/plugin.h>
 
 #include "../common/replicas.h"
+#include "overlap.h"
 
 typedef struct mwms_cfg {
     int     reduce_op; /* 0 mean, 1 sum */
@@ -44,6 +52,8 @@ typedef struct mwms_cfg {
     int64_t min_workers, max_workers;
     double  rendezvous_timeout_s;
     int     shard_optimizer;
+    int     overlap;   /* 0 auto, 1 true, 2 false */
+    int64_t bucket_bytes;
 } mwms_cfg_t;
 
 static const strata_option_t mwms_options[] = {
@@ -77,6 +87,21 @@ static const strata_option_t mwms_options[] = {
               "optimizer state of 1/W of the variables, and the workers "
               "all-gather the variables after each step (the same bits; half "
               "an all-reduce's bytes more per step); not with elastic" },
+    { .key = "overlap", .type = STRATA_OPT_ENUM, .def = "auto",
+      .offset = offsetof(mwms_cfg_t, overlap), .min = 1, .max = 0,
+      .choices = "auto|true|false",
+      .help = "all-reduce each bucket of gradients across the workers while "
+              "the backward pass of the earlier layers runs (one replica per "
+              "worker, CPU devices); the same bits either way. auto: when "
+              "the workers are not all on this host (on one host they share "
+              "its cores, and overlap slows the step down)" },
+    { .key = "bucket_bytes", .type = STRATA_OPT_SIZE, .def = "1M",
+      .offset = offsetof(mwms_cfg_t, bucket_bytes), .min = 0,
+      .max = (int64_t)1 << 40,
+      .help = "gradient bytes per all-reduce across the workers (whole "
+              "variables, last layer first); 0 = one all-reduce of the whole "
+              "gradient. The buckets decide the order of the sums: workers of "
+              "one job must agree" },
     { .key = NULL },
 };
 
@@ -100,6 +125,10 @@ typedef struct mwms {
     /* shard_optimizer: nworkers + 1 bounds, this worker's optimizer state */
     size_t             *bound;
     strata_opt_t       *wopt;
+    /* the all-reduce's buckets: each variable's first element, then them */
+    size_t             *var_lo;
+    int                 nvars;
+    mw_buckets_t       *buckets;
 } mwms_t;
 
 static void mwms_fini(void *pctx)
@@ -107,6 +136,8 @@ static void mwms_fini(void *pctx)
     mwms_t *m = pctx;
     if (!m)
         return;
+    mw_buckets_close(m->buckets); /* its thread may use the world */
+    free(m->var_lo);
     if (m->rs.host) {
         m->rs.host->t_close(m->rs.hc, m->world);
         m->rs.host->t_close(m->rs.hc, m->local);
@@ -341,14 +372,78 @@ static int mwms_init(const strata_host_v2_t *host, strata_hctx_t *hc,
     return STRATA_OK;
 }
 
-/* Every replica of every worker starts from the chief's values: the chief
- * broadcasts the whole slab once the last variable is placed. */
+/* Each variable's first element, for the buckets. */
+static int note_var(mwms_t *m, const strata_var_t *var)
+{
+    size_t *lo = realloc(m->var_lo, ((size_t)m->nvars + 1) * sizeof *lo);
+    if (!lo)
+        return STRATA_ENOMEM;
+    m->var_lo = lo;
+    m->var_lo[m->nvars++] = var->offset;
+    return STRATA_OK;
+}
+
+/* The host part of "host:port" ("[::1]:port" too). */
+static size_t host_len(const char *addr)
+{
+    const char *colon = addr ? strrchr(addr, ':') : NULL;
+    return colon ? (size_t)(colon - addr) : 0;
+}
+
+/* overlap = auto: on unless every worker is on this one's host, where the
+ * bucket thread would take cores the backward pass needs (measured:
+ * contrib/bench/overlap). */
+static int workers_elsewhere(const mwms_t *m)
+{
+    const char *me = m->addrs ? m->addrs[m->rank] : NULL;
+    size_t n = host_len(me);
+    for (int w = 0; n && w < m->nworkers; w++)
+        if (host_len(m->addrs[w]) != n || strncmp(m->addrs[w], me, n) != 0)
+            return 1;
+    return 0;
+}
+
+/* The buckets: threaded (overlap) with one replica per worker on a CPU,
+ * where the backward pass runs on the replica's thread and the bucket
+ * thread only waits on sockets. */
+static int open_buckets(mwms_t *m)
+{
+    int want = m->cfg.overlap == 1 ||
+               (m->cfg.overlap == 0 && workers_elsewhere(m));
+    int threaded = want && m->rs.n == 1 &&
+                   (m->world || m->cfg.elastic) &&
+                   STRATA_DEVICE_TYPE(m->rs.devices[0]) == STRATA_DEV_CPU;
+    int rc = mw_buckets_open(&m->buckets, m->rs.host, m->rs.hc, m->var_lo,
+                             m->nvars, m->rs.count,
+                             (size_t)m->cfg.bucket_bytes, threaded);
+    if (rc == STRATA_OK && m->rank == 0)
+        m->rs.host->log(m->rs.hc, STRATA_LOG_INFO, "mwms", "all-reduce in "
+                        "%d bucket%s of about %lld bytes%s",
+                        mw_buckets_count(m->buckets),
+                        mw_buckets_count(m->buckets) == 1 ? "" : "s",
+                        (long long)m->cfg.bucket_bytes,
+                        mw_buckets_threaded(m->buckets)
+                            ? ", overlapped with the backward pass"
+                        : m->cfg.overlap == 0 && !want
+                            ? " (overlap = auto: every worker on this host)"
+                            : "");
+    return rc;
+}
+
 static int mwms_create_var(void *pctx, strata_var_t *var)
 {
     mwms_t *m = pctx;
     int rc = replicas_create_var(&m->rs, var);
-    if (rc != STRATA_OK || !m->world || m->joining ||
-        var->offset + var->count < m->rs.count)
+    return rc == STRATA_OK ? note_var(m, var) : rc;
+}
+
+/* Every replica of every worker starts from the chief's values: the chief
+ * broadcasts the whole slab once every variable is placed. */
+static int mwms_placed(void *pctx)
+{
+    mwms_t *m = pctx;
+    int rc = open_buckets(m);
+    if (rc != STRATA_OK || !m->world || m->joining)
         return rc;
     strata_op_t op = {
         .struct_size = sizeof op, .slot = 0, .buf = m->rs.slab[0],
@@ -376,9 +471,7 @@ static int mwms_reduce(void *pctx, strata_op_t *op)
     if (m->local)
         rc = h->t_reduce(hc, m->local, &t);
     if (rc == STRATA_OK && m->world && op->slot == 0) {
-        strata_op_t w = t;
-        w.slot = 0;
-        rc = h->t_reduce(hc, m->world, &w);
+        rc = mw_buckets_reduce(m->buckets, m->world, &t);
         if (rc != STRATA_OK && m->local)
             h->t_ctl(hc, m->local, STRATA_CTL_ABORT, NULL);
     }
@@ -387,6 +480,17 @@ static int mwms_reduce(void *pctx, strata_op_t *op)
         rc = h->t_update(hc, m->local, &t);
     }
     return rc;
+}
+
+/* The gradients [ready, count) are final: their buckets may go (overlap). */
+static int mwms_reduce_ready(void *pctx, const strata_op_t *op, size_t ready)
+{
+    mwms_t *m = pctx;
+    if (!m->world || !m->buckets || op->slot != 0)
+        return STRATA_OK;
+    strata_op_t t = *op;
+    t.reduce_op = m->reduce_op;
+    return mw_buckets_ready(m->buckets, m->world, &t, ready);
 }
 
 static int mwms_update(void *pctx, strata_op_t *op)
@@ -437,6 +541,7 @@ static int mwms_ctl(void *pctx, int op, void *arg)
         if (!m->cfg.elastic)
             return STRATA_ENOTSUP;
         /* Closing a broken group is bounded (the transport's linger). */
+        mw_buckets_drain(m->buckets);
         h->t_close(hc, m->world);
         h->t_close(hc, m->local);
         m->world = m->local = NULL;
@@ -465,7 +570,9 @@ STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
     .init = mwms_init,
     .fini = mwms_fini,
     .create_var = mwms_create_var,
+    .placed = mwms_placed,
     .reduce = mwms_reduce,
     .update = mwms_update,
     .ctl = mwms_ctl,
+    .reduce_ready = mwms_reduce_ready,
 };
