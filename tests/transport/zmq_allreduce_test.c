@@ -337,6 +337,10 @@ static void basic(void)
     static const char *const zmq_only[] = { "direct=off", "timeout_s=20",
                                             NULL };
     static const char *const opts[] = { "timeout_s=20", NULL };
+    /* waits that never spin, and that spin for a millisecond */
+    static const char *const no_spin[] = { "timeout_s=20", "spin_us=0", NULL };
+    static const char *const long_spin[] = { "timeout_s=20", "spin_us=1000",
+                                             NULL };
 
     static const char *const grads[] = {
         "gsum:7", "gsum:1000", "gmean:1000", "gsum:262147", "gmean:262147",
@@ -374,6 +378,8 @@ static void basic(void)
         run_ok(3, 0, ring_only, a3, 20);  /* tiny buffers on the ring */
         run_ok(4, 0, gather_all, a4, 20); /* big ones gathered */
         run_ok(2, 0, zmq_only, a2, 40);   /* data on zmq, not direct */
+        run_ok(2, 0, no_spin, a2, 40);
+        run_ok(2, 0, long_spin, a2, 40);
         run_ok(3, 0, zmq_only, a3, 20);
     }
 }

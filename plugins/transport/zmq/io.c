@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static void drain_zc_pipe(strz_ctx_t *c)
@@ -477,6 +478,33 @@ int strz_control_look(strz_ctx_t *c, int64_t now)
     return 0;
 }
 
+/* Direct sockets: poll the wait's items without sleeping for up to
+ * spin_us (a small message's reply comes within a few microseconds on a
+ * fast link, and a sleep's wake-up costs as much again); never where the
+ * members may outnumber this host's CPUs, whose spinning would keep the
+ * very peer it waits for off a core. Returns what zmq_poll does; 0: the
+ * budget went by, nothing ready. */
+static int spin_poll(strz_ctx_t *c, zmq_pollitem_t *it, int k)
+{
+    if (c->spin_ns == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        c->spin_ns = cpus >= c->n ? c->cfg.spin_us * 1000 : -1;
+    }
+    if (c->spin_ns <= 0)
+        return 0;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int rc = zmq_poll(it, k, 0);
+        if (rc != 0)
+            return rc;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((int64_t)(t.tv_sec - t0.tv_sec) * 1000000000 +
+                (t.tv_nsec - t0.tv_nsec) >= c->spin_ns)
+            return 0;
+    }
+}
+
 int strz_wait(strz_ctx_t *c, int mask, int64_t deadline)
 {
     zmq_pollitem_t it[8];
@@ -554,7 +582,9 @@ int strz_wait(strz_ctx_t *c, int mask, int64_t deadline)
         i_zc = k;
         it[k++] = (zmq_pollitem_t){ .fd = c->zc_pipe[0], .events = ZMQ_POLLIN };
     }
-    rc = zmq_poll(it, k, until > now ? (long)(until - now) : 0);
+    rc = fast ? spin_poll(c, it, k) : 0;
+    if (rc == 0)
+        rc = zmq_poll(it, k, until > now ? (long)(until - now) : 0);
     if (rc < 0) {
         if (zmq_errno() == EINTR)
             return 0;

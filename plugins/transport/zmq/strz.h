@@ -40,6 +40,7 @@ typedef struct strz_cfg {
     int     shm;           /* STRZ_SHM_AUTO or STRZ_SHM_OFF (ENUM index)  */
     int     direct;        /* STRZ_DIRECT_AUTO or STRZ_DIRECT_OFF         */
     int     compression;   /* STRZ_COMP_*: gradients on the wire           */
+    int64_t spin_us;       /* direct sockets: poll without sleeping first */
 } strz_cfg_t;
 
 enum { STRZ_SHM_AUTO = 0, STRZ_SHM_OFF = 1 };
@@ -104,6 +105,7 @@ typedef struct strz_ctx {
     int      right_dport;  /* the right's offer (HELLO_ACK), 0: none        */
     uint64_t right_dtoken;
     int64_t  next_ctrl;    /* strz_now_ms() of the next control look       */
+    int64_t  spin_ns;      /* spin_poll budget: 0 not decided, -1 never     */
     float   *scratch;      /* one segment: received data before it is added */
     void    *gather;       /* gather all-reduce: received messages (ring.c) */
     size_t   gather_cap;

@@ -55,6 +55,12 @@ static const strata_option_t k_options[] = {
       "gradients on the wire: fp16 or bf16 send 16 bits per value and sum "
       "in float32 (fp16 overflows to inf past 65504); other data stays "
       "exact" },
+    { "spin_us", STRATA_OPT_INT, 0, "50",
+      offsetof(strz_cfg_t, spin_us), 0, 1000, NULL,
+      "on the direct sockets, a wait polls without sleeping for up to this "
+      "long before it sleeps (a small message's reply comes sooner than a "
+      "wake-up); only where this host has a CPU for every member. 0: "
+      "never" },
     { NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL }
 };
 
@@ -131,6 +137,8 @@ static int check_cfg(const strata_host_v2_t *host, strata_hctx_t *hc,
     else if (cfg->compression < STRZ_COMP_NONE
              || cfg->compression > STRZ_COMP_BF16)
         bad = "compression (none|fp16|bf16)";
+    else if (cfg->spin_us < 0 || cfg->spin_us > 1000)
+        bad = "spin_us (0..1000)";
     if (bad == NULL)
         return 0;
     host->log(hc, STRATA_LOG_ERROR, "zmq", "[transport] %s out of range",
