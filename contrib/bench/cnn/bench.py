@@ -55,6 +55,7 @@ TRAIN_SAMPLES = 60000
 T_KERAS_TORCH = 2.0     # Keras CNN: / best torch single process
 T_KERAS_TF = 5.0        # Keras CNN: / TF MirroredStrategy
 T_SEEDS_TORCH = 1.5     # seeds' CNN: / best torch single process
+T_SEEDS_DDP = 3.0       # seeds' CNN: mwms 2 workers / torch DDP (gloo)
 T_ACC_PP = 0.5          # accuracy: at most 0.5 points below torch's median
 
 
@@ -205,9 +206,11 @@ def read_speed_csv(path, what):
         raise BenchError("%s: cannot read %s: %s" % (what, path, e))
 
 
-def run_strata_speed(a, ctx, tag, model, batch, devices):
+def run_strata_speed(a, ctx, tag, model, batch, devices, workers=1):
     """One pass over `limit` samples to warm up, then passes until at least
-    `steps` steps; samples/s over all passes but the first."""
+    `steps` steps; samples/s over all passes but the first. workers > 1:
+    mwms, that many processes through strata launch (as users start them;
+    on one host the workers meet through shared memory)."""
     steps, _, limit = plan(a, model, batch)
     per_epoch = limit // batch
     epochs = 1 + math.ceil(steps / per_epoch)
@@ -221,6 +224,9 @@ def run_strata_speed(a, ctx, tag, model, batch, devices):
             "optimizer.name=adam", "optimizer.lr=0.001",
             "strategy.plugin=mirrored", "transport.plugin=local"]
     cmd = [ctx["strata"], "train", "-c", ctx["ini"]]
+    if workers > 1:
+        sets[-2:] = ["strategy.plugin=mwms", "transport.world=zmq"]
+        cmd[1:2] = ["launch", "-n", str(workers)]
     for s in sets:
         cmd += ["--set", s]
     rc, rss, _ = mb.run_child(cmd, log_path)
@@ -269,7 +275,9 @@ def configs(a):
     if not a.skip_strata:
         out += [("s1", "strata mirrored, 1 replica", 1, "strata", "cpu:0"),
                 ("s2", "strata mirrored, 2 replicas", 2, "strata",
-                 "cpu:0, cpu:1")]
+                 "cpu:0, cpu:1"),
+                ("mw2", "strata mwms, 2 workers (launch)", 2, "strata",
+                 ("cpu:0", 2))]
     out += [("t1", "torch 1 thread", 1, "torch", ["--threads", "1"]),
             ("t2", "torch 2 threads", 2, "torch", ["--threads", "2"]),
             ("t2b", "torch 1 thread + 2 BLAS threads", 2, "torch",
@@ -298,8 +306,10 @@ def speed(a, ctx):
                              % (MODELS[model][0], label, batch, rnd + 1,
                                 a.rounds))
                     if kind == "strata":
+                        dev, nw = args if isinstance(args, tuple) \
+                            else (args, 1)
                         sps, rss = run_strata_speed(a, ctx, tag, model,
-                                                    batch, args)
+                                                    batch, dev, nw)
                     elif kind == "torch":
                         sps, rss = run_anchor(a, ctx, tag, model, batch,
                                               a.python, TORCH_CNN, args)
@@ -392,6 +402,10 @@ def report_speed(a, res, bounds, targets):
                                 "%.1fx best torch single process"
                                 % T_SEEDS_TORCH, fmt_ratio(r),
                                 r >= T_SEEDS_TORCH))
+                r = ratio(res[(model, batch, "mw2")]["sps"], ddp)
+                targets.append(("seeds' CNN, batch 64: strata mwms 2 workers "
+                                ">= %.1fx torch DDP (gloo)" % T_SEEDS_DDP,
+                                fmt_ratio(r), r >= T_SEEDS_DDP))
         print()
 
 
