@@ -91,6 +91,21 @@ extern "C" {
  * step) everywhere with STRATA_CTL_STATE_GET/SET when a member lacks it.
  * STRATA_ENOTSUP: not elastic, the failure ends the job. */
 #define STRATA_CTL_REGROUP 6
+/* Transport (ABI 2.4): the two halves of an all-reduce over shards the
+ * caller chooses (ZeRO: reduce the gradients, step a shard, gather the
+ * variables), arg = strata_shards_t *. Member m owns the elements
+ * [bounds[m], bounds[m + 1]) of op->buf (bounds: group size + 1 ascending
+ * offsets from 0 to op->count, the same on every member; a shard may be
+ * empty). REDUCE_SCATTER: on return member m's shard holds the sum (or
+ * mean, op->reduce_op) of every member's values there; the rest of op->buf
+ * is scratch. ALL_GATHER: member m's shard holds its values; on return
+ * every shard holds its owner's, bitwise. Each moves (n-1)/n of the buffer
+ * per member, half an all-reduce. Collective, blocks like reduce(); one
+ * thread per member. arg->op == NULL asks, without a collective, whether
+ * this group offers them: STRATA_OK or STRATA_ENOTSUP (the caller then
+ * reduces and broadcasts instead). */
+#define STRATA_CTL_REDUCE_SCATTER 7
+#define STRATA_CTL_ALL_GATHER     8
 
 /* The entry symbol of each ABI major: the core looks for the newest first. */
 #define STRATA_PLUGIN_SYMBOL    "strata_plugin_v2"

@@ -19,6 +19,9 @@
  *    clip_norm): bitwise equal to unsharded, worker 0 places its shard's
  *    slots only, the checkpoint is the same file and resumes in the other
  *    mode to the uninterrupted run's bits; elastic refuses it;
+ *  - mwms over the zmq ring (shm = off): reduce-scatter, step, all-gather;
+ *    2 workers bitwise, 3 within 1e-6 of unsharded; with clip_norm the
+ *    all-reduce path;
  *  - shard_optimizer = true with a bad value: one config error. */
 #include <unistd.h>
 
@@ -34,12 +37,14 @@ static long g_model_bytes; /* the banner's "the model's N bytes" */
 /* strata CMD (train, or launch -n 2 for mwms) with the common settings,
  * `sets` (NULL-ended) and a dump of the final variables to DIR/name.bin;
  * returns the placed bytes (0 on failure, which is checked). */
-static long run(const char *cmd, const char *name, const char *const *sets)
+static long run_n(const char *cmd, const char *nw, const char *name,
+                  const char *const *sets)
 {
     char dump[600];
     snprintf(dump, sizeof dump, "debug.dump_vars=%s/%s.bin", g_dir, name);
     int two = !strcmp(cmd, "launch");
-    char *argv[64] = { (char *)spawn_strata_bin(), (char *)cmd, "-n", "2",
+    char *argv[64] = { (char *)spawn_strata_bin(), (char *)cmd, "-n",
+                       (char *)nw,
                        "--set", "train.progress=none", "--set",
                        "train.eval=false", "--set", "data.limit_train=3200",
                        "--set", "debug.check_sync=true", "--set", dump };
@@ -57,6 +62,11 @@ static long run(const char *cmd, const char *name, const char *const *sets)
     const char *m = strstr(g_r.out, "the model's ");
     g_model_bytes = m ? atol(m + strlen("the model's ")) : 0;
     return g_r.code == 0 && p ? atol(p + strlen(" placed ")) : 0;
+}
+
+static long run(const char *cmd, const char *name, const char *const *sets)
+{
+    return run_n(cmd, "2", name, sets);
 }
 
 static long train(const char *name, const char *const *sets)
@@ -191,6 +201,48 @@ static void mwms_equivalence(const char *what, const char *const *sets,
            "want %ld", what, shard, n * model + slots * own * 4);
 }
 
+/* mwms over the zmq ring (shm = off): shard_optimizer takes the ring's
+ * halves -- reduce-scatter, step the shard, all-gather -- where no
+ * clip_norm needs the whole gradient: 2 workers give the unsharded bits
+ * (a sum of two is the same either way), 3 workers the unsharded run
+ * within 1e-6 relative L2 (the sums go in the shards' order); with
+ * clip_norm it all-reduces as on one host's shared memory. */
+static void mwms_halves(void)
+{
+    static const char *const halves_line =
+        "shard_optimizer: reduce-scatter, step the shard, all-gather";
+    static const char *const cases[][2] = { { "2", "mwms-tcp-2" },
+                                            { "3", "mwms-tcp-3" } };
+    for (int c = 0; c < 2; c++) {
+        const char *nw = cases[c][0], *what = cases[c][1];
+        const char *s[] = { "strategy.plugin=mwms", "transport.zmq.shm=off",
+                            "train.max_steps=50", "train.devices=cpu:0",
+                            "train.batch_size=48",
+                            "strategy.mwms.shard_optimizer=false", NULL };
+        char a[64], b[64], pa[700], pb[700];
+        snprintf(a, sizeof a, "%s-full", what);
+        snprintf(b, sizeof b, "%s-shard", what);
+        run_n("launch", nw, a, s);
+        s[5] = "strategy.mwms.shard_optimizer=true";
+        run_n("launch", nw, b, s);
+        CHECKF(strstr(g_r.err, halves_line), "%s: no \"%s\":\n%s", what,
+               halves_line, g_r.err);
+        path(pa, sizeof pa, a);
+        path(pb, sizeof pb, b);
+        CHECKF(c == 1 || same_file(pa, pb), "%s: the reduce-scatter run "
+               "differs from the unsharded run", what);
+        dump_compare(pa, pb, what, 1e-6);
+    }
+    const char *clip[] = { "strategy.plugin=mwms", "transport.zmq.shm=off",
+                           "train.max_steps=20", "train.devices=cpu:0",
+                           "optimizer.clip_norm=0.05",
+                           "strategy.mwms.shard_optimizer=true", NULL };
+    run("launch", "mwms-tcp-clip", clip);
+    CHECKF(strstr(g_r.err, "shard_optimizer: all-reduce, step the shard, one "
+                  "broadcast per worker"),
+           "clip_norm: the whole gradient is needed, yet:\n%s", g_r.err);
+}
+
 static void mwms_cases(void)
 {
     static const char *const adam[] = { "train.max_steps=50",
@@ -296,6 +348,7 @@ int main(void)
     equivalences();
     cross_resume();
     mwms_cases();
+    mwms_halves();
 
     char *bad[] = { (char *)spawn_strata_bin(), "train", "--set",
                     "strategy.mirrored.shard_optimizer=maybe", "--set",

@@ -4,6 +4,7 @@
  *   zmq_allreduce_test DRIVER [basic|fail|proto][-shm]
  *
  * basic: sums/means/broadcasts/barriers of many sizes for n = 2, 3, 4;
+ *        reduce-scatter then all-gather over uneven shards (shm=off);
  *        every rank's stdout (one hash per action) must be identical;
  *        gradients with compression = fp16 and bf16 (gather and ring,
  *        direct sockets and zmq, shared memory in the -shm group): within
@@ -375,6 +376,15 @@ static void basic(void)
             run_ok(3, 0, o_zmq, grads, 40);
     }
     if (strcmp(g_shm, "shm=off") == 0) {
+        /* the ring's halves over uneven shards, some of them empty */
+        static const char *const sh[] = {
+            "shards:1", "shards:3", "shards:1000", "mshards:1000",
+            "shards:262147", "sum:1000", "mshards:70001", "barrier", NULL };
+        static const char *const sh_seg[] = { "timeout_s=20",
+                                              "chunk_bytes=4K", NULL };
+        run_ok(2, 0, opts, sh, 40);
+        run_ok(3, 1, opts, sh, 40);
+        run_ok(4, 0, sh_seg, sh, 40);
         run_ok(3, 0, ring_only, a3, 20);  /* tiny buffers on the ring */
         run_ok(4, 0, gather_all, a4, 20); /* big ones gathered */
         run_ok(2, 0, zmq_only, a2, 40);   /* data on zmq, not direct */

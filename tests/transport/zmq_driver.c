@@ -23,6 +23,13 @@
  *                           bits), so the sum must stay exact whatever the
  *                           compression
  *   bcast:ROOT:COUNT        broadcast, checked against the root's data
+ *   shards:COUNT mshards:COUNT  ctl REDUCE_SCATTER (sum, mean) of sum:'s
+ *                           data over uneven shards (member m owns
+ *                           [COUNT m^2/n^2, COUNT (m+1)^2/n^2): some empty
+ *                           for tiny COUNTs), this member's shard checked
+ *                           exactly, the rest overwritten; then ctl
+ *                           ALL_GATHER, every element checked; the group
+ *                           must offer them (shm=off)
  *   barrier                 ctl(STRATA_CTL_BARRIER)
  *   sleep:MS
  *   rep:COUNT:ITERS         sum:COUNT ITERS times, each checked
@@ -367,6 +374,60 @@ static int check_sum(run_t *r, const float *buf, size_t count, int op)
     return 0;
 }
 
+/* shards:COUNT / mshards:COUNT (see the top). */
+static int shards(run_t *r, const char *a, size_t count, int op)
+{
+    size_t *bounds = malloc(((size_t)r->n + 1) * sizeof *bounds);
+    float *buf = malloc(count * sizeof(float));
+    float *want = malloc(count * sizeof(float));
+    int rc = buf && want && bounds ? 0 : -98;
+    size_t n2 = (size_t)r->n * (size_t)r->n;
+    for (int m = 0; bounds && m <= r->n; m++)
+        bounds[m] = count * (size_t)m * (size_t)m / n2;
+    for (size_t i = 0; rc == 0 && i < count; i++)
+        buf[i] = value(r->rank, i);
+    if (rc == 0) /* the all-reduce's values, from check_sum's arithmetic */
+        for (size_t i = 0; i < count; i++) {
+            float w = 0.0f;
+            for (int k = 0; k < r->n; k++)
+                w += value(k, i);
+            want[i] = op == STRATA_REDUCE_MEAN ? w * (1.0f / (float)r->n) : w;
+        }
+    strata_op_t o = { .struct_size = sizeof o, .buf = buf, .count = count,
+                      .device = STRATA_DEVICE(STRATA_DEV_CPU, 0),
+                      .reduce_op = op };
+    strata_shards_t sh = { .struct_size = sizeof sh, .op = &o,
+                           .bounds = bounds };
+    if (rc == 0)
+        rc = r->vt->ctl(r->pctx, STRATA_CTL_REDUCE_SCATTER, &sh);
+    size_t lo = bounds[r->rank], hi = bounds[r->rank + 1];
+    for (size_t i = lo; rc == 0 && i < hi; i++)
+        if (buf[i] != want[i]) {
+            fprintf(stderr, "zmq_driver[%d]: %s: reduce-scatter element %zu "
+                    "of shard [%zu, %zu): %g, want %g\n", r->rank, a, i, lo,
+                    hi, buf[i], want[i]);
+            rc = 1;
+        }
+    for (size_t i = 0; rc == 0 && i < count; i++)
+        if (i < lo || i >= hi)
+            buf[i] = -12345.0f; /* the gather must bring every other shard */
+    if (rc == 0)
+        rc = r->vt->ctl(r->pctx, STRATA_CTL_ALL_GATHER, &sh);
+    for (size_t i = 0; rc == 0 && i < count; i++)
+        if (buf[i] != want[i]) {
+            fprintf(stderr, "zmq_driver[%d]: %s: all-gather element %zu: %g, "
+                    "want %g\n", r->rank, a, i, buf[i], want[i]);
+            rc = 1;
+        }
+    if (rc == 0)
+        printf("%s %016llx\n", a,
+               (unsigned long long)fnv1a(buf, count * sizeof(float)));
+    free(buf);
+    free(want);
+    free(bounds);
+    return rc;
+}
+
 static int do_action(run_t *r, const char *a)
 {
     unsigned long long count = 0, iters = 0, ms = 0;
@@ -439,6 +500,10 @@ static int do_action(run_t *r, const char *a)
         free(buf);
         return rc;
     }
+    if (sscanf(a, "shards:%llu", &count) == 1 && count)
+        return shards(r, a, count, STRATA_REDUCE_SUM);
+    if (sscanf(a, "mshards:%llu", &count) == 1 && count)
+        return shards(r, a, count, STRATA_REDUCE_MEAN);
     int kind = 0;
     if (sscanf(a, "sum:%llu", &count) == 1)
         kind = 1;

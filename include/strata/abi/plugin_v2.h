@@ -66,6 +66,16 @@ typedef struct strata_membership {
                                  /* this step, and rank 0 holds its state   */
 } strata_membership_t;
 
+/* Argument of STRATA_CTL_REDUCE_SCATTER and STRATA_CTL_ALL_GATHER (ABI
+ * 2.4): the buffer (op: buf, count, device, reduce_op, flags) and who owns
+ * which part of it. Owned by the caller for the call. */
+typedef struct strata_shards {
+    uint32_t       struct_size;
+    strata_op_t   *op;       /* NULL: only ask whether the group offers it  */
+    const size_t  *bounds;   /* group size + 1 offsets: member m owns        */
+                             /* [bounds[m], bounds[m + 1]) of op->buf        */
+} strata_shards_t;
+
 typedef struct strata_host_v2 {
     uint32_t struct_size;          /* sizeof(strata_host_v2_t) the core has */
     uint16_t abi_major, abi_minor;

@@ -25,8 +25,14 @@
  * shard with the same element-wise kernel as an unsharded step, the
  * workers all-gather the variables (one broadcast per worker, of its
  * shard), and the worker's replicas take replica 0's copy: every copy ends
- * bitwise equal to an unsharded run's. The all-gather adds half an
- * all-reduce's bytes per step until the transports offer reduce-scatter.
+ * bitwise equal to an unsharded run's. Where the world transport offers
+ * reduce-scatter and all-gather over shards (STRATA_CTL_REDUCE_SCATTER,
+ * zmq's ring; not its shared memory) and no clip_norm needs the whole
+ * gradient, the step is ZeRO's own instead: reduce-scatter the gradients,
+ * step the shard, all-gather the variables -- the bytes of one
+ * all-reduce, not 1.5; the sums then run in the order of the shards, not
+ * of the all-reduce's chunks (2 workers: the same bits; more: within
+ * rounding).
  * Checkpoints: STATE_GET gathers every shard's slots (the file is the
  * unsharded run's), STATE_SET keeps each worker's own range. Not with
  * elastic = true: a lost worker would take its shard of the state along.
@@ -125,6 +131,7 @@ typedef struct mwms {
     /* shard_optimizer: nworkers + 1 bounds, this worker's optimizer state */
     size_t             *bound;
     strata_opt_t       *wopt;
+    int                 halves;  /* reduce-scatter + all-gather (above) */
     /* the all-reduce's buckets: each variable's first element, then them */
     size_t             *var_lo;
     int                 nvars;
@@ -259,6 +266,14 @@ static int shard_init(mwms_t *m)
 /* The all-gather: worker w broadcasts buf's range of its shard. */
 static int all_gather(mwms_t *m, float *buf, int32_t device)
 {
+    if (m->halves && m->world) {
+        strata_op_t o = { .struct_size = sizeof o, .buf = buf,
+                          .count = m->rs.count, .device = device };
+        strata_shards_t sh = { .struct_size = sizeof sh, .op = &o,
+                               .bounds = m->bound };
+        return m->rs.host->t_ctl(m->rs.hc, m->world, STRATA_CTL_ALL_GATHER,
+                                 &sh);
+    }
     int rc = STRATA_OK;
     for (int w = 0; m->world && rc == STRATA_OK && w < m->nworkers; w++) {
         strata_op_t b = { .struct_size = sizeof b, .buf = buf + m->bound[w],
@@ -372,6 +387,21 @@ static int mwms_init(const strata_host_v2_t *host, strata_hctx_t *hc,
     return STRATA_OK;
 }
 
+/* shard_optimizer: does the world offer reduce-scatter and all-gather,
+ * and is the whole gradient never needed (no clip_norm: grad_sumsq says 0
+ * at once when clipping is off)? */
+static int halves_offered(mwms_t *m)
+{
+    const strata_host_v2_t *h = m->rs.host;
+    strata_shards_t ask = { .struct_size = sizeof ask };
+    double unused;
+    return m->wopt && m->world &&
+           h->t_ctl(m->rs.hc, m->world, STRATA_CTL_REDUCE_SCATTER, &ask) ==
+               STRATA_OK &&
+           (!STRATA_HAS_FIELD(strata_host_v2_t, h, grad_sumsq) ||
+            h->grad_sumsq(m->rs.hc, m->cpu, 0, NULL, &unused) == 0);
+}
+
 /* Each variable's first element, for the buckets. */
 static int note_var(mwms_t *m, const strata_var_t *var)
 {
@@ -408,8 +438,8 @@ static int workers_elsewhere(const mwms_t *m)
  * thread only waits on sockets. */
 static int open_buckets(mwms_t *m)
 {
-    int want = m->cfg.overlap == 1 ||
-               (m->cfg.overlap == 0 && workers_elsewhere(m));
+    int want = !m->halves && (m->cfg.overlap == 1 ||
+               (m->cfg.overlap == 0 && workers_elsewhere(m)));
     int threaded = want && m->rs.n == 1 &&
                    (m->world || m->cfg.elastic) &&
                    STRATA_DEVICE_TYPE(m->rs.devices[0]) == STRATA_DEV_CPU;
@@ -442,6 +472,13 @@ static int mwms_create_var(void *pctx, strata_var_t *var)
 static int mwms_placed(void *pctx)
 {
     mwms_t *m = pctx;
+    m->halves = halves_offered(m);
+    if (m->wopt && m->rank == 0)
+        m->rs.host->log(m->rs.hc, STRATA_LOG_INFO, "mwms", "shard_optimizer: "
+                        "%s", m->halves
+                            ? "reduce-scatter, step the shard, all-gather"
+                            : "all-reduce, step the shard, one broadcast per "
+                              "worker");
     int rc = open_buckets(m);
     if (rc != STRATA_OK || !m->world || m->joining)
         return rc;
@@ -471,7 +508,10 @@ static int mwms_reduce(void *pctx, strata_op_t *op)
     if (m->local)
         rc = h->t_reduce(hc, m->local, &t);
     if (rc == STRATA_OK && m->world && op->slot == 0) {
-        rc = mw_buckets_reduce(m->buckets, m->world, &t);
+        strata_shards_t sh = { .struct_size = sizeof sh, .op = &t,
+                               .bounds = m->bound };
+        rc = m->halves ? h->t_ctl(hc, m->world, STRATA_CTL_REDUCE_SCATTER, &sh)
+                       : mw_buckets_reduce(m->buckets, m->world, &t);
         if (rc != STRATA_OK && m->local)
             h->t_ctl(hc, m->local, STRATA_CTL_ABORT, NULL);
     }
@@ -486,7 +526,7 @@ static int mwms_reduce(void *pctx, strata_op_t *op)
 static int mwms_reduce_ready(void *pctx, const strata_op_t *op, size_t ready)
 {
     mwms_t *m = pctx;
-    if (!m->world || !m->buckets || op->slot != 0)
+    if (!m->world || !m->buckets || m->halves || op->slot != 0)
         return STRATA_OK;
     strata_op_t t = *op;
     t.reduce_op = m->reduce_op;

@@ -24,6 +24,13 @@
  *
  * Broadcast streams the buffer from the root along the ring in segments.
  *
+ * Reduce-scatter and all-gather (STRATA_CTL_REDUCE_SCATTER, _ALL_GATHER)
+ * are the ring's two halves on their own: steps 0 .. n-2, and n-1 ..
+ * 2n-3, over chunks the caller chose (`bounds`: member m owns [bounds[m],
+ * bounds[m+1])). As above rank r owns chunk (r + 1) mod n after the
+ * reduce-scatter and sends it first in the all-gather, so chunk k is
+ * member (k - 1) mod n's shard.
+ *
  * Compressed gradients (compression = fp16|bf16, on all-reduces whose op
  * says STRATA_OP_GRADIENT): every DATA payload is the 16-bit form of float32
  * values, 2 bytes per element, and every sum stays float32. The ring packs
@@ -56,8 +63,11 @@ typedef struct plan {
     float  *buf;
     size_t  count, seg;
     int     n, rank, op, root;
-    int     send_steps, recv_steps;
+    int     t0;          /* first step (the all-gather alone: n - 1)       */
+    int     send_steps, recv_steps; /* the step after the last            */
     size_t  lead;        /* sends that need no receive first               */
+    const size_t *bounds; /* NULL: n chunks of equal size; else n + 1      */
+                         /* bounds, chunk k = member (k - 1) mod n's shard */
     int     alg;         /* STRZ_ALG_RING or STRZ_ALG_GATHER (DATA flags)  */
     int     comp;        /* STRZ_COMP_*: DATA payloads in 16 bits          */
     size_t  esz;         /* bytes per element on the wire: 4, or 2          */
@@ -89,6 +99,12 @@ static void chunk_of(const plan_t *p, int t, int sending, size_t *off,
     }
     int n = p->n;
     size_t k = (size_t)((((p->rank - t - (sending ? 0 : 1)) % n) + n) % n);
+    if (p->bounds) {
+        size_t o = (k + (size_t)n - 1) % (size_t)n;
+        *off = p->bounds[o];
+        *len = p->bounds[o + 1] - p->bounds[o];
+        return;
+    }
     size_t q = p->count / (size_t)n, r = p->count % (size_t)n;
     *off = k * q + min_sz(k, r);
     *len = q + (k < r ? 1 : 0);
@@ -251,7 +267,7 @@ static int send_ready(const plan_t *p, const cursor_t *s, const cursor_t *r)
 
 static int run(strz_ctx_t *c, const plan_t *p, int64_t deadline)
 {
-    cursor_t s = { 0 }, r = { 0 };
+    cursor_t s = { .t = p->t0 }, r = { .t = p->t0 };
     const void *out = NULL; /* the payload of send s.done, once made */
     size_t out_for = (size_t)-1;
     int rc;
@@ -444,6 +460,51 @@ int strz_allreduce(strz_ctx_t *c, float *buf, size_t count, int op,
             return strz_fail(c, STRATA_ENOMEM, c->rank, "out of memory");
     }
     return run(c, &p, deadline);
+}
+
+/* The ring's halves over the caller's shards (see the top): steps
+ * [t0, t1) of an all-reduce. No shared-memory or gather form: the caller
+ * asks first (strz_shards_offered) and reduces otherwise. */
+static int halves(strz_ctx_t *c, const char *what, float *buf, size_t count,
+                  const size_t *bounds, int op, int comp, int t0, int t1)
+{
+    int64_t deadline = 0;
+    int rc = start(c, what, &deadline);
+    if (rc || c->n == 1)
+        return rc;
+    plan_t p = { .type = STRZ_DATA, .buf = buf, .count = count, .seg = c->seg,
+                 .n = c->n, .rank = c->rank, .op = op, .esz = sizeof(float),
+                 .t0 = t0, .send_steps = t1, .recv_steps = t1,
+                 .bounds = bounds };
+    size_t off, len;
+    chunk_of(&p, t0, 1, &off, &len);
+    p.lead = (len + p.seg - 1) / p.seg;
+    if (comp) {
+        p.comp = comp;
+        p.esz = 2;
+        if ((p.wire = kept_space(&c->wire, &c->wire_cap, count * 2)) == NULL)
+            return strz_fail(c, STRATA_ENOMEM, c->rank, "out of memory");
+    }
+    return run(c, &p, deadline);
+}
+
+int strz_shards_offered(const strz_ctx_t *c)
+{
+    return !c->shm;
+}
+
+int strz_reduce_scatter(strz_ctx_t *c, float *buf, size_t count,
+                        const size_t *bounds, int op, int comp)
+{
+    return halves(c, "reduce-scatter", buf, count, bounds, op, comp, 0,
+                  c->n - 1);
+}
+
+int strz_all_gather(strz_ctx_t *c, float *buf, size_t count,
+                    const size_t *bounds)
+{
+    return halves(c, "all-gather", buf, count, bounds, STRATA_REDUCE_SUM,
+                  STRZ_COMP_NONE, c->n - 1, 2 * (c->n - 1));
 }
 
 void strz_ring_free(strz_ctx_t *c)

@@ -271,6 +271,17 @@ int strz_broadcast(strz_ctx_t *c, float *buf, size_t count, int root);
 /* Every member meets (a one-element all-reduce, messages typed BARRIER),
  * by `deadline`, or 0 for the usual timeout from now. */
 int strz_barrier(strz_ctx_t *c, int64_t deadline);
+/* The two halves of the ring all-reduce over the caller's shards (member m
+ * owns [bounds[m], bounds[m+1]), the same bounds on every member): after
+ * strz_reduce_scatter each member's shard holds the sum (mean) there, after
+ * strz_all_gather every shard holds its owner's values. Ring only:
+ * strz_shards_offered() says 0 where the group runs through shared
+ * memory. */
+int strz_shards_offered(const strz_ctx_t *c);
+int strz_reduce_scatter(strz_ctx_t *c, float *buf, size_t count,
+                        const size_t *bounds, int op, int comp);
+int strz_all_gather(strz_ctx_t *c, float *buf, size_t count,
+                    const size_t *bounds);
 /* Frees what the collectives keep between calls. */
 void strz_ring_free(strz_ctx_t *c);
 

@@ -356,11 +356,56 @@ static int zmqt_update(void *pctx, strata_op_t *op)
     return host_done(c, op, v, bytes, rc);
 }
 
+/* STRATA_CTL_REDUCE_SCATTER / _ALL_GATHER (plugin.h). */
+static int zmqt_shards(strz_ctx_t *c, int gather, strata_shards_t *sh)
+{
+    const char *what = gather ? "all-gather" : "reduce-scatter";
+    if (sh == NULL || sh->struct_size < sizeof *sh)
+        return STRATA_EINVAL;
+    if (P2P_OF(c) || !strz_shards_offered(c))
+        return STRATA_ENOTSUP; /* shared memory: the caller reduces */
+    strata_op_t *op = sh->op;
+    if (op == NULL)
+        return STRATA_OK; /* only asked */
+    int rc = check_op(c, op, what);
+    if (rc)
+        return rc;
+    int bad = sh->bounds == NULL || sh->bounds[0] != 0
+              || sh->bounds[c->n] != op->count;
+    for (int m = 0; !bad && m < c->n; m++)
+        bad = sh->bounds[m] > sh->bounds[m + 1];
+    if (bad || (!gather && op->reduce_op != STRATA_REDUCE_SUM
+                && op->reduce_op != STRATA_REDUCE_MEAN)) {
+        strz_log(c, STRATA_LOG_ERROR, "%s: %s", what,
+                 bad ? "shard bounds not ascending from 0 to the count"
+                     : "unknown reduce op");
+        return STRATA_EINVAL;
+    }
+    if (op->count == 0)
+        return STRATA_OK;
+    size_t bytes = op->count * sizeof(float);
+    int grad = STRATA_HAS_FIELD(strata_op_t, op, flags)
+               && (op->flags & STRATA_OP_GRADIENT);
+    c->what = what;
+    float *v = host_view(c, op, bytes);
+    if (v == NULL) /* the peers must not wait for us: fail the group */
+        return strz_fail(c, STRATA_ENOMEM, c->rank,
+                         "no host staging buffer (%zu bytes)", bytes);
+    rc = gather ? strz_all_gather(c, v, op->count, sh->bounds)
+                : strz_reduce_scatter(c, v, op->count, sh->bounds,
+                                      op->reduce_op,
+                                      grad ? c->cfg.compression
+                                           : STRZ_COMP_NONE);
+    return host_done(c, op, v, bytes, rc);
+}
+
 static int zmqt_ctl(void *pctx, int op, void *arg)
 {
     strz_ctx_t *c = pctx;
-    (void)arg;
     switch (op) {
+    case STRATA_CTL_REDUCE_SCATTER:
+    case STRATA_CTL_ALL_GATHER:
+        return zmqt_shards(c, op == STRATA_CTL_ALL_GATHER, arg);
     case STRATA_CTL_BARRIER:
         if (P2P_OF(c))
             return STRATA_ENOTSUP;
