@@ -233,6 +233,23 @@ static void mwms_halves(void)
                "differs from the unsharded run", what);
         dump_compare(pa, pb, what, 1e-6);
     }
+    /* the reduce-scatter in buckets overlapped with the backward pass: the
+     * bits of one whole reduce-scatter after it */
+    const char *ov[] = { "strategy.plugin=mwms", "transport.zmq.shm=off",
+                         "train.max_steps=50", "train.devices=cpu:0",
+                         "train.batch_size=48",
+                         "strategy.mwms.shard_optimizer=true",
+                         "strategy.mwms.overlap=true",
+                         "strategy.mwms.bucket_bytes=4K", NULL };
+    run_n("launch", "3", "mwms-tcp-3-overlap", ov);
+    CHECKF(strstr(g_r.err, "reduce-scatter in 2 buckets of about 4096 bytes, "
+                           "overlapped with the backward pass"),
+           "no overlapped reduce-scatter:\n%s", g_r.err);
+    char pa[700], pb[700];
+    path(pa, sizeof pa, "mwms-tcp-3-shard");
+    path(pb, sizeof pb, "mwms-tcp-3-overlap");
+    CHECKF(same_file(pa, pb), "the overlapped reduce-scatter in buckets "
+           "differs from one reduce-scatter after the backward pass");
     const char *clip[] = { "strategy.plugin=mwms", "transport.zmq.shm=off",
                            "train.max_steps=20", "train.devices=cpu:0",
                            "optimizer.clip_norm=0.05",

@@ -30,9 +30,10 @@
  * zmq's ring; not its shared memory) and no clip_norm needs the whole
  * gradient, the step is ZeRO's own instead: reduce-scatter the gradients,
  * step the shard, all-gather the variables -- the bytes of one
- * all-reduce, not 1.5; the sums then run in the order of the shards, not
- * of the all-reduce's chunks (2 workers: the same bits; more: within
- * rounding).
+ * all-reduce, not 1.5 -- the reduce-scatter in the buckets below, so it
+ * overlaps with the backward pass as the all-reduce does; the sums then
+ * run in the order of the shards, not of the all-reduce's chunks (2
+ * workers: the same bits; more: within rounding).
  * Checkpoints: STATE_GET gathers every shard's slots (the file is the
  * unsharded run's), STATE_SET keeps each worker's own range. Not with
  * elastic = true: a lost worker would take its shard of the state along.
@@ -438,17 +439,19 @@ static int workers_elsewhere(const mwms_t *m)
  * thread only waits on sockets. */
 static int open_buckets(mwms_t *m)
 {
-    int want = !m->halves && (m->cfg.overlap == 1 ||
-               (m->cfg.overlap == 0 && workers_elsewhere(m)));
+    int want = m->cfg.overlap == 1 ||
+               (m->cfg.overlap == 0 && workers_elsewhere(m));
     int threaded = want && m->rs.n == 1 &&
                    (m->world || m->cfg.elastic) &&
                    STRATA_DEVICE_TYPE(m->rs.devices[0]) == STRATA_DEV_CPU;
     int rc = mw_buckets_open(&m->buckets, m->rs.host, m->rs.hc, m->var_lo,
                              m->nvars, m->rs.count,
-                             (size_t)m->cfg.bucket_bytes, threaded);
+                             (size_t)m->cfg.bucket_bytes, threaded,
+                             m->halves ? m->bound : NULL, m->nworkers);
     if (rc == STRATA_OK && m->rank == 0)
-        m->rs.host->log(m->rs.hc, STRATA_LOG_INFO, "mwms", "all-reduce in "
-                        "%d bucket%s of about %lld bytes%s",
+        m->rs.host->log(m->rs.hc, STRATA_LOG_INFO, "mwms", "%s in %d "
+                        "bucket%s of about %lld bytes%s",
+                        m->halves ? "reduce-scatter" : "all-reduce",
                         mw_buckets_count(m->buckets),
                         mw_buckets_count(m->buckets) == 1 ? "" : "s",
                         (long long)m->cfg.bucket_bytes,
@@ -508,10 +511,7 @@ static int mwms_reduce(void *pctx, strata_op_t *op)
     if (m->local)
         rc = h->t_reduce(hc, m->local, &t);
     if (rc == STRATA_OK && m->world && op->slot == 0) {
-        strata_shards_t sh = { .struct_size = sizeof sh, .op = &t,
-                               .bounds = m->bound };
-        rc = m->halves ? h->t_ctl(hc, m->world, STRATA_CTL_REDUCE_SCATTER, &sh)
-                       : mw_buckets_reduce(m->buckets, m->world, &t);
+        rc = mw_buckets_reduce(m->buckets, m->world, &t);
         if (rc != STRATA_OK && m->local)
             h->t_ctl(hc, m->local, STRATA_CTL_ABORT, NULL);
     }
@@ -526,7 +526,7 @@ static int mwms_reduce(void *pctx, strata_op_t *op)
 static int mwms_reduce_ready(void *pctx, const strata_op_t *op, size_t ready)
 {
     mwms_t *m = pctx;
-    if (!m->world || !m->buckets || m->halves || op->slot != 0)
+    if (!m->world || !m->buckets || op->slot != 0)
         return STRATA_OK;
     strata_op_t t = *op;
     t.reduce_op = m->reduce_op;

@@ -17,7 +17,12 @@
  * them (after the one in flight, which an ABORT of the transport ends). The
  * thread reduces with the floating-point environment of the replica thread
  * that handed the step over (FTZ/DAZ), so its sums are the ones that thread
- * would make. */
+ * would make.
+ *
+ * Sharded (shard_optimizer over a transport that offers it): each bucket
+ * is reduce-scattered instead, over the worker shards cut to the bucket.
+ * An element's sum runs along the ring from the member after its shard's
+ * owner, bucket or not, so the buckets change no bit here either. */
 #include <fenv.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -30,6 +35,9 @@ struct mw_buckets {
     strata_hctx_t          *hc;
     size_t                 *cut;    /* nb + 1 bounds: bucket b [cut[b], cut[b+1]) */
     int                     nb;
+    const size_t           *shards; /* nshards + 1 bounds, or NULL: all-reduce */
+    size_t                 *sub;    /* the shards cut to one bucket         */
+    int                     nshards;
     /* the thread (overlap), or none (the reduce does every bucket itself) */
     int                     threaded;
     pthread_t               thr;
@@ -51,10 +59,21 @@ static int reduce_bucket(mw_buckets_t *b, strata_transport_t *t,
                          const strata_op_t *op, int k)
 {
     strata_op_t w = *op;
+    size_t lo = b->cut[k], hi = b->cut[k + 1];
     w.slot = 0;
-    w.buf = (float *)op->buf + b->cut[k];
-    w.count = b->cut[k + 1] - b->cut[k];
-    return w.count ? b->h->t_reduce(b->hc, t, &w) : STRATA_OK;
+    w.buf = (float *)op->buf + lo;
+    w.count = hi - lo;
+    if (!w.count)
+        return STRATA_OK;
+    if (!b->shards)
+        return b->h->t_reduce(b->hc, t, &w);
+    for (int m = 0; m <= b->nshards; m++) {
+        size_t x = b->shards[m];
+        b->sub[m] = (x < lo ? lo : x > hi ? hi : x) - lo;
+    }
+    strata_shards_t sh = { .struct_size = sizeof sh, .op = &w,
+                           .bounds = b->sub };
+    return b->h->t_ctl(b->hc, t, STRATA_CTL_REDUCE_SCATTER, &sh);
 }
 
 static void *bucket_thread(void *arg)
@@ -88,16 +107,22 @@ static void *bucket_thread(void *arg)
 
 int mw_buckets_open(mw_buckets_t **out, const strata_host_v2_t *h,
                     strata_hctx_t *hc, const size_t *var_lo, int nvars,
-                    size_t count, size_t bucket_bytes, int threaded)
+                    size_t count, size_t bucket_bytes, int threaded,
+                    const size_t *shards, int nshards)
 {
     *out = NULL;
     mw_buckets_t *b = calloc(1, sizeof *b);
     size_t *cut = calloc((size_t)nvars + 2, sizeof *cut);
-    if (!b || !cut) {
+    size_t *sub = shards ? calloc((size_t)nshards + 1, sizeof *sub) : NULL;
+    if (!b || !cut || (shards && !sub)) {
         free(b);
         free(cut);
+        free(sub);
         return STRATA_ENOMEM;
     }
+    b->shards = shards;
+    b->sub = sub;
+    b->nshards = nshards;
     /* Cuts from the top down, then reversed into ascending bounds. */
     int n = 0;
     size_t acc = 0, hi = count;
@@ -175,6 +200,7 @@ void mw_buckets_close(mw_buckets_t *b)
     pthread_cond_destroy(&b->done);
     pthread_mutex_destroy(&b->mu);
     free(b->cut);
+    free(b->sub);
     free(b);
 }
 
