@@ -92,8 +92,10 @@ static const strata_option_t mwms_options[] = {
       .offset = offsetof(mwms_cfg_t, shard_optimizer), .min = 1, .max = 0,
       .help = "ZeRO stage 1 across workers: each worker keeps and steps the "
               "optimizer state of 1/W of the variables, and the workers "
-              "all-gather the variables after each step (the same bits; half "
-              "an all-reduce's bytes more per step); not with elastic" },
+              "all-gather the variables after each step (the same bits, or "
+              "within rounding over TCP with 3 or more workers, where a "
+              "reduce-scatter and an all-gather move the bytes of one "
+              "all-reduce); not with elastic" },
     { .key = "overlap", .type = STRATA_OPT_ENUM, .def = "auto",
       .offset = offsetof(mwms_cfg_t, overlap), .min = 1, .max = 0,
       .choices = "auto|true|false",
