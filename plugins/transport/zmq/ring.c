@@ -352,16 +352,26 @@ static int start(strz_ctx_t *c, const char *what, int64_t *deadline)
     return 0;
 }
 
-static plan_t ring_plan(const strz_ctx_t *c, int type, float *buf,
-                        size_t count, int op)
+/* Steps [t0, t1) of the ring over n equal chunks (bounds NULL) or the
+ * caller's shards. */
+static plan_t ring_span(const strz_ctx_t *c, int type, float *buf,
+                        size_t count, int op, const size_t *bounds, int t0,
+                        int t1)
 {
     plan_t p = { .type = type, .buf = buf, .count = count, .seg = c->seg,
                  .n = c->n, .rank = c->rank, .op = op, .esz = sizeof(float),
-                 .send_steps = 2 * (c->n - 1), .recv_steps = 2 * (c->n - 1) };
+                 .t0 = t0, .send_steps = t1, .recv_steps = t1,
+                 .bounds = bounds };
     size_t off, len;
-    chunk_of(&p, 0, 1, &off, &len);
+    chunk_of(&p, t0, 1, &off, &len);
     p.lead = (len + p.seg - 1) / p.seg;
     return p;
+}
+
+static plan_t ring_plan(const strz_ctx_t *c, int type, float *buf,
+                        size_t count, int op)
+{
+    return ring_span(c, type, buf, count, op, NULL, 0, 2 * (c->n - 1));
 }
 
 /* ---- gather: small buffers ---------------------------------------- */
@@ -428,6 +438,19 @@ static int gather(strz_ctx_t *c, float *buf, size_t count, int op,
     return rc;
 }
 
+/* A ring plan whose DATA payloads travel in 16 bits (comp != NONE): its
+ * shadow buffer. */
+static int compressed(strz_ctx_t *c, plan_t *p, int comp)
+{
+    if (!comp)
+        return 0;
+    p->comp = comp;
+    p->esz = 2;
+    if ((p->wire = kept_space(&c->wire, &c->wire_cap, p->count * 2)) == NULL)
+        return strz_fail(c, STRATA_ENOMEM, c->rank, "out of memory");
+    return 0;
+}
+
 /* bytes of all the buffers one gather holds at once */
 #define STRZ_GATHER_MAX (64u << 20)
 
@@ -453,13 +476,7 @@ int strz_allreduce(strz_ctx_t *c, float *buf, size_t count, int op,
     if (use_gather(c, count))
         return gather(c, buf, count, op, comp, deadline);
     plan_t p = ring_plan(c, STRZ_DATA, buf, count, op);
-    if (comp) {
-        p.comp = comp;
-        p.esz = 2;
-        if ((p.wire = kept_space(&c->wire, &c->wire_cap, count * 2)) == NULL)
-            return strz_fail(c, STRATA_ENOMEM, c->rank, "out of memory");
-    }
-    return run(c, &p, deadline);
+    return (rc = compressed(c, &p, comp)) != 0 ? rc : run(c, &p, deadline);
 }
 
 /* The ring's halves over the caller's shards (see the top): steps
@@ -472,20 +489,8 @@ static int halves(strz_ctx_t *c, const char *what, float *buf, size_t count,
     int rc = start(c, what, &deadline);
     if (rc || c->n == 1)
         return rc;
-    plan_t p = { .type = STRZ_DATA, .buf = buf, .count = count, .seg = c->seg,
-                 .n = c->n, .rank = c->rank, .op = op, .esz = sizeof(float),
-                 .t0 = t0, .send_steps = t1, .recv_steps = t1,
-                 .bounds = bounds };
-    size_t off, len;
-    chunk_of(&p, t0, 1, &off, &len);
-    p.lead = (len + p.seg - 1) / p.seg;
-    if (comp) {
-        p.comp = comp;
-        p.esz = 2;
-        if ((p.wire = kept_space(&c->wire, &c->wire_cap, count * 2)) == NULL)
-            return strz_fail(c, STRATA_ENOMEM, c->rank, "out of memory");
-    }
-    return run(c, &p, deadline);
+    plan_t p = ring_span(c, STRZ_DATA, buf, count, op, bounds, t0, t1);
+    return (rc = compressed(c, &p, comp)) != 0 ? rc : run(c, &p, deadline);
 }
 
 int strz_shards_offered(const strz_ctx_t *c)
