@@ -145,7 +145,8 @@ static void test_open_broken(void)
 {
     char small[160], small1[160];
     snprintf(small, sizeof small, "struct_size %zu is smaller than the ABI 2.0 vtable (%zu",
-             offsetof(strata_plugin_v2_t, update), sizeof(strata_plugin_v2_t));
+             offsetof(strata_plugin_v2_t, update),
+             offsetof(strata_plugin_v2_t, reduce_ready)); /* 2.0 ends at placed */
     snprintf(small1, sizeof small1, "struct_size %zu is smaller than the ABI 1.0 vtable (%zu",
              offsetof(strata_plugin_v1_t, update),
              offsetof(strata_plugin_v1_t, ctl) + sizeof(void (*)(void)));
