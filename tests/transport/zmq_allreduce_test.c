@@ -15,7 +15,8 @@
  *        other rank exits non-zero within timeout_s + 5 s and its first
  *        error line names it.
  * proto: malformed messages from a raw zmq socket are refused (EPROTO),
- *        and so are members that disagree about a collective, or about
+ *        and so are members that disagree about a collective (a
+ *        reduce-scatter against an all-reduce, its count or op), or about
  *        compression (at start-up, with one clear line).
  *
  * Every group runs on loopback, so zmq.so would use shared memory: the
@@ -379,7 +380,8 @@ static void basic(void)
         /* the ring's halves over uneven shards, some of them empty */
         static const char *const sh[] = {
             "shards:1", "shards:3", "shards:1000", "mshards:1000",
-            "shards:262147", "sum:1000", "mshards:70001", "barrier", NULL };
+            "shards:262147", "sum:1000", "mshards:70001", "badshards:10",
+            "barrier", NULL };
         static const char *const sh_seg[] = { "timeout_s=20",
                                               "chunk_bytes=4K", NULL };
         run_ok(2, 0, opts, sh, 40);
@@ -629,6 +631,11 @@ static void proto(void)
     /* a root receives nothing: the next collective finds the disagreement */
     run_mismatch("bcast:0:1000 barrier", "bcast:1:1000 barrier",
                  "root mismatch");
+    if (strcmp(g_shm, "shm=off") == 0) { /* the ring's halves */
+        run_mismatch("shards:1000", "sum:1000", "reduce-scatter vs all-reduce");
+        run_mismatch("shards:1000", "shards:999", "reduce-scatter count");
+        run_mismatch("shards:1000", "mshards:1000", "reduce-scatter op");
+    }
     unsigned char hdr[48] = { 'S', 'T', 'R', 'Z', 9, 0, 3 };
     run_garbage("hello, are you zmq?", 19, "bad magic");
     run_garbage(hdr, sizeof hdr, "bad version");

@@ -30,6 +30,9 @@
  *                           exactly, the rest overwritten; then ctl
  *                           ALL_GATHER, every element checked; the group
  *                           must offer them (shm=off)
+ *   badshards:COUNT         the same with bounds that do not end at COUNT:
+ *                           both ops must refuse (STRATA_EINVAL) at once,
+ *                           without a collective
  *   barrier                 ctl(STRATA_CTL_BARRIER)
  *   sleep:MS
  *   rep:COUNT:ITERS         sum:COUNT ITERS times, each checked
@@ -504,6 +507,25 @@ static int do_action(run_t *r, const char *a)
         return shards(r, a, count, STRATA_REDUCE_SUM);
     if (sscanf(a, "mshards:%llu", &count) == 1 && count)
         return shards(r, a, count, STRATA_REDUCE_MEAN);
+    if (sscanf(a, "badshards:%llu", &count) == 1 && count) {
+        size_t bounds[65] = { 0 };
+        float x[1] = { 0 };
+        for (int m = 1; m <= r->n && m < 65; m++)
+            bounds[m] = count + 1; /* past the buffer's end */
+        strata_op_t o = { .struct_size = sizeof o, .buf = x, .count = count,
+                          .device = STRATA_DEVICE(STRATA_DEV_CPU, 0) };
+        strata_shards_t sh = { .struct_size = sizeof sh, .op = &o,
+                               .bounds = bounds };
+        int e1 = r->vt->ctl(r->pctx, STRATA_CTL_REDUCE_SCATTER, &sh);
+        int e2 = r->vt->ctl(r->pctx, STRATA_CTL_ALL_GATHER, &sh);
+        if (e1 != STRATA_EINVAL || e2 != STRATA_EINVAL) {
+            fprintf(stderr, "zmq_driver[%d]: %s: %d and %d, want EINVAL\n",
+                    r->rank, a, e1, e2);
+            return 1;
+        }
+        printf("%s refused\n", a);
+        return 0;
+    }
     int kind = 0;
     if (sscanf(a, "sum:%llu", &count) == 1)
         kind = 1;
