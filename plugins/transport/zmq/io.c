@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 static void drain_zc_pipe(strz_ctx_t *c)
@@ -486,22 +485,15 @@ int strz_control_look(strz_ctx_t *c, int64_t now)
  * budget went by, nothing ready. */
 static int spin_poll(strz_ctx_t *c, zmq_pollitem_t *it, int k)
 {
-    if (c->spin_ns == 0) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        c->spin_ns = cpus >= c->n ? c->cfg.spin_us * 1000 : -1;
-    }
+    if (c->spin_ns == 0)
+        c->spin_ns = strz_may_spin(c) ? c->cfg.spin_us * 1000 : -1;
     if (c->spin_ns <= 0)
         return 0;
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t until = strz_now_ns() + c->spin_ns;
     for (;;) {
         int rc = zmq_poll(it, k, 0);
-        if (rc != 0)
+        if (rc != 0 || strz_now_ns() >= until)
             return rc;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((int64_t)(t.tv_sec - t0.tv_sec) * 1000000000 +
-                (t.tv_nsec - t0.tv_nsec) >= c->spin_ns)
-            return 0;
     }
 }
 

@@ -35,6 +35,18 @@ int64_t strz_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t strz_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int strz_may_spin(const strz_ctx_t *c)
+{
+    return sysconf(_SC_NPROCESSORS_ONLN) >= c->n;
+}
+
 void strz_close_sock(void **s, void **mon)
 {
     if (*s != NULL)

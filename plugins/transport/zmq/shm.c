@@ -402,13 +402,6 @@ int strz_shm_setup(strz_ctx_t *c, int64_t deadline)
 
 /* ---- waiting -------------------------------------------------------------- */
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -494,7 +487,7 @@ static int wait_all(strz_ctx_t *c, int which, uint64_t target,
             return 0;
         if ((rc = abort_seen(c)) != 0)
             return rc;
-        int64_t t = now_ns();
+        int64_t t = strz_now_ns();
         if (t >= next_ctrl) {
             rc = strz_ctrl_poll(c, counter(s, which, c->left) < target,
                                 counter(s, which, c->right) < target);
@@ -560,13 +553,11 @@ int strz_shm_collective(strz_ctx_t *c, int kind, float *buf, size_t count,
     size_t off = 0;
     int rc;
 
-    if (s->spin == 0) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        s->spin = cpus >= c->n ? SHM_SPIN : -1;
-    }
+    if (s->spin == 0)
+        s->spin = strz_may_spin(c) ? SHM_SPIN : -1;
     /* Short collectives may never sleep: look at zmq (strangers, ABORTs)
      * once a millisecond anyway. */
-    int64_t t = now_ns();
+    int64_t t = strz_now_ns();
     if (t >= s->next_ctrl) {
         if ((rc = strz_ctrl_poll(c, 0, 0)) != 0)
             return rc;

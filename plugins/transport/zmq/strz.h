@@ -147,6 +147,11 @@ typedef struct strz_rmsg {
 /* ---- link.c ---------------------------------------------------------- */
 
 int64_t strz_now_ms(void);
+int64_t strz_now_ns(void);
+/* This host has a CPU for every member of the group: a waiting member may
+ * spin (shm.c, the direct sockets' waits) without keeping the one it waits
+ * for off a core. */
+int strz_may_spin(const strz_ctx_t *c);
 /* Sockets, monitors and the HELLO rendezvous with both neighbours, bounded
  * by `deadline` (strz_now_ms() clock). Logs one line naming the neighbours
  * that never showed up. */

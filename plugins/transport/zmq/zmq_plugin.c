@@ -307,31 +307,50 @@ static int check_op(strz_ctx_t *c, const strata_op_t *op, const char *what)
     return c->broken;
 }
 
+static int check_reduce_op(strz_ctx_t *c, const strata_op_t *op,
+                           const char *what)
+{
+    if (op->reduce_op == STRATA_REDUCE_SUM || op->reduce_op == STRATA_REDUCE_MEAN)
+        return 0;
+    strz_log(c, STRATA_LOG_ERROR, "%s: unknown reduce op %d", what,
+             (int)op->reduce_op);
+    return STRATA_EINVAL;
+}
+
+/* Only gradients may lose bits on the way; sums of metrics, counts and
+ * state stay exact (they come without the flag). */
+static int comp_of(const strz_ctx_t *c, const strata_op_t *op)
+{
+    int grad = STRATA_HAS_FIELD(strata_op_t, op, flags)
+               && (op->flags & STRATA_OP_GRADIENT);
+    return grad ? (int)c->cfg.compression : STRZ_COMP_NONE;
+}
+
+/* op->buf on the host (host_view), or NULL with the group failed
+ * (c->broken says why). */
+static float *staged(strz_ctx_t *c, strata_op_t *op, const char *what)
+{
+    c->what = what;
+    float *v = host_view(c, op, op->count * sizeof(float));
+    if (v == NULL) /* the peers must not wait for us: fail the group */
+        strz_fail(c, STRATA_ENOMEM, c->rank,
+                  "no host staging buffer (%zu bytes)",
+                  op->count * sizeof(float));
+    return v;
+}
+
 static int zmqt_reduce(void *pctx, strata_op_t *op)
 {
     strz_ctx_t *c = pctx;
     int rc = check_op(c, op, "allreduce");
 
-    if (rc || op->count == 0)
+    if (rc || op->count == 0 || (rc = check_reduce_op(c, op, "allreduce")))
         return rc;
-    if (op->reduce_op != STRATA_REDUCE_SUM && op->reduce_op != STRATA_REDUCE_MEAN) {
-        strz_log(c, STRATA_LOG_ERROR, "allreduce: unknown reduce op %d",
-                 (int)op->reduce_op);
-        return STRATA_EINVAL;
-    }
-    size_t bytes = op->count * sizeof(float);
-    /* Only gradients may lose bits on the way; sums of metrics, counts
-     * and state stay exact (they come without the flag). */
-    int grad = STRATA_HAS_FIELD(strata_op_t, op, flags)
-               && (op->flags & STRATA_OP_GRADIENT);
-    c->what = "allreduce";
-    float *v = host_view(c, op, bytes);
-    if (v == NULL) /* the peers must not wait for us: fail the group */
-        return strz_fail(c, STRATA_ENOMEM, c->rank,
-                         "no host staging buffer (%zu bytes)", bytes);
-    rc = strz_allreduce(c, v, op->count, op->reduce_op,
-                        grad ? c->cfg.compression : STRZ_COMP_NONE);
-    return host_done(c, op, v, bytes, rc);
+    float *v = staged(c, op, "allreduce");
+    if (v == NULL)
+        return c->broken;
+    rc = strz_allreduce(c, v, op->count, op->reduce_op, comp_of(c, op));
+    return host_done(c, op, v, op->count * sizeof(float), rc);
 }
 
 static int zmqt_update(void *pctx, strata_op_t *op)
@@ -346,14 +365,11 @@ static int zmqt_update(void *pctx, strata_op_t *op)
                  (int)op->root, (int)c->n - 1);
         return STRATA_EINVAL;
     }
-    size_t bytes = op->count * sizeof(float);
-    c->what = "broadcast";
-    float *v = host_view(c, op, bytes);
-    if (v == NULL) /* the peers must not wait for us: fail the group */
-        return strz_fail(c, STRATA_ENOMEM, c->rank,
-                         "no host staging buffer (%zu bytes)", bytes);
+    float *v = staged(c, op, "broadcast");
+    if (v == NULL)
+        return c->broken;
     rc = strz_broadcast(c, v, op->count, op->root);
-    return host_done(c, op, v, bytes, rc);
+    return host_done(c, op, v, op->count * sizeof(float), rc);
 }
 
 /* STRATA_CTL_REDUCE_SCATTER / _ALL_GATHER (plugin.h). */
@@ -374,29 +390,20 @@ static int zmqt_shards(strz_ctx_t *c, int gather, strata_shards_t *sh)
               || sh->bounds[c->n] != op->count;
     for (int m = 0; !bad && m < c->n; m++)
         bad = sh->bounds[m] > sh->bounds[m + 1];
-    if (bad || (!gather && op->reduce_op != STRATA_REDUCE_SUM
-                && op->reduce_op != STRATA_REDUCE_MEAN)) {
-        strz_log(c, STRATA_LOG_ERROR, "%s: %s", what,
-                 bad ? "shard bounds not ascending from 0 to the count"
-                     : "unknown reduce op");
+    if (bad) {
+        strz_log(c, STRATA_LOG_ERROR, "%s: shard bounds not ascending from 0 "
+                 "to the count", what);
         return STRATA_EINVAL;
     }
-    if (op->count == 0)
-        return STRATA_OK;
-    size_t bytes = op->count * sizeof(float);
-    int grad = STRATA_HAS_FIELD(strata_op_t, op, flags)
-               && (op->flags & STRATA_OP_GRADIENT);
-    c->what = what;
-    float *v = host_view(c, op, bytes);
-    if (v == NULL) /* the peers must not wait for us: fail the group */
-        return strz_fail(c, STRATA_ENOMEM, c->rank,
-                         "no host staging buffer (%zu bytes)", bytes);
+    if ((!gather && (rc = check_reduce_op(c, op, what))) || op->count == 0)
+        return rc;
+    float *v = staged(c, op, what);
+    if (v == NULL)
+        return c->broken;
     rc = gather ? strz_all_gather(c, v, op->count, sh->bounds)
                 : strz_reduce_scatter(c, v, op->count, sh->bounds,
-                                      op->reduce_op,
-                                      grad ? c->cfg.compression
-                                           : STRZ_COMP_NONE);
-    return host_done(c, op, v, bytes, rc);
+                                      op->reduce_op, comp_of(c, op));
+    return host_done(c, op, v, op->count * sizeof(float), rc);
 }
 
 static int zmqt_ctl(void *pctx, int op, void *arg)
