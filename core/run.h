@@ -19,6 +19,7 @@ typedef struct strata__replica {
     pthread_t        thread;
     strata__work_t   work;
     float           *grads;          /* flat, model.count elements         */
+    int              no_ready;       /* the strategy declined reduce_ready */
     double           loss_sum;       /* this epoch                         */
     int64_t          correct;
     double           step_loss;      /* the last step                      */

@@ -61,16 +61,25 @@ static int check_sync(strata__run_t *run, int r, int64_t step)
     return STRATA_OK;
 }
 
-/* The backward pass's hand-off to reduce_ready (strata__work_t.on_ready). */
+/* The backward pass's hand-off to reduce_ready (strata__work_t.on_ready).
+ * A strategy that has no use for it here says STRATA_ENOTSUP once: the
+ * replica stops calling (and, on a GPU, waiting for its stream per layer). */
 struct ready_arg {
-    strata__run_t     *run;
+    strata__replica_t *rep;
     const strata_op_t *op;
 };
 
 static int grads_ready(void *arg, size_t lo)
 {
     const struct ready_arg *a = arg;
-    return a->run->strategy->vt->reduce_ready(a->run->spctx, a->op, lo);
+    strata__run_t *run = a->rep->run;
+    int rc = run->strategy->vt->reduce_ready(run->spctx, a->op, lo);
+    if (rc == STRATA_ENOTSUP) {
+        a->rep->no_ready = 1;
+        a->rep->work.on_ready = NULL;
+        rc = STRATA_OK;
+    }
+    return rc;
 }
 
 /* One step of one replica: global batch `batch` of this epoch's order, the
@@ -117,8 +126,9 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
     };
     /* A strategy that overlaps its reduce with the backward pass hears of
      * each layer's final gradients (ABI 2.4). */
-    struct ready_arg ra = { run, &op };
-    int overlap = STRATA_HAS(run->strategy->vt, reduce_ready);
+    struct ready_arg ra = { rep, &op };
+    int overlap = STRATA_HAS(run->strategy->vt, reduce_ready) &&
+                  !rep->no_ready;
     rep->work.on_ready = overlap ? grads_ready : NULL;
     rep->work.ready_arg = overlap ? &ra : NULL;
     if (rc == STRATA_OK)

@@ -277,7 +277,8 @@ typedef struct strata_plugin_v2 {
      * reduce() returns when all of op->buf is reduced, as without these
      * calls. op is the one reduce() gets (same buf, count, step, flags); it
      * lives until reduce() returns. A failure returned ends the step as a
-     * failed reduce() would. */
+     * failed reduce() would; STRATA_ENOTSUP says the strategy has no use
+     * for these calls in this run: that replica gets no more of them. */
     int  (*reduce_ready)(void *pctx, const strata_op_t *op, size_t ready);
 } strata_plugin_v2_t;
 

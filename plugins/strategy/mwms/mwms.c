@@ -524,11 +524,14 @@ static int mwms_reduce(void *pctx, strata_op_t *op)
     return rc;
 }
 
-/* The gradients [ready, count) are final: their buckets may go (overlap). */
+/* The gradients [ready, count) are final: their buckets may go (overlap);
+ * without a bucket thread the core need not tell us. */
 static int mwms_reduce_ready(void *pctx, const strata_op_t *op, size_t ready)
 {
     mwms_t *m = pctx;
-    if (!m->world || !m->buckets || op->slot != 0)
+    if (!mw_buckets_threaded(m->buckets) || op->slot != 0)
+        return STRATA_ENOTSUP;
+    if (!m->world) /* elastic, a generation of one */
         return STRATA_OK;
     strata_op_t t = *op;
     t.reduce_op = m->reduce_op;
