@@ -9,9 +9,11 @@ SUDO=""
 # openmpi-bin: tests only (tests/multinode starts a job with mpirun);
 # strata links no MPI library. Optional, not installed here: python3-torch,
 # whose torchrun tests/multinode also drives when it is present.
+# qemu-user: tests only (tests/cli/test_blas.c emulates a CPU that OpenBLAS
+# does not know).
 PKGS="build-essential cmake pkg-config clang libinih-dev libopenblas-dev
       zlib1g-dev libzmq3-dev libsodium-dev libcjson-dev dataset-fashion-mnist
-      iproute2 openmpi-bin"
+      iproute2 openmpi-bin qemu-user"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

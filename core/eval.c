@@ -52,10 +52,13 @@ int strata__scorer_open(strata_ctx_t *ctx, strata__scorer_t *s)
     char ip[4096], lp[4096];
     test_path(d, d->test_images, ip, sizeof ip);
     test_path(d, d->test_labels, lp, sizeof lp);
+    int rc = strata__gemm_check();
+    if (rc != STRATA_OK)
+        return rc;
     s->model = calloc(1, sizeof *s->model);
-    int rc = s->model ? strata__dataset_load(ip, lp, (size_t)d->limit_test,
-                                             &s->test)
-                      : STRATA_ENOMEM;
+    rc = s->model ? strata__dataset_load(ip, lp, (size_t)d->limit_test,
+                                         &s->test)
+                  : STRATA_ENOMEM;
     if (rc == STRATA_OK) {
         strata__shape_t in = strata__data_shape(&s->test);
         rc = strata__model_build(ctx->s.model.layers,

@@ -371,7 +371,9 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
     if (strata__crew_init(&run->crew) != 0)
         return STRATA_ENOMEM;
     run->crew_ok = 1;
-    int rc = setup_cluster(run);
+    int rc = strata__gemm_check();
+    if (rc == STRATA_OK)
+        rc = setup_cluster(run);
     const strata_cluster_t *c = &run->cluster.pub;
     if (rc == STRATA_OK && !strcmp(c->tasks[c->self].type, "evaluator")) {
         run->evaluator = 1; /* trains nothing: core/sidecar.c */
@@ -442,6 +444,9 @@ void strata__run_banner(const strata__run_t *run)
                 "%d worker%s x devices %s)\n", run->nreplicas * workers,
                 run->strategy->name, ctx->opened[0] ? ctx->opened : "none",
                 workers, workers == 1 ? "" : "s", devs);
+    char gemm[256];
+    strata_gemm_kernels(gemm, sizeof gemm);
+    strata__out(ctx, "gemm: %s\n", gemm);
     if (run->cluster.pub.ntasks > 1)
         strata__out(ctx, "security: %s\n", ctx->keys
                     ? "CURVE: every connection between the job's processes "

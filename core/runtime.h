@@ -46,6 +46,12 @@ int  strata__grad_clip(const strata__optimizer_cfg_t *cfg, int32_t device,
 /* ---- fpenv.c: flush denormals to zero in the calling thread ------------ */
 void strata__fpenv_fast(void);
 
+/* ---- gemm_kernels.c: the BLAS's kernels against the CPU ---------------- */
+/* Before a run's first GEMM: STRATA_EINVAL (one error line) when the
+ * kernels need instructions the CPU lacks; one warning per process when
+ * they are weaker than it allows. */
+int  strata__gemm_check(void);
+
 /* ---- device.c ------------------------------------------------------------ */
 
 /* Parse "cpu:0, cpu:1" (empty: one CPU replica per online core). */

@@ -9,6 +9,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -144,6 +145,16 @@ def find_strata(a):
                      "build), or pass --strata PATH / set STRATA_BIN; "
                      "--skip-strata runs the PyTorch side only."
                      % (cand, why))
+
+
+def strata_gemm(strata):
+    """(the `gemm:` line of `strata --version`, the OpenBLAS kernels in it):
+    a GEMM-rate probe must run the kernels strata runs, which on a CPU that
+    OpenBLAS does not know are not the ones OpenBLAS picks by itself."""
+    out = subprocess.run([strata, "--version"], capture_output=True,
+                         text=True, timeout=60).stdout
+    m = re.search(r"^gemm: (OpenBLAS \S+ (\S+) .*)$", out, re.M)
+    return (m.group(1), m.group(2)) if m else (None, None)
 
 
 def write_ini(path, data_dir):

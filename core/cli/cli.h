@@ -6,6 +6,9 @@
 
 /* strata launch [...]: returns the process exit code. */
 int cli_launch(int argc, char **argv);
+/* Re-executes the command once with OPENBLAS_CORETYPE set where the BLAS
+ * runs weaker kernels than the CPU allows (blas_reexec.c). */
+void cli_blas_reexec(char **argv);
 
 /* strata launch --nnodes N --node-rank K --rendezvous HOST:PORT
  * (launch_nodes.c): one launch per machine, one job of N x M workers. */

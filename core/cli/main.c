@@ -328,10 +328,13 @@ int main(int argc, char **argv)
         fputs(k_usage, stderr);
         return EXIT_USAGE;
     }
+    cli_blas_reexec(argv);
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
-        printf("strata %s (plugin ABI %d.%d)\n", strata_version(),
-               STRATA_ABI_MAJOR, STRATA_ABI_MINOR);
+        char gemm[256];
+        strata_gemm_kernels(gemm, sizeof gemm);
+        printf("strata %s (plugin ABI %d.%d)\ngemm: %s\n", strata_version(),
+               STRATA_ABI_MAJOR, STRATA_ABI_MINOR, gemm);
         return EXIT_OK;
     }
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {

@@ -29,6 +29,21 @@ STRATA_API const char *strata_strerror(int err);
 STRATA_API const char *strata_err_name(int err);
 STRATA_API const char *strata_version(void);
 
+/* The CPU kernels GEMM runs on, for a banner, into buf[cap]: the BLAS, its
+ * kernels and their instruction set ("OpenBLAS 0.3.21 Haswell (AVX2)"),
+ * and what is wrong when they do not fit this CPU. Returns 0, or
+ * STRATA_EINVAL for a NULL or empty buffer. */
+STRATA_API int strata_gemm_kernels(char *buf, size_t cap);
+/* OpenBLAS picks its kernels from the CPU's model number, once, while the
+ * library loads; a CPU newer than the library gets its oldest kernels
+ * (SSE3), several times slower. This returns the OPENBLAS_CORETYPE value
+ * that gives this CPU's best kernels when the running ones are weaker and
+ * the variable is unset, else NULL. It takes effect only in a process that
+ * starts with it in its environment: the strata command re-executes itself
+ * once with it; an embedder sets it before loading libstrata (a run that
+ * starts without it logs one warning naming the value). */
+STRATA_API const char *strata_blas_coretype_hint(void);
+
 /* A run described by `ini_path` (NULL: compiled-in defaults only), with
  * STRATA_<SECTION>_<KEY> environment overrides applied. */
 STRATA_API int  strata_ctx_create(const char *ini_path, strata_ctx_t **out);

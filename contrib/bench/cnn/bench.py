@@ -163,6 +163,8 @@ def build_sgemm(ctx):
 def gemm_bound(a, ctx, model, batch):
     log = os.path.join(ctx["dir"], "sgemm-%s-b%d.log" % (model, batch))
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    if ctx.get("blas_core"):
+        env["OPENBLAS_CORETYPE"] = ctx["blas_core"]
     cmd = [ctx["sgemm"], "--layers", MODELS[model][1], "--batch", str(batch),
            "--min-time", str(a.sgemm_time)]
     rc, _, _ = mb.run_child(cmd, log, env=env)
@@ -500,6 +502,7 @@ def main(argv):
                              "dataset-fashion-mnist)" % a.data)
         if not a.skip_strata:
             ctx["strata"] = mb.find_strata(a)
+            ctx["gemm"], ctx["blas_core"] = mb.strata_gemm(ctx["strata"])
         tv = mb.check_torch(a)
         tfv = None
         if not a.skip_tf and not a.accuracy_only:
@@ -512,6 +515,9 @@ def main(argv):
         ctx["ini"] = os.path.join(ctx["dir"], "bench.ini")
         write_ini(ctx["ini"], a.data)
         print("strata:     %s" % ctx.get("strata", "(skipped)"))
+        if ctx.get("gemm"):
+            print("gemm:       %s (sgemm_rate runs the same kernels)"
+                  % ctx["gemm"])
         print("torch:      %s under %s" % (tv, a.python))
         print("tensorflow: %s" % ("%s under %s" % (tfv, a.tf_python) if tfv
                                   else "(skipped)"))
