@@ -81,9 +81,15 @@ static int take_shape(strata__run_t *run, const strata_membership_t *g)
                     gbatch, run->share,
                     (long long)(run->train.n / (size_t)gbatch));
     run->gbatch = gbatch;
-    /* The linear scaling rule follows the replicas that share a batch. */
-    if (t->lr_scaling && t->elastic_batch == STRATA__BATCH_PER_WORKER)
-        run->lr_target = run->s->optimizer.lr * (double)total;
+    /* The linear scaling rule follows the replicas that share a batch:
+     * the schedule the steps read is made anew for them. */
+    if (t->lr_scaling && t->elastic_batch == STRATA__BATCH_PER_WORKER) {
+        int rc = strata__schedule_init(&run->sched, &run->s->optimizer,
+                                       (double)total, run->warmup_steps);
+        if (rc != STRATA_OK)
+            return rc;
+        run->lr_target = strata__schedule_initial(&run->sched);
+    }
     int was_chief = run->chief;
     run->nworkers = g->size;
     run->rank = g->rank;

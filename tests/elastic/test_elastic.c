@@ -15,7 +15,9 @@
  *   kill_share the same with [train] elastic_batch = per_worker and a
  *             batch of 30: each worker's share stays 10 samples, the global
  *             batch goes 30, 20, 30 and no sample is trained twice in an
- *             epoch (each leaves out less than one batch, its remainder)
+ *             epoch (each leaves out less than one batch, its remainder);
+ *             with lr_scaling = linear the learning rate follows it: 3, 2,
+ *             then 3 times [optimizer] lr (debug.dump_lr)
  *   share_resume  per_worker with checkpoints: a worker lost, the job stopped
  *             (SIGTERM) at 2 workers and resumed by the same command at 3
  *             from the checkpoint, whose next batch is said in samples: no
@@ -34,6 +36,7 @@
  * Loopback only, free ports (launch's), bounded waits, every child reaped
  * (launch reaps its tasks; the test reaps launch). */
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 
 #include "check.h"
@@ -277,13 +280,42 @@ static void equal(void)
     free(b);
 }
 
+/* The rates worker:0 stepped with ("STEP LR" lines): 3 x lr while 3
+ * workers shared the batch, 2 x lr after worker:1 was lost, and 3 x lr
+ * again from its return on, in that order. */
+static void lr_follows(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    CHECKF(f, "%s: no learning-rate dump", path);
+    if (!f)
+        return;
+    const double lr = 1e-3; /* [optimizer] lr, the default */
+    int phase = 0, n[3] = { 0, 0, 0 }, other = 0;
+    long long step;
+    double r;
+    while (fscanf(f, "%lld %lf", &step, &r) == 2) {
+        int k = fabs(r - 3 * lr) < 1e-9 ? 3 : fabs(r - 2 * lr) < 1e-9 ? 2 : 0;
+        if (k != (phase == 1 ? 2 : 3) && k != 0 && phase < 2)
+            phase++;
+        if (k == (phase == 1 ? 2 : 3))
+            n[phase]++;
+        else
+            other++;
+    }
+    fclose(f);
+    CHECKF(other == 0 && n[0] > 0 && n[1] > 0 && n[2] > 0 && phase == 2,
+           "%s: %d steps at 3 x lr, then %d at 2 x lr, then %d at 3 x lr, "
+           "%d at other rates", path, n[0], n[1], n[2], other);
+}
+
 /* share 0: keep the global batch (32); else per_worker with a global
  * batch of 3 x share. */
 static void kill_one(int share)
 {
     const int epochs = 24;
-    char log[600];
+    char log[600], lr_dump[600];
     snprintf(log, sizeof log, "debug.step_log=%s", in_dir("steps.log"));
+    snprintf(lr_dump, sizeof lr_dump, "debug.dump_lr=%s", in_dir("lr"));
     char *args[] = { "--elastic", "1:3", "--max-restarts", "1", NULL };
     char epochs_set[32], batch_set[48];
     snprintf(epochs_set, sizeof epochs_set, "train.epochs=%d", epochs);
@@ -292,7 +324,9 @@ static void kill_one(int share)
     char *sets[] = { COMMON, "train.devices=cpu:0", epochs_set, batch_set,
                      "debug.step_delay_ms=4", "debug.hash_vars=true", log,
                      share ? "train.elastic_batch=per_worker"
-                           : "train.elastic_batch=global", NULL };
+                           : "train.elastic_batch=global",
+                     share ? "train.lr_scaling=linear" : "train.seed=42",
+                     share ? lr_dump : "train.seed=42", NULL };
     spawn_child_t c;
     launch_start(args, sets, &c);
     /* Mid-epoch: 50 steps into the second epoch. */
@@ -338,6 +372,7 @@ static void kill_one(int share)
                  "per worker)", 3 * share, share);
         CHECKF(strstr(g_err, two) && strstr(g_err, three),
                "the global batch did not follow the workers");
+        lr_follows(in_dir("lr.worker-0"));
     }
     printf("kill%s: worker:1 killed at step 150, restarted, rejoined; 3 "
            "workers end with variables %s\n", share ? " (per_worker)" : "",
