@@ -24,6 +24,7 @@ REPO = os.path.dirname(BENCH)
 TORCH_CNN = os.path.join(HERE, "torch_cnn.py")
 TF_CNN = os.path.join(HERE, "tf_cnn.py")
 SGEMM_SRC = os.path.join(HERE, "sgemm_rate.c")
+PEAK_SRC = os.path.join(HERE, "..", "peak", "fma_peak.c")
 
 
 def _load_mlp_bench():
@@ -158,6 +159,27 @@ def build_sgemm(ctx):
         mb.fail_child("building sgemm_rate (needs cc and libopenblas-dev)",
                       rc, log)
     return exe
+
+
+def fma_peaks(ctx):
+    """The measured FP32 FMA peak per core (GFLOP/s) with 1 and with 2
+    cores busy at once (contrib/bench/peak): the physical limit."""
+    exe = os.path.join(ctx["dir"], "fma_peak")
+    cc = os.environ.get("CC", "cc")
+    log = os.path.join(ctx["dir"], "fma_peak-build.log")
+    rc, _, _ = mb.run_child([cc, "-O2", "-o", exe, PEAK_SRC, "-lpthread"],
+                            log)
+    if rc != 0:
+        mb.fail_child("building fma_peak", rc, log)
+    peaks = {}
+    for cores in (1, 2):
+        log = os.path.join(ctx["dir"], "fma_peak-%d.log" % cores)
+        rc, _, _ = mb.run_child([exe, "--threads", str(cores)], log)
+        rec = last_json(log) if rc == 0 else None
+        if rec is None:
+            mb.fail_child("fma_peak --threads %d" % cores, rc, log)
+        peaks[cores] = rec["fp32_gflops_per_core"]
+    return peaks
 
 
 def gemm_bound(a, ctx, model, batch):
@@ -349,18 +371,18 @@ def report_gemm(a, bounds):
                      g["bound_2core"]))
 
 
-def report_speed(a, res, bounds, targets):
+def report_speed(a, res, bounds, targets, peak):
     print()
     print("Speed: samples/s of steady-state steps (%s), best of %d round(s)"
           % ("%d timed steps" % a.max_steps if a.max_steps else
              "12800 samples for the Keras CNN, 6400 for the seeds' CNN",
              a.rounds))
-    hdr = "%-6s %5s  %-36s %5s %10s %15s %8s %9s %7s %7s" % (
+    hdr = "%-6s %5s  %-36s %5s %10s %15s %8s %8s %9s %7s %7s" % (
         "model", "batch", "run", "cores", "samples/s", "peak RSS MiB",
-        "of GEMM", "vs torch", "vs DDP", "vs TF")
+        "of GEMM", "of FMA", "vs torch", "vs DDP", "vs TF")
     print(hdr)
-    print("%-6s %5s  %-36s %5s %10s %15s %8s %9s %7s %7s" % (
-        "", "", "", "", "", "", "bound", "best 1p", "", ""))
+    print("%-6s %5s  %-36s %5s %10s %15s %8s %8s %9s %7s %7s" % (
+        "", "", "", "", "", "", "bound", "peak", "best 1p", "", ""))
     print("-" * len(hdr))
     for model in a.models:
         for batch in a.batches:
@@ -376,9 +398,13 @@ def report_speed(a, res, bounds, targets):
                 if r["rss_sum"] is not None:
                     rss = "%.0f (%.0f sum)" % (r["rss"], r["rss_sum"])
                 bound = g["bound_1core"] if cores == 1 else g["bound_2core"]
-                print("%-6s %5d  %-36s %5d %10.0f %15s %7.1f%% %9s %7s %7s"
+                # The model's GEMM FLOPs at the rate of every core used.
+                fma = (r["sps"] * g["gemm_flops_per_sample"] /
+                       (peak[min(cores, 2)] * 1e9 * cores))
+                print("%-6s %5d  %-36s %5d %10.0f %15s %7.1f%% %7.1f%% %9s "
+                      "%7s %7s"
                       % (model, batch, label, cores, r["sps"], rss,
-                         100.0 * r["sps"] / bound,
+                         100.0 * r["sps"] / bound, 100.0 * fma,
                          fmt_ratio(ratio(r["sps"], best)),
                          fmt_ratio(ratio(r["sps"], ddp)),
                          fmt_ratio(ratio(r["sps"], tf))))
@@ -534,8 +560,13 @@ def main(argv):
                              % (MODELS[model][0], batch))
                     bounds[(model, batch)] = gemm_bound(a, ctx, model, batch)
             report_gemm(a, bounds)
+            progress("fma_peak: 1 and 2 cores")
+            ctx["peak"] = fma_peaks(ctx)
+            print("FP32 FMA peak (fma_peak): %.1f GFLOP/s per core alone, "
+                  "%.1f per core with 2 busy" % (ctx["peak"][1],
+                                                 ctx["peak"][2]))
             res = speed(a, ctx)
-            report_speed(a, res, bounds, targets)
+            report_speed(a, res, bounds, targets, ctx["peak"])
             print("load average at the end: %s" % " ".join(
                 "%.2f" % x for x in os.getloadavg()))
         if a.accuracy:
