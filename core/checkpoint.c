@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "createfile.h"
 
 #define WHO "ckpt"
 #define SLOT_ALIGN 16          /* each loaded tensor's data is aligned so */
@@ -415,7 +416,7 @@ int strata__ckpt_write(const char *path, const strata__tensor_t *t, int nt,
     size_t hlen = 0;
     char *hdr = rc == STRATA_OK ? build_header(t, nt, m, nm, crc, hcrc, &hlen)
                                 : NULL;
-    size_t tlen = strlen(path) + 32;
+    size_t tlen = strlen(path) + 48;   /* ".tmp.<pid>.<try>" */
     char *tmp = malloc(tlen);
     if (!hdr || !tmp) {
         free(hdr);
@@ -423,7 +424,6 @@ int strata__ckpt_write(const char *path, const strata__tensor_t *t, int nt,
         strata__log(STRATA_LOG_ERROR, WHO, "write %s: out of memory", path);
         return STRATA_ENOMEM;
     }
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
 
     const char *crash = getenv("STRATA_TEST_CKPT_CRASH");   /* test only */
     uint64_t total = 8 + (uint64_t)hlen + data_len;
@@ -431,9 +431,11 @@ int strata__ckpt_write(const char *path, const strata__tensor_t *t, int nt,
     if (crash && strcmp(crash, "mid_write") == 0)
         w.crash_at = total / 2;
 
-    w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* A new temp file (never one that was there: a link planted at its
+     * name in a shared directory is skipped, not written through). */
+    w.fd = strata__create_temp(path, tmp, tlen, 0644);
     if (w.fd < 0) {
-        int e = errno;
+        int e = -w.fd;
         strata__log(STRATA_LOG_ERROR, WHO, "cannot create %s: %s", tmp, strerror(e));
         free(hdr);
         free(tmp);

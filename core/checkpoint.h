@@ -22,7 +22,8 @@
  * mismatch is a warning there).
  *
  * Files in a checkpoint directory: DIR/ckpt-<step, 10 digits>.safetensors,
- * and, only while one is being written, DIR/ckpt-<step>.safetensors.tmp.<pid>.
+ * and, only while one is being written, DIR/ckpt-<step>.safetensors.tmp.<pid>
+ * (.tmp.<pid>.<n> when that name is taken: see createfile.h).
  *
  * Every function returns 0 or a negative STRATA_E* code and logs the detail
  * once (who: "ckpt"). */
@@ -58,8 +59,11 @@ typedef struct strata__meta {
 size_t strata__ckpt_dtype_size(const char *dtype);
 
 /* Write atomically: the file is written as `path`.tmp.<pid> in the same dir,
- * fsynced, renamed over `path`, and the dir is fsynced; on any failure the
- * temp file is removed and `path` is untouched (the old file, if any, stays).
+ * created new (strata__create_temp: a name already taken, by a link, a FIFO
+ * or anything else, is skipped for `path`.tmp.<pid>.<n>, never followed),
+ * fsynced, renamed over `path` (whatever is at `path`, a link included, is
+ * replaced, not followed), and the dir is fsynced; on any failure the temp
+ * file is removed and `path` is untouched (the old file, if any, stays).
  * Tensors are written in the given order; names must be unique, valid UTF-8
  * and not "__metadata__"; each tensor's nbytes must equal prod(shape) * size.
  * Metadata keys must be unique and none of the writer's own three; keys and values must be valid UTF-8.
@@ -143,7 +147,8 @@ int strata__ckpt_path(const char *dir, int64_t step, char *buf, size_t len);
 
 /* Delete every checkpoint of `dir` but the `keep` newest (by the step in the
  * name); keep == 0 keeps them all (TensorFlow's max_to_keep=None), keep < 0
- * is STRATA_EINVAL. Also removes stale temp files (*.safetensors.tmp.<pid>)
+ * is STRATA_EINVAL. Also removes stale temp files (*.safetensors.tmp.<pid>
+ * and .tmp.<pid>.<n>)
  * left by a writer that no longer runs: another pid, and no live process
  * has that pid. Missing dir: STRATA_ENOENT. */
 int strata__ckpt_rotate(const char *dir, int keep);

@@ -47,7 +47,8 @@ static int parse_digits(const char *s, size_t n, int64_t *v)
 }
 
 /* "ckpt-<10+ digits>.safetensors" -> step; with tmp_pid, also the temp name
- * "<that>.tmp.<pid>" -> step and pid. 0 when the name matches. */
+ * "<that>.tmp.<pid>" or "<that>.tmp.<pid>.<n>" (strata__create_temp) -> step
+ * and pid. 0 when the name matches. */
 static int parse_name(const char *name, int64_t *step, int64_t *tmp_pid)
 {
     size_t plen = strlen(PREFIX), slen = strlen(SUFFIX);
@@ -62,7 +63,12 @@ static int parse_name(const char *name, int64_t *step, int64_t *tmp_pid)
     if (strncmp(rest, TMPTAG, strlen(TMPTAG)) != 0)
         return -1;
     rest += strlen(TMPTAG);
-    return parse_digits(rest, strlen(rest), tmp_pid);
+    const char *dot = strchr(rest, '.');
+    int64_t n;
+    if (dot && parse_digits(dot + 1, strlen(dot + 1), &n) < 0)
+        return -1;
+    return parse_digits(rest, dot ? (size_t)(dot - rest) : strlen(rest),
+                        tmp_pid);
 }
 
 struct ent { int64_t step; char *name; };

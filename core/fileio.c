@@ -1,8 +1,10 @@
-/* Writing a file the user named ([debug] dump_vars, [train] metrics_csv).
+/* Writing a file the user named ([debug] dump_vars and dump_lr, [train]
+ * metrics_csv and trace, [evaluator] metrics_csv).
  *
  * What is at the path decides how (lstat, so a link is seen as one):
- *   nothing or a regular file: a new temp file next to it (O_EXCL), written
- *     whole, fsync'd, renamed over it, and the directory fsync'd; a failure
+ *   nothing or a regular file: a new temp file next to it (createfile.h:
+ *     a name taken by anything is skipped, never followed), written whole,
+ *     fsync'd, renamed over it, and the directory fsync'd; a failure
  *     removes the temp file and leaves the old file as it was. A replaced
  *     file keeps its permission bits; a new one is 0644 less the umask.
  *   a FIFO, character device or socket: written in place, never replaced.
@@ -19,7 +21,6 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -28,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "createfile.h"
 #include "internal.h"
 
 #define WHO "output"
@@ -101,24 +103,18 @@ static int sync_dir(const char *path, char *dir, size_t cap)
 static int replace(const char *path, const struct stat *old, const void *data,
                    size_t len)
 {
-    static atomic_uint seq;             /* two contexts may write at once */
     char tmp[PATH_MAX];
-    int fd = -1, err = 0;
-    for (int tries = 0; fd < 0 && tries < 100; tries++) {
-        int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path,
-                         (long)getpid(), atomic_fetch_add(&seq, 1));
-        if (n < 0 || (size_t)n >= sizeof tmp) {
-            strata__log(STRATA_LOG_ERROR, WHO, "%s: path too long", path);
-            return STRATA_EIO;
-        }
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                  0644);
-        if (fd < 0 && errno != EEXIST)
-            break;
+    int err = 0;
+    /* Two contexts may write at once: the second one's name is taken, so
+     * it gets the next. */
+    int fd = strata__create_temp(path, tmp, sizeof tmp, 0644);
+    if (fd == -ENAMETOOLONG) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: path too long", path);
+        return STRATA_EIO;
     }
     if (fd < 0) {
         strata__log(STRATA_LOG_ERROR, WHO, "%s: cannot create the temp file "
-                    "%s: %s", path, tmp, strerror(errno));
+                    "%s: %s", path, tmp, strerror(-fd));
         return STRATA_EIO;
     }
     const char *step = "cannot write";

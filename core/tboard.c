@@ -6,7 +6,8 @@
  *
  * The file is a log TensorBoard reads while it grows, so it is appended to
  * (a replaced file would go unseen by a reader that holds the old one
- * open): created new (O_EXCL, never through a link), records buffered and
+ * open): created new (strata__create_new: a name taken by anything, a
+ * link included, is skipped for the next), records buffered and
  * written whole at each flush, then fsync'd. A crash can cut the last
  * record; readers see that from its length and CRC and skip it. */
 #include <errno.h>
@@ -19,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "createfile.h"
 #include "internal.h"
 #include "watch.h"
 
@@ -73,7 +75,9 @@ static double wall_now(void)
 }
 
 /* mkdir -p: `path` and every missing directory above it (for [train]
- * tensorboard = `dir`). */
+ * tensorboard = `dir`). The last one (train, validation, evaluation: a
+ * name strata picks) must be a directory itself, not a link to one: the
+ * event file is created in it. */
 static int make_dirs(const char *path, const char *dir)
 {
     char p[PATH_MAX];
@@ -87,16 +91,19 @@ static int make_dirs(const char *path, const char *dir)
         if (*c != '/' && !end)
             continue;
         *c = '\0';
-        struct stat st;
+        struct stat st = { 0 };
         if (mkdir(p, 0777) != 0 && errno != EEXIST) {
             strata__log(STRATA_LOG_ERROR, WHO, "cannot make the directory "
                         "%s: %s ([train] tensorboard = %s)", p,
                         strerror(errno), dir);
             return STRATA_EIO;
         }
-        if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            strata__log(STRATA_LOG_ERROR, WHO, "%s is not a directory "
-                        "([train] tensorboard = %s)", p, dir);
+        if ((end ? lstat(p, &st) : stat(p, &st)) != 0 ||
+            !S_ISDIR(st.st_mode)) {
+            strata__log(STRATA_LOG_ERROR, WHO, "%s is not a directory%s "
+                        "([train] tensorboard = %s)", p, S_ISLNK(st.st_mode)
+                        ? " but a symbolic link; strata does not follow it"
+                        : "", dir);
             return STRATA_EIO;
         }
         if (end)
@@ -127,14 +134,14 @@ static int create_file(strata__tb_file_t *f, const char *dir)
             strata__log(STRATA_LOG_ERROR, WHO, "%s: path too long", dir);
             return STRATA_EIO;
         }
-        f->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND |
-                               O_NOFOLLOW | O_CLOEXEC, 0666);
-        if (f->fd < 0 && errno != EEXIST)
+        f->fd = strata__create_new(path, 0666, O_APPEND);
+        if (f->fd < 0 && f->fd != -EEXIST)
             break;
     }
     if (f->fd < 0) {
         strata__log(STRATA_LOG_ERROR, WHO, "cannot create an event file in "
-                    "%s: %s", dir, strerror(errno));
+                    "%s: %s", dir, strerror(-f->fd));
+        f->fd = -1;
         return STRATA_EIO;
     }
     f->path = strdup(path);

@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "compare.h"
+#include "createfile.h"
 #include "svg.h"
 
 #define MAX_RUNS  16
@@ -498,23 +499,29 @@ static void print_table(const cmp_run_t *runs, int n, const cmp_run_t *slow)
 
 /* ---- files ------------------------------------------------------------- */
 
-/* Replace `path` with what `write` puts in a stream: a temporary file,
- * fsync, rename; nothing half-written. 0, or -1 after a message. */
+/* Replace `path` with what `write` puts in a stream: a new temporary file
+ * (strata__create_temp: never one that was there), fsync, rename; nothing
+ * half-written. 0, or -1 after a message. */
 static int write_file(const char *path, int (*write)(FILE *, void *),
                       void *user)
 {
     char *buf = NULL, tmp[4200];
     size_t len = 0;
+    errno = 0;
     FILE *m = open_memstream(&buf, &len);
     int rc = m ? write(m, user) : -1;
     if (m && fclose(m) != 0)
         rc = -1;
     FILE *f = NULL;
-    int n = snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-    if (n < 0 || (size_t)n >= sizeof tmp)
+    int fd = rc == 0 ? strata__create_temp(path, tmp, sizeof tmp, 0644) : -1;
+    if (rc == 0 && fd < 0) {
+        errno = -fd;
         rc = -1;
-    if (rc == 0 && (!(f = fopen(tmp, "w")) || fwrite(buf, 1, len, f) != len ||
-                    fflush(f) != 0 || fsync(fileno(f)) != 0))
+    }
+    if (fd >= 0 && !(f = fdopen(fd, "w")))
+        close(fd);
+    if (fd >= 0 && (!f || fwrite(buf, 1, len, f) != len || fflush(f) != 0 ||
+                    fsync(fileno(f)) != 0))
         rc = -1;
     if (f && fclose(f) != 0)
         rc = -1;
@@ -523,7 +530,7 @@ static int write_file(const char *path, int (*write)(FILE *, void *),
     if (rc != 0) {
         fprintf(stderr, "strata: compare: cannot write %s: %s\n", path,
                 errno ? strerror(errno) : "out of memory");
-        if (f)
+        if (fd >= 0)
             unlink(tmp);
     }
     free(buf);

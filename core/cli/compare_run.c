@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "compare.h"
+#include "createfile.h"
 
 #define GRACE_S 15 /* after SIGTERM, SIGKILL to the whole job */
 
@@ -370,6 +371,27 @@ static void first_error(const char *log, char *why, size_t cap)
         fclose(f);
 }
 
+/* A run's log, new: a temp file (strata__create_temp) renamed over `path`
+ * at once, so that what was there (an earlier run's log, a link) is
+ * replaced, never followed or truncated. The fd, or -1 with errno set. */
+static int create_log(const char *path)
+{
+    char tmp[4200];
+    int fd = strata__create_temp(path, tmp, sizeof tmp, 0644);
+    if (fd < 0) {
+        errno = -fd;
+        return -1;
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
 int cli_compare_run(const cmp_opts_t *o, cmp_run_t *r,
                     volatile sig_atomic_t *stop)
 {
@@ -379,7 +401,7 @@ int cli_compare_run(const cmp_opts_t *o, cmp_run_t *r,
         fprintf(stderr, "strata: compare: %s: arguments too long\n", r->spec);
         return -1;
     }
-    int logfd = open(r->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int logfd = create_log(r->log);
     FILE *lf = logfd >= 0 ? fdopen(dup(logfd), "w") : NULL;
     if (!lf) {
         fprintf(stderr, "strata: compare: cannot write %s: %s\n", r->log,

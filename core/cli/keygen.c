@@ -14,6 +14,7 @@
 #include <zmq.h>
 
 #include "cli.h"
+#include "createfile.h"
 
 static const char *const k_usage =
     "usage: strata keygen [--force] DIR TASK...\n"
@@ -73,17 +74,25 @@ static int write_cert(const char *path, int secret, const char *name,
                  "the contents of this file after exchange.",
         name, pub, secret ? "    secret-key = \"" : "", secret ? sec : "",
         secret ? "\"\n" : "");
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-    if (!force && access(path, F_OK) == 0) {
+    /* Anything at the name (a link too, dangling or not) is kept. */
+    struct stat st;
+    if (!force && lstat(path, &st) == 0) {
         fprintf(stderr, "strata: keygen: %s exists; keeping it (--force "
                 "replaces it)\n", path);
         return 1;
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-                  secret ? 0600 : 0644);
-    int ok = fd >= 0 && fchmod(fd, secret ? 0600 : 0644) == 0 &&
+    /* A new temp file, renamed over the name: --force replaces what is
+     * there (a link itself, never its target). */
+    int fd = strata__create_temp(path, tmp, sizeof tmp, secret ? 0600 : 0644);
+    if (fd < 0) {
+        fprintf(stderr, "strata: keygen: cannot create %s: %s\n", tmp,
+                strerror(-fd));
+        return 1;
+    }
+    errno = EIO; /* a short write sets none */
+    int ok = fchmod(fd, secret ? 0600 : 0644) == 0 &&
              write(fd, text, (size_t)n) == n && fsync(fd) == 0;
-    if (fd >= 0 && close(fd) != 0)
+    if (close(fd) != 0)
         ok = 0;
     if (ok && rename(tmp, path) != 0)
         ok = 0;
