@@ -4,6 +4,7 @@
  * The header is parsed with cJSON. It is also built with cJSON, but every
  * number goes in as raw text: cJSON prints doubles with "%1.15g", which
  * turns 10^15 into "1e+15", and safetensors' reader wants integers. */
+#include <assert.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 
 #include "checkpoint.h"
 #include "createfile.h"
+#include "fault.h"
 
 #define WHO "ckpt"
 #define SLOT_ALIGN 16          /* each loaded tensor's data is aligned so */
@@ -171,8 +173,8 @@ static int cmp_tensor_idx(const void *a, const void *b, void *arg)
 static int header_crc(const strata__meta_t *m, int nm, const strata__tensor_t *t,
                       const uint64_t *begin, int nt, uint32_t *out)
 {
-    int *mi = malloc(sizeof *mi * ((size_t)nm + 1));
-    int *ti = malloc(sizeof *ti * ((size_t)nt + 1));
+    int *mi = STRATA_FAULT(ALLOC) ? NULL : malloc(sizeof *mi * ((size_t)nm + 1));
+    int *ti = STRATA_FAULT(ALLOC) ? NULL : malloc(sizeof *ti * ((size_t)nt + 1));
     if (!mi || !ti) {
         free(mi);
         free(ti);
@@ -269,9 +271,12 @@ static int check_args(const char *path, const strata__tensor_t *t, int nt,
         }
     }
     int n = nt > nm ? nt : nm;
-    const char **v = malloc(sizeof *v * (size_t)(n ? n : 1));
-    if (!v)
+    const char **v = STRATA_FAULT(ALLOC) ? NULL
+                                         : malloc(sizeof *v * (size_t)(n ? n : 1));
+    if (!v) {
+        strata__log(STRATA_LOG_ERROR, WHO, "write %s: out of memory", path);
         return STRATA_ENOMEM;
+    }
     int rc = 0;
     for (int pass = 0; pass < 2 && !rc; pass++) {
         int k = pass ? nm : nt;
@@ -304,7 +309,9 @@ static char *build_header(const strata__tensor_t *t, int nt,
     char hex[9], hhex[9];
     snprintf(hex, sizeof hex, "%08" PRIx32, crc);
     snprintf(hhex, sizeof hhex, "%08" PRIx32, hcrc);
-    cJSON *root = cJSON_CreateObject();
+    /* cJSON allocates through malloc: one point for the tree, one for the
+     * text (its hooks are the process's, not ours to change). */
+    cJSON *root = STRATA_FAULT(ALLOC) ? NULL : cJSON_CreateObject();
     cJSON *md = root ? cJSON_AddObjectToObject(root, "__metadata__") : NULL;
     int ok = md && cJSON_AddStringToObject(md, "strata.format", "1")
              && cJSON_AddStringToObject(md, "strata.crc32c", hex)
@@ -323,12 +330,12 @@ static char *build_header(const strata__tensor_t *t, int nt,
              && cJSON_AddItemToArray(offs, raw_u64(off + t[i].nbytes));
         off += t[i].nbytes;
     }
-    char *json = ok ? cJSON_PrintUnformatted(root) : NULL;
+    char *json = ok && !STRATA_FAULT(ALLOC) ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);
     if (!json)
         return NULL;
     size_t n = strlen(json), padded = (n + 7) & ~(size_t)7;
-    char *h = malloc(padded + 1);
+    char *h = STRATA_FAULT(ALLOC) ? NULL : malloc(padded + 1);
     if (h) {
         memcpy(h, json, n);
         memset(h + n, ' ', padded - n);
@@ -354,7 +361,8 @@ static int put(struct writer *w, const void *p, size_t n)
             k = (size_t)(w->crash_at - w->done);
         if (k == 0)
             _exit(99);                         /* STRATA_TEST_CKPT_CRASH=mid_write */
-        ssize_t r = write(w->fd, b, k);
+        assert(w->done < w->crash_at);
+        ssize_t r = STRATA_FAULT(IO) ? -1 : write(w->fd, b, k);
         if (r < 0) {
             if (errno == EINTR)
                 continue;
@@ -372,15 +380,16 @@ static int put(struct writer *w, const void *p, size_t n)
 static int fsync_dir_of(const char *path)
 {
     const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path))
+    char *dir = STRATA_FAULT(ALLOC) ? NULL
+              : slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path))
                       : strdup(".");
     if (!dir)
         return -1;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = STRATA_FAULT(IO) ? -1 : open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     free(dir);
     if (fd < 0)
         return -1;
-    int rc = fsync(fd);
+    int rc = STRATA_FAULT(IO) ? -1 : fsync(fd);
     int e = errno;
     close(fd);
     errno = e;
@@ -399,8 +408,10 @@ int strata__ckpt_write(const char *path, const strata__tensor_t *t, int nt,
     for (int i = 0; i < nt; i++)
         crc = strata__crc32c(crc, t[i].data, t[i].nbytes);
     /* The header's own checksum covers strata.format too. */
-    strata__meta_t *all = malloc(sizeof *all * ((size_t)nm + 1));
-    uint64_t *begin = malloc(sizeof *begin * ((size_t)nt + 1));
+    strata__meta_t *all = STRATA_FAULT(ALLOC) ? NULL
+                                              : malloc(sizeof *all * ((size_t)nm + 1));
+    uint64_t *begin = STRATA_FAULT(ALLOC) ? NULL
+                                          : malloc(sizeof *begin * ((size_t)nt + 1));
     if (all && begin) {
         all[0] = (strata__meta_t){ "strata.format", "1" };
         if (nm > 0)
@@ -417,7 +428,7 @@ int strata__ckpt_write(const char *path, const strata__tensor_t *t, int nt,
     char *hdr = rc == STRATA_OK ? build_header(t, nt, m, nm, crc, hcrc, &hlen)
                                 : NULL;
     size_t tlen = strlen(path) + 48;   /* ".tmp.<pid>.<try>" */
-    char *tmp = malloc(tlen);
+    char *tmp = STRATA_FAULT(ALLOC) ? NULL : malloc(tlen);
     if (!hdr || !tmp) {
         free(hdr);
         free(tmp);
@@ -451,17 +462,17 @@ int strata__ckpt_write(const char *path, const strata__tensor_t *t, int nt,
     if (bad) {
         e = errno;
         what = "write";
-    } else if (fsync(w.fd) != 0) {
+    } else if (STRATA_FAULT(IO) || fsync(w.fd) != 0) {
         e = errno;
         what = "fsync";
     }
     if (!what && crash && strcmp(crash, "before_rename") == 0)
         _exit(99);                                  /* test hook, see header */
-    if (close(w.fd) != 0 && !what) {
+    if (STRATA_CLOSE_POINT(w.fd) != 0 && !what) {
         e = errno;
         what = "close";
     }
-    if (!what && rename(tmp, path) != 0) {
+    if (!what && (STRATA_FAULT(IO) || rename(tmp, path) != 0)) {
         e = errno;
         what = "rename";
     }
@@ -520,7 +531,7 @@ static int pread_full(int fd, void *buf, size_t n, uint64_t off)
     unsigned char *p = buf;
     while (n > 0) {
         size_t k = n > IO_CHUNK ? IO_CHUNK : n;
-        ssize_t r = pread(fd, p, k, (off_t)off);
+        ssize_t r = STRATA_FAULT(IO) ? -1 : pread(fd, p, k, (off_t)off);
         if (r < 0) {
             if (errno == EINTR)
                 continue;
@@ -670,7 +681,7 @@ static int parse_meta(strata__ckpt_t *c, const cJSON *md, uint32_t want_crc[2],
     if (!cJSON_IsObject(md))
         return fail(w, STRATA_EDATA, "__metadata__ is not an object");
     c->nm = cJSON_GetArraySize(md);
-    c->m = calloc((size_t)c->nm + 1, sizeof *c->m);
+    c->m = STRATA_FAULT(ALLOC) ? NULL : calloc((size_t)c->nm + 1, sizeof *c->m);
     if (!c->m)
         return fail(w, STRATA_ENOMEM, "out of memory");
     int i = 0;
@@ -681,7 +692,8 @@ static int parse_meta(strata__ckpt_t *c, const cJSON *md, uint32_t want_crc[2],
         c->m[i].key = k->string;
         c->m[i++].value = k->valuestring;
     }
-    const char **v = malloc(sizeof *v * ((size_t)c->nm + 1));
+    const char **v = STRATA_FAULT(ALLOC) ? NULL
+                                         : malloc(sizeof *v * ((size_t)c->nm + 1));
     if (!v)
         return fail(w, STRATA_ENOMEM, "out of memory");
     for (i = 0; i < c->nm; i++)
@@ -760,7 +772,7 @@ static int load_fd(int fd, uint64_t size, strata__ckpt_t *c, struct why *w)
 
     /* Zero padding after the text: cJSON 1.7.15 may read a few bytes past a
      * truncated \u escape. */
-    char *hdr = calloc(1, (size_t)n + 16);
+    char *hdr = STRATA_FAULT(ALLOC) ? NULL : calloc(1, (size_t)n + 16);
     if (!hdr)
         return fail(w, STRATA_ENOMEM, "out of memory for a %" PRIu64 "-byte header", n);
     r = pread_full(fd, hdr, (size_t)n, 8);
@@ -782,13 +794,18 @@ static int load_fd(int fd, uint64_t size, strata__ckpt_t *c, struct why *w)
                     "0x%02x)", first);
     }
     const char *end = NULL;
-    c->root = cJSON_ParseWithLengthOpts(hdr, (size_t)n, &end, 0);
+    /* cJSON tells no allocation failure from bad JSON; the point fails
+     * the parse as out of memory. */
+    int oom = STRATA_FAULT(ALLOC);
+    c->root = oom ? NULL : cJSON_ParseWithLengthOpts(hdr, (size_t)n, &end, 0);
     size_t at = end ? (size_t)(end - hdr) : 0;
     if (c->root)
         while (at < n && (hdr[at] == ' ' || hdr[at] == '\t' || hdr[at] == '\r'
                           || hdr[at] == '\n'))
             at++;
     free(hdr);
+    if (oom)
+        return fail(w, STRATA_ENOMEM, "out of memory for the parsed header");
     if (!c->root)
         return fail(w, STRATA_EDATA, "header is not valid JSON (near byte %zu of "
                     "the header)", at);
@@ -801,9 +818,10 @@ static int load_fd(int fd, uint64_t size, strata__ckpt_t *c, struct why *w)
     /* Tensors and metadata. */
     const cJSON *e, *md = NULL;
     int nent = cJSON_GetArraySize(c->root);
-    c->t = calloc((size_t)nent + 1, sizeof *c->t);
-    c->by_name = calloc((size_t)nent + 1, sizeof *c->by_name);
-    struct span *s = calloc((size_t)nent + 1, sizeof *s);
+    c->t = STRATA_FAULT(ALLOC) ? NULL : calloc((size_t)nent + 1, sizeof *c->t);
+    c->by_name = STRATA_FAULT(ALLOC) ? NULL
+                                     : calloc((size_t)nent + 1, sizeof *c->by_name);
+    struct span *s = STRATA_FAULT(ALLOC) ? NULL : calloc((size_t)nent + 1, sizeof *s);
     if (!c->t || !c->by_name || !s) {
         free(s);
         return fail(w, STRATA_ENOMEM, "out of memory");
@@ -840,7 +858,8 @@ static int load_fd(int fd, uint64_t size, strata__ckpt_t *c, struct why *w)
     if (!rc && md)
         rc = parse_meta(c, md, want_crc, has_crc, w);
     if (!rc && has_crc[1]) {
-        uint64_t *begin = malloc(sizeof *begin * ((size_t)c->nt + 1));
+        uint64_t *begin = STRATA_FAULT(ALLOC) ? NULL
+                                              : malloc(sizeof *begin * ((size_t)c->nt + 1));
         uint32_t hcrc = 0;
         rc = begin ? STRATA_OK : STRATA_ENOMEM;
         for (int k = 0; k < c->nt && !rc; k++)
@@ -861,12 +880,14 @@ static int load_fd(int fd, uint64_t size, strata__ckpt_t *c, struct why *w)
     size_t arena = SLOT_ALIGN;
     for (int i = 0; i < c->nt && !rc; i++)
         arena += (c->t[i].nbytes + SLOT_ALIGN - 1) & ~(size_t)(SLOT_ALIGN - 1);
-    if (!rc && !(c->arena = malloc(arena)))
+    if (!rc && (STRATA_FAULT(ALLOC) || !(c->arena = malloc(arena))))
         rc = fail(w, STRATA_ENOMEM, "out of memory for %zu bytes of data", arena);
     uint32_t crc = 0;
     size_t slot = 0;
     for (int k = 0; k < c->nt && !rc; k++) {   /* in file order: one pass */
         strata__tensor_t *x = &c->t[s[k].i];
+        /* The arena was sized from these very tensors. */
+        assert(slot + x->nbytes <= arena);
         x->data = c->arena + slot;
         r = pread_full(fd, c->arena + slot, x->nbytes, 8 + n + s[k].begin);
         if (r)
@@ -888,14 +909,14 @@ static int load_fd(int fd, uint64_t size, strata__ckpt_t *c, struct why *w)
 static int ckpt_load(const char *path, strata__ckpt_t **out, struct why *w)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = STRATA_FAULT(IO) ? -1 : open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
         return fail(w, e == ENOENT || e == ENOTDIR ? STRATA_ENOENT : STRATA_EIO,
                     "cannot open: %s", strerror(e));
     }
     struct stat st;
-    if (fstat(fd, &st) != 0) {
+    if (STRATA_FAULT(IO) || fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
         return fail(w, STRATA_EIO, "cannot stat: %s", strerror(e));
@@ -910,7 +931,7 @@ static int ckpt_load(const char *path, strata__ckpt_t **out, struct why *w)
                     "file starts with an 8-byte header length)",
                     (long long)st.st_size);
     }
-    strata__ckpt_t *c = calloc(1, sizeof *c);
+    strata__ckpt_t *c = STRATA_FAULT(ALLOC) ? NULL : calloc(1, sizeof *c);
     if (!c) {
         close(fd);
         return fail(w, STRATA_ENOMEM, "out of memory");
@@ -1048,6 +1069,7 @@ const strata__tensor_t *strata__ckpt_find(const strata__ckpt_t *c, const char *n
     int lo = 0, hi = c->nt - 1;
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2;
+        assert(c->by_name[mid] >= 0 && c->by_name[mid] < c->nt);
         const strata__tensor_t *x = &c->t[c->by_name[mid]];
         int d = strcmp(name, x->name);
         if (d == 0)

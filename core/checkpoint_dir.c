@@ -1,5 +1,6 @@
 /* Checkpoint directories: DIR/ckpt-<step>.safetensors naming, rotation,
  * finding the newest good checkpoint, and `strata inspect`. */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "fault.h"
 
 #define WHO "ckpt"
 #define PREFIX "ckpt-"
@@ -94,7 +96,7 @@ static int list_dir(const char *dir, int want_tmp, struct ent **out, int *count)
 {
     *out = NULL;
     *count = 0;
-    DIR *d = opendir(dir);
+    DIR *d = STRATA_FAULT(IO) ? NULL : opendir(dir);
     if (!d) {
         int e = errno;
         if (e == ENOENT || e == ENOTDIR)
@@ -106,7 +108,14 @@ static int list_dir(const char *dir, int want_tmp, struct ent **out, int *count)
     struct ent *v = NULL;
     int n = 0, cap = 0, rc = 0;
     struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
+    /* readdir's end and its error look alike but for errno. */
+    for (;;) {
+        errno = 0;
+        if (STRATA_FAULT(IO) || !(de = readdir(d))) {
+            if (errno)
+                rc = STRATA_EIO;
+            break;
+        }
         int64_t step, pid = 0;
         if (parse_name(de->d_name, &step, want_tmp ? &pid : NULL) != 0)
             continue;
@@ -117,7 +126,8 @@ static int list_dir(const char *dir, int want_tmp, struct ent **out, int *count)
             continue;
         if (n == cap) {
             int ncap = cap ? 2 * cap : 16;
-            struct ent *nv = realloc(v, sizeof *v * (size_t)ncap);
+            struct ent *nv = STRATA_FAULT(ALLOC) ? NULL
+                                                 : realloc(v, sizeof *v * (size_t)ncap);
             if (!nv) {
                 rc = STRATA_ENOMEM;
                 break;
@@ -126,15 +136,17 @@ static int list_dir(const char *dir, int want_tmp, struct ent **out, int *count)
             cap = ncap;
         }
         v[n].step = step;
-        if (!(v[n].name = strdup(de->d_name))) {
+        if (STRATA_FAULT(ALLOC) || !(v[n].name = strdup(de->d_name))) {
             rc = STRATA_ENOMEM;
             break;
         }
         n++;
     }
+    int e = errno;
     closedir(d);
     if (rc) {
-        strata__log(STRATA_LOG_ERROR, WHO, "listing %s: out of memory", dir);
+        strata__log(STRATA_LOG_ERROR, WHO, "listing %s: %s", dir,
+                    rc == STRATA_EIO ? strerror(e) : "out of memory");
         ents_free(v, n);
         return rc;
     }
@@ -148,7 +160,7 @@ static int list_dir(const char *dir, int want_tmp, struct ent **out, int *count)
 static char *join(const char *dir, const char *name)
 {
     size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
+    char *p = STRATA_FAULT(ALLOC) ? NULL : malloc(n);
     if (p)
         snprintf(p, n, "%s/%s", dir, name);
     return p;
@@ -158,12 +170,16 @@ static int remove_all(const char *dir, const struct ent *v, int from, int n,
                       const char *what)
 {
     int rc = 0;
+    assert(from >= 0 && from <= n);
     for (int i = from; i < n; i++) {
         char *p = join(dir, v[i].name);
-        if (!p)
+        if (!p) {
+            strata__log(STRATA_LOG_ERROR, WHO, "removing %s %s/%s: out of "
+                        "memory", what, dir, v[i].name);
             return STRATA_ENOMEM;
-        if (unlink(p) != 0 && errno != ENOENT) {
-            strata__log(STRATA_LOG_WARN, WHO, "cannot remove %s %s: %s", what, p,
+        }
+        if ((STRATA_FAULT(IO) || unlink(p) != 0) && errno != ENOENT) {
+            strata__log(STRATA_LOG_ERROR, WHO, "cannot remove %s %s: %s", what, p,
                         strerror(errno));
             rc = STRATA_EIO;
         } else
@@ -225,11 +241,18 @@ int strata__ckpt_latest(const char *dir, strata__ckpt_t **out, char *path_out,
     for (int i = 0; i < n && rc == STRATA_ENOENT; i++) {
         char *p = join(dir, v[i].name), why[512];
         if (!p) {
+            strata__log(STRATA_LOG_ERROR, WHO, "latest in %s: out of memory",
+                        dir);
             rc = STRATA_ENOMEM;
             break;
         }
         int r = strata__ckpt_load_quiet(p, out, why, sizeof why);
-        if (r == 0 && path_out && strlen(p) >= len) {
+        if (r == STRATA_ENOMEM) {
+            /* Says nothing about the file: not a reason to resume from an
+             * older one. */
+            strata__log(STRATA_LOG_ERROR, WHO, "%s: %s", p, why);
+            rc = r;
+        } else if (r == 0 && path_out && strlen(p) >= len) {
             strata__log(STRATA_LOG_ERROR, WHO, "latest: path %s longer than %zu "
                         "bytes", p, len);
             strata__ckpt_free(*out);

@@ -7,6 +7,7 @@
  *
  * Strings handed out (cfg_get, cfg_origin, STRING options) stay valid until
  * cfg_free: a replaced value is parked, not freed. */
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "fault.h"
 #include "internal.h"
 
 #define WHO "config"
@@ -51,7 +53,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     size_t ncap = *cap ? *cap * 2 : 8;
     while (ncap < need)
         ncap *= 2;
-    void *q = realloc(*p, ncap * elem);
+    void *q = STRATA_FAULT(ALLOC) ? NULL : realloc(*p, ncap * elem);
     if (!q)
         return STRATA_ENOMEM;
     *p = q;
@@ -109,62 +111,83 @@ static entry_t *find(const strata__cfg_t *c, const char *section,
     return NULL;
 }
 
-static int add_section(strata__cfg_t *c, const char *name)
+static char *dup(const char *s)
 {
-    for (size_t i = 0; i < c->nsections; i++)
-        if (strcmp(c->sections[i], name) == 0)
-            return 0;
-    if (grow((void **)&c->sections, &c->capsections, c->nsections + 2,
-             sizeof *c->sections) != 0)
+    return STRATA_FAULT(ALLOC) ? NULL : strdup(s);
+}
+
+/* Room for `more` new entries, the values of `more` replaced ones and
+ * `more` new sections: what commit() then takes cannot fail. */
+static int reserve(strata__cfg_t *c, size_t more)
+{
+    if (grow((void **)&c->e, &c->cap, c->n + more, sizeof *c->e) != 0 ||
+        grow((void **)&c->parked, &c->capparked, c->nparked + 2 * more,
+             sizeof *c->parked) != 0 ||
+        grow((void **)&c->sections, &c->capsections, c->nsections + more + 1,
+             sizeof *c->sections) != 0) {
+        strata__log(STRATA_LOG_ERROR, WHO, "out of memory");
         return STRATA_ENOMEM;
-    c->sections[c->nsections++] = name;
-    c->sections[c->nsections] = NULL;
+    }
     return 0;
 }
 
-/* Record section.key = value unless a value of higher precedence is there. */
+/* section.key = value, every string malloc'd and now the store's (or
+ * freed). The room is reserved (reserve()): this cannot fail. */
+static void commit(strata__cfg_t *c, char *section, char *key, char *value,
+                   char *origin, int prec)
+{
+    entry_t *e = find(c, section, key);
+    if (e) {
+        free(section);
+        free(key);
+        if (prec < e->prec) {   /* a value of higher precedence stays */
+            free(value);
+            free(origin);
+            return;
+        }
+        assert(c->nparked + 2 <= c->capparked);
+        c->parked[c->nparked++] = e->value;
+        c->parked[c->nparked++] = e->origin;
+        e->value = value;
+        e->origin = origin;
+        e->prec = prec;
+        return;
+    }
+    assert(c->n < c->cap && c->nsections + 1 < c->capsections);
+    c->e[c->n++] = (entry_t){ section, key, value, origin, prec };
+    for (size_t i = 0; i < c->nsections; i++)
+        if (strcmp(c->sections[i], section) == 0)
+            return;
+    c->sections[c->nsections++] = section;
+    c->sections[c->nsections] = NULL;
+}
+
+/* Record section.key = value unless a value of higher precedence is there.
+ * A failure changes nothing. */
 static int store(strata__cfg_t *c, const char *section, const char *key,
                  const char *value, const char *origin, int prec)
 {
     entry_t *e = find(c, section, key);
     if (e && prec < e->prec)
         return 0;
-    char *v = strdup(value), *o = strdup(origin);
-    if (!v || !o)
-        goto nomem;
-    if (e) {
-        if (grow((void **)&c->parked, &c->capparked, c->nparked + 2,
-                 sizeof *c->parked) != 0)
-            goto nomem;
-        c->parked[c->nparked++] = e->value;
-        c->parked[c->nparked++] = e->origin;
-        e->value = v;
-        e->origin = o;
-        e->prec = prec;
-        return 0;
-    }
-    if (c->n >= STRATA_CFG_MAX_ENTRIES) {
+    if (!e && c->n >= STRATA_CFG_MAX_ENTRIES) {
         strata__log(STRATA_LOG_ERROR, WHO, "%s: more than %d keys in all",
                     origin, STRATA_CFG_MAX_ENTRIES);
-        free(v);
-        free(o);
         return STRATA_ECONFIG;
     }
-    if (grow((void **)&c->e, &c->cap, c->n + 1, sizeof *c->e) != 0)
-        goto nomem;
-    entry_t ne = { strdup(section), strdup(key), v, o, prec };
-    if (!ne.section || !ne.key) {
-        free(ne.section);
-        free(ne.key);
-        goto nomem;
+    if (reserve(c, 1) != 0)
+        return STRATA_ENOMEM;
+    char *sc = dup(section), *k = dup(key), *v = dup(value), *o = dup(origin);
+    if (!sc || !k || !v || !o) {
+        free(sc);
+        free(k);
+        free(v);
+        free(o);
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: out of memory", origin);
+        return STRATA_ENOMEM;
     }
-    c->e[c->n++] = ne;
-    return add_section(c, ne.section);
-nomem:
-    free(v);
-    free(o);
-    strata__log(STRATA_LOG_ERROR, WHO, "out of memory");
-    return STRATA_ENOMEM;
+    commit(c, sc, k, v, o, prec);
+    return 0;
 }
 
 /* ---- the store ------------------------------------------------------------ */
@@ -172,12 +195,11 @@ nomem:
 int strata__cfg_new(strata__cfg_t **out)
 {
     *out = NULL;
-    strata__cfg_t *c = calloc(1, sizeof *c);
-    if (!c)
-        return STRATA_ENOMEM;
-    if (grow((void **)&c->sections, &c->capsections, 1, sizeof *c->sections)
-        != 0) {
+    strata__cfg_t *c = STRATA_FAULT(ALLOC) ? NULL : calloc(1, sizeof *c);
+    if (!c || grow((void **)&c->sections, &c->capsections, 1,
+                   sizeof *c->sections) != 0) {
         free(c);
+        strata__log(STRATA_LOG_ERROR, WHO, "out of memory");
         return STRATA_ENOMEM;
     }
     c->sections[0] = NULL;
@@ -292,6 +314,12 @@ static char *read_line(char *str, int num, void *stream)
         return NULL;
     int ch, any = 0, too_long = 0;
     size_t n = 0, room = (size_t)num - 3; /* as inih: '\r', '\n', NUL */
+    if (STRATA_FAULT(IO)) {   /* one point per line read */
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: cannot read: %s", st->path,
+                    strerror(errno));
+        st->rc = STRATA_EIO;
+        return NULL;
+    }
     while ((ch = getc(st->f)) != EOF) {
         any = 1;
         if (ch == '\n')
@@ -363,7 +391,7 @@ static int on_value(void *user, const char *section, const char *name,
     }
     if (grow((void **)&st->kv, &st->capkv, st->nkv + 1, sizeof *st->kv) != 0)
         goto nomem;
-    staged_t kv = { strdup(section), strdup(name), strdup(value), st->line };
+    staged_t kv = { dup(section), dup(name), dup(value), st->line };
     if (!kv.section || !kv.key || !kv.value) {
         free(kv.section);
         free(kv.key);
@@ -373,7 +401,8 @@ static int on_value(void *user, const char *section, const char *name,
     st->kv[st->nkv++] = kv;
     return 1;
 nomem:
-    strata__log(STRATA_LOG_ERROR, WHO, "out of memory");
+    strata__log(STRATA_LOG_ERROR, WHO, "%s:%d: out of memory", st->path,
+                st->line);
     st->rc = STRATA_ENOMEM;
     return 0;
 }
@@ -381,7 +410,7 @@ nomem:
 int strata__cfg_load_file(strata__cfg_t *c, const char *path)
 {
     parse_t st = { .path = path };
-    st.f = fopen(path, "r");
+    st.f = STRATA_FAULT(IO) ? NULL : fopen(path, "r");
     if (!st.f) {
         int e = errno;
         strata__log(STRATA_LOG_ERROR, WHO, "%s: cannot open: %s", path,
@@ -406,12 +435,40 @@ int strata__cfg_load_file(strata__cfg_t *c, const char *path)
                         st.hint_line == first ? st.hint : "");
         rc = STRATA_ECONFIG;
     }
-    for (size_t i = 0; i < st.nkv && rc == 0; i++) {
-        char origin[4096 + 16];
-        snprintf(origin, sizeof origin, "%s:%d", path, st.kv[i].line);
-        rc = store(c, st.kv[i].section, st.kv[i].key, st.kv[i].value, origin,
-                   STRATA__CFG_FILE);
+    /* Commit: every allocation first, then nothing that can fail, so that
+     * a failure leaves the store as it was. */
+    char **origins = NULL;
+    size_t fresh = 0;
+    for (size_t i = 0; i < st.nkv && rc == 0; i++)
+        fresh += !find(c, st.kv[i].section, st.kv[i].key);
+    if (rc == 0 && c->n + fresh > STRATA_CFG_MAX_ENTRIES) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: more than %d keys in all",
+                    path, STRATA_CFG_MAX_ENTRIES);
+        rc = STRATA_ECONFIG;
     }
+    if (rc == 0 && st.nkv)
+        rc = reserve(c, st.nkv);               /* logs its failure */
+    if (rc == 0 && st.nkv) {
+        int ok = !STRATA_FAULT(ALLOC) &&
+                 (origins = calloc(st.nkv, sizeof *origins)) != NULL;
+        for (size_t i = 0; ok && i < st.nkv; i++) {
+            char origin[4096 + 16];
+            snprintf(origin, sizeof origin, "%s:%d", path, st.kv[i].line);
+            ok = (origins[i] = dup(origin)) != NULL;
+        }
+        if (!ok) {
+            strata__log(STRATA_LOG_ERROR, WHO, "%s: out of memory", path);
+            rc = STRATA_ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < st.nkv && rc == 0; i++) {
+        commit(c, st.kv[i].section, st.kv[i].key, st.kv[i].value, origins[i],
+               STRATA__CFG_FILE);
+        st.kv[i].section = st.kv[i].key = st.kv[i].value = origins[i] = NULL;
+    }
+    for (size_t i = 0; origins && i < st.nkv; i++)
+        free(origins[i]);
+    free(origins);
     for (size_t i = 0; i < st.nkv; i++) {
         free(st.kv[i].section);
         free(st.kv[i].key);
@@ -453,9 +510,11 @@ int strata__cfg_load_env(strata__cfg_t *c, char *const *envp)
                             "digits and '_')", name, s->name, key);
                 return STRATA_ECONFIG;
             }
-            char *value = strdup(eq + 1);
-            if (!value)
+            char *value = dup(eq + 1);
+            if (!value) {
+                strata__log(STRATA_LOG_ERROR, WHO, "%s: out of memory", name);
                 return STRATA_ENOMEM;
+            }
             int rc = store(c, s->name, key, trim(value), name,
                            STRATA__CFG_ENV);
             free(value);
@@ -472,9 +531,15 @@ int strata__cfg_set(strata__cfg_t *c, const char *assignment, int prec,
 {
     if (!origin)
         origin = "--set";
-    char *buf = assignment ? strdup(assignment) : NULL;
-    if (!buf)
-        return assignment ? STRATA_ENOMEM : STRATA_EINVAL;
+    if (!assignment) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: no assignment", origin);
+        return STRATA_EINVAL;
+    }
+    char *buf = dup(assignment);
+    if (!buf) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: out of memory", origin);
+        return STRATA_ENOMEM;
+    }
     char *eq = strchr(buf, '=');
     char *lhs = buf, *dot = NULL, *value = NULL;
     if (eq) {

@@ -20,6 +20,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "fault.h"
+
 /* Names tried for a temp file before giving up (see strata__create_temp). */
 #define STRATA__TEMP_TRIES 100
 
@@ -31,6 +33,8 @@ static inline int strata__create_new(const char *path, mode_t mode,
                                      int extra_flags)
 {
     int fd;
+    if (STRATA_FAULT(IO))
+        return -EIO;
     do
         fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC |
                             O_NOCTTY | extra_flags, mode);

@@ -1,5 +1,6 @@
 /* The membership client of an elastic job (elastic.h): one TCP connection
  * to the service strata launch --elastic hosts, joins, resize notices. */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "elastic.h"
+#include "fault.h"
 
 #define WHO       "elastic"
 #define LINE_MAX_ 512               /* bytes of one protocol line          */
@@ -90,9 +92,12 @@ int strata__elastic_open(const char *self, const char *host,
                     "them", svc);
         return STRATA_ECONFIG;
     }
-    strata__elastic_t *e = calloc(1, sizeof *e);
-    if (!e)
+    strata__elastic_t *e = STRATA_FAULT(ALLOC) ? NULL : calloc(1, sizeof *e);
+    if (!e) {
+        strata__log(STRATA_LOG_ERROR, WHO, "membership client of %s: out of "
+                    "memory", svc);
         return STRATA_ENOMEM;
+    }
     snprintf(e->service, sizeof e->service, "%s", svc);
     snprintf(e->token, sizeof e->token, "%s", tok);
     snprintf(e->self, sizeof e->self, "%s", self);
@@ -104,15 +109,29 @@ int strata__elastic_open(const char *self, const char *host,
     return STRATA_OK;
 }
 
+/* A generation's member table: n names, addresses, committed steps. */
+struct table {
+    int      n;
+    char   **addrs, **names;
+    int64_t *committed;
+};
+
+static void table_free(struct table *t)
+{
+    for (int i = 0; i < t->n; i++) {
+        free(t->addrs ? t->addrs[i] : NULL);
+        free(t->names ? t->names[i] : NULL);
+    }
+    free(t->addrs);
+    free(t->names);
+    free(t->committed);
+    *t = (struct table){ 0 };
+}
+
 static void forget_generation(strata__elastic_t *e)
 {
-    for (int i = 0; i < e->n; i++) {
-        free(e->addrs[i]);
-        free(e->names[i]);
-    }
-    free(e->addrs);
-    free(e->names);
-    free(e->committed);
+    struct table t = { e->n, e->addrs, e->names, e->committed };
+    table_free(&t);
     e->addrs = e->names = NULL;
     e->committed = NULL;
     e->n = 0;
@@ -143,11 +162,15 @@ static int connect_service(strata__elastic_t *e)
     }
     int fd = -1, err = 0;
     for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                    a->ai_protocol);
-        if (fd < 0)
+        fd = STRATA_FAULT(IO) ? -1
+             : socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                      a->ai_protocol);
+        if (fd < 0) {
+            err = errno;
             continue;
-        if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+        }
+        if ((STRATA_FAULT(IO) || connect(fd, a->ai_addr, a->ai_addrlen) != 0) &&
+            errno != EINPROGRESS) {
             err = errno;
             close(fd);
             fd = -1;
@@ -179,7 +202,8 @@ static int send_line(strata__elastic_t *e, const char *line, int64_t deadline)
 {
     size_t len = strlen(line), at = 0;
     while (at < len) {
-        ssize_t n = send(e->fd, line + at, len - at, MSG_NOSIGNAL);
+        ssize_t n = STRATA_FAULT(IO) ? -1
+                    : send(e->fd, line + at, len - at, MSG_NOSIGNAL);
         if (n > 0) {
             at += (size_t)n;
             continue;
@@ -203,8 +227,9 @@ static int send_line(strata__elastic_t *e, const char *line, int64_t deadline)
 static int fill(strata__elastic_t *e)
 {
     while (e->len < sizeof e->in) {
-        ssize_t n = recv(e->fd, e->in + e->len, sizeof e->in - e->len,
-                         MSG_DONTWAIT);
+        ssize_t n = STRATA_FAULT(IO) ? -1
+                    : recv(e->fd, e->in + e->len, sizeof e->in - e->len,
+                           MSG_DONTWAIT);
         if (n > 0) {
             e->len += (size_t)n;
             continue;
@@ -237,6 +262,7 @@ static int take_line(strata__elastic_t *e, char *buf, size_t cap)
 static int next_line(strata__elastic_t *e, char *buf, size_t cap,
                      int64_t deadline)
 {
+    int gone = 0;
     for (;;) {
         int rc = take_line(e, buf, cap);
         if (rc == 1)
@@ -246,6 +272,13 @@ static int next_line(strata__elastic_t *e, char *buf, size_t cap,
                         "a line longer than %d bytes", e->service, LINE_MAX_);
             return rc;
         }
+        /* The lines that came before the end are taken first. */
+        if (gone) {
+            strata__log(STRATA_LOG_ERROR, WHO, "the membership service %s "
+                        "closed the connection (strata launch gone?)",
+                        e->service);
+            return STRATA_EPEER;
+        }
         struct pollfd p = { .fd = e->fd, .events = POLLIN };
         int64_t left = deadline - now_ms();
         if (left <= 0) {
@@ -253,14 +286,13 @@ static int next_line(strata__elastic_t *e, char *buf, size_t cap,
                         "membership service %s in time", e->service);
             return STRATA_ETIMEDOUT;
         }
-        if (poll(&p, 1, (int)(left < 1000 ? left : 1000)) < 0 && errno != EINTR)
+        if (poll(&p, 1, (int)(left < 1000 ? left : 1000)) < 0 &&
+            errno != EINTR) {
+            strata__log(STRATA_LOG_ERROR, WHO, "waiting for the membership "
+                        "service %s: %s", e->service, strerror(errno));
             return STRATA_EIO;
-        if (fill(e) != 0 && take_line(e, buf, cap) == 0) {
-            strata__log(STRATA_LOG_ERROR, WHO, "the membership service %s "
-                        "closed the connection (strata launch gone?)",
-                        e->service);
-            return STRATA_EPEER;
         }
+        gone = fill(e) != 0;
     }
 }
 
@@ -312,7 +344,44 @@ static int field_ok(const char *s)
     return n > 0 && n < 300;
 }
 
-/* GEN and its member lines into the client's table. */
+static int no_memory(strata__elastic_t *e, const char *what)
+{
+    strata__log(STRATA_LOG_ERROR, WHO, "membership service %s: out of memory "
+                "for %s", e->service, what);
+    return STRATA_ENOMEM;
+}
+
+/* The member lines of a generation of `size` into t. */
+static int read_members(strata__elastic_t *e, struct table *t, int size,
+                        int64_t deadline)
+{
+    t->addrs = STRATA_FAULT(ALLOC) ? NULL : calloc((size_t)size, sizeof *t->addrs);
+    t->names = STRATA_FAULT(ALLOC) ? NULL : calloc((size_t)size, sizeof *t->names);
+    t->committed = STRATA_FAULT(ALLOC) ? NULL
+                                       : calloc((size_t)size, sizeof *t->committed);
+    if (!t->addrs || !t->names || !t->committed)
+        return no_memory(e, "the member table");
+    t->n = size;
+    char line[LINE_MAX_], name[LINE_MAX_], addr[LINE_MAX_], tail;
+    for (int i = 0; i < size; i++) {
+        int rc = next_line(e, line, sizeof line, deadline);
+        if (rc != 1)
+            return rc;
+        long long c;
+        if (sscanf(line, "M %511s %511s %lld %c", name, addr, &c, &tail) != 3 ||
+            !field_ok(name) || !field_ok(addr) || c < -1)
+            return bad_table(e, line, "not a member line");
+        t->names[i] = STRATA_FAULT(ALLOC) ? NULL : strdup(name);
+        t->addrs[i] = STRATA_FAULT(ALLOC) ? NULL : strdup(addr);
+        t->committed[i] = c;
+        if (!t->names[i] || !t->addrs[i])
+            return no_memory(e, "a member line");
+    }
+    return STRATA_OK;
+}
+
+/* GEN and its member lines into the client's table; a failure leaves the
+ * generation joined last as it was. */
 static int read_table(strata__elastic_t *e, const char *gen_line,
                       int64_t deadline)
 {
@@ -324,33 +393,25 @@ static int read_table(strata__elastic_t *e, const char *gen_line,
         size < 1 || size > MAX_MEMBERS || rank < 0 || rank >= size ||
         resume < -1)
         return bad_table(e, gen_line, "not a generation after the last one");
-    forget_generation(e);
-    e->addrs = calloc((size_t)size, sizeof *e->addrs);
-    e->names = calloc((size_t)size, sizeof *e->names);
-    e->committed = calloc((size_t)size, sizeof *e->committed);
-    if (!e->addrs || !e->names || !e->committed)
-        return STRATA_ENOMEM;
-    e->n = size;
-    char line[LINE_MAX_], name[LINE_MAX_], addr[LINE_MAX_];
-    for (int i = 0; i < size; i++) {
-        int rc = next_line(e, line, sizeof line, deadline);
-        if (rc != 1)
-            return rc;
-        long long c;
-        if (sscanf(line, "M %511s %511s %lld %c", name, addr, &c, &tail) != 3 ||
-            !field_ok(name) || !field_ok(addr) || c < -1)
-            return bad_table(e, line, "not a member line");
-        e->names[i] = strdup(name);
-        e->addrs[i] = strdup(addr);
-        e->committed[i] = c;
-        if (!e->names[i] || !e->addrs[i])
-            return STRATA_ENOMEM;
+    struct table t = { 0 };
+    int rc = read_members(e, &t, size, deadline);
+    if (rc == STRATA_OK) {
+        assert(t.n == size && rank < t.n);
+        if (strcmp(t.names[rank], e->self) != 0)
+            rc = bad_table(e, gen_line, "this task's rank names another task");
+        else if (resume >= 0 && t.committed[0] != resume)
+            rc = bad_table(e, gen_line, "rank 0 does not hold the state of "
+                           "the step to resume from");
     }
-    if (strcmp(e->names[rank], e->self) != 0)
-        return bad_table(e, gen_line, "this task's rank names another task");
-    if (resume >= 0 && e->committed[0] != resume)
-        return bad_table(e, gen_line, "rank 0 does not hold the state of the "
-                         "step to resume from");
+    if (rc != STRATA_OK) {
+        table_free(&t);
+        return rc;
+    }
+    forget_generation(e);
+    e->n = t.n;
+    e->addrs = t.addrs;
+    e->names = t.names;
+    e->committed = t.committed;
     e->m = (strata_membership_t){
         .struct_size = sizeof e->m, .generation = g, .size = size,
         .rank = rank, .addrs = (const char *const *)e->addrs,

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "createfile.h"
+#include "fault.h"
 #include "internal.h"
 
 #define WHO "output"
@@ -62,7 +63,7 @@ static int write_all(int fd, const void *data, size_t len)
     const char *p = data;
     int err = 0;
     while (len > 0) {
-        ssize_t n = write(fd, p, len);
+        ssize_t n = STRATA_FAULT(IO) ? -1 : write(fd, p, len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
@@ -89,11 +90,11 @@ static int sync_dir(const char *path, char *dir, size_t cap)
     char copy[PATH_MAX];
     snprintf(copy, sizeof copy, "%s", path);
     snprintf(dir, cap, "%s", dirname(copy));
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = STRATA_FAULT(IO) ? -1 : open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return errno;
-    int err = fsync(fd) != 0 && errno != EINVAL ? errno : 0;
-    if (close(fd) != 0 && !err)
+    int err = (STRATA_FAULT(IO) || fsync(fd) != 0) && errno != EINVAL ? errno : 0;
+    if (STRATA_CLOSE_POINT(fd) != 0 && !err)
         err = errno;
     return err;
 }
@@ -118,21 +119,21 @@ static int replace(const char *path, const struct stat *old, const void *data,
         return STRATA_EIO;
     }
     const char *step = "cannot write";
-    if (old && fchmod(fd, old->st_mode & 0777) != 0) {
+    if (old && (STRATA_FAULT(IO) || fchmod(fd, old->st_mode & 0777) != 0)) {
         err = errno;
         step = "cannot set the mode of the temp file";
     }
     if (!err)
         err = write_all(fd, data, len);
-    if (!err && fsync(fd) != 0) {
+    if (!err && (STRATA_FAULT(IO) || fsync(fd) != 0)) {
         err = errno;
         step = "fsync failed";
     }
-    if (close(fd) != 0 && !err) {
+    if (STRATA_CLOSE_POINT(fd) != 0 && !err) {
         err = errno;
         step = "close failed";
     }
-    if (!err && rename(tmp, path) != 0) {
+    if (!err && (STRATA_FAULT(IO) || rename(tmp, path) != 0)) {
         err = errno;
         step = "cannot rename the temp file over it";
     }
@@ -242,7 +243,7 @@ int strata__write_atomic(const char *path, const void *data, size_t len)
     struct stat st;
     if (!path || !path[0] || (!data && len > 0))
         return STRATA_EINVAL;
-    if (lstat(path, &st) != 0) {
+    if (STRATA_FAULT(IO) || lstat(path, &st) != 0) {
         if (errno == ENOENT)
             return replace(path, NULL, data, len);
         strata__log(STRATA_LOG_ERROR, WHO, "%s: cannot stat: %s", path,

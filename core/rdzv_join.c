@@ -4,6 +4,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* accept4, struct ucred */
 #endif
+#include <assert.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -17,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "rdzv_net.h"
 
 #define ERR(...) strata__log(STRATA_LOG_ERROR, RDZV_WHO, __VA_ARGS__)
@@ -96,8 +98,9 @@ static int xfer(int fd, void *buf, size_t n, int out, double deadline,
         int w = strata__rdzv_wait_fd(fd, out ? POLLOUT : POLLIN, deadline, o);
         if (w <= 0)
             return w < 0 ? -3 : -2;
-        ssize_t k = out ? send(fd, (char *)buf + at, n - at, MSG_NOSIGNAL)
-                        : read(fd, (char *)buf + at, n - at);
+        ssize_t k = STRATA_FAULT(IO) ? -1
+                    : out ? send(fd, (char *)buf + at, n - at, MSG_NOSIGNAL)
+                          : read(fd, (char *)buf + at, n - at);
         if (k < 0 && (errno == EAGAIN || errno == EINTR))
             continue;
         if (k <= 0)
@@ -125,11 +128,9 @@ static int refused(const strata__rdzv_ep_t *ep, uint32_t rank,
                                             : STRATA_ECONFIG;
 }
 
-/* rank 0's answer on fd: 0 with the table installed, 1 to try again (the
- * connection went away; *why says so), else the error. */
-static int answer(strata__cluster_t *c, const strata__rdzv_ep_t *ep, int fd,
-                  const char *mine, double deadline,
-                  const strata__rdzv_opts_t *o, char *why, size_t wn)
+int strata__rdzv_answer(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
+                        int fd, const char *mine, double deadline,
+                        const strata__rdzv_opts_t *o, char *why, size_t wn)
 {
     uint32_t world = (uint32_t)c->pub.ntasks, rank = (uint32_t)c->pub.self;
     uint8_t h[STRATA_RDZV_HDR];
@@ -159,9 +160,12 @@ static int answer(strata__cluster_t *c, const strata__rdzv_ep_t *ep, int fd,
             hdr.type, hdr.len);
         return STRATA_EPROTO;
     }
-    uint8_t *body = malloc(hdr.len + 1);
-    if (!body)
+    uint8_t *body = STRATA_FAULT(ALLOC) ? NULL : malloc(hdr.len + 1);
+    if (!body) {
+        ERR("at %s: out of memory for rank 0's answer (%u bytes)", ep->text,
+            hdr.len);
         return STRATA_ENOMEM;
+    }
     x = xfer(fd, body, hdr.len, 0, deadline, o);
     if (x != 0) {
         free(body);
@@ -173,13 +177,17 @@ static int answer(strata__cluster_t *c, const strata__rdzv_ep_t *ep, int fd,
         free(body);
         return rc;
     }
-    char **addrs = calloc(world, sizeof *addrs), bad[256];
+    char **addrs = STRATA_FAULT(ALLOC) ? NULL : calloc(world, sizeof *addrs);
+    char bad[256] = "out of memory for the table";
     rc = addrs ? strata__rdzv_table_parse(body, hdr.len, world, addrs, bad,
                                           sizeof bad)
                : STRATA_ENOMEM;
     free(body);
+    assert(rank < world);   /* the cluster resolved self within ntasks */
     if (rc == -1)
         ERR("at %s: rank 0 sent a malformed table: %s", ep->text, bad);
+    else if (rc == STRATA_ENOMEM)
+        ERR("at %s: rank 0's table: %s", ep->text, bad);
     else if (rc == 0 && strcmp(addrs[rank], mine) != 0)
         ERR("at %s: the table gives rank %u the address %s, but it "
             "registered %s: refused", ep->text, rank, addrs[rank], mine);
@@ -231,7 +239,8 @@ int strata__rdzv_join(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
             return STRATA_EIO;
         }
         if (xfer(fd, msg, len, 1, deadline, o) == 0)
-            rc = answer(c, ep, fd, mine, deadline, o, why, sizeof why);
+            rc = strata__rdzv_answer(c, ep, fd, mine, deadline, o, why,
+                                     sizeof why);
         else
             snprintf(why, sizeof why, "rank 0 took no REGISTER");
         close(fd);

@@ -6,6 +6,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* accept4, struct ucred */
 #endif
+#include <assert.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -20,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "rdzv_net.h"
 
 #define ERR(...) strata__log(STRATA_LOG_ERROR, RDZV_WHO, __VA_ARGS__)
@@ -148,7 +150,8 @@ static void on_register(server_t *s, conn_t *k)
                "tasks with the same rank?", rank, by, s->addr[rank]);
         return;
     }
-    if (!(s->addr[rank] = strdup(addr))) {
+    assert(rank > 0 && rank < s->world && !s->addr[rank]); /* checked above */
+    if (STRATA_FAULT(ALLOC) || !(s->addr[rank] = strdup(addr))) {
         stranger(s, k, "out of memory");
         return;
     }
@@ -173,7 +176,7 @@ static void on_input(server_t *s, conn_t *k)
             withdraw(s, k, "sent more after its REGISTER: dropped");
         return;
     }
-    ssize_t n = read(k->fd, k->in + k->got, need - k->got);
+    ssize_t n = STRATA_FAULT(IO) ? -1 : read(k->fd, k->in + k->got, need - k->got);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (n <= 0) {
@@ -259,7 +262,8 @@ static void on_accept(server_t *s)
 /* One poll of the listener and every connection, then its consequences. */
 static void serve_round(server_t *s, double until)
 {
-    struct pollfd *p = malloc(((size_t)s->nconns + 1) * sizeof *p);
+    struct pollfd *p = STRATA_FAULT(ALLOC) ? NULL
+                                           : malloc(((size_t)s->nconns + 1) * sizeof *p);
     if (!p) {
         poll(NULL, 0, strata__rdzv_slice_ms(until));
         return;
@@ -442,18 +446,22 @@ int strata__rdzv_serve(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
                    .world = (uint32_t)c->pub.ntasks };
     double t0 = strata__rdzv_now(), deadline = t0 + o->timeout_s;
     s.cap = c->pub.ntasks + EXTRA_CONNS;
-    s.addr = calloc(s.world, sizeof *s.addr);
-    s.conns = calloc((size_t)s.cap, sizeof *s.conns);
+    s.addr = STRATA_FAULT(ALLOC) ? NULL : calloc(s.world, sizeof *s.addr);
+    s.conns = STRATA_FAULT(ALLOC) ? NULL : calloc((size_t)s.cap, sizeof *s.conns);
     char host[NI_MAXHOST], own[STRATA_RDZV_MAX_ADDR + 1];
     int fam = 0, rc = s.addr && s.conns ? serve_listen(&s, &fam, host,
                                                        sizeof host)
                                         : STRATA_ENOMEM;
+    if (rc == STRATA_ENOMEM)
+        ERR("rank 0 at %s: out of memory for %u tasks", ep->text, s.world);
     if (rc == 0 && strata__rdzv_own_address(fam, host, own, sizeof own) != 0) {
         ERR("rank 0: no free port on %s for its own transports", host);
         rc = STRATA_EIO;
     }
-    if (rc == 0 && !(s.addr[0] = strdup(own)))
+    if (rc == 0 && (STRATA_FAULT(ALLOC) || !(s.addr[0] = strdup(own)))) {
+        ERR("rank 0 at %s: out of memory", ep->text);
         rc = STRATA_ENOMEM;
+    }
     s.nreg = rc == 0;
     while (rc == 0 && s.nreg < s.world) {
         char list[256], reason[STRATA_RDZV_MAX_REASON];
@@ -498,8 +506,11 @@ int strata__rdzv_serve(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
                             "not take the table", ep->text,
                             (int)s.conns[i].rank, s.conns[i].from);
         free(table);
-        if (!table)
+        if (!table) {
+            ERR("at %s: out of memory for the table of %u tasks", ep->text,
+                s.world);
             rc = STRATA_ENOMEM;
+        }
     }
     if (rc == 0) {
         for (uint32_t r = 0; r < s.world; r++) {

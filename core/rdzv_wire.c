@@ -1,10 +1,12 @@
 /* The rendezvous's messages (format in rendezvous.h): building them and
  * parsing what a peer sent, every length checked before it is used. No
  * sockets here. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
 #include "rendezvous.h"
 
 static const uint8_t k_magic[4] = { 'S', 'R', 'D', 'V' };
@@ -98,6 +100,7 @@ size_t strata__rdzv_register(uint8_t *out, uint32_t world, uint32_t rank,
     size_t n = strlen(addr);
     if (n > STRATA_RDZV_MAX_ADDR)
         return 0;
+    assert(10 + n <= STRATA_RDZV_REG_MAX);
     strata__rdzv_put_hdr(out, STRATA_RDZV_REGISTER, (uint32_t)(10 + n));
     uint8_t *b = out + STRATA_RDZV_HDR;
     put32(b, world);
@@ -126,7 +129,7 @@ uint8_t *strata__rdzv_table(char *const *addrs, uint32_t world, size_t *len)
     size_t n = STRATA_RDZV_HDR + 4;
     for (uint32_t i = 0; i < world; i++)
         n += 2 + strlen(addrs[i]);
-    uint8_t *m = malloc(n), *p = m;
+    uint8_t *m = STRATA_FAULT(ALLOC) ? NULL : malloc(n), *p = m;
     if (!m)
         return NULL;
     strata__rdzv_put_hdr(p, STRATA_RDZV_TABLE,
@@ -140,6 +143,7 @@ uint8_t *strata__rdzv_table(char *const *addrs, uint32_t world, size_t *len)
         memcpy(p + 2, addrs[i], a);
         p += 2 + a;
     }
+    assert((size_t)(p - m) == n);   /* sized by the loop above */
     *len = n;
     return m;
 }
@@ -172,7 +176,8 @@ int strata__rdzv_table_parse(const uint8_t *body, size_t len, uint32_t world,
                          j, i, one);
                 goto fail;
             }
-        if (!(addrs[i] = strdup(one))) {
+        if (STRATA_FAULT(ALLOC) || !(addrs[i] = strdup(one))) {
+            snprintf(why, whylen, "out of memory for rank %u's address", i);
             rc = STRATA_ENOMEM;
             goto fail;
         }
