@@ -22,6 +22,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The op list (kops_conv2d_t, kops_pool2d_t too), by its place in the tree:
+ * every includer of this header finds it, whatever its include path. */
+#include "../kernels/kops_list.h"
+
 typedef struct strata__kops strata__kops_t;
 
 /* The context of one device. `ops` and `device` are for everybody; the
@@ -39,23 +43,6 @@ typedef struct strata__xacc {
     void   *dev;       /* GPU: the device accumulator (kg_xent_acc_t)      */
     void   *host;      /* GPU: page-locked read-back of loss and correct   */
 } strata__xacc_t;
-
-/* Geometry of a conv2d / maxpool2d call, NHWC (see kc_conv_geom_t and
- * kc_pool_geom_t in kernels/cpu/kernels_cpu.h: same members, same order). */
-typedef struct strata__conv {
-    int n, h, w, c;
-    int kh, kw, f;
-    int stride_h, stride_w;
-    int pad_top, pad_left;
-    int oh, ow;
-    int col_ready;
-} strata__conv_t;
-
-typedef struct strata__pool {
-    int n, h, w, c;
-    int ph, pw, stride_h, stride_w;
-    int oh, ow;
-} strata__pool_t;
 
 /* Copy directions of kops->copy. */
 enum { STRATA__H2D = 0, STRATA__D2H = 1, STRATA__D2D = 2 };
@@ -78,16 +65,15 @@ struct strata__kops {
     /* Wait until everything enqueued on the device's stream is done. */
     int   (*sync)(strata__kdev_t *k);
 
-    /* ---- the kernels of kernels_cpu.h, same arguments ----------------- */
-    int (*dense_fwd)(strata__kdev_t *k, int m, int kk, int n, const float *X,
-                     const float *W, const float *b, float *Y);
-    int (*dense_bwd)(strata__kdev_t *k, int m, int kk, int n, const float *X,
-                     const float *W, const float *dY, float *dW, float *db,
-                     float *dX);
-    int (*relu_fwd)(strata__kdev_t *k, size_t n, const float *x, float *y);
-    int (*relu_bwd)(strata__kdev_t *k, size_t n, const float *y,
-                    const float *dy, float *dx);
+    /* ---- the ops of kernels/kops_list.h: kc_NAME's arguments, after the
+     * device; on a GPU, kg_NAME on the device's stream (and cuBLAS handle).
+     * Pointers are on the device; geometry structs are host memory. ---- */
+#define KOP(name, blas, what, params, args, data) \
+    int (*name)(strata__kdev_t *k, KOP_UNPAREN params);
+#include "../kernels/kops_list.h"
+#undef KOP
 
+    /* ---- the members whose CPU and GPU forms differ -------------------- */
     /* Softmax cross-entropy: xent_zero starts a step's sums, softmax_xent
      * adds one batch to them (dlogits as kc_softmax_xent), xent_read brings
      * them to a->loss / a->correct: on a GPU this waits for the stream, the
@@ -100,51 +86,9 @@ struct strata__kops {
                          strata__xacc_t *a);
     int  (*xent_read)(strata__kdev_t *k, strata__xacc_t *a);
 
-    /* wd: decoupled weight decay, as kc_sgd et al. */
-    int (*sgd)(strata__kdev_t *k, size_t n, float *w, const float *g, float lr,
-               float wd);
-    int (*momentum)(strata__kdev_t *k, size_t n, float *w, const float *g,
-                    float *v, float lr, float momentum, float wd);
-    int (*adam)(strata__kdev_t *k, size_t n, float *w, const float *g,
-                float *m, float *v, float lr, float b1, float b2, float eps,
-                int64_t t, float wd);
     /* *out = sum of x[i]^2 (double), deterministic on a given device; done
      * when it returns (on a GPU: waits for the stream). */
     int (*sumsq)(strata__kdev_t *k, size_t n, const float *x, double *out);
-
-    int (*scale)(strata__kdev_t *k, size_t n, float a, float *x);
-    int (*axpy)(strata__kdev_t *k, size_t n, float a, const float *x, float *y);
-    /* srcs: a host array of nsrc >= 1 pointers on this device. */
-    int (*sum)(strata__kdev_t *k, size_t n, float *dst,
-               const float *const *srcs, int nsrc);
-    int (*u8_to_f32)(strata__kdev_t *k, size_t n, const uint8_t *src,
-                     float scale, float *dst);
-
-    /* ---- layers beyond dense: the kc_* twins of kernels_cpu.h (NHWC;
-     * strata__conv_t / strata__pool_t have kc_conv_geom_t's and
-     * kc_pool_geom_t's members in the same order). `col` is workspace on
-     * the device, col_len floats, at least conv2d_col_len(g). */
-    int (*conv2d_fwd)(strata__kdev_t *k, const strata__conv_t *g,
-                      const float *X, const float *W, const float *b,
-                      float *Y, float *col, size_t col_len);
-    int (*conv2d_bwd)(strata__kdev_t *k, const strata__conv_t *g,
-                      const float *X, const float *W, const float *dY,
-                      float *dW, float *db, float *dX, float *col,
-                      size_t col_len);
-    int (*maxpool2d_fwd)(strata__kdev_t *k, const strata__pool_t *g,
-                         const float *X, float *Y, int32_t *argmax);
-    int (*maxpool2d_bwd)(strata__kdev_t *k, const strata__pool_t *g,
-                         const float *dY, const int32_t *argmax, float *dX);
-    int (*dropout_fwd)(strata__kdev_t *k, size_t n, const float *x, float *y,
-                       float rate, uint64_t seed, uint64_t first);
-    int (*dropout_bwd)(strata__kdev_t *k, size_t n, const float *dy,
-                       float *dx, float rate, uint64_t seed, uint64_t first);
-    int (*tanh_fwd)(strata__kdev_t *k, size_t n, const float *x, float *y);
-    int (*tanh_bwd)(strata__kdev_t *k, size_t n, const float *y,
-                    const float *dy, float *dx);
-    int (*sigmoid_fwd)(strata__kdev_t *k, size_t n, const float *x, float *y);
-    int (*sigmoid_bwd)(strata__kdev_t *k, size_t n, const float *y,
-                       const float *dy, float *dx);
 };
 
 /* kops_cpu.c: the CPU table, and the context of any device: CPU devices

@@ -14,7 +14,7 @@
 /* Every layer kind; model.c knows them only through this table. */
 static const strata__layer_kind_t *const k_kinds[] = {
     &strata__layer_dense,     &strata__layer_conv2d, &strata__layer_maxpool2d,
-    &strata__layer_flatten,   &strata__layer_dropout,
+    &strata__layer_flatten,   &strata__layer_dropout, &strata__layer_avgpool2d,
 };
 #define NKINDS ((int)(sizeof k_kinds / sizeof k_kinds[0]))
 

@@ -4,6 +4,7 @@
  * (dense 128 relu, dense 10) on Fashion-MNIST, Adam, 5 epochs, global batch
  * 32, mirrored over one CPU replica per core. etc/strata.ini lists the same
  * keys with the same values; tests/config checks that they agree. */
+#include <assert.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -89,7 +90,8 @@ static const strata_option_t k_model[] = {
         strata__model_cfg_t, layers, NULL,
         "comma-separated layers (NHWC): dense UNITS [ACT], conv2d FILTERS "
         "KERNEL [stride=S] [padding=valid|same] [ACT], maxpool2d POOL "
-        "[stride=S], flatten, dropout RATE; ACT = relu|tanh|sigmoid|none; the "
+        "[stride=S], avgpool2d POOL [stride=S], flatten, dropout RATE; ACT = "
+        "relu|tanh|sigmoid|none; the "
         "last gives the logits"),
     OPT("init_from", STRATA_OPT_STRING, "", strata__model_cfg_t, init_from,
         NULL, "start from the variables of this safetensors file (a strata "
@@ -418,6 +420,8 @@ int strata__settings_load(const strata__cfg_t *c, strata__settings_t *s)
     static const char *const k_key[] = { "plugin", "local", "world" };
     const char *const val[] = { s->strategy, s->transport.local,
                                 s->transport.world };
+    for (int i = 0; i < 3; i++)
+        assert(val[i] != NULL); /* STRING options with defaults are set */
     for (int i = 0; i < 3; i++)
         if (!val[i][strspn(val[i], " ,")]) {
             const char *origin = strata__cfg_origin(c, k_sec[i], k_key[i]);

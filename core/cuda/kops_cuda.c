@@ -127,38 +127,6 @@ static int cu_sync(strata__kdev_t *k)
 
 /* ---- kernels ---------------------------------------------------------- */
 
-static int cu_dense_fwd(strata__kdev_t *k, int m, int kk, int n,
-                        const float *X, const float *W, const float *b,
-                        float *Y)
-{
-    kdev_cuda_t *c = cu(k);
-    return KG(c, "dense forward",
-              kg_dense_fwd(c->blas, m, kk, n, X, W, b, Y, c->stream));
-}
-
-static int cu_dense_bwd(strata__kdev_t *k, int m, int kk, int n,
-                        const float *X, const float *W, const float *dY,
-                        float *dW, float *db, float *dX)
-{
-    kdev_cuda_t *c = cu(k);
-    return KG(c, "dense backward",
-              kg_dense_bwd(c->blas, m, kk, n, X, W, dY, dW, db, dX,
-                           c->stream));
-}
-
-static int cu_relu_fwd(strata__kdev_t *k, size_t n, const float *x, float *y)
-{
-    kdev_cuda_t *c = cu(k);
-    return KG(c, "relu forward", kg_relu_fwd(n, x, y, c->stream));
-}
-
-static int cu_relu_bwd(strata__kdev_t *k, size_t n, const float *y,
-                       const float *dy, float *dx)
-{
-    kdev_cuda_t *c = cu(k);
-    return KG(c, "relu backward", kg_relu_bwd(n, y, dy, dx, c->stream));
-}
-
 static void cu_xacc_fini(strata__kdev_t *k, strata__xacc_t *a)
 {
     cu_free(k, a->dev);
@@ -214,30 +182,6 @@ static int cu_xent_read(strata__kdev_t *k, strata__xacc_t *a)
     return rc;
 }
 
-static int cu_sgd(strata__kdev_t *k, size_t n, float *w, const float *g,
-                  float lr, float wd)
-{
-    kdev_cuda_t *c = cu(k);
-    return KG(c, "SGD step", kg_sgd(n, w, g, lr, wd, c->stream));
-}
-
-static int cu_momentum(strata__kdev_t *k, size_t n, float *w, const float *g,
-                       float *v, float lr, float momentum, float wd)
-{
-    kdev_cuda_t *c = cu(k);
-    return KG(c, "momentum step",
-              kg_momentum(n, w, g, v, lr, momentum, wd, c->stream));
-}
-
-static int cu_adam(strata__kdev_t *k, size_t n, float *w, const float *g,
-                   float *m, float *v, float lr, float b1, float b2,
-                   float eps, int64_t t, float wd)
-{
-    kdev_cuda_t *c = cu(k);
-    return KG(c, "Adam step",
-              kg_adam(n, w, g, m, v, lr, b1, b2, eps, t, wd, c->stream));
-}
-
 /* The global gradient norm's sum: partial sums in device scratch, the
  * result read back and waited for (clipping happens once per step). */
 static int cu_sumsq(strata__kdev_t *k, size_t n, const float *x, double *out)
@@ -259,138 +203,19 @@ static int cu_sumsq(strata__kdev_t *k, size_t n, const float *x, double *out)
     return rc;
 }
 
-static int cu_scale(strata__kdev_t *k, size_t n, float a, float *x)
-{
-    kdev_cuda_t *c = cu(k);
-    return KG(c, "scale", kg_scale(n, a, x, c->stream));
-}
-
-static int cu_axpy(strata__kdev_t *k, size_t n, float a, const float *x,
-                   float *y)
-{
-    kdev_cuda_t *c = cu(k);
-    return KG(c, "axpy", kg_axpy(n, a, x, y, c->stream));
-}
-
-static int cu_sum(strata__kdev_t *k, size_t n, float *dst,
-                  const float *const *srcs, int nsrc)
-{
-    kdev_cuda_t *c = cu(k);
-    return KG(c, "sum", kg_sum(n, dst, srcs, nsrc, c->stream));
-}
-
-static int cu_u8_to_f32(strata__kdev_t *k, size_t n, const uint8_t *src,
-                        float scale, float *dst)
-{
-    kdev_cuda_t *c = cu(k);
-    return KG(c, "scale the input", kg_u8_to_f32(n, src, scale, dst,
-                                                 c->stream));
-}
-
-/* strata__conv_t / strata__pool_t and the kernels' geometry: the same
- * members in the same order, copied member by member. */
-_Static_assert(sizeof(strata__conv_t) == sizeof(kg_conv_geom_t),
-               "strata__conv_t must mirror kg_conv_geom_t");
-_Static_assert(sizeof(strata__pool_t) == sizeof(kg_pool_geom_t),
-               "strata__pool_t must mirror kg_pool_geom_t");
-
-static kg_conv_geom_t kg_conv(const strata__conv_t *g)
-{
-    return (kg_conv_geom_t){ g->n, g->h, g->w, g->c, g->kh, g->kw, g->f,
-                             g->stride_h, g->stride_w, g->pad_top,
-                             g->pad_left, g->oh, g->ow, g->col_ready };
-}
-
-static kg_pool_geom_t kg_pool(const strata__pool_t *g)
-{
-    return (kg_pool_geom_t){ g->n, g->h, g->w, g->c, g->ph, g->pw,
-                             g->stride_h, g->stride_w, g->oh, g->ow };
-}
-
-static int cu_conv2d_fwd(strata__kdev_t *k, const strata__conv_t *g,
-                         const float *X, const float *W, const float *b,
-                         float *Y, float *col, size_t col_len)
-{
-    kdev_cuda_t *c = cu(k);
-    kg_conv_geom_t kg = kg_conv(g);
-    return KG(c, "conv2d forward",
-              kg_conv2d_fwd(c->blas, &kg, X, W, b, Y, col, col_len,
-                            c->stream));
-}
-
-static int cu_conv2d_bwd(strata__kdev_t *k, const strata__conv_t *g,
-                         const float *X, const float *W, const float *dY,
-                         float *dW, float *db, float *dX, float *col,
-                         size_t col_len)
-{
-    kdev_cuda_t *c = cu(k);
-    kg_conv_geom_t kg = kg_conv(g);
-    return KG(c, "conv2d backward",
-              kg_conv2d_bwd(c->blas, &kg, X, W, dY, dW, db, dX, col, col_len,
-                            c->stream));
-}
-
-static int cu_maxpool2d_fwd(strata__kdev_t *k, const strata__pool_t *g,
-                            const float *X, float *Y, int32_t *argmax)
-{
-    kdev_cuda_t *c = cu(k);
-    kg_pool_geom_t kg = kg_pool(g);
-    return KG(c, "maxpool2d forward",
-              kg_maxpool2d_fwd(&kg, X, Y, argmax, c->stream));
-}
-
-static int cu_maxpool2d_bwd(strata__kdev_t *k, const strata__pool_t *g,
-                            const float *dY, const int32_t *argmax,
-                            float *dX)
-{
-    kdev_cuda_t *c = cu(k);
-    kg_pool_geom_t kg = kg_pool(g);
-    return KG(c, "maxpool2d backward",
-              kg_maxpool2d_bwd(&kg, dY, argmax, dX, c->stream));
-}
-
-static int cu_dropout_fwd(strata__kdev_t *k, size_t n, const float *x,
-                          float *y, float rate, uint64_t seed, uint64_t first)
-{
-    kdev_cuda_t *c = cu(k);
-    return KG(c, "dropout forward",
-              kg_dropout_fwd(n, x, y, rate, seed, first, c->stream));
-}
-
-static int cu_dropout_bwd(strata__kdev_t *k, size_t n, const float *dy,
-                          float *dx, float rate, uint64_t seed, uint64_t first)
-{
-    kdev_cuda_t *c = cu(k);
-    return KG(c, "dropout backward",
-              kg_dropout_bwd(n, dy, dx, rate, seed, first, c->stream));
-}
-
-static int cu_tanh_fwd(strata__kdev_t *k, size_t n, const float *x, float *y)
-{
-    kdev_cuda_t *c = cu(k);
-    return KG(c, "tanh forward", kg_tanh_fwd(n, x, y, c->stream));
-}
-
-static int cu_tanh_bwd(strata__kdev_t *k, size_t n, const float *y,
-                       const float *dy, float *dx)
-{
-    kdev_cuda_t *c = cu(k);
-    return KG(c, "tanh backward", kg_tanh_bwd(n, y, dy, dx, c->stream));
-}
-
-static int cu_sigmoid_fwd(strata__kdev_t *k, size_t n, const float *x,
-                          float *y)
-{
-    kdev_cuda_t *c = cu(k);
-    return KG(c, "sigmoid forward", kg_sigmoid_fwd(n, x, y, c->stream));
-}
-
-static int cu_sigmoid_bwd(strata__kdev_t *k, size_t n, const float *y,
-                          const float *dy, float *dx)
-{
-    kdev_cuda_t *c = cu(k);
-    return KG(c, "sigmoid backward", kg_sigmoid_bwd(n, y, dy, dx, c->stream));
-}
+/* The ops of the list: kg_NAME on the device's stream, after its cuBLAS
+ * handle where the op runs GEMM. */
+#define CU_BLAS_0
+#define CU_BLAS_1 c->blas,
+#define KOP(name, blas, what, params, args, data)                            \
+    static int cu_##name(strata__kdev_t *k, KOP_UNPAREN params)              \
+    {                                                                        \
+        kdev_cuda_t *c = cu(k);                                              \
+        return KG(c, what,                                                   \
+                  kg_##name(CU_BLAS_##blas KOP_UNPAREN args, c->stream));    \
+    }
+#include "../../kernels/kops_list.h"
+#undef KOP
 
 static const strata__kops_t k_kops_cuda = {
     .name = "cuda",
@@ -400,33 +225,15 @@ static const strata__kops_t k_kops_cuda = {
     .host_free = cu_host_free,
     .copy = cu_copy,
     .sync = cu_sync,
-    .dense_fwd = cu_dense_fwd,
-    .dense_bwd = cu_dense_bwd,
-    .relu_fwd = cu_relu_fwd,
-    .relu_bwd = cu_relu_bwd,
     .xacc_init = cu_xacc_init,
     .xacc_fini = cu_xacc_fini,
     .xent_zero = cu_xent_zero,
     .softmax_xent = cu_softmax_xent,
     .xent_read = cu_xent_read,
-    .sgd = cu_sgd,
-    .momentum = cu_momentum,
-    .adam = cu_adam,
     .sumsq = cu_sumsq,
-    .scale = cu_scale,
-    .axpy = cu_axpy,
-    .sum = cu_sum,
-    .u8_to_f32 = cu_u8_to_f32,
-    .conv2d_fwd = cu_conv2d_fwd,
-    .conv2d_bwd = cu_conv2d_bwd,
-    .maxpool2d_fwd = cu_maxpool2d_fwd,
-    .maxpool2d_bwd = cu_maxpool2d_bwd,
-    .dropout_fwd = cu_dropout_fwd,
-    .dropout_bwd = cu_dropout_bwd,
-    .tanh_fwd = cu_tanh_fwd,
-    .tanh_bwd = cu_tanh_bwd,
-    .sigmoid_fwd = cu_sigmoid_fwd,
-    .sigmoid_bwd = cu_sigmoid_bwd,
+#define KOP(name, blas, what, params, args, data) .name = cu_##name,
+#include "../../kernels/kops_list.h"
+#undef KOP
 };
 
 /* ---- the GPUs of this process ------------------------------------------ */

@@ -88,9 +88,9 @@ static int conv_infer(strata__layer_t *l, char *why, size_t len)
     return 0;
 }
 
-static strata__conv_t conv_geom(const strata__layer_t *l, int rows)
+static kops_conv2d_t conv_geom(const strata__layer_t *l, int rows)
 {
-    return (strata__conv_t){
+    return (kops_conv2d_t){
         .n = rows, .h = l->in.h, .w = l->in.w, .c = l->in.c,
         .kh = l->kh, .kw = l->kw, .f = l->units,
         .stride_h = l->stride_h, .stride_w = l->stride_w,
@@ -136,7 +136,7 @@ static size_t conv_aux_bytes(const strata__layer_t *l, int rows)
 
 static int conv_forward(const strata__layer_t *l, const strata__pass_t *p)
 {
-    strata__conv_t g = conv_geom(l, p->rows);
+    kops_conv2d_t g = conv_geom(l, p->rows);
     return p->k->ops->conv2d_fwd(p->k, &g, p->x, p->W, p->b, p->y, p->aux,
                                  p->aux_bytes / sizeof(float));
 }
@@ -145,7 +145,7 @@ static int conv_forward(const strata__layer_t *l, const strata__pass_t *p)
  * forward pass's im2col is still there and the backward pass reuses it. */
 static int conv_backward(const strata__layer_t *l, const strata__pass_t *p)
 {
-    strata__conv_t g = conv_geom(l, p->rows);
+    kops_conv2d_t g = conv_geom(l, p->rows);
     size_t col_len = p->aux_bytes / sizeof(float);
     g.col_ready = col_len >= conv_col_one(l) * (size_t)p->rows;
     return p->k->ops->conv2d_bwd(p->k, &g, p->x, p->W, p->dy, p->dW, p->db,

@@ -7,7 +7,8 @@
  * input shape, its variables and their initialisation, and its forward and
  * backward pass through the device's kernel table (kops.h). model.c only
  * chains them: buffers, activations, the loss. Adding a kind is one file
- * here, its kernels, and one line in model.c's table.
+ * here, its ops in kernels/kops_list.h with their kernels (kernels/cpu,
+ * kernels/cuda), its line in model.c's table and its extern below.
  *
  * Tensors are NHWC everywhere (Keras's channels_last): a batch of images is
  * x[rows][h][w][c], and a flat tensor of d features is the shape (1, 1, d)
@@ -102,6 +103,14 @@ extern const strata__layer_kind_t strata__layer_conv2d;
 extern const strata__layer_kind_t strata__layer_maxpool2d;
 extern const strata__layer_kind_t strata__layer_flatten;
 extern const strata__layer_kind_t strata__layer_dropout;
+extern const strata__layer_kind_t strata__layer_avgpool2d;
+
+/* The pooling kinds' common part (maxpool2d.c): POOL [stride=S], the
+ * 'valid' output shape, and the kernels' geometry for `rows` samples. */
+int strata__pool2d_parse(strata__layer_t *l, char *const *w, int n,
+                         char *why, size_t len);
+int strata__pool2d_infer(strata__layer_t *l, char *why, size_t len);
+kops_pool2d_t strata__pool2d_geom(const strata__layer_t *l, int rows);
 
 /* Helpers for the kinds' parsers: an integer in [lo, hi] ("3"), a pair
  * "3" or "3x5" (both in [lo, hi]), a float. Return 0 or -1. */

@@ -1,13 +1,14 @@
 /* maxpool2d POOL [stride=S]: Keras's MaxPooling2D, 'valid' padding, stride
  * = pool unless given. The forward pass keeps each output's argmax for the
- * backward pass. */
+ * backward pass. Its words, shapes and geometry serve every pooling kind
+ * (strata__pool2d_* in layer.h). */
 #include <stdio.h>
 
 #include "layer.h"
 #include "strata/errno.h"
 
-static int pool_parse(strata__layer_t *l, char *const *w, int n, char *why,
-                      size_t len)
+int strata__pool2d_parse(strata__layer_t *l, char *const *w, int n,
+                         char *why, size_t len)
 {
     if (n < 1 || n > 2 || strata__layer_pair(w[0], 1, 64, &l->kh, &l->kw)) {
         snprintf(why, len, "expected POOL (P or PHxPW, integers in [1, 64]) "
@@ -26,7 +27,7 @@ static int pool_parse(strata__layer_t *l, char *const *w, int n, char *why,
     return 0;
 }
 
-static int pool_infer(strata__layer_t *l, char *why, size_t len)
+int strata__pool2d_infer(strata__layer_t *l, char *why, size_t len)
 {
     if (!l->in.spatial) {
         snprintf(why, len, "needs an image input (h, w, c), got %d flat "
@@ -44,9 +45,9 @@ static int pool_infer(strata__layer_t *l, char *why, size_t len)
     return 0;
 }
 
-static strata__pool_t pool_geom(const strata__layer_t *l, int rows)
+kops_pool2d_t strata__pool2d_geom(const strata__layer_t *l, int rows)
 {
-    return (strata__pool_t){
+    return (kops_pool2d_t){
         .n = rows, .h = l->in.h, .w = l->in.w, .c = l->in.c,
         .ph = l->kh, .pw = l->kw, .stride_h = l->stride_h,
         .stride_w = l->stride_w, .oh = l->out.h, .ow = l->out.w,
@@ -60,18 +61,19 @@ static size_t pool_aux_bytes(const strata__layer_t *l, int rows)
 
 static int pool_forward(const strata__layer_t *l, const strata__pass_t *p)
 {
-    strata__pool_t g = pool_geom(l, p->rows);
+    kops_pool2d_t g = strata__pool2d_geom(l, p->rows);
     return p->k->ops->maxpool2d_fwd(p->k, &g, p->x, p->y, p->aux);
 }
 
 static int pool_backward(const strata__layer_t *l, const strata__pass_t *p)
 {
-    strata__pool_t g = pool_geom(l, p->rows);
+    kops_pool2d_t g = strata__pool2d_geom(l, p->rows);
     return p->k->ops->maxpool2d_bwd(p->k, &g, p->dy, p->aux, p->dx);
 }
 
 const strata__layer_kind_t strata__layer_maxpool2d = {
     .name = "maxpool2d", .usage = "maxpool2d POOL [stride=S]",
-    .parse = pool_parse, .infer = pool_infer, .aux_bytes = pool_aux_bytes,
+    .parse = strata__pool2d_parse, .infer = strata__pool2d_infer,
+    .aux_bytes = pool_aux_bytes,
     .forward = pool_forward, .backward = pool_backward,
 };

@@ -9,18 +9,18 @@
 #include <cblas.h>
 #include <string.h>
 
-static size_t taps(const kc_conv_geom_t *g)
+static size_t taps(const kops_conv2d_t *g)
 {
     return (size_t)g->kh * (size_t)g->kw * (size_t)g->c;
 }
 
-size_t kc_conv2d_col_len(const kc_conv_geom_t *g)
+size_t kc_conv2d_col_len(const kops_conv2d_t *g)
 {
-    return (size_t)g->oh * (size_t)g->ow * taps(g);
+    return kops_conv2d_col_len(g);
 }
 
 /* Images per GEMM: as many as col holds, at least one, at most n. */
-static int group_of(const kc_conv_geom_t *g, size_t col_len)
+static int group_of(const kops_conv2d_t *g, size_t col_len)
 {
     size_t one = kc_conv2d_col_len(g);
     size_t k = one ? col_len / one : (size_t)g->n;
@@ -31,7 +31,7 @@ static int group_of(const kc_conv_geom_t *g, size_t col_len)
 
 /* col[(i*oh + oy)*ow + ox][(ky*kw + kx)*c + ch] = X[i][y][x][ch] for the
  * images [0, m) at X, zero where (y, x) falls in the padding. */
-static void im2col(const kc_conv_geom_t *g, int m, const float *X, float *col)
+static void im2col(const kops_conv2d_t *g, int m, const float *X, float *col)
 {
     size_t c = (size_t)g->c, rowlen = (size_t)g->kw * c;
     size_t K = taps(g);
@@ -70,7 +70,7 @@ static void im2col(const kc_conv_geom_t *g, int m, const float *X, float *col)
 /* The adjoint of im2col: dX[i][y][x][ch] += dcol[...] for every tap that
  * read it (dX already zeroed). */
 KC_HOT __attribute__((noinline)) static void
-col2im(const kc_conv_geom_t *g, int m, const float *dcol, float *dX)
+col2im(const kops_conv2d_t *g, int m, const float *dcol, float *dX)
 {
     size_t c = (size_t)g->c, K = taps(g);
     for (int i = 0; i < m; i++) {
@@ -99,7 +99,7 @@ col2im(const kc_conv_geom_t *g, int m, const float *dcol, float *dX)
     }
 }
 
-void kc_conv2d_fwd(const kc_conv_geom_t *g, const float *X, const float *W,
+void kc_conv2d_fwd(const kops_conv2d_t *g, const float *X, const float *W,
                    const float *b, float *Y, float *col, size_t col_len)
 {
     if (g->n <= 0 || g->f <= 0)
@@ -127,7 +127,7 @@ void kc_conv2d_fwd(const kc_conv_geom_t *g, const float *X, const float *W,
     }
 }
 
-void kc_conv2d_bwd(const kc_conv_geom_t *g, const float *X, const float *W,
+void kc_conv2d_bwd(const kops_conv2d_t *g, const float *X, const float *W,
                    const float *dY, float *dW, float *db, float *dX,
                    float *col, size_t col_len)
 {

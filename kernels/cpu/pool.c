@@ -1,5 +1,6 @@
-/* Max pooling on NHWC float32, 'valid' windows; the forward pass records
- * each output's argmax (its index in X) for the backward pass. */
+/* Pooling on NHWC float32, 'valid' windows. Max: the forward pass records
+ * each output's argmax (its index in X) for the backward pass. Average: the
+ * window's sum in row-major tap order over ph*pw, and back. */
 #include "kernels_cpu.h"
 #include "kc_loop.h"
 
@@ -35,7 +36,7 @@ pool_window(size_t c, const float *restrict x0, int32_t first, size_t row,
     KC_FOR(ch, c, arg[ch] += first + (int32_t)ch);
 }
 
-void kc_maxpool2d_fwd(const kc_pool_geom_t *g, const float *X,
+void kc_maxpool2d_fwd(const kops_pool2d_t *g, const float *X,
                              float *Y, int32_t *argmax)
 {
     size_t c = (size_t)g->c, row = (size_t)g->w * c;
@@ -52,7 +53,7 @@ void kc_maxpool2d_fwd(const kc_pool_geom_t *g, const float *X,
     }
 }
 
-void kc_maxpool2d_bwd(const kc_pool_geom_t *g, const float *dY,
+void kc_maxpool2d_bwd(const kops_pool2d_t *g, const float *dY,
                       const int32_t *argmax, float *dX)
 {
     size_t in = (size_t)g->n * g->h * g->w * g->c;
@@ -60,4 +61,72 @@ void kc_maxpool2d_bwd(const kc_pool_geom_t *g, const float *dY,
     memset(dX, 0, in * sizeof *dX);
     for (size_t o = 0; o < out; o++)
         dX[argmax[o]] += dY[o];
+}
+
+/* One output position of average pooling: the taps added in row-major
+ * window order from the first, then one division (kg_pool.cu adds and
+ * divides the same way: the same bits). Not inlined, as pool_window. */
+KC_HOT __attribute__((noinline)) static void
+avg_window(size_t c, const float *restrict x0, size_t row, int ph, int pw,
+           float count, float *restrict y)
+{
+    KC_FOR(ch, c, y[ch] = x0[ch]);
+    for (int ky = 0; ky < ph; ky++)
+        for (int kx = ky ? 0 : 1; kx < pw; kx++) {
+            const float *restrict xt = x0 + (size_t)ky * row + (size_t)kx * c;
+            KC_FOR(ch, c, y[ch] += xt[ch]);
+        }
+    KC_FOR(ch, c, y[ch] = y[ch] / count);
+}
+
+void kc_avgpool2d_fwd(const kops_pool2d_t *g, const float *X, float *Y)
+{
+    size_t c = (size_t)g->c, row = (size_t)g->w * c;
+    float count = (float)g->ph * (float)g->pw;
+    for (int i = 0; i < g->n; i++) {
+        size_t img = (size_t)i * g->h * row;
+        for (int oy = 0; oy < g->oh; oy++)
+            for (int ox = 0; ox < g->ow; ox++) {
+                size_t o = (((size_t)i * g->oh + oy) * g->ow + ox) * c;
+                size_t first = img + (size_t)oy * g->stride_h * row +
+                               (size_t)ox * g->stride_w * c;
+                avg_window(c, X + first, row, g->ph, g->pw, count, Y + o);
+            }
+    }
+}
+
+/* One output's share, dy / count, added to each tap of its window (the
+ * quotient is the same bits at every tap). */
+KC_HOT __attribute__((noinline)) static void
+avg_window_bwd(size_t c, const float *restrict dy, size_t row, int ph,
+               int pw, float count, float *restrict dx0)
+{
+    for (int ky = 0; ky < ph; ky++)
+        for (int kx = 0; kx < pw; kx++) {
+            float *restrict dxt = dx0 + (size_t)ky * row + (size_t)kx * c;
+            KC_FOR(ch, c, dxt[ch] += dy[ch] / count);
+        }
+}
+
+/* Outputs in ascending order, so that each input sums its windows' shares
+ * in output order, as the CUDA twin's gather does. */
+void kc_avgpool2d_bwd(const kops_pool2d_t *g, const float *dY, float *dX)
+{
+    size_t c = (size_t)g->c, row = (size_t)g->w * c;
+    size_t in = (size_t)g->n * g->h * row;
+    float count = (float)g->ph * (float)g->pw;
+    if (g->n <= 0 || g->h <= 0 || g->w <= 0 || g->c <= 0)
+        return;
+    memset(dX, 0, in * sizeof *dX);
+    for (int i = 0; i < g->n; i++) {
+        size_t img = (size_t)i * g->h * row;
+        for (int oy = 0; oy < g->oh; oy++)
+            for (int ox = 0; ox < g->ow; ox++) {
+                size_t o = (((size_t)i * g->oh + oy) * g->ow + ox) * c;
+                size_t first = img + (size_t)oy * g->stride_h * row +
+                               (size_t)ox * g->stride_w * c;
+                avg_window_bwd(c, dY + o, row, g->ph, g->pw, count,
+                               dX + first);
+            }
+    }
 }

@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../kops_list.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -72,22 +74,24 @@ int kg_memset(void *dst, int byte, size_t bytes, kg_stream_t s);
 int kg_blas_create(kg_blas_t *out, kg_stream_t s);  /* NULL on failure */
 int kg_blas_destroy(kg_blas_t h);                   /* NULL: no-op */
 
-/* ---- dense layer (row-major, as kc_dense_*) ------------------------------
- * GEMM runs on cuBLAS; the handle is (re)bound to s on each call. b may be
- * NULL (no bias). */
-int kg_dense_fwd(kg_blas_t h, int m, int k, int n, const float *X,
-                 const float *W, const float *b, float *Y, kg_stream_t s);
-int kg_dense_bwd(kg_blas_t h, int m, int k, int n, const float *X,
-                 const float *W, const float *dY, float *dW, float *db,
-                 float *dX, kg_stream_t s);
+/* ---- the ops of the kernel table, declared once in ../kops_list.h ------
+ * int kg_NAME([kg_blas_t h,] PARAMS..., kg_stream_t s) for each: the
+ * arguments of kc_NAME plus a stream, and a cuBLAS handle first for the
+ * ops that run GEMM (dense, conv2d: the handle is (re)bound to s on each
+ * call). Results: the same bits as kc_NAME where the list says so, else
+ * as the header's comment above says. */
+#define KG_BLAS_0
+#define KG_BLAS_1 kg_blas_t h,
+#define KOP(name, blas, what, params, args, data) \
+    int kg_##name(KG_BLAS_##blas KOP_UNPAREN params, kg_stream_t s);
+#include "../kops_list.h"
+#undef KOP
+
+/* ---- the GPU kernels outside the table ----------------------------------- */
+/* Y[m x n] += b[n], as kc_bias_add. */
 int kg_bias_add(int m, int n, const float *b, float *Y, kg_stream_t s);
 /* db[j] = dY[0][j] + dY[1][j] + ... in row order (deterministic). */
 int kg_bias_grad(int m, int n, const float *dY, float *db, kg_stream_t s);
-
-/* ---- activations -------------------------------------------------------- */
-int kg_relu_fwd(size_t n, const float *x, float *y, kg_stream_t s);
-int kg_relu_bwd(size_t n, const float *y, const float *dy, float *dx,
-                kg_stream_t s);
 
 /* ---- fused softmax + sparse categorical cross-entropy --------------------
  * The loss and accuracy must reach the host, but reading them back after
@@ -121,28 +125,6 @@ int kg_softmax_xent(int m, int c, const float *logits, const int32_t *labels,
 int kg_count_correct(int m, int c, const float *logits, const int32_t *labels,
                      int64_t *correct, kg_stream_t s);
 
-/* ---- optimizer steps, in place, same formulas as kernels_cpu.h ----------
- * wd: the decoupled weight decay, first w -= (lr * wd) * w, as kc_*. */
-int kg_sgd(size_t n, float *w, const float *g, float lr, float wd,
-           kg_stream_t s);
-int kg_momentum(size_t n, float *w, const float *g, float *v, float lr,
-                float momentum, float wd, kg_stream_t s);
-/* Bias corrections from double on the host, exactly as kc_adam (t < 1
- * counts as 1). */
-int kg_adam(size_t n, float *w, const float *g, float *m, float *v, float lr,
-            float b1, float b2, float eps, int64_t t, float wd,
-            kg_stream_t s);
-
-/* ---- vector helpers used by reductions ---------------------------------- */
-int kg_scale(size_t n, float a, float *x, kg_stream_t s);
-int kg_axpy(size_t n, float a, const float *x, float *y, kg_stream_t s);
-/* dst = srcs[0] + srcs[1] + ... in that order (bitwise deterministic, and
- * bitwise equal to kc_sum); dst may equal srcs[0]. srcs is a HOST array of
- * nsrc >= 1 device pointers, read during the call only. */
-int kg_sum(size_t n, float *dst, const float *const *srcs, int nsrc,
-           kg_stream_t s);
-int kg_u8_to_f32(size_t n, const uint8_t *src, float scale, float *dst,
-                 kg_stream_t s);
 /* scratch[0] (device) = sum of x[i]^2 in double: KG_SUMSQ_BLOCKS blocks of
  * partial sums in scratch[1..], added in a fixed tree order, so the same
  * bytes give the same bits on a given GPU (not necessarily kc_sumsq's).
@@ -151,73 +133,10 @@ int kg_u8_to_f32(size_t n, const uint8_t *src, float scale, float *dst,
 #define KG_SUMSQ_SCRATCH (KG_SUMSQ_BLOCKS + 1)
 int kg_sumsq(size_t n, const float *x, double *scratch, kg_stream_t s);
 
-/* ---- convolution and pooling: NHWC, row-major, as kernels_cpu.h -------
- * kg_conv_geom_t / kg_pool_geom_t have the members of kc_conv_geom_t /
- * kc_pool_geom_t in the same order (the same meaning: explicit padding,
- * oh/ow filled by the caller and >= 1). The geometry is read on the host
- * during the call. */
-typedef struct kg_conv_geom {
-    int n, h, w, c;
-    int kh, kw, f;
-    int stride_h, stride_w;
-    int pad_top, pad_left;
-    int oh, ow;
-    int col_ready;
-} kg_conv_geom_t;
-
-/* Host function: floats of im2col workspace per image, oh*ow*kh*kw*c (as
- * kc_conv2d_col_len). `col` is DEVICE workspace of col_len floats, at least
- * this value (else KG_EINVAL); the images are lowered to GEMM in groups of
- * col_len / kg_conv2d_col_len(g), exactly as the CPU twin groups them. */
-size_t kg_conv2d_col_len(const kg_conv_geom_t *g);
-/* Y = conv(X, W) + b (b may be NULL). */
-int kg_conv2d_fwd(kg_blas_t h, const kg_conv_geom_t *g, const float *X,
-                  const float *W, const float *b, float *Y, float *col,
-                  size_t col_len, kg_stream_t s);
-/* dW, db (may be NULL) overwritten; dX overwritten when not NULL. dX is
- * gathered (each input sums the taps that read it, in the CPU's order):
- * deterministic, no atomics. */
-int kg_conv2d_bwd(kg_blas_t h, const kg_conv_geom_t *g, const float *X,
-                  const float *W, const float *dY, float *dW, float *db,
-                  float *dX, float *col, size_t col_len, kg_stream_t s);
-
-typedef struct kg_pool_geom {
-    int n, h, w, c;
-    int ph, pw, stride_h, stride_w;
-    int oh, ow;
-} kg_pool_geom_t;
-/* argmax[o] = index in X of the first maximum in row-major window order
- * (NaN as the CPU twin: a NaN first element stays, a later one is never
- * chosen), so Y and argmax equal kc_maxpool2d_fwd's bit for bit. */
-int kg_maxpool2d_fwd(const kg_pool_geom_t *g, const float *X, float *Y,
-                     int32_t *argmax, kg_stream_t s);
-/* dX overwritten: each input sums dY over the windows that chose it, in
- * output order (a gather, deterministic, the CPU's sums bit for bit).
- * argmax must come from kg_maxpool2d_fwd with the same geometry. */
-int kg_maxpool2d_bwd(const kg_pool_geom_t *g, const float *dY,
-                     const int32_t *argmax, float *dX, kg_stream_t s);
-
-/* ---- inverted dropout: the CPU's counter-based hash ---------------------
- * Element i is kept exactly when kc_dropout_keep(seed, first + i, rate),
- * and y = x * (kept ? 1 / (1 - rate) : 0) as in kc_dropout_fwd/bwd: masks
- * and values equal the CPU's bit for bit (a NaN input stays NaN, though a
- * GPU may give it another payload). y may be x, dx may be dy;
- * 0 <= rate < 1. */
-int kg_dropout_fwd(size_t n, const float *x, float *y, float rate,
-                   uint64_t seed, uint64_t first, kg_stream_t s);
-int kg_dropout_bwd(size_t n, const float *dy, float *dx, float rate,
-                   uint64_t seed, uint64_t first, kg_stream_t s);
-
-/* ---- tanh, sigmoid --------------------------------------------------------
- * Forward through CUDA's tanhf / expf: within a few ulps of libm, not
- * bitwise. Backward from the forward output y, same bits as kc_*:
- * tanh dx = dy * (1 - y*y), sigmoid dx = dy * y * (1 - y). In place allowed. */
-int kg_tanh_fwd(size_t n, const float *x, float *y, kg_stream_t s);
-int kg_tanh_bwd(size_t n, const float *y, const float *dy, float *dx,
-                kg_stream_t s);
-int kg_sigmoid_fwd(size_t n, const float *x, float *y, kg_stream_t s);
-int kg_sigmoid_bwd(size_t n, const float *y, const float *dy, float *dx,
-                   kg_stream_t s);
+/* Host function: kops_conv2d_col_len(g), the im2col workspace of one
+ * image; conv2d's `col` is DEVICE workspace of at least this many floats
+ * (else KG_EINVAL). */
+size_t kg_conv2d_col_len(const kops_conv2d_t *g);
 
 #ifdef __cplusplus
 }

@@ -6,18 +6,18 @@
  * CPU twin, so the same workspace serves both. */
 #include "kg_internal.h"
 
-static size_t kg_taps(const kg_conv_geom_t *g)
+static size_t kg_taps(const kops_conv2d_t *g)
 {
     return (size_t)g->kh * (size_t)g->kw * (size_t)g->c;
 }
 
-size_t kg_conv2d_col_len(const kg_conv_geom_t *g)
+size_t kg_conv2d_col_len(const kops_conv2d_t *g)
 {
-    return (size_t)g->oh * (size_t)g->ow * kg_taps(g);
+    return kops_conv2d_col_len(g);
 }
 
 /* Images per GEMM: as many as col holds, at least one, at most n. */
-static int kg_group_of(const kg_conv_geom_t *g, size_t col_len)
+static int kg_group_of(const kops_conv2d_t *g, size_t col_len)
 {
     size_t one = kg_conv2d_col_len(g);
     size_t k = one ? col_len / one : (size_t)g->n;
@@ -29,7 +29,7 @@ static int kg_group_of(const kg_conv_geom_t *g, size_t col_len)
 /* col[(i*oh + oy)*ow + ox][(ky*kw + kx)*c + ch] = X[i][y][x][ch], zero in
  * the padding; one thread per col element, taps innermost (coalesced
  * writes, and reads along channels). */
-__global__ void kg_im2col_k(size_t total, kg_conv_geom_t g, const float *X,
+__global__ void kg_im2col_k(size_t total, kops_conv2d_t g, const float *X,
                             float *col)
 {
     size_t K = (size_t)g.kh * g.kw * g.c;
@@ -53,7 +53,7 @@ __global__ void kg_im2col_k(size_t total, kg_conv_geom_t g, const float *X,
  * of the taps that read it, overwriting dX (no zeroing, no atomics). The
  * CPU scatters in (oy, ox) order; ky and kx descending visit oy and ox
  * ascending, so the sums round as the CPU's do. */
-__global__ void kg_col2im_k(size_t total, kg_conv_geom_t g,
+__global__ void kg_col2im_k(size_t total, kops_conv2d_t g,
                             const float *dcol, float *dX)
 {
     size_t K = (size_t)g.kh * g.kw * g.c;
@@ -84,7 +84,7 @@ __global__ void kg_col2im_k(size_t total, kg_conv_geom_t g,
     }
 }
 
-static int kg_im2col(const kg_conv_geom_t *g, int m, const float *X,
+static int kg_im2col(const kops_conv2d_t *g, int m, const float *X,
                      float *col, kg_stream_t s)
 {
     size_t total = (size_t)m * kg_conv2d_col_len(g);
@@ -94,7 +94,7 @@ static int kg_im2col(const kg_conv_geom_t *g, int m, const float *X,
     return kg__launched();
 }
 
-static int kg_col2im(const kg_conv_geom_t *g, int m, const float *dcol,
+static int kg_col2im(const kops_conv2d_t *g, int m, const float *dcol,
                      float *dX, kg_stream_t s)
 {
     size_t total = (size_t)m * g->h * g->w * g->c;
@@ -107,14 +107,14 @@ static int kg_col2im(const kg_conv_geom_t *g, int m, const float *dcol,
 
 /* The workspace must hold one image (the CPU twin trusts its caller; here a
  * short one is an error rather than an overrun on the device). */
-static int kg_col_ok(const kg_conv_geom_t *g, const float *col,
+static int kg_col_ok(const kops_conv2d_t *g, const float *col,
                      size_t col_len)
 {
     size_t one = kg_conv2d_col_len(g);
     return one == 0 || (col && col_len >= one);
 }
 
-int kg_conv2d_fwd(kg_blas_t h, const kg_conv_geom_t *g, const float *X,
+int kg_conv2d_fwd(kg_blas_t h, const kops_conv2d_t *g, const float *X,
                   const float *W, const float *b, float *Y, float *col,
                   size_t col_len, kg_stream_t s)
 {
@@ -144,7 +144,7 @@ int kg_conv2d_fwd(kg_blas_t h, const kg_conv_geom_t *g, const float *X,
     return rc;
 }
 
-int kg_conv2d_bwd(kg_blas_t h, const kg_conv_geom_t *g, const float *X,
+int kg_conv2d_bwd(kg_blas_t h, const kops_conv2d_t *g, const float *X,
                   const float *W, const float *dY, float *dW, float *db,
                   float *dX, float *col, size_t col_len, kg_stream_t s)
 {

@@ -1,13 +1,14 @@
-/* Max pooling on NHWC float32, 'valid' windows, the twin of
- * kernels/cpu/pool.c: the forward pass keeps each output's argmax (its
- * index in X); the backward pass gathers, per input, the gradients of the
- * windows that chose it. */
+/* Pooling on NHWC float32, 'valid' windows, the twin of kernels/cpu/pool.c.
+ * Max: the forward pass keeps each output's argmax (its index in X); the
+ * backward pass gathers, per input, the gradients of the windows that chose
+ * it. Average: the window's sum over ph*pw; the backward pass gathers, per
+ * input, the shares of the windows that hold it. */
 #include "kg_internal.h"
 
 /* One thread per output. The window's first element starts the search and
  * a strict '>' keeps the first maximum in row-major window order, as the
  * CPU twin (which also treats NaN this way). */
-__global__ void kg_maxpool_fwd_k(size_t total, kg_pool_geom_t g,
+__global__ void kg_maxpool_fwd_k(size_t total, kops_pool2d_t g,
                                  const float *X, float *Y, int32_t *argmax)
 {
     KG_FOR(o, total) {
@@ -36,7 +37,7 @@ __global__ void kg_maxpool_fwd_k(size_t total, kg_pool_geom_t g,
 /* One thread per input: the sum of dY over the windows that hold it and
  * chose it, windows in ascending output order, which is the order in which
  * the CPU twin's scatter adds them (the same bits, no atomics). */
-__global__ void kg_maxpool_bwd_k(size_t total, kg_pool_geom_t g,
+__global__ void kg_maxpool_bwd_k(size_t total, kops_pool2d_t g,
                                  const float *dY, const int32_t *argmax,
                                  float *dX)
 {
@@ -60,7 +61,7 @@ __global__ void kg_maxpool_bwd_k(size_t total, kg_pool_geom_t g,
     }
 }
 
-int kg_maxpool2d_fwd(const kg_pool_geom_t *g, const float *X, float *Y,
+int kg_maxpool2d_fwd(const kops_pool2d_t *g, const float *X, float *Y,
                      int32_t *argmax, kg_stream_t s)
 {
     if (!g)
@@ -73,7 +74,7 @@ int kg_maxpool2d_fwd(const kg_pool_geom_t *g, const float *X, float *Y,
     return kg__launched();
 }
 
-int kg_maxpool2d_bwd(const kg_pool_geom_t *g, const float *dY,
+int kg_maxpool2d_bwd(const kops_pool2d_t *g, const float *dY,
                      const int32_t *argmax, float *dX, kg_stream_t s)
 {
     if (!g)
@@ -83,5 +84,73 @@ int kg_maxpool2d_bwd(const kg_pool_geom_t *g, const float *dY,
     size_t total = (size_t)g->n * g->h * g->w * g->c;
     kg_maxpool_bwd_k<<<kg__blocks(total), KG_THREADS, 0, s>>>(total, *g, dY,
                                                               argmax, dX);
+    return kg__launched();
+}
+
+/* One thread per output: the taps added in row-major window order from the
+ * first, then one IEEE division (-fmad=false, no fast math): the CPU
+ * twin's bits. */
+__global__ void kg_avgpool_fwd_k(size_t total, kops_pool2d_t g, float count,
+                                 const float *X, float *Y)
+{
+    KG_FOR(o, total) {
+        kg_nhwc at = kg_nhwc_of(o, g.oh, g.ow, g.c);
+        size_t img = at.i * g.h * g.w * g.c;
+        size_t first = img + ((size_t)at.y * g.stride_h * g.w +
+                              (size_t)at.x * g.stride_w) * g.c + at.ch;
+        float acc = X[first];
+        for (int ky = 0; ky < g.ph; ky++)
+            for (int kx = ky ? 0 : 1; kx < g.pw; kx++)
+                acc += X[first + ((size_t)ky * g.w + kx) * g.c];
+        Y[o] = acc / count;
+    }
+}
+
+/* One thread per input: the shares dY[o] / count of the windows that hold
+ * it, in ascending output order from 0 -- the CPU twin's scatter order. */
+__global__ void kg_avgpool_bwd_k(size_t total, kops_pool2d_t g, float count,
+                                 const float *dY, float *dX)
+{
+    KG_FOR(idx, total) {
+        kg_nhwc at = kg_nhwc_of(idx, g.h, g.w, g.c);
+        int x = at.x, y = at.y;
+        int oy0 = y >= g.ph ? (y - g.ph) / g.stride_h + 1 : 0;
+        int oy1 = min(y / g.stride_h, g.oh - 1);
+        int ox0 = x >= g.pw ? (x - g.pw) / g.stride_w + 1 : 0;
+        int ox1 = min(x / g.stride_w, g.ow - 1);
+        float acc = 0.0f;
+        for (int oy = oy0; oy <= oy1; oy++)
+            for (int ox = ox0; ox <= ox1; ox++)
+                acc += dY[((at.i * g.oh + oy) * g.ow + ox) * g.c + at.ch] /
+                       count;
+        dX[idx] = acc;
+    }
+}
+
+int kg_avgpool2d_fwd(const kops_pool2d_t *g, const float *X, float *Y,
+                     kg_stream_t s)
+{
+    if (!g)
+        return kg__fail(KG_EINVAL, "kg_avgpool2d_fwd: no geometry");
+    if (g->n <= 0 || g->c <= 0 || g->oh <= 0 || g->ow <= 0)
+        return KG_OK;                           /* no output, as kc */
+    size_t total = (size_t)g->n * g->oh * g->ow * g->c;
+    float count = (float)g->ph * (float)g->pw;
+    kg_avgpool_fwd_k<<<kg__blocks(total), KG_THREADS, 0, s>>>(total, *g,
+                                                              count, X, Y);
+    return kg__launched();
+}
+
+int kg_avgpool2d_bwd(const kops_pool2d_t *g, const float *dY, float *dX,
+                     kg_stream_t s)
+{
+    if (!g)
+        return kg__fail(KG_EINVAL, "kg_avgpool2d_bwd: no geometry");
+    if (g->n <= 0 || g->h <= 0 || g->w <= 0 || g->c <= 0)
+        return KG_OK;                           /* dX is empty */
+    size_t total = (size_t)g->n * g->h * g->w * g->c;
+    float count = (float)g->ph * (float)g->pw;
+    kg_avgpool_bwd_k<<<kg__blocks(total), KG_THREADS, 0, s>>>(total, *g,
+                                                              count, dY, dX);
     return kg__launched();
 }

@@ -11,7 +11,9 @@
  * name says, and so on. Each breach is printed and counted
  * (fake_kg_violations), so host/device mix-ups, a missing kg_set_device
  * or a buffer too small show up as test failures. Work runs at once, on
- * the CPU kernels, so results equal the CPU path's bit for bit.
+ * the CPU kernels, so results equal the CPU path's bit for bit. The ops of
+ * kernels/kops_list.h are made from the list: each checks the data its
+ * entry declares, then calls its kc_ twin.
  * FAKE_KG_DEVICES (default 2) is the number of devices it reports. */
 #include <pthread.h>
 #include <stdio.h>
@@ -264,52 +266,6 @@ int kg_blas_destroy(kg_blas_t h) { free(h); return KG_OK; }
 #define F(n) ((size_t)(n) * sizeof(float))
 #define MN(a, b) ((size_t)(a) * (size_t)(b))
 
-int kg_dense_fwd(kg_blas_t h, int m, int k, int n, const float *X,
-                 const float *W, const float *b, float *Y, kg_stream_t s)
-{
-    if (!h || !stream_ok(s) || !on_dev("dense_fwd X", X, F(MN(m, k))) ||
-        !on_dev("dense_fwd W", W, F(MN(k, n))) ||
-        (b && !on_dev("dense_fwd b", b, F(n))) ||
-        !on_dev("dense_fwd Y", Y, F(MN(m, n))))
-        return KG_EINVAL;
-    kc_dense_fwd(m, k, n, X, W, b, Y);
-    return KG_OK;
-}
-
-int kg_dense_bwd(kg_blas_t h, int m, int k, int n, const float *X,
-                 const float *W, const float *dY, float *dW, float *db,
-                 float *dX, kg_stream_t s)
-{
-    if (!h || !stream_ok(s) || !on_dev("dense_bwd X", X, F(MN(m, k))) ||
-        !on_dev("dense_bwd W", W, F(MN(k, n))) ||
-        !on_dev("dense_bwd dY", dY, F(MN(m, n))) ||
-        !on_dev("dense_bwd dW", dW, F(MN(k, n))) ||
-        !on_dev("dense_bwd db", db, F(n)) ||
-        (dX && !on_dev("dense_bwd dX", dX, F(MN(m, k)))))
-        return KG_EINVAL;
-    kc_dense_bwd(m, k, n, X, W, dY, dW, db, dX);
-    return KG_OK;
-}
-
-int kg_relu_fwd(size_t n, const float *x, float *y, kg_stream_t s)
-{
-    if (!stream_ok(s) || !on_dev("relu_fwd x", x, F(n)) ||
-        !on_dev("relu_fwd y", y, F(n)))
-        return KG_EINVAL;
-    kc_relu_fwd(n, x, y);
-    return KG_OK;
-}
-
-int kg_relu_bwd(size_t n, const float *y, const float *dy, float *dx,
-                kg_stream_t s)
-{
-    if (!stream_ok(s) || !on_dev("relu_bwd y", y, F(n)) ||
-        !on_dev("relu_bwd dy", dy, F(n)) || !on_dev("relu_bwd dx", dx, F(n)))
-        return KG_EINVAL;
-    kc_relu_bwd(n, y, dy, dx);
-    return KG_OK;
-}
-
 int kg_softmax_xent(int m, int c, const float *logits, const int32_t *labels,
                     float *dlogits, float scale, kg_xent_acc_t *acc,
                     kg_stream_t s)
@@ -326,36 +282,6 @@ int kg_softmax_xent(int m, int c, const float *logits, const int32_t *labels,
     return KG_OK;
 }
 
-int kg_sgd(size_t n, float *w, const float *g, float lr, float wd,
-           kg_stream_t s)
-{
-    if (!stream_ok(s) || !on_dev("sgd w", w, F(n)) || !on_dev("sgd g", g, F(n)))
-        return KG_EINVAL;
-    kc_sgd(n, w, g, lr, wd);
-    return KG_OK;
-}
-
-int kg_momentum(size_t n, float *w, const float *g, float *v, float lr,
-                float momentum, float wd, kg_stream_t s)
-{
-    if (!stream_ok(s) || !on_dev("momentum w", w, F(n)) ||
-        !on_dev("momentum g", g, F(n)) || !on_dev("momentum v", v, F(n)))
-        return KG_EINVAL;
-    kc_momentum(n, w, g, v, lr, momentum, wd);
-    return KG_OK;
-}
-
-int kg_adam(size_t n, float *w, const float *g, float *m, float *v, float lr,
-            float b1, float b2, float eps, int64_t t, float wd, kg_stream_t s)
-{
-    if (!stream_ok(s) || !on_dev("adam w", w, F(n)) ||
-        !on_dev("adam g", g, F(n)) || !on_dev("adam m", m, F(n)) ||
-        !on_dev("adam v", v, F(n)))
-        return KG_EINVAL;
-    kc_adam(n, w, g, m, v, lr, b1, b2, eps, t, wd);
-    return KG_OK;
-}
-
 int kg_sumsq(size_t n, const float *x, double *scratch, kg_stream_t s)
 {
     if (!stream_ok(s) || !on_dev("sumsq x", x, F(n)) ||
@@ -365,191 +291,64 @@ int kg_sumsq(size_t n, const float *x, double *scratch, kg_stream_t s)
     return KG_OK;
 }
 
-int kg_scale(size_t n, float a, float *x, kg_stream_t s)
+/* ---- the ops of kernels/kops_list.h: each checks the op's DATA, then
+ * runs the CPU twin ------------------------------------------------------ */
+
+/* `bytes` at p are device memory of the current device; a breach names
+ * the op and the argument. */
+static int arg_dev(const char *op, const char *arg, const void *p,
+                   size_t bytes)
 {
-    if (!stream_ok(s) || !on_dev("scale x", x, F(n)))
-        return KG_EINVAL;
-    kc_scale(n, a, x);
-    return KG_OK;
+    char what[96];
+    snprintf(what, sizeof what, "%s %s", op, arg);
+    return on_dev(what, p, bytes);
 }
 
-int kg_axpy(size_t n, float a, const float *x, float *y, kg_stream_t s)
+/* pp: a host array of n device pointers of `bytes` each. */
+static int arg_devs(const char *op, const char *arg, const float *const *pp,
+                    int n, size_t bytes)
 {
-    if (!stream_ok(s) || !on_dev("axpy x", x, F(n)) ||
-        !on_dev("axpy y", y, F(n)))
-        return KG_EINVAL;
-    kc_axpy(n, a, x, y);
-    return KG_OK;
-}
-
-int kg_sum(size_t n, float *dst, const float *const *srcs, int nsrc,
-           kg_stream_t s)
-{
-    if (!stream_ok(s) || nsrc < 1 || !on_host("sum srcs", srcs, sizeof *srcs) ||
-        !on_dev("sum dst", dst, F(n)))
-        return KG_EINVAL;
-    for (int i = 0; i < nsrc; i++)
-        if (!on_dev("sum src", srcs[i], F(n)))
-            return KG_EINVAL;
-    kc_sum(n, dst, srcs, nsrc);
-    return KG_OK;
-}
-
-int kg_u8_to_f32(size_t n, const uint8_t *src, float scale, float *dst,
-                 kg_stream_t s)
-{
-    if (!stream_ok(s) || !on_dev("u8_to_f32 src", src, n) ||
-        !on_dev("u8_to_f32 dst", dst, F(n)))
-        return KG_EINVAL;
-    kc_u8_to_f32(n, src, scale, dst);
-    return KG_OK;
-}
-
-/* ---- CNN kernels ------------------------------------------------------------ */
-
-/* Elements of an n x a x b x c tensor; a negative size counts as 0. */
-static size_t dims4(int n, int a, int b, int c)
-{
-    if (n <= 0 || a <= 0 || b <= 0 || c <= 0)
+    char what[96];
+    snprintf(what, sizeof what, "%s %s", op, arg);
+    if (n < 1 || !on_host(what, pp, (size_t)n * sizeof *pp))
         return 0;
-    return (size_t)n * (size_t)a * (size_t)b * (size_t)c;
+    for (int i = 0; i < n; i++)
+        if (!on_dev(what, pp[i], bytes))
+            return 0;
+    return 1;
 }
 
-static kc_conv_geom_t kc_conv(const kg_conv_geom_t *g)
+static int arg_req(const char *op, const char *cond, int ok)
 {
-    return (kc_conv_geom_t){ g->n, g->h, g->w, g->c, g->kh, g->kw, g->f,
-                             g->stride_h, g->stride_w, g->pad_top,
-                             g->pad_left, g->oh, g->ow, g->col_ready };
-}
-
-static kc_pool_geom_t kc_pool(const kg_pool_geom_t *g)
-{
-    return (kc_pool_geom_t){ g->n, g->h, g->w, g->c, g->ph, g->pw,
-                             g->stride_h, g->stride_w, g->oh, g->ow };
-}
-
-/* The checks of both conv passes: X, W and the workspace (at least one
- * image, as the real kernels demand). */
-static int conv_args(const char *pass, const kg_conv_geom_t *g,
-                     const float *X, const float *W, const float *col,
-                     size_t col_len)
-{
-    kc_conv_geom_t kg = kc_conv(g);
-    char what[64];
-    snprintf(what, sizeof what, "%s col (col_len below one image)", pass);
-    if (col_len < kc_conv2d_col_len(&kg)) {
-        violation(what, col);
-        return 0;
+    if (!ok) {
+        char what[160];
+        snprintf(what, sizeof what, "%s: not (%s)", op, cond);
+        violation(what, NULL);
     }
-    snprintf(what, sizeof what, "%s X", pass);
-    if (!on_dev(what, X, F(dims4(g->n, g->h, g->w, g->c))))
-        return 0;
-    snprintf(what, sizeof what, "%s W", pass);
-    if (!on_dev(what, W, F(dims4(g->kh, g->kw, g->c, g->f))))
-        return 0;
-    snprintf(what, sizeof what, "%s col", pass);
-    return on_dev(what, col, F(col_len));
+    return ok;
 }
 
-int kg_conv2d_fwd(kg_blas_t h, const kg_conv_geom_t *g, const float *X,
-                  const float *W, const float *b, float *Y, float *col,
-                  size_t col_len, kg_stream_t s)
-{
-    if (!g || g->n <= 0 || g->f <= 0)
-        return g ? KG_OK : KG_EINVAL;
-    if (!h || !stream_ok(s) || !conv_args("conv2d_fwd", g, X, W, col, col_len) ||
-        (b && !on_dev("conv2d_fwd b", b, F(g->f))) ||
-        !on_dev("conv2d_fwd Y", Y, F(dims4(g->n, g->oh, g->ow, g->f))))
-        return KG_EINVAL;
-    kc_conv_geom_t kg = kc_conv(g);
-    kc_conv2d_fwd(&kg, X, W, b, Y, col, col_len);
-    return KG_OK;
-}
-
-int kg_conv2d_bwd(kg_blas_t h, const kg_conv_geom_t *g, const float *X,
-                  const float *W, const float *dY, float *dW, float *db,
-                  float *dX, float *col, size_t col_len, kg_stream_t s)
-{
-    if (!g || !h || !stream_ok(s) ||
-        !on_dev("conv2d_bwd dW", dW, F(dims4(g->kh, g->kw, g->c, g->f))) ||
-        (db && !on_dev("conv2d_bwd db", db, F(g->f > 0 ? g->f : 0))))
-        return KG_EINVAL;
-    if (g->n > 0 &&
-        (!conv_args("conv2d_bwd", g, X, W, col, col_len) ||
-         !on_dev("conv2d_bwd dY", dY, F(dims4(g->n, g->oh, g->ow, g->f))) ||
-         (dX && !on_dev("conv2d_bwd dX", dX, F(dims4(g->n, g->h, g->w, g->c))))))
-        return KG_EINVAL;
-    kc_conv_geom_t kg = kc_conv(g);
-    kc_conv2d_bwd(&kg, X, W, dY, dW, db, dX, col, col_len);
-    return KG_OK;
-}
-
-int kg_maxpool2d_fwd(const kg_pool_geom_t *g, const float *X, float *Y,
-                     int32_t *argmax, kg_stream_t s)
-{
-    size_t out = g ? dims4(g->n, g->oh, g->ow, g->c) : 0;
-    if (!g || !stream_ok(s) ||
-        !on_dev("maxpool2d_fwd X", X, F(dims4(g->n, g->h, g->w, g->c))) ||
-        !on_dev("maxpool2d_fwd Y", Y, F(out)) ||
-        !on_dev("maxpool2d_fwd argmax", argmax, out * sizeof(int32_t)))
-        return KG_EINVAL;
-    kc_pool_geom_t kg = kc_pool(g);
-    kc_maxpool2d_fwd(&kg, X, Y, argmax);
-    return KG_OK;
-}
-
-int kg_maxpool2d_bwd(const kg_pool_geom_t *g, const float *dY,
-                     const int32_t *argmax, float *dX, kg_stream_t s)
-{
-    size_t out = g ? dims4(g->n, g->oh, g->ow, g->c) : 0;
-    if (!g || !stream_ok(s) || !on_dev("maxpool2d_bwd dY", dY, F(out)) ||
-        !on_dev("maxpool2d_bwd argmax", argmax, out * sizeof(int32_t)) ||
-        !on_dev("maxpool2d_bwd dX", dX, F(dims4(g->n, g->h, g->w, g->c))))
-        return KG_EINVAL;
-    kc_pool_geom_t kg = kc_pool(g);
-    kc_maxpool2d_bwd(&kg, dY, argmax, dX);
-    return KG_OK;
-}
-
-int kg_dropout_fwd(size_t n, const float *x, float *y, float rate,
-                   uint64_t seed, uint64_t first, kg_stream_t s)
-{
-    if (!stream_ok(s) || !on_dev("dropout_fwd x", x, F(n)) ||
-        !on_dev("dropout_fwd y", y, F(n)))
-        return KG_EINVAL;
-    kc_dropout_fwd(n, x, y, rate, seed, first);
-    return KG_OK;
-}
-
-int kg_dropout_bwd(size_t n, const float *dy, float *dx, float rate,
-                   uint64_t seed, uint64_t first, kg_stream_t s)
-{
-    if (!stream_ok(s) || !on_dev("dropout_bwd dy", dy, F(n)) ||
-        !on_dev("dropout_bwd dx", dx, F(n)))
-        return KG_EINVAL;
-    kc_dropout_bwd(n, dy, dx, rate, seed, first);
-    return KG_OK;
-}
-
-/* tanh and sigmoid, each way, with relu's checks. */
-#define FAKE_ACT(name)                                                       \
-    int kg_##name##_fwd(size_t n, const float *x, float *y, kg_stream_t s)   \
+#define KOP_REQ(cond) if (!arg_req(__func__, #cond, (cond))) return KG_EINVAL;
+#define KOP_NOOP(cond) if (cond) return KG_OK;
+#define KOP_DEV(p, bytes) \
+    if (!arg_dev(__func__, #p, (p), (bytes))) return KG_EINVAL;
+#define KOP_OPT(p, bytes) \
+    if ((p) && !arg_dev(__func__, #p, (p), (bytes))) return KG_EINVAL;
+#define KOP_DEVS(pp, n, bytes) \
+    if (!arg_devs(__func__, #pp, (pp), (n), (bytes))) return KG_EINVAL;
+#define FAKE_BLAS_0
+#define FAKE_BLAS_1 kg_blas_t kop_h,
+#define FAKE_HANDLE_0
+#define FAKE_HANDLE_1 if (!kop_h) return KG_EINVAL;
+#define KOP(name, blas, what, params, args, data)                            \
+    int kg_##name(FAKE_BLAS_##blas KOP_UNPAREN params, kg_stream_t kop_s)    \
     {                                                                        \
-        if (!stream_ok(s) || !on_dev(#name "_fwd x", x, F(n)) ||             \
-            !on_dev(#name "_fwd y", y, F(n)))                                \
+        FAKE_HANDLE_##blas                                                   \
+        if (!stream_ok(kop_s))                                               \
             return KG_EINVAL;                                                \
-        kc_##name##_fwd(n, x, y);                                            \
-        return KG_OK;                                                        \
-    }                                                                        \
-    int kg_##name##_bwd(size_t n, const float *y, const float *dy,           \
-                        float *dx, kg_stream_t s)                            \
-    {                                                                        \
-        if (!stream_ok(s) || !on_dev(#name "_bwd y", y, F(n)) ||             \
-            !on_dev(#name "_bwd dy", dy, F(n)) ||                            \
-            !on_dev(#name "_bwd dx", dx, F(n)))                              \
-            return KG_EINVAL;                                                \
-        kc_##name##_bwd(n, y, dy, dx);                                       \
+        KOP_UNPAREN data                                                     \
+        kc_##name args;                                                      \
         return KG_OK;                                                        \
     }
-FAKE_ACT(tanh)
-FAKE_ACT(sigmoid)
+#include "kops_list.h"
+#undef KOP

@@ -3,7 +3,7 @@
  * Tolerances: 1e-5 relative for elementwise results (and the same bits on
  * x86-64, where neither side contracts a*b+c into an FMA), 1e-4 for GEMM
  * (dense, conv2d) and the loss gradient, 6 ulps for tanh / sigmoid forward;
- * maxpool2d and dropout are bitwise equal everywhere. Without a CUDA device it prints the reason and
+ * maxpool2d, avgpool2d and dropout are bitwise equal everywhere. Without a CUDA device it prints the reason and
  * exits 77 (ctest: Skipped). `gpu_kernels --probe` only does that check
  * (exit 0 with a device), for the compute-sanitizer wrapper. */
 #include "check.h"
@@ -437,11 +437,10 @@ static void test_conv(int n, int h, int w, int c, int kh, int kw, int f,
                       int sh, int sw, int pt, int pl, int pb, int pr,
                       int group)
 {
-    kc_conv_geom_t g = { n, h, w, c, kh, kw, f, sh, sw, pt, pl,
+    kops_conv2d_t g = { n, h, w, c, kh, kw, f, sh, sw, pt, pl,
                          (h + pt + pb - kh) / sh + 1,
                          (w + pl + pr - kw) / sw + 1, 0 };
-    kg_conv_geom_t gg = { g.n, g.h, g.w, g.c, g.kh, g.kw, g.f, g.stride_h,
-                          g.stride_w, g.pad_top, g.pad_left, g.oh, g.ow, 0 };
+    kops_conv2d_t gg = g;
     char shape[128];
     snprintf(shape, sizeof shape,
              "n%d %dx%dx%d k%dx%d f%d s%d,%d pad %d,%d,%d,%d group %d", n, h,
@@ -486,7 +485,7 @@ static void test_conv(int n, int h, int w, int c, int kh, int kw, int f,
     /* col_ready: a forward pass whose workspace held the whole batch, then
      * a backward pass that reuses its im2col: the same results. */
     if (col_len >= kg_conv2d_col_len(&gg) * (size_t)n) {
-        kg_conv_geom_t ready = gg;
+        kops_conv2d_t ready = gg;
         ready.col_ready = 1;
         CHECK(kg_conv2d_fwd(H, &gg, gX, gW, gb, gY, gcol, col_len, S) == 0);
         CHECK(kg_memset(gdX, 0x7f, nx * 4, S) == 0);
@@ -509,7 +508,7 @@ static void test_conv(int n, int h, int w, int c, int kh, int kw, int f,
 /* n = 0: nothing forward; backward writes zeros to dW and db, as kc. */
 static void test_conv_empty(void)
 {
-    kg_conv_geom_t gg = { 0, 4, 4, 2, 3, 3, 5, 1, 1, 0, 0, 2, 2, 0 };
+    kops_conv2d_t gg = { 0, 4, 4, 2, 3, 3, 5, 1, 1, 0, 0, 2, 2, 0 };
     size_t nw = 3 * 3 * 2 * 5;
     float *gdW = dev_from(NULL, nw * 4), *gdb = dev_from(NULL, 5 * 4);
     float *got = fill(nw, 1, 1);
@@ -536,10 +535,9 @@ static void test_conv_empty(void)
 static void test_pool(int n, int h, int w, int c, int ph, int pw, int sh,
                       int sw, int ties)
 {
-    kc_pool_geom_t g = { n, h, w, c, ph, pw, sh, sw, (h - ph) / sh + 1,
-                         (w - pw) / sw + 1 };
-    kg_pool_geom_t gg = { g.n, g.h, g.w, g.c, g.ph, g.pw, g.stride_h,
-                          g.stride_w, g.oh, g.ow };
+    kops_pool2d_t g = { n, h, w, c, ph, pw, sh, sw, (h - ph) / sh + 1,
+                        (w - pw) / sw + 1 };
+    kops_pool2d_t gg = g;
     size_t nx = (size_t)n * h * w * c, ny = (size_t)n * g.oh * g.ow * c;
     float *X = fill(nx, -1, 1), *dY = fill(ny, -1, 1);
     if (ties) {
@@ -575,6 +573,40 @@ static void test_pool(int n, int h, int w, int c, int ph, int pw, int sh,
     free(X), free(dY), free(Y), free(dX), free(gotY), free(gotdX);
     free(am), free(gotam);
     dev_free(gX), dev_free(gdY), dev_free(gY), dev_free(gdX), dev_free(gam);
+}
+
+/* ---- avgpool2d --------------------------------------------------------------------- */
+/* Forward and backward: the CPU's bits (the same tap order, one IEEE
+ * division); every input of dX written, 0 in the gaps. */
+static void test_avgpool(int n, int h, int w, int c, int ph, int pw, int sh,
+                         int sw)
+{
+    kops_pool2d_t g = { n, h, w, c, ph, pw, sh, sw, (h - ph) / sh + 1,
+                        (w - pw) / sw + 1 };
+    size_t nx = (size_t)n * h * w * c, ny = (size_t)n * g.oh * g.ow * c;
+    float *X = fill(nx, -1, 1), *dY = fill(ny, -1, 1);
+    float *Y = fill(ny, 0, 0), *dX = fill(nx, 0, 0);
+    float *gotY = fill(ny, 0, 0), *gotdX = fill(nx, 0, 0);
+    kc_avgpool2d_fwd(&g, X, Y);
+    kc_avgpool2d_bwd(&g, dY, dX);
+
+    float *gX = dev_from(X, nx * 4), *gdY = dev_from(dY, ny * 4);
+    float *gY = dev_from(NULL, ny * 4), *gdX = dev_from(NULL, nx * 4);
+    CHECK(kg_memset(gdX, 0x7f, nx * 4, S) == 0);
+    int rc = kg_avgpool2d_fwd(&g, gX, gY, S);
+    CHECKF(rc == 0, "kg_avgpool2d_fwd: %s", kg_last_error());
+    to_host(gotY, gY, ny * 4);
+    CHECKF(same_bits(gotY, Y, ny * 4),
+           "avgpool2d_fwd n%d %dx%dx%d p%dx%d s%d,%d: Y differs", n, h, w, c,
+           ph, pw, sh, sw);
+    rc = kg_avgpool2d_bwd(&g, gdY, gdX, S);
+    CHECKF(rc == 0, "kg_avgpool2d_bwd: %s", kg_last_error());
+    to_host(gotdX, gdX, nx * 4);
+    CHECKF(same_bits(gotdX, dX, nx * 4),
+           "avgpool2d_bwd n%d %dx%dx%d p%dx%d s%d,%d: dX differs", n, h, w, c,
+           ph, pw, sh, sw);
+    free(X), free(dY), free(Y), free(dX), free(gotY), free(gotdX);
+    dev_free(gX), dev_free(gdY), dev_free(gY), dev_free(gdX);
 }
 
 /* ---- dropout ----------------------------------------------------------------------- */
@@ -686,7 +718,7 @@ static void test_errors(void)
     CHECK(kg_dropout_fwd(0, NULL, NULL, 0.5f, 1, 0, S) == 0);
     CHECK(kg_tanh_fwd(0, NULL, NULL, S) == 0);
     /* conv2d: a handle and a workspace of at least one image are needed. */
-    kg_conv_geom_t cg = { 2, 5, 5, 3, 3, 3, 4, 1, 1, 0, 0, 3, 3, 0 };
+    kops_conv2d_t cg = { 2, 5, 5, 3, 3, 3, 4, 1, 1, 0, 0, 3, 3, 0 };
     float *col = dev_from(NULL, 16);
     CHECK(kg_conv2d_fwd(NULL, &cg, col, col, NULL, col, col, 1000, S) ==
           KG_EINVAL);
@@ -699,6 +731,10 @@ static void test_errors(void)
     CHECK(kg_conv2d_fwd(H, NULL, NULL, NULL, NULL, NULL, NULL, 0, S) ==
           KG_EINVAL);
     CHECK(kg_maxpool2d_fwd(NULL, NULL, NULL, NULL, S) == KG_EINVAL);
+    CHECK(kg_avgpool2d_fwd(NULL, NULL, NULL, S) == KG_EINVAL);
+    CHECK(kg_avgpool2d_bwd(NULL, NULL, NULL, S) == KG_EINVAL);
+    kops_pool2d_t empty = { 0, 4, 4, 2, 2, 2, 2, 2, 2, 2 };
+    CHECK(kg_avgpool2d_fwd(&empty, NULL, NULL, S) == 0);   /* as kc */
     dev_free(col);
 }
 
@@ -787,6 +823,11 @@ int main(int argc, char **argv)
             const int *v = pool[i];
             test_pool(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], ties);
         }
+    for (size_t i = 0; i < sizeof pool / sizeof *pool; i++) {
+        const int *v = pool[i];
+        test_avgpool(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+    }
+    test_avgpool(2, 4, 4, 37, 2, 2, 2, 2);                  /* odd channels */
 
     static const float rates[] = { 0.0f, 0.25f, 0.5f, 0.9f };
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)

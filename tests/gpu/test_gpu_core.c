@@ -13,7 +13,7 @@
  *     scaled on the device, loss read back once per step) gives the same
  *     bits as on cpu:0, from a thread that never selected the device: an
  *     MLP, and a CNN that goes through every kernel of the GPU table
- *     (conv2d, maxpool2d, dropout, tanh, sigmoid);
+ *     (conv2d, maxpool2d, dropout, tanh, sigmoid), and one with avgpool2d;
  *   - copies and comparisons between CPU and GPUs and GPU to GPU work;
  *   - nothing is left allocated, and no pointer was misused. */
 #include <dlfcn.h>
@@ -46,6 +46,10 @@ static const model_case_t k_mlp = { "dense 16 relu, dense 10",
 static const model_case_t k_cnn = {
     "conv2d 4 3 padding=same tanh, maxpool2d 2, dropout 0.25, "
     "conv2d 6 2 stride=1 sigmoid, flatten, dense 10",
+    { 4, 5, 1, 1 } };
+static const model_case_t k_cnn_avg = {
+    "conv2d 4 3 padding=same relu, avgpool2d 2 stride=1, conv2d 3 2 tanh, "
+    "flatten, dense 10",
     { 4, 5, 1, 1 } };
 
 typedef struct result {
@@ -300,6 +304,7 @@ int main(void)
     clipping();
     compare(&k_mlp);
     compare(&k_cnn);
+    compare(&k_cnn_avg);
     CHECKF(fk_live_blocks() == live0, "%zu device/page-locked blocks "
            "leaked", fk_live_blocks() - live0);
     CHECKF(*fk_violations == 0, "%d pointer misuses (see above)",

@@ -23,29 +23,29 @@ static int axis(int n, int k, int s, int same, int *pad)
     return out;
 }
 
-static kc_conv_geom_t geom(int n, int h, int w, int c, int kh, int kw, int f,
-                           int sh, int sw, int same)
+static kops_conv2d_t geom(int n, int h, int w, int c, int kh, int kw, int f,
+                          int sh, int sw, int same)
 {
-    kc_conv_geom_t g = { n, h, w, c, kh, kw, f, sh, sw, 0, 0, 0, 0, 0 };
+    kops_conv2d_t g = { n, h, w, c, kh, kw, f, sh, sw, 0, 0, 0, 0, 0 };
     g.oh = axis(h, kh, sh, same, &g.pad_top);
     g.ow = axis(w, kw, sw, same, &g.pad_left);
     return g;
 }
 
-static size_t xlen(const kc_conv_geom_t *g)
+static size_t xlen(const kops_conv2d_t *g)
 {
     return (size_t)g->n * g->h * g->w * g->c;
 }
-static size_t ylen(const kc_conv_geom_t *g)
+static size_t ylen(const kops_conv2d_t *g)
 {
     return (size_t)g->n * g->oh * g->ow * g->f;
 }
-static size_t wlen(const kc_conv_geom_t *g)
+static size_t wlen(const kops_conv2d_t *g)
 {
     return (size_t)g->kh * g->kw * g->c * g->f;
 }
 
-static void ref_conv(const kc_conv_geom_t *g, const float *X, const float *W,
+static void ref_conv(const kops_conv2d_t *g, const float *X, const float *W,
                      const float *b, double *Y)
 {
     for (int i = 0; i < g->n; i++)
@@ -70,7 +70,7 @@ static void ref_conv(const kc_conv_geom_t *g, const float *X, const float *W,
 }
 
 struct conv_case {
-    kc_conv_geom_t g;
+    kops_conv2d_t g;
     float *X, *W, *b, *Y, *R, *col;
     size_t col_len;
 };
@@ -87,7 +87,7 @@ static double conv_loss(void *vc)
 }
 
 /* groups: images per im2col GEMM (the workspace holds that many). */
-static void test_conv(kc_conv_geom_t g, int groups)
+static void test_conv(kops_conv2d_t g, int groups)
 {
     struct conv_case c = { .g = g };
     size_t one = kc_conv2d_col_len(&g);
@@ -140,7 +140,7 @@ static void test_conv(kc_conv_geom_t g, int groups)
         float *dX2 = malloc(xlen(&g) * sizeof(float));
         kc_conv2d_bwd(&g, c.X, c.W, c.R, dW, db, dX, c.col, c.col_len);
         kc_conv2d_fwd(&g, c.X, c.W, c.b, c.Y, c.col, c.col_len);
-        kc_conv_geom_t ready = g;
+        kops_conv2d_t ready = g;
         ready.col_ready = 1;
         kc_conv2d_bwd(&ready, c.X, c.W, c.R, dW2, db, dX2, c.col, c.col_len);
         CHECK(memcmp(dW, dW2, wlen(&g) * sizeof(float)) == 0);
@@ -155,16 +155,16 @@ static void test_conv(kc_conv_geom_t g, int groups)
 /* ---- max pooling ------------------------------------------------------- */
 
 struct pool_case {
-    kc_pool_geom_t g;
+    kops_pool2d_t g;
     float *X, *Y, *R;
     int32_t *arg;
 };
 
-static size_t pin(const kc_pool_geom_t *g)
+static size_t pin(const kops_pool2d_t *g)
 {
     return (size_t)g->n * g->h * g->w * g->c;
 }
-static size_t pout(const kc_pool_geom_t *g)
+static size_t pout(const kops_pool2d_t *g)
 {
     return (size_t)g->n * g->oh * g->ow * g->c;
 }
@@ -182,8 +182,8 @@ static double pool_loss(void *vc)
 static void test_pool(int n, int h, int w, int c, int ph, int pw, int sh,
                       int sw)
 {
-    kc_pool_geom_t g = { n, h, w, c, ph, pw, sh, sw, (h - ph) / sh + 1,
-                         (w - pw) / sw + 1 };
+    kops_pool2d_t g = { n, h, w, c, ph, pw, sh, sw, (h - ph) / sh + 1,
+                        (w - pw) / sw + 1 };
     struct pool_case pc = { .g = g };
     pc.X = malloc(pin(&g) * sizeof(float));
     pc.Y = malloc(pout(&g) * sizeof(float));
@@ -319,7 +319,7 @@ static double sigmoid_ref(double x) { return 1.0 / (1.0 + exp(-x)); }
  * it (OpenBLAS's tail kernels on AMD Zen did), which broke max pooling's
  * ties differently on a replica than on one device. The Keras CNN's layer
  * shapes, a batch of 32 split in two. */
-static void test_split_invariant(kc_conv_geom_t g)
+static void test_split_invariant(kops_conv2d_t g)
 {
     int n = g.n, half = n / 2;
     float *X = malloc(xlen(&g) * sizeof *X), *W = malloc(wlen(&g) * sizeof *W);
@@ -334,7 +334,7 @@ static void test_split_invariant(kc_conv_geom_t g)
     kc_fill(wlen(&g), W, -0.5, 0.5);
     kc_fill((size_t)g.f, b, -0.1, 0.1);
     kc_conv2d_fwd(&g, X, W, b, Y, col, col_len);
-    kc_conv_geom_t h = g;
+    kops_conv2d_t h = g;
     h.n = n - half;
     size_t in_img = (size_t)g.h * g.w * g.c, out_img = (size_t)g.oh * g.ow * g.f;
     kc_conv2d_fwd(&h, X + (size_t)half * in_img, W, b, Yh, col, col_len);

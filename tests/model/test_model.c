@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "kernels_cpu.h"
 #include "runtime.h"
 
 static const strata__shape_t k_mnist = { 28, 28, 1, 1 };
@@ -283,10 +284,140 @@ static void test_gradients(void)
     net_free(&n);
 }
 
+/* ---- avgpool2d ------------------------------------------------------------ */
+
+/* Shapes and errors: maxpool2d's words and 'valid' shapes, no variables. */
+static void test_avgpool_spec(void)
+{
+    static strata__model_t m;
+    CHECK(build("conv2d 8 3 relu, avgpool2d 2, avgpool2d 3x2 stride=2x1, "
+                "flatten, dense 10", &k_mnist, 10, &m, NULL, 0) == 0);
+    CHECK(!strcmp(m.layers[1].kind->name, "avgpool2d") &&
+          !strcmp(m.layers[1].name, "avgpool2d_1"));
+    shape_is(&m.layers[1], 13, 13, 8);
+    shape_is(&m.layers[2], 6, 12, 8);
+    CHECKF(m.params == 80 + 6 * 12 * 8 * 10 + 10, "%zu parameters", m.params);
+    CHECK(m.nvars == 4);
+    const strata__shape_t flat = { 1, 1, 784, 0 };
+    error_is("avgpool2d 29, flatten, dense 10", &k_mnist,
+             "layer 1 'avgpool2d 29': pool 29x29 does not fit the input "
+             "(28, 28, 1)");
+    error_is("avgpool2d 2, flatten, dense 10", &flat,
+             "layer 1 'avgpool2d 2': needs an image input (h, w, c), got 784 "
+             "flat features");
+    error_is("avgpool2d 2 stride=0, flatten, dense 10", &k_mnist,
+             "'stride=0': expected stride=S or stride=SHxSW");
+    error_is("avgpool2d 2 relu, flatten, dense 10", &k_mnist,
+             "'relu': expected stride=S or stride=SHxSW");
+    error_is("avgpool2d, flatten, dense 10", &k_mnist,
+             "expected POOL (P or PHxPW, integers in [1, 64])");
+    error_is("conv2d 8 3, avgpool2d 2", &k_mnist,
+             "the last layer must give the class scores");
+}
+
+/* Every variable's gradient, through two average poolings (one
+ * overlapping), against central differences: the chain is smooth, so one
+ * step size does. */
+static void test_avgpool_gradients(void)
+{
+    const strata__shape_t in = { 9, 9, 2, 1 };
+    static net_t n;
+    CHECK(net_make(&n, "conv2d 4 3 padding=same tanh, avgpool2d 2 stride=1, "
+                       "conv2d 3 2 sigmoid, avgpool2d 2, flatten, "
+                       "dense 5 softmax", &in) == 0);
+    CHECK(n.m.layers[3].out.h == 3 && n.m.layers[3].out.c == 3);
+    float *grads = calloc(n.m.count, sizeof(float));
+    float *scratch = calloc(n.m.count, sizeof(float));
+    CHECK(loss_of(&n, grads) > 0.0);
+    int checked = 0, bad = 0;
+    for (int v = 0; v < n.m.nvars; v++) {
+        const strata_var_t *var = &n.m.vars[v];
+        size_t stride = var->count > 24 ? var->count / 24 : 1;
+        for (size_t j = 0; j < var->count; j += stride) {
+            float *p = n.flat + var->offset + j, keep = *p;
+            const float eps = 1e-2f;
+            *p = keep + eps;
+            double up = loss_of(&n, scratch);
+            *p = keep - eps;
+            double down = loss_of(&n, scratch);
+            *p = keep;
+            double fd = (up - down) / (2.0 * eps), an = grads[var->offset + j];
+            checked++;
+            if (fabs(fd - an) > 2e-2 * fabs(fd) + 1e-3) {
+                bad++;
+                fprintf(stderr, "%s[%zu]: analytic %g, numeric %g\n",
+                        var->name, j, an, fd);
+            }
+        }
+    }
+    CHECKF(bad == 0 && checked > 60, "avgpool chain: %d of %d gradients off",
+           bad, checked);
+    free(grads);
+    free(scratch);
+    net_free(&n);
+}
+
+/* A small CNN with average pooling learns which half of an 8 x 8 image is
+ * the brighter one: SGD on the mean loss, and the loss falls. */
+static void test_avgpool_trains(void)
+{
+    enum { B = 32, STEPS = 40 };
+    const strata__shape_t in = { 8, 8, 1, 1 };
+    static strata__model_t m;
+    CHECK(build("conv2d 4 3 relu, avgpool2d 2, flatten, dense 2", &in, 2, &m,
+                NULL, 0) == 0);
+    float *flat = malloc(m.count * sizeof(float));
+    float *grads = calloc(m.count, sizeof(float));
+    void *slots[2 * STRATA_MAX_LAYERS];
+    strata__model_init(&m, 11, flat);
+    for (int i = 0; i < m.nvars; i++) {
+        slots[i] = flat + m.vars[i].offset;
+        m.vars[i].value = &slots[i];
+    }
+    strata__work_t w;
+    CHECK(strata__work_alloc(&m, B, &w) == 0);
+    strata__rng_t rng;
+    strata__rng_seed(&rng, 5, 1);
+    double first = 0.0, last = 0.0;
+    for (int s = 0; s < STEPS; s++) {
+        for (int r = 0; r < B; r++) {
+            int label = (int)strata__rng_below(&rng, 2);
+            w.y[r] = label;
+            for (int y = 0; y < 8; y++)
+                for (int x = 0; x < 8; x++)
+                    w.x[(r * 8 + y) * 8 + x] =
+                        (float)strata__rng_uniform(&rng) * 0.5f +
+                        ((x >= 4) == label ? 0.5f : 0.0f);
+        }
+        w.noise_seed = strata__model_step_seed(1, s);
+        w.row0 = 0;
+        double loss = 0.0;
+        int64_t correct = 0;
+        CHECK(strata__model_step(&m, 0, &w, B, grads, 1.0f / B, &loss,
+                                 &correct) == 0);
+        loss /= B;
+        if (s == 0)
+            first = loss;
+        if (s >= STEPS - 5)
+            last += loss / 5;
+        kc_sgd(m.count, flat, grads, 0.1f, 0.0f);
+    }
+    printf("avgpool2d CNN: loss %.4f at the first step, %.4f over the last "
+           "5\n", first, last);
+    CHECKF(first > 0.4 && last < 0.5 * first,
+           "avgpool2d CNN: loss %.4f -> %.4f, not falling", first, last);
+    strata__work_free(&w);
+    free(flat);
+    free(grads);
+}
+
 int main(void)
 {
     test_shapes();
     test_errors();
     test_gradients();
+    test_avgpool_spec();
+    test_avgpool_gradients();
+    test_avgpool_trains();
     return CHECK_DONE();
 }

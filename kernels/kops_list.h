@@ -1,0 +1,264 @@
+/* The kernel op list: the one place where an op of the per-device kernel
+ * table is declared -- its name, its arguments, the data it touches -- and
+ * the geometry structs that the CPU and CUDA kernels share. Like every file
+ * of kernels/ it knows nothing of strata.
+ *
+ * An X-macro list (the .def pattern): define KOP, include this file, undef
+ * KOP. Each entry expands to what the includer makes of it:
+ *   kernels/cpu/kernels_cpu.h    void kc_NAME PARAMS;
+ *   kernels/cuda/kernels_cuda.h  int kg_NAME([kg_blas_t h,] PARAMS..., kg_stream_t s);
+ *   core/kops.h                  int (*NAME)(strata__kdev_t *k, PARAMS...);
+ *   core/kops_cpu.c              the CPU table's wrapper: kc_NAME ARGS
+ *   core/cuda/kops_cuda.c        the CUDA table's wrapper: kg_NAME(...)
+ *   tests/gpu/fake_kg.c          kg_NAME on the CPU: checks DATA, then kc_NAME
+ * Without KOP defined, this file gives the shared types only.
+ *
+ *   KOP(NAME, BLAS, WHAT, PARAMS, ARGS, DATA)
+ *   NAME    the op: kc_NAME, kg_NAME, kops->NAME
+ *   BLAS    1: the CUDA kernel takes a cuBLAS handle first; 0: not
+ *   WHAT    what it does, for error lines ("conv2d forward")
+ *   PARAMS  the parameter list, parenthesised, the same on every device
+ *   ARGS    those parameters' names, parenthesised, to pass them on
+ *   DATA    the op's contract on its arguments, a parenthesised sequence of
+ *           KOP_REQ(cond)       cond holds, else the call is invalid
+ *           KOP_NOOP(cond)      cond: nothing to do, no pointer is read
+ *           KOP_DEV(p, bytes)   p is device memory of at least bytes
+ *           KOP_OPT(p, bytes)   the same, or p == NULL
+ *           KOP_DEVS(pp, n, bytes)  pp: a HOST array of n device
+ *                               pointers of bytes each
+ *           checked in order by the fake CUDA library, documentation
+ *           elsewhere.
+ *
+ * Adding an op: one entry here, kc_NAME in kernels/cpu, kg_NAME in
+ * kernels/cuda; the tables, prototypes and the fake follow. The kernel
+ * table's special members (memory, the loss accumulator, sumsq) are not
+ * here: their CPU and CUDA forms differ. */
+#ifndef STRATA_KOPS_LIST_TYPES_H
+#define STRATA_KOPS_LIST_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Expands a parenthesised list to its contents: KOP_UNPAREN PARAMS. */
+#define KOP_UNPAREN(...) __VA_ARGS__
+
+/* Elements of an a x b x c x d tensor; a size <= 0 counts as 0 (empty). */
+static inline size_t kops_n4(int a, int b, int c, int d)
+{
+    if (a <= 0 || b <= 0 || c <= 0 || d <= 0)
+        return 0;
+    return (size_t)a * (size_t)b * (size_t)c * (size_t)d;
+}
+#define KOP_F(n) ((size_t)(n) * sizeof(float))
+#define KOP_MN(a, b) ((a) > 0 && (b) > 0 ? (size_t)(a) * (size_t)(b) : 0)
+
+/* ---- convolution and pooling: NHWC tensors, row-major -------------------
+ * Images are X[n][h][w][c]; a conv2d kernel is W[kh][kw][c][f] (Keras's
+ * layout), its output Y[n][oh][ow][f]. Padding is given explicitly (the
+ * caller computes Keras's 'valid' / 'same'); taps that fall in the padding
+ * read zeros. oh = (h + pad_top + pad_bottom - kh) / stride_h + 1, and the
+ * same for ow; the caller fills oh/ow and guarantees oh, ow >= 1. On a GPU
+ * the geometry is read on the host during the call. */
+typedef struct kops_conv2d {
+    int n, h, w, c;          /* input                                      */
+    int kh, kw, f;           /* kernel size, filters                       */
+    int stride_h, stride_w;  /* >= 1                                       */
+    int pad_top, pad_left;   /* zeros before the first row / column        */
+    int oh, ow;              /* output                                     */
+    /* backward only: `col` still holds the forward pass's im2col of all n
+     * images (the workspace held the whole batch), so it is not redone */
+    int col_ready;
+} kops_conv2d_t;
+
+/* Floats of im2col workspace that one image needs: oh*ow*kh*kw*c. The conv
+ * kernels lower to GEMM one group of images at a time, as many images as
+ * `col_len` floats of `col` hold (at least one: col_len >= this value). */
+static inline size_t kops_conv2d_col_len(const kops_conv2d_t *g)
+{
+    return (size_t)g->oh * g->ow * g->kh * g->kw * g->c;
+}
+
+/* Pooling (maxpool2d, avgpool2d), 'valid' windows: output (oy, ox) covers
+ * the ph x pw inputs from (oy*stride_h, ox*stride_w); oh = (h - ph) /
+ * stride_h + 1, the same for ow, filled by the caller (>= 1). */
+typedef struct kops_pool2d {
+    int n, h, w, c;
+    int ph, pw, stride_h, stride_w;
+    int oh, ow;
+} kops_pool2d_t;
+
+#endif /* STRATA_KOPS_LIST_TYPES_H */
+
+#ifdef KOP
+
+/* ---- dense layer: Y[m x n] = X[m x kk] W[kk x n] + b[n] -----------------
+ * GEMM: OpenBLAS on the CPU, cuBLAS on a GPU (where b may also be NULL). */
+KOP(dense_fwd, 1, "dense forward",
+    (int m, int kk, int n, const float *X, const float *W, const float *b,
+     float *Y),
+    (m, kk, n, X, W, b, Y),
+    (KOP_DEV(X, KOP_F(KOP_MN(m, kk))) KOP_DEV(W, KOP_F(KOP_MN(kk, n)))
+     KOP_DEV(b, KOP_F(n > 0 ? n : 0)) KOP_DEV(Y, KOP_F(KOP_MN(m, n)))))
+/* dW[kk x n] = X^T dY, db[n] = column sums of dY (both overwritten);
+ * dX[m x kk] = dY W^T when dX != NULL (skipped for the input layer). */
+KOP(dense_bwd, 1, "dense backward",
+    (int m, int kk, int n, const float *X, const float *W, const float *dY,
+     float *dW, float *db, float *dX),
+    (m, kk, n, X, W, dY, dW, db, dX),
+    (KOP_DEV(X, KOP_F(KOP_MN(m, kk))) KOP_DEV(W, KOP_F(KOP_MN(kk, n)))
+     KOP_DEV(dY, KOP_F(KOP_MN(m, n))) KOP_DEV(dW, KOP_F(KOP_MN(kk, n)))
+     KOP_DEV(db, KOP_F(n > 0 ? n : 0)) KOP_OPT(dX, KOP_F(KOP_MN(m, kk)))))
+
+/* ---- activations: y may be x; backward from the forward OUTPUT y, dx may
+ * be dy. relu: dx = dy where y > 0 else 0; tanh: dx = dy * (1 - y*y);
+ * sigmoid: dx = dy * y * (1 - y). On a GPU tanh and sigmoid forward go
+ * through CUDA's tanhf / expf: within a few ulps of libm, not bitwise. */
+#define KOP_ACT(name, fwd, bwd)                                              \
+    KOP(name##_fwd, 0, fwd, (size_t n, const float *x, float *y), (n, x, y), \
+        (KOP_DEV(x, KOP_F(n)) KOP_DEV(y, KOP_F(n))))                         \
+    KOP(name##_bwd, 0, bwd,                                                  \
+        (size_t n, const float *y, const float *dy, float *dx),              \
+        (n, y, dy, dx),                                                      \
+        (KOP_DEV(y, KOP_F(n)) KOP_DEV(dy, KOP_F(n)) KOP_DEV(dx, KOP_F(n))))
+KOP_ACT(relu, "relu forward", "relu backward")
+KOP_ACT(tanh, "tanh forward", "tanh backward")
+KOP_ACT(sigmoid, "sigmoid forward", "sigmoid backward")
+#undef KOP_ACT
+
+/* ---- optimizer steps, in place, one fused pass ------------------------
+ * wd: decoupled weight decay (Keras' weight_decay, AdamW / SGDW): each step
+ * first takes w -= (lr * wd) * w, with the w before the update, then
+ * applies the gradient as below. wd = 0 gives the same bits as no decay.
+ * sgd: w -= lr * g */
+KOP(sgd, 0, "SGD step",
+    (size_t n, float *w, const float *g, float lr, float wd),
+    (n, w, g, lr, wd),
+    (KOP_DEV(w, KOP_F(n)) KOP_DEV(g, KOP_F(n))))
+/* v = momentum * v - lr * g ; w += v   (Keras SGD(momentum=...)) */
+KOP(momentum, 0, "momentum step",
+    (size_t n, float *w, const float *g, float *v, float lr, float momentum,
+     float wd),
+    (n, w, g, v, lr, momentum, wd),
+    (KOP_DEV(w, KOP_F(n)) KOP_DEV(g, KOP_F(n)) KOP_DEV(v, KOP_F(n))))
+/* Adam (Kingma & Ba), bias-corrected, step t >= 1 counts this update:
+ * m = b1 m + (1-b1) g ; v = b2 v + (1-b2) g^2 ;
+ * w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+ * (the paper's and PyTorch's form; eps is added to the corrected sqrt(v)).
+ * The decay uses lr itself, not the bias-corrected step (AdamW). The bias
+ * corrections are computed in double on the host (t < 1 counts as 1). */
+KOP(adam, 0, "Adam step",
+    (size_t n, float *w, const float *g, float *m, float *v, float lr,
+     float b1, float b2, float eps, int64_t t, float wd),
+    (n, w, g, m, v, lr, b1, b2, eps, t, wd),
+    (KOP_DEV(w, KOP_F(n)) KOP_DEV(g, KOP_F(n)) KOP_DEV(m, KOP_F(n))
+     KOP_DEV(v, KOP_F(n))))
+
+/* ---- vector helpers used by reductions --------------------------------- */
+KOP(scale, 0, "scale", (size_t n, float a, float *x), (n, a, x),   /* x *= a */
+    (KOP_DEV(x, KOP_F(n))))
+KOP(axpy, 0, "axpy", (size_t n, float a, const float *x, float *y),
+    (n, a, x, y),                                               /* y += a x */
+    (KOP_DEV(x, KOP_F(n)) KOP_DEV(y, KOP_F(n))))
+/* dst = srcs[0] + srcs[1] + ... in that order (bitwise deterministic, the
+ * same bits on a GPU); dst may equal srcs[0]. srcs is a HOST array of
+ * nsrc >= 1 pointers, read during the call only. */
+KOP(sum, 0, "sum",
+    (size_t n, float *dst, const float *const *srcs, int nsrc),
+    (n, dst, srcs, nsrc),
+    (KOP_REQ(nsrc >= 1) KOP_DEV(dst, KOP_F(n))
+     KOP_DEVS(srcs, nsrc, KOP_F(n))))
+/* dst[i] = src[i] * scale : the per-batch uint8 -> float input scaling. */
+KOP(u8_to_f32, 0, "scale the input",
+    (size_t n, const uint8_t *src, float scale, float *dst),
+    (n, src, scale, dst),
+    (KOP_DEV(src, n) KOP_DEV(dst, KOP_F(n))))
+
+/* ---- convolution (kops_conv2d_t above) ---------------------------------
+ * Y = conv(X, W) + b (b may be NULL). `col` is workspace of col_len floats,
+ * at least kops_conv2d_col_len(g); the images are lowered to GEMM in groups
+ * of col_len / kops_conv2d_col_len(g), on every device alike. */
+KOP(conv2d_fwd, 1, "conv2d forward",
+    (const kops_conv2d_t *g, const float *X, const float *W, const float *b,
+     float *Y, float *col, size_t col_len),
+    (g, X, W, b, Y, col, col_len),
+    (KOP_REQ(g != NULL) KOP_NOOP(g->n <= 0 || g->f <= 0)
+     KOP_REQ(col_len >= kops_conv2d_col_len(g))
+     KOP_DEV(X, KOP_F(kops_n4(g->n, g->h, g->w, g->c)))
+     KOP_DEV(W, KOP_F(kops_n4(g->kh, g->kw, g->c, g->f)))
+     KOP_OPT(b, KOP_F(g->f)) KOP_DEV(col, KOP_F(col_len))
+     KOP_DEV(Y, KOP_F(kops_n4(g->n, g->oh, g->ow, g->f)))))
+/* dW[kh][kw][c][f] and db[f] (overwritten; db may be NULL) from
+ * dY[n][oh][ow][f]; dX[n][h][w][c] = the input gradient, overwritten, when
+ * dX != NULL. On a GPU dX is gathered (each input sums the taps that read
+ * it, in the CPU's order): deterministic, no atomics. */
+KOP(conv2d_bwd, 1, "conv2d backward",
+    (const kops_conv2d_t *g, const float *X, const float *W, const float *dY,
+     float *dW, float *db, float *dX, float *col, size_t col_len),
+    (g, X, W, dY, dW, db, dX, col, col_len),
+    (KOP_REQ(g != NULL)
+     KOP_DEV(dW, KOP_F(kops_n4(g->kh, g->kw, g->c, g->f)))
+     KOP_OPT(db, KOP_F(g->f > 0 ? g->f : 0))
+     KOP_REQ(g->n <= 0 || col_len >= kops_conv2d_col_len(g))
+     KOP_DEV(X, KOP_F(kops_n4(g->n, g->h, g->w, g->c)))
+     KOP_DEV(W, KOP_F(g->n > 0 ? kops_n4(g->kh, g->kw, g->c, g->f) : 0))
+     KOP_DEV(col, KOP_F(g->n > 0 ? col_len : 0))
+     KOP_DEV(dY, KOP_F(kops_n4(g->n, g->oh, g->ow, g->f)))
+     KOP_OPT(dX, KOP_F(kops_n4(g->n, g->h, g->w, g->c)))))
+
+/* ---- pooling (kops_pool2d_t above) -------------------------------------
+ * Max: Y[n][oh][ow][c] is the max of the window; argmax[n*oh*ow*c] keeps,
+ * per output, the index in X of the first maximum in row-major window
+ * order (a NaN first element stays, a later one is never chosen): Y and
+ * argmax are the same bits on every device. */
+KOP(maxpool2d_fwd, 0, "maxpool2d forward",
+    (const kops_pool2d_t *g, const float *X, float *Y, int32_t *argmax),
+    (g, X, Y, argmax),
+    (KOP_REQ(g != NULL) KOP_DEV(X, KOP_F(kops_n4(g->n, g->h, g->w, g->c)))
+     KOP_DEV(Y, KOP_F(kops_n4(g->n, g->oh, g->ow, g->c)))
+     KOP_DEV(argmax, kops_n4(g->n, g->oh, g->ow, g->c) * sizeof(int32_t))))
+/* dX (n*h*w*c, overwritten) = dY routed to the argmax inputs, summed in
+ * output order where windows overlap (the same bits on every device).
+ * argmax must come from maxpool2d_fwd with the same geometry. */
+KOP(maxpool2d_bwd, 0, "maxpool2d backward",
+    (const kops_pool2d_t *g, const float *dY, const int32_t *argmax,
+     float *dX),
+    (g, dY, argmax, dX),
+    (KOP_REQ(g != NULL) KOP_DEV(dY, KOP_F(kops_n4(g->n, g->oh, g->ow, g->c)))
+     KOP_DEV(argmax, kops_n4(g->n, g->oh, g->ow, g->c) * sizeof(int32_t))
+     KOP_DEV(dX, KOP_F(kops_n4(g->n, g->h, g->w, g->c)))))
+/* Average: Y[n][oh][ow][c] = (the window's sum, taps added in row-major
+ * window order) / (ph * pw), the same bits on every device. */
+KOP(avgpool2d_fwd, 0, "avgpool2d forward",
+    (const kops_pool2d_t *g, const float *X, float *Y),
+    (g, X, Y),
+    (KOP_REQ(g != NULL) KOP_DEV(X, KOP_F(kops_n4(g->n, g->h, g->w, g->c)))
+     KOP_DEV(Y, KOP_F(kops_n4(g->n, g->oh, g->ow, g->c)))))
+/* dX (n*h*w*c, overwritten): each input sums dY[o] / (ph * pw) over the
+ * windows o that hold it, in output order (the same bits on every
+ * device); 0 where no window reaches. */
+KOP(avgpool2d_bwd, 0, "avgpool2d backward",
+    (const kops_pool2d_t *g, const float *dY, float *dX),
+    (g, dY, dX),
+    (KOP_REQ(g != NULL) KOP_DEV(dY, KOP_F(kops_n4(g->n, g->oh, g->ow, g->c)))
+     KOP_DEV(dX, KOP_F(kops_n4(g->n, g->h, g->w, g->c)))))
+
+/* ---- inverted dropout, counter-based ------------------------------------
+ * Element i is kept when kc_dropout_keep(seed, first + i, rate): the mask is
+ * a pure function of (seed, element index), so forward and backward agree
+ * without storing it, and a replica that holds rows [r0, r1) of a global
+ * batch (first = r0 * features) draws exactly what one device would; a GPU
+ * draws the same mask and values bit for bit (kc_hash.h).
+ * y = x * (kept ? 1 / (1 - rate) : 0) ; 0 <= rate < 1 ; y may be x. */
+KOP(dropout_fwd, 0, "dropout forward",
+    (size_t n, const float *x, float *y, float rate, uint64_t seed,
+     uint64_t first),
+    (n, x, y, rate, seed, first),
+    (KOP_DEV(x, KOP_F(n)) KOP_DEV(y, KOP_F(n))))
+/* dx = dy * (kept ? 1 / (1 - rate) : 0) ; dx may be dy. */
+KOP(dropout_bwd, 0, "dropout backward",
+    (size_t n, const float *dy, float *dx, float rate, uint64_t seed,
+     uint64_t first),
+    (n, dy, dx, rate, seed, first),
+    (KOP_DEV(dy, KOP_F(n)) KOP_DEV(dx, KOP_F(n))))
+
+#endif /* KOP */
