@@ -3,7 +3,9 @@
  * entry takes the host context first (struct strata_hctx: the strata_ctx_t
  * the plugin instance belongs to), so two contexts of one process never
  * share state behind a host call. The ABI 1 adapter is host_v1.c. */
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,10 +20,85 @@ struct strata_transport {
     strata_group_t    group;
     strata_env_t      env;
     const char      **keys;  /* group.public_keys when secured, or NULL */
+    uint32_t          caps;  /* its plugin's, less SHARDS where this group
+                              * lacks them (host t_caps) */
 };
 
 static strata_ctx_t *ctx_of(strata_hctx_t *hc) { return hc ? hc->ctx : NULL; }
 
+/* ---- host contexts, one per plugin instance (ABI 2.5) -------------------- */
+
+/* The live instances of every context: init() is handed a new hc, fini()
+ * finds it again by the instance's pctx. Main-thread calls only (init and
+ * fini), but contexts may live on different threads: one lock. */
+static pthread_mutex_t g_inst_lock = PTHREAD_MUTEX_INITIALIZER;
+static strata_hctx_t  *g_inst;
+
+strata_hctx_t *strata__hctx_new(strata_ctx_t *ctx, const char *name,
+                                const char *section, strata_hctx_t *parent)
+{
+    strata_hctx_t *hc = calloc(1, sizeof *hc);
+    if (!hc)
+        return NULL;
+    hc->ctx = ctx;
+    hc->name = name;
+    hc->section = section;
+    /* The context's own hc opens nothing of its own: no parent. */
+    hc->parent = parent && parent->name ? parent : NULL;
+    atomic_init(&hc->placed, 0);
+    return hc;
+}
+
+void strata__hctx_keep(strata_hctx_t *hc, void *pctx)
+{
+    hc->pctx = pctx;
+    pthread_mutex_lock(&g_inst_lock);
+    hc->next = g_inst;
+    g_inst = hc;
+    pthread_mutex_unlock(&g_inst_lock);
+}
+
+strata_hctx_t *strata__hctx_take(strata_ctx_t *ctx, const void *pctx)
+{
+    pthread_mutex_lock(&g_inst_lock);
+    strata_hctx_t **pp = &g_inst;
+    while (*pp && !((*pp)->ctx == ctx && (*pp)->pctx == pctx))
+        pp = &(*pp)->next;
+    strata_hctx_t *hc = *pp;
+    if (hc)
+        *pp = hc->next;
+    pthread_mutex_unlock(&g_inst_lock);
+    return hc;
+}
+
+size_t strata__hctx_placed(strata_ctx_t *ctx, const void *pctx)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&g_inst_lock);
+    for (strata_hctx_t *hc = g_inst; hc; hc = hc->next)
+        if (hc->ctx == ctx && hc->pctx == pctx) {
+            n = atomic_load(&hc->placed);
+            break;
+        }
+    pthread_mutex_unlock(&g_inst_lock);
+    return n;
+}
+
+/* Bytes placed through `hc`: the instance's, the instances' that opened it
+ * (a strategy's figure includes its transports'), the context's. */
+static void count_placed(strata_hctx_t *hc, size_t bytes)
+{
+    if (!hc)
+        return;
+    if (hc->ctx)
+        atomic_fetch_add(&hc->ctx->placed, bytes);
+    for (int depth = 0; hc && hc->name && depth < 8; depth++) {
+        atomic_fetch_add(&hc->placed, bytes);
+        hc = hc->parent;
+    }
+}
+
+/* A plugin that names nobody (who NULL or "") logs as its instance. */
 static void host_log(strata_hctx_t *hc, int level, const char *who,
                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static void host_log(strata_hctx_t *hc, int level, const char *who,
@@ -29,7 +106,9 @@ static void host_log(strata_hctx_t *hc, int level, const char *who,
 {
     va_list ap;
     va_start(ap, fmt);
-    strata__vlog_ctx(ctx_of(hc), level, who, fmt, ap);
+    if ((!who || !*who) && hc && hc->name)
+        who = hc->name;
+    strata__vlog_ctx(ctx_of(hc), level, who ? who : "plugin", fmt, ap);
     va_end(ap);
 }
 
@@ -100,10 +179,9 @@ static int host_sum(strata_hctx_t *hc, int32_t device, size_t n, float *dst,
 
 static void *host_alloc(strata_hctx_t *hc, int32_t device, size_t bytes)
 {
-    strata_ctx_t *ctx = ctx_of(hc);
     void *p = strata__dev_alloc(device, bytes);
-    if (p && ctx)
-        atomic_fetch_add(&ctx->placed, bytes);
+    if (p)
+        count_placed(hc, bytes);
     return p;
 }
 
@@ -130,8 +208,7 @@ static int host_opt_create(strata_hctx_t *hc, int32_t device, size_t count,
     }
     int rc = strata__opt_create(&ctx->s.optimizer, device, count, out);
     if (rc == STRATA_OK)
-        atomic_fetch_add(&ctx->placed,
-                         count * sizeof(float) *
+        count_placed(hc, count * sizeof(float) *
                              ((size_t)((*out)->m != NULL) +
                               (size_t)((*out)->v != NULL)));
     return rc;
@@ -226,8 +303,20 @@ static int give_keys(strata_ctx_t *ctx, const strata__plugin_t *p,
     return STRATA_OK;
 }
 
+static int open_named(strata_ctx_t *ctx, strata_hctx_t *opener,
+                      const char *name, const strata_group_t *group,
+                      strata_transport_t **out);
+static int offers_shards(const strata_transport_t *t);
+
 int strata__host_open_named(strata_ctx_t *ctx, const char *name,
                       const strata_group_t *group, strata_transport_t **out)
+{
+    return open_named(ctx, NULL, name, group, out);
+}
+
+static int open_named(strata_ctx_t *ctx, strata_hctx_t *opener,
+                      const char *name, const strata_group_t *group,
+                      strata_transport_t **out)
 {
     *out = NULL;
     strata__plugin_t *p;
@@ -264,7 +353,7 @@ int strata__host_open_named(strata_ctx_t *ctx, const char *name,
         t->env.group = &t->group;
         t->env.nreplicas = group->nlocal;
         t->env.devices = group->devices;
-        rc = strata__plugin_init(p, ctx, &t->env, &t->pctx);
+        rc = strata__plugin_init_in(p, ctx, opener, &t->env, &t->pctx);
     }
     if (rc != STRATA_OK) {
         free(t->keys);
@@ -272,6 +361,9 @@ int strata__host_open_named(strata_ctx_t *ctx, const char *name,
         free(t);
         return rc;
     }
+    t->caps = p->caps;
+    if (!offers_shards(t))
+        t->caps &= ~STRATA_CAP_SHARDS;
     strata__ctx_opened(ctx, name);
     *out = t;
     return STRATA_OK;
@@ -319,7 +411,7 @@ static int host_t_open(strata_hctx_t *hc, const strata_group_t *group,
             continue;
         /* Declined (cannot serve this group) and not installed both give
          * the next one its turn; anything else stops with its reason. */
-        int rc = strata__host_open_named(ctx, name, group, out);
+        int rc = open_named(ctx, hc, name, group, out);
         if (rc != STRATA_EDECLINE && rc != STRATA_ENOPLUGIN)
             return rc;
         const char *what = rc == STRATA_EDECLINE ? "declined" : "not installed";
@@ -342,25 +434,183 @@ static const char *host_t_name(strata_hctx_t *hc, strata_transport_t *t)
     return t ? t->plugin->name : NULL;
 }
 
+/* ---- the collectives: arguments checked once, for every transport ------- */
+
+static void log_ctx(strata_ctx_t *ctx, int level, const char *who,
+                    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void log_ctx(strata_ctx_t *ctx, int level, const char *who,
+                    const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    strata__vlog_ctx(ctx, level, who, fmt, ap);
+    va_end(ap);
+}
+
+/* One error line naming the transport, its group, the collective and the
+ * field; STRATA_EINVAL. */
+static int refuse(strata_hctx_t *hc, const strata_transport_t *t,
+                  const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int refuse(strata_hctx_t *hc, const strata_transport_t *t,
+                  const char *what, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    strata_ctx_t *ctx = t ? t->ctx : ctx_of(hc);
+    log_ctx(ctx, STRATA_LOG_ERROR, "transport", "%s, group %s: %s: %s",
+            t ? t->plugin->name : "(none)",
+            t && t->group.tag ? t->group.tag : "(untagged)", what, msg);
+    return STRATA_EINVAL;
+}
+
+enum { NEED_REDUCE_OP = 1, NEED_ROOT = 2, NEED_BOUNDS = 4 };
+
+static int check_op(strata_hctx_t *hc, const strata_transport_t *t,
+                    const char *what, const strata_op_t *op,
+                    const size_t *bounds, int need)
+{
+    if (!t)
+        return refuse(hc, t, what, "no transport (t is NULL)");
+    if (!op)
+        return refuse(hc, t, what, "op is NULL");
+    if (op->count > SIZE_MAX / sizeof(float))
+        return refuse(hc, t, what, "op->count %zu is beyond any buffer",
+                      op->count);
+    if (!op->buf && op->count > 0)
+        return refuse(hc, t, what, "op->buf is NULL for %zu elements",
+                      op->count);
+    const strata_group_t *g = &t->group;
+    if (g->scope == STRATA_SCOPE_LOCAL && (op->slot < 0 ||
+                                           op->slot >= g->nlocal))
+        return refuse(hc, t, what, "op->slot %d is not a member here "
+                      "(0..%d)", (int)op->slot, (int)g->nlocal - 1);
+    if ((need & NEED_REDUCE_OP) && op->reduce_op != STRATA_REDUCE_SUM &&
+        op->reduce_op != STRATA_REDUCE_MEAN)
+        return refuse(hc, t, what, "op->reduce_op %d is neither "
+                      "STRATA_REDUCE_SUM (0) nor STRATA_REDUCE_MEAN (1)",
+                      (int)op->reduce_op);
+    if ((need & NEED_ROOT) && (op->root < 0 || op->root >= g->size))
+        return refuse(hc, t, what, "op->root %d is not a member (0..%d)",
+                      (int)op->root, (int)g->size - 1);
+    if (need & NEED_BOUNDS) {
+        if (!bounds)
+            return refuse(hc, t, what, "bounds is NULL");
+        if (bounds[0] != 0 || bounds[g->size] != op->count)
+            return refuse(hc, t, what, "bounds run from %zu to %zu, not from "
+                          "0 to op->count %zu", bounds[0], bounds[g->size],
+                          op->count);
+        for (int m = 0; m < g->size; m++)
+            if (bounds[m] > bounds[m + 1])
+                return refuse(hc, t, what, "bounds[%d] %zu > bounds[%d] %zu: "
+                              "not ascending", m, bounds[m], m + 1,
+                              bounds[m + 1]);
+    }
+    return STRATA_OK;
+}
+
 static int host_t_reduce(strata_hctx_t *hc, strata_transport_t *t,
                          strata_op_t *op)
 {
-    (void)hc;
-    return t ? t->plugin->vt->reduce(t->pctx, op) : STRATA_EINVAL;
+    int rc = check_op(hc, t, "all-reduce", op, NULL, NEED_REDUCE_OP);
+    return rc ? rc : t->plugin->vt->reduce(t->pctx, op);
 }
 
 static int host_t_update(strata_hctx_t *hc, strata_transport_t *t,
                          strata_op_t *op)
 {
-    (void)hc;
-    return t && t->plugin->vt->update ? t->plugin->vt->update(t->pctx, op)
-                                      : STRATA_ENOTSUP;
+    if (t && !t->plugin->vt->update)
+        return STRATA_ENOTSUP;
+    int rc = check_op(hc, t, "broadcast", op, NULL, NEED_ROOT);
+    return rc ? rc : t->plugin->vt->update(t->pctx, op);
 }
 
+/* Through the entry of 2.5, else the ctl op of 2.4. */
+static int shards(strata_hctx_t *hc, strata_transport_t *t, int gather,
+                  strata_op_t *op, const size_t *bounds)
+{
+    int need = NEED_BOUNDS | (gather ? 0 : NEED_REDUCE_OP);
+    int rc = check_op(hc, t, gather ? "all-gather" : "reduce-scatter", op,
+                      bounds, need);
+    if (rc)
+        return rc;
+    const strata_plugin_v2_t *vt = t->plugin->vt;
+    if (gather && STRATA_HAS(vt, all_gather))
+        return vt->all_gather(t->pctx, op, bounds);
+    if (!gather && STRATA_HAS(vt, reduce_scatter))
+        return vt->reduce_scatter(t->pctx, op, bounds);
+    strata_shards_t sh = { .struct_size = sizeof sh, .op = op,
+                           .bounds = bounds };
+    return vt->ctl ? vt->ctl(t->pctx, gather ? STRATA_CTL_ALL_GATHER
+                                             : STRATA_CTL_REDUCE_SCATTER, &sh)
+                   : STRATA_ENOTSUP;
+}
+
+static int host_t_reduce_scatter(strata_hctx_t *hc, strata_transport_t *t,
+                                 strata_op_t *op, const size_t *bounds)
+{
+    return shards(hc, t, 0, op, bounds);
+}
+
+static int host_t_all_gather(strata_hctx_t *hc, strata_transport_t *t,
+                             strata_op_t *op, const size_t *bounds)
+{
+    return shards(hc, t, 1, op, bounds);
+}
+
+static int host_t_barrier(strata_hctx_t *hc, strata_transport_t *t, int slot)
+{
+    if (!t)
+        return refuse(hc, t, "barrier", "no transport (t is NULL)");
+    const strata_group_t *g = &t->group;
+    int nslot = g->scope == STRATA_SCOPE_LOCAL ? g->nlocal : 1;
+    if (slot < 0 || slot >= nslot)
+        return refuse(hc, t, "barrier", "slot %d is not a member here "
+                      "(0..%d)", slot, nslot - 1);
+    const strata_plugin_v2_t *vt = t->plugin->vt;
+    if (STRATA_HAS(vt, barrier))
+        return vt->barrier(t->pctx, slot);
+    return vt->ctl ? vt->ctl(t->pctx, STRATA_CTL_BARRIER, &slot)
+                   : STRATA_ENOTSUP;
+}
+
+/* Does this instance offer the halves? Asked once, at open: no collective. */
+static int offers_shards(const strata_transport_t *t)
+{
+    const strata_plugin_v2_t *vt = t->plugin->vt;
+    if (!(t->plugin->caps & STRATA_CAP_SHARDS))
+        return 0;
+    if (STRATA_HAS(vt, reduce_scatter))
+        return vt->reduce_scatter(t->pctx, NULL, NULL) == STRATA_OK;
+    strata_shards_t ask = { .struct_size = sizeof ask };
+    return vt->ctl && vt->ctl(t->pctx, STRATA_CTL_REDUCE_SCATTER, &ask) ==
+                          STRATA_OK;
+}
+
+static uint32_t host_t_caps(strata_hctx_t *hc, strata_transport_t *t)
+{
+    (void)hc;
+    return t ? t->caps : 0;
+}
+
+/* The frozen ctl ops of the collectives (a strategy built before 2.5) take
+ * the same road as the entries: the same checks, the transport's entry. */
 static int host_t_ctl(strata_hctx_t *hc, strata_transport_t *t, int op,
                       void *arg)
 {
-    (void)hc;
+    if (t && op == STRATA_CTL_BARRIER)
+        return host_t_barrier(hc, t, arg ? *(int *)arg : 0);
+    if (t && (op == STRATA_CTL_REDUCE_SCATTER || op == STRATA_CTL_ALL_GATHER)) {
+        strata_shards_t *sh = arg;
+        if (!sh || sh->struct_size < sizeof *sh)
+            return refuse(hc, t, "shards", "arg is not a strata_shards_t");
+        if (!sh->op) /* 2.4's question: does this group offer them? */
+            return t->caps & STRATA_CAP_SHARDS ? STRATA_OK : STRATA_ENOTSUP;
+        return shards(hc, t, op == STRATA_CTL_ALL_GATHER, sh->op, sh->bounds);
+    }
     return t && t->plugin->vt->ctl ? t->plugin->vt->ctl(t->pctx, op, arg)
                                    : STRATA_ENOTSUP;
 }
@@ -482,4 +732,67 @@ const strata_host_v2_t strata__host_v2 = {
     .training_done = host_training_done,
     .membership = host_membership,
     .cfg_origin = host_cfg_origin,
+    .t_reduce_scatter = host_t_reduce_scatter,
+    .t_all_gather = host_t_all_gather,
+    .t_barrier = host_t_barrier,
+    .t_caps = host_t_caps,
 };
+
+/* ---- strata_plugin_caps: the word of a plugin on the search path -------- */
+
+struct find {
+    const char *name;
+    int found, status;
+    uint32_t kind;
+    char dir[4096];
+};
+
+static void find_cb(void *user, const char *name, const char *kind,
+                    int abi_major, int abi_minor, const char *version,
+                    const char *description, const char *path, int status)
+{
+    (void)abi_major, (void)abi_minor, (void)version, (void)description;
+    struct find *f = user;
+    if (f->found || strcmp(name, f->name) != 0)
+        return;
+    f->found = 1;
+    f->status = status;
+    f->kind = !strcmp(kind, "strategy") ? STRATA_KIND_STRATEGY
+                                        : STRATA_KIND_TRANSPORT;
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) : 1;
+    snprintf(f->dir, sizeof f->dir, "%.*s", (int)n, slash ? path : ".");
+}
+
+int strata_plugin_caps(strata_ctx_t *ctx, const char *name, uint32_t *caps,
+                       char *text, size_t cap)
+{
+    if (!ctx || !name || !caps)
+        return STRATA_EINVAL;
+    *caps = 0;
+    if (text && cap)
+        text[0] = '\0';
+    /* The listing finds it as `strata plugins` does (search path, trust
+     * check); then the loader opens that very file. */
+    struct find f = { .name = name };
+    int rc = strata_plugins_list(ctx, find_cb, &f);
+    if (rc == STRATA_OK && !f.found) {
+        log_ctx(ctx, STRATA_LOG_ERROR, "loader", "no plugin '%s' on the "
+                "search path (`strata plugins` lists those installed)", name);
+        rc = STRATA_ENOPLUGIN;
+    }
+    if (rc == STRATA_OK)
+        rc = f.status;
+    strata__plugin_t *p = NULL;
+    if (rc == STRATA_OK)
+        rc = strata__plugin_open_as(name, f.kind, f.dir, STRATA_LOG_ERROR,
+                                    STRATA__PLUGIN_TRUST_PATH, &p);
+    if (rc == STRATA_OK) {
+        *caps = p->caps;
+        if (text && cap)
+            strata__caps_str(p->caps, text, cap);
+        strata__plugin_close(p);
+    }
+    return rc;
+}
+

@@ -6,6 +6,7 @@
  * rest of the core keeps no process globals behind a host call. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 
 #include "runtime.h"
 
@@ -15,8 +16,15 @@
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static strata_ctx_t *_Atomic g_owner;  /* the context of the live v1 instances */
 
+/* The host context of the first live v1 instance (ABI 2.5: its bytes are
+ * counted to it), else the owner's own. */
+static strata_hctx_t *_Atomic g_v1_hc;
+
 static strata_hctx_t *hc1(void)
 {
+    strata_hctx_t *hc = atomic_load(&g_v1_hc);
+    if (hc)
+        return hc;
     strata_ctx_t *ctx = atomic_load(&g_owner);
     return ctx ? &ctx->hc : NULL;
 }
@@ -161,21 +169,48 @@ static const strata_host_v1_t k_host_v1 = {
 int strata__plugin_init(strata__plugin_t *p, strata_ctx_t *ctx,
                         const strata_env_t *env, void **pctx)
 {
+    return strata__plugin_init_in(p, ctx, NULL, env, pctx);
+}
+
+/* Each instance gets a host context of its own (ABI 2.5): its name, its
+ * section and the bytes it places, leading to ctx. */
+int strata__plugin_init_in(strata__plugin_t *p, strata_ctx_t *ctx,
+                           strata_hctx_t *opener, const strata_env_t *env,
+                           void **pctx)
+{
     *pctx = NULL;
-    if (!p->v1)
-        return p->vt->init(&strata__host_v2, &ctx->hc, env, pctx);
-    int rc = acquire(ctx, p);
-    if (rc != STRATA_OK)
+    strata_hctx_t *hc = strata__hctx_new(ctx, p->name, env->section, opener);
+    if (!hc)
+        return STRATA_ENOMEM;
+    int rc;
+    if (!p->v1) {
+        rc = p->vt->init(&strata__host_v2, hc, env, pctx);
+    } else if ((rc = acquire(ctx, p)) == STRATA_OK) {
+        strata_hctx_t *none = NULL;
+        atomic_compare_exchange_strong(&g_v1_hc, &none, hc);
+        rc = p->v1->init(&k_host_v1, env, pctx);
+        if (rc != STRATA_OK) {
+            strata_hctx_t *mine = hc;
+            atomic_compare_exchange_strong(&g_v1_hc, &mine, NULL);
+            release(ctx);
+        }
+    }
+    if (rc != STRATA_OK) {
+        free(hc);
         return rc;
-    rc = p->v1->init(&k_host_v1, env, pctx);
-    if (rc != STRATA_OK)
-        release(ctx);
-    return rc;
+    }
+    strata__hctx_keep(hc, *pctx);
+    return STRATA_OK;
 }
 
 void strata__plugin_fini(strata__plugin_t *p, strata_ctx_t *ctx, void *pctx)
 {
+    strata_hctx_t *hc = strata__hctx_take(ctx, pctx);
     p->vt->fini(pctx);
-    if (p->v1)
+    if (p->v1) {
+        strata_hctx_t *mine = hc;
+        atomic_compare_exchange_strong(&g_v1_hc, &mine, NULL);
         release(ctx);
+    }
+    free(hc);
 }

@@ -266,6 +266,8 @@ typedef struct strata__plugin {
     const strata_plugin_v1_t *v1; /* an ABI 1 plugin's own table (its init
                                * goes through the core's v1 adapter); NULL */
     int   major;              /* the ABI major it was built for           */
+    uint32_t caps;            /* STRATA_CAP_*: declared (minor >= 5) or
+                               * derived (strata__plugin_caps)             */
     void *dl;                 /* dlopen handle                            */
     char *path;               /* the file it came from                    */
     char  name[64];
@@ -302,6 +304,30 @@ void strata__plugin_close(strata__plugin_t *p);
 int  strata__plugin_scan(const char *search_path, unsigned flags,
                          strata_plugin_cb cb, void *user);
 const char *strata__kind_name(uint32_t kind);   /* "strategy" | "transport" */
+/* The STRATA_CAP_* word of a plugin's table: hdr.caps from a plugin built
+ * for ABI >= 2.5; for an older one derived from what the core asked before
+ * 2.5 (its entries; ctl for the ctl ops it may answer). The one place that
+ * looks at a plugin's entries to learn what it can do. */
+uint32_t strata__plugin_caps(const strata_plugin_v2_t *vt, int major);
+/* "elastic,state,..." for `strata plugins`; "-" for none. */
+void strata__caps_str(uint32_t caps, char *buf, size_t cap);
+
+/* ---- host.c / host_v1.c: one host context per plugin instance (2.5) ----- */
+
+/* A new hc of instance `name` in `section` of ctx, opened by `parent` (a
+ * strategy opening a transport) or NULL; counted up the chain. */
+strata_hctx_t *strata__hctx_new(strata_ctx_t *ctx, const char *name,
+                                const char *section, strata_hctx_t *parent);
+/* Keep hc as the instance pctx's (after its init succeeded); take it back
+ * (before fini, NULL when unknown), the caller frees it. */
+void           strata__hctx_keep(strata_hctx_t *hc, void *pctx);
+strata_hctx_t *strata__hctx_take(strata_ctx_t *ctx, const void *pctx);
+/* Bytes placed by instance pctx of ctx and the transports it opened. */
+size_t         strata__hctx_placed(strata_ctx_t *ctx, const void *pctx);
+/* strata__plugin_init (runtime.h) for an instance opened by `opener`. */
+int strata__plugin_init_in(strata__plugin_t *p, strata_ctx_t *ctx,
+                           strata_hctx_t *opener, const strata_env_t *env,
+                           void **pctx);
 
 /* ---- fileio.c: files the user names (dump_vars, metrics_csv) ---------- */
 

@@ -464,6 +464,125 @@ static int find_symbol(const char *path, int level, struct probe *pr)
     return STRATA_EABI;
 }
 
+/* ---- capabilities (ABI 2.5) --------------------------------------------- */
+
+/* Each bit and the entry it promises (NULL: a ctl op or a host call). */
+static const struct cap_bit {
+    uint32_t bit;
+    const char *name;
+    uint32_t kind;
+} k_caps[] = {
+    { STRATA_CAP_ELASTIC, "elastic", STRATA_KIND_STRATEGY },
+    { STRATA_CAP_DRIVES, "drives", STRATA_KIND_STRATEGY },
+    { STRATA_CAP_NEXT_STEP, "next_step", STRATA_KIND_STRATEGY },
+    { STRATA_CAP_STATE, "state", STRATA_KIND_STRATEGY },
+    { STRATA_CAP_CLIP, "clip", STRATA_KIND_STRATEGY },
+    { STRATA_CAP_WORLD_SUM, "world_sum", STRATA_KIND_STRATEGY },
+    { STRATA_CAP_OVERLAP, "overlap", STRATA_KIND_STRATEGY },
+    { STRATA_CAP_P2P, "p2p", STRATA_KIND_TRANSPORT },
+    { STRATA_CAP_SHARDS, "shards", STRATA_KIND_TRANSPORT },
+    { STRATA_CAP_BARRIER, "barrier", STRATA_KIND_TRANSPORT },
+    { STRATA_CAP_DEVICE_MEM, "device_mem", STRATA_KIND_TRANSPORT },
+};
+
+void strata__caps_str(uint32_t caps, char *buf, size_t cap)
+{
+    size_t used = 0;
+    if (cap == 0)
+        return;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof k_caps / sizeof k_caps[0]; i++)
+        if ((caps & k_caps[i].bit) && used < cap) {
+            int k = snprintf(buf + used, cap - used, "%s%s", used ? "," : "",
+                             k_caps[i].name);
+            used += k > 0 ? (size_t)k : 0;
+        }
+    if (used == 0)
+        snprintf(buf, cap, "-");
+}
+
+/* The entries a bit stands for, present or not. */
+static uint32_t entry_caps(const strata_plugin_v2_t *vt)
+{
+    uint32_t c = 0;
+    if (vt->hdr.kind == STRATA_KIND_STRATEGY) {
+        c |= STRATA_HAS(vt, drive) ? STRATA_CAP_DRIVES : 0;
+        c |= STRATA_HAS(vt, next_step) ? STRATA_CAP_NEXT_STEP : 0;
+        c |= STRATA_HAS(vt, reduce_ready) ? STRATA_CAP_OVERLAP : 0;
+    } else {
+        c |= STRATA_HAS(vt, send) && STRATA_HAS(vt, recv) ? STRATA_CAP_P2P : 0;
+    }
+    return c;
+}
+#define ENTRY_CAPS (STRATA_CAP_DRIVES | STRATA_CAP_NEXT_STEP |               \
+                    STRATA_CAP_OVERLAP | STRATA_CAP_P2P)
+
+static int declares_caps(int major, const strata_plugin_header_t *h)
+{
+    return major == 2 && h->abi_minor >= 5;
+}
+
+uint32_t strata__plugin_caps(const strata_plugin_v2_t *vt, int major)
+{
+    if (declares_caps(major, &vt->hdr))
+        return vt->hdr.caps;
+    /* Before 2.5: what the core learnt by asking. A strategy with ctl may
+     * answer the state ops, the world sum and (built for 2.3 on) regroup --
+     * the core calls them and takes STRATA_ENOTSUP as "no"; any strategy
+     * was asked for clipping (a warning after the run when it did not). A
+     * transport with ctl may offer the barrier and (2.4 on) the shards,
+     * asked per group. Device memory was never asked: not derived. */
+    uint32_t c = entry_caps(vt);
+    int minor = major == 2 ? vt->hdr.abi_minor : -1;
+    if (vt->hdr.kind == STRATA_KIND_STRATEGY) {
+        c |= STRATA_CAP_CLIP;
+        if (vt->ctl)
+            c |= STRATA_CAP_STATE | STRATA_CAP_WORLD_SUM |
+                 (minor >= 3 ? STRATA_CAP_ELASTIC : 0);
+    } else if (vt->ctl) {
+        c |= STRATA_CAP_BARRIER | (minor >= 4 ? STRATA_CAP_SHARDS : 0);
+    }
+    return c;
+}
+
+/* A 2.5 header's word must be of its kind and agree with the entries: a
+ * bit the core will act on without asking has its entry, and an entry
+ * the core would otherwise never call has its bit. */
+static int check_caps(const char *path, int level, const struct probe *pr)
+{
+    const strata_plugin_v2_t *vt = &pr->table;
+    if (!declares_caps(pr->sym_major, &vt->hdr))
+        return 0;
+    uint32_t caps = vt->hdr.caps;
+    uint32_t mine = vt->hdr.kind == STRATA_KIND_STRATEGY
+                        ? STRATA_CAPS_STRATEGY : STRATA_CAPS_TRANSPORT;
+    char txt[160];
+    if (caps & ~mine) {
+        strata__caps_str(caps & ~mine, txt, sizeof txt);
+        strata__log(level, WHO, "%s: hdr.caps %#x has bits that are not a "
+                    "%s's (%s%s)", path, caps, strata__kind_name(vt->hdr.kind),
+                    txt, caps & ~(STRATA_CAPS_STRATEGY | STRATA_CAPS_TRANSPORT)
+                             ? ", or unknown" : "");
+        return STRATA_EABI;
+    }
+    uint32_t have = entry_caps(vt), odd = (caps ^ have) & ENTRY_CAPS;
+    if (vt->hdr.kind == STRATA_KIND_TRANSPORT) {
+        if ((caps & STRATA_CAP_SHARDS) &&
+            !(STRATA_HAS(vt, reduce_scatter) && STRATA_HAS(vt, all_gather)))
+            odd |= STRATA_CAP_SHARDS;
+        if ((caps & STRATA_CAP_BARRIER) && !STRATA_HAS(vt, barrier))
+            odd |= STRATA_CAP_BARRIER;
+    }
+    if (odd) {
+        strata__caps_str(odd, txt, sizeof txt);
+        strata__log(level, WHO, "%s: hdr.caps and the entries disagree on "
+                    "%s: a capability bit comes with its entry (plugin.h, "
+                    "STRATA_CAP_*)", path, txt);
+        return STRATA_EABI;
+    }
+    return 0;
+}
+
 /* What the core calls without asking: init and fini; a strategy places,
  * reduces and updates every variable; a transport at least reduces. */
 static int check_entries(const char *path, int level, const struct probe *pr)
@@ -576,7 +695,8 @@ static int probe_file(const char *path, const char *stem, uint32_t want, int lev
         return STRATA_EABI;
     }
     normalize(pr);
-    return check_entries(path, level, pr);
+    int rc = check_entries(path, level, pr);
+    return rc ? rc : check_caps(path, level, pr);
 }
 
 /* ---- open / close ------------------------------------------------------ */
@@ -662,6 +782,7 @@ int strata__plugin_open_as(const char *name, uint32_t kind,
     p->vt = &p->table;
     p->v1 = pr.sym_major == 1 ? pr.sym : NULL;
     p->major = pr.sym_major;
+    p->caps = strata__plugin_caps(&p->table, p->major);
     p->dl = pr.dl;
     p->path = path;
     snprintf(p->name, sizeof p->name, "%s", name);

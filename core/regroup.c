@@ -90,18 +90,12 @@ static int take_shape(strata__run_t *run, const strata_membership_t *g)
             return rc;
         run->lr_target = strata__schedule_initial(&run->sched);
     }
-    int was_chief = run->chief;
     run->nworkers = g->size;
     run->rank = g->rank;
     run->chief = g->rank == 0;
     run->shards = total;
     run->shard0 = g->rank * run->nreplicas;
     run->per_replica = gbatch / total;
-    if (run->chief != was_chief) /* only the chief speaks */
-        strata__progress_init(&run->progress, run->ctx,
-                              run->chief ? run->s->train.progress
-                                         : STRATA__PROGRESS_NONE,
-                              (int)run->s->train.epochs);
     return STRATA_OK;
 }
 
@@ -146,11 +140,14 @@ static int64_t applied(const strata__run_t *run)
     return d;
 }
 
+/* The strategy's ctl op `op` when its capability word promises it. */
 static int strategy_ctl(strata__run_t *run, int op, void *arg)
 {
-    const strata_plugin_v2_t *vt = run->strategy->vt;
-    return STRATA_HAS(vt, ctl) ? vt->ctl(run->spctx, op, arg)
-                               : STRATA_ENOTSUP;
+    uint32_t need = op == STRATA_CTL_REGROUP ? STRATA_CAP_ELASTIC
+                                             : STRATA_CAP_STATE;
+    return run->strategy->caps & need
+               ? run->strategy->vt->ctl(run->spctx, op, arg)
+               : STRATA_ENOTSUP;
 }
 
 /* Rank 0 holds the state of the step the generation goes on from; every

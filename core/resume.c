@@ -72,19 +72,26 @@ void strata__state_free(strata_state_t *st)
 static int strategy_state(strata__run_t *run, int op, strata_state_t *st)
 {
     const strata_plugin_v2_t *vt = run->strategy->vt;
-    int rc = STRATA_HAS(vt, ctl) ? vt->ctl(run->spctx, op, st)
-                                 : STRATA_ENOTSUP;
+    int rc = run->strategy->caps & STRATA_CAP_STATE
+                 ? vt->ctl(run->spctx, op, st) : STRATA_ENOTSUP;
     if (rc == STRATA_ENOTSUP)
         strata__log(STRATA_LOG_ERROR, "checkpoint",
                     "strategy %s cannot %s its state: [checkpoint] needs a "
-                    "strategy with STRATA_CTL_STATE_GET/SET",
+                    "strategy with STRATA_CTL_STATE_GET/SET (STRATA_CAP_STATE)",
                     run->strategy->name,
                     op == STRATA_CTL_STATE_GET ? "save" : "restore");
     return rc;
 }
 
+/* Can the strategy save its state? A plugin of 2.5 or later says so in
+ * its capability word; one built before is asked once (a full GET: its
+ * word was derived from its having a ctl entry at all). */
 int strata__checkpoint_probe(strata__run_t *run)
 {
+    const strata_plugin_header_t *h = &run->strategy->vt->hdr;
+    if (run->strategy->major == 2 && h->abi_minor >= 5)
+        return run->strategy->caps & STRATA_CAP_STATE
+                   ? STRATA_OK : strategy_state(run, STRATA_CTL_STATE_GET, NULL);
     strata_state_t st;
     int rc = strata__state_alloc(run, &st);
     if (rc == STRATA_OK)
@@ -191,21 +198,30 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
     return rc;
 }
 
+/* A checkpoint that began at t0, to the observers (the step timeline). */
+static void checkpointed(strata__run_t *run, double t0, int64_t step)
+{
+    const strata__event_t ev = { .kind = STRATA__EV_CHECKPOINT,
+                                 .epoch = run->cur_epoch, .step = step,
+                                 .t0 = t0, .t1 = strata__now() };
+    strata__emit(&run->bus, &ev);
+}
+
 int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
                             int64_t step)
 {
-    double t0 = run->watch.on ? strata__now() : 0.0;
+    double t0 = strata__now();
     int rc = save(run, 0, epoch, batch, step);
-    strata__watch_checkpoint(run, t0, step); /* the step timeline */
+    checkpointed(run, t0, step);
     return rc;
 }
 
 int strata__checkpoint_save_best(strata__run_t *run, int epoch, int64_t batch,
                                  int64_t step)
 {
-    double t0 = run->watch.on ? strata__now() : 0.0;
+    double t0 = strata__now();
     int rc = save(run, 1, epoch, batch, step);
-    strata__watch_checkpoint(run, t0, step);
+    checkpointed(run, t0, step);
     return rc;
 }
 

@@ -52,7 +52,7 @@ static int setup_batches(strata__run_t *run)
     const strata__train_cfg_t *t = &run->s->train;
     /* A strategy that hands out steps (next_step) gives each worker whole
      * global batches; otherwise all workers share every batch. */
-    int sharing = STRATA_HAS(run->strategy->vt, next_step) ? 1 : run->nworkers;
+    int sharing = run->strategy->caps & STRATA_CAP_NEXT_STEP ? 1 : run->nworkers;
     int R = run->nreplicas, total = R * sharing;
     run->shards = total;
     run->shard0 = sharing > 1 ? run->rank * R : 0;
@@ -89,7 +89,6 @@ static int setup_batches(strata__run_t *run)
     run->steps_per_epoch = (int64_t)(run->train.n / (size_t)run->batch);
     const strata__optimizer_cfg_t *o = &run->s->optimizer;
     run->warmup_steps = (int64_t)(t->warmup_epochs * (double)run->steps_per_epoch);
-    run->lr_log.keep = run->s->debug.dump_lr[0] != '\0';
     strata__monitor_init(&run->monitor, run->s);
     int rc = strata__schedule_init(&run->sched, o,
                                    t->lr_scaling ? (double)total : 1.0,
@@ -155,7 +154,6 @@ static int setup_strategy(strata__run_t *run)
         .transport = run->s->transport.plugin,
     };
     const strata_plugin_v2_t *vt = run->strategy->vt;
-    size_t placed0 = atomic_load(&ctx->placed);
     rc = strata__plugin_init(run->strategy, ctx, &run->env, &run->spctx);
     if (rc != STRATA_OK) {
         if (!strata__elastic_job_over(run)) /* else nothing left to join */
@@ -205,7 +203,8 @@ static int setup_strategy(strata__run_t *run)
             return rc;
         }
     }
-    run->placed_bytes = atomic_load(&ctx->placed) - placed0;
+    /* The strategy instance's own figure and its transports' (host.c). */
+    run->placed_bytes = strata__hctx_placed(ctx, run->spctx);
     return STRATA_OK;
 }
 
@@ -350,7 +349,7 @@ static int check_role(strata__run_t *run)
 {
     const strata_cluster_t *c = &run->cluster.pub;
     const strata_task_t *me = &c->tasks[c->self];
-    if (me->rank >= 0 || STRATA_HAS(run->strategy->vt, drive))
+    if (me->rank >= 0 || (run->strategy->caps & STRATA_CAP_DRIVES))
         return STRATA_OK;
     char name[48];
     strata__log(STRATA_LOG_ERROR, "train",
@@ -365,7 +364,6 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
 {
     run->ctx = ctx;
     run->s = &ctx->s;
-    run->steplog_fd = -1;
     run->stats_epoch = -1;
     run->t_start = strata__now();
     if (strata__crew_init(&run->crew) != 0)
@@ -414,7 +412,7 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
     if (rc == STRATA_OK)
         rc = setup_replicas(run);
     if (rc == STRATA_OK)
-        rc = strata__steplog_open(run);
+        rc = strata__steplog_observer(run, &run->bus);
     if (rc == STRATA_OK)
         rc = setup_rendezvous(run);
     if (rc == STRATA_OK)
@@ -436,7 +434,8 @@ void strata__run_banner(const strata__run_t *run)
     /* A strategy that hands out steps has a coordinator (rank 0) that does
      * not train. */
     int workers = run->nworkers -
-                  (STRATA_HAS(run->strategy->vt, next_step) && run->nworkers > 1);
+                  ((run->strategy->caps & STRATA_CAP_NEXT_STEP) &&
+                   run->nworkers > 1);
     strata_ctx_t *ctx = run->ctx;
     if (!ctx->cb.text)
         return;
@@ -495,43 +494,6 @@ void strata__run_banner(const strata__run_t *run)
                 (double)run->placed_bytes / (double)model_bytes, model_bytes);
 }
 
-int strata__metrics_append(strata__run_t *run, const strata__epoch_stats_t *st)
-{
-    strata__epoch_stats_t *h = realloc(run->history,
-                                       (size_t)(run->nhistory + 1) * sizeof *h);
-    if (!h)
-        return STRATA_ENOMEM;
-    run->history = h;
-    h[run->nhistory] = *st;
-    h[run->nhistory++].wall_s = strata__now() - run->t_start;
-    const char *path = run->s->train.metrics_csv;
-    if (!path || !path[0] || !run->chief)
-        return STRATA_OK;
-    size_t cap = 128 + (size_t)run->nhistory * 180, len = 0;
-    char *buf = malloc(cap);
-    if (!buf)
-        return STRATA_ENOMEM;
-    len += (size_t)snprintf(buf, cap, "epoch,steps,train_loss,train_acc,"
-                            "test_loss,test_acc,seconds,samples_per_s,"
-                            "wall_s\n");
-    for (int i = 0; i < run->nhistory; i++) {
-        const strata__epoch_stats_t *e = &h[i];
-        char tl[32] = "", ta[32] = "";
-        if (e->has_test) {
-            snprintf(tl, sizeof tl, "%.6f", e->test_loss);
-            snprintf(ta, sizeof ta, "%.6f", e->test_acc);
-        }
-        len += (size_t)snprintf(buf + len, cap - len,
-                                "%d,%lld,%.6f,%.6f,%s,%s,%.4f,%.1f,%.3f\n",
-                                e->epoch, (long long)e->steps, e->train_loss,
-                                e->train_acc, tl, ta, e->seconds,
-                                e->samples_per_s, e->wall_s);
-    }
-    int rc = strata__write_atomic(path, buf, len);
-    free(buf);
-    return rc;
-}
-
 /* Every variable of replica 0, in model order, as one host buffer. */
 static float *gather_vars(const strata__run_t *run, size_t *total)
 {
@@ -565,35 +527,22 @@ static uint64_t fnv1a(const void *data, size_t n)
     return h;
 }
 
-/* debug.dump_lr, by a task that ran steps; and a word when clip_norm was
- * asked of a strategy that never clipped. */
-static int finish_lr(strata__run_t *run)
+/* A word, from a task that ran steps, when clip_norm was asked of a
+ * strategy that never clipped. */
+static void check_clipped(const strata__run_t *run)
 {
-    const strata__debug_cfg_t *d = &run->s->debug;
-    if (run->lr_log.steps == 0)
-        return STRATA_OK;
-    if (run->s->optimizer.clip_norm > 0 &&
+    if (run->steps_run > 0 && run->s->optimizer.clip_norm > 0 &&
         atomic_load(&run->ctx->clip_calls) == 0)
         strata__log(STRATA_LOG_WARN, "train", "[optimizer] clip_norm = %g: "
                     "strategy %s clipped no gradient (it does not call the "
                     "host's grad_sumsq and grad_clip)",
                     run->s->optimizer.clip_norm, run->strategy->name);
-    if (!run->lr_log.keep)
-        return STRATA_OK;
-    const strata_cluster_t *c = &run->cluster.pub;
-    char task[48];
-    return strata__lr_log_write(&run->lr_log, d->dump_lr, c->ntasks > 1
-                                ? strata__task_name(&c->tasks[c->self], task,
-                                                    sizeof task)
-                                : NULL);
 }
 
 int strata__run_finish(strata__run_t *run)
 {
     const strata__debug_cfg_t *d = &run->s->debug;
-    int lrc = finish_lr(run);
-    if (lrc != STRATA_OK)
-        return lrc;
+    check_clipped(run);
     int want_dump = d->dump_vars && d->dump_vars[0] && run->chief;
     if (want_dump || d->hash_vars) {
         size_t total;
@@ -613,7 +562,7 @@ int strata__run_finish(strata__run_t *run)
     }
     /* The result line, whatever the progress display ([train] progress =
      * none silences the progress, not the outcome). */
-    if (run->chief && run->nhistory > 0) {
+    if (run->chief && run->nclosed > 0) {
         const strata__epoch_stats_t *e = &run->last;
         const char *s = e->epoch == 1 ? "" : "s";
         if (e->has_test)
@@ -631,7 +580,7 @@ void strata__run_teardown(strata__run_t *run)
 {
     if (run->spctx)
         strata__plugin_fini(run->strategy, run->ctx, run->spctx);
-    strata__steplog_close(run);
+    strata__bus_close(&run->bus);
     strata__elastic_close(run->elastic);
     if (run->ctx) {
         free(run->ctx->keys);
@@ -651,8 +600,6 @@ void strata__run_teardown(strata__run_t *run)
         pthread_barrier_destroy(&run->sync_bar);
     if (run->crew_ok)
         strata__crew_destroy(&run->crew);
-    free(run->history);
-    strata__lr_log_free(&run->lr_log);
     free(run->init);
     free(run->perm);
     free(run->test_order);

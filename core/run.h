@@ -8,7 +8,7 @@
 #include "monitor.h"
 #include "runtime.h"
 #include "schedule.h"
-#include "watch.h"
+#include "observe/observe.h"
 
 typedef struct strata__run strata__run_t;
 
@@ -28,21 +28,11 @@ typedef struct strata__replica {
     int64_t          eval_correct;
     int64_t          done;           /* steps applied here (elastic)       */
     int64_t          samples;        /* this epoch, in its slices          */
-    char            *logbuf;         /* debug.step_log: one line           */
-    size_t           logcap;
-    /* watch.c: the steps of this phase, when the run is timed (NULL: not) */
-    strata__step_rec_t *rec;          /* STRATA__WATCH_SLOTS of them       */
+    /* the steps of this phase, for the observers (STRATA__EV_STEPS) */
+    strata__step_rec_t rec[STRATA__STEP_SLOTS];
     int              nrec;
     double           eval_t0, eval_t1; /* its share of the last evaluation */
 } strata__replica_t;
-
-typedef struct strata__epoch_stats {
-    int     epoch;
-    int64_t steps;
-    double  train_loss, train_acc, test_loss, test_acc, seconds, samples_per_s;
-    int     has_test;
-    double  wall_s;    /* since the run's setup began, when the epoch ended */
-} strata__epoch_stats_t;
 
 /* Where a resumed run goes on. */
 typedef struct strata__resume {
@@ -87,7 +77,6 @@ struct strata__run {
     double                    lr_target;    /* before warm-up and decay */
     int64_t                   warmup_steps;
     strata__schedule_t        sched;        /* the lr of every step        */
-    strata__lr_log_t          lr_log;       /* replica 0's: debug.dump_lr  */
     strata__monitor_t         monitor;      /* early stopping, keep_best   */
     int                       halt;         /* early stopping ended it     */
     int                       best_due;     /* drive(): keep_best at the
@@ -113,10 +102,10 @@ struct strata__run {
     int64_t                   last_boundary; /* drive(): step of the last
                                                 checkpoint (or the resume) */
     _Atomic int               rc;           /* first failure               */
-    strata__progress_t        progress;
-    strata__epoch_stats_t     last;
-    strata__epoch_stats_t    *history;      /* one per epoch, for the CSV  */
-    int                       nhistory;
+    strata__epoch_stats_t     last;         /* the last epoch closed       */
+    int                       nclosed;      /* epochs closed by this run   */
+    strata__phase_times_t     times;        /* this epoch's step times     */
+    int64_t                   steps_run;    /* steps this process trained  */
     /* elastic jobs (regroup.c) */
     struct strata__elastic   *elastic;      /* membership client, or NULL  */
     int                       slice_max;    /* rows of a replica's largest
@@ -125,18 +114,18 @@ struct strata__run {
                                                running stats, -1 none      */
     double                    epoch_secs;   /* of that epoch, so far       */
     int                       resize_due;   /* agreed at an epoch's end    */
-    /* debug.step_log (steplog.c) */
-    int                       steplog_fd;   /* -1: none                    */
     int                       cur_epoch;    /* of the steps being run      */
     char                      self[48];     /* this task, "worker:1"       */
-    strata__watch_t           watch;        /* timing, TensorBoard, trace  */
+    /* the outputs (core/observe): they see the run only through events */
+    strata__bus_t             bus;
+    int                       lockstep;     /* every worker ran the core's
+                                               loop in step (the trace is
+                                               gathered at the end)        */
     double                    t_start;      /* strata__now() at setup      */
 };
 
 int  strata__run_setup(strata_ctx_t *ctx, strata__run_t *run);
 void strata__run_banner(const strata__run_t *run);
-/* Append an epoch's stats and rewrite train.metrics_csv atomically. */
-int  strata__metrics_append(strata__run_t *run, const strata__epoch_stats_t *st);
 /* After the last epoch: debug.dump_vars and the summary line. */
 int  strata__run_finish(strata__run_t *run);
 /* Frees everything; `run` itself too. */
@@ -177,16 +166,5 @@ int  strata__elastic_regroup(strata__run_t *run, int why, strata__resume_t *at);
 void strata__elastic_finish(strata__run_t *run, int64_t step);
 /* A joiner found the job over (nothing to do, not a failure). */
 int  strata__elastic_job_over(const strata__run_t *run);
-
-/* ---- steplog.c: debug.step_log ---------------------------------------- */
-
-int  strata__steplog_open(strata__run_t *run);
-void strata__steplog_close(strata__run_t *run);
-/* Replica `rep` is about to train global step `step` on the samples
- * perm[first .. first + n) of its epoch. */
-void strata__steplog_try(strata__replica_t *rep, int epoch, int64_t step,
-                         size_t first, size_t n);
-/* Every replica of this process applied step `step`. */
-void strata__steplog_done(strata__run_t *run, int64_t step);
 
 #endif

@@ -91,9 +91,19 @@ typedef struct strata__loaded {
     strata__plugin_t *plugin;
 } strata__loaded_t;
 
-/* What a plugin's hc points to: the context its host calls act on. */
+/* What a plugin's hc points to: the context its host calls act on and,
+ * since ABI 2.5, the plugin instance it was handed to (host.c: name and
+ * section for the log prefix, the bytes it placed). ctx->hc itself is the
+ * context's own (no instance: name NULL). */
 struct strata_hctx {
-    strata_ctx_t *ctx;
+    strata_ctx_t       *ctx;
+    const char         *name;     /* plugin name; NULL: the context's own  */
+    const char         *section;  /* its INI section: "strategy", ...      */
+    struct strata_hctx *parent;   /* the instance that opened it, or NULL  */
+    atomic_size_t       placed;   /* bytes placed through it and its       */
+                                  /* children (host alloc, opt_create)     */
+    void               *pctx;     /* the instance, once init returned      */
+    struct strata_hctx *next;     /* host.c's list of live instances       */
 };
 
 struct strata__run;
@@ -180,19 +190,6 @@ int strata__host_training_done(strata_ctx_t *ctx);
 int strata__host_membership(strata_ctx_t *ctx, int64_t committed,
                             int timeout_ms, strata_membership_t *out);
 
-/* ---- progress.c: the Keras-like progress line ---------------------------- */
-
-enum { STRATA__PROGRESS_AUTO = 0, STRATA__PROGRESS_BAR = 1,
-       STRATA__PROGRESS_LINE = 2, STRATA__PROGRESS_NONE = 3 };
-
-typedef struct strata__progress {
-    strata_ctx_t *ctx;       /* whose text callback shows it                */
-    int     mode;            /* BAR / LINE / NONE after resolving AUTO      */
-    int     epoch, epochs;
-    int64_t total;           /* steps in this epoch                         */
-    double  t0, last;        /* epoch start, last redraw (seconds)          */
-} strata__progress_t;
-
 /* Monotonic seconds. Inline: the step timeline reads it in every phase
  * of a timed step, and model.c (built alone by some tests) needs it. */
 static inline double strata__now(void)
@@ -201,19 +198,4 @@ static inline double strata__now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
-/* AUTO: a redrawn bar when stdout is a terminal, else a line per epoch;
- * nothing at all without a text callback. */
-void strata__progress_init(strata__progress_t *p, strata_ctx_t *ctx, int mode,
-                           int epochs);
-void strata__progress_begin(strata__progress_t *p, int epoch, int64_t total);
-/* Redraws at most every 100 ms (BAR mode only). */
-void strata__progress_step(strata__progress_t *p, int64_t done, double loss,
-                           double acc);
-/* The epoch's closing line (`secs` of training); val_* when has_val;
- * comm: the share of the replicas' step time in waits and reduce (watch.c),
- * shown when >= 0. */
-void strata__progress_end(strata__progress_t *p, int64_t done, double secs,
-                          double loss, double acc, int has_val,
-                          double val_loss, double val_acc, double comm);
-
 #endif /* STRATA_CORE_RUNTIME_H */

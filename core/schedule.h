@@ -65,26 +65,4 @@ double strata__schedule_initial(const strata__schedule_t *s);
 void strata__schedule_describe(const strata__schedule_t *s, char *buf,
                                size_t len);
 
-/* ---- lr_dump.c: [debug] dump_lr ----------------------------------------- */
-
-/* The learning rate of every step one task ran, as it went into the step
- * (strata_op_t.lr). One thread notes (replica 0's); the file is written
- * once, at the end of the run. */
-typedef struct strata__lr_log {
-    int64_t steps;            /* steps noted                               */
-    int     keep;             /* [debug] dump_lr is set: store them        */
-    int     lost;             /* out of memory once: not written           */
-    size_t  n, cap;
-    struct strata__lr_entry { int64_t step; float lr; } *e;
-} strata__lr_log_t;
-
-void strata__lr_log_note(strata__lr_log_t *l, int64_t step, float lr);
-/* "STEP LR" lines (LR as %.9g, which reads back to the same float), by
- * step, each step once, to `path` (atomically, core/fileio.c); `task`
- * (e.g. "worker:1", or NULL for a job of one process) is appended to the
- * name as ".worker-1". */
-int  strata__lr_log_write(const strata__lr_log_t *l, const char *path,
-                          const char *task);
-void strata__lr_log_free(strata__lr_log_t *l);
-
 #endif

@@ -14,7 +14,7 @@
 
 #include "eval.h"
 #include "run.h"
-#include "watch.h"
+#include "observe/observe.h"
 
 #define WHO "evaluator"
 

@@ -16,6 +16,19 @@ int strata__run_epochs(const strata__run_t *run)
     return (int)((strata__run_last_step(run) + spe - 1) / spe);
 }
 
+int strata__checkpoint_due(const strata__run_t *run, int epoch, int64_t batch,
+                           int64_t step, int stop, int end)
+{
+    const strata__checkpoint_cfg_t *ck = &run->s->checkpoint;
+    if (!ck->dir || !ck->dir[0])
+        return 0;
+    if (stop || end)
+        return 1;
+    if (batch > 0)
+        return ck->every_steps > 0 && step % ck->every_steps == 0;
+    return ck->every_epochs > 0 && epoch > 0 && epoch % ck->every_epochs == 0;
+}
+
 int strata__run_monitor(strata__run_t *run, int epoch, double val_loss,
                         double val_acc, int *save_best)
 {

@@ -13,6 +13,17 @@ int64_t strata__run_last_step(const strata__run_t *run);
  * one. */
 int strata__run_epochs(const strata__run_t *run);
 
+/* The one decision of whether a checkpoint is written at a step boundary,
+ * for the core's loop and for a strategy that drives the job
+ * (host->boundary): the boundary before global step `step`, batch `batch`
+ * of epoch `epoch` (0-based; batch 0 of epoch e: e epochs have closed).
+ * stop: the job stops here on request; end: the run ends here (its last
+ * step, early stopping). Due at a stop or the end, at a multiple of
+ * [checkpoint] every_steps inside an epoch, after every every_epochs-th
+ * epoch; never without a [checkpoint] dir. */
+int strata__checkpoint_due(const strata__run_t *run, int epoch, int64_t batch,
+                           int64_t step, int stop, int end);
+
 /* Epoch `epoch` (1-based) has its validation figures: the chief's monitor
  * decides (keep_best, early stopping) and every task of the job takes the
  * chief's decision (a world sum), so that none can stop, or skip a

@@ -1,6 +1,7 @@
 /* The training loop: persistent replica threads, each running forward and
  * backward on its slice of every global batch, then the strategy's reduce
  * and update. The main thread sequences epochs and evaluation. */
+#include <assert.h>
 #include <cblas.h>
 #include <errno.h>
 #include <limits.h>
@@ -82,115 +83,136 @@ static int grads_ready(void *arg, size_t lo)
     return rc;
 }
 
+/* This replica's slice of a global batch: slices are numbered across the
+ * workers that share a batch, so every worker reads only its own share and
+ * the union is exactly the single-device batch. `scale` averages the
+ * slice's gradient over the global batch. */
+typedef struct slice {
+    size_t row0, rows;
+    float  scale;
+} slice_t;
+
+static slice_t slice_of(const strata__replica_t *rep)
+{
+    const strata__run_t *run = rep->run;
+    size_t g = (size_t)run->shard0 + (size_t)rep->r, b = (size_t)run->per_replica;
+    if (!run->elastic)
+        return (slice_t){ g * b, b, 1.0f / (float)b };
+    /* Any number of slices (regroup.c): == the above when S divides B. */
+    size_t B = (size_t)run->gbatch, S = (size_t)run->shards;
+    size_t row0 = B * g / S;
+    return (slice_t){ row0, B * (g + 1) / S - row0, (float)S / (float)B };
+}
+
+/* debug.check_sync after the update: every replica passes both barriers,
+ * failed or not, so that no replica waits for one that has left the loop. */
+static int sync_checked(strata__replica_t *rep, int64_t step, int rc)
+{
+    strata__run_t *run = rep->run;
+    if (rc != STRATA_OK)
+        fail(run, rc);
+    pthread_barrier_wait(&run->sync_bar);
+    if (rc == STRATA_OK && !failed(run))
+        rc = check_sync(run, rep->r, step);
+    if (rc != STRATA_OK)
+        fail(run, rc);
+    pthread_barrier_wait(&run->sync_bar);
+    return rc;
+}
+
+static int step_failed(strata__replica_t *rep, int64_t step, int rc)
+{
+    strata__run_t *run = rep->run;
+    /* An elastic job says once, on the main thread, that it re-forms. */
+    if (rc != STRATA_ECANCELED && !strata__elastic_regroupable(run, rc))
+        strata__log(STRATA_LOG_ERROR, "train", "replica %d, step %lld: %s "
+                    "failed: %s", rep->r, (long long)step,
+                    run->strategy->name, strata_strerror(rc));
+    fail(run, rc);
+    return rc;
+}
+
+/* The step is applied here: its figures into the record and the epoch's
+ * sums; replica 0 moves the data cursor (where the next step goes on). */
+static void step_applied(strata__replica_t *rep, strata__step_rec_t *w,
+                         int64_t batch)
+{
+    strata__run_t *run = rep->run;
+    rep->step_loss = w->loss;
+    rep->step_correct = w->correct;
+    rep->nrec++;
+    rep->loss_sum += w->loss;
+    rep->correct += w->correct;
+    rep->samples += w->samples;
+    rep->done = w->step + 1;
+    if (rep->r != 0)
+        return;
+    run->done_epoch = run->cur_epoch;
+    run->done_batch = batch + 1;
+    run->done_pos = (int64_t)strata__batch_sample(run, batch + 1);
+    const strata__event_t applied = { .kind = STRATA__EV_APPLIED,
+                                      .epoch = run->cur_epoch,
+                                      .step = w->step };
+    strata__emit(&run->bus, &applied);
+}
+
 /* One step of one replica: global batch `batch` of this epoch's order, the
- * job-wide step `step`. */
+ * job-wide step `step`. Load the slice, forward and backward, the
+ * strategy's reduce and update. The step's record (a clock reading at each
+ * phase boundary, its figures) is what the observers read after the
+ * phase. */
 static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
 {
     strata__run_t *run = rep->run;
-    const strata__model_t *m = &run->model;
-    const int b = run->per_replica;
-    /* This replica's slice of the global batch: slices are numbered across
-     * the workers that share a batch, so every worker reads only its own
-     * share and the union is exactly the single-device batch. */
-    size_t g = (size_t)run->shard0 + (size_t)rep->r;
-    size_t row0 = g * (size_t)b, rows = (size_t)b;
-    float scale = 1.0f / (float)b;
-    if (run->elastic) { /* any number of slices: regroup.c */
-        size_t B = (size_t)run->gbatch, S = (size_t)run->shards;
-        row0 = B * g / S;
-        rows = B * (g + 1) / S - row0;
-        scale = (float)S / (float)B; /* == 1/b when S divides B */
-    }
-    size_t first = strata__batch_sample(run, batch) + row0;
-    /* Timed runs (watch.c): a clock reading at each phase boundary. */
-    strata__step_rec_t *w = rep->rec && rep->nrec < STRATA__WATCH_SLOTS
-                                ? &rep->rec[rep->nrec] : NULL;
-    if (w)
-        w->t0 = strata__now();
-    rep->work.timed = w != NULL;
+    const slice_t sl = slice_of(rep);
+    const size_t first = strata__batch_sample(run, batch) + sl.row0;
+    assert(rep->nrec < STRATA__STEP_SLOTS);
+    strata__step_rec_t *w = &rep->rec[rep->nrec];
+    *w = (strata__step_rec_t){ .step = step, .t0 = strata__now(),
+                               .samples = (int64_t)sl.rows,
+                               .lr = lr_at(run, step) };
+    rep->work.timed = 1;
     int rc = strata__model_load_batch(&rep->work, &run->train, run->perm,
-                                      first, rows);
-    strata__steplog_try(rep, run->cur_epoch, step, first, rows);
-    if (run->delay_us > 0)
-        usleep((useconds_t)run->delay_us);
-    int64_t correct = 0;
-    double loss = 0.0;
+                                      first, sl.rows);
+    /* Before the gradient leaves the replica (the step log's "try"). */
+    const strata__event_t tried = {
+        .kind = STRATA__EV_SAMPLES, .epoch = run->cur_epoch, .step = step,
+        .replica = rep->r, .ids = run->perm + first, .n = sl.rows,
+    };
+    strata__emit(&run->bus, &tried);
     rep->work.noise_seed =
         strata__model_step_seed((uint64_t)run->s->train.seed, step);
-    rep->work.row0 = row0;
+    rep->work.row0 = sl.row0;
     strata_op_t op = {
         .struct_size = sizeof op, .slot = rep->r, .buf = rep->grads,
-        .count = m->count, .device = rep->device,
-        .reduce_op = STRATA_REDUCE_MEAN, .lr = lr_at(run, step), .step = step,
+        .count = run->model.count, .device = rep->device,
+        .reduce_op = STRATA_REDUCE_MEAN, .lr = w->lr, .step = step,
         .flags = STRATA_OP_GRADIENT,
     };
     /* A strategy that overlaps its reduce with the backward pass hears of
      * each layer's final gradients (ABI 2.4). */
     struct ready_arg ra = { rep, &op };
-    int overlap = STRATA_HAS(run->strategy->vt, reduce_ready) &&
-                  !rep->no_ready;
+    int overlap = (run->strategy->caps & STRATA_CAP_OVERLAP) && !rep->no_ready;
     rep->work.on_ready = overlap ? grads_ready : NULL;
     rep->work.ready_arg = overlap ? &ra : NULL;
     if (rc == STRATA_OK)
-        rc = strata__model_step(m, rep->r, &rep->work, (int)rows, rep->grads,
-                                scale, &loss, &correct);
+        rc = strata__model_step(&run->model, rep->r, &rep->work, (int)sl.rows,
+                                rep->grads, sl.scale, &w->loss, &w->correct);
     rep->work.on_ready = NULL;
     rep->work.ready_arg = NULL;
-    if (rep->r == 0)
-        strata__lr_log_note(&run->lr_log, step, op.lr);
-    if (w)
-        w->bwd = strata__now();
+    w->fwd = rep->work.t_forward;
+    w->bwd = strata__now();
     if (rc == STRATA_OK)
         rc = run->strategy->vt->reduce(run->spctx, &op);
-    if (w)
-        w->red = strata__now();
+    w->red = strata__now();
     if (rc == STRATA_OK)
         rc = run->strategy->vt->update(run->spctx, &op);
-    if (w) {
-        w->upd = strata__now();
-        w->fwd = rep->work.t_forward;
-    }
-    if (run->s->debug.check_sync) {
-        /* Every replica passes both barriers, failed or not, so that no
-         * replica waits for one that has left the loop. */
-        if (rc != STRATA_OK)
-            fail(run, rc);
-        pthread_barrier_wait(&run->sync_bar);
-        if (rc == STRATA_OK && !failed(run))
-            rc = check_sync(run, rep->r, step);
-        if (rc != STRATA_OK)
-            fail(run, rc);
-        pthread_barrier_wait(&run->sync_bar);
-    }
-    if (rc != STRATA_OK) {
-        /* An elastic job says once, on the main thread, that it re-forms. */
-        if (rc != STRATA_ECANCELED && !strata__elastic_regroupable(run, rc))
-            strata__log(STRATA_LOG_ERROR, "train",
-                        "replica %d, step %lld: %s failed: %s", rep->r,
-                        (long long)step, run->strategy->name,
-                        strata_strerror(rc));
-        fail(run, rc);
-        return rc;
-    }
-    rep->step_loss = loss;
-    rep->step_correct = correct;
-    if (w) {
-        w->step = step;
-        w->loss = loss;
-        w->correct = correct;
-        w->lr = op.lr;
-        rep->nrec++;
-    }
-    rep->loss_sum += loss;
-    rep->correct += correct;
-    rep->samples += (int64_t)rows;
-    rep->done = step + 1;
-    if (rep->r == 0) { /* where the next step goes on in the data */
-        run->done_epoch = run->cur_epoch;
-        run->done_batch = batch + 1;
-        run->done_pos = (int64_t)strata__batch_sample(run, batch + 1);
-        strata__steplog_done(run, step);
-    }
+    w->upd = strata__now();
+    if (run->s->debug.check_sync)
+        rc = sync_checked(rep, step, rc);
+    if (rc != STRATA_OK)
+        return step_failed(rep, step, rc);
+    step_applied(rep, w, batch);
     return STRATA_OK;
 }
 
@@ -199,16 +221,9 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
 static void train_segment(strata__replica_t *rep)
 {
     strata__run_t *run = rep->run;
-    for (int64_t s = run->seg_lo; s < run->seg_hi && !failed(run); s++) {
+    for (int64_t s = run->seg_lo; s < run->seg_hi && !failed(run); s++)
         if (train_step(rep, s, run->epoch_step0 + s) != STRATA_OK)
             break;
-        if (rep->r == 0) { /* replica 0's running figures: an estimate */
-            int64_t done = s + 1 - run->epoch_first;
-            double n = (double)done * run->per_replica;
-            strata__progress_step(&run->progress, done, rep->loss_sum / n,
-                                  (double)rep->correct / n);
-        }
-    }
 }
 
 /* Each replica evaluates a contiguous share of the test set with its own
@@ -221,8 +236,7 @@ static void eval_share(strata__replica_t *rep)
     size_t lo = n * g / R, hi = n * (g + 1) / R;
     rep->eval_loss = 0.0;
     rep->eval_correct = 0;
-    if (rep->rec)
-        rep->eval_t0 = strata__now();
+    rep->eval_t0 = strata__now();
     for (size_t i = lo; i < hi; i += (size_t)rep->work.rows) {
         size_t rows = hi - i < (size_t)rep->work.rows ? hi - i
                                                       : (size_t)rep->work.rows;
@@ -238,8 +252,7 @@ static void eval_share(strata__replica_t *rep)
         }
         rep->eval_loss += loss;
     }
-    if (rep->rec)
-        rep->eval_t1 = strata__now();
+    rep->eval_t1 = strata__now();
 }
 
 static void *replica_main(void *arg)
@@ -270,12 +283,44 @@ static void run_phase(strata__run_t *run, int phase)
     strata__crew_run(&run->crew, phase, phase != PHASE_EXIT);
 }
 
+/* The steps of the phase just run, to the observers; then the running
+ * figures of the epoch (replica 0's: an estimate). A replica that failed
+ * stopped early: the steps all of them did. */
+static void publish_steps(strata__run_t *run, int64_t done_in_epoch)
+{
+    strata__step_rec_t *recs[STRATA_MAX_REPLICAS] = { 0 };
+    int n = STRATA__STEP_SLOTS;
+    for (int r = 0; r < run->nreplicas; r++) {
+        recs[r] = run->reps[r].rec;
+        n = run->reps[r].nrec < n ? run->reps[r].nrec : n;
+    }
+    const strata__event_t ev = {
+        .kind = STRATA__EV_STEPS, .epoch = run->cur_epoch, .rec = recs,
+        .nreps = run->nreplicas, .nrec = n,
+    };
+    strata__phase_times_add(&run->times, &ev);
+    run->steps_run += n;
+    strata__emit(&run->bus, &ev);
+    for (int r = 0; r < run->nreplicas; r++)
+        run->reps[r].nrec = 0;
+    if (done_in_epoch <= 0)
+        return;
+    const strata__replica_t *r0 = &run->reps[0];
+    double rows = (double)done_in_epoch * run->per_replica;
+    const strata__event_t progress = {
+        .kind = STRATA__EV_PROGRESS, .epoch = run->cur_epoch,
+        .steps = done_in_epoch, .loss = r0->loss_sum / rows,
+        .acc = (double)r0->correct / rows,
+    };
+    strata__emit(&run->bus, &progress);
+}
+
 /* Sum (loss, correct) over every process of the job: the strategy knows
  * how (STRATA_CTL_WORLD_SUM); a single-process strategy does not need to. */
 int strata__run_world_sum(strata__run_t *run, float *buf, int n)
 {
     const strata_plugin_v2_t *vt = run->strategy->vt;
-    if (run->nworkers == 1 || !STRATA_HAS(vt, ctl))
+    if (run->nworkers == 1 || !(run->strategy->caps & STRATA_CAP_WORLD_SUM))
         return STRATA_OK;
     strata_op_t op = { .struct_size = sizeof op, .buf = buf, .count = (size_t)n,
                        .device = STRATA_DEVICE(STRATA_DEV_CPU, 0),
@@ -300,7 +345,7 @@ static int world_sum(strata__run_t *run, double *loss, int64_t *correct,
 
 static int evaluate(strata__run_t *run, double *loss, double *acc)
 {
-    double t0 = run->watch.on ? strata__now() : 0.0;
+    double t0 = strata__now();
     run_phase(run, PHASE_EVAL);
     double l = 0.0;
     int64_t c = 0;
@@ -311,49 +356,46 @@ static int evaluate(strata__run_t *run, double *loss, double *acc)
     int rc = world_sum(run, &l, &c, NULL);
     *loss = run->test.n ? l / (double)run->test.n : 0.0;
     *acc = run->test.n ? (double)c / (double)run->test.n : 0.0;
-    strata__watch_eval(run, t0);
+    double rep_t0[STRATA_MAX_REPLICAS], rep_t1[STRATA_MAX_REPLICAS];
+    for (int r = 0; r < run->nreplicas; r++) {
+        rep_t0[r] = run->reps[r].eval_t0;
+        rep_t1[r] = run->reps[r].eval_t1;
+    }
+    const strata__event_t ev = {
+        .kind = STRATA__EV_EVAL, .epoch = run->cur_epoch,
+        .step = run->reps[0].done, .loss = *loss, .acc = *acc, .t0 = t0,
+        .t1 = strata__now(), .nreps = run->nreplicas, .rep_t0 = rep_t0,
+        .rep_t1 = rep_t1,
+    };
+    strata__emit(&run->bus, &ev);
     return rc;
 }
 
-/* Close an epoch: progress line, metrics CSV row, the run's last stats. */
-static int finish_epoch(strata__run_t *run, const strata__epoch_stats_t *st)
+/* Close an epoch: its figures, with where the replicas' time went, to the
+ * observers (progress line, metrics CSV row, TensorBoard, callbacks). */
+static int finish_epoch(strata__run_t *run, strata__epoch_stats_t *st)
 {
-    double comm;
-    int wrc = strata__watch_epoch(run, st, &comm);
-    strata__progress_end(&run->progress, st->steps, st->seconds,
-                         st->train_loss, st->train_acc, st->has_test,
-                         st->test_loss, st->test_acc, comm);
+    const strata__phase_times_t *pt = &run->times;
+    double all = pt->compute + pt->wait + pt->reduce, R = run->nreplicas;
+    st->comm = pt->steps > 0 && all > 0.0 ? (pt->wait + pt->reduce) / all
+                                          : -1.0;
+    st->compute = pt->compute / R;
+    st->wait = pt->wait / R;
+    st->reduce = pt->reduce / R;
+    st->lr = pt->lr;
+    st->wall_s = strata__now() - run->t_start;
+    memset(&run->times, 0, sizeof run->times);
     run->last = *st;
-    const strata_callbacks_t *cb = &run->ctx->cb;
-    if (cb->epoch && run->chief) {
-        strata_epoch_report_t r = {
-            .epoch = st->epoch - 1, .epochs = strata__run_epochs(run),
-            .steps = st->steps, .loss = st->train_loss,
-            .accuracy = st->train_acc, .has_val = st->has_test,
-            .val_loss = st->test_loss, .val_accuracy = st->test_acc,
-            .seconds = st->seconds, .samples_per_s = st->samples_per_s,
-        };
-        cb->epoch(cb->user, &r);
-    }
-    int rc = strata__metrics_append(run, st);
-    return rc != STRATA_OK ? rc : wrc;
-}
-
-static void progress_init(strata__run_t *run)
-{
-    const strata__train_cfg_t *t = &run->s->train;
-    /* Only the chief speaks; the other tasks report errors only. The
-     * header counts the epochs the run touches (max_steps may end it
-     * inside an earlier one). */
-    strata__progress_init(&run->progress, run->ctx,
-                          run->chief ? t->progress : STRATA__PROGRESS_NONE,
-                          strata__run_epochs(run));
+    run->nclosed++;
+    const strata__event_t ev = { .kind = STRATA__EV_EPOCH_END,
+                                 .epoch = st->epoch - 1, .stats = st };
+    return strata__emit(&run->bus, &ev);
 }
 
 /* Steps between two checks for a stop request: short enough that a
  * preempted job stops promptly, long enough that the check costs nothing. */
 #define SEGMENT_STEPS 32
-_Static_assert(SEGMENT_STEPS <= STRATA__WATCH_SLOTS,
+_Static_assert(SEGMENT_STEPS <= STRATA__STEP_SLOTS,
                "a replica records every step of a segment");
 
 /* Has anybody asked the job to stop, or (an elastic job) heard that a
@@ -399,11 +441,140 @@ static int resume(strata__run_t *run, strata__resume_t *at)
 /* The epochs from `at` on. Returns STRATA__RESIZE, with *at where the
  * job stands, when the workers agreed at a step boundary that an elastic
  * job's world must be re-formed. */
+/* Epoch e starts (at batch `first`; it will run to batch `steps`): its
+ * sample order, and its figures unless it goes on across a regroup. */
+static void begin_epoch(strata__run_t *run, int e, int64_t first,
+                        int64_t steps, int64_t step)
+{
+    const strata__train_cfg_t *t = &run->s->train;
+    run->cur_epoch = e;
+    strata__epoch_order(run->perm, run->train.n, (uint64_t)t->seed,
+                        (uint64_t)e, run->s->data.shuffle);
+    int fresh = run->stats_epoch != e;
+    if (fresh) {
+        for (int r = 0; r < run->nreplicas; r++) {
+            run->reps[r].loss_sum = 0.0;
+            run->reps[r].correct = 0;
+            run->reps[r].samples = 0;
+        }
+        run->stats_epoch = e;
+        run->epoch_secs = 0.0;
+        run->epoch_first = first;
+    }
+    run->epoch_step0 = step - first;
+    const strata__event_t begin = {
+        .kind = STRATA__EV_EPOCH_BEGIN, .epoch = e,
+        .steps = steps - run->epoch_first, .first = fresh ? first : 0,
+    };
+    strata__emit(&run->bus, &begin);
+}
+
+/* Batches [first, steps) of epoch e, in segments between step boundaries
+ * (at most SEGMENT_STEPS, ending on multiples of every_steps), where the
+ * workers agree on a stop or a resize and a checkpoint is written when
+ * due. *step: the global step reached. */
+static int train_batches(strata__run_t *run, int e, int64_t first,
+                         int64_t steps, int64_t *step, int *stop, int *resize)
+{
+    const strata__checkpoint_cfg_t *ck = &run->s->checkpoint;
+    int rc = STRATA_OK;
+    for (int64_t b = first; b < steps && !failed(run) && !*stop && !*resize;) {
+        int64_t end = b + SEGMENT_STEPS < steps ? b + SEGMENT_STEPS : steps;
+        if (ck->every_steps > 0) { /* end on the next multiple */
+            int64_t g = run->epoch_step0 + b, k = ck->every_steps;
+            int64_t next = (g / k + 1) * k - run->epoch_step0;
+            if (next < end)
+                end = next;
+        }
+        run->seg_lo = b;
+        run->seg_hi = end;
+        double t0 = strata__now();
+        run_phase(run, PHASE_TRAIN);
+        run->epoch_secs += strata__now() - t0;
+        publish_steps(run, end - run->epoch_first);
+        if (failed(run))
+            break;
+        b = end;
+        *step = run->epoch_step0 + b;
+        rc = stop_requested(run, stop, resize);
+        if (rc == STRATA_OK && b < steps &&
+            strata__checkpoint_due(run, e, b, *step, *stop, 0))
+            rc = strata__checkpoint_save(run, e, b, *step);
+        if (rc != STRATA_OK) {
+            fail(run, rc);
+            break;
+        }
+    }
+    return atomic_load(&run->rc);
+}
+
+/* Close epoch e after batch `steps` (of `full`) at global step `step`: its
+ * figures summed over the job, the evaluation and the monitor where the
+ * epoch is whole or the run ends, the checkpoints due, the observers. */
+static int close_epoch(strata__run_t *run, int e, int64_t steps, int64_t full,
+                       int64_t step, int stop)
+{
+    const strata__train_cfg_t *t = &run->s->train;
+    int64_t done = steps - run->epoch_first;
+    double loss = 0.0, vloss = 0.0, vacc = 0.0;
+    int64_t correct = 0, samples = 0;
+    for (int r = 0; r < run->nreplicas; r++) {
+        loss += run->reps[r].loss_sum;
+        correct += run->reps[r].correct;
+        samples += run->reps[r].samples;
+    }
+    double n = (double)done * (double)run->batch;
+    /* Elastic: the samples the members of now trained (a lost one's
+     * figures went with it). */
+    int rc = world_sum(run, &loss, &correct, run->elastic ? &samples : NULL);
+    if (run->elastic)
+        n = samples > 0 ? (double)samples : 1.0;
+    /* A whole epoch, or the run's last step (max_steps): validated,
+     * watched by the monitor, and checkpointed when due; the end of the
+     * run (its last step, early stopping) always is. */
+    int whole = step == run->epoch_step0 + full;
+    int last = step >= strata__run_last_step(run);
+    if (run->elastic && t->elastic_batch == STRATA__BATCH_PER_WORKER)
+        last = (whole && e + 1 == t->epochs) || /* steps follow workers */
+               (t->max_steps > 0 && step >= t->max_steps);
+    int val = t->eval && (whole || last);
+    int best = 0;
+    if (rc == STRATA_OK && val)
+        rc = evaluate(run, &vloss, &vacc);
+    if (rc == STRATA_OK && val)
+        rc = strata__run_monitor(run, e + 1, vloss, vacc, &best);
+    int end = last || run->halt;
+    /* Where the job goes on: the next epoch, or (max_steps) past the
+     * epoch's last batch run. */
+    int ce = whole ? e + 1 : e;
+    int64_t cb = whole ? 0 : steps;
+    if (rc == STRATA_OK && (whole || end) &&
+        strata__checkpoint_due(run, ce, cb, step, stop, end))
+        rc = strata__checkpoint_save(run, ce, cb, step);
+    if (rc == STRATA_OK && best)
+        rc = strata__checkpoint_save_best(run, ce, cb, step);
+    if (rc != STRATA_OK) {
+        fail(run, rc);
+        return rc;
+    }
+    strata__epoch_stats_t st = {
+        .epoch = e + 1, .steps = done, .train_loss = loss / n,
+        .train_acc = (double)correct / n, .test_loss = vloss,
+        .test_acc = vacc, .seconds = run->epoch_secs,
+        .samples_per_s = run->epoch_secs > 0 ? n / run->epoch_secs : 0.0,
+        .has_test = val,
+    };
+    rc = finish_epoch(run, &st);
+    if (rc == STRATA_OK) {
+        run->done_epoch = e + 1; /* closed: the next one starts afresh */
+        run->done_batch = run->done_pos = 0;
+    }
+    return rc;
+}
+
 static int train_epochs(strata__run_t *run, strata__resume_t *at)
 {
     const strata__train_cfg_t *t = &run->s->train;
-    const strata__checkpoint_cfg_t *ck = &run->s->checkpoint;
-    int rc = STRATA_OK;
     int64_t step = at->step;
     for (int e = at->epoch; e < t->epochs && !failed(run); e++) {
         int64_t first = e == at->epoch ? at->batch : 0;
@@ -424,62 +595,13 @@ static int train_epochs(strata__run_t *run, strata__resume_t *at)
                                       .sample = run->pos0 };
             return STRATA__RESIZE;
         }
-        run->cur_epoch = e;
-        strata__epoch_order(run->perm, run->train.n, (uint64_t)t->seed,
-                            (uint64_t)e, run->s->data.shuffle);
-        /* An epoch goes on across a regroup: its figures too. */
-        int fresh = run->stats_epoch != e;
-        if (fresh) {
-            for (int r = 0; r < run->nreplicas; r++) {
-                run->reps[r].loss_sum = 0.0;
-                run->reps[r].correct = 0;
-                run->reps[r].samples = 0;
-            }
-            run->stats_epoch = e;
-            run->epoch_secs = 0.0;
-            run->epoch_first = first;
-        }
-        run->epoch_step0 = step - first;
-        strata__progress_begin(&run->progress, e, steps - run->epoch_first);
-        if (fresh && first > 0 && run->chief &&
-            run->progress.mode != STRATA__PROGRESS_NONE)
-            strata__out(run->ctx, "(epoch %d resumed at batch %lld of %lld: "
-                        "its loss and accuracy cover those %lld steps only)\n",
-                        e + 1, (long long)first, (long long)steps,
-                        (long long)(steps - first));
+        begin_epoch(run, e, first, steps, step);
         int stop = 0, resize = 0;
-        for (int64_t b = first; b < steps && !failed(run) && !stop && !resize;) {
-            int64_t end = b + SEGMENT_STEPS < steps ? b + SEGMENT_STEPS : steps;
-            if (ck->every_steps > 0) { /* end on the next multiple */
-                int64_t g = run->epoch_step0 + b, k = ck->every_steps;
-                int64_t next = (g / k + 1) * k - run->epoch_step0;
-                if (next < end)
-                    end = next;
-            }
-            run->seg_lo = b;
-            run->seg_hi = end;
-            double t0 = strata__now();
-            run_phase(run, PHASE_TRAIN);
-            run->epoch_secs += strata__now() - t0;
-            strata__watch_steps(run);
-            if (failed(run))
-                break;
-            b = end;
-            step = run->epoch_step0 + b;
-            rc = stop_requested(run, &stop, &resize);
-            if (rc == STRATA_OK && b < steps && checkpointing(run) &&
-                (stop || (ck->every_steps > 0 && step % ck->every_steps == 0)))
-                rc = strata__checkpoint_save(run, e, b, step);
-            if (rc != STRATA_OK) {
-                fail(run, rc);
-                break;
-            }
-        }
-        if (failed(run))
+        int rc = train_batches(run, e, first, steps, &step, &stop, &resize);
+        if (rc != STRATA_OK || failed(run))
             break;
-        if (stop && step < run->epoch_step0 + steps) {
+        if (stop && step < run->epoch_step0 + steps)
             return stopped(run, step); /* mid-epoch: no closing line */
-        }
         if (resize && step < run->epoch_step0 + steps) {
             int64_t b = step - run->epoch_step0;
             *at = (strata__resume_t){
@@ -488,62 +610,11 @@ static int train_epochs(strata__run_t *run, strata__resume_t *at)
             return STRATA__RESIZE;
         }
         run->resize_due = resize; /* after the epoch's close */
-        int64_t done = steps - run->epoch_first;
-        double loss = 0.0, vloss = 0.0, vacc = 0.0;
-        int64_t correct = 0, samples = 0;
-        for (int r = 0; r < run->nreplicas; r++) {
-            loss += run->reps[r].loss_sum;
-            correct += run->reps[r].correct;
-            samples += run->reps[r].samples;
-        }
-        double n = (double)done * (double)run->batch;
-        /* Elastic: the samples the members of now trained (a lost one's
-         * figures went with it). */
-        rc = world_sum(run, &loss, &correct, run->elastic ? &samples : NULL);
-        if (run->elastic)
-            n = samples > 0 ? (double)samples : 1.0;
-        /* A whole epoch, or the run's last step (max_steps): validated,
-         * watched by the monitor, and checkpointed when due; the end of
-         * the run (its last step, early stopping) always is. */
-        int whole = step == run->epoch_step0 + full;
-        int last = step >= strata__run_last_step(run);
-        if (run->elastic && t->elastic_batch == STRATA__BATCH_PER_WORKER)
-            last = (whole && e + 1 == t->epochs) || /* steps follow workers */
-                   (t->max_steps > 0 && step >= t->max_steps);
-        int val = t->eval && (whole || last);
-        int best = 0;
-        if (rc == STRATA_OK && val)
-            rc = evaluate(run, &vloss, &vacc);
-        if (rc == STRATA_OK && val)
-            rc = strata__run_monitor(run, e + 1, vloss, vacc, &best);
-        int end = last || run->halt;
-        if (rc == STRATA_OK && (whole || end) && checkpointing(run) &&
-            (stop || end ||
-             (ck->every_epochs > 0 && (e + 1) % ck->every_epochs == 0)))
-            rc = whole ? strata__checkpoint_save(run, e + 1, 0, step)
-                       : strata__checkpoint_save(run, e, steps, step);
-        if (rc == STRATA_OK && best)
-            rc = whole ? strata__checkpoint_save_best(run, e + 1, 0, step)
-                       : strata__checkpoint_save_best(run, e, steps, step);
-        if (rc != STRATA_OK) {
-            fail(run, rc);
-            break;
-        }
-        strata__epoch_stats_t st = {
-            .epoch = e + 1, .steps = done, .train_loss = loss / n,
-            .train_acc = (double)correct / n, .test_loss = vloss,
-            .test_acc = vacc, .seconds = run->epoch_secs,
-            .samples_per_s = run->epoch_secs > 0 ? n / run->epoch_secs : 0.0,
-            .has_test = val,
-        };
-        rc = finish_epoch(run, &st);
+        rc = close_epoch(run, e, steps, full, step, stop);
         if (rc != STRATA_OK)
             return rc;
-        run->done_epoch = e + 1; /* closed: the next one starts afresh */
-        run->done_batch = run->done_pos = 0;
-        if (stop) {
+        if (stop)
             return stopped(run, step);
-        }
         if (run->halt) {
             strata__run_halt_line(run, e + 1);
             break;
@@ -618,7 +689,7 @@ static int step_loop(strata__run_t *run)
         run->step_id = st.id;
         run->cur_epoch = st.epoch;
         run_phase(run, PHASE_STEP);
-        strata__watch_steps(run);
+        publish_steps(run, 0);
         st.has_result = 1;
         st.samples = run->batch;
         st.loss_sum = 0.0;
@@ -653,12 +724,17 @@ int strata__host_report(strata_ctx_t *ctx, const strata_report_t *r)
     if (!run || !r)
         return run ? STRATA_EINVAL : STRATA_ESTATE;
     switch (r->kind) {
-    case STRATA_REPORT_EPOCH_BEGIN:
-        strata__progress_begin(&run->progress, r->epoch, r->steps);
-        return STRATA_OK;
-    case STRATA_REPORT_STEP:
-        strata__progress_step(&run->progress, r->steps, r->loss, r->acc);
-        return STRATA_OK;
+    case STRATA_REPORT_EPOCH_BEGIN: {
+        const strata__event_t ev = { .kind = STRATA__EV_EPOCH_BEGIN,
+                                     .epoch = r->epoch, .steps = r->steps };
+        return strata__emit(&run->bus, &ev);
+    }
+    case STRATA_REPORT_STEP: {
+        const strata__event_t ev = { .kind = STRATA__EV_PROGRESS,
+                                     .epoch = r->epoch, .steps = r->steps,
+                                     .loss = r->loss, .acc = r->acc };
+        return strata__emit(&run->bus, &ev);
+    }
     case STRATA_REPORT_EPOCH_END: {
         double n = (double)r->steps * (double)run->batch;
         strata__epoch_stats_t st = {
@@ -696,12 +772,10 @@ int strata__host_boundary_due(strata_ctx_t *ctx, int32_t epoch,
     strata__run_t *run = run_of(ctx);
     if (!run)
         return 0;
-    const strata__checkpoint_cfg_t *ck = &run->s->checkpoint;
-    (void)epoch;
     if (atomic_load(&run->ctx->stop))
         return 1;
-    return checkpointing(run) && ck->every_steps > 0 && batch > 0 &&
-           step % ck->every_steps == 0 && step != run->last_boundary;
+    return batch > 0 && step != run->last_boundary &&
+           strata__checkpoint_due(run, epoch, batch, step, 0, 0);
 }
 
 int strata__host_boundary(strata_ctx_t *ctx, int32_t epoch, int64_t batch,
@@ -710,16 +784,11 @@ int strata__host_boundary(strata_ctx_t *ctx, int32_t epoch, int64_t batch,
     strata__run_t *run = run_of(ctx);
     if (!run)
         return STRATA_ESTATE;
-    const strata__checkpoint_cfg_t *ck = &run->s->checkpoint;
     int stop = atomic_load(&run->ctx->stop) != 0;
-    /* The end of the run (its last step, early stopping) is checkpointed
-     * too. */
-    int due = stop || strata__host_boundary_due(ctx, epoch, batch, step) ||
-              (batch == 0 && ck->every_epochs > 0 && epoch > 0 &&
-               epoch % ck->every_epochs == 0) ||
-              step >= strata__run_last_step(run) || run->halt;
+    int end = step >= strata__run_last_step(run) || run->halt;
     int rc = STRATA_OK;
-    if (due && checkpointing(run) && step != run->last_boundary) {
+    if (step != run->last_boundary &&
+        strata__checkpoint_due(run, epoch, batch, step, stop, end)) {
         rc = strata__checkpoint_save(run, epoch, batch, step);
         if (rc == STRATA_OK)
             run->last_boundary = step;
@@ -803,20 +872,21 @@ int strata__train(strata_ctx_t *ctx)
     if (rc == STRATA_OK)
         rc = start_threads(run);
     if (rc == STRATA_OK) {
-        const strata_plugin_v2_t *vt = run->strategy->vt;
+        const uint32_t caps = run->strategy->caps;
         strata__run_banner(run);
-        progress_init(run);
-        rc = strata__watch_start(run);
+        rc = strata__observers_open(run);
         if (rc == STRATA_OK)
-            rc = STRATA_HAS(vt, drive) ? drive(run) : STRATA_ENOTSUP;
+            rc = caps & STRATA_CAP_DRIVES ? drive(run) : STRATA_ENOTSUP;
         /* The core's loop: every worker in step, to the end together. */
-        run->watch.lockstep = rc == STRATA_ENOTSUP &&
-                              !STRATA_HAS(vt, next_step);
+        run->lockstep = rc == STRATA_ENOTSUP && !(caps & STRATA_CAP_NEXT_STEP);
         if (rc == STRATA_ENOTSUP)
-            rc = STRATA_HAS(vt, next_step) ? step_loop(run) : train_loop(run);
+            rc = caps & STRATA_CAP_NEXT_STEP ? step_loop(run) : train_loop(run);
     }
     stop_threads(run);
-    rc = strata__watch_finish(run, rc);
+    const strata__event_t end = { .kind = STRATA__EV_RUN_END, .rc = rc };
+    int orc = strata__emit(&run->bus, &end);
+    if (rc == STRATA_OK)
+        rc = orc;
     if (rc == STRATA_OK)
         rc = strata__run_finish(run);
     else if (strata__elastic_job_over(run))

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <strata/plugin.h>
+
 #include "cli.h"
 #include "compare.h"
 #include "createfile.h"
@@ -39,10 +41,15 @@ static const char *const k_usage =
     "a run that fails is a row of the table and the others go on.\n"
     "\n"
     "  -c, --config FILE      the job (default: the compiled-in defaults)\n"
-    "      --strategies LIST  comma-separated, of:\n"
-    "                           mirrored, central  one process, the job's devices\n"
-    "                           mwms:W             strata launch -n W\n"
-    "                           ps:PxW             strata launch --ps P --workers W --chief\n"
+    "      --strategies LIST  comma-separated, of (NAME: an installed strategy\n"
+    "                         plugin, e.g. mirrored, central, mwms, ps):\n"
+    "                           NAME          one process, the job's devices\n"
+    "                           NAME:W        strata launch -n W (a strategy\n"
+    "                                         that trains across processes,\n"
+    "                                         e.g. mwms:W)\n"
+    "                           NAME:PxW      strata launch --ps P --workers W\n"
+    "                                         --chief (one that hands out\n"
+    "                                         steps, e.g. ps:PxW)\n"
     "                         a launched task has one replica (train.devices =\n"
     "                         cpu:0) unless --set says otherwise\n"
     "                         (default " DEFAULT_STRATEGIES ")\n"
@@ -78,7 +85,8 @@ static int count(const char *s, const char **end, int max, int *out)
     return 0;
 }
 
-/* mirrored | central | mwms:W | ps:PxW */
+/* NAME | NAME:W | NAME:PxW (what NAME can do is checked against its
+ * plugin later, in check_strategies) */
 static int parse_spec(const char *s, size_t len, cmp_run_t *r)
 {
     char spec[sizeof r->spec];
@@ -89,31 +97,35 @@ static int parse_spec(const char *s, size_t len, cmp_run_t *r)
     spec[len] = '\0';
     memset(r, 0, sizeof *r);
     memcpy(r->spec, spec, len + 1);
-    if (!strcmp(spec, "mirrored") || !strcmp(spec, "central")) {
-        r->kind = spec[0] == 'm' ? CMP_MIRRORED : CMP_CENTRAL;
+    size_t nlen = strcspn(spec, ":");
+    if (nlen == 0 || nlen >= sizeof r->plugin ||
+        strspn(spec, "abcdefghijklmnopqrstuvwxyz0123456789_-") != nlen)
+        return -1;
+    memcpy(r->plugin, spec, nlen);
+    const char *topo = spec[nlen] ? spec + nlen + 1 : NULL;
+    if (!topo) {
+        r->kind = CMP_ONE;
         r->ntasks = 1;
-        snprintf(r->stem, sizeof r->stem, "%s", spec);
+        snprintf(r->stem, sizeof r->stem, "%s", r->plugin);
         return 0;
     }
-    if (!strncmp(spec, "mwms:", 5)) {
-        if (count(spec + 5, &end, MAX_TASKS, &r->workers) != 0 || *end)
-            return -1;
-        r->kind = CMP_MWMS;
+    if (count(topo, &end, MAX_TASKS, &r->workers) != 0)
+        return -1;
+    if (!*end) {
+        r->kind = CMP_WORKERS;
         r->ntasks = r->workers;
-        snprintf(r->stem, sizeof r->stem, "mwms-%d", r->workers);
+        snprintf(r->stem, sizeof r->stem, "%s-%d", r->plugin, r->workers);
         return 0;
     }
-    if (!strncmp(spec, "ps:", 3)) {
-        if (count(spec + 3, &end, MAX_TASKS, &r->ps) != 0 || *end != 'x' ||
-            count(end + 1, &end, MAX_TASKS, &r->workers) != 0 || *end ||
-            r->ps + r->workers + 1 > MAX_TASKS)
-            return -1;
-        r->kind = CMP_PS;
-        r->ntasks = r->ps + r->workers + 1; /* + the chief (coordinator) */
-        snprintf(r->stem, sizeof r->stem, "ps-%dx%d", r->ps, r->workers);
-        return 0;
-    }
-    return -1;
+    r->ps = r->workers;
+    if (*end != 'x' || count(end + 1, &end, MAX_TASKS, &r->workers) != 0 ||
+        *end || r->ps + r->workers + 1 > MAX_TASKS)
+        return -1;
+    r->kind = CMP_PS;
+    r->ntasks = r->ps + r->workers + 1; /* + the chief (coordinator) */
+    snprintf(r->stem, sizeof r->stem, "%s-%dx%d", r->plugin, r->ps,
+             r->workers);
+    return 0;
 }
 
 static int parse_strategies(const char *list, cmp_run_t *runs, int *n)
@@ -128,9 +140,10 @@ static int parse_strategies(const char *list, cmp_run_t *runs, int *n)
         }
         if (parse_spec(p, len, &runs[*n]) != 0) {
             fprintf(stderr, "strata: compare: --strategies: '%.*s' is not a "
-                    "strategy: expected mirrored, central, mwms:W or ps:PxW "
-                    "(W workers, P ps tasks; at most %d tasks in a job, the "
-                    "chief of ps included)\n", (int)(len > 40 ? 40 : len), p,
+                    "strategy: expected NAME, NAME:W or NAME:PxW, e.g. "
+                    "mirrored, central, mwms:W or ps:PxW (W workers, P ps "
+                    "tasks; at most %d tasks in a job, the chief of ps "
+                    "included)\n", (int)(len > 40 ? 40 : len), p,
                     MAX_TASKS);
             return -1;
         }
@@ -302,10 +315,71 @@ static int parse(int argc, char **argv, parsed_t *p)
     return 0;
 }
 
+/* Is plugin `name` of the search path a strategy? (strata_plugins_list) */
+struct kind_of {
+    const char *name;
+    char        kind[16];
+};
+
+static void kind_cb(void *user, const char *name, const char *kind,
+                    int major, int minor, const char *version,
+                    const char *description, const char *path, int status)
+{
+    struct kind_of *k = user;
+    (void)major, (void)minor, (void)version, (void)description, (void)path;
+    if (!strcmp(name, k->name) && !k->kind[0] && status == 0)
+        snprintf(k->kind, sizeof k->kind, "%s", kind ? kind : "");
+}
+
+/* Each strategy of the list is an installed strategy plugin that can run
+ * as asked, by its capability word: NAME:PxW needs one that hands out
+ * steps (STRATA_CAP_NEXT_STEP, a coordinator: ps), NAME:W one that trains
+ * across processes (STRATA_CAP_WORLD_SUM), NAME one that trains in one
+ * process (not a coordinator). */
+static int check_strategies(strata_ctx_t *ctx, const cmp_run_t *runs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const cmp_run_t *r = &runs[i];
+        struct kind_of k = { .name = r->plugin };
+        uint32_t caps = 0;
+        char text[128] = "-";
+        int rc = strata_plugins_list(ctx, kind_cb, &k);
+        if (rc != STRATA_OK)
+            return -1; /* the library said why */
+        const char *why = NULL;
+        if (!k.kind[0])
+            why = "no working plugin of that name on the search path "
+                  "(`strata plugins` lists them)";
+        else if (strcmp(k.kind, "strategy") != 0)
+            why = "a transport plugin, not a strategy";
+        else if ((rc = strata_plugin_caps(ctx, r->plugin, &caps, text,
+                                          sizeof text)) != STRATA_OK)
+            return -1; /* the library said why */
+        else if (r->kind != CMP_PS && (caps & STRATA_CAP_NEXT_STEP))
+            why = "its plugin runs with ps tasks and a coordinator: write "
+                  "NAME:PxW";
+        else if (r->kind == CMP_PS && !(caps & STRATA_CAP_NEXT_STEP))
+            why = "its plugin does not hand out steps (NAME:PxW needs a "
+                  "strategy with the next_step capability, e.g. ps)";
+        else if (r->kind == CMP_WORKERS && !(caps & STRATA_CAP_WORLD_SUM))
+            why = "its plugin does not train across processes (NAME:W needs "
+                  "a strategy with the world_sum capability, e.g. mwms)";
+        if (why) {
+            fprintf(stderr, "strata: compare: --strategies: '%s' is not a "
+                    "strategy: %s%s%s%s\n", r->spec, why,
+                    caps ? " (its capabilities: " : "", caps ? text : "",
+                    caps ? ")" : "");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* The job file and the --set assignments, read once before any run: a
  * missing file or a malformed line is one error here. (The values are
- * checked by each run as it starts: a bad one fails every run, exit 2.) */
-static int check_job(const cmp_opts_t *o)
+ * checked by each run as it starts: a bad one fails every run, exit 2.)
+ * Then the strategies, with the job's plugin path. */
+static int check_job(const cmp_opts_t *o, const cmp_run_t *runs, int n)
 {
     strata_ctx_t *ctx = NULL;
     int rc = strata_ctx_create(o->config, &ctx);
@@ -314,8 +388,9 @@ static int check_job(const cmp_opts_t *o)
     if (rc != STRATA_OK)
         fprintf(stderr, "strata: compare: the job cannot be read (%s): "
                 "nothing was run\n", strata_err_name(rc));
+    int bad = rc != STRATA_OK || check_strategies(ctx, runs, n) != 0;
     strata_ctx_destroy(ctx);
-    return rc == STRATA_OK ? 0 : -1;
+    return bad ? -1 : 0;
 }
 
 /* ---- results ----------------------------------------------------------- */
@@ -743,7 +818,7 @@ int cli_compare(int argc, char **argv)
                 p->o.out);
         code = 2;
     }
-    if (code == 0 && check_job(&p->o) != 0)
+    if (code == 0 && check_job(&p->o, p->runs, p->nruns) != 0)
         code = 2;
     double link_bps = 0;
     if (code == 0 && p->o.link) {
@@ -774,14 +849,14 @@ int cli_compare(int argc, char **argv)
     }
     for (int i = 0; code == 0 && i < p->nruns && !g_stop; i++) {
         cmp_run_t *r = &p->runs[i];
-        snprintf(r->log, sizeof r->log, "%s/%s.log", p->o.out, r->stem);
-        snprintf(r->csv, sizeof r->csv, "%s/%s.metrics.csv", p->o.out,
-                 r->stem);
+        char stem[sizeof r->stem]; /* gcc -O0 sees r->log and r->stem overlap */
+        memcpy(stem, r->stem, sizeof stem);
+        snprintf(r->log, sizeof r->log, "%s/%s.log", p->o.out, stem);
+        snprintf(r->csv, sizeof r->csv, "%s/%s.metrics.csv", p->o.out, stem);
         if (p->o.straggler[0] && !cli_compare_has_task(r, p->o.straggler))
             snprintf(r->note, sizeof r->note, "no task %s in this job: no "
                      "straggler", p->o.straggler);
-        else if (p->o.link && (r->kind == CMP_MIRRORED ||
-                               r->kind == CMP_CENTRAL))
+        else if (p->o.link && r->kind == CMP_ONE)
             snprintf(r->note, sizeof r->note, "one process: no link to "
                      "limit");
         printf("[compare] %d/%d %s: log %s\n", i + 1, p->nruns, r->spec,

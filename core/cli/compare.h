@@ -6,7 +6,11 @@
 #include <signal.h>
 #include <stddef.h>
 
-typedef enum { CMP_MIRRORED, CMP_CENTRAL, CMP_MWMS, CMP_PS } cmp_kind_t;
+/* How a strategy's job is started: one process (strata train), W workers
+ * (strata launch -n W), or P ps tasks, W workers and a chief (strata
+ * launch --ps P --workers W --chief). Which one a strategy allows, its
+ * plugin says (its capability word: check_strategies in compare.c). */
+typedef enum { CMP_ONE, CMP_WORKERS, CMP_PS } cmp_kind_t;
 
 /* One row of a run's [train] metrics_csv. */
 typedef struct cmp_epoch {
@@ -19,7 +23,8 @@ typedef struct cmp_epoch {
 /* One strategy of the comparison: what runs and what came of it. */
 typedef struct cmp_run {
     char        spec[32];  /* as given: "ps:2x2" */
-    char        stem[32];  /* of its files: "ps-2x2" */
+    char        stem[48];  /* of its files: "ps-2x2" */
+    char        plugin[32];/* the strategy plugin: "ps" */
     cmp_kind_t  kind;
     int         workers, ps;
     int         ntasks;    /* processes that train or serve */

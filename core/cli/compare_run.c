@@ -41,7 +41,7 @@ static void nap_ms(long ms)
 
 static int multi_process(const cmp_run_t *r)
 {
-    return r->kind == CMP_MWMS || r->kind == CMP_PS;
+    return r->kind != CMP_ONE;
 }
 
 int cli_compare_has_task(const cmp_run_t *r, const char *task)
@@ -251,15 +251,13 @@ static void args_free(args_t *a)
  * then what compare needs (epochs, straggler, strategy, metrics file). */
 static int build_args(const cmp_opts_t *o, const cmp_run_t *r, args_t *a)
 {
-    static const char *const k_plugin[] = { "mirrored", "central", "mwms",
-                                            "ps" };
     char num[16];
     a->cap = 40 + 2 * o->nsets;
     a->v = calloc((size_t)a->cap, sizeof *a->v);
     if (!a->v)
         return -1;
     int rc = push(a, "strata");
-    if (r->kind == CMP_MWMS) {
+    if (r->kind == CMP_WORKERS) {
         snprintf(num, sizeof num, "%d", r->workers);
         rc |= push(a, "launch") | push(a, "-n") | push(a, num);
     } else if (r->kind == CMP_PS) {
@@ -283,7 +281,7 @@ static int build_args(const cmp_opts_t *o, const cmp_run_t *r, args_t *a)
               push_set(a, "debug.step_delay_ms=%d", o->straggler_ms);
     if (o->link && multi_process(r)) /* over tcp, through the link */
         rc |= push_set(a, "transport.zmq.shm=off");
-    rc |= push_set(a, "strategy.plugin=%s", k_plugin[r->kind]) |
+    rc |= push_set(a, "strategy.plugin=%s", r->plugin) |
           push_set(a, "train.metrics_csv=%s", r->csv);
     return rc ? -1 : 0;
 }

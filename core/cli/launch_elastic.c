@@ -52,6 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <strata/plugin.h>
 #include <strata/strata.h>
 
 #include "cli.h"
@@ -401,7 +402,8 @@ static void join(esvc_t *s, int ci, const char *line)
     w->conn = ci;
     w->gone = 0;
     w->joined = 1;
-    snprintf(w->addr, sizeof w->addr, "%s", addr);
+    /* addr_ok: it fits; the precision says so to the compiler */
+    snprintf(w->addr, sizeof w->addr, "%.*s", (int)sizeof w->addr - 1, addr);
     w->committed = committed;
     if (s->over) {
         put(s, ci, "END\n");
@@ -558,18 +560,28 @@ int esvc_job_args(char **targv, int *nt, int min, int max)
     const char *strategy = rc == STRATA_OK
                                ? strata_ctx_get(ctx, "strategy", "plugin")
                                : NULL;
-    int mwms = strategy && !strcmp(strategy, "mwms");
-    if (rc == STRATA_OK && !mwms)
+    /* The strategy's capability word (plugin ABI 2.5), not its name: an
+     * elastic one answers STRATA_CTL_REGROUP and takes the keys elastic,
+     * min_workers and max_workers in its section. */
+    static char name[64];
+    snprintf(name, sizeof name, "%s", strategy ? strategy : "mirrored");
+    uint32_t caps = 0;
+    char capstr[160] = "";
+    if (rc == STRATA_OK)
+        rc = strata_plugin_caps(ctx, name, &caps, capstr, sizeof capstr);
+    int elastic = rc == STRATA_OK && (caps & STRATA_CAP_ELASTIC);
+    if (rc == STRATA_OK && !elastic)
         fprintf(stderr, "strata: launch: --elastic runs mwms jobs only; this "
-                "job's [strategy] plugin is '%s'\n",
-                strategy ? strategy : "mirrored");
+                "job's [strategy] plugin is '%s': its capabilities (%s) lack "
+                "'elastic' (any strategy that has it runs too)\n", name,
+                capstr);
     strata_ctx_destroy(ctx);
-    if (rc != STRATA_OK || !mwms)
+    if (rc != STRATA_OK || !elastic)
         return -1;
-    static char sets[3][64];
-    snprintf(sets[0], sizeof sets[0], "strategy.mwms.elastic=true");
-    snprintf(sets[1], sizeof sets[1], "strategy.mwms.min_workers=%d", min);
-    snprintf(sets[2], sizeof sets[2], "strategy.mwms.max_workers=%d", max);
+    static char sets[3][160];
+    snprintf(sets[0], sizeof sets[0], "strategy.%s.elastic=true", name);
+    snprintf(sets[1], sizeof sets[1], "strategy.%s.min_workers=%d", name, min);
+    snprintf(sets[2], sizeof sets[2], "strategy.%s.max_workers=%d", name, max);
     for (int i = 0; i < 3; i++) {
         targv[(*nt)++] = "--set";
         targv[(*nt)++] = sets[i];

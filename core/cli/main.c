@@ -279,6 +279,7 @@ static int cmd_inspect(int argc, char **argv)
 
 typedef struct listing {
     int count, broken;
+    strata_ctx_t *ctx;   /* to ask each plugin's capabilities */
 } listing_t;
 
 static void print_plugin(void *user, const char *name, const char *kind,
@@ -293,10 +294,14 @@ static void print_plugin(void *user, const char *name, const char *kind,
                kind ? kind : "?", "-", "-", strata_strerror(status), path);
         return;
     }
-    char abi[16];
+    char abi[16], caps[160] = "?";
     snprintf(abi, sizeof abi, "%d.%d", abi_major, abi_minor);
-    printf("%-10s %-9s %-7s %-7s %s  %s\n", name, kind, abi,
-           version ? version : "-", description ? description : "", path);
+    uint32_t word;
+    if (strata_plugin_caps(l->ctx, name, &word, caps, sizeof caps) != STRATA_OK)
+        snprintf(caps, sizeof caps, "?");
+    printf("%-10s %-9s %-7s %-7s %s  [caps: %s]  %s\n", name, kind, abi,
+           version ? version : "-", description ? description : "", caps,
+           path);
 }
 
 static int cmd_plugins(int argc, char **argv)
@@ -307,7 +312,7 @@ static int cmd_plugins(int argc, char **argv)
     if (code == 0)
         code = make_ctx(&a, &ctx);
     if (code == 0) {
-        listing_t l = { 0, 0 };
+        listing_t l = { 0, 0, ctx };
         printf("%-10s %-9s %-7s %-7s %s  %s\n", "NAME", "KIND", "ABI",
                "VERSION", "DESCRIPTION", "PATH");
         int rc = strata_plugins_list(ctx, print_plugin, &l);

@@ -8,8 +8,9 @@
  *
  *   #include <strata/plugin.h>
  *   STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
- *       STRATA_PLUGIN_HEADER(STRATA_KIND_STRATEGY, "mine", "1.0.0",
- *                            "one line that says what it does"),
+ *       STRATA_PLUGIN_HEADER_CAPS(STRATA_KIND_STRATEGY, "mine", "1.0.0",
+ *                                 "one line that says what it does",
+ *                                 STRATA_CAP_STATE),
  *       .init = mine_init, .fini = mine_fini, .create_var = mine_create_var,
  *       .reduce = mine_reduce, .update = mine_update,
  *   };
@@ -28,6 +29,7 @@
 
 #include "strata/errno.h"
 #include "strata/version.h"
+#include "strata/abi/types.h"
 #include "strata/abi/plugin_v1.h"
 #include "strata/abi/plugin_v2.h"
 
@@ -59,6 +61,9 @@ extern "C" {
 #define STRATA_LOG_DEBUG 3
 
 /* ctl() ops. Unknown ops return STRATA_ENOTSUP. */
+/* The transport ops 1, 7 and 8 are frozen for plugins built before 2.5; a
+ * 2.5 transport has the entries barrier, reduce_scatter and all_gather and
+ * a 2.5 strategy calls host->t_barrier, t_reduce_scatter, t_all_gather. */
 #define STRATA_CTL_BARRIER 1 /* transport: arg = int *slot; all members meet */
 /* Any plugin: a member failed; wake every waiter of this instance, which
  * then returns STRATA_ECANCELED. Thread-safe, may be called while other
@@ -111,10 +116,39 @@ extern "C" {
 #define STRATA_PLUGIN_SYMBOL    "strata_plugin_v2"
 #define STRATA_PLUGIN_SYMBOL_V1 "strata_plugin_v1"
 
-#define STRATA_PLUGIN_HEADER(kind_, name_, version_, description_)           \
+/* hdr.caps (ABI 2.5): what the plugin does beyond the required entries.
+ * The core asks this word, never a plugin's name, and never probes: an
+ * entry or ctl op a bit promises is called without asking first. For a
+ * plugin built before 2.5 (caps was `reserved`, 0) the core derives the
+ * word from its entries (loader: strata__plugin_caps). */
+/* strategy */
+#define STRATA_CAP_ELASTIC    0x0001u /* answers STRATA_CTL_REGROUP          */
+#define STRATA_CAP_DRIVES     0x0002u /* drive(): runs its part of the job   */
+#define STRATA_CAP_NEXT_STEP  0x0004u /* next_step(): hands out steps (ps: a
+                                       * coordinator; one worker per step)  */
+#define STRATA_CAP_STATE      0x0008u /* STRATA_CTL_STATE_GET/SET: checkpoints */
+#define STRATA_CAP_CLIP       0x0010u /* applies [optimizer] clip_norm through
+                                       * host grad_sumsq / grad_clip        */
+#define STRATA_CAP_WORLD_SUM  0x0020u /* STRATA_CTL_WORLD_SUM across processes */
+#define STRATA_CAP_OVERLAP    0x0040u /* reduce_ready(): overlaps backward and
+                                       * reduce                              */
+/* transport */
+#define STRATA_CAP_P2P        0x0100u /* send/recv on STRATA_GROUP_P2P groups */
+#define STRATA_CAP_SHARDS     0x0200u /* reduce_scatter / all_gather        */
+#define STRATA_CAP_BARRIER    0x0400u /* barrier                             */
+#define STRATA_CAP_DEVICE_MEM 0x0800u /* buffers on GPUs, not only the host  */
+/* The bits of each kind; a bit of the other kind is refused at load. */
+#define STRATA_CAPS_STRATEGY  0x007fu
+#define STRATA_CAPS_TRANSPORT 0x0f00u
+
+#define STRATA_PLUGIN_HEADER_CAPS(kind_, name_, version_, description_, caps_) \
     .hdr = { STRATA_ABI_MAJOR, STRATA_ABI_MINOR,                             \
-             (uint32_t)sizeof(strata_plugin_v2_t), (kind_), 0u, (name_),     \
+             (uint32_t)sizeof(strata_plugin_v2_t), (kind_), (caps_), (name_), \
              (version_), (description_), STRATA_BUILD_SIG }
+/* caps 0: sources written before 2.5 compile unchanged (they declare
+ * nothing, so the core asks them for nothing optional). */
+#define STRATA_PLUGIN_HEADER(kind_, name_, version_, description_)           \
+    STRATA_PLUGIN_HEADER_CAPS(kind_, name_, version_, description_, 0u)
 
 /* True when the plugin was built with member `m` and set it. */
 #define STRATA_HAS(p, m)                                                     \

@@ -82,6 +82,44 @@ typedef struct strata_epoch_report {
     double  samples_per_s;
 } strata_epoch_report_t;
 
+/* One event of a run, for an application that watches it as strata's own
+ * outputs do (progress, metrics CSV, TensorBoard, trace are observers of
+ * the same events). Fields a kind does not name are 0. (Appended in 0.3.) */
+enum {
+    STRATA_EVENT_EPOCH_BEGIN = 1, /* epoch; steps: it will run             */
+    STRATA_EVENT_STEP        = 2, /* one per step this process trained, in */
+                                  /* order, delivered after each group of  */
+                                  /* at most 32 steps: epoch, step (global,*/
+                                  /* 0-based), loss and accuracy over this */
+                                  /* process's samples of it, its learning */
+                                  /* rate, seconds (its wall time here)    */
+    STRATA_EVENT_EVAL        = 3, /* the test set was evaluated: step (the */
+                                  /* steps done), loss, accuracy, seconds  */
+    STRATA_EVENT_CHECKPOINT  = 4, /* a checkpoint was written: step (the   */
+                                  /* steps it holds), seconds              */
+    STRATA_EVENT_EPOCH_END   = 5, /* as strata_epoch_report_t, on every    */
+                                  /* task; comm_share too                  */
+    STRATA_EVENT_RUN_END     = 6, /* the replicas have stopped: result     */
+};
+
+typedef struct strata_event {
+    uint32_t struct_size;     /* sizeof(strata_event_t) of the library      */
+    int32_t  kind;            /* STRATA_EVENT_*                              */
+    int32_t  epoch;           /* 0-based                                     */
+    int32_t  has_val;         /* EPOCH_END: val_* hold the evaluation        */
+    int64_t  step;
+    int64_t  steps;
+    double   loss, accuracy;
+    double   learning_rate;   /* STEP; EPOCH_END: of its last step           */
+    double   seconds;
+    double   val_loss, val_accuracy;
+    double   samples_per_s;   /* EPOCH_END                                   */
+    double   comm_share;      /* EPOCH_END: the share of the replicas' step  */
+                              /* time spent waiting and reducing; -1: none   */
+                              /* measured                                    */
+    int32_t  result;          /* RUN_END: 0, or the run's error so far       */
+} strata_event_t;
+
 typedef struct strata_callbacks {
     uint32_t struct_size;   /* sizeof(strata_callbacks_t)                    */
     void    *user;          /* passed back to every callback                 */
@@ -96,6 +134,9 @@ typedef struct strata_callbacks {
      * 0 error, 1 warning, 2 info, 3 debug. NULL: the lines go to stderr.
      * (Appended in 0.2: set struct_size to include it.) */
     void (*log)(void *user, int level, const char *line);
+    /* Every event of the run on this process (strata_event_t), on the
+     * thread that called strata_train(). NULL: none. (Appended in 0.3.) */
+    void (*event)(void *user, const strata_event_t *event);
 } strata_callbacks_t;
 
 /* Set (a copy of *cb) or clear (cb NULL) the context's callbacks. */
@@ -125,6 +166,13 @@ typedef void (*strata_plugin_cb)(void *user, const char *name, const char *kind,
                                  const char *path, int status);
 STRATA_API int strata_plugins_list(strata_ctx_t *ctx, strata_plugin_cb cb,
                                    void *user);
+/* What plugin `name` of the search path can do (plugin ABI 2.5): its
+ * STRATA_CAP_* word (<strata/plugin.h>; derived for a plugin built before
+ * 2.5) in *caps and, when text is not NULL, the bits' names ("state,clip",
+ * "-" for none). STRATA_ENOPLUGIN when no plugin of that name is on the
+ * path; a broken one: the error that `strata plugins` lists. */
+STRATA_API int strata_plugin_caps(strata_ctx_t *ctx, const char *name,
+                                  uint32_t *caps, char *text, size_t cap);
 
 #ifdef __cplusplus
 }

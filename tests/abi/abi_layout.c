@@ -11,7 +11,15 @@
  * 56"). The sizes now must be the rows of STRATA_ABI_MAJOR.MINOR (a struct
  * that grew without a minor bump fails, and so does a bump without its
  * rows), and no struct may be smaller than at an earlier version (members
- * are only ever appended). */
+ * are only ever appended).
+ *
+ * With --pinned FILE it checks that the rows of every released minor are
+ * as they were released: the CRC-32 of each minor's rows (in file order,
+ * each line with its newline) must equal the value pinned in k_pinned
+ * below; an edited, added or removed row of a released minor fails with a
+ * line naming the minor. Recording a new minor: append its rows, then pin
+ * the CRC this mode prints for it. --pinned-selftest FILE edits a 2.3 row
+ * in memory and must see that refused. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +39,7 @@ static size_t layout_v1(void)
     S(strata_plugin_header_t)
     F(strata_plugin_header_t, abi_major) F(strata_plugin_header_t, abi_minor)
     F(strata_plugin_header_t, struct_size) F(strata_plugin_header_t, kind)
-    F(strata_plugin_header_t, reserved) F(strata_plugin_header_t, name)
+    F(strata_plugin_header_t, caps) F(strata_plugin_header_t, name)
     F(strata_plugin_header_t, version) F(strata_plugin_header_t, description)
     F(strata_plugin_header_t, build_sig)
     S(strata_plugin_v1_t)
@@ -134,6 +142,8 @@ static size_t layout_v2(size_t n)
     F(strata_host_v2_t, boundary) F(strata_host_v2_t, grad_sumsq)
     F(strata_host_v2_t, grad_clip) F(strata_host_v2_t, training_done)
     F(strata_host_v2_t, membership) F(strata_host_v2_t, cfg_origin)
+    F(strata_host_v2_t, t_reduce_scatter) F(strata_host_v2_t, t_all_gather)
+    F(strata_host_v2_t, t_barrier) F(strata_host_v2_t, t_caps)
     S(strata_membership_t)
     F(strata_membership_t, struct_size) F(strata_membership_t, generation)
     F(strata_membership_t, size) F(strata_membership_t, rank)
@@ -151,6 +161,8 @@ static size_t layout_v2(size_t n)
     F(strata_plugin_v2_t, drive) F(strata_plugin_v2_t, next_step)
     F(strata_plugin_v2_t, send) F(strata_plugin_v2_t, recv)
     F(strata_plugin_v2_t, placed) F(strata_plugin_v2_t, reduce_ready)
+    F(strata_plugin_v2_t, reduce_scatter) F(strata_plugin_v2_t, all_gather)
+    F(strata_plugin_v2_t, barrier)
     return n;
 }
 
@@ -219,6 +231,125 @@ static int history(const char *path)
     return failed;
 }
 
+/* ---- released minors' rows are immutable --------------------------------- */
+
+static const struct { const char *ver; unsigned long crc; } k_pinned[] = {
+    { "1.2", 0x9ab9c385UL }, { "1.3", 0x07aca999UL }, { "1.4", 0xf1def39aUL },
+    { "2.0", 0x61a3d94dUL }, { "2.1", 0xa0caa623UL }, { "2.2", 0xe4ab6173UL },
+    { "2.3", 0x79ee9433UL }, { "2.4", 0x0b61fc0fUL }, { "2.5", 0x907c1eabUL },
+};
+#define NPINNED (sizeof k_pinned / sizeof k_pinned[0])
+
+static unsigned long crc32_of(unsigned long crc, const char *p, size_t n)
+{
+    crc = ~crc & 0xffffffffUL;
+    while (n--) {
+        crc ^= (unsigned char)*p++;
+        for (int k = 0; k < 8; k++)
+            crc = (crc >> 1) ^ (0xedb88320UL & (0UL - (crc & 1UL)));
+    }
+    return ~crc & 0xffffffffUL;
+}
+
+/* The rows of the history text `txt`, minor by minor, against k_pinned:
+ * the number of minors that differ (each named on stdout). */
+static int pinned_check(const char *txt, const char *path)
+{
+    char vers[64][8];
+    unsigned long crcs[64];
+    int nv = 0, failed = 0;
+    for (const char *l = txt; *l;) {
+        size_t len = strcspn(l, "\n");
+        size_t with_nl = len + (l[len] == '\n');
+        int major, minor;
+        char ver[8];
+        if (l[0] != '#' && sscanf(l, "%d.%d ", &major, &minor) == 2 &&
+            major >= 0 && major < 100 && minor >= 0 && minor < 100) {
+            snprintf(ver, sizeof ver, "%d.%d", major, minor);
+            int i = 0;
+            while (i < nv && strcmp(vers[i], ver) != 0)
+                i++;
+            if (i == nv && nv < 64) {
+                snprintf(vers[nv], sizeof vers[nv], "%s", ver);
+                crcs[nv++] = 0;
+            }
+            if (i < nv)
+                crcs[i] = crc32_of(crcs[i], l, with_nl);
+        }
+        l += with_nl;
+    }
+    for (size_t p = 0; p < NPINNED; p++) {
+        int i = 0;
+        while (i < nv && strcmp(vers[i], k_pinned[p].ver) != 0)
+            i++;
+        if (i == nv) {
+            printf("%s: ABI %s is released but has no rows: a released "
+                   "minor's rows are never removed\n", path, k_pinned[p].ver);
+            failed++;
+        } else if (crcs[i] != k_pinned[p].crc) {
+            printf("%s: the rows of ABI %s were edited (crc32 %08lx, pinned "
+                   "%08lx in tests/abi/abi_layout.c): a released minor's rows "
+                   "are immutable; record a change as a new minor\n", path,
+                   k_pinned[p].ver, crcs[i], k_pinned[p].crc);
+            failed++;
+        }
+    }
+    for (int i = 0; i < nv; i++) {
+        size_t p = 0;
+        while (p < NPINNED && strcmp(vers[i], k_pinned[p].ver) != 0)
+            p++;
+        if (p == NPINNED) {
+            printf("%s: ABI %s is recorded but not pinned: add { \"%s\", "
+                   "0x%08lxUL } to k_pinned\n", path, vers[i], vers[i],
+                   crcs[i]);
+            failed++;
+        }
+    }
+    return failed;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    static char text[65536];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    return text;
+}
+
+static int pinned(const char *path, int selftest)
+{
+    char *txt = slurp(path);
+    if (!txt) {
+        printf("%s: cannot read\n", path);
+        return 1;
+    }
+    if (!selftest) {
+        int failed = pinned_check(txt, path);
+        printf("%zu released minors pinned, %d edited\n", NPINNED, failed);
+        return failed != 0;
+    }
+    /* The first 2.3 row, one byte of its size changed: refused, naming 2.3
+     * and no other minor. */
+    char *row = strstr(txt, "\n2.3 ");
+    char *nl = row ? strchr(row + 1, '\n') : NULL;
+    if (!row || !nl) {
+        printf("%s: no 2.3 row to edit\n", path);
+        return 1;
+    }
+    nl[-1] = nl[-1] == '9' ? '8' : (char)(nl[-1] + 1);
+    printf("-- with one 2.3 row edited (expect one refusal of ABI 2.3):\n");
+    fflush(stdout);
+    int failed = pinned_check(txt, path);
+    int ok = failed == 1;
+    printf("%s\n", ok ? "ok - the edit is refused" : "not ok - expected one "
+           "refusal");
+    return !ok;
+}
+
 /* Compare the layout text [a, a_end) with the golden file, line by line,
  * naming the first difference. */
 static int compare(const char *a, const char *a_end, const char *path)
@@ -253,6 +384,10 @@ int main(int argc, char **argv)
     size_t n = layout_v2(n1);
     if (argc > 2 && strcmp(argv[1], "--history") == 0)
         return history(argv[2]);
+    if (argc > 2 && strcmp(argv[1], "--pinned") == 0)
+        return pinned(argv[2], 0);
+    if (argc > 2 && strcmp(argv[1], "--pinned-selftest") == 0)
+        return pinned(argv[2], 1);
     if (argc > 2 && strcmp(argv[1], "--print") == 0) {
         int v2 = strcmp(argv[2], "2") == 0;
         fwrite(buf + (v2 ? n1 : 0), 1, v2 ? n - n1 : n1, stdout);
@@ -260,7 +395,7 @@ int main(int argc, char **argv)
     }
     if (argc != 3) {
         fprintf(stderr, "usage: abi_layout GOLDEN_V1 GOLDEN_V2 | --print 1|2 "
-                        "| --history FILE\n");
+                        "| --history FILE | --pinned[-selftest] FILE\n");
         return 2;
     }
     int failed = compare(buf, buf + n1, argv[1]);

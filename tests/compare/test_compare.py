@@ -252,6 +252,18 @@ def run_all(tmp):
         (["--set", "epochs"], "invalid assignment 'epochs'"),
         (["-c", os.path.join(tmp, "none.ini")], "none.ini"),
     ]
+    # What a strategy can do is its plugin's word, not a list in compare.
+    bad += [
+        (["--strategies", "central:2"],
+         "'central:2' is not a strategy: its plugin does not train across "
+         "processes"),
+        (["--strategies", "mwms:2x2"],
+         "'mwms:2x2' is not a strategy: its plugin does not hand out steps"),
+        (["--strategies", "ps"],
+         "'ps' is not a strategy: its plugin runs with ps tasks"),
+        (["--strategies", "local"],
+         "'local' is not a strategy: a transport plugin"),
+    ]
     never = os.path.join(tmp, "never")
     for args, msg in bad:
         code, out, err = compare("--out", never, *args)
@@ -259,6 +271,22 @@ def run_all(tmp):
               "%s: exit 2, '%s'" % (" ".join(args), msg),
               "exit %d, stdout %r, stderr %r" % (code, out, err))
         check(not os.path.exists(never), "%s: nothing run" % " ".join(args))
+    # A third party's strategy plugin (tests/abi builds one) is compared
+    # like the shipped ones.
+    v2 = os.path.join(os.path.dirname(os.path.abspath(BIN)), "..", "tests",
+                      "abi", "v2plugins")
+    if os.path.exists(os.path.join(v2, "localsgd.so")):
+        third = os.path.join(tmp, "third")
+        code, out, err = compare("--out", third, "--strategies", "localsgd",
+                                 "--epochs", "1", "--set",
+                                 "plugins.path=" + v2, "--set",
+                                 "data.limit_train=2000", "--set",
+                                 "data.limit_test=500")
+        rows = open(os.path.join(third, "compare.csv")).read() \
+            if code == 0 else ""
+        check(code == 0 and "\nlocalsgd," in rows,
+              "a third-party strategy plugin is compared",
+              "exit %d, stderr %r, csv %r" % (code, err, rows))
     code, out, err = compare("--help")
     check(code == 0 and "--strategies" in out and "ps:PxW" in out,
           "--help describes the options")

@@ -21,7 +21,9 @@
 #define FAKE_ABI_MAJOR STRATA_ABI_MAJOR
 #endif
 #endif
-#ifdef FAKE_V1
+#ifdef FAKE_ABI_MINOR
+/* given */
+#elif defined(FAKE_V1)
 #define FAKE_ABI_MINOR 4
 #else
 #define FAKE_ABI_MINOR STRATA_ABI_MINOR
@@ -96,6 +98,27 @@ static int fake_op(void *pctx, strata_op_t *op)
     return STRATA_OK;
 }
 
+/* hdr.caps (reserved before 2.5); FAKE_NEXT_STEP and FAKE_CTL set those
+ * entries, to check the loader's word against them. */
+#ifndef FAKE_CAPS
+#define FAKE_CAPS 0u
+#endif
+#ifdef FAKE_NEXT_STEP
+static int fake_next_step(void *pctx, strata_step_t *st)
+{
+    (void)pctx;
+    st->done = 1;
+    return STRATA_OK;
+}
+#endif
+#ifdef FAKE_CTL
+static int fake_ctl(void *pctx, int op, void *arg)
+{
+    (void)pctx, (void)op, (void)arg;
+    return STRATA_ENOTSUP;
+}
+#endif
+
 #ifdef FAKE_NO_REDUCE
 #define FAKE_REDUCE NULL
 #else
@@ -103,7 +126,8 @@ static int fake_op(void *pctx, strata_op_t *op)
 #endif
 
 STRATA_EXPORT const FAKE_TABLE FAKE_SYMBOL = {
-    .hdr = { FAKE_ABI_MAJOR, FAKE_ABI_MINOR, FAKE_STRUCT_SIZE, FAKE_KIND, 0u,
+    .hdr = { FAKE_ABI_MAJOR, FAKE_ABI_MINOR, FAKE_STRUCT_SIZE, FAKE_KIND,
+             FAKE_CAPS,
              FAKE_NAME, FAKE_VERSION, "fake plugin for the loader tests",
              FAKE_BUILD_SIG },
     .init = FAKE_INIT,
@@ -111,4 +135,10 @@ STRATA_EXPORT const FAKE_TABLE FAKE_SYMBOL = {
     .create_var = fake_create_var,
     .reduce = FAKE_REDUCE,
     .update = fake_op,
+#ifdef FAKE_NEXT_STEP
+    .next_step = fake_next_step,
+#endif
+#ifdef FAKE_CTL
+    .ctl = fake_ctl,
+#endif
 };

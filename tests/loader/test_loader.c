@@ -564,6 +564,39 @@ static void test_trust(void)
     CHECK(rmdir(dir) == 0 && rmdir(other) == 0);
 }
 
+/* ABI 2.5: the word a plugin declares, checked against its entries; the
+ * word derived for an older one. */
+static void test_caps(void)
+{
+    strata__plugin_t *p = expect_ok("fake_caps", STRATA_KIND_STRATEGY, LOADER_DIR3);
+    CHECKF(p && p->caps == (STRATA_CAP_STATE | STRATA_CAP_CLIP), "caps %#x",
+           p ? p->caps : 0u);
+    strata__plugin_close(p);
+    expect_fail("fake_capsentry", STRATA_KIND_STRATEGY, LOADER_DIR3, STRATA_EABI,
+                LOADER_DIR3 "/fake_capsentry.so", "hdr.caps and the entries disagree "
+                "on next_step", NULL);
+    expect_fail("fake_capsnobit", STRATA_KIND_STRATEGY, LOADER_DIR3, STRATA_EABI,
+                LOADER_DIR3 "/fake_capsnobit.so", "disagree on next_step", NULL);
+    expect_fail("fake_capskind", STRATA_KIND_STRATEGY, LOADER_DIR3, STRATA_EABI,
+                LOADER_DIR3 "/fake_capskind.so", "bits that are not a strategy's (p2p)",
+                NULL);
+    /* 2.4: `reserved` ignored; next_step, ctl (regroup from 2.3), clip. */
+    p = expect_ok("fake_caps24", STRATA_KIND_STRATEGY, LOADER_DIR3);
+    uint32_t want = STRATA_CAP_NEXT_STEP | STRATA_CAP_CLIP | STRATA_CAP_STATE |
+                    STRATA_CAP_WORLD_SUM | STRATA_CAP_ELASTIC;
+    CHECKF(p && p->caps == want, "caps %#x, want %#x", p ? p->caps : 0u, want);
+    char txt[160];
+    strata__caps_str(p ? p->caps : 0, txt, sizeof txt);
+    CHECKF(!strcmp(txt, "elastic,next_step,state,clip,world_sum"), "%s", txt);
+    strata__plugin_close(p);
+    /* 1.4, no ctl: clipping was asked of every strategy, nothing else. */
+    p = expect_ok("fake_v1", STRATA_KIND_STRATEGY, D1);
+    CHECKF(p && p->caps == STRATA_CAP_CLIP, "v1 caps %#x", p ? p->caps : 0u);
+    strata__plugin_close(p);
+    strata__caps_str(0, txt, sizeof txt);
+    CHECK(!strcmp(txt, "-"));
+}
+
 int main(void)
 {
     strata__log_set_level(STRATA_LOG_INFO);
@@ -578,5 +611,6 @@ int main(void)
     test_scan();
     test_scan_junk();
     test_trust();
+    test_caps();
     return CHECK_DONE();
 }

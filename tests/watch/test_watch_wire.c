@@ -18,7 +18,7 @@
 
 #include "checkpoint.h"
 #include "internal.h"
-#include "watch.h"
+#include "observe/observe.h"
 
 /* Hex of TensorBoard's records (see the head of this file). */
 /* wall 1700000000.5, "brain.Event:2" */

@@ -1,7 +1,8 @@
 /* strata -- the frozen host table and vtable of plugin ABI major 2.
  *
  * ABI 2 keeps every data struct of major 1 (strata_env_t, strata_group_t,
- * strata_var_t, strata_op_t, ... in abi/plugin_v1.h, unchanged) and changes
+ * strata_var_t, strata_op_t, ... in abi/types.h, since 2.5 apart from the
+ * frozen v1 tables) and changes
  * the two tables at the boundary:
  *   - init() receives, besides the host table, an opaque host context, and
  *     every host entry takes that context first (as SQLite's VFS calls take
@@ -43,38 +44,12 @@
 extern "C" {
 #endif
 
-/* The host context handed to init(): which strata_ctx_t (training run) the
- * instance belongs to. Opaque; owned by the core; valid until fini()
- * returns. Pass it, unchanged, as the first argument of every host call. */
+/* The host context handed to init(): since 2.5 one per plugin instance
+ * (its plugin name, its config section, the bytes it placed), leading to
+ * the strata_ctx_t (training run) the instance belongs to; before 2.5 one
+ * per run. Opaque; owned by the core; valid until fini() returns. Pass it,
+ * unchanged, as the first argument of every host call. */
 typedef struct strata_hctx strata_hctx_t;
-
-/* One generation of an elastic job's membership (ABI 2.3): the workers
- * that train together now, what host->membership() returns. Owned by the
- * core: the arrays stay valid until the next membership() call or fini(). */
-typedef struct strata_membership {
-    uint32_t struct_size;
-    int32_t  generation;         /* 0, 1, ...: one per re-formed world      */
-    int32_t  size;               /* members                                 */
-    int32_t  rank;               /* this process's, 0 .. size-1             */
-    const char *const *addrs;    /* `size` "host:port", fresh ports for this */
-                                 /* generation, in rank order               */
-    const char *const *names;    /* `size` task names ("worker:2")          */
-    const int64_t *committed;    /* `size`: the steps each member had applied */
-                                 /* when it joined; -1: none (a new member) */
-    int64_t  resume_step;        /* -1: no member holds a state (a fresh    */
-                                 /* start); else every member goes on from  */
-                                 /* this step, and rank 0 holds its state   */
-} strata_membership_t;
-
-/* Argument of STRATA_CTL_REDUCE_SCATTER and STRATA_CTL_ALL_GATHER (ABI
- * 2.4): the buffer (op: buf, count, device, reduce_op, flags) and who owns
- * which part of it. Owned by the caller for the call. */
-typedef struct strata_shards {
-    uint32_t       struct_size;
-    strata_op_t   *op;       /* NULL: only ask whether the group offers it  */
-    const size_t  *bounds;   /* group size + 1 offsets: member m owns        */
-                             /* [bounds[m], bounds[m + 1]) of op->buf        */
-} strata_shards_t;
 
 typedef struct strata_host_v2 {
     uint32_t struct_size;          /* sizeof(strata_host_v2_t) the core has */
@@ -218,6 +193,35 @@ typedef struct strata_host_v2 {
      * (strata_host_v2_t, host, cfg_origin). */
     const char *(*cfg_origin)(strata_hctx_t *hc, const char *section,
                               const char *key);
+
+    /* ---- ABI 2.5: STRATA_HAS_FIELD(strata_host_v2_t, host, t_barrier) ---- */
+    /* The transport collectives, first class. t_reduce is the all-reduce
+     * and t_update the broadcast (from op->root). The host checks every
+     * argument once, for every transport alike, before the transport sees
+     * it: op not NULL; op->buf not NULL when op->count > 0; op->count not
+     * beyond SIZE_MAX / 4; op->slot in [0, nlocal) in a LOCAL group;
+     * op->reduce_op SUM or MEAN (all-reduce, reduce-scatter); op->root in
+     * [0, group size) (broadcast); bounds: group size + 1 ascending offsets
+     * from 0 to op->count (reduce-scatter, all-gather). A bad one is
+     * STRATA_EINVAL and one error line that names the transport, the group
+     * and the field. Then the transport's entry runs; one built before 2.5
+     * is served through its STRATA_CTL_* op, one that has neither gives
+     * STRATA_ENOTSUP.
+     * t_reduce_scatter / t_all_gather: the two halves of an all-reduce over
+     * shards (see STRATA_CTL_REDUCE_SCATTER in plugin.h for the contract):
+     * member m owns [bounds[m], bounds[m + 1]) of op->buf; ask t_caps for
+     * STRATA_CAP_SHARDS first. t_barrier: every member meets; `slot` is the
+     * calling member's (op->slot: 0 in a WORLD group). */
+    int  (*t_reduce_scatter)(strata_hctx_t *hc, strata_transport_t *t,
+                             strata_op_t *op, const size_t *bounds);
+    int  (*t_all_gather)(strata_hctx_t *hc, strata_transport_t *t,
+                         strata_op_t *op, const size_t *bounds);
+    int  (*t_barrier)(strata_hctx_t *hc, strata_transport_t *t, int slot);
+    /* What transport instance `t` offers: its plugin's STRATA_CAP_* word
+     * (derived for a plugin built before 2.5), less STRATA_CAP_SHARDS when
+     * this group does not offer the halves (zmq over shared memory). No
+     * collective; any thread. */
+    uint32_t (*t_caps)(strata_hctx_t *hc, strata_transport_t *t);
 } strata_host_v2_t;
 
 /* The vtable a plugin exports as `strata_plugin_v2`. Every entry but init
@@ -280,6 +284,19 @@ typedef struct strata_plugin_v2 {
      * failed reduce() would; STRATA_ENOTSUP says the strategy has no use
      * for these calls in this run: that replica gets no more of them. */
     int  (*reduce_ready)(void *pctx, const strata_op_t *op, size_t ready);
+
+    /* ---- ABI 2.5: STRATA_HAS(p, barrier) --------------------------------- */
+    /* Optional, transport: the collectives that were ctl ops before 2.5
+     * (STRATA_CTL_REDUCE_SCATTER, _ALL_GATHER, _BARRIER), each with the
+     * contract of that op. The host has checked the arguments (see
+     * strata_host_v2_t.t_reduce_scatter): a transport need not check them
+     * again. reduce_scatter(pctx, NULL, NULL) only asks, without a
+     * collective, whether this instance offers the halves: STRATA_OK or
+     * STRATA_ENOTSUP. barrier: `slot` is the calling member (op->slot).
+     * Declare them in hdr.caps (STRATA_CAP_SHARDS, STRATA_CAP_BARRIER). */
+    int  (*reduce_scatter)(void *pctx, strata_op_t *op, const size_t *bounds);
+    int  (*all_gather)(void *pctx, strata_op_t *op, const size_t *bounds);
+    int  (*barrier)(void *pctx, int slot);
 } strata_plugin_v2_t;
 
 #ifdef __cplusplus

@@ -178,8 +178,13 @@ static int restage(central_t *c, int r)
 
 static int barrier(central_t *c, int slot)
 {
-    return c->n > 1 ? c->host->t_ctl(c->hc, c->t, STRATA_CTL_BARRIER, &slot)
-                    : STRATA_OK;
+    const strata_host_v2_t *h = c->host;
+    if (c->n == 1)
+        return STRATA_OK;
+    /* A core before 2.5 has the barrier as a ctl op only. */
+    return STRATA_HAS_FIELD(strata_host_v2_t, h, t_barrier)
+               ? h->t_barrier(c->hc, c->t, slot)
+               : h->t_ctl(c->hc, c->t, STRATA_CTL_BARRIER, &slot);
 }
 
 /* Sum this replica's chunk of every replica's gradients into replica 0's
@@ -292,10 +297,11 @@ static int central_ctl(void *pctx, int op, void *arg)
 }
 
 STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
-    STRATA_PLUGIN_HEADER(STRATA_KIND_STRATEGY, "central", "0.1.0",
-                         "CentralStorageStrategy: synchronous replicas "
-                         "sharing one copy of the variables on the "
-                         "parameter device"),
+    STRATA_PLUGIN_HEADER_CAPS(STRATA_KIND_STRATEGY, "central", "0.1.0",
+                              "CentralStorageStrategy: synchronous "
+                              "replicas sharing one copy of the variables "
+                              "on the parameter device",
+                              STRATA_CAP_STATE | STRATA_CAP_CLIP),
     .options = central_options,
     .cfg_size = sizeof(central_cfg_t),
     .init = central_init,

@@ -30,8 +30,13 @@
 
 static int barrier(replicas_t *rs, strata_transport_t *t, int slot)
 {
-    return rs->n > 1 ? rs->host->t_ctl(rs->hc, t, STRATA_CTL_BARRIER, &slot)
-                     : STRATA_OK;
+    const strata_host_v2_t *h = rs->host;
+    if (rs->n == 1)
+        return STRATA_OK;
+    /* A core before 2.5 has the barrier as a ctl op only. */
+    return STRATA_HAS_FIELD(strata_host_v2_t, h, t_barrier)
+               ? h->t_barrier(rs->hc, t, slot)
+               : h->t_ctl(rs->hc, t, STRATA_CTL_BARRIER, &slot);
 }
 
 int replicas_shard_reduce(replicas_t *rs, strata_transport_t *t,

@@ -128,10 +128,11 @@ static int mirrored_ctl(void *pctx, int op, void *arg)
 }
 
 STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
-    STRATA_PLUGIN_HEADER(STRATA_KIND_STRATEGY, "mirrored", "0.1.0",
-                         "MirroredStrategy: synchronous replicas in one "
-                         "process, all-reduced gradients, a copy per "
-                         "replica"),
+    STRATA_PLUGIN_HEADER_CAPS(STRATA_KIND_STRATEGY, "mirrored", "0.1.0",
+                              "MirroredStrategy: synchronous replicas in one "
+                              "process, all-reduced gradients, a copy per "
+                              "replica",
+                              STRATA_CAP_STATE | STRATA_CAP_CLIP),
     .options = mirrored_options,
     .cfg_size = sizeof(mirrored_cfg_t),
     .init = mirrored_init,

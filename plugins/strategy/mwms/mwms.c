@@ -272,10 +272,12 @@ static int all_gather(mwms_t *m, float *buf, int32_t device)
     if (m->halves && m->world) {
         strata_op_t o = { .struct_size = sizeof o, .buf = buf,
                           .count = m->rs.count, .device = device };
+        const strata_host_v2_t *h = m->rs.host;
+        if (STRATA_HAS_FIELD(strata_host_v2_t, h, t_all_gather))
+            return h->t_all_gather(m->rs.hc, m->world, &o, m->bound);
         strata_shards_t sh = { .struct_size = sizeof sh, .op = &o,
                                .bounds = m->bound };
-        return m->rs.host->t_ctl(m->rs.hc, m->world, STRATA_CTL_ALL_GATHER,
-                                 &sh);
+        return h->t_ctl(m->rs.hc, m->world, STRATA_CTL_ALL_GATHER, &sh);
     }
     int rc = STRATA_OK;
     for (int w = 0; m->world && rc == STRATA_OK && w < m->nworkers; w++) {
@@ -398,9 +400,13 @@ static int halves_offered(mwms_t *m)
     const strata_host_v2_t *h = m->rs.host;
     strata_shards_t ask = { .struct_size = sizeof ask };
     double unused;
-    return m->wopt && m->world &&
-           h->t_ctl(m->rs.hc, m->world, STRATA_CTL_REDUCE_SCATTER, &ask) ==
-               STRATA_OK &&
+    /* A core before 2.5 answers the question as a ctl op. */
+    int offered = m->world &&
+                  (STRATA_HAS_FIELD(strata_host_v2_t, h, t_caps)
+                       ? (h->t_caps(m->rs.hc, m->world) & STRATA_CAP_SHARDS) != 0
+                       : h->t_ctl(m->rs.hc, m->world, STRATA_CTL_REDUCE_SCATTER,
+                                  &ask) == STRATA_OK);
+    return m->wopt && offered &&
            (!STRATA_HAS_FIELD(strata_host_v2_t, h, grad_sumsq) ||
             h->grad_sumsq(m->rs.hc, m->cpu, 0, NULL, &unused) == 0);
 }
@@ -606,10 +612,13 @@ static int mwms_ctl(void *pctx, int op, void *arg)
 }
 
 STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
-    STRATA_PLUGIN_HEADER(STRATA_KIND_STRATEGY, "mwms", "0.1.0",
-                         "MultiWorkerMirroredStrategy: synchronous replicas "
-                         "across workers, local then cross-worker "
-                         "all-reduce"),
+    STRATA_PLUGIN_HEADER_CAPS(STRATA_KIND_STRATEGY, "mwms", "0.1.0",
+                              "MultiWorkerMirroredStrategy: synchronous "
+                              "replicas across workers, local then "
+                              "cross-worker all-reduce",
+                              STRATA_CAP_ELASTIC | STRATA_CAP_STATE |
+                                  STRATA_CAP_CLIP | STRATA_CAP_WORLD_SUM |
+                                  STRATA_CAP_OVERLAP),
     .options = mwms_options,
     .cfg_size = sizeof(mwms_cfg_t),
     .init = mwms_init,

@@ -71,6 +71,8 @@ static int reduce_bucket(mw_buckets_t *b, strata_transport_t *t,
         size_t x = b->shards[m];
         b->sub[m] = (x < lo ? lo : x > hi ? hi : x) - lo;
     }
+    if (STRATA_HAS_FIELD(strata_host_v2_t, b->h, t_reduce_scatter))
+        return b->h->t_reduce_scatter(b->hc, t, &w, b->sub);
     strata_shards_t sh = { .struct_size = sizeof sh, .op = &w,
                            .bounds = b->sub };
     return b->h->t_ctl(b->hc, t, STRATA_CTL_REDUCE_SCATTER, &sh);

@@ -289,10 +289,12 @@ static int ps_next_step(void *pctx, strata_step_t *st)
 }
 
 STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
-    STRATA_PLUGIN_HEADER(STRATA_KIND_STRATEGY, "ps", "0.1.0",
-                         "ParameterServerStrategy: sharded variables on ps "
-                         "tasks, asynchronous workers, a coordinator that "
-                         "schedules steps"),
+    STRATA_PLUGIN_HEADER_CAPS(STRATA_KIND_STRATEGY, "ps", "0.1.0",
+                              "ParameterServerStrategy: sharded variables on "
+                              "ps tasks, asynchronous workers, a coordinator "
+                              "that schedules steps",
+                              STRATA_CAP_DRIVES | STRATA_CAP_NEXT_STEP |
+                                  STRATA_CAP_STATE),
     .options = ps_options,
     .cfg_size = sizeof(ps_cfg_t),
     .init = ps_init,

@@ -8,7 +8,9 @@
  * replica ends bitwise equal to every other, on every run. Between the two
  * barriers of a call thread i touches nothing but chunk i, so the second
  * barrier (every chunk is everywhere) ends the call.
- * update: broadcast from the root member. ctl: barrier and abort. */
+ * update: broadcast from the root member; barrier; ctl: abort. The host
+ * has checked every argument (slot, buf, reduce_op, root) before a call
+ * gets here (ABI 2.5). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -113,13 +115,6 @@ static size_t chunk_lo(size_t count, int n, int i)
     return lo < count ? lo : count;
 }
 
-static int check_op(local_ctx_t *c, const strata_op_t *op)
-{
-    if (op->slot < 0 || op->slot >= c->n || (!op->buf && op->count))
-        return STRATA_EINVAL;
-    return STRATA_OK;
-}
-
 /* Elements per pass of reduce_chunk: a block is summed, scaled and copied
  * out while it is still in L1 (8 KiB of floats), not in three sweeps over
  * the whole chunk. A multiple of 16, so blocks keep to cache lines. */
@@ -151,10 +146,8 @@ static int reduce_chunk(local_ctx_t *c, const strata_op_t *op, size_t lo,
 static int local_reduce(void *pctx, strata_op_t *op)
 {
     local_ctx_t *c = pctx;
-    int rc = check_op(c, op);
-    if (rc != STRATA_OK)
-        return rc;
     const int me = op->slot, n = c->n;
+    int rc;
     if (n == 1)
         return STRATA_OK; /* the sum and the mean of one buffer are itself */
     c->bufs[me] = op->buf;
@@ -175,24 +168,27 @@ static int local_reduce(void *pctx, strata_op_t *op)
 static int local_update(void *pctx, strata_op_t *op)
 {
     local_ctx_t *c = pctx;
-    int rc = check_op(c, op);
-    if (rc != STRATA_OK || c->n == 1)
-        return rc;
-    if (op->root < 0 || op->root >= c->n)
-        return STRATA_EINVAL;
+    int rc;
+    if (c->n == 1)
+        return STRATA_OK;
     c->bufs[op->slot] = op->buf;
     if ((rc = wait_all(c, op->slot)) != STRATA_OK)
         return rc;
-    if (op->slot != op->root)
+    if (op->slot != op->root && op->count > 0)
         memcpy(op->buf, c->bufs[op->root], op->count * sizeof(float));
     return wait_all(c, op->slot);
+}
+
+static int local_barrier(void *pctx, int slot)
+{
+    return wait_all(pctx, slot);
 }
 
 static int local_ctl(void *pctx, int op, void *arg)
 {
     local_ctx_t *c = pctx;
     switch (op) {
-    case STRATA_CTL_BARRIER:
+    case STRATA_CTL_BARRIER: /* frozen 2.4 op, for callers without a host */
         return wait_all(c, arg ? *(int *)arg : -1);
     case STRATA_CTL_ABORT:
         spin_barrier_abort(&c->bar);
@@ -203,9 +199,10 @@ static int local_ctl(void *pctx, int op, void *arg)
 }
 
 STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
-    STRATA_PLUGIN_HEADER(STRATA_KIND_TRANSPORT, "local", "0.1.0",
-                         "replica threads of one process: shared-memory "
-                         "all-reduce, every thread reduces its share"),
+    STRATA_PLUGIN_HEADER_CAPS(STRATA_KIND_TRANSPORT, "local", "0.1.0",
+                              "replica threads of one process: shared-memory "
+                              "all-reduce, every thread reduces its share",
+                              STRATA_CAP_BARRIER),
     .options = local_options,
     .cfg_size = sizeof(local_cfg_t),
     .init = local_init,
@@ -213,4 +210,5 @@ STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
     .reduce = local_reduce,
     .update = local_update,
     .ctl = local_ctl,
+    .barrier = local_barrier,
 };

@@ -9,7 +9,8 @@
  * out over ZeroMQ (nccl_id.c).
  *
  * reduce: in-place ncclAllReduce, SUM or MEAN (ncclAvg); update: in-place
- * ncclBroadcast from op->root; ctl BARRIER: an all-reduce of one float;
+ * ncclBroadcast from op->root; barrier: an all-reduce of one float (the
+ * host checked every argument first, ABI 2.5);
  * ctl ABORT: every waiting member aborts its communicator and returns
  * STRATA_ECANCELED.
  *
@@ -324,11 +325,6 @@ static int begin(nc_ctx_t *c, int slot, nc_member_t **out)
 
 static int check_op(nc_ctx_t *c, const strata_op_t *op, nc_member_t **out)
 {
-    if (!op || (!op->buf && op->count)) {
-        c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "group %s: no buffer",
-                     c->tag);
-        return STRATA_EINVAL;
-    }
     int slot = c->scope == STRATA_SCOPE_WORLD ? 0 : op->slot;
     if (slot >= 0 && slot < c->nlocal &&
         STRATA_DEVICE_TYPE(op->device) != STRATA_DEV_CPU &&
@@ -400,8 +396,6 @@ static int nccl_reduce(void *pctx, strata_op_t *op)
     if (rc != STRATA_OK)
         return rc;
     int mean = op->reduce_op == STRATA_REDUCE_MEAN;
-    if (!mean && op->reduce_op != STRATA_REDUCE_SUM)
-        return STRATA_EINVAL;
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
     ncclRedOp_t red = mean ? ncclAvg : ncclSum;
 #else
@@ -427,11 +421,6 @@ static int nccl_reduce(void *pctx, strata_op_t *op)
 static int nccl_update(void *pctx, strata_op_t *op)
 {
     nc_ctx_t *c = pctx;
-    if (op && (op->root < 0 || op->root >= c->size)) {
-        c->host->log(c->hc, STRATA_LOG_ERROR, "nccl", "group %s: broadcast "
-                     "root %d of %d members", c->tag, op->root, c->size);
-        return STRATA_EINVAL;
-    }
     nc_member_t *mb;
     int rc = check_op(c, op, &mb);
     if (rc != STRATA_OK)
@@ -447,20 +436,24 @@ static int nccl_update(void *pctx, strata_op_t *op)
     return stage_out(c, mb, op, rc);
 }
 
+static int nccl_barrier(void *pctx, int slot)
+{
+    nc_ctx_t *c = pctx;
+    nc_member_t *mb;
+    int rc = begin(c, c->scope == STRATA_SCOPE_WORLD ? 0 : slot, &mb);
+    if (rc != STRATA_OK)
+        return rc;
+    return nc_issued(c, mb, ncclAllReduce(mb->one, mb->one, 1, ncclFloat,
+                                          ncclSum, mb->comm, mb->stream),
+                     1, "barrier");
+}
+
 static int nccl_ctl(void *pctx, int op, void *arg)
 {
     nc_ctx_t *c = pctx;
     switch (op) {
-    case STRATA_CTL_BARRIER: {
-        int slot = c->scope == STRATA_SCOPE_WORLD ? 0 : arg ? *(int *)arg : -1;
-        nc_member_t *mb;
-        int rc = begin(c, slot, &mb);
-        if (rc != STRATA_OK)
-            return rc;
-        return nc_issued(c, mb, ncclAllReduce(mb->one, mb->one, 1, ncclFloat,
-                                              ncclSum, mb->comm, mb->stream),
-                         1, "barrier");
-    }
+    case STRATA_CTL_BARRIER: /* frozen 2.4 op, for callers without a host */
+        return nccl_barrier(c, arg ? *(int *)arg : -1);
     case STRATA_CTL_ABORT:
         /* Any thread: each waiting member aborts its own communicator. */
         atomic_store(&c->aborted, 1);
@@ -471,10 +464,11 @@ static int nccl_ctl(void *pctx, int op, void *arg)
 }
 
 STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
-    STRATA_PLUGIN_HEADER(STRATA_KIND_TRANSPORT, "nccl", "0.1.0",
-                         "GPUs: NCCL all-reduce and broadcast, one "
-                         "communicator per GPU, non-blocking with a "
-                         "timeout"),
+    STRATA_PLUGIN_HEADER_CAPS(STRATA_KIND_TRANSPORT, "nccl", "0.1.0",
+                              "GPUs: NCCL all-reduce and broadcast, one "
+                              "communicator per GPU, non-blocking with a "
+                              "timeout",
+                              STRATA_CAP_BARRIER | STRATA_CAP_DEVICE_MEM),
     .options = nccl_options,
     .cfg_size = sizeof(nccl_cfg_t),
     .init = nccl_init,
@@ -482,4 +476,5 @@ STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
     .reduce = nccl_reduce,
     .update = nccl_update,
     .ctl = nccl_ctl,
+    .barrier = nccl_barrier,
 };

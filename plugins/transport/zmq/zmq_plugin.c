@@ -292,29 +292,17 @@ static int host_done(strz_ctx_t *c, strata_op_t *op, const float *view,
     return rc;
 }
 
+/* The host has checked op, buf, count, reduce_op, root and bounds (ABI
+ * 2.5); what is left is this group's own. */
 static int check_op(strz_ctx_t *c, const strata_op_t *op, const char *what)
 {
-    if (op == NULL || (op->buf == NULL && op->count > 0)
-        || op->count > SIZE_MAX / sizeof(float)) {
-        strz_log(c, STRATA_LOG_ERROR, "%s: no buffer", what);
-        return STRATA_EINVAL;
-    }
+    (void)op;
     if (P2P_OF(c)) {
         strz_log(c, STRATA_LOG_ERROR, "%s: group '%s' is point-to-point "
                  "only (no ring)", what, c->tag);
         return STRATA_ENOTSUP;
     }
     return c->broken;
-}
-
-static int check_reduce_op(strz_ctx_t *c, const strata_op_t *op,
-                           const char *what)
-{
-    if (op->reduce_op == STRATA_REDUCE_SUM || op->reduce_op == STRATA_REDUCE_MEAN)
-        return 0;
-    strz_log(c, STRATA_LOG_ERROR, "%s: unknown reduce op %d", what,
-             (int)op->reduce_op);
-    return STRATA_EINVAL;
 }
 
 /* Only gradients may lose bits on the way; sums of metrics, counts and
@@ -344,7 +332,7 @@ static int zmqt_reduce(void *pctx, strata_op_t *op)
     strz_ctx_t *c = pctx;
     int rc = check_op(c, op, "allreduce");
 
-    if (rc || op->count == 0 || (rc = check_reduce_op(c, op, "allreduce")))
+    if (rc || op->count == 0)
         return rc;
     float *v = staged(c, op, "allreduce");
     if (v == NULL)
@@ -360,11 +348,6 @@ static int zmqt_update(void *pctx, strata_op_t *op)
 
     if (rc || op->count == 0)
         return rc;
-    if (op->root < 0 || op->root >= c->n) {
-        strz_log(c, STRATA_LOG_ERROR, "broadcast: root %d not in 0..%d",
-                 (int)op->root, (int)c->n - 1);
-        return STRATA_EINVAL;
-    }
     float *v = staged(c, op, "broadcast");
     if (v == NULL)
         return c->broken;
@@ -372,38 +355,67 @@ static int zmqt_update(void *pctx, strata_op_t *op)
     return host_done(c, op, v, op->count * sizeof(float), rc);
 }
 
-/* STRATA_CTL_REDUCE_SCATTER / _ALL_GATHER (plugin.h). */
-static int zmqt_shards(strz_ctx_t *c, int gather, strata_shards_t *sh)
+/* reduce_scatter / all_gather (plugin_v2.h, ABI 2.5); op NULL only asks. */
+static int zmqt_shards(strz_ctx_t *c, int gather, strata_op_t *op,
+                       const size_t *bounds)
 {
     const char *what = gather ? "all-gather" : "reduce-scatter";
-    if (sh == NULL || sh->struct_size < sizeof *sh)
-        return STRATA_EINVAL;
     if (P2P_OF(c) || !strz_shards_offered(c))
         return STRATA_ENOTSUP; /* shared memory: the caller reduces */
-    strata_op_t *op = sh->op;
     if (op == NULL)
         return STRATA_OK; /* only asked */
     int rc = check_op(c, op, what);
-    if (rc)
-        return rc;
-    int bad = sh->bounds == NULL || sh->bounds[0] != 0
-              || sh->bounds[c->n] != op->count;
-    for (int m = 0; !bad && m < c->n; m++)
-        bad = sh->bounds[m] > sh->bounds[m + 1];
-    if (bad) {
-        strz_log(c, STRATA_LOG_ERROR, "%s: shard bounds not ascending from 0 "
-                 "to the count", what);
-        return STRATA_EINVAL;
-    }
-    if ((!gather && (rc = check_reduce_op(c, op, what))) || op->count == 0)
+    if (rc || op->count == 0)
         return rc;
     float *v = staged(c, op, what);
     if (v == NULL)
         return c->broken;
-    rc = gather ? strz_all_gather(c, v, op->count, sh->bounds)
-                : strz_reduce_scatter(c, v, op->count, sh->bounds,
+    rc = gather ? strz_all_gather(c, v, op->count, bounds)
+                : strz_reduce_scatter(c, v, op->count, bounds,
                                       op->reduce_op, comp_of(c, op));
     return host_done(c, op, v, op->count * sizeof(float), rc);
+}
+
+static int zmqt_reduce_scatter(void *pctx, strata_op_t *op,
+                               const size_t *bounds)
+{
+    return zmqt_shards(pctx, 0, op, bounds);
+}
+
+static int zmqt_all_gather(void *pctx, strata_op_t *op, const size_t *bounds)
+{
+    return zmqt_shards(pctx, 1, op, bounds);
+}
+
+static int zmqt_barrier(void *pctx, int slot)
+{
+    strz_ctx_t *c = pctx;
+    (void)slot; /* one member per process */
+    return P2P_OF(c) ? STRATA_ENOTSUP : strz_barrier(c, 0);
+}
+
+/* The frozen ctl ops of 2.4, for callers of the vtable without a host
+ * (the host itself routes them to the entries, checked): they check the
+ * shards themselves. */
+static int ctl_shards(strz_ctx_t *c, int gather, const strata_shards_t *sh)
+{
+    if (sh == NULL || sh->struct_size < sizeof *sh)
+        return STRATA_EINVAL;
+    const strata_op_t *op = sh->op;
+    int bad = op && (sh->bounds == NULL || sh->bounds[0] != 0 ||
+                     sh->bounds[c->n] != op->count ||
+                     (op->buf == NULL && op->count > 0) ||
+                     (!gather && op->reduce_op != STRATA_REDUCE_SUM &&
+                      op->reduce_op != STRATA_REDUCE_MEAN));
+    for (int m = 0; !bad && op && m < c->n; m++)
+        bad = sh->bounds[m] > sh->bounds[m + 1];
+    if (bad) {
+        strz_log(c, STRATA_LOG_ERROR, "%s: bad op or shard bounds (not "
+                 "ascending from 0 to the count)",
+                 gather ? "all-gather" : "reduce-scatter");
+        return STRATA_EINVAL;
+    }
+    return zmqt_shards(c, gather, sh->op, sh->bounds);
 }
 
 static int zmqt_ctl(void *pctx, int op, void *arg)
@@ -412,11 +424,9 @@ static int zmqt_ctl(void *pctx, int op, void *arg)
     switch (op) {
     case STRATA_CTL_REDUCE_SCATTER:
     case STRATA_CTL_ALL_GATHER:
-        return zmqt_shards(c, op == STRATA_CTL_ALL_GATHER, arg);
+        return ctl_shards(c, op == STRATA_CTL_ALL_GATHER, arg);
     case STRATA_CTL_BARRIER:
-        if (P2P_OF(c))
-            return STRATA_ENOTSUP;
-        return strz_barrier(c, 0);
+        return zmqt_barrier(c, 0);
     case STRATA_CTL_ABORT:
         /* Any thread: flag, then wake a waiter (write is thread-safe). */
         atomic_store(&c->canceled, 1);
@@ -458,9 +468,11 @@ static int zmqt_recv(void *pctx, int *peer, void *buf, size_t cap,
 }
 
 STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
-    STRATA_PLUGIN_HEADER(STRATA_KIND_TRANSPORT, "zmq", "0.1.0",
-                         "ring all-reduce and broadcast between processes "
-                         "over ZeroMQ (tcp, ipc)"),
+    STRATA_PLUGIN_HEADER_CAPS(STRATA_KIND_TRANSPORT, "zmq", "0.1.0",
+                              "ring all-reduce and broadcast between "
+                              "processes over ZeroMQ (tcp, ipc)",
+                              STRATA_CAP_P2P | STRATA_CAP_SHARDS |
+                                  STRATA_CAP_BARRIER),
     .options  = k_options,
     .cfg_size = sizeof(strz_cfg_t),
     .init     = zmqt_init,
@@ -470,4 +482,7 @@ STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
     .ctl      = zmqt_ctl,
     .send     = zmqt_send,
     .recv     = zmqt_recv,
+    .reduce_scatter = zmqt_reduce_scatter,
+    .all_gather     = zmqt_all_gather,
+    .barrier        = zmqt_barrier,
 };

@@ -6,32 +6,48 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "runtime.h"
+#include "run.h"
+#include "stopping.h"
 
-void strata__progress_init(strata__progress_t *p, strata_ctx_t *ctx, int mode,
-                           int epochs)
+typedef struct progress {
+    const strata__run_t *run;
+    strata_ctx_t *ctx;       /* whose text callback shows it                */
+    int     mode;            /* BAR / LINE / NONE after resolving AUTO      */
+    int     epoch, epochs;
+    int64_t total;           /* steps in this epoch                         */
+    double  t0, last;        /* epoch start, last redraw (seconds)          */
+} progress_t;
+
+/* Only the chief speaks (an elastic job's chief may change between
+ * epochs); AUTO is a redrawn bar when stdout is a terminal, else a line
+ * per epoch; nothing at all without a text callback. */
+static int mode_now(const progress_t *p)
 {
+    const strata__run_t *run = p->run;
+    int mode = run->chief ? run->s->train.progress : STRATA__PROGRESS_NONE;
     if (mode == STRATA__PROGRESS_AUTO)
         mode = isatty(STDOUT_FILENO) ? STRATA__PROGRESS_BAR
                                      : STRATA__PROGRESS_LINE;
-    if (!ctx->cb.text)
-        mode = STRATA__PROGRESS_NONE;
-    p->ctx = ctx;
-    p->mode = mode;
-    p->epochs = epochs;
+    return p->ctx->cb.text ? mode : STRATA__PROGRESS_NONE;
 }
 
-void strata__progress_begin(strata__progress_t *p, int epoch, int64_t total)
+static void begin(progress_t *p, const strata__event_t *ev)
 {
-    p->epoch = epoch;
-    p->total = total;
+    p->mode = mode_now(p);
+    p->epochs = strata__run_epochs(p->run);
+    p->epoch = ev->epoch;
+    p->total = ev->steps;
     p->t0 = p->last = strata__now();
-    if (p->mode == STRATA__PROGRESS_BAR) {
-        strata__out(p->ctx, "Epoch %d/%d\n", epoch + 1, p->epochs);
-    }
+    if (p->mode == STRATA__PROGRESS_BAR)
+        strata__out(p->ctx, "Epoch %d/%d\n", ev->epoch + 1, p->epochs);
+    if (ev->first > 0 && p->mode != STRATA__PROGRESS_NONE)
+        strata__out(p->ctx, "(epoch %d resumed at batch %lld of %lld: its "
+                    "loss and accuracy cover those %lld steps only)\n",
+                    ev->epoch + 1, (long long)ev->first,
+                    (long long)(ev->first + ev->steps), (long long)ev->steps);
 }
 
-static void bar(char *out, int width, int64_t done, int64_t total)
+static void draw_bar(char *out, int width, int64_t done, int64_t total)
 {
     int fill = total > 0 ? (int)((double)done / (double)total * width) : width;
     for (int i = 0; i < width; i++)
@@ -52,8 +68,8 @@ static int columns(void)
     return n > 0 ? n : 80;
 }
 
-void strata__progress_step(strata__progress_t *p, int64_t done, double loss,
-                           double acc)
+/* Redraws at most every 100 ms (BAR mode only). */
+static void step(progress_t *p, int64_t done, double loss, double acc)
 {
     if (p->mode != STRATA__PROGRESS_BAR)
         return;
@@ -78,13 +94,16 @@ void strata__progress_step(strata__progress_t *p, int64_t done, double loss,
         room = columns() - 1 - (int)strlen(head) - (int)strlen(tail);
     }
     int width = room > 30 ? 30 : room < 5 ? 5 : room;
-    bar(b, width, done, p->total);
+    draw_bar(b, width, done, p->total);
     strata__out(p->ctx, "\r%s%s%s", head, b, tail);
 }
 
-void strata__progress_end(strata__progress_t *p, int64_t done, double secs,
-                          double loss, double acc, int has_val,
-                          double val_loss, double val_acc, double comm)
+/* The epoch's closing line (`secs` of training); val_* when has_val;
+ * comm: the share of the replicas' step time in waits and reduce, shown
+ * when >= 0. */
+static void end(progress_t *p, int64_t done, double secs, double loss,
+                double acc, int has_val, double val_loss, double val_acc,
+                double comm)
 {
     if (p->mode == STRATA__PROGRESS_NONE)
         return;
@@ -100,7 +119,7 @@ void strata__progress_end(strata__progress_t *p, int64_t done, double secs,
     double per_step_ms = done > 0 ? secs / (double)done * 1e3 : 0.0;
     if (p->mode == STRATA__PROGRESS_BAR) {
         char b[31];
-        bar(b, 30, done, done);
+        draw_bar(b, 30, done, done);
         strata__out(p->ctx, "\r%lld/%lld [%s] - %.0fs %.2fms/step - loss: "
                     "%.4f - accuracy: %.4f%s\n", (long long)done,
                     (long long)p->total, b, secs, per_step_ms, loss, acc, val);
@@ -110,4 +129,31 @@ void strata__progress_end(strata__progress_t *p, int64_t done, double secs,
                     p->epochs, (long long)done, secs, per_step_ms, loss, acc,
                     val);
     }
+}
+
+static int on_event(void *self, const strata__event_t *ev)
+{
+    progress_t *p = self;
+    if (ev->kind == STRATA__EV_EPOCH_BEGIN) {
+        begin(p, ev);
+    } else if (ev->kind == STRATA__EV_PROGRESS) {
+        step(p, ev->steps, ev->loss, ev->acc);
+    } else if (ev->kind == STRATA__EV_EPOCH_END) {
+        const strata__epoch_stats_t *st = ev->stats;
+        end(p, st->steps, st->seconds, st->train_loss, st->train_acc,
+            st->has_test, st->test_loss, st->test_acc, st->comm);
+    }
+    return STRATA_OK;
+}
+
+int strata__progress_observer(strata__run_t *run, strata__bus_t *bus)
+{
+    progress_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return STRATA_ENOMEM;
+    p->run = run;
+    p->ctx = run->ctx;
+    p->mode = STRATA__PROGRESS_NONE;
+    const strata__observer_t o = { "progress", p, on_event, free };
+    return strata__bus_add(bus, &o);
 }

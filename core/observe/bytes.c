@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "watch.h"
+#include "observe/observe.h"
 
 static int reserve(strata__bytes_t *b, size_t n)
 {

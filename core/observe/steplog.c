@@ -80,36 +80,14 @@ static int open_step_log(const char *path)
     return fd; /* O_NONBLOCK: no effect on a regular file's writes */
 }
 
-int strata__steplog_open(strata__run_t *run)
-{
-    run->steplog_fd = -1;
-    const char *path = run->s->debug.step_log;
-    if (!path || !path[0])
-        return STRATA_OK;
-    int fd = open_step_log(path);
-    if (fd < 0)
-        return STRATA_ECONFIG;
-    run->steplog_fd = fd;
-    for (int r = 0; r < run->nreplicas; r++) {
-        strata__replica_t *rep = &run->reps[r];
-        rep->logcap = 160 + (size_t)run->slice_max * 11;
-        rep->logbuf = malloc(rep->logcap);
-        if (!rep->logbuf)
-            return STRATA_ENOMEM;
-    }
-    return STRATA_OK;
-}
-
-void strata__steplog_close(strata__run_t *run)
-{
-    if (run->steplog_fd >= 0)
-        close(run->steplog_fd);
-    run->steplog_fd = -1;
-    for (int r = 0; run->reps && r < run->nreplicas; r++) {
-        free(run->reps[r].logbuf);
-        run->reps[r].logbuf = NULL;
-    }
-}
+typedef struct steplog {
+    const strata__run_t *run;
+    int                  fd;
+    int                  nbufs;
+    size_t               cap;      /* of each replica's line buffer        */
+    char               **buf;      /* one per replica: lines are built on  */
+                                   /* the replicas' threads at once        */
+} steplog_t;
 
 static int generation(const strata__run_t *run)
 {
@@ -124,34 +102,76 @@ static void put(int fd, const char *buf, size_t len)
     }
 }
 
-void strata__steplog_try(strata__replica_t *rep, int epoch, int64_t step,
-                         size_t first, size_t n)
+static void tried(steplog_t *l, const strata__event_t *ev)
 {
-    strata__run_t *run = rep->run;
-    if (run->steplog_fd < 0 || !rep->logbuf)
-        return;
-    char *b = rep->logbuf;
-    size_t cap = rep->logcap;
+    const strata__run_t *run = l->run;
+    char *b = l->buf[ev->replica];
+    size_t cap = l->cap;
     int len = snprintf(b, cap, "try %s g%d e%d s%" PRId64 " r%d ", run->self,
-                       generation(run), epoch, step, rep->r);
+                       generation(run), ev->epoch, ev->step, ev->replica);
     size_t at = len > 0 ? (size_t)len : 0;
-    for (size_t i = 0; i < n && at + 12 < cap; i++)
+    for (size_t i = 0; i < ev->n && at + 12 < cap; i++)
         at += (size_t)snprintf(b + at, cap - at, "%s%u", i ? "," : "",
-                               run->perm[first + i]);
+                               ev->ids[i]);
     b[at++] = '\n';
-    put(run->steplog_fd, b, at);
+    put(l->fd, b, at);
 }
 
-void strata__steplog_done(strata__run_t *run, int64_t step)
+static void applied(steplog_t *l, int64_t step)
 {
-    if (run->steplog_fd < 0)
-        return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     char b[160];
     int len = snprintf(b, sizeof b, "done %s g%d s%" PRId64 " t%lld.%09ld\n",
-                       run->self, generation(run), step,
+                       l->run->self, generation(l->run), step,
                        (long long)ts.tv_sec, ts.tv_nsec);
     if (len > 0 && (size_t)len < sizeof b)
-        put(run->steplog_fd, b, (size_t)len);
+        put(l->fd, b, (size_t)len);
+}
+
+static int on_event(void *self, const strata__event_t *ev)
+{
+    steplog_t *l = self;
+    if (ev->kind == STRATA__EV_SAMPLES && ev->replica < l->nbufs)
+        tried(l, ev);
+    else if (ev->kind == STRATA__EV_APPLIED)
+        applied(l, ev->step);
+    return STRATA_OK;
+}
+
+static void close_steplog(void *self)
+{
+    steplog_t *l = self;
+    if (l->fd >= 0)
+        close(l->fd);
+    for (int r = 0; l->buf && r < l->nbufs; r++)
+        free(l->buf[r]);
+    free(l->buf);
+    free(l);
+}
+
+int strata__steplog_observer(strata__run_t *run, strata__bus_t *bus)
+{
+    const char *path = run->s->debug.step_log;
+    if (!path || !path[0])
+        return STRATA_OK;
+    steplog_t *l = calloc(1, sizeof *l);
+    if (!l)
+        return STRATA_ENOMEM;
+    l->run = run;
+    l->fd = -1;
+    l->cap = 160 + (size_t)run->slice_max * 11;
+    l->buf = calloc((size_t)run->nreplicas, sizeof *l->buf);
+    int rc = l->buf ? STRATA_OK : STRATA_ENOMEM;
+    for (int r = 0; rc == STRATA_OK && r < run->nreplicas; r++, l->nbufs++)
+        if (!(l->buf[r] = malloc(l->cap)))
+            rc = STRATA_ENOMEM;
+    if (rc == STRATA_OK && (l->fd = open_step_log(path)) < 0)
+        rc = STRATA_ECONFIG;
+    if (rc != STRATA_OK) {
+        close_steplog(l);
+        return rc;
+    }
+    const strata__observer_t o = { "step_log", l, on_event, close_steplog };
+    return strata__bus_add(bus, &o);
 }

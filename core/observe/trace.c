@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "runtime.h"
-#include "watch.h"
+#include "observe/observe.h"
 
 static const char *const k_name[STRATA__TR_KINDS] = {
     "forward", "backward", "wait", "reduce", "update", "eval", "checkpoint",

@@ -1,10 +1,13 @@
-/* [debug] dump_lr (schedule.h): every step's learning rate, for tests that
- * compare the schedule across strategies, workers and resumes. */
+/* [debug] dump_lr: every step's learning rate as it went into the step
+ * (strata_op_t.lr), for tests that compare the schedule across
+ * strategies, workers and resumes. Noted from the step records, written
+ * once at the end of a run that succeeded. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "schedule.h"
+#include "cluster.h"
+#include "run.h"
 
 void strata__lr_log_note(strata__lr_log_t *l, int64_t step, float lr)
 {
@@ -71,4 +74,51 @@ void strata__lr_log_free(strata__lr_log_t *l)
 {
     free(l->e);
     memset(l, 0, sizeof *l);
+}
+
+typedef struct lr_dump {
+    const strata__run_t *run;
+    strata__lr_log_t     log;
+} lr_dump_t;
+
+static int on_event(void *self, const strata__event_t *ev)
+{
+    lr_dump_t *d = self;
+    if (ev->kind == STRATA__EV_STEPS) {
+        for (int i = 0; i < ev->nrec; i++)
+            strata__lr_log_note(&d->log, ev->rec[0][i].step,
+                                ev->rec[0][i].lr);
+        return STRATA_OK;
+    }
+    if (ev->kind != STRATA__EV_RUN_END || ev->rc != STRATA_OK ||
+        d->log.steps == 0)
+        return STRATA_OK;
+    const strata__run_t *run = d->run;
+    const strata_cluster_t *c = &run->cluster.pub;
+    char task[48];
+    return strata__lr_log_write(&d->log, run->s->debug.dump_lr,
+                                c->ntasks > 1
+                                    ? strata__task_name(&c->tasks[c->self],
+                                                        task, sizeof task)
+                                    : NULL);
+}
+
+static void close_lr_dump(void *self)
+{
+    lr_dump_t *d = self;
+    strata__lr_log_free(&d->log);
+    free(d);
+}
+
+int strata__lr_dump_observer(strata__run_t *run, strata__bus_t *bus)
+{
+    if (!run->s->debug.dump_lr[0])
+        return STRATA_OK;
+    lr_dump_t *d = calloc(1, sizeof *d);
+    if (!d)
+        return STRATA_ENOMEM;
+    d->run = run;
+    d->log.keep = 1;
+    const strata__observer_t o = { "dump_lr", d, on_event, close_lr_dump };
+    return strata__bus_add(bus, &o);
 }

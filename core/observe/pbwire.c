@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "checkpoint.h" /* strata__crc32c */
-#include "watch.h"
+#include "observe/observe.h"
 
 enum { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2, WIRE_I32 = 5 };
 

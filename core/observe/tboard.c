@@ -22,7 +22,7 @@
 
 #include "createfile.h"
 #include "internal.h"
-#include "watch.h"
+#include "observe/observe.h"
 
 #define WHO "tensorboard"
 

@@ -1,0 +1,132 @@
+/* strata -- the plugin SDK: everything a strategy or transport plugin needs.
+ *
+ * A plugin is one shared object, <name>.so, that exports exactly one const
+ * object `strata_plugin_v2` of type strata_plugin_v2_t and hides everything
+ * else (build with -fvisibility=hidden). It includes this header only and
+ * never links against the core: the core hands its init() a
+ * strata_host_v2_t and the host context to pass to every host call.
+ *
+ *   #include <strata/plugin.h>
+ *   STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
+ *       STRATA_PLUGIN_HEADER(STRATA_KIND_STRATEGY, "mine", "1.0.0",
+ *                            "one line that says what it does"),
+ *       .init = mine_init, .fini = mine_fini, .create_var = mine_create_var,
+ *       .reduce = mine_reduce, .update = mine_update,
+ *   };
+ *
+ * Plugins built for ABI major 1 (symbol strata_plugin_v1) still load: the
+ * core looks for strata_plugin_v2 first, then strata_plugin_v1, and serves
+ * a v1 plugin through an adapter (one context per process may use v1
+ * plugins at a time: their host calls carry no context).
+ *
+ * contrib/example-plugin/README.md documents every entry and the ABI rules. */
+#ifndef STRATA_PLUGIN_H
+#define STRATA_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata/errno.h"
+#include "strata/version.h"
+#include "strata/abi/plugin_v1.h"
+#include "strata/abi/plugin_v2.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define STRATA_EXPORT __attribute__((visibility("default")))
+#else
+#define STRATA_EXPORT
+#endif
+
+/* hdr.kind */
+#define STRATA_KIND_STRATEGY  1u
+#define STRATA_KIND_TRANSPORT 2u
+
+/* strata_var_t.dtype */
+#define STRATA_DTYPE_F32 1u
+
+/* strata_op_t.reduce_op */
+#define STRATA_REDUCE_SUM  0
+#define STRATA_REDUCE_MEAN 1
+
+/* host->log levels */
+#define STRATA_LOG_ERROR 0
+#define STRATA_LOG_WARN  1
+#define STRATA_LOG_INFO  2
+#define STRATA_LOG_DEBUG 3
+
+/* ctl() ops. Unknown ops return STRATA_ENOTSUP. */
+#define STRATA_CTL_BARRIER 1 /* transport: arg = int *slot; all members meet */
+/* Any plugin: a member failed; wake every waiter of this instance, which
+ * then returns STRATA_ECANCELED. Thread-safe, may be called while other
+ * threads are inside reduce/update; arg unused. A strategy forwards it to
+ * the transports it opened. */
+#define STRATA_CTL_ABORT   2
+/* Strategy: sum a small host float buffer across every training process of
+ * the job, in place (arg = strata_op_t *, buf on the host). Collective;
+ * called from the main thread between epochs (metrics, evaluation). A
+ * strategy of one process returns STRATA_ENOTSUP: the core's sum is
+ * already global. */
+#define STRATA_CTL_WORLD_SUM 3
+/* Strategy: copy the model's state (replica 0's variables, its optimizer
+ * slots and step count) into the host buffers of arg (strata_state_t *), or
+ * install it on every replica. Main thread, between steps. A multi-process
+ * strategy makes both collective: GET gathers to the chief (rank 0), SET
+ * installs the chief's state everywhere (the other ranks pass buffers that
+ * receive it). A strategy that drives the job (drive()) answers them in the
+ * task of rank 0: GET at a host->boundary() it called, SET before drive(). */
+#define STRATA_CTL_STATE_GET 4
+#define STRATA_CTL_STATE_SET 5
+/* Strategy, elastic jobs (ABI 2.3): re-form the world. The core calls it
+ * on the main thread, between steps, after a collective failed because a
+ * member was lost (STRATA_EPEER, STRATA_ETIMEDOUT) or at a step boundary
+ * where every member agreed that a resize is due (a worker joins). arg =
+ * int64_t *: the steps this process has applied. The strategy closes its
+ * groups (bounded), joins the next generation (host->membership) and opens
+ * its groups on that generation's members; it moves no state: the core
+ * then installs the state of rank 0 (the member that holds the newest
+ * step) everywhere with STRATA_CTL_STATE_GET/SET when a member lacks it.
+ * STRATA_ENOTSUP: not elastic, the failure ends the job. */
+#define STRATA_CTL_REGROUP 6
+/* Transport (ABI 2.4): the two halves of an all-reduce over shards the
+ * caller chooses (ZeRO: reduce the gradients, step a shard, gather the
+ * variables), arg = strata_shards_t *. Member m owns the elements
+ * [bounds[m], bounds[m + 1]) of op->buf (bounds: group size + 1 ascending
+ * offsets from 0 to op->count, the same on every member; a shard may be
+ * empty). REDUCE_SCATTER: on return member m's shard holds the sum (or
+ * mean, op->reduce_op) of every member's values there; the rest of op->buf
+ * is scratch. ALL_GATHER: member m's shard holds its values; on return
+ * every shard holds its owner's, bitwise. Each moves (n-1)/n of the buffer
+ * per member, half an all-reduce. Collective, blocks like reduce(); one
+ * thread per member. arg->op == NULL asks, without a collective, whether
+ * this group offers them: STRATA_OK or STRATA_ENOTSUP (the caller then
+ * reduces and broadcasts instead). */
+#define STRATA_CTL_REDUCE_SCATTER 7
+#define STRATA_CTL_ALL_GATHER     8
+
+/* The entry symbol of each ABI major: the core looks for the newest first. */
+#define STRATA_PLUGIN_SYMBOL    "strata_plugin_v2"
+#define STRATA_PLUGIN_SYMBOL_V1 "strata_plugin_v1"
+
+#define STRATA_PLUGIN_HEADER(kind_, name_, version_, description_)           \
+    .hdr = { STRATA_ABI_MAJOR, STRATA_ABI_MINOR,                             \
+             (uint32_t)sizeof(strata_plugin_v2_t), (kind_), 0u, (name_),     \
+             (version_), (description_), STRATA_BUILD_SIG }
+
+/* True when the plugin was built with member `m` and set it. */
+#define STRATA_HAS(p, m)                                                     \
+    ((p)->hdr.struct_size >= offsetof(strata_plugin_v2_t, m) + sizeof((p)->m) \
+     && (p)->m != NULL)
+
+/* True when a struct that starts with `uint32_t struct_size` carries `m`
+ * (a host table or a group from a core of an older minor). */
+#define STRATA_HAS_FIELD(type, s, m)                                         \
+    ((s)->struct_size >= offsetof(type, m) + sizeof((s)->m))
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STRATA_PLUGIN_H */
