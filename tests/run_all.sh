@@ -8,8 +8,13 @@
 #   4. AddressSanitizer + UndefinedBehaviorSanitizer build and the suite
 #      (without the slow end-to-end accuracy run)
 #   5. ThreadSanitizer build and the threaded tests (label "threads")
-#   6. the CUDA targets, when a CUDA toolkit is installed (compiled always,
-#      GPU tests run where a GPU exists and are reported skipped elsewhere)
+#   6. the build types the stages above do not cover, product only (no
+#      tests): gcc Debug and clang Release (CUDA as in stage 2), clang
+#      Debug (CUDA off)
+# The CUDA targets are built when a CUDA toolkit is installed (GPU tests run
+# where a GPU exists and are reported skipped elsewhere). So every build
+# type (Release, Debug, RelWithDebInfo) is built by gcc and by clang, with
+# CUDA on (where installed) and off.
 # Build trees go to $STRATA_TEST_BUILD (default: ./build-test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,5 +62,13 @@ step "ThreadSanitizer (threaded tests)"
 CC=clang build "$out/tsan" -DSTRATA_CUDA=OFF -DSTRATA_SANITIZE=thread
 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp" \
     ctest --test-dir "$out/tsan" --output-on-failure -L threads
+
+step "the other build types, product only: gcc Debug, clang Release (STRATA_CUDA=$cuda), clang Debug"
+CC=gcc build "$out/gcc-debug" -DSTRATA_CUDA=$cuda -DCMAKE_BUILD_TYPE=Debug \
+    -DSTRATA_BUILD_TESTS=OFF
+CC=clang build "$out/clang-release" -DSTRATA_CUDA=$cuda \
+    -DCMAKE_BUILD_TYPE=Release -DSTRATA_BUILD_TESTS=OFF
+CC=clang build "$out/clang-debug" -DSTRATA_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug \
+    -DSTRATA_BUILD_TESTS=OFF
 
 step "all test stages passed"
