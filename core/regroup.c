@@ -60,43 +60,26 @@ int strata__elastic_setup(strata__run_t *run)
     return strata__elastic_open(run->self, host, &run->elastic);
 }
 
-/* The generation's shape: who this process is, which slices it trains. */
+/* The generation's shape: who this process is, which slices it trains
+ * (geometry.c), and the schedule when the linear scaling rule follows the
+ * replicas that share a batch. */
 static int take_shape(strata__run_t *run, const strata_membership_t *g)
 {
-    const strata__train_cfg_t *t = &run->s->train;
-    int total = g->size * run->nreplicas;
-    int gbatch = t->elastic_batch == STRATA__BATCH_PER_WORKER
-                     ? run->share * g->size : run->batch;
-    if (gbatch < total || (size_t)gbatch > run->train.n) {
-        strata__log(STRATA_LOG_ERROR, WHO, "generation %d: a global batch "
-                    "of %d for %d replicas (%d workers x %d) and %zu "
-                    "samples: [train] batch_size does not fit",
-                    g->generation, gbatch, total, g->size, run->nreplicas,
-                    run->train.n);
-        return STRATA_ECONFIG;
-    }
-    if (gbatch != run->gbatch && g->rank == 0)
-        strata__log(STRATA_LOG_INFO, WHO, "generation %d: global batch %d "
-                    "(%d per worker), %lld steps per epoch", g->generation,
-                    gbatch, run->share,
-                    (long long)(run->train.n / (size_t)gbatch));
-    run->gbatch = gbatch;
-    /* The linear scaling rule follows the replicas that share a batch:
-     * the schedule the steps read is made anew for them. */
-    if (t->lr_scaling && t->elastic_batch == STRATA__BATCH_PER_WORKER) {
-        int rc = strata__schedule_init(&run->sched, &run->s->optimizer,
-                                       (double)total, run->warmup_steps);
-        if (rc != STRATA_OK)
-            return rc;
+    const strata__geometry_in_t in = {
+        .train = &run->s->train, .samples = run->train.n,
+        .nreplicas = run->nreplicas, .nworkers = g->size, .rank = g->rank,
+        .elastic = 1, .generation = g->generation,
+    };
+    strata__geometry_t geo;
+    int rc = strata__geometry(&in, &run->geo, &geo);
+    if (rc == STRATA_OK && geo.lr_scale != run->geo.lr_scale) {
+        rc = strata__schedule_init(&run->sched, &run->s->optimizer,
+                                   geo.lr_scale, run->warmup_steps);
         run->lr_target = strata__schedule_initial(&run->sched);
     }
-    run->nworkers = g->size;
-    run->rank = g->rank;
-    run->chief = g->rank == 0;
-    run->shards = total;
-    run->shard0 = g->rank * run->nreplicas;
-    run->per_replica = gbatch / total;
-    return STRATA_OK;
+    if (rc == STRATA_OK)
+        run->geo = geo;
+    return rc;
 }
 
 int strata__host_membership(strata_ctx_t *ctx, int64_t committed,
@@ -162,7 +145,7 @@ static int move_state(strata__run_t *run, const strata_membership_t *g)
     strata_state_t st;
     int rc = strata__state_alloc(run, &st);
     st.opt_steps = g->resume_step; /* mwms: one optimizer update a step */
-    if (rc == STRATA_OK && run->rank == 0)
+    if (rc == STRATA_OK && run->geo.rank == 0)
         rc = strategy_ctl(run, STRATA_CTL_STATE_GET, &st);
     if (rc == STRATA_OK)
         rc = strategy_ctl(run, STRATA_CTL_STATE_SET, &st);
@@ -182,7 +165,7 @@ static int agree_position(strata__run_t *run, const strata_membership_t *g,
     int64_t mine[4] = { run->done_epoch, run->done_batch, run->done_pos,
                         g->resume_step };
     float v[8] = { 0 };
-    for (int i = 0; run->rank == 0 && i < 4; i++) {
+    for (int i = 0; run->geo.rank == 0 && i < 4; i++) {
         v[2 * i] = (float)(mine[i] & 0xffffff);
         v[2 * i + 1] = (float)(mine[i] >> 24);
     }
@@ -216,7 +199,7 @@ static int settled(strata__run_t *run, const strata_membership_t *g,
     run->done_epoch = at->epoch;
     run->done_batch = at->batch;
     run->done_pos = at->sample;
-    if (run->chief)
+    if (run->geo.chief)
         strata__log(STRATA_LOG_INFO, WHO, "generation %d: %d worker%s, "
                     "training goes on from step %lld (epoch %d, batch %lld)",
                     g->generation, g->size, g->size == 1 ? "" : "s",

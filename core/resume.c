@@ -41,7 +41,7 @@ static void identity_of(const strata__run_t *run, identity_t *id)
     snprintf(id->input, sizeof id->input, "%d", run->model.input_dim);
     snprintf(id->optimizer, sizeof id->optimizer, "%s",
              k_opt_names[s->optimizer.name]);
-    snprintf(id->batch, sizeof id->batch, "%d", run->batch);
+    snprintf(id->batch, sizeof id->batch, "%d", run->geo.batch);
     snprintf(id->seed, sizeof id->seed, "%" PRId64, s->train.seed);
     snprintf(id->samples, sizeof id->samples, "%zu", run->train.n);
     snprintf(id->shuffle, sizeof id->shuffle, "%d", s->data.shuffle);
@@ -110,7 +110,7 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
     int rc = strata__state_alloc(run, &st);
     if (rc == STRATA_OK)
         rc = strategy_state(run, STRATA_CTL_STATE_GET, &st);
-    if (rc != STRATA_OK || !run->chief) {
+    if (rc != STRATA_OK || !run->geo.chief) {
         strata__state_free(&st);
         return rc;
     }
@@ -152,7 +152,7 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
      * where the next batch starts is then said in samples. */
     int64_t sample = batch ? (int64_t)strata__batch_sample(run, batch) : 0;
     snprintf(smp, sizeof smp, "%" PRId64, sample);
-    int moved = sample != batch * (int64_t)run->batch;
+    int moved = sample != batch * (int64_t)run->geo.batch;
     strata__meta_t meta[14 + STRATA__MONITOR_NMETA] = {
         { "strata.epoch", e },          { "strata.batch", b },
         { "strata.step", n },           { "strata.opt_steps", o },
@@ -338,7 +338,7 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
     memset(at, 0, sizeof *at);
     if (!c->dir[0])
         return STRATA_OK;
-    if (run->chief) {
+    if (run->geo.chief) {
         int rc = make_dirs(c->dir);
         if (rc != STRATA_OK)
             return rc;
@@ -351,7 +351,7 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
     strata__ckpt_t *ck = NULL;
     char path[4096] = "";
     int rc = STRATA_OK;
-    if (run->chief) {
+    if (run->geo.chief) {
         rc = strata__ckpt_latest(c->dir, &ck, path, sizeof path);
         if (rc == STRATA_ENOENT)
             rc = STRATA_OK; /* nothing to resume from: a fresh start */
@@ -377,7 +377,7 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
         rc = meta_int(ck, "strata.epoch", 0, run->s->train.epochs, &epoch, path);
         if (rc == STRATA_OK)
             rc = meta_int(ck, "strata.batch", 0, moved ? (int64_t)run->train.n
-                                                      : run->steps_per_epoch,
+                                                      : run->geo.steps_per_epoch,
                           &batch, path);
         if (rc == STRATA_OK)
             rc = meta_int(ck, "strata.step", 0, INT64_MAX / 2, &step, path);
@@ -393,7 +393,7 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
      * step and the sample in two halves); without a sample position the
      * global step is rebuilt from the epoch and the batch. */
     float v[7] = { 0, 0, 0, 0, 0, 0, 0 };
-    if (run->chief) {
+    if (run->geo.chief) {
         v[0] = rc == STRATA_OK ? (float)found : -1.0f;
         v[1] = (float)epoch;
         v[2] = (float)batch;
@@ -416,7 +416,7 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
     if (ck) /* the chief decides early stopping and keep_best */
         strata__monitor_from_meta(&run->monitor, meta_of, ck);
     sample = ((int64_t)v[4] << 24 | (int64_t)v[3]) - 1;
-    step = sample < 0 ? epoch * run->steps_per_epoch + batch
+    step = sample < 0 ? epoch * run->geo.steps_per_epoch + batch
                       : (int64_t)v[6] << 24 | (int64_t)v[5];
     strata_state_t st;
     rc = strata__state_alloc(run, &st);
@@ -433,8 +433,8 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
     at->epoch = (int)epoch;
     at->batch = batch;
     at->step = step;
-    at->sample = sample < 0 ? batch * run->batch : sample;
-    if (run->chief)
+    at->sample = sample < 0 ? batch * run->geo.batch : sample;
+    if (run->geo.chief)
         strata__out(run->ctx, "resumed from %s: epoch %d, batch %" PRId64
                     ", step %" PRId64 "\n", path, at->epoch, batch, step);
     return STRATA_OK;

@@ -47,52 +47,26 @@ static int setup_data(strata__run_t *run)
     return STRATA_OK;
 }
 
+/* The run's geometry (geometry.c) and what follows from it: the
+ * learning-rate schedule and the monitor. */
 static int setup_batches(strata__run_t *run)
 {
     const strata__train_cfg_t *t = &run->s->train;
-    /* A strategy that hands out steps (next_step) gives each worker whole
-     * global batches; otherwise all workers share every batch. */
-    int sharing = run->strategy->caps & STRATA_CAP_NEXT_STEP ? 1 : run->nworkers;
-    int R = run->nreplicas, total = R * sharing;
-    run->shards = total;
-    run->shard0 = sharing > 1 ? run->rank * R : 0;
-    /* An elastic job's generations may have any number of workers. When
-     * they keep the global batch, its slices differ by one sample where
-     * they do not divide it, and a replica's work is sized for the largest
-     * (one worker alone); when they keep a worker's share, the slices never
-     * change. */
-    int uneven = run->elastic &&
-                 t->elastic_batch == STRATA__BATCH_GLOBAL;
-    run->slice_max = uneven ? (int)((t->batch_size + R - 1) / R)
-                            : (int)(t->batch_size / total);
-    if (t->batch_size % total != 0 && !uneven) {
-        strata__log(STRATA_LOG_ERROR, "train",
-                    "[train] batch_size = %lld is the global batch and must "
-                    "split evenly across %d replicas%s",
-                    (long long)t->batch_size, total,
-                    run->nworkers > 1 ? " (all workers)" : "");
-        return STRATA_ECONFIG;
-    }
-    if ((size_t)t->batch_size > run->train.n) {
-        strata__log(STRATA_LOG_ERROR, "train",
-                    "[train] batch_size = %lld is larger than the %zu training "
-                    "samples", (long long)t->batch_size, run->train.n);
-        return STRATA_ECONFIG;
-    }
-    run->batch = (int)t->batch_size;
-    run->gbatch = run->batch;
-    run->share = run->batch / sharing;
-    run->per_replica = run->batch / total;
-    /* The last partial batch of an epoch is dropped (drop_remainder): every
-     * step then splits evenly, and the shuffle puts other samples there in
-     * the next epoch. */
-    run->steps_per_epoch = (int64_t)(run->train.n / (size_t)run->batch);
-    const strata__optimizer_cfg_t *o = &run->s->optimizer;
-    run->warmup_steps = (int64_t)(t->warmup_epochs * (double)run->steps_per_epoch);
+    const strata_cluster_t *c = &run->cluster.pub;
+    const strata__geometry_in_t in = {
+        .train = t, .samples = run->train.n, .nreplicas = run->nreplicas,
+        .nworkers = c->nworkers, .rank = c->tasks[c->self].rank,
+        .whole_batches = (run->strategy->caps & STRATA_CAP_NEXT_STEP) != 0,
+        .elastic = run->elastic != NULL, .generation = -1,
+    };
+    int rc = strata__geometry(&in, NULL, &run->geo);
+    if (rc != STRATA_OK)
+        return rc;
+    run->warmup_steps = (int64_t)(t->warmup_epochs *
+                                  (double)run->geo.steps_per_epoch);
     strata__monitor_init(&run->monitor, run->s);
-    int rc = strata__schedule_init(&run->sched, o,
-                                   t->lr_scaling ? (double)total : 1.0,
-                                   run->warmup_steps);
+    rc = strata__schedule_init(&run->sched, &run->s->optimizer,
+                               run->geo.lr_scale, run->warmup_steps);
     run->lr_target = strata__schedule_initial(&run->sched);
     return rc;
 }
@@ -107,8 +81,8 @@ static int setup_replicas(strata__run_t *run)
      * MLP's); a step's slice always fits. */
     size_t fit = STRATA_EVAL_WORK_BYTES / strata__work_row_bytes(&run->model);
     int rows = fit < 16 ? 16 : fit > 256 ? 256 : (int)fit;
-    if (run->slice_max > rows)
-        rows = run->slice_max;
+    if (run->geo.slice_max > rows)
+        rows = run->geo.slice_max;
     for (int r = 0; r < run->nreplicas; r++) {
         strata__replica_t *rep = &run->reps[r];
         rep->run = run;
@@ -216,6 +190,13 @@ static int setup_strategy(strata__run_t *run)
  * file, so that run->init is the same everywhere (ps places from it on
  * every task). The file's problems are configuration errors (exit 2) but
  * for a damaged file (STRATA_EDATA) or an I/O error. */
+/* Rank 0 of the cluster, before the geometry is computed. */
+static int chief_task(const strata__run_t *run)
+{
+    const strata_cluster_t *c = &run->cluster.pub;
+    return c->tasks[c->self].rank == 0;
+}
+
 static int setup_init_from(strata__run_t *run)
 {
     const char *path = run->s->model.init_from;
@@ -249,7 +230,7 @@ static int setup_init_from(strata__run_t *run)
         else if (!first)
             first = name;
     }
-    if (rc == STRATA_OK && extra > 0 && run->chief)
+    if (rc == STRATA_OK && extra > 0 && chief_task(run))
         strata__log(first ? STRATA_LOG_WARN : STRATA_LOG_INFO, "model",
                     "%s: %d tensor%s not in the model ignored (%d optimizer "
                     "slot%s: a warm start has a fresh optimizer)%s%.64s%s",
@@ -259,7 +240,7 @@ static int setup_init_from(strata__run_t *run)
     strata__ckpt_free(ck);
     if (rc != STRATA_OK)
         return rc == STRATA_EIO || rc == STRATA_ENOMEM ? rc : STRATA_ECONFIG;
-    if (run->chief)
+    if (chief_task(run))
         strata__out(run->ctx, "initialised %d variables from %s\n",
                     m->nvars, path);
     return STRATA_OK;
@@ -275,9 +256,6 @@ static int setup_cluster(strata__run_t *run)
     run->cluster_ok = 1;
     const strata_cluster_t *c = &run->cluster.pub;
     const strata_task_t *me = &c->tasks[c->self];
-    run->nworkers = c->nworkers;
-    run->rank = me->rank;
-    run->chief = me->rank == 0;
     strata__task_name(me, run->self, sizeof run->self);
     /* debug.step_delay_ms slows this task down (a straggler) when it is the
      * one debug.delay_task names, or every task when that is empty. */
@@ -422,7 +400,7 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
 
 void strata__run_banner(const strata__run_t *run)
 {
-    if (!run->chief)
+    if (!run->geo.chief)
         return;
     char devs[512] = "", one[32];
     size_t used = 0;
@@ -433,9 +411,9 @@ void strata__run_banner(const strata__run_t *run)
                                                     sizeof one));
     /* A strategy that hands out steps has a coordinator (rank 0) that does
      * not train. */
-    int workers = run->nworkers -
+    int workers = run->geo.nworkers -
                   ((run->strategy->caps & STRATA_CAP_NEXT_STEP) &&
-                   run->nworkers > 1);
+                   run->geo.nworkers > 1);
     strata_ctx_t *ctx = run->ctx;
     if (!ctx->cb.text)
         return;
@@ -453,8 +431,8 @@ void strata__run_banner(const strata__run_t *run)
                     : "off: plaintext, unauthenticated ([security] mode = off)");
     strata__out(ctx, "model: %zu parameters; %zu training samples, global "
                 "batch %d (%d per replica), %lld steps per epoch\n",
-                run->model.params, run->train.n, run->batch,
-                run->per_replica, (long long)run->steps_per_epoch);
+                run->model.params, run->train.n, run->geo.batch,
+                run->geo.per_replica, (long long)run->geo.steps_per_epoch);
     char *summary = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&summary, &len);
@@ -473,7 +451,7 @@ void strata__run_banner(const strata__run_t *run)
     if (t->lr_scaling)
         snprintf(scaled, sizeof scaled, " (%g x %d replicas: [train] "
                  "lr_scaling = linear)", run->lr_target / run->sched.scale,
-                 run->shards);
+                 run->geo.shards);
     if (run->warmup_steps > 0)
         snprintf(warm, sizeof warm, ", reached linearly over the first %lld "
                  "steps (warm-up)", (long long)run->warmup_steps);
@@ -543,7 +521,7 @@ int strata__run_finish(strata__run_t *run)
 {
     const strata__debug_cfg_t *d = &run->s->debug;
     check_clipped(run);
-    int want_dump = d->dump_vars && d->dump_vars[0] && run->chief;
+    int want_dump = d->dump_vars && d->dump_vars[0] && run->geo.chief;
     if (want_dump || d->hash_vars) {
         size_t total;
         float *vars = gather_vars(run, &total);
@@ -554,7 +532,7 @@ int strata__run_finish(strata__run_t *run)
             rc = strata__write_atomic(d->dump_vars, vars, total * sizeof *vars);
         if (d->hash_vars)
             strata__out(run->ctx, "variables hash (rank %d): %016llx\n",
-                        run->rank,
+                        run->geo.rank,
                         (unsigned long long)fnv1a(vars, total * sizeof *vars));
         free(vars);
         if (rc != STRATA_OK)
@@ -562,7 +540,7 @@ int strata__run_finish(strata__run_t *run)
     }
     /* The result line, whatever the progress display ([train] progress =
      * none silences the progress, not the outcome). */
-    if (run->chief && run->nclosed > 0) {
+    if (run->geo.chief && run->nclosed > 0) {
         const strata__epoch_stats_t *e = &run->last;
         const char *s = e->epoch == 1 ? "" : "s";
         if (e->has_test)

@@ -5,6 +5,7 @@
 
 #include "cluster.h"
 #include "crew.h"
+#include "geometry.h"
 #include "monitor.h"
 #include "runtime.h"
 #include "schedule.h"
@@ -56,24 +57,16 @@ struct strata__run {
     int                       nreplicas;
     int32_t                   devices[STRATA_MAX_REPLICAS];
     strata__replica_t        *reps;
-    int                       batch, per_replica;
-    int                       gbatch;       /* the global batch now: batch,
-                                               unless an elastic job keeps
-                                               a worker's share            */
-    int                       share;        /* per_worker: a worker's share */
+    strata__geometry_t        geo;          /* who trains which slices:
+                                               geometry.c, its one writer  */
     int64_t                   b0, pos0;     /* batch b0 of this epoch
                                                starts at sample pos0       */
     int                       done_epoch;   /* where the steps applied here */
     int64_t                   done_batch,   /* leave the data: the next     */
                               done_pos;     /* batch and its first sample   */
-    int                       nworkers, rank;  /* training processes, mine */
-    int                       shards;       /* replica slices of a batch   */
-    int                       shard0;       /* my first slice              */
     int64_t                   step_batch, step_id; /* PHASE_STEP's step    */
     long                      delay_us;     /* debug.step_delay_ms here    */
-    int                       chief;        /* rank 0: prints, writes files */
     int                       evaluator;    /* the sidecar evaluator task  */
-    int64_t                   steps_per_epoch;
     double                    lr_target;    /* before warm-up and decay */
     int64_t                   warmup_steps;
     strata__schedule_t        sched;        /* the lr of every step        */
@@ -108,8 +101,6 @@ struct strata__run {
     int64_t                   steps_run;    /* steps this process trained  */
     /* elastic jobs (regroup.c) */
     struct strata__elastic   *elastic;      /* membership client, or NULL  */
-    int                       slice_max;    /* rows of a replica's largest
-                                               slice of a batch            */
     int                       stats_epoch;  /* epoch of the replicas'
                                                running stats, -1 none      */
     double                    epoch_secs;   /* of that epoch, so far       */
@@ -137,12 +128,12 @@ int strata__sidecar_run(strata__run_t *run);
 /* First sample, in the epoch's order, of batch b of this epoch. */
 static inline size_t strata__batch_sample(const strata__run_t *run, int64_t b)
 {
-    return (size_t)(run->pos0 + (b - run->b0) * (int64_t)run->gbatch);
+    return (size_t)(run->pos0 + (b - run->b0) * (int64_t)run->geo.gbatch);
 }
 /* Batches of this epoch (the last partial one dropped). */
 static inline int64_t strata__epoch_batches(const strata__run_t *run)
 {
-    return run->b0 + ((int64_t)run->train.n - run->pos0) / run->gbatch;
+    return run->b0 + ((int64_t)run->train.n - run->pos0) / run->geo.gbatch;
 }
 
 /* ---- regroup.c: elastic jobs ------------------------------------------ */

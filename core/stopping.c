@@ -6,13 +6,13 @@
 int64_t strata__run_last_step(const strata__run_t *run)
 {
     const strata__train_cfg_t *t = &run->s->train;
-    int64_t all = t->epochs * run->steps_per_epoch;
+    int64_t all = t->epochs * run->geo.steps_per_epoch;
     return t->max_steps > 0 && t->max_steps < all ? t->max_steps : all;
 }
 
 int strata__run_epochs(const strata__run_t *run)
 {
-    int64_t spe = run->steps_per_epoch > 0 ? run->steps_per_epoch : 1;
+    int64_t spe = run->geo.steps_per_epoch > 0 ? run->geo.steps_per_epoch : 1;
     return (int)((strata__run_last_step(run) + spe - 1) / spe);
 }
 
@@ -33,7 +33,7 @@ int strata__run_monitor(strata__run_t *run, int epoch, double val_loss,
                         double val_acc, int *save_best)
 {
     float v[2] = { 0.0f, 0.0f };
-    if (run->chief) {
+    if (run->geo.chief) {
         int best, stop;
         strata__monitor_epoch(&run->monitor, epoch, val_loss, val_acc, &best,
                               &stop);
@@ -48,7 +48,7 @@ int strata__run_monitor(strata__run_t *run, int epoch, double val_loss,
 
 void strata__run_halt_line(strata__run_t *run, int epoch)
 {
-    if (!run->chief)
+    if (!run->geo.chief)
         return;
     char line[512];
     strata__monitor_stop_line(&run->monitor, epoch, line, sizeof line);

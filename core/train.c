@@ -95,11 +95,11 @@ typedef struct slice {
 static slice_t slice_of(const strata__replica_t *rep)
 {
     const strata__run_t *run = rep->run;
-    size_t g = (size_t)run->shard0 + (size_t)rep->r, b = (size_t)run->per_replica;
+    size_t g = (size_t)run->geo.shard0 + (size_t)rep->r, b = (size_t)run->geo.per_replica;
     if (!run->elastic)
         return (slice_t){ g * b, b, 1.0f / (float)b };
     /* Any number of slices (regroup.c): == the above when S divides B. */
-    size_t B = (size_t)run->gbatch, S = (size_t)run->shards;
+    size_t B = (size_t)run->geo.gbatch, S = (size_t)run->geo.shards;
     size_t row0 = B * g / S;
     return (slice_t){ row0, B * (g + 1) / S - row0, (float)S / (float)B };
 }
@@ -231,8 +231,8 @@ static void train_segment(strata__replica_t *rep)
 static void eval_share(strata__replica_t *rep)
 {
     strata__run_t *run = rep->run;
-    size_t n = run->test.n, R = (size_t)run->shards;
-    size_t g = (size_t)run->shard0 + (size_t)rep->r;
+    size_t n = run->test.n, R = (size_t)run->geo.shards;
+    size_t g = (size_t)run->geo.shard0 + (size_t)rep->r;
     size_t lo = n * g / R, hi = n * (g + 1) / R;
     rep->eval_loss = 0.0;
     rep->eval_correct = 0;
@@ -306,7 +306,7 @@ static void publish_steps(strata__run_t *run, int64_t done_in_epoch)
     if (done_in_epoch <= 0)
         return;
     const strata__replica_t *r0 = &run->reps[0];
-    double rows = (double)done_in_epoch * run->per_replica;
+    double rows = (double)done_in_epoch * run->geo.per_replica;
     const strata__event_t progress = {
         .kind = STRATA__EV_PROGRESS, .epoch = run->cur_epoch,
         .steps = done_in_epoch, .loss = r0->loss_sum / rows,
@@ -320,7 +320,7 @@ static void publish_steps(strata__run_t *run, int64_t done_in_epoch)
 int strata__run_world_sum(strata__run_t *run, float *buf, int n)
 {
     const strata_plugin_v2_t *vt = run->strategy->vt;
-    if (run->nworkers == 1 || !(run->strategy->caps & STRATA_CAP_WORLD_SUM))
+    if (run->geo.nworkers == 1 || !(run->strategy->caps & STRATA_CAP_WORLD_SUM))
         return STRATA_OK;
     strata_op_t op = { .struct_size = sizeof op, .buf = buf, .count = (size_t)n,
                        .device = STRATA_DEVICE(STRATA_DEV_CPU, 0),
@@ -523,7 +523,7 @@ static int close_epoch(strata__run_t *run, int e, int64_t steps, int64_t full,
         correct += run->reps[r].correct;
         samples += run->reps[r].samples;
     }
-    double n = (double)done * (double)run->batch;
+    double n = (double)done * (double)run->geo.batch;
     /* Elastic: the samples the members of now trained (a lost one's
      * figures went with it). */
     int rc = world_sum(run, &loss, &correct, run->elastic ? &samples : NULL);
@@ -668,12 +668,12 @@ static int step_loop(strata__run_t *run)
             break;
         if (rc == STRATA_OK &&
             (st.epoch < 0 || st.epoch >= t->epochs || st.batch < 0 ||
-             st.batch >= run->steps_per_epoch)) {
+             st.batch >= run->geo.steps_per_epoch)) {
             strata__log(STRATA_LOG_ERROR, "train",
                         "strategy %s handed out batch %lld of epoch %d: out of "
                         "range (%lld batches, %lld epochs)", run->strategy->name,
                         (long long)st.batch, st.epoch,
-                        (long long)run->steps_per_epoch, (long long)t->epochs);
+                        (long long)run->geo.steps_per_epoch, (long long)t->epochs);
             rc = STRATA_EPROTO;
         }
         if (rc != STRATA_OK) {
@@ -691,7 +691,7 @@ static int step_loop(strata__run_t *run)
         run_phase(run, PHASE_STEP);
         publish_steps(run, 0);
         st.has_result = 1;
-        st.samples = run->batch;
+        st.samples = run->geo.batch;
         st.loss_sum = 0.0;
         st.correct = 0;
         for (int r = 0; r < run->nreplicas; r++) {
@@ -736,7 +736,7 @@ int strata__host_report(strata_ctx_t *ctx, const strata_report_t *r)
         return strata__emit(&run->bus, &ev);
     }
     case STRATA_REPORT_EPOCH_END: {
-        double n = (double)r->steps * (double)run->batch;
+        double n = (double)r->steps * (double)run->geo.batch;
         strata__epoch_stats_t st = {
             .epoch = r->epoch + 1, .steps = r->steps, .train_loss = r->loss,
             .train_acc = r->acc, .test_loss = r->val_loss,
@@ -818,8 +818,8 @@ static int drive(strata__run_t *run)
         return rc;
     const strata_drive_t d = {
         .struct_size = sizeof d, .epochs = (int32_t)t->epochs,
-        .steps_per_epoch = run->steps_per_epoch, .max_steps = t->max_steps,
-        .batch = run->batch, .eval = t->eval,
+        .steps_per_epoch = run->geo.steps_per_epoch, .max_steps = t->max_steps,
+        .batch = run->geo.batch, .eval = t->eval,
         .train_samples = (int64_t)run->train.n,
         .first_epoch = at.epoch, .first_batch = at.batch,
     };

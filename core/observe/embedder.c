@@ -11,7 +11,7 @@ static void epoch_report(const strata__run_t *run,
                          const strata__epoch_stats_t *st)
 {
     const strata_callbacks_t *cb = &run->ctx->cb;
-    if (!cb->epoch || !run->chief)
+    if (!cb->epoch || !run->geo.chief)
         return;
     strata_epoch_report_t r = {
         .epoch = st->epoch - 1, .epochs = strata__run_epochs(run),

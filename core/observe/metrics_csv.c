@@ -50,7 +50,7 @@ static int on_event(void *self, const strata__event_t *ev)
         return STRATA_ENOMEM;
     m->rows = rows;
     rows[m->n++] = *ev->stats;
-    return m->run->chief ? write_csv(m) : STRATA_OK;
+    return m->run->geo.chief ? write_csv(m) : STRATA_OK;
 }
 
 static void close_metrics(void *self)

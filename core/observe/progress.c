@@ -24,7 +24,7 @@ typedef struct progress {
 static int mode_now(const progress_t *p)
 {
     const strata__run_t *run = p->run;
-    int mode = run->chief ? run->s->train.progress : STRATA__PROGRESS_NONE;
+    int mode = run->geo.chief ? run->s->train.progress : STRATA__PROGRESS_NONE;
     if (mode == STRATA__PROGRESS_AUTO)
         mode = isatty(STDOUT_FILENO) ? STRATA__PROGRESS_BAR
                                      : STRATA__PROGRESS_LINE;

@@ -160,7 +160,7 @@ int strata__steplog_observer(strata__run_t *run, strata__bus_t *bus)
         return STRATA_ENOMEM;
     l->run = run;
     l->fd = -1;
-    l->cap = 160 + (size_t)run->slice_max * 11;
+    l->cap = 160 + (size_t)run->geo.slice_max * 11;
     l->buf = calloc((size_t)run->nreplicas, sizeof *l->buf);
     int rc = l->buf ? STRATA_OK : STRATA_ENOMEM;
     for (int r = 0; rc == STRATA_OK && r < run->nreplicas; r++, l->nbufs++)

@@ -98,7 +98,7 @@ static void close_tensorboard(void *self)
 int strata__tensorboard_observer(strata__run_t *run, strata__bus_t *bus)
 {
     const strata__train_cfg_t *tc = &run->s->train;
-    if (!run->chief || !tc->tensorboard[0])
+    if (!run->geo.chief || !tc->tensorboard[0])
         return STRATA_OK;
     tensorboard_t *t = calloc(1, sizeof *t);
     if (!t)

@@ -137,7 +137,7 @@ static size_t frag_len(const float *hdr, int q)
 static int gather(strata__run_t *run, const strata__bytes_t *mine,
                   strata__bytes_t *all)
 {
-    const int W = run->nworkers, me = run->rank;
+    const int W = run->geo.nworkers, me = run->geo.rank;
     float *hdr = calloc((size_t)W * 3, sizeof *hdr);
     size_t *off = calloc((size_t)W + 1, sizeof *off);
     float *buf = NULL;
@@ -172,7 +172,7 @@ static int gather(strata__run_t *run, const strata__bytes_t *mine,
     }
     for (int q = 0; rc == STRATA_OK && q < W; q++) {
         size_t len = frag_len(hdr, q);
-        if (!run->chief)
+        if (!run->geo.chief)
             continue; /* only the chief writes */
         for (size_t i = 0; i < len; i += 3) {
             uint32_t v = (uint32_t)buf[off[q] + i / 3];
@@ -195,11 +195,11 @@ static int write_trace(trace_out_t *t, int rc)
     char task[48] = "chief:0", process[96], dev[32];
     if (run->cluster_ok)
         strata__task_name(&c->tasks[c->self], task, sizeof task);
-    snprintf(process, sizeof process, "%s (rank %d)", task, run->rank);
+    snprintf(process, sizeof process, "%s (rank %d)", task, run->geo.rank);
     char (*names)[64] = calloc((size_t)R + 1, sizeof *names);
     const char **np = calloc((size_t)R + 1, sizeof *np);
     strata__bytes_t mine = { 0 }, doc = { 0 };
-    strata__bytes_t *all = calloc((size_t)run->nworkers, sizeof *all);
+    strata__bytes_t *all = calloc((size_t)run->geo.nworkers, sizeof *all);
     if (!names || !np || !all) {
         free(names);
         free(np);
@@ -214,13 +214,13 @@ static int write_trace(trace_out_t *t, int rc)
             snprintf(names[r], sizeof names[r], "main (eval, checkpoint)");
         np[r] = names[r];
     }
-    strata__trace_fragment(&t->tr, &mine, run->rank, process, np, R + 1);
+    strata__trace_fragment(&t->tr, &mine, run->geo.rank, process, np, R + 1);
     /* One file for the job when every worker got here in step (the core's
      * loop, done or stopped on request): the chief gathers. Otherwise
      * (a failed run, a strategy whose workers run on their own) each
      * task writes its own: FILE for the chief, FILE.TASK.json else. */
     int got = 0, grc = STRATA_OK;
-    if (run->nworkers > 1 && run->lockstep &&
+    if (run->geo.nworkers > 1 && run->lockstep &&
         (rc == STRATA_OK || rc == STRATA_ESTOPPED)) {
         got = gather(run, &mine, all);
         if (got < 0) {
@@ -236,12 +236,12 @@ static int write_trace(trace_out_t *t, int rc)
              "steps of each worker ([train] trace_steps)", strata_version(),
              (long long)run->s->train.trace_steps);
     int wrc = STRATA_OK;
-    if (got && run->chief) {
-        strata__trace_document(&doc, all, run->nworkers, about);
+    if (got && run->geo.chief) {
+        strata__trace_document(&doc, all, run->geo.nworkers, about);
         snprintf(path, sizeof path, "%s", run->s->train.trace);
     } else if (!got) {
         strata__trace_document(&doc, &mine, 1, about);
-        if (run->chief)
+        if (run->geo.chief)
             snprintf(path, sizeof path, "%s", run->s->train.trace);
         else
             task_path(path, sizeof path, run->s->train.trace, task);
@@ -250,7 +250,7 @@ static int write_trace(trace_out_t *t, int rc)
         wrc = STRATA_ENOMEM;
     else if (doc.len > 0)
         wrc = strata__write_atomic(path, doc.p, doc.len);
-    for (int q = 0; q < run->nworkers; q++)
+    for (int q = 0; q < run->geo.nworkers; q++)
         strata__bytes_free(&all[q]);
     free(all);
     strata__bytes_free(&doc);
@@ -294,7 +294,7 @@ static void close_trace(void *self)
 int strata__trace_observer(strata__run_t *run, strata__bus_t *bus)
 {
     const strata__train_cfg_t *tc = &run->s->train;
-    if (!tc->trace[0] || run->rank < 0)
+    if (!tc->trace[0] || run->geo.rank < 0)
         return STRATA_OK;
     int rc = check_dir_of(tc->trace, "trace");
     if (rc != STRATA_OK)
