@@ -342,7 +342,6 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
 {
     run->ctx = ctx;
     run->s = &ctx->s;
-    run->stats_epoch = -1;
     run->t_start = strata__now();
     if (strata__crew_init(&run->crew) != 0)
         return STRATA_ENOMEM;
@@ -509,7 +508,7 @@ static uint64_t fnv1a(const void *data, size_t n)
  * strategy that never clipped. */
 static void check_clipped(const strata__run_t *run)
 {
-    if (run->steps_run > 0 && run->s->optimizer.clip_norm > 0 &&
+    if (run->stats.steps_run > 0 && run->s->optimizer.clip_norm > 0 &&
         atomic_load(&run->ctx->clip_calls) == 0)
         strata__log(STRATA_LOG_WARN, "train", "[optimizer] clip_norm = %g: "
                     "strategy %s clipped no gradient (it does not call the "
@@ -540,8 +539,8 @@ int strata__run_finish(strata__run_t *run)
     }
     /* The result line, whatever the progress display ([train] progress =
      * none silences the progress, not the outcome). */
-    if (run->geo.chief && run->nclosed > 0) {
-        const strata__epoch_stats_t *e = &run->last;
+    if (run->geo.chief && run->stats.nclosed > 0) {
+        const strata__epoch_stats_t *e = &run->stats.last;
         const char *s = e->epoch == 1 ? "" : "s";
         if (e->has_test)
             strata__out(run->ctx, "done: %d epoch%s, test accuracy %.4f, test "

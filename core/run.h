@@ -35,6 +35,19 @@ typedef struct strata__replica {
     double           eval_t0, eval_t1; /* its share of the last evaluation */
 } strata__replica_t;
 
+/* The run's figures, beside the replicas' running sums (loss_sum,
+ * correct, samples): written by the training loop (train.c) only. */
+typedef struct strata__run_stats {
+    int                   epoch;      /* of the replicas' running sums (an */
+                                      /* epoch goes on across a regroup),  */
+                                      /* -1 none                           */
+    double                secs;       /* of that epoch's steps, so far     */
+    strata__phase_times_t times;      /* where its step time went          */
+    int64_t               steps_run;  /* steps this process trained        */
+    strata__epoch_stats_t last;       /* the last epoch closed             */
+    int                   nclosed;    /* epochs closed by this run         */
+} strata__run_stats_t;
+
 /* Where a resumed run goes on. */
 typedef struct strata__resume {
     int     resumed;
@@ -95,15 +108,9 @@ struct strata__run {
     int64_t                   last_boundary; /* drive(): step of the last
                                                 checkpoint (or the resume) */
     _Atomic int               rc;           /* first failure               */
-    strata__epoch_stats_t     last;         /* the last epoch closed       */
-    int                       nclosed;      /* epochs closed by this run   */
-    strata__phase_times_t     times;        /* this epoch's step times     */
-    int64_t                   steps_run;    /* steps this process trained  */
+    strata__run_stats_t       stats;        /* train.c, its one writer     */
     /* elastic jobs (regroup.c) */
     struct strata__elastic   *elastic;      /* membership client, or NULL  */
-    int                       stats_epoch;  /* epoch of the replicas'
-                                               running stats, -1 none      */
-    double                    epoch_secs;   /* of that epoch, so far       */
     int                       resize_due;   /* agreed at an epoch's end    */
     int                       cur_epoch;    /* of the steps being run      */
     char                      self[48];     /* this task, "worker:1"       */

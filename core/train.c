@@ -298,8 +298,8 @@ static void publish_steps(strata__run_t *run, int64_t done_in_epoch)
         .kind = STRATA__EV_STEPS, .epoch = run->cur_epoch, .rec = recs,
         .nreps = run->nreplicas, .nrec = n,
     };
-    strata__phase_times_add(&run->times, &ev);
-    run->steps_run += n;
+    strata__phase_times_add(&run->stats.times, &ev);
+    run->stats.steps_run += n;
     strata__emit(&run->bus, &ev);
     for (int r = 0; r < run->nreplicas; r++)
         run->reps[r].nrec = 0;
@@ -375,7 +375,7 @@ static int evaluate(strata__run_t *run, double *loss, double *acc)
  * observers (progress line, metrics CSV row, TensorBoard, callbacks). */
 static int finish_epoch(strata__run_t *run, strata__epoch_stats_t *st)
 {
-    const strata__phase_times_t *pt = &run->times;
+    const strata__phase_times_t *pt = &run->stats.times;
     double all = pt->compute + pt->wait + pt->reduce, R = run->nreplicas;
     st->comm = pt->steps > 0 && all > 0.0 ? (pt->wait + pt->reduce) / all
                                           : -1.0;
@@ -384,9 +384,9 @@ static int finish_epoch(strata__run_t *run, strata__epoch_stats_t *st)
     st->reduce = pt->reduce / R;
     st->lr = pt->lr;
     st->wall_s = strata__now() - run->t_start;
-    memset(&run->times, 0, sizeof run->times);
-    run->last = *st;
-    run->nclosed++;
+    memset(&run->stats.times, 0, sizeof run->stats.times);
+    run->stats.last = *st;
+    run->stats.nclosed++;
     const strata__event_t ev = { .kind = STRATA__EV_EPOCH_END,
                                  .epoch = st->epoch - 1, .stats = st };
     return strata__emit(&run->bus, &ev);
@@ -450,15 +450,15 @@ static void begin_epoch(strata__run_t *run, int e, int64_t first,
     run->cur_epoch = e;
     strata__epoch_order(run->perm, run->train.n, (uint64_t)t->seed,
                         (uint64_t)e, run->s->data.shuffle);
-    int fresh = run->stats_epoch != e;
+    int fresh = run->stats.epoch != e;
     if (fresh) {
         for (int r = 0; r < run->nreplicas; r++) {
             run->reps[r].loss_sum = 0.0;
             run->reps[r].correct = 0;
             run->reps[r].samples = 0;
         }
-        run->stats_epoch = e;
-        run->epoch_secs = 0.0;
+        run->stats.epoch = e;
+        run->stats.secs = 0.0;
         run->epoch_first = first;
     }
     run->epoch_step0 = step - first;
@@ -490,7 +490,7 @@ static int train_batches(strata__run_t *run, int e, int64_t first,
         run->seg_hi = end;
         double t0 = strata__now();
         run_phase(run, PHASE_TRAIN);
-        run->epoch_secs += strata__now() - t0;
+        run->stats.secs += strata__now() - t0;
         publish_steps(run, end - run->epoch_first);
         if (failed(run))
             break;
@@ -560,8 +560,8 @@ static int close_epoch(strata__run_t *run, int e, int64_t steps, int64_t full,
     strata__epoch_stats_t st = {
         .epoch = e + 1, .steps = done, .train_loss = loss / n,
         .train_acc = (double)correct / n, .test_loss = vloss,
-        .test_acc = vacc, .seconds = run->epoch_secs,
-        .samples_per_s = run->epoch_secs > 0 ? n / run->epoch_secs : 0.0,
+        .test_acc = vacc, .seconds = run->stats.secs,
+        .samples_per_s = run->stats.secs > 0 ? n / run->stats.secs : 0.0,
         .has_test = val,
     };
     rc = finish_epoch(run, &st);
@@ -862,6 +862,7 @@ int strata__train(strata_ctx_t *ctx)
         return STRATA_ENOMEM;
     openblas_set_num_threads(1);
     ctx->run = run;
+    run->stats.epoch = -1;
     int rc = strata__run_setup(ctx, run);
     if (rc == STRATA_OK && run->evaluator) {
         rc = strata__sidecar_run(run);
