@@ -13,10 +13,9 @@
  * Without a device the GPU part is skipped (exit 77) with the reason. */
 #include <dlfcn.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <string.h>
 
-#include <strata/plugin.h>
+#include <strata/kit.h>
 
 #include "check.h"
 #include "spawn.h"
@@ -26,22 +25,11 @@ static const strata_plugin_v2_t *g_vt;
 static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char g_last_error[2048];
 
-/* ---- the host table: log, scale on a GPU; the rest unsupported ------- */
+/* ---- the host: the kit's (include/strata/kit.h), scale on a GPU -------- */
 
-/* The host context handed to init(). The functions below ignore it: any
- * pointer of ours does. */
-static struct { int unused; } g_hc_token;
-#define HC ((strata_hctx_t *)&g_hc_token)
-
-static void h_log(strata_hctx_t *hc, int level, const char *who,
-                  const char *fmt, ...)
+static void h_log(void *user, int level, const char *who, const char *line)
 {
-    char line[2048];
-    va_list ap;
-    (void)hc;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
+    (void)user;
     fprintf(stderr, "test_nccl: %s: %s%s\n", who,
             level == STRATA_LOG_ERROR ? "error: " : "", line);
     if (level == STRATA_LOG_ERROR) {
@@ -51,46 +39,27 @@ static void h_log(strata_hctx_t *hc, int level, const char *who,
     }
 }
 
-static const char *h_cfg_get(strata_hctx_t *hc, const char *s, const char *k)
-{ (void)hc; (void)s; (void)k; return NULL; }
-static void *h_alloc(strata_hctx_t *hc, int32_t d, size_t n)
-{ (void)hc; (void)d; (void)n; return NULL; }
-static void h_free(strata_hctx_t *hc, int32_t d, void *p)
-{ (void)hc; (void)d; (void)p; }
-static int h_copy(strata_hctx_t *hc, int32_t dd, void *dst, int32_t sd,
-                  const void *src, size_t n)
+/* nccl.so's only arithmetic: MEAN's scale, on the member's GPU. */
+static int h_scale(void *user, int32_t d, size_t n, float a, float *x)
 {
-    (void)hc; (void)dd; (void)dst; (void)sd; (void)src; (void)n;
-    return STRATA_ENOTSUP;
-}
-static int h_axpy(strata_hctx_t *hc, int32_t d, size_t n, float a,
-                  const float *x, float *y)
-{
-    (void)hc; (void)d; (void)n; (void)a; (void)x; (void)y;
-    return STRATA_ENOTSUP;
-}
-static int h_scale(strata_hctx_t *hc, int32_t d, size_t n, float a, float *x)
-{
-    (void)hc;
+    (void)user;
     if (STRATA_DEVICE_TYPE(d) != STRATA_DEV_GPU ||
         kg_set_device(STRATA_DEVICE_INDEX(d)) || kg_scale(n, a, x, NULL) ||
         kg_stream_sync(NULL))
         return STRATA_EDEVICE;
     return STRATA_OK;
 }
-static int h_sum(strata_hctx_t *hc, int32_t d, size_t n, float *dst,
-                 const float *const *s, int k)
-{
-    (void)hc; (void)d; (void)n; (void)dst; (void)s; (void)k;
-    return STRATA_ENOTSUP;
-}
 
-static const strata_host_v2_t k_host = {
-    .struct_size = sizeof(strata_host_v2_t),
-    .abi_major = STRATA_ABI_MAJOR, .abi_minor = STRATA_ABI_MINOR,
-    .log = h_log, .cfg_get = h_cfg_get, .alloc = h_alloc, .free = h_free,
-    .copy = h_copy, .axpy = h_axpy, .scale = h_scale, .sum = h_sum,
-};
+static strata_kit_t *g_kit;
+
+static int make_host(void)
+{
+    static const strata_kit_device_t dev = { .scale = h_scale };
+    strata_kit_config_t kc = STRATA_KIT_CONFIG_INIT;
+    kc.log = h_log;
+    kc.device = &dev;
+    return strata_kit_host(&kc, &g_kit);
+}
 
 /* ---- loading and instances ------------------------------------------------ */
 
@@ -108,7 +77,7 @@ static int load(void)
         return -1;
     }
     g_vt = dlsym(dl, STRATA_PLUGIN_SYMBOL);
-    return g_vt ? 0 : -1;
+    return g_vt && make_host() == STRATA_OK ? 0 : -1;
 }
 
 static const char *const *g_keys; /* public_keys of the next group */
@@ -129,7 +98,8 @@ static int open_group(int scope, int size, int rank, int nlocal,
                           .kind = STRATA_KIND_TRANSPORT, .cfg = &g_cfg,
                           .section = "transport", .group = &g,
                           .nreplicas = nlocal, .devices = devices };
-    return g_vt->init(&k_host, HC, &env, pctx);
+    return g_vt->init(strata_kit_table(g_kit), strata_kit_hctx(g_kit), &env,
+                      pctx);
 }
 
 /* ---- data and checks ---------------------------------------------------- */

@@ -17,6 +17,8 @@
 
 #include <zmq.h>
 
+#include <strata/kit.h>
+
 #include "check.h"
 #include "spawn.h"
 #include "../../plugins/transport/zmq/p2p.h"
@@ -25,22 +27,13 @@ static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char g_log[1 << 16];
 static size_t g_log_len;
 
-/* The host context handed to init(). The functions below ignore it: any
- * pointer of ours does. */
-static struct { int unused; } g_hc_token;
-#define HC ((strata_hctx_t *)&g_hc_token)
-
-static void h_log(strata_hctx_t *hc, int level, const char *who,
-                  const char *fmt, ...)
+/* The kit's host (include/strata/kit.h) logs through this: every line
+ * kept for log_count, warnings and errors also on stderr. */
+static void h_log(void *user, int level, const char *who, const char *msg)
 {
     char line[1024];
-    va_list ap;
-    (void)hc;
-    int n = snprintf(line, sizeof line, "[%d] %s: ", level, who);
-    va_start(ap, fmt);
-    if (n > 0 && (size_t)n < sizeof line)
-        vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-    va_end(ap);
+    (void)user;
+    snprintf(line, sizeof line, "[%d] %s: %s", level, who, msg);
     pthread_mutex_lock(&g_log_lock);
     size_t l = strlen(line);
     if (g_log_len + l + 2 < sizeof g_log) {
@@ -64,33 +57,7 @@ static int log_count(const char *what)
     return n;
 }
 
-static void *h_alloc(strata_hctx_t *hc, int32_t d, size_t n)
-{
-    (void)hc;
-    (void)d;
-    return calloc(1, n ? n : 1);
-}
-static void h_free(strata_hctx_t *hc, int32_t d, void *p)
-{
-    (void)hc;
-    (void)d;
-    free(p);
-}
-static int h_copy(strata_hctx_t *hc, int32_t dd, void *dst, int32_t sd,
-                  const void *src, size_t n)
-{
-    (void)hc;
-    (void)dd;
-    (void)sd;
-    memcpy(dst, src, n);
-    return 0;
-}
-
-static const strata_host_v2_t k_host = {
-    .struct_size = sizeof(strata_host_v2_t),
-    .abi_major = STRATA_ABI_MAJOR, .abi_minor = STRATA_ABI_MINOR,
-    .log = h_log, .alloc = h_alloc, .free = h_free, .copy = h_copy,
-};
+static strata_kit_t *g_kit;
 
 static const strata_plugin_v2_t *g_vt;
 static strz_cfg_t g_cfg;
@@ -107,6 +74,10 @@ static int load(void)
     }
     g_vt = dlsym(dl, STRATA_PLUGIN_SYMBOL);
     if (!g_vt || !STRATA_HAS(g_vt, send) || !STRATA_HAS(g_vt, recv))
+        return -1;
+    strata_kit_config_t kc = STRATA_KIT_CONFIG_INIT;
+    kc.log = h_log;
+    if (strata_kit_host(&kc, &g_kit) != STRATA_OK)
         return -1;
     /* the plugin's defaults, then what these tests need */
     g_cfg = (strz_cfg_t){ .chunk_bytes = 256 << 10, .timeout_s = 5,
@@ -140,7 +111,8 @@ static void *open_member(int rank, int n, const char *tag)
                          .section = "transport", .group = &g,
                          .nreplicas = 1, .devices = &cpu };
     void *ctx = NULL;
-    int rc = g_vt->init(&k_host, HC, &env, &ctx);
+    int rc = g_vt->init(strata_kit_table(g_kit), strata_kit_hctx(g_kit), &env,
+                         &ctx);
     CHECKF(rc == 0, "init member %d: %d", rank, rc);
     return rc == 0 ? ctx : NULL;
 }
@@ -395,5 +367,6 @@ int main(void)
     for (int i = 0; i < n; i++)
         if (m[i])
             g_vt->fini(m[i]);
+    strata_kit_free(g_kit);
     return CHECK_DONE();
 }

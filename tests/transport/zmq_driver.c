@@ -46,164 +46,24 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <strata/plugin.h>
+#include <strata/kit.h>
 
 static int g_rank;
 
-/* ---- the host table: real log/alloc/free/copy, the rest unsupported --- */
+/* ---- the host: the kit's (include/strata/kit.h), every line to stderr -- */
 
-/* The host context handed to init(). The functions below ignore it: any
- * pointer of ours does. */
-static struct { int unused; } g_hc_token;
-#define HC ((strata_hctx_t *)&g_hc_token)
-
-static void h_log(strata_hctx_t *hc, int level, const char *who,
-                  const char *fmt, ...)
+static void h_log(void *user, int level, const char *who, const char *line)
 {
     static const char *lv[] = { "error: ", "warning: ", "", "debug: " };
-    char line[1024];
-    va_list ap;
-    int n = snprintf(line, sizeof line, "zmq_driver[%d]: %s: %s", g_rank, who,
-                     level >= 0 && level <= 3 ? lv[level] : "");
-    va_start(ap, fmt);
-    if (n > 0 && (size_t)n < sizeof line)
-        vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "%s\n", line);
-}
-
-static const char *h_cfg_get(strata_hctx_t *hc, const char *s, const char *k)
-{ return NULL; }
-
-static void *h_alloc(strata_hctx_t *hc, int32_t dev, size_t bytes)
-{
-    size_t n = (bytes + 63) / 64 * 64;
-    void *p = aligned_alloc(64, n ? n : 64);
-    if (p)
-        memset(p, 0, n ? n : 64);
-    return p;
-}
-
-static void h_free(strata_hctx_t *hc, int32_t dev, void *p) { free(p); }
-
-static int h_copy(strata_hctx_t *hc, int32_t dd, void *dst, int32_t sd,
-                  const void *src, size_t n)
-{
-    memcpy(dst, src, n);
-    return 0;
-}
-
-static int h_axpy(strata_hctx_t *hc, int32_t d, size_t n, float a,
-                  const float *x, float *y)
-{ return STRATA_ENOTSUP; }
-static int h_scale(strata_hctx_t *hc, int32_t d, size_t n, float a, float *x)
-{ return STRATA_ENOTSUP; }
-static int h_sum(strata_hctx_t *hc, int32_t d, size_t n, float *dst,
-                 const float *const *s, int k)
-{ return STRATA_ENOTSUP; }
-static int h_opt_create(strata_hctx_t *hc, int32_t d, size_t c,
-                        strata_opt_t **o)
-{ *o = NULL; return STRATA_ENOTSUP; }
-static int h_opt_step(strata_hctx_t *hc, strata_opt_t *o, float *p,
-                      const float *g, size_t c, float lr)
-{ return STRATA_ENOTSUP; }
-static void h_opt_destroy(strata_hctx_t *hc, strata_opt_t *o) { }
-static int h_t_open(strata_hctx_t *hc, const strata_group_t *g,
-                    strata_transport_t **o)
-{ *o = NULL; return STRATA_ENOTSUP; }
-static int h_t_op(strata_hctx_t *hc, strata_transport_t *t, strata_op_t *op)
-{ return STRATA_ENOTSUP; }
-static int h_t_ctl(strata_hctx_t *hc, strata_transport_t *t, int op, void *arg)
-{ return STRATA_ENOTSUP; }
-static void h_t_close(strata_hctx_t *hc, strata_transport_t *t) { }
-
-static const strata_host_v2_t k_host = {
-    .struct_size = sizeof(strata_host_v2_t),
-    .abi_major = STRATA_ABI_MAJOR, .abi_minor = STRATA_ABI_MINOR,
-    .log = h_log, .cfg_get = h_cfg_get, .alloc = h_alloc, .free = h_free,
-    .copy = h_copy, .axpy = h_axpy, .scale = h_scale, .sum = h_sum,
-    .opt_create = h_opt_create, .opt_step = h_opt_step,
-    .opt_destroy = h_opt_destroy, .t_open = h_t_open, .t_reduce = h_t_op,
-    .t_update = h_t_op, .t_ctl = h_t_ctl, .t_close = h_t_close,
-};
-
-/* ---- options: the plugin's table, defaults then -o overrides ---------- */
-
-static int parse_opt(const strata_option_t *o, const char *text, void *cfg)
-{
-    char *end = NULL;
-    char *dst = (char *)cfg + o->offset;
-    switch (o->type) {
-    case STRATA_OPT_INT: {
-        long long v = strtoll(text, &end, 10);
-        memcpy(dst, &(int64_t){ v }, sizeof(int64_t));
-        break;
-    }
-    case STRATA_OPT_SIZE: {
-        double v = strtod(text, &end);
-        if (*end == 'K' || *end == 'k') v *= 1024, end++;
-        else if (*end == 'M' || *end == 'm') v *= 1024 * 1024, end++;
-        else if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024, end++;
-        memcpy(dst, &(int64_t){ (int64_t)v }, sizeof(int64_t));
-        break;
-    }
-    case STRATA_OPT_FLOAT: {
-        double v = strtod(text, &end);
-        memcpy(dst, &v, sizeof v);
-        break;
-    }
-    case STRATA_OPT_BOOL: {
-        int v = strcmp(text, "true") == 0 || strcmp(text, "1") == 0
-                || strcmp(text, "yes") == 0;
-        memcpy(dst, &v, sizeof v);
-        return 0;
-    }
-    case STRATA_OPT_STRING:
-        memcpy(dst, &text, sizeof text);
-        return 0;
-    case STRATA_OPT_ENUM: { /* index of text in "a|b|c" */
-        const char *ch = o->choices;
-        size_t tl = strlen(text);
-        for (int k = 0; ch && *ch; k++) {
-            size_t l = strcspn(ch, "|");
-            if (l == tl && strncmp(ch, text, l) == 0) {
-                memcpy(dst, &k, sizeof k);
-                return 0;
-            }
-            ch += l + (ch[l] == '|');
-        }
-        return -1;
-    }
-    default:
-        return -1;
-    }
-    return end && *end == '\0' && end != text ? 0 : -1;
-}
-
-static void *make_cfg(const strata_plugin_v2_t *vt, char **over, int nover)
-{
-    void *cfg = calloc(1, vt->cfg_size ? vt->cfg_size : 1);
-    for (const strata_option_t *o = vt->options; cfg && o && o->key; o++) {
-        const char *text = o->def;
-        size_t kl = strlen(o->key);
-        for (int i = 0; i < nover; i++)
-            if (strncmp(over[i], o->key, kl) == 0 && over[i][kl] == '=')
-                text = over[i] + kl + 1;
-        if (text == NULL || parse_opt(o, text, cfg) != 0) {
-            fprintf(stderr, "zmq_driver: option %s: bad value '%s'\n", o->key,
-                    text ? text : "(required)");
-            free(cfg);
-            return NULL;
-        }
-    }
-    return cfg;
+    (void)user;
+    fprintf(stderr, "zmq_driver[%d]: %s: %s%s\n", g_rank, who,
+            level >= 0 && level <= 3 ? lv[level] : "", line);
 }
 
 /* ---- data and checks -------------------------------------------------- */
@@ -663,8 +523,13 @@ int main(int argc, char **argv)
         names[k] = malloc(32);
         snprintf(names[k], 32, "worker:%d", k);
     }
-    void *cfg = make_cfg(r.vt, over, nover);
-    if (cfg == NULL || names == NULL)
+    /* the plugin's options: its table's defaults, then -o (as the core) */
+    void *cfg = NULL;
+    strata_kit_t *kit = NULL;
+    strata_kit_config_t kc = STRATA_KIT_CONFIG_INIT;
+    kc.log = h_log;
+    if (strata_kit_cfg(r.vt, (const char *const *)over, nover, &cfg) != 0 ||
+        strata_kit_host(&kc, &kit) != 0 || names == NULL)
         return 2;
     strata_group_t g = { .struct_size = sizeof g, .scope = STRATA_SCOPE_WORLD,
                          .size = r.n, .rank = r.rank, .nlocal = 1,
@@ -681,7 +546,8 @@ int main(int argc, char **argv)
         pthread_create(&th, NULL, die_later, NULL);
         pthread_detach(th);
     }
-    int rc = r.vt->init(&k_host, HC, &env, &r.pctx);
+    int rc = r.vt->init(strata_kit_table(kit), strata_kit_hctx(kit), &env,
+                        &r.pctx);
     pthread_t canceler;
     int canceling = rc == 0 && g_cancel_ms >= 0
                     && pthread_create(&canceler, NULL, cancel_later, &r) == 0;
@@ -696,6 +562,7 @@ int main(int argc, char **argv)
     free(names);
     free(addr);
     free(cfg);
+    strata_kit_free(kit);
     dlclose(dl);
     if (rc < 0)
         fprintf(stderr, "zmq_driver[%d]: exit with code %d\n", r.rank, rc);

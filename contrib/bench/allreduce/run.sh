@@ -50,7 +50,8 @@ OUT=${OUT:-$(mktemp -d /tmp/strata-allreduce-XXXXXX)}
 mkdir -p "$OUT"
 mpicc -O2 -o "$OUT/mpi_allreduce" "$here/mpi_allreduce.c"
 ${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -I"$root/include" \
-    -o "$OUT/strata_allreduce" "$here/strata_allreduce.c" -ldl -lzmq
+    -o "$OUT/strata_allreduce" "$here/strata_allreduce.c" \
+    "$root"/plugins/kit/*.c -ldl -lzmq -lm
 mpirun=mpirun
 [ "$(id -u)" -ne 0 ] || mpirun="mpirun --allow-run-as-root"
 # Open MPI's tcp path must be ob1 + the tcp BTL (no UCX, no shared memory).

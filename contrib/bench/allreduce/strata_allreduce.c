@@ -37,7 +37,6 @@
 #include <dlfcn.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <strata/plugin.h>
+#include <strata/kit.h>
 #include <zmq.h>
 
 #include "bench_iters.h"
@@ -56,136 +55,15 @@
 
 static int g_rank;
 
-/* The host context handed to init(). The functions below ignore it: any
- * pointer of ours does. */
-static struct { int unused; } g_hc_token;
-#define HC ((strata_hctx_t *)&g_hc_token)
+/* The host: the plugin kit's (include/strata/kit.h, libstrata_kit.a);
+ * warnings and errors to stderr, with the rank. */
+static strata_kit_t *g_kit;
 
-static void h_log(strata_hctx_t *hc, int level, const char *who,
-                  const char *fmt, ...)
+static void h_log(void *user, int level, const char *who, const char *line)
 {
-    va_list ap;
-    (void)hc;
-    if (level > STRATA_LOG_WARN)
-        return;
-    fprintf(stderr, "strata_allreduce[%d]: %s: ", g_rank, who);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
-static void *h_alloc(strata_hctx_t *hc, int32_t dev, size_t bytes)
-{
-    (void)hc;
-    (void)dev;
-    return aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
-}
-
-static void h_free(strata_hctx_t *hc, int32_t dev, void *p)
-{
-    (void)hc;
-    (void)dev;
-    free(p);
-}
-
-static int h_copy(strata_hctx_t *hc, int32_t dd, void *dst, int32_t sd,
-                  const void *src, size_t n)
-{
-    (void)hc;
-    (void)dd;
-    (void)sd;
-    memcpy(dst, src, n);
-    return 0;
-}
-
-/* Only what a transport uses; the rest stays NULL. */
-static const strata_host_v2_t k_host = {
-    .struct_size = sizeof(strata_host_v2_t),
-    .abi_major = STRATA_ABI_MAJOR, .abi_minor = STRATA_ABI_MINOR,
-    .log = h_log, .alloc = h_alloc, .free = h_free, .copy = h_copy,
-};
-
-/* ---- options: the plugin's table, defaults then -o overrides ---------- */
-
-static int parse_opt(const strata_option_t *o, const char *text, void *cfg)
-{
-    char *end = NULL, *dst = (char *)cfg + o->offset;
-    switch (o->type) {
-    case STRATA_OPT_INT:
-    case STRATA_OPT_SIZE: {
-        double v = strtod(text, &end);
-        if (o->type == STRATA_OPT_SIZE && end && *end) {
-            const char *u = "KMG";
-            const char *at = strchr(u, *end & ~0x20);
-            for (const char *q = u; at && q <= at; q++)
-                v *= 1024;
-            end += at != NULL;
-        }
-        int64_t i = (int64_t)v;
-        memcpy(dst, &i, sizeof i);
-        break;
-    }
-    case STRATA_OPT_FLOAT: {
-        double v = strtod(text, &end);
-        memcpy(dst, &v, sizeof v);
-        break;
-    }
-    case STRATA_OPT_BOOL: {
-        int v = strcmp(text, "true") == 0 || strcmp(text, "1") == 0;
-        memcpy(dst, &v, sizeof v);
-        return 0;
-    }
-    case STRATA_OPT_ENUM: {
-        const char *ch = o->choices;
-        size_t tl = strlen(text);
-        for (int k = 0; ch && *ch; k++) {
-            size_t l = strcspn(ch, "|");
-            if (l == tl && strncmp(ch, text, l) == 0) {
-                memcpy(dst, &k, sizeof k);
-                return 0;
-            }
-            ch += l + (ch[l] == '|');
-        }
-        return -1;
-    }
-    case STRATA_OPT_STRING:
-        memcpy(dst, &text, sizeof text);
-        return 0;
-    default:
-        return -1;
-    }
-    return end && *end == '\0' && end != text ? 0 : -1;
-}
-
-static void *make_cfg(const strata_plugin_v2_t *vt, char **over, int nover)
-{
-    void *cfg = calloc(1, vt->cfg_size ? vt->cfg_size : 1);
-    for (int i = 0; cfg && i < nover; i++) {
-        const strata_option_t *o = vt->options;
-        while (o && o->key && (strncmp(over[i], o->key, strlen(o->key)) != 0
-                               || over[i][strlen(o->key)] != '='))
-            o++;
-        if (o == NULL || o->key == NULL) {
-            fprintf(stderr, "strata_allreduce: unknown option %s\n", over[i]);
-            free(cfg);
-            return NULL;
-        }
-    }
-    for (const strata_option_t *o = vt->options; cfg && o && o->key; o++) {
-        const char *text = o->def;
-        size_t kl = strlen(o->key);
-        for (int i = 0; i < nover; i++)
-            if (strncmp(over[i], o->key, kl) == 0 && over[i][kl] == '=')
-                text = over[i] + kl + 1;
-        if (text == NULL || parse_opt(o, text, cfg) != 0) {
-            fprintf(stderr, "strata_allreduce: option %s: bad value '%s'\n",
-                    o->key, text ? text : "(required)");
-            free(cfg);
-            return NULL;
-        }
-    }
-    return cfg;
+    (void)user;
+    if (level <= STRATA_LOG_WARN)
+        fprintf(stderr, "strata_allreduce[%d]: %s: %s\n", g_rank, who, line);
 }
 
 /* ---- one rank --------------------------------------------------------- */
@@ -294,7 +172,8 @@ static void run_rank(const strata_plugin_v2_t *vt, void *cfg, int rank, int n,
         }
         close(fd);
     }
-    if ((out->rc = vt->init(&k_host, HC, &env, &pctx)) != 0)
+    if ((out->rc = vt->init(strata_kit_table(g_kit), strata_kit_hctx(g_kit),
+                            &env, &pctx)) != 0)
         return;
     for (int s = 0; s < nsizes && out->rc == 0; s++) {
         size_t count = bytes[s] / sizeof(float);
@@ -436,8 +315,12 @@ int main(int argc, char **argv)
                 dl ? "not a transport plugin" : dlerror());
         return 2;
     }
-    void *cfg = make_cfg(vt, over, nover);
-    if (cfg == NULL)
+    /* its table's defaults, then -o (as the core does) */
+    void *cfg = NULL;
+    strata_kit_config_t kc = STRATA_KIT_CONFIG_INIT;
+    kc.log = h_log;
+    if (strata_kit_cfg(vt, (const char *const *)over, nover, &cfg) != 0 ||
+        strata_kit_host(&kc, &g_kit) != 0)
         return 2;
 
     char addr_buf[MAXN][128], *addrs[MAXN];
@@ -517,5 +400,6 @@ int main(int argc, char **argv)
         for (int r = 0; r < n; r++)
             unlink(addrs[r] + 6);
     free(cfg);
+    strata_kit_free(g_kit);
     return bad;
 }

@@ -39,7 +39,7 @@ OUT=${OUT:-$(mktemp -d /tmp/strata-wire-XXXXXX)}
 mkdir -p "$OUT"
 ${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -I"$root/include" \
     -o "$OUT/strata_allreduce" "$root/contrib/bench/allreduce/strata_allreduce.c" \
-    -ldl -lzmq
+    "$root"/plugins/kit/*.c -ldl -lzmq -lm
 res=$OUT/results.txt
 : >"$res"
 for rate in $rates; do

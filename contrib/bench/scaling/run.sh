@@ -96,7 +96,8 @@ OUT=${OUT:-$(mktemp -d /tmp/strata-scaling-XXXXXX)}
 mkdir -p "$OUT"
 [ -n "$report_dir" ] || report_dir=$OUT
 ${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -I"$root/include" \
-    -o "$OUT/strata_allreduce" "$root/contrib/bench/allreduce/strata_allreduce.c" -ldl -lzmq
+    -o "$OUT/strata_allreduce" "$root/contrib/bench/allreduce/strata_allreduce.c" \
+    "$root"/plugins/kit/*.c -ldl -lzmq -lm
 raw=$OUT/raw.txt
 : >"$raw"
 

@@ -26,9 +26,9 @@
  * each replica does 1/n
  * of the optimizer's work and holds 1/n of its state. The replicas read
  * each other's memory, so every replica must be on a CPU device. */
-#include "replicas.h"
+#include <strata/kit.h>
 
-static int barrier(replicas_t *rs, strata_transport_t *t, int slot)
+static int barrier(strata_kit_replicas_t *rs, strata_transport_t *t, int slot)
 {
     const strata_host_v2_t *h = rs->host;
     if (rs->n == 1)
@@ -39,8 +39,9 @@ static int barrier(replicas_t *rs, strata_transport_t *t, int slot)
                : h->t_ctl(rs->hc, t, STRATA_CTL_BARRIER, &slot);
 }
 
-int replicas_shard_reduce(replicas_t *rs, strata_transport_t *t,
-                          const strata_op_t *op, int mean)
+int strata_kit_replicas_shard_reduce(strata_kit_replicas_t *rs,
+                                     strata_transport_t *t,
+                                     const strata_op_t *op, int mean)
 {
     const int n = rs->n, me = op->slot;
     if (me < 0 || me >= n || op->count != rs->count || !rs->shard)
@@ -63,7 +64,7 @@ int replicas_shard_reduce(replicas_t *rs, strata_transport_t *t,
 /* [optimizer] clip_norm: the shard measured, all meet, the shard clipped
  * by the sum of every shard's in replica order. Nobody overwrites its
  * sumsq[] before all have read it: the update's last barrier is between. */
-static int clip_shard(replicas_t *rs, strata_transport_t *t, int me,
+static int clip_shard(strata_kit_replicas_t *rs, strata_transport_t *t, int me,
                       int32_t device, size_t lo, size_t len)
 {
     const strata_host_v2_t *h = rs->host;
@@ -82,8 +83,9 @@ static int clip_shard(replicas_t *rs, strata_transport_t *t, int me,
                            : rc;
 }
 
-int replicas_shard_update(replicas_t *rs, strata_transport_t *t,
-                          const strata_op_t *op)
+int strata_kit_replicas_shard_update(strata_kit_replicas_t *rs,
+                                     strata_transport_t *t,
+                                     const strata_op_t *op)
 {
     const int n = rs->n, me = op->slot;
     if (me < 0 || me >= n || !rs->shard)

@@ -1,4 +1,6 @@
-#include "replicas.h"
+/* Mirrored replicas for strategy plugins, sharded or not: the kit's helpers
+ * (shipped in libstrata_kit.a, include/strata/kit.h). */
+#include <strata/kit.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -6,37 +8,40 @@
 /* Shard i of n on 16-float (64-byte) lines, as local.so's chunks: no two
  * replicas write one cache line, and every shard starts aligned for the
  * vector loops. */
-size_t replicas_shard_lo(size_t count, int n, int i)
+size_t strata_kit_replicas_shard_lo(size_t count, int n, int i)
 {
     size_t lines = (count + 15) / 16;
     size_t lo = lines * (size_t)i / (size_t)n * 16;
     return lo < count ? lo : count;
 }
 
-static int init(replicas_t *rs, const strata_host_v2_t *host,
+static int init(strata_kit_replicas_t *rs, const strata_host_v2_t *host,
                 strata_hctx_t *hc, const strata_env_t *env, int sharded,
                 int with_opt);
 
-int replicas_init(replicas_t *rs, const strata_host_v2_t *host,
-                  strata_hctx_t *hc, const strata_env_t *env)
+int strata_kit_replicas_init(strata_kit_replicas_t *rs,
+                             const strata_host_v2_t *host, strata_hctx_t *hc,
+                             const strata_env_t *env)
 {
     return init(rs, host, hc, env, 0, 1);
 }
 
-int replicas_init_sharded(replicas_t *rs, const strata_host_v2_t *host,
-                          strata_hctx_t *hc, const strata_env_t *env,
-                          int sharded)
+int strata_kit_replicas_init_sharded(strata_kit_replicas_t *rs,
+                                     const strata_host_v2_t *host,
+                                     strata_hctx_t *hc,
+                                     const strata_env_t *env, int sharded)
 {
     return init(rs, host, hc, env, sharded, 1);
 }
 
-int replicas_init_bare(replicas_t *rs, const strata_host_v2_t *host,
-                       strata_hctx_t *hc, const strata_env_t *env)
+int strata_kit_replicas_init_bare(strata_kit_replicas_t *rs,
+                                  const strata_host_v2_t *host,
+                                  strata_hctx_t *hc, const strata_env_t *env)
 {
     return init(rs, host, hc, env, 0, 0);
 }
 
-static int init(replicas_t *rs, const strata_host_v2_t *host,
+static int init(strata_kit_replicas_t *rs, const strata_host_v2_t *host,
                 strata_hctx_t *hc, const strata_env_t *env, int sharded,
                 int with_opt)
 {
@@ -56,7 +61,7 @@ static int init(replicas_t *rs, const strata_host_v2_t *host,
         if (!rs->shard || !rs->grads || !rs->sumsq)
             rc = STRATA_ENOMEM;
         for (int r = 0; rc == STRATA_OK && r <= rs->n; r++)
-            rs->shard[r] = replicas_shard_lo(rs->count, rs->n, r);
+            rs->shard[r] = strata_kit_replicas_shard_lo(rs->count, rs->n, r);
     }
     for (int r = 0; rc == STRATA_OK && r < rs->n; r++) {
         size_t own = rs->shard ? rs->shard[r + 1] - rs->shard[r] : rs->count;
@@ -68,11 +73,11 @@ static int init(replicas_t *rs, const strata_host_v2_t *host,
                           : STRATA_OK;
     }
     if (rc != STRATA_OK)
-        replicas_fini(rs);
+        strata_kit_replicas_fini(rs);
     return rc;
 }
 
-void replicas_fini(replicas_t *rs)
+void strata_kit_replicas_fini(strata_kit_replicas_t *rs)
 {
     for (int r = 0; r < rs->n; r++) {
         if (rs->opt && rs->opt[r])
@@ -92,7 +97,8 @@ void replicas_fini(replicas_t *rs)
     rs->grads = NULL;
 }
 
-int replicas_create_var(replicas_t *rs, strata_var_t *var)
+int strata_kit_replicas_create_var(strata_kit_replicas_t *rs,
+                                   strata_var_t *var)
 {
     if (var->offset + var->count > rs->count)
         return STRATA_EINVAL;
@@ -108,9 +114,10 @@ int replicas_create_var(replicas_t *rs, strata_var_t *var)
     return STRATA_OK;
 }
 
-int replicas_clip_range(const strata_host_v2_t *host, strata_hctx_t *hc,
-                        int32_t device, size_t n, float *grad, size_t lo,
-                        size_t len)
+int strata_kit_replicas_clip_range(const strata_host_v2_t *host,
+                                   strata_hctx_t *hc, int32_t device,
+                                   size_t n, float *grad, size_t lo,
+                                   size_t len)
 {
     if (!STRATA_HAS_FIELD(strata_host_v2_t, host, grad_clip))
         return STRATA_OK; /* a core before ABI 2.2 has no clip_norm */
@@ -119,20 +126,21 @@ int replicas_clip_range(const strata_host_v2_t *host, strata_hctx_t *hc,
     return rc == 1 ? host->grad_clip(hc, device, len, grad + lo, sumsq) : rc;
 }
 
-int replicas_clip(const strata_host_v2_t *host, strata_hctx_t *hc,
-                  int32_t device, size_t n, float *grad)
+int strata_kit_replicas_clip(const strata_host_v2_t *host, strata_hctx_t *hc,
+                             int32_t device, size_t n, float *grad)
 {
-    return replicas_clip_range(host, hc, device, n, grad, 0, n);
+    return strata_kit_replicas_clip_range(host, hc, device, n, grad, 0, n);
 }
 
-int replicas_update(replicas_t *rs, const strata_op_t *op)
+int strata_kit_replicas_update(strata_kit_replicas_t *rs,
+                               const strata_op_t *op)
 {
     if (op->slot < 0 || op->slot >= rs->n || op->count != rs->count)
         return STRATA_EINVAL;
     /* Every replica holds the same reduced gradient of every variable:
      * each clips it alike. */
-    int rc = replicas_clip(rs->host, rs->hc, rs->devices[op->slot], rs->count,
-                           op->buf);
+    int rc = strata_kit_replicas_clip(rs->host, rs->hc, rs->devices[op->slot],
+                                      rs->count, op->buf);
     return rc == STRATA_OK
                ? rs->host->opt_step(rs->hc, rs->opt[op->slot],
                                     rs->slab[op->slot], op->buf, rs->count,
@@ -142,7 +150,8 @@ int replicas_update(replicas_t *rs, const strata_op_t *op)
 
 /* Replica r's optimizer state to or from st: all of it, or (sharded) its
  * shard's range of every slot. */
-static int opt_state(replicas_t *rs, int r, int set, strata_state_t *st)
+static int opt_state(strata_kit_replicas_t *rs, int r, int set,
+                     strata_state_t *st)
 {
     float *slots[8];
     if (!rs->shard)
@@ -156,7 +165,8 @@ static int opt_state(replicas_t *rs, int r, int set, strata_state_t *st)
                             &st->opt_steps);
 }
 
-int replicas_state(replicas_t *rs, int set, strata_state_t *st)
+int strata_kit_replicas_state(strata_kit_replicas_t *rs, int set,
+                              strata_state_t *st)
 {
     const int32_t cpu = STRATA_DEVICE(STRATA_DEV_CPU, 0);
     const size_t bytes = rs->count * sizeof(float);

@@ -1,0 +1,30 @@
+/* The kit's insides, shared by host.c and transport.c. The host context a
+ * plugin is handed is the strata_kit_t itself. */
+#ifndef STRATA_KIT_IMPL_H
+#define STRATA_KIT_IMPL_H
+
+#include <stdatomic.h>
+
+#include <strata/kit.h>
+
+struct strata_kit {
+    strata_host_v2_t    host;    /* the table, cut to the minor posed as */
+    strata_kit_config_t cfg;
+    strata_kit_hooks_t  hooks;   /* zeroed when cfg.hooks is NULL         */
+    strata_kit_device_t dev;     /* zeroed when cfg.device is NULL        */
+    atomic_size_t       placed;
+};
+
+static inline strata_kit_t *kit_of(strata_hctx_t *hc)
+{
+    return (strata_kit_t *)(void *)hc;
+}
+
+void strata__kit_log(strata_kit_t *kit, int level, const char *who,
+                     const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* transport.c: the t_* entries of the table. */
+void strata__kit_transport_entries(strata_host_v2_t *h);
+
+#endif
