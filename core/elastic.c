@@ -2,7 +2,6 @@
  * to the service strata launch --elastic hosts, joins, resize notices. */
 #include <assert.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -15,22 +14,25 @@
 
 #include "elastic.h"
 #include "fault.h"
+#include "member/wire.h"
 
 #define WHO       "elastic"
-#define LINE_MAX_ 512               /* bytes of one protocol line          */
-#define MAX_MEMBERS 1024            /* members of one generation           */
 #define CONNECT_MS 10000            /* reaching the service                */
 #define SLACK_MS   10000            /* past the rendezvous timeout: the    */
                                     /* service answers before that         */
 
 struct strata__elastic {
     char     service[300];          /* host:port of the service            */
-    char     token[80];
-    char     self[64];
+    char     token[STRATA_MEMBER_MAX_TOKEN + 1];
+    char     self[STRATA_MEMBER_MAX_NAME + 1];
     char     host[272];
     int      fd;                    /* -1: not connected                    */
-    char     in[LINE_MAX_ * 4];
-    size_t   len;
+    /* the frame being read: its header, then its body; a whole one stays
+     * until taken (frame_done), so that a look ahead can leave it */
+    uint8_t  hb[STRATA_MEMBER_HDR];
+    strata__member_hdr_t h;
+    uint8_t *body;
+    size_t   got;                   /* bytes of header and body so far     */
     int      pending;               /* a later generation was announced    */
     int      over;
     int      error;                 /* of a failed join: sticky            */
@@ -84,7 +86,8 @@ int strata__elastic_open(const char *self, const char *host,
     char h[272], p[16];
     if (strlen(svc) >= sizeof ((strata__elastic_t *)0)->service ||
         split_addr(svc, h, sizeof h, p, sizeof p) != 0 || !tok ||
-        strlen(tok) < 16 || strlen(tok) >= sizeof ((strata__elastic_t *)0)->token ||
+        strlen(tok) < STRATA_MEMBER_MIN_TOKEN ||
+        strlen(tok) > STRATA_MEMBER_MAX_TOKEN ||
         strcspn(tok, " \t\r\n") != strlen(tok)) {
         strata__log(STRATA_LOG_ERROR, WHO, "STRATA_ELASTIC = '%.64s' (with "
                     "STRATA_ELASTIC_TOKEN) does not name a membership service "
@@ -109,32 +112,21 @@ int strata__elastic_open(const char *self, const char *host,
     return STRATA_OK;
 }
 
-/* A generation's member table: n names, addresses, committed steps. */
-struct table {
-    int      n;
-    char   **addrs, **names;
-    int64_t *committed;
-};
-
-static void table_free(struct table *t)
-{
-    for (int i = 0; i < t->n; i++) {
-        free(t->addrs ? t->addrs[i] : NULL);
-        free(t->names ? t->names[i] : NULL);
-    }
-    free(t->addrs);
-    free(t->names);
-    free(t->committed);
-    *t = (struct table){ 0 };
-}
-
 static void forget_generation(strata__elastic_t *e)
 {
-    struct table t = { e->n, e->addrs, e->names, e->committed };
-    table_free(&t);
+    strata__member_gen_t g = { .size = e->n, .names = e->names,
+                               .addrs = e->addrs, .committed = e->committed };
+    strata__member_gen_free(&g);
     e->addrs = e->names = NULL;
     e->committed = NULL;
     e->n = 0;
+}
+
+static void frame_done(strata__elastic_t *e)
+{
+    free(e->body);
+    e->body = NULL;
+    e->got = 0;
 }
 
 void strata__elastic_close(strata__elastic_t *e)
@@ -143,6 +135,7 @@ void strata__elastic_close(strata__elastic_t *e)
         return;
     if (e->fd >= 0)
         close(e->fd);
+    frame_done(e);
     forget_generation(e);
     free(e);
 }
@@ -194,16 +187,17 @@ static int connect_service(strata__elastic_t *e)
         return STRATA_EPEER;
     }
     e->fd = fd;
-    e->len = 0;
+    frame_done(e);
     return STRATA_OK;
 }
 
-static int send_line(strata__elastic_t *e, const char *line, int64_t deadline)
+static int send_all(strata__elastic_t *e, const uint8_t *msg, size_t len,
+                    int64_t deadline)
 {
-    size_t len = strlen(line), at = 0;
+    size_t at = 0;
     while (at < len) {
         ssize_t n = STRATA_FAULT(IO) ? -1
-                    : send(e->fd, line + at, len - at, MSG_NOSIGNAL);
+                    : send(e->fd, msg + at, len - at, MSG_NOSIGNAL);
         if (n > 0) {
             at += (size_t)n;
             continue;
@@ -222,62 +216,71 @@ static int send_line(strata__elastic_t *e, const char *line, int64_t deadline)
     return STRATA_EPEER;
 }
 
-/* Read what arrived without waiting. 0, or STRATA_EPEER once the service
- * closed the connection. */
-static int fill(strata__elastic_t *e)
+/* Read what arrived toward the next frame, without waiting: 1 a whole
+ * frame is in e->h / e->body (until frame_done), 0 not yet; STRATA_EPEER
+ * the service closed the connection (what it sent before is taken
+ * first), STRATA_EPROTO a header that is not the service's (why; the same
+ * again at every call), STRATA_ENOMEM. */
+static int take_frame(strata__elastic_t *e, char *why, size_t wn)
 {
-    while (e->len < sizeof e->in) {
+    for (;;) {
+        if (e->got == STRATA_MEMBER_HDR && !e->body) {
+            int rc = strata__member_get_hdr(e->hb, 0, &e->h, why, wn);
+            if (rc == 0 && e->h.kind != STRATA_MEMBER_GEN &&
+                e->h.kind != STRATA_MEMBER_RESIZE &&
+                e->h.kind != STRATA_MEMBER_STOP &&
+                e->h.kind != STRATA_MEMBER_END) {
+                snprintf(why, wn, "a %s message, which the service does "
+                         "not send", strata__member_kind_name(e->h.kind));
+                rc = STRATA_EPROTO;
+            }
+            if (rc != 0)
+                return rc;
+            e->body = STRATA_FAULT(ALLOC) ? NULL : malloc(e->h.len + 1);
+            if (!e->body) {
+                snprintf(why, wn, "out of memory for a %s of %u bytes",
+                         strata__member_kind_name(e->h.kind), e->h.len);
+                return STRATA_ENOMEM;
+            }
+        }
+        size_t want = e->got < STRATA_MEMBER_HDR
+                          ? STRATA_MEMBER_HDR - e->got
+                          : STRATA_MEMBER_HDR + e->h.len - e->got;
+        if (e->body && want == 0)
+            return 1;
+        uint8_t *to = e->got < STRATA_MEMBER_HDR
+                          ? e->hb + e->got
+                          : e->body + (e->got - STRATA_MEMBER_HDR);
         ssize_t n = STRATA_FAULT(IO) ? -1
-                    : recv(e->fd, e->in + e->len, sizeof e->in - e->len,
-                           MSG_DONTWAIT);
+                    : recv(e->fd, to, want, MSG_DONTWAIT);
         if (n > 0) {
-            e->len += (size_t)n;
+            e->got += (size_t)n;
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return 0;
+        snprintf(why, wn, "the membership service %s closed the "
+                 "connection (strata launch gone?)", e->service);
         return STRATA_EPEER;
     }
-    return 0;
 }
 
-/* The next whole line (without its '\n') into buf: 1; 0: none yet;
- * STRATA_EPROTO: a line longer than the protocol allows. */
-static int take_line(strata__elastic_t *e, char *buf, size_t cap)
+/* The next whole frame within the deadline: 1, or an error (logged). */
+static int next_frame(strata__elastic_t *e, int64_t deadline)
 {
-    char *nl = memchr(e->in, '\n', e->len);
-    if (!nl)
-        return e->len >= LINE_MAX_ ? STRATA_EPROTO : 0;
-    size_t n = (size_t)(nl - e->in);
-    if (n >= cap || n >= LINE_MAX_)
-        return STRATA_EPROTO;
-    memcpy(buf, e->in, n);
-    buf[n] = '\0';
-    memmove(e->in, nl + 1, e->len - n - 1);
-    e->len -= n + 1;
-    return 1;
-}
-
-/* The next line within the deadline: 1, or an error (logged). */
-static int next_line(strata__elastic_t *e, char *buf, size_t cap,
-                     int64_t deadline)
-{
-    int gone = 0;
+    char why[400];
     for (;;) {
-        int rc = take_line(e, buf, cap);
+        int rc = take_frame(e, why, sizeof why);
         if (rc == 1)
             return 1;
-        if (rc < 0) {
-            strata__log(STRATA_LOG_ERROR, WHO, "membership service %s sent "
-                        "a line longer than %d bytes", e->service, LINE_MAX_);
+        if (rc == STRATA_EPEER) {
+            strata__log(STRATA_LOG_ERROR, WHO, "%s", why);
             return rc;
         }
-        /* The lines that came before the end are taken first. */
-        if (gone) {
-            strata__log(STRATA_LOG_ERROR, WHO, "the membership service %s "
-                        "closed the connection (strata launch gone?)",
-                        e->service);
-            return STRATA_EPEER;
+        if (rc < 0) {
+            strata__log(STRATA_LOG_ERROR, WHO, "membership service %s: %s",
+                        e->service, why);
+            return rc;
         }
         struct pollfd p = { .fd = e->fd, .events = POLLIN };
         int64_t left = deadline - now_ms();
@@ -292,7 +295,6 @@ static int next_line(strata__elastic_t *e, char *buf, size_t cap,
                         "service %s: %s", e->service, strerror(errno));
             return STRATA_EIO;
         }
-        gone = fill(e) != 0;
     }
 }
 
@@ -331,92 +333,50 @@ static int fresh_addr(strata__elastic_t *e, char *out, size_t cap)
 
 /* ---- joining ------------------------------------------------------------ */
 
-static int bad_table(strata__elastic_t *e, const char *line, const char *why)
+static int bad_table(strata__elastic_t *e, const char *why)
 {
-    strata__log(STRATA_LOG_ERROR, WHO, "membership service %s: '%.80s': %s",
-                e->service, line, why);
+    strata__log(STRATA_LOG_ERROR, WHO, "membership service %s sent a GEN: "
+                "%s", e->service, why);
     return STRATA_EPROTO;
 }
 
-static int field_ok(const char *s)
-{
-    size_t n = strlen(s);
-    return n > 0 && n < 300;
-}
-
-static int no_memory(strata__elastic_t *e, const char *what)
-{
-    strata__log(STRATA_LOG_ERROR, WHO, "membership service %s: out of memory "
-                "for %s", e->service, what);
-    return STRATA_ENOMEM;
-}
-
-/* The member lines of a generation of `size` into t. */
-static int read_members(strata__elastic_t *e, struct table *t, int size,
-                        int64_t deadline)
-{
-    t->addrs = STRATA_FAULT(ALLOC) ? NULL : calloc((size_t)size, sizeof *t->addrs);
-    t->names = STRATA_FAULT(ALLOC) ? NULL : calloc((size_t)size, sizeof *t->names);
-    t->committed = STRATA_FAULT(ALLOC) ? NULL
-                                       : calloc((size_t)size, sizeof *t->committed);
-    if (!t->addrs || !t->names || !t->committed)
-        return no_memory(e, "the member table");
-    t->n = size;
-    char line[LINE_MAX_], name[LINE_MAX_], addr[LINE_MAX_], tail;
-    for (int i = 0; i < size; i++) {
-        int rc = next_line(e, line, sizeof line, deadline);
-        if (rc != 1)
-            return rc;
-        long long c;
-        if (sscanf(line, "M %511s %511s %lld %c", name, addr, &c, &tail) != 3 ||
-            !field_ok(name) || !field_ok(addr) || c < -1)
-            return bad_table(e, line, "not a member line");
-        t->names[i] = STRATA_FAULT(ALLOC) ? NULL : strdup(name);
-        t->addrs[i] = STRATA_FAULT(ALLOC) ? NULL : strdup(addr);
-        t->committed[i] = c;
-        if (!t->names[i] || !t->addrs[i])
-            return no_memory(e, "a member line");
-    }
-    return STRATA_OK;
-}
-
-/* GEN and its member lines into the client's table; a failure leaves the
+/* The GEN frame in e->body into the client's table; a failure leaves the
  * generation joined last as it was. */
-static int read_table(strata__elastic_t *e, const char *gen_line,
-                      int64_t deadline)
+static int read_table(strata__elastic_t *e)
 {
-    int g, size, rank;
-    long long resume;
-    char tail;
-    if (sscanf(gen_line, "GEN %d %d %d %lld %c", &g, &size, &rank, &resume,
-               &tail) != 4 || g < 0 || (e->have && g <= e->m.generation) ||
-        size < 1 || size > MAX_MEMBERS || rank < 0 || rank >= size ||
-        resume < -1)
-        return bad_table(e, gen_line, "not a generation after the last one");
-    struct table t = { 0 };
-    int rc = read_members(e, &t, size, deadline);
-    if (rc == STRATA_OK) {
-        assert(t.n == size && rank < t.n);
-        if (strcmp(t.names[rank], e->self) != 0)
-            rc = bad_table(e, gen_line, "this task's rank names another task");
-        else if (resume >= 0 && t.committed[0] != resume)
-            rc = bad_table(e, gen_line, "rank 0 does not hold the state of "
-                           "the step to resume from");
+    strata__member_gen_t g;
+    char why[400];
+    int rc = strata__member_gen_decode(e->body, e->h.len, &g, why,
+                                       sizeof why);
+    if (rc == STRATA_ENOMEM) {
+        strata__log(STRATA_LOG_ERROR, WHO, "membership service %s: %s",
+                    e->service, why);
+        return rc;
     }
+    if (rc != 0)
+        return bad_table(e, why);
+    if (e->have && g.generation <= e->m.generation)
+        rc = bad_table(e, "not a generation after the last one");
+    else if (strcmp(g.names[g.rank], e->self) != 0)
+        rc = bad_table(e, "this task's rank names another task");
+    else if (g.resume_step >= 0 && g.committed[0] != g.resume_step)
+        rc = bad_table(e, "rank 0 does not hold the state of the step to "
+                       "resume from");
     if (rc != STRATA_OK) {
-        table_free(&t);
+        strata__member_gen_free(&g);
         return rc;
     }
     forget_generation(e);
-    e->n = t.n;
-    e->addrs = t.addrs;
-    e->names = t.names;
-    e->committed = t.committed;
+    e->n = g.size;
+    e->addrs = g.addrs;
+    e->names = g.names;
+    e->committed = g.committed;
     e->m = (strata_membership_t){
-        .struct_size = sizeof e->m, .generation = g, .size = size,
-        .rank = rank, .addrs = (const char *const *)e->addrs,
+        .struct_size = sizeof e->m, .generation = g.generation,
+        .size = g.size, .rank = g.rank,
+        .addrs = (const char *const *)e->addrs,
         .names = (const char *const *)e->names, .committed = e->committed,
-        .resume_step = resume,
+        .resume_step = g.resume_step,
     };
     e->have = 1;
     return STRATA_OK;
@@ -428,24 +388,39 @@ int strata__elastic_join(strata__elastic_t *e, int64_t committed,
     if (e->error)
         return e->error;
     int rc = e->fd < 0 ? connect_service(e) : STRATA_OK;
-    char addr[320], line[LINE_MAX_];
+    strata__member_join_t j = {
+        .committed = committed < -1 ? -1 : committed,
+        .timeout_ms = timeout_ms < 1 ? 1u : (uint32_t)timeout_ms,
+    };
     if (rc == STRATA_OK)
-        rc = fresh_addr(e, addr, sizeof addr);
+        rc = fresh_addr(e, j.addr, sizeof j.addr);
     int64_t deadline = now_ms() + (int64_t)timeout_ms + SLACK_MS;
     if (rc == STRATA_OK) {
-        snprintf(line, sizeof line, "JOIN %s %s %s %" PRId64 " %d\n",
-                 e->token, e->self, addr, committed < -1 ? -1 : committed,
-                 timeout_ms);
-        rc = send_line(e, line, deadline);
+        uint8_t msg[STRATA_MEMBER_CLIENT_MAX];
+        snprintf(j.token, sizeof j.token, "%s", e->token);
+        snprintf(j.name, sizeof j.name, "%s", e->self);
+        size_t n = strata__member_join_encode(msg, &j);
+        if (n == 0) {
+            strata__log(STRATA_LOG_ERROR, WHO, "this task's JOIN (name '%s', "
+                        "address %s) does not fit the membership wire",
+                        e->self, j.addr);
+            rc = STRATA_ECONFIG;
+        } else {
+            rc = send_all(e, msg, n, deadline);
+        }
     }
     e->pending = 0;
     while (rc == STRATA_OK) {
-        rc = next_line(e, line, sizeof line, deadline);
+        rc = next_frame(e, deadline);
         if (rc != 1)
             break;
         rc = STRATA_OK;
-        if (!strncmp(line, "GEN ", 4)) {
-            rc = read_table(e, line, deadline);
+        char why[400], reason[STRATA_MEMBER_MAX_REASON + 1];
+        int32_t g;
+        switch (e->h.kind) {
+        case STRATA_MEMBER_GEN:
+            rc = read_table(e);
+            frame_done(e);
             if (rc != STRATA_OK)
                 break;
             e->joined_with = committed;
@@ -457,20 +432,37 @@ int strata__elastic_join(strata__elastic_t *e, int64_t committed,
             out->committed = e->m.committed;
             out->resume_step = e->m.resume_step;
             return STRATA_OK;
-        } else if (!strncmp(line, "RESIZE ", 7)) {
-            continue; /* announced before we joined: this join answers it */
-        } else if (!strcmp(line, "END")) {
-            e->over = 1;
-            strata__log(STRATA_LOG_INFO, WHO, "the job finished before %s "
-                        "could join it", e->self);
-            rc = STRATA_ECANCELED;
-        } else if (!strncmp(line, "STOP ", 5)) {
-            strata__log(STRATA_LOG_ERROR, WHO, "the membership service "
-                        "stopped the job: %.400s", line + 5);
-            rc = STRATA_ECANCELED;
-        } else {
-            rc = bad_table(e, line, "unexpected line");
+        case STRATA_MEMBER_RESIZE:
+            /* announced before we joined: this join answers it */
+            rc = strata__member_resize_decode(e->body, e->h.len, &g, why,
+                                              sizeof why);
+            break;
+        case STRATA_MEMBER_END:
+            rc = strata__member_end_decode(e->body, e->h.len, why,
+                                           sizeof why);
+            if (rc == 0) {
+                e->over = 1;
+                strata__log(STRATA_LOG_INFO, WHO, "the job finished before "
+                            "%s could join it", e->self);
+                rc = STRATA_ECANCELED;
+            }
+            break;
+        default: /* STOP: take_frame lets no other kind through */
+            assert(e->h.kind == STRATA_MEMBER_STOP);
+            rc = strata__member_stop_decode(e->body, e->h.len, reason, why,
+                                            sizeof why);
+            if (rc == 0) {
+                strata__log(STRATA_LOG_ERROR, WHO, "the membership service "
+                            "stopped the job: %.400s", reason);
+                rc = STRATA_ECANCELED;
+            }
+            break;
         }
+        if (rc == STRATA_EPROTO)
+            strata__log(STRATA_LOG_ERROR, WHO, "membership service %s: %s",
+                        e->service, why);
+        if (e->body)
+            frame_done(e);
     }
     /* A failed join leaves the service nothing to wait for from us, and
      * nothing to join later. */
@@ -496,24 +488,23 @@ int strata__elastic_pending(strata__elastic_t *e)
 {
     if (!e || e->fd < 0)
         return e != NULL;
-    if (fill(e) != 0)
-        return e->pending = 1; /* the service is gone: the join says so */
-    char line[LINE_MAX_];
-    int rc, g;
-    while ((rc = take_line(e, line, sizeof line)) == 1) {
-        if (sscanf(line, "RESIZE %d", &g) == 1 && g > e->m.generation)
-            e->pending = 1;
-        else if (!strcmp(line, "END") || !strncmp(line, "STOP ", 5)) {
-            /* kept for the join, which reports it */
-            size_t n = strlen(line);
-            memmove(e->in + n + 1, e->in, e->len);
-            memcpy(e->in, line, n);
-            e->in[n] = '\n';
-            e->len += n + 1;
+    char why[400];
+    int rc;
+    while ((rc = take_frame(e, why, sizeof why)) == 1) {
+        int32_t g;
+        if (e->h.kind != STRATA_MEMBER_RESIZE) {
+            /* END, STOP or a GEN: left for the join, which reports it */
             e->pending = 1;
             break;
         }
+        if (strata__member_resize_decode(e->body, e->h.len, &g, why,
+                                         sizeof why) == 0 &&
+            g > e->m.generation)
+            e->pending = 1;
+        frame_done(e);
     }
+    /* the service gone, or a frame that is not the service's: the join
+     * meets it again and says so */
     if (rc < 0)
         e->pending = 1;
     return e->pending;
@@ -533,9 +524,9 @@ void strata__elastic_done(strata__elastic_t *e, int64_t step)
 {
     if (!e || e->fd < 0)
         return;
-    char line[64];
-    snprintf(line, sizeof line, "DONE %" PRId64 "\n", step);
-    (void)send_line(e, line, now_ms() + 2000);
+    uint8_t msg[STRATA_MEMBER_HDR + 8];
+    size_t n = strata__member_done_encode(msg, step < -1 ? -1 : step);
+    (void)send_all(e, msg, n, now_ms() + 2000);
     close(e->fd);
     e->fd = -1;
 }

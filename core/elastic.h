@@ -10,17 +10,17 @@
  * worker joins, a member left); the core's loop reads that at its step
  * boundaries (strata__elastic_pending) and every member agrees on it there.
  *
- * The protocol, text lines of at most 512 bytes (launch_elastic.c, which
- * serves it, documents the service's side):
- *   -> JOIN <token> <name> <host:port> <committed> <timeout_ms>
- *   <- GEN <generation> <size> <rank> <resume_step>
- *   <- M <name> <host:port> <committed>        (size lines, rank order)
- *   <- RESIZE <generation>                     (a later one is due)
- *   <- STOP <why...>                           (the service gave up)
+ * The protocol: the membership frames of member/wire.h (launch_elastic.c,
+ * which serves it, documents the service's side):
+ *   -> JOIN token, name, host:port, committed, timeout_ms
+ *   <- GEN generation, size, rank, resume_step, then the members (name,
+ *      host:port, committed) in rank order
+ *   <- RESIZE generation                       (a later one is due)
+ *   <- STOP why                                (the service gave up)
  *   <- END                                     (training is over)
- *   -> DONE <step>                             (this member finished)
- * Every line from the service is checked (length, fields, ranges); what is
- * wrong fails the call with one error line, never a crash or a hang: every
+ *   -> DONE step                               (this member finished)
+ * Every frame from the service is checked (length, fields, ranges); what
+ * is wrong fails the call with one error line, never a crash or a hang: every
  * wait is bounded. */
 #ifndef STRATA_CORE_ELASTIC_H
 #define STRATA_CORE_ELASTIC_H

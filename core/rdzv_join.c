@@ -114,15 +114,14 @@ static int xfer(int fd, void *buf, size_t n, int out, double deadline,
 static int refused(const strata__rdzv_ep_t *ep, uint32_t rank,
                    const uint8_t *b, size_t len)
 {
-    char reason[STRATA_RDZV_MAX_REASON + 1];
-    size_t n = len > 1 ? len - 1 : 0;
-    for (size_t i = 0; i < n; i++)
-        reason[i] = b[1 + i] >= 0x20 && b[1 + i] < 0x7f ? (char)b[1 + i]
-                                                        : '?';
-    reason[n] = '\0';
-    int why = len ? b[0] : 0;
+    char reason[STRATA_RDZV_MAX_REASON + 1], bad[128];
+    int why = 0;
+    /* the header's limit held the length: the decode cannot refuse it */
+    if (strata__rdzv_refused_parse(b, len, &why, reason, bad,
+                                   sizeof bad) != 0)
+        snprintf(reason, sizeof reason, "%s", bad);
     ERR("at %s: rank 0 refused rank %u: %s", ep->text, rank,
-        n ? reason : "(no reason given)");
+        reason[0] ? reason : "(no reason given)");
     return why == STRATA_RDZV_WHY_TIMEOUT ? STRATA_ETIMEDOUT
            : why == STRATA_RDZV_WHY_STOPPED ? STRATA_EPEER
                                             : STRATA_ECONFIG;

@@ -15,22 +15,11 @@
  * authenticated and encrypted is each task's own [security] setting, and
  * under CURVE a forged address fails the handshake.
  *
- * Wire format, version 1. Every message is a 12-byte header and a body:
- *    0  4  magic "SRDV"
- *    4  1  version (1)
- *    5  1  type: 1 REGISTER, 2 TABLE, 3 REFUSED
- *    6  2  reserved (0; ignored)
- *    8  4  body length, big-endian, at most the type's limit below
- *  REGISTER (task -> rank 0), at most 10 + STRATA_RDZV_MAX_ADDR bytes:
- *    u32 world size, u32 rank, u16 n, n bytes of host:port
- *  TABLE (rank 0 -> every task), at most 4 + world * (2 + MAX_ADDR):
- *    u32 world size, then for rank 0 .. world-1: u16 n, n bytes host:port
- *  REFUSED (rank 0 -> a task; then it closes), at most 1 + MAX_REASON:
- *    u8 why (STRATA_RDZV_WHY_*), the reason as text (no NUL)
- * All integers big-endian; every address must pass
- * strata__cluster_check_addr. A peer whose header is not ours, whose
- * length is over the limit, or whose message does not parse is dropped
- * and logged (rate-limited), never fatal. A REGISTER of another version,
+ * Wire: the membership frames of member/wire.h (REGISTER, TABLE, REFUSED;
+ * the elastic service speaks the same frames with kinds of its own).
+ * Every address must pass strata__cluster_check_addr. A peer whose header
+ * is not ours, whose length is over the limit, or whose message does not
+ * parse is dropped and logged (rate-limited), never fatal. A REGISTER of another version,
  * world size or a rank already taken is answered with REFUSED, which the
  * task reports as its one error line; rank 0 logs it, naming the peer, and
  * goes on waiting for the job's own tasks. A connection must complete its
@@ -46,15 +35,18 @@
 #include <stdint.h>
 
 #include "cluster.h"
+#include "member/wire.h"
 
-#define STRATA_RDZV_VERSION    1
-#define STRATA_RDZV_HDR        12
-#define STRATA_RDZV_MAX_ADDR   263 /* a host of 255 characters, ':', port */
-#define STRATA_RDZV_MAX_REASON 512
-#define STRATA_RDZV_REG_MAX    (10 + STRATA_RDZV_MAX_ADDR)
+/* The rendezvous's names for the wire's (member/wire.h). */
+#define STRATA_RDZV_VERSION    STRATA_MEMBER_VERSION
+#define STRATA_RDZV_HDR        STRATA_MEMBER_HDR
+#define STRATA_RDZV_MAX_ADDR   STRATA_MEMBER_MAX_ADDR
+#define STRATA_RDZV_MAX_REASON STRATA_MEMBER_MAX_REASON
+#define STRATA_RDZV_REG_MAX    STRATA_MEMBER_REG_MAX
 
-enum { STRATA_RDZV_REGISTER = 1, STRATA_RDZV_TABLE = 2,
-       STRATA_RDZV_REFUSED = 3 };
+enum { STRATA_RDZV_REGISTER = STRATA_MEMBER_REGISTER,
+       STRATA_RDZV_TABLE = STRATA_MEMBER_TABLE,
+       STRATA_RDZV_REFUSED = STRATA_MEMBER_REFUSED };
 /* Why a REFUSED: the task's error code follows from it. */
 enum { STRATA_RDZV_WHY_CONFIG = 1,  /* version, world size, rank taken  */
        STRATA_RDZV_WHY_TIMEOUT = 2, /* ranks missing at the deadline    */
@@ -78,7 +70,9 @@ typedef struct strata__rdzv_opts {
  * STRATA_ESTOPPED (*stop was set), STRATA_ENOMEM. */
 int strata__rendezvous(strata__cluster_t *c, const strata__rdzv_opts_t *o);
 
-/* ---- the wire format (rdzv_wire.c), also for tests -------------------- */
+/* ---- the wire (rdzv_wire.c: the rendezvous's view of member/wire.h,
+ * with its addresses checked by strata__cluster_check_addr), also for
+ * tests --------------------------------------------------------------- */
 
 typedef struct strata__rdzv_hdr {
     int      version, type;
@@ -88,8 +82,9 @@ typedef struct strata__rdzv_hdr {
 /* Writes a header into p[STRATA_RDZV_HDR]. */
 void strata__rdzv_put_hdr(uint8_t *p, int type, uint32_t len);
 /* Reads p[STRATA_RDZV_HDR]: 0; -1 not our magic; -2 another version
- * (h->version says which); -3 unknown type; -4 length over the type's
- * limit for a job of `world` tasks. */
+ * (h->version says which); -3 a type that is not the rendezvous's (an
+ * elastic kind too); -4 length over the type's limit for a job of `world`
+ * tasks. */
 int strata__rdzv_get_hdr(const uint8_t *p, uint32_t world,
                          strata__rdzv_hdr_t *h);
 /* Limit of a body of `type` for a job of `world` tasks. */
@@ -113,5 +108,9 @@ int strata__rdzv_table_parse(const uint8_t *body, size_t len, uint32_t world,
 /* A whole REFUSED message into out (STRATA_RDZV_HDR + 1 +
  * STRATA_RDZV_MAX_REASON bytes; a longer reason is cut); its length. */
 size_t strata__rdzv_refused(uint8_t *out, int why, const char *reason);
+/* A REFUSED body: *code its why byte, reason[STRATA_RDZV_MAX_REASON + 1]
+ * its text (printable); 0, or -1 with why. */
+int strata__rdzv_refused_parse(const uint8_t *body, size_t len, int *code,
+                               char *reason, char *why, size_t whylen);
 
 #endif /* STRATA_CORE_RENDEZVOUS_H */

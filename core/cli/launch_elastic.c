@@ -2,16 +2,17 @@
  *
  * Each training process keeps one TCP connection (loopback; across
  * machines, --nnodes, node 0's launch serves at the --rendezvous address
- * and the other launches' workers connect there) and speaks text lines
- * of at most 512 bytes (core/elastic.h has the client's side):
- *   -> JOIN <token> <name> <host:port> <committed> <timeout_ms>
- *   <- GEN <generation> <size> <rank> <resume_step>, then size lines
- *      M <name> <host:port> <committed>, in rank order
- *   <- RESIZE <generation>   a later generation is due: join at your next
+ * and the other launches' workers connect there) and speaks the
+ * membership frames of core/member/wire.h, the rendezvous's wire; what a
+ * member sends is at most 512 bytes (core/elastic.h has its side):
+ *   -> JOIN token, name, host:port, committed, timeout_ms
+ *   <- GEN generation, size, rank, resume_step, then the members (name,
+ *      host:port, committed), in rank order
+ *   <- RESIZE generation     a later generation is due: join at your next
  *                            step boundary (the members agree on which)
- *   <- STOP <why>            the service gave up on the job
+ *   <- STOP why              the service gave up on the job
  *   <- END                   training is over (another member finished)
- *   -> DONE <step>           this member finished training
+ *   -> DONE step             this member finished training
  *
  * Generations. The service forms generation g+1 when a member asks for it
  * (a JOIN: it lost a peer, or it reached the boundary of a resize), when a
@@ -30,10 +31,10 @@
  * the service expects them until their connection closes and again once
  * they join (esvc_remote).
  *
- * Hostile peers: the first line of a connection must be a JOIN with the
- * job's token (launch hands it to its tasks only; across machines every
+ * Hostile peers: the first message of a connection must be a JOIN with
+ * the job's token (launch hands it to its tasks only; across machines every
  * launch derives it from the job's keys), within 2 s; anything
- * else -- garbage, a long line, a wrong token, a name that is not one of
+ * else -- garbage, a long message, a wrong token, a name that is not one of
  * the job's workers -- drops the connection and counts it (logged: the
  * first 10, then every 1000th), never failing the job. At most 64
  * connections at a time; every write is non-blocking and a member that
@@ -57,17 +58,19 @@
 
 #include "cli.h"
 #include "launch_elastic.h"
+#include "member/wire.h"
 
 #define MAXW       64        /* workers (launch's MAX_TASKS)              */
 #define MAXC       (ESVC_MAX_FDS - 1)
-#define LINE       512
+#define MSG_MAX    STRATA_MEMBER_CLIENT_MAX
 #define HELLO_S    2.0       /* a new connection's JOIN must come by then */
 #define DEF_TIMEOUT_MS 60000 /* until the first JOIN names the job's      */
 
 typedef struct conn {
     int    fd;               /* -1: free slot                             */
-    char   buf[LINE];
-    size_t len;
+    uint8_t in[MSG_MAX];     /* the message being read: header, body      */
+    size_t got;
+    strata__member_hdr_t h;
     double t0;
     int    worker;           /* -1 until a valid JOIN                     */
 } conn_t;
@@ -78,14 +81,16 @@ typedef struct wk {
     int       conn;          /* slot in conns, -1                         */
     int       joined;        /* asked for the generation being formed     */
     int       member;        /* of the current generation                 */
-    char      addr[300];
+    char      addr[STRATA_MEMBER_MAX_ADDR + 1];
     long long committed;
 } wk_t;
+
+_Static_assert(MAXW <= STRATA_MEMBER_MAX_MEMBERS, "a generation fits a GEN");
 
 struct esvc {
     int    lfd;
     char   addr[64];
-    char   token[80];
+    char   token[STRATA_MEMBER_MAX_TOKEN + 1];
     int    min, max;
     int    timeout_ms, policy_set;
     conn_t c[MAXC];
@@ -216,7 +221,7 @@ static void drop(esvc_t *s, int ci)
         return;
     close(c->fd);
     c->fd = -1;
-    c->len = 0;
+    c->got = 0;
     if (c->worker >= 0) {
         wk_t *w = &s->w[c->worker];
         w->conn = -1;
@@ -235,19 +240,12 @@ static void stranger(esvc_t *s, int ci, const char *why)
     drop(s, ci);
 }
 
-/* Non-blocking: a member that cannot take a few lines is as good as dead. */
-static int put(esvc_t *s, int ci, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int put(esvc_t *s, int ci, const char *fmt, ...)
+/* Non-blocking: a member that cannot take a message is as good as dead. */
+static int put(esvc_t *s, int ci, const uint8_t *msg, size_t n)
 {
-    char line[LINE];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (ci < 0 || s->c[ci].fd < 0 || n < 0 || n >= LINE)
+    if (ci < 0 || s->c[ci].fd < 0 || !msg)
         return -1;
-    if (send(s->c[ci].fd, line, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n)
+    if (send(s->c[ci].fd, msg, n, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)n)
         return 0;
     drop(s, ci);
     return -1;
@@ -262,9 +260,11 @@ static void start_forming(esvc_t *s)
         return;
     s->forming = 1;
     s->form_t0 = now_s();
+    uint8_t msg[STRATA_MEMBER_HDR + 4];
+    size_t n = strata__member_resize_encode(msg, s->gen + 1);
     for (int k = 0; k < MAXW; k++)
         if (s->w[k].member && !s->w[k].joined && s->w[k].conn >= 0)
-            put(s, s->w[k].conn, "RESIZE %d\n", s->gen + 1);
+            put(s, s->w[k].conn, msg, n);
 }
 
 static void form(esvc_t *s)
@@ -293,16 +293,30 @@ static void form(esvc_t *s)
                                r ? ", " : "", order[r]);
     for (int k = 0; k < MAXW; k++)
         s->w[k].member = 0;
+    /* Every member gets the same table; only the rank differs. */
+    char wname[MAXW][16], *mnames[MAXW], *maddrs[MAXW];
+    int64_t mcommitted[MAXW];
+    for (int r = 0; r < n; r++) {
+        snprintf(wname[r], sizeof wname[r], "worker:%d", order[r]);
+        mnames[r] = wname[r];
+        maddrs[r] = s->w[order[r]].addr;
+        mcommitted[r] = s->w[order[r]].committed;
+    }
+    strata__member_gen_t g = { .generation = s->gen, .size = n,
+                               .resume_step = resume, .names = mnames,
+                               .addrs = maddrs, .committed = mcommitted };
     for (int r = 0; r < n; r++) {
         wk_t *w = &s->w[order[r]];
-        int ci = w->conn;
         w->joined = 0;
         w->member = 1;
-        if (put(s, ci, "GEN %d %d %d %lld\n", s->gen, n, r, resume) != 0)
-            continue;
-        for (int j = 0; j < n && s->c[ci].fd >= 0; j++)
-            put(s, ci, "M worker:%d %s %lld\n", order[j],
-                s->w[order[j]].addr, s->w[order[j]].committed);
+        size_t len = 0;
+        g.rank = r;
+        uint8_t *msg = strata__member_gen_encode(&g, &len);
+        if (!msg && w->conn >= 0) /* out of memory: as if it could not */
+            drop(s, w->conn);     /* take its table                      */
+        else
+            put(s, w->conn, msg, len);
+        free(msg);
     }
     if (resume >= 0)
         say("generation %d: %d worker%s (%s), going on from step %lld",
@@ -319,9 +333,11 @@ static void give_up(esvc_t *s, int joined)
              joined, s->min, s->timeout_ms / 1000.0);
     s->failed = 1;
     s->forming = 0;
+    uint8_t msg[STRATA_MEMBER_HDR + STRATA_MEMBER_MAX_REASON];
+    size_t n = strata__member_stop_encode(msg, why);
     for (int ci = 0; ci < MAXC; ci++)
         if (s->c[ci].fd >= 0 && s->c[ci].worker >= 0)
-            put(s, ci, "STOP %s\n", why);
+            put(s, ci, msg, n);
     say("below min_workers: %s; stopping the job", why);
 }
 
@@ -370,29 +386,28 @@ static int addr_ok(const char *a)
     return port > 0 && port < 65536;
 }
 
-static void join(esvc_t *s, int ci, const char *line)
+static void join(esvc_t *s, int ci, const uint8_t *body, size_t len)
 {
-    char tok[LINE], name[LINE], addr[LINE], extra;
-    long long committed;
-    int timeout_ms;
+    strata__member_join_t j;
+    char why[200], msg[240];
     conn_t *c = &s->c[ci];
-    if (sscanf(line, "JOIN %511s %511s %511s %lld %d %c", tok, name, addr,
-               &committed, &timeout_ms, &extra) != 5) {
-        stranger(s, ci, "not a JOIN line");
+    if (strata__member_join_decode(body, len, &j, why, sizeof why) != 0) {
+        snprintf(msg, sizeof msg, "not a JOIN: %s", why);
+        stranger(s, ci, msg);
         return;
     }
-    if (strcmp(tok, s->token) != 0) {
+    if (strcmp(j.token, s->token) != 0) {
         stranger(s, ci, "wrong token");
         return;
     }
-    int k = worker_index(s, name);
-    if (k < 0 || !addr_ok(addr) || committed < -1 || timeout_ms < 1 ||
+    int k = worker_index(s, j.name);
+    if (k < 0 || !addr_ok(j.addr) || j.timeout_ms > INT32_MAX ||
         (c->worker >= 0 && c->worker != k)) {
         stranger(s, ci, "a JOIN of no worker of this job");
         return;
     }
     if (!s->policy_set) { /* the job's configuration names it */
-        s->timeout_ms = timeout_ms;
+        s->timeout_ms = (int)j.timeout_ms;
         s->policy_set = 1;
     }
     wk_t *w = &s->w[k];
@@ -402,52 +417,71 @@ static void join(esvc_t *s, int ci, const char *line)
     w->conn = ci;
     w->gone = 0;
     w->joined = 1;
-    /* addr_ok: it fits; the precision says so to the compiler */
-    snprintf(w->addr, sizeof w->addr, "%.*s", (int)sizeof w->addr - 1, addr);
-    w->committed = committed;
+    memcpy(w->addr, j.addr, sizeof w->addr); /* the same bound */
+    w->committed = j.committed;
+    uint8_t out[STRATA_MEMBER_HDR + STRATA_MEMBER_MAX_REASON];
     if (s->over) {
-        put(s, ci, "END\n");
+        put(s, ci, out, strata__member_end_encode(out));
         return;
     }
     if (s->failed) {
-        put(s, ci, "STOP the job was stopped\n");
+        put(s, ci, out, strata__member_stop_encode(out, "the job was "
+                                                   "stopped"));
         return;
     }
     start_forming(s);
 }
 
-static void line_in(esvc_t *s, int ci, const char *line)
+static void done(esvc_t *s, int ci, const uint8_t *body, size_t len)
 {
     conn_t *c = &s->c[ci];
-    long long step;
-    char extra;
-    if (!strncmp(line, "JOIN ", 5)) {
-        join(s, ci, line);
-    } else if (c->worker >= 0 &&
-               sscanf(line, "DONE %lld %c", &step, &extra) == 1) {
-        if (!s->over)
-            say("worker:%d finished training (step %lld): the job is over",
-                c->worker, step);
-        s->over = 1;
-        s->forming = 0;
-        s->w[c->worker].member = 0;
-        for (int k = 0; k < MAXW; k++)
-            if (s->w[k].joined && s->w[k].conn >= 0) {
-                s->w[k].joined = 0;
-                put(s, s->w[k].conn, "END\n");
-            }
-        drop(s, ci);
-    } else {
-        stranger(s, ci, c->worker >= 0 ? "a line the protocol does not have"
-                                       : "not a JOIN line");
+    int64_t step;
+    char why[200], msg[240];
+    if (strata__member_done_decode(body, len, &step, why, sizeof why) != 0) {
+        snprintf(msg, sizeof msg, "not a DONE: %s", why);
+        stranger(s, ci, msg);
+        return;
     }
+    if (!s->over)
+        say("worker:%d finished training (step %lld): the job is over",
+            c->worker, (long long)step);
+    s->over = 1;
+    s->forming = 0;
+    s->w[c->worker].member = 0;
+    uint8_t end[STRATA_MEMBER_HDR];
+    size_t n = strata__member_end_encode(end);
+    for (int k = 0; k < MAXW; k++)
+        if (s->w[k].joined && s->w[k].conn >= 0) {
+            s->w[k].joined = 0;
+            put(s, s->w[k].conn, end, n);
+        }
+    drop(s, ci);
 }
 
+/* A whole message of c: a JOIN, or a member's DONE. */
+static void message_in(esvc_t *s, int ci)
+{
+    conn_t *c = &s->c[ci];
+    const uint8_t *body = c->in + STRATA_MEMBER_HDR;
+    int kind = c->h.kind;
+    size_t len = c->h.len;
+    c->got = 0;
+    if (kind == STRATA_MEMBER_JOIN)
+        join(s, ci, body, len);
+    else if (kind == STRATA_MEMBER_DONE && c->worker >= 0)
+        done(s, ci, body, len);
+    else
+        stranger(s, ci, c->worker >= 0 ? "a message the protocol does not "
+                                         "have" : "not a JOIN");
+}
+
+/* A header, then its body; anything else is a stranger. */
 static void readable(esvc_t *s, int ci)
 {
     conn_t *c = &s->c[ci];
-    ssize_t n = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len,
-                     MSG_DONTWAIT);
+    size_t need = c->got < STRATA_MEMBER_HDR ? STRATA_MEMBER_HDR
+                                             : STRATA_MEMBER_HDR + c->h.len;
+    ssize_t n = recv(c->fd, c->in + c->got, need - c->got, MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         int k = c->worker;
         drop(s, ci);
@@ -457,19 +491,23 @@ static void readable(esvc_t *s, int ci)
     }
     if (n < 0)
         return;
-    c->len += (size_t)n;
-    char *nl;
-    while (c->fd >= 0 && (nl = memchr(c->buf, '\n', c->len)) != NULL) {
-        *nl = '\0';
-        char line[LINE];
-        size_t len = (size_t)(nl - c->buf);
-        memcpy(line, c->buf, len + 1);
-        memmove(c->buf, nl + 1, c->len - len - 1);
-        c->len -= len + 1;
-        line_in(s, ci, line);
+    c->got += (size_t)n;
+    if (c->got == STRATA_MEMBER_HDR) {
+        char why[200];
+        if (strata__member_get_hdr(c->in, 0, &c->h, why, sizeof why) != 0) {
+            stranger(s, ci, why);
+            return;
+        }
+        if (c->h.kind != STRATA_MEMBER_JOIN &&
+            c->h.kind != STRATA_MEMBER_DONE) {
+            stranger(s, ci, c->worker >= 0 ? "a message the protocol does "
+                                             "not have" : "not a JOIN");
+            return;
+        }
     }
-    if (c->fd >= 0 && c->len == sizeof c->buf)
-        stranger(s, ci, "a line longer than 512 bytes");
+    /* the header's limit keeps the body within c->in */
+    if (c->got >= STRATA_MEMBER_HDR && c->got == STRATA_MEMBER_HDR + c->h.len)
+        message_in(s, ci);
 }
 
 static void accept_all(esvc_t *s)

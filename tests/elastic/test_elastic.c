@@ -27,7 +27,7 @@
  *             error line and exit 1; the survivor says why it stops
  *   allgone   both workers killed, no restarts: launch ends the job at once
  *             (exit 1), not after the service's timeout
- *   stranger  garbage, HTTP, a JOIN with a wrong token, an overlong line and
+ *   stranger  garbage, HTTP, a JOIN with a wrong token, an overlong message and
  *             a silent connection at the membership service are dropped and
  *             counted; the job finishes, exit 0
  *   usage     --elastic for a ps job, a bad MIN:MAX, -n outside it, and
@@ -41,6 +41,7 @@
 
 #include "check.h"
 #include "hostile.h"
+#include "member/wire.h"
 #include "spawn.h"
 #include "testutil.h"
 
@@ -495,13 +496,20 @@ static void stranger(void)
     int idle = hostile_connect(port, 0);
     const char garbage[] = "\x00\x01\x02\xff\xfe garbage\n";
     const char http[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
-    const char forged[] = "JOIN 0123456789abcdef0123456789abcdef worker:0 "
-                          "127.0.0.1:9 5000 60000\n";
-    char longline[700];
+    /* a JOIN on the membership wire with a token that is not the job's,
+     * and a message announced longer than a member may send */
+    strata__member_join_t fj = { .token = "0123456789abcdef0123456789abcdef",
+                                 .name = "worker:0", .addr = "127.0.0.1:9",
+                                 .committed = 5000, .timeout_ms = 60000 };
+    uint8_t forged[STRATA_MEMBER_CLIENT_MAX];
+    size_t flen = strata__member_join_encode(forged, &fj);
+    uint8_t longline[700];
     memset(longline, 'A', sizeof longline);
+    strata__member_put_hdr(longline, STRATA_MEMBER_JOIN,
+                           sizeof longline - STRATA_MEMBER_HDR);
     CHECK(hostile_raw(port, garbage, sizeof garbage - 1) == 0);
     CHECK(hostile_raw(port, http, sizeof http - 1) == 0);
-    CHECK(hostile_raw(port, forged, sizeof forged - 1) == 0);
+    CHECK(flen > 0 && hostile_raw(port, forged, flen) == 0);
     CHECK(hostile_raw(port, longline, sizeof longline) == 0);
     sleep(3); /* the silent one is dropped after 2 s */
     if (idle >= 0)

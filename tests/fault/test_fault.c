@@ -1,7 +1,7 @@
 /* Fault injection (core/fault.h): every allocation and I/O fault point of
  * checkpoint writing and reading, the atomic outputs, config loading, the
- * rendezvous's answer decoder and the elastic membership client's line
- * protocol. For each operation: run it once counting the points it reaches
+ * rendezvous's answer decoder and the elastic membership client's
+ * frames. For each operation: run it once counting the points it reaches
  * (it must succeed, silently), then again for k = 1 .. that count with the
  * kth point failing, and check that every run ends in a negative code and
  * exactly one error line (or, where a failure is harmless, success with
@@ -32,6 +32,7 @@
 #include "elastic.h"
 #include "fault.h"
 #include "internal.h"
+#include "member/wire.h"
 #include "rdzv_net.h"
 
 #define MAX_POINTS 400   /* bound of a sweep: more is a runaway count */
@@ -472,34 +473,56 @@ static atomic_int g_stop;
 static strata__elastic_t *g_el;
 
 /* The membership service, as far as this test needs it: answers every
- * JOIN on a connection with the next generation of two members. */
+ * JOIN on a connection with the next generation of two members. Its GEN
+ * messages are made before the sweeps (service_start), so that the fault
+ * points counted are the client's alone. */
+#define EL_GENS 4
+static uint8_t *g_gen_msg[EL_GENS + 1];
+static size_t g_gen_len[EL_GENS + 1];
+
+static int make_gens(void)
+{
+    for (int gen = 1; gen <= EL_GENS; gen++) {
+        char a0[32], a1[32], *names[2] = { "worker:0", "worker:1" };
+        char *addrs[2] = { a0, a1 };
+        int64_t committed[2] = { 5, 5 };
+        snprintf(a0, sizeof a0, "127.0.0.1:%d", 3000 + gen);
+        snprintf(a1, sizeof a1, "127.0.0.1:%d", 4000 + gen);
+        strata__member_gen_t g = { .generation = gen, .size = 2, .rank = 1,
+                                   .resume_step = -1, .names = names,
+                                   .addrs = addrs, .committed = committed };
+        g_gen_msg[gen] = strata__member_gen_encode(&g, &g_gen_len[gen]);
+        if (!g_gen_msg[gen])
+            return -1;
+    }
+    return 0;
+}
+
 static void serve_conn(int fd)
 {
-    char in[1024];
+    uint8_t in[STRATA_MEMBER_CLIENT_MAX];
     size_t len = 0;
     int gen = 0;
     for (int rounds = 0; rounds < 100 && !atomic_load(&g_stop); rounds++) {
         struct pollfd p = { .fd = fd, .events = POLLIN };
         if (poll(&p, 1, 100) <= 0)
             continue;
-        ssize_t n = recv(fd, in + len, sizeof in - 1 - len, 0);
+        ssize_t n = recv(fd, in + len, sizeof in - len, 0);
         if (n <= 0)
             break;
         len += (size_t)n;
-        char *nl;
-        while ((nl = memchr(in, '\n', len)) != NULL) {
-            if (!strncmp(in, "JOIN ", 5)) {
-                char out[256];
-                gen++;
-                int k = snprintf(out, sizeof out, "GEN %d 2 1 -1\n"
-                                 "M worker:0 127.0.0.1:%d 5\n"
-                                 "M worker:1 127.0.0.1:%d 5\n", gen,
-                                 3000 + gen, 4000 + gen);
-                if (send(fd, out, (size_t)k, MSG_NOSIGNAL) != k)
+        strata__member_hdr_t h;
+        while (len >= STRATA_MEMBER_HDR &&
+               strata__member_get_hdr(in, 0, &h, NULL, 0) == 0 &&
+               len >= STRATA_MEMBER_HDR + h.len) {
+            if (h.kind == STRATA_MEMBER_JOIN) {
+                if (++gen > EL_GENS ||
+                    send(fd, g_gen_msg[gen], g_gen_len[gen], MSG_NOSIGNAL) !=
+                        (ssize_t)g_gen_len[gen])
                     return;
             }
-            size_t used = (size_t)(nl - in) + 1;
-            memmove(in, nl + 1, len - used);
+            size_t used = STRATA_MEMBER_HDR + h.len;
+            memmove(in, in + used, len - used);
             len -= used;
         }
     }
@@ -532,6 +555,8 @@ static int service_start(pthread_t *th)
         getsockname(g_lfd, (struct sockaddr *)&a, &al) != 0)
         return -1;
     g_port = ntohs(a.sin_port);
+    if (make_gens() != 0)
+        return -1;
     char svc[64];
     snprintf(svc, sizeof svc, "127.0.0.1:%d", g_port);
     setenv("STRATA_ELASTIC", svc, 1);
@@ -732,7 +757,7 @@ int main(int argc, char **argv)
             free((char *)g_cl.tasks[r].address);
     }
 
-    /* The elastic client's line protocol, against a service thread. */
+    /* The elastic client's frames, against a service thread. */
     pthread_t th;
     if (service_start(&th) != 0) {
         CHECK(!"cannot start the membership service");
@@ -746,6 +771,8 @@ int main(int argc, char **argv)
         atomic_store(&g_stop, 1);
         pthread_join(th, NULL);
         close(g_lfd);
+        for (int gen = 1; gen <= EL_GENS; gen++)
+            free(g_gen_msg[gen]);
     }
 
     /* The controller through the environment, in a child. */

@@ -4,8 +4,8 @@
 Small valid and near-valid inputs built from the real formats (each file
 <= 8 KiB): INI files, IDX files cut from Fashion-MNIST, .npy files from
 numpy, safetensors files written by hand (as strata writes them, checksums
-included, and as other writers do), zmq and ps wire messages packed from the
-layouts in wire.h and ps_wire.h. Deterministic: running it again rewrites
+included, and as other writers do), zmq, ps and membership wire messages
+packed from the layouts in wire.h, ps_wire.h and core/member/wire.h. Deterministic: running it again rewrites
 the same bytes. Files it does not write (regress-*: reproducers of fixed
 bugs, added by hand) are left alone.
 
@@ -429,10 +429,66 @@ def ps_seeds():
     put("ps_wire", "bad-short", ps(PING)[:79])
 
 
+
+# ---- membership wire message (core/member/wire.h) -----------------------------
+
+def mframe(kind, body, magic=b"SRDV", version=1, length=None):
+    n = len(body) if length is None else length
+    return struct.pack(">4sBBHI", magic, version, kind, 0, n) + body
+
+
+def mstr(s):
+    s = s.encode() if isinstance(s, str) else s
+    return struct.pack(">H", len(s)) + s
+
+
+def member_seeds():
+    (REGISTER, TABLE, REFUSED) = (1, 2, 3)
+    (JOIN, GEN, RESIZE, STOP, END, DONE) = range(16, 22)
+    tok = "0123456789abcdef0123456789abcdef"
+    addrs = ["127.0.0.1:2001", "10.0.0.2:2002", "[fd00::3]:2003"]
+    table = struct.pack(">I", 3) + b"".join(mstr(a) for a in addrs)
+    join = mstr(tok) + mstr("worker:1") + mstr("127.0.0.1:41234") + \
+        struct.pack(">qI", 40, 60000)
+    members = [("worker:2", "127.0.0.1:3002", 41), ("worker:0", "[::1]:3000", 41),
+               ("worker:1", "127.0.0.1:3001", -1)]
+    gen = struct.pack(">IIIq", 7, 3, 2, 41) + b"".join(
+        mstr(n) + mstr(a) + struct.pack(">q", c) for n, a, c in members)
+    seeds = {
+        "register": mframe(REGISTER, struct.pack(">II", 3, 2) +
+                           mstr("127.0.0.1:2003")),
+        "table": mframe(TABLE, table),
+        "refused": mframe(REFUSED, b"\x02ranks 1, 2 did not arrive"),
+        "join": mframe(JOIN, join),
+        "gen": mframe(GEN, gen),
+        "resize": mframe(RESIZE, struct.pack(">I", 8)),
+        "stop": mframe(STOP, b"1 of min_workers = 2 workers for 60 s"),
+        "end": mframe(END, b""),
+        "done": mframe(DONE, struct.pack(">q", 1200)),
+    }
+    for k, v in seeds.items():
+        put("member_wire", "valid-" + k, v)
+    put("member_wire", "bad-magic", mframe(END, b"", magic=b"JOIN"))
+    put("member_wire", "bad-version", mframe(END, b"", version=2))
+    put("member_wire", "bad-kind", mframe(4, b""))
+    put("member_wire", "bad-length", mframe(JOIN, b"", length=501))
+    put("member_wire", "bad-short", mframe(GEN, gen)[:-1])
+    put("member_wire", "bad-trailing", mframe(DONE, struct.pack(">q", 1) + b"x"))
+    put("member_wire", "bad-dup-table",
+        mframe(TABLE, struct.pack(">I", 2) + mstr(addrs[0]) * 2))
+    put("member_wire", "bad-rank", mframe(GEN, struct.pack(">IIIq", 7, 3, 3, 41)
+                                         + gen[20:]))
+    put("member_wire", "bad-token-blank",
+        mframe(JOIN, mstr(tok[:15] + " ") + join[2 + 32:]))
+    put("member_wire", "bad-committed",
+        mframe(DONE, struct.pack(">q", -2)))
+
+
 ini_seeds()
 idx_seeds()
 npy_seeds()
 safetensors_seeds()
 zmq_seeds()
 ps_seeds()
+member_seeds()
 print("make_corpus: seeds written under %s" % out_root)
