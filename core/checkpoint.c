@@ -909,7 +909,11 @@ static int load_fd(int fd, uint64_t size, strata__ckpt_t *c, struct why *w)
 static int ckpt_load(const char *path, strata__ckpt_t **out, struct why *w)
 {
     *out = NULL;
-    int fd = STRATA_FAULT(IO) ? -1 : open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO at the name is refused below, not waited on (no
+     * effect on a regular file's reads). */
+    int fd = STRATA_FAULT(IO) ? -1
+                              : open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY |
+                                               O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
         return fail(w, e == ENOENT || e == ENOTDIR ? STRATA_ENOENT : STRATA_EIO,

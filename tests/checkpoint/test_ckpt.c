@@ -403,8 +403,15 @@ static void test_crafted(void)
     expect_fail(craft("{\"__metadata__\":{\"strata.header_crc32c\":\"xyz\"}}", 0, 0),
                 STRATA_EDATA, "strata.header_crc32c 'xyz' is not 8 hex digits");
 
-    /* Not a file / no file. */
+    /* Not a file / no file. A FIFO at a checkpoint's name is refused at
+     * once, not waited on (alarm: a read that blocks fails the test). */
     expect_fail(tmpdir_, STRATA_EDATA, "not a regular file");
+    const char *fifo = tmp_path("fifo.safetensors");
+    CHECK(mkfifo(fifo, 0600) == 0);
+    alarm(20);
+    expect_fail(fifo, STRATA_EDATA, "not a regular file");
+    alarm(0);
+    unlink(fifo);
     expect_fail(tmp_path("missing.safetensors"), STRATA_ENOENT, "cannot open");
 }
 
