@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <strata/check.h>
+
 #include "kernels_cpu.h"
 #include "runtime.h"
 
@@ -467,55 +469,25 @@ static int refuse(strata_hctx_t *hc, const strata_transport_t *t,
     return STRATA_EINVAL;
 }
 
-enum { NEED_REDUCE_OP = 1, NEED_ROOT = 2, NEED_BOUNDS = 4 };
-
+/* strata_check_collective (<strata/check.h>): the checks every host
+ * makes, in one place; refused with one line naming the transport. */
 static int check_op(strata_hctx_t *hc, const strata_transport_t *t,
                     const char *what, const strata_op_t *op,
                     const size_t *bounds, int need)
 {
+    char why[200];
     if (!t)
         return refuse(hc, t, what, "no transport (t is NULL)");
-    if (!op)
-        return refuse(hc, t, what, "op is NULL");
-    if (op->count > SIZE_MAX / sizeof(float))
-        return refuse(hc, t, what, "op->count %zu is beyond any buffer",
-                      op->count);
-    if (!op->buf && op->count > 0)
-        return refuse(hc, t, what, "op->buf is NULL for %zu elements",
-                      op->count);
-    const strata_group_t *g = &t->group;
-    if (g->scope == STRATA_SCOPE_LOCAL && (op->slot < 0 ||
-                                           op->slot >= g->nlocal))
-        return refuse(hc, t, what, "op->slot %d is not a member here "
-                      "(0..%d)", (int)op->slot, (int)g->nlocal - 1);
-    if ((need & NEED_REDUCE_OP) && op->reduce_op != STRATA_REDUCE_SUM &&
-        op->reduce_op != STRATA_REDUCE_MEAN)
-        return refuse(hc, t, what, "op->reduce_op %d is neither "
-                      "STRATA_REDUCE_SUM (0) nor STRATA_REDUCE_MEAN (1)",
-                      (int)op->reduce_op);
-    if ((need & NEED_ROOT) && (op->root < 0 || op->root >= g->size))
-        return refuse(hc, t, what, "op->root %d is not a member (0..%d)",
-                      (int)op->root, (int)g->size - 1);
-    if (need & NEED_BOUNDS) {
-        if (!bounds)
-            return refuse(hc, t, what, "bounds is NULL");
-        if (bounds[0] != 0 || bounds[g->size] != op->count)
-            return refuse(hc, t, what, "bounds run from %zu to %zu, not from "
-                          "0 to op->count %zu", bounds[0], bounds[g->size],
-                          op->count);
-        for (int m = 0; m < g->size; m++)
-            if (bounds[m] > bounds[m + 1])
-                return refuse(hc, t, what, "bounds[%d] %zu > bounds[%d] %zu: "
-                              "not ascending", m, bounds[m], m + 1,
-                              bounds[m + 1]);
-    }
+    if (strata_check_collective(&t->group, op, bounds, need, why,
+                                sizeof why) != STRATA_OK)
+        return refuse(hc, t, what, "%s", why);
     return STRATA_OK;
 }
 
 static int host_t_reduce(strata_hctx_t *hc, strata_transport_t *t,
                          strata_op_t *op)
 {
-    int rc = check_op(hc, t, "all-reduce", op, NULL, NEED_REDUCE_OP);
+    int rc = check_op(hc, t, "all-reduce", op, NULL, STRATA_CHECK_REDUCE_OP);
     return rc ? rc : t->plugin->vt->reduce(t->pctx, op);
 }
 
@@ -524,7 +496,7 @@ static int host_t_update(strata_hctx_t *hc, strata_transport_t *t,
 {
     if (t && !t->plugin->vt->update)
         return STRATA_ENOTSUP;
-    int rc = check_op(hc, t, "broadcast", op, NULL, NEED_ROOT);
+    int rc = check_op(hc, t, "broadcast", op, NULL, STRATA_CHECK_ROOT);
     return rc ? rc : t->plugin->vt->update(t->pctx, op);
 }
 
@@ -532,7 +504,7 @@ static int host_t_update(strata_hctx_t *hc, strata_transport_t *t,
 static int shards(strata_hctx_t *hc, strata_transport_t *t, int gather,
                   strata_op_t *op, const size_t *bounds)
 {
-    int need = NEED_BOUNDS | (gather ? 0 : NEED_REDUCE_OP);
+    int need = STRATA_CHECK_BOUNDS | (gather ? 0 : STRATA_CHECK_REDUCE_OP);
     int rc = check_op(hc, t, gather ? "all-gather" : "reduce-scatter", op,
                       bounds, need);
     if (rc)
