@@ -61,7 +61,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 step "ThreadSanitizer (threaded tests)"
 CC=clang build "$out/tsan" -DSTRATA_CUDA=OFF -DSTRATA_SANITIZE=thread
 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp" \
-    ctest --test-dir "$out/tsan" --output-on-failure -L threads
+    ctest --test-dir "$out/tsan" --output-on-failure -L threads -j 2
 
 step "the other build types, product only: gcc Debug, clang Release (STRATA_CUDA=$cuda), clang Debug"
 CC=gcc build "$out/gcc-debug" -DSTRATA_CUDA=$cuda -DCMAKE_BUILD_TYPE=Debug \
