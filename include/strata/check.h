@@ -66,4 +66,45 @@ static inline int strata_check_collective(const strata_group_t *g,
 #undef STRATA_CHECK_FAIL_
 }
 
+/* 0, or STRATA_EINVAL with why: `slot` is not a member that calls the
+ * group's barrier here (a LOCAL group's slots, one caller in a WORLD one). */
+static inline int strata_check_barrier(const strata_group_t *g, int slot,
+                                       char *why, size_t cap)
+{
+    int nslot = g->scope == STRATA_SCOPE_LOCAL ? g->nlocal : 1;
+    if (slot >= 0 && slot < nslot)
+        return STRATA_OK;
+    snprintf(why, cap, "slot %d is not a member here (0..%d)", slot,
+             nslot - 1);
+    return STRATA_EINVAL;
+}
+
+/* A transport's reduce-scatter (gather 0) or all-gather (gather 1) and
+ * barrier, its arguments checked: through the entries of 2.5, else the
+ * frozen ctl ops of 2.4, else STRATA_ENOTSUP. Every host takes this road. */
+static inline int strata_transport_shards(const strata_plugin_v2_t *vt,
+                                          void *pctx, int gather,
+                                          strata_op_t *op,
+                                          const size_t *bounds)
+{
+    if (gather && STRATA_HAS(vt, all_gather))
+        return vt->all_gather(pctx, op, bounds);
+    if (!gather && STRATA_HAS(vt, reduce_scatter))
+        return vt->reduce_scatter(pctx, op, bounds);
+    strata_shards_t sh = { .struct_size = sizeof sh, .op = op,
+                           .bounds = bounds };
+    return vt->ctl ? vt->ctl(pctx, gather ? STRATA_CTL_ALL_GATHER
+                                          : STRATA_CTL_REDUCE_SCATTER, &sh)
+                   : STRATA_ENOTSUP;
+}
+
+static inline int strata_transport_barrier(const strata_plugin_v2_t *vt,
+                                           void *pctx, int slot)
+{
+    if (STRATA_HAS(vt, barrier))
+        return vt->barrier(pctx, slot);
+    return vt->ctl ? vt->ctl(pctx, STRATA_CTL_BARRIER, &slot)
+                   : STRATA_ENOTSUP;
+}
+
 #endif /* STRATA_CHECK_H */

@@ -176,16 +176,7 @@ static int shards(strata_hctx_t *hc, strata_transport_t *t, int gather,
                       bounds, need);
     if (rc)
         return rc;
-    const strata_plugin_v2_t *vt = t->vt;
-    if (gather && STRATA_HAS(vt, all_gather))
-        return vt->all_gather(t->pctx, op, bounds);
-    if (!gather && STRATA_HAS(vt, reduce_scatter))
-        return vt->reduce_scatter(t->pctx, op, bounds);
-    strata_shards_t sh = { .struct_size = sizeof sh, .op = op,
-                           .bounds = bounds };
-    return vt->ctl ? vt->ctl(t->pctx, gather ? STRATA_CTL_ALL_GATHER
-                                             : STRATA_CTL_REDUCE_SCATTER, &sh)
-                   : STRATA_ENOTSUP;
+    return strata_transport_shards(t->vt, t->pctx, gather, op, bounds);
 }
 
 static int k_t_reduce_scatter(strata_hctx_t *hc, strata_transport_t *t,
@@ -204,16 +195,10 @@ static int k_t_barrier(strata_hctx_t *hc, strata_transport_t *t, int slot)
 {
     if (!t)
         return refuse(hc, t, "barrier", "no transport (t is NULL)");
-    const strata_group_t *g = &t->group;
-    int nslot = g->scope == STRATA_SCOPE_LOCAL ? g->nlocal : 1;
-    if (slot < 0 || slot >= nslot)
-        return refuse(hc, t, "barrier", "slot %d is not a member here "
-                      "(0..%d)", slot, nslot - 1);
-    const strata_plugin_v2_t *vt = t->vt;
-    if (STRATA_HAS(vt, barrier))
-        return vt->barrier(t->pctx, slot);
-    return vt->ctl ? vt->ctl(t->pctx, STRATA_CTL_BARRIER, &slot)
-                   : STRATA_ENOTSUP;
+    char why[128];
+    if (strata_check_barrier(&t->group, slot, why, sizeof why) != STRATA_OK)
+        return refuse(hc, t, "barrier", "%s", why);
+    return strata_transport_barrier(t->vt, t->pctx, slot);
 }
 
 static uint32_t k_t_caps(strata_hctx_t *hc, strata_transport_t *t)
