@@ -72,11 +72,9 @@ static int take_shape(strata__run_t *run, const strata_membership_t *g)
     };
     strata__geometry_t geo;
     int rc = strata__geometry(&in, &run->geo, &geo);
-    if (rc == STRATA_OK && geo.lr_scale != run->geo.lr_scale) {
+    if (rc == STRATA_OK && geo.lr_scale != run->geo.lr_scale)
         rc = strata__schedule_init(&run->sched, &run->s->optimizer,
                                    geo.lr_scale, run->warmup_steps);
-        run->lr_target = strata__schedule_initial(&run->sched);
-    }
     if (rc == STRATA_OK)
         run->geo = geo;
     return rc;

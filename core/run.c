@@ -67,7 +67,6 @@ static int setup_batches(strata__run_t *run)
     strata__monitor_init(&run->monitor, run->s);
     rc = strata__schedule_init(&run->sched, &run->s->optimizer,
                                run->geo.lr_scale, run->warmup_steps);
-    run->lr_target = strata__schedule_initial(&run->sched);
     return rc;
 }
 
@@ -447,9 +446,10 @@ void strata__run_banner(const strata__run_t *run)
     const strata__train_cfg_t *t = &run->s->train;
     const strata__optimizer_cfg_t *o = &run->s->optimizer;
     char scaled[96] = "", warm[96] = "", sched[512], extra[160] = "";
+    const double lr_target = strata__schedule_initial(&run->sched);
     if (t->lr_scaling)
         snprintf(scaled, sizeof scaled, " (%g x %d replicas: [train] "
-                 "lr_scaling = linear)", run->lr_target / run->sched.scale,
+                 "lr_scaling = linear)", lr_target / run->sched.scale,
                  run->geo.shards);
     if (run->warmup_steps > 0)
         snprintf(warm, sizeof warm, ", reached linearly over the first %lld "
@@ -463,7 +463,7 @@ void strata__run_banner(const strata__run_t *run)
         snprintf(extra + at, sizeof extra - (size_t)at, "; gradients clipped "
                  "to a global norm of %g", o->clip_norm);
     strata__out(ctx, "optimizer: %s, learning rate %g%s%s%s%s\n",
-                k_opt[o->name], run->lr_target, scaled, warm, sched, extra);
+                k_opt[o->name], lr_target, scaled, warm, sched, extra);
     size_t model_bytes = run->model.count * sizeof(float);
     strata__out(ctx, "strategy %s placed %zu bytes of variables and optimizer "
                 "state (%.2f x the model's %zu bytes)\n", run->strategy->name,

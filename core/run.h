@@ -80,7 +80,6 @@ struct strata__run {
     int64_t                   step_batch, step_id; /* PHASE_STEP's step    */
     long                      delay_us;     /* debug.step_delay_ms here    */
     int                       evaluator;    /* the sidecar evaluator task  */
-    double                    lr_target;    /* before warm-up and decay */
     int64_t                   warmup_steps;
     strata__schedule_t        sched;        /* the lr of every step        */
     strata__monitor_t         monitor;      /* early stopping, keep_best   */
