@@ -480,7 +480,8 @@ int strata__cfg_load_file(strata__cfg_t *c, const char *path)
 
 /* ---- environment and command line ----------------------------------------- */
 
-int strata__cfg_load_env(strata__cfg_t *c, char *const *envp)
+int strata__cfg_load_env_in(strata__cfg_t *c, char *const *envp,
+                            const strata__section_t *sections)
 {
     for (; envp && *envp; envp++) {
         const char *ent = *envp, *eq = strchr(ent, '=');
@@ -488,7 +489,7 @@ int strata__cfg_load_env(strata__cfg_t *c, char *const *envp)
             continue;
         const char *rest = ent + 7;
         size_t nlen = (size_t)(eq - rest);
-        for (const strata__section_t *s = strata__sections; s->name; s++) {
+        for (const strata__section_t *s = sections; s->name; s++) {
             size_t sl = strlen(s->name);
             if (nlen <= sl + 1 || rest[sl] != '_'
                 || strncasecmp(rest, s->name, sl) != 0)

@@ -263,18 +263,6 @@ int strata_plugins_list(strata_ctx_t *ctx, strata_plugin_cb cb, void *user)
     return rc;
 }
 
-int strata_train(strata_ctx_t *ctx)
-{
-    if (!ctx)
-        return STRATA_EINVAL;
-    strata_ctx_t *prev = strata__log_bind(ctx);
-    int rc = strata__ctx_resolve(ctx);
-    if (rc == STRATA_OK)
-        rc = strata__train(ctx);
-    strata__log_bind(prev);
-    return rc;
-}
-
 void strata_request_stop(strata_ctx_t *ctx)
 {
     if (ctx)

@@ -18,6 +18,7 @@ struct strata_transport {
     strata__plugin_t *plugin;
     strata_ctx_t     *ctx;
     void             *pctx;
+    strata_hctx_t    *hc;    /* the instance's host context */
     void             *cfg;
     strata_group_t    group;
     strata_env_t      env;
@@ -29,12 +30,6 @@ struct strata_transport {
 static strata_ctx_t *ctx_of(strata_hctx_t *hc) { return hc ? hc->ctx : NULL; }
 
 /* ---- host contexts, one per plugin instance (ABI 2.5) -------------------- */
-
-/* The live instances of every context: init() is handed a new hc, fini()
- * finds it again by the instance's pctx. Main-thread calls only (init and
- * fini), but contexts may live on different threads: one lock. */
-static pthread_mutex_t g_inst_lock = PTHREAD_MUTEX_INITIALIZER;
-static strata_hctx_t  *g_inst;
 
 strata_hctx_t *strata__hctx_new(strata_ctx_t *ctx, const char *name,
                                 const char *section, strata_hctx_t *parent)
@@ -49,41 +44,6 @@ strata_hctx_t *strata__hctx_new(strata_ctx_t *ctx, const char *name,
     hc->parent = parent && parent->name ? parent : NULL;
     atomic_init(&hc->placed, 0);
     return hc;
-}
-
-void strata__hctx_keep(strata_hctx_t *hc, void *pctx)
-{
-    hc->pctx = pctx;
-    pthread_mutex_lock(&g_inst_lock);
-    hc->next = g_inst;
-    g_inst = hc;
-    pthread_mutex_unlock(&g_inst_lock);
-}
-
-strata_hctx_t *strata__hctx_take(strata_ctx_t *ctx, const void *pctx)
-{
-    pthread_mutex_lock(&g_inst_lock);
-    strata_hctx_t **pp = &g_inst;
-    while (*pp && !((*pp)->ctx == ctx && (*pp)->pctx == pctx))
-        pp = &(*pp)->next;
-    strata_hctx_t *hc = *pp;
-    if (hc)
-        *pp = hc->next;
-    pthread_mutex_unlock(&g_inst_lock);
-    return hc;
-}
-
-size_t strata__hctx_placed(strata_ctx_t *ctx, const void *pctx)
-{
-    size_t n = 0;
-    pthread_mutex_lock(&g_inst_lock);
-    for (strata_hctx_t *hc = g_inst; hc; hc = hc->next)
-        if (hc->ctx == ctx && hc->pctx == pctx) {
-            n = atomic_load(&hc->placed);
-            break;
-        }
-    pthread_mutex_unlock(&g_inst_lock);
-    return n;
 }
 
 /* Bytes placed through `hc`: the instance's, the instances' that opened it
@@ -355,7 +315,7 @@ static int open_named(strata_ctx_t *ctx, strata_hctx_t *opener,
         t->env.group = &t->group;
         t->env.nreplicas = group->nlocal;
         t->env.devices = group->devices;
-        rc = strata__plugin_init_in(p, ctx, opener, &t->env, &t->pctx);
+        rc = strata__plugin_init_in(p, ctx, opener, &t->env, &t->pctx, &t->hc);
     }
     if (rc != STRATA_OK) {
         free(t->keys);
@@ -577,7 +537,7 @@ static void host_t_close(strata_hctx_t *hc, strata_transport_t *t)
     (void)hc;
     if (!t)
         return;
-    strata__plugin_fini(t->plugin, t->ctx, t->pctx);
+    strata__plugin_fini(t->plugin, t->pctx, t->hc);
     free(t->keys);
     free(t->cfg);
     free(t);
@@ -603,26 +563,39 @@ static int host_t_recv(strata_hctx_t *hc, strata_transport_t *t, int *peer,
                : STRATA_ENOTSUP;
 }
 
+/* The run strata_train() is running on hc's context, or NULL outside
+ * one (the run's services then answer STRATA_ESTATE, or "no"). */
+static strata_ctx_t *run_ctx(strata_hctx_t *hc)
+{
+    strata_ctx_t *ctx = ctx_of(hc);
+    return ctx && ctx->run && ctx->run_svc ? ctx : NULL;
+}
+
 static int host_evaluate(strata_hctx_t *hc, double *loss, double *acc)
 {
-    return strata__host_evaluate(ctx_of(hc), loss, acc);
+    strata_ctx_t *ctx = run_ctx(hc);
+    return ctx ? ctx->run_svc->evaluate(ctx->run, loss, acc) : STRATA_ESTATE;
 }
 
 static int host_report(strata_hctx_t *hc, const strata_report_t *r)
 {
-    return strata__host_report(ctx_of(hc), r);
+    strata_ctx_t *ctx = run_ctx(hc);
+    return ctx ? ctx->run_svc->report(ctx->run, r) : STRATA_ESTATE;
 }
 
 static int host_boundary_due(strata_hctx_t *hc, int32_t epoch, int64_t batch,
                              int64_t step)
 {
-    return strata__host_boundary_due(ctx_of(hc), epoch, batch, step);
+    strata_ctx_t *ctx = run_ctx(hc);
+    return ctx ? ctx->run_svc->boundary_due(ctx->run, epoch, batch, step) : 0;
 }
 
 static int host_boundary(strata_hctx_t *hc, int32_t epoch, int64_t batch,
                          int64_t step)
 {
-    return strata__host_boundary(ctx_of(hc), epoch, batch, step);
+    strata_ctx_t *ctx = run_ctx(hc);
+    return ctx ? ctx->run_svc->boundary(ctx->run, epoch, batch, step)
+               : STRATA_ESTATE;
 }
 
 static int host_grad_sumsq(strata_hctx_t *hc, int32_t device, size_t n,
@@ -647,13 +620,16 @@ static int host_grad_clip(strata_hctx_t *hc, int32_t device, size_t n,
 
 static int host_training_done(strata_hctx_t *hc)
 {
-    return strata__host_training_done(ctx_of(hc));
+    strata_ctx_t *ctx = run_ctx(hc);
+    return ctx ? ctx->run_svc->training_done(ctx->run) : 0;
 }
 
 static int host_membership(strata_hctx_t *hc, int64_t committed,
                            int timeout_ms, strata_membership_t *out)
 {
-    return strata__host_membership(ctx_of(hc), committed, timeout_ms, out);
+    strata_ctx_t *ctx = run_ctx(hc);
+    return ctx ? ctx->run_svc->membership(ctx->run, committed, timeout_ms, out)
+               : STRATA_EINVAL;
 }
 
 const strata_host_v2_t strata__host_v2 = {

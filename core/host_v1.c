@@ -167,18 +167,20 @@ static const strata_host_v1_t k_host_v1 = {
 /* ---- init / fini of any plugin ---------------------------------------- */
 
 int strata__plugin_init(strata__plugin_t *p, strata_ctx_t *ctx,
-                        const strata_env_t *env, void **pctx)
+                        const strata_env_t *env, void **pctx,
+                        strata_hctx_t **hc)
 {
-    return strata__plugin_init_in(p, ctx, NULL, env, pctx);
+    return strata__plugin_init_in(p, ctx, NULL, env, pctx, hc);
 }
 
 /* Each instance gets a host context of its own (ABI 2.5): its name, its
  * section and the bytes it places, leading to ctx. */
 int strata__plugin_init_in(strata__plugin_t *p, strata_ctx_t *ctx,
                            strata_hctx_t *opener, const strata_env_t *env,
-                           void **pctx)
+                           void **pctx, strata_hctx_t **out)
 {
     *pctx = NULL;
+    *out = NULL;
     strata_hctx_t *hc = strata__hctx_new(ctx, p->name, env->section, opener);
     if (!hc)
         return STRATA_ENOMEM;
@@ -199,18 +201,18 @@ int strata__plugin_init_in(strata__plugin_t *p, strata_ctx_t *ctx,
         free(hc);
         return rc;
     }
-    strata__hctx_keep(hc, *pctx);
+    hc->pctx = *pctx;
+    *out = hc;
     return STRATA_OK;
 }
 
-void strata__plugin_fini(strata__plugin_t *p, strata_ctx_t *ctx, void *pctx)
+void strata__plugin_fini(strata__plugin_t *p, void *pctx, strata_hctx_t *hc)
 {
-    strata_hctx_t *hc = strata__hctx_take(ctx, pctx);
     p->vt->fini(pctx);
     if (p->v1) {
         strata_hctx_t *mine = hc;
         atomic_compare_exchange_strong(&g_v1_hc, &mine, NULL);
-        release(ctx);
+        release(hc->ctx);
     }
     free(hc);
 }

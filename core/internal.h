@@ -75,6 +75,11 @@ int  strata__cfg_load_file(strata__cfg_t *c, const char *path);
  * section ("STRATA_TRAIN_EPOCHS=3" -> train.epochs). Other STRATA_* names
  * (STRATA_PLUGIN_PATH, ...) are not config and are ignored. */
 int  strata__cfg_load_env(strata__cfg_t *c, char *const *envp);
+/* The same for the sections of a table (config.c: the store knows no
+ * schema; strata__cfg_load_env passes settings.c's). */
+struct strata__section;
+int  strata__cfg_load_env_in(strata__cfg_t *c, char *const *envp,
+                             const struct strata__section *sections);
 /* "section.key=value"; origin names where it came from ("--set"). */
 int  strata__cfg_set(strata__cfg_t *c, const char *assignment, int prec,
                      const char *origin);
@@ -318,16 +323,10 @@ void strata__caps_str(uint32_t caps, char *buf, size_t cap);
  * strategy opening a transport) or NULL; counted up the chain. */
 strata_hctx_t *strata__hctx_new(strata_ctx_t *ctx, const char *name,
                                 const char *section, strata_hctx_t *parent);
-/* Keep hc as the instance pctx's (after its init succeeded); take it back
- * (before fini, NULL when unknown), the caller frees it. */
-void           strata__hctx_keep(strata_hctx_t *hc, void *pctx);
-strata_hctx_t *strata__hctx_take(strata_ctx_t *ctx, const void *pctx);
-/* Bytes placed by instance pctx of ctx and the transports it opened. */
-size_t         strata__hctx_placed(strata_ctx_t *ctx, const void *pctx);
 /* strata__plugin_init (runtime.h) for an instance opened by `opener`. */
 int strata__plugin_init_in(strata__plugin_t *p, strata_ctx_t *ctx,
                            strata_hctx_t *opener, const strata_env_t *env,
-                           void **pctx);
+                           void **pctx, strata_hctx_t **hc);
 
 /* ---- fileio.c: files the user names (dump_vars, metrics_csv) ---------- */
 

@@ -70,20 +70,12 @@ static int take_shape(strata__run_t *run, const strata_membership_t *g)
         .nreplicas = run->nreplicas, .nworkers = g->size, .rank = g->rank,
         .elastic = 1, .generation = g->generation,
     };
-    strata__geometry_t geo;
-    int rc = strata__geometry(&in, &run->geo, &geo);
-    if (rc == STRATA_OK && geo.lr_scale != run->geo.lr_scale)
-        rc = strata__schedule_init(&run->sched, &run->s->optimizer,
-                                   geo.lr_scale, run->warmup_steps);
-    if (rc == STRATA_OK)
-        run->geo = geo;
-    return rc;
+    return strata__run_shape(run, &in, 0);
 }
 
-int strata__host_membership(strata_ctx_t *ctx, int64_t committed,
-                            int timeout_ms, strata_membership_t *out)
+int strata__elastic_membership(strata__run_t *run, int64_t committed,
+                               int timeout_ms, strata_membership_t *out)
 {
-    strata__run_t *run = ctx ? ctx->run : NULL;
     if (!run || !out || out->struct_size < sizeof *out || timeout_ms < 1)
         return STRATA_EINVAL;
     if (!run->elastic)
@@ -160,7 +152,8 @@ static int move_state(strata__run_t *run, const strata_membership_t *g)
 static int agree_position(strata__run_t *run, const strata_membership_t *g,
                           strata__resume_t *at)
 {
-    int64_t mine[4] = { run->done_epoch, run->done_batch, run->done_pos,
+    int64_t mine[4] = { run->cur.done_epoch, run->cur.done_batch,
+                        run->cur.done_pos,
                         g->resume_step };
     float v[8] = { 0 };
     for (int i = 0; run->geo.rank == 0 && i < 4; i++) {
@@ -190,13 +183,10 @@ static int settled(strata__run_t *run, const strata_membership_t *g,
 {
     for (int r = 0; r < run->nreplicas; r++)
         run->reps[r].done = g->resume_step;
-    run->resize_due = 0;
     int rc = agree_position(run, g, at);
     if (rc != STRATA_OK)
         return rc;
-    run->done_epoch = at->epoch;
-    run->done_batch = at->batch;
-    run->done_pos = at->sample;
+    strata__cursor_at(&run->cur, at->epoch, at->batch, at->sample);
     if (run->geo.chief)
         strata__log(STRATA_LOG_INFO, WHO, "generation %d: %d worker%s, "
                     "training goes on from step %lld (epoch %d, batch %lld)",

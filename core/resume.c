@@ -202,7 +202,7 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
 static void checkpointed(strata__run_t *run, double t0, int64_t step)
 {
     const strata__event_t ev = { .kind = STRATA__EV_CHECKPOINT,
-                                 .epoch = run->cur_epoch, .step = step,
+                                 .epoch = run->cur.epoch, .step = step,
                                  .t0 = t0, .t1 = strata__now() };
     strata__emit(&run->bus, &ev);
 }

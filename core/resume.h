@@ -37,8 +37,4 @@ int strata__checkpoint_probe(strata__run_t *run);
  * *at->resumed == 0: a fresh start. */
 int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at);
 
-/* Sum n floats across every training process (the strategy's
- * STRATA_CTL_WORLD_SUM); a no-op for a job of one process. */
-int strata__run_world_sum(strata__run_t *run, float *buf, int n);
-
 #endif

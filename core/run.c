@@ -39,9 +39,9 @@ static int setup_data(strata__run_t *run)
     if (run->s->train.eval &&
         (rc = strata__dataset_check_pair(&run->train, &run->test)) != 0)
         return rc;
-    run->perm = malloc(run->train.n * sizeof *run->perm);
     run->test_order = malloc((run->test.n ? run->test.n : 1) * sizeof(uint32_t));
-    if (!run->perm || !run->test_order)
+    if (strata__cursor_init(&run->cur, run->train.n) != STRATA_OK ||
+        !run->test_order)
         return STRATA_ENOMEM;
     strata__epoch_order(run->test_order, run->test.n, 0, 0, 0);
     return STRATA_OK;
@@ -59,14 +59,9 @@ static int setup_batches(strata__run_t *run)
         .whole_batches = (run->strategy->caps & STRATA_CAP_NEXT_STEP) != 0,
         .elastic = run->elastic != NULL, .generation = -1,
     };
-    int rc = strata__geometry(&in, NULL, &run->geo);
-    if (rc != STRATA_OK)
-        return rc;
-    run->warmup_steps = (int64_t)(t->warmup_epochs *
-                                  (double)run->geo.steps_per_epoch);
-    strata__monitor_init(&run->monitor, run->s);
-    rc = strata__schedule_init(&run->sched, &run->s->optimizer,
-                               run->geo.lr_scale, run->warmup_steps);
+    int rc = strata__run_shape(run, &in, 1);
+    if (rc == STRATA_OK)
+        strata__monitor_init(&run->monitor, run->s);
     return rc;
 }
 
@@ -127,7 +122,8 @@ static int setup_strategy(strata__run_t *run)
         .transport = run->s->transport.plugin,
     };
     const strata_plugin_v2_t *vt = run->strategy->vt;
-    rc = strata__plugin_init(run->strategy, ctx, &run->env, &run->spctx);
+    rc = strata__plugin_init(run->strategy, ctx, &run->env, &run->spctx,
+                             &run->shc);
     if (rc != STRATA_OK) {
         if (!strata__elastic_job_over(run)) /* else nothing left to join */
             strata__log(STRATA_LOG_ERROR, "train", "strategy %s: init failed: "
@@ -177,7 +173,7 @@ static int setup_strategy(strata__run_t *run)
         }
     }
     /* The strategy instance's own figure and its transports' (host.c). */
-    run->placed_bytes = strata__hctx_placed(ctx, run->spctx);
+    run->placed_bytes = atomic_load(&run->shc->placed);
     return STRATA_OK;
 }
 
@@ -256,13 +252,6 @@ static int setup_cluster(strata__run_t *run)
     const strata_cluster_t *c = &run->cluster.pub;
     const strata_task_t *me = &c->tasks[c->self];
     strata__task_name(me, run->self, sizeof run->self);
-    /* debug.step_delay_ms slows this task down (a straggler) when it is the
-     * one debug.delay_task names, or every task when that is empty. */
-    const strata__debug_cfg_t *d = &run->s->debug;
-    char name[48];
-    strata__task_name(me, name, sizeof name);
-    if (d->step_delay_ms > 0 && (!d->delay_task[0] || !strcmp(d->delay_task, name)))
-        run->delay_us = (long)(d->step_delay_ms * 1000);
     return STRATA_OK;
 }
 
@@ -451,9 +440,9 @@ void strata__run_banner(const strata__run_t *run)
         snprintf(scaled, sizeof scaled, " (%g x %d replicas: [train] "
                  "lr_scaling = linear)", lr_target / run->sched.scale,
                  run->geo.shards);
-    if (run->warmup_steps > 0)
+    if (run->sched.warmup > 0)
         snprintf(warm, sizeof warm, ", reached linearly over the first %lld "
-                 "steps (warm-up)", (long long)run->warmup_steps);
+                 "steps (warm-up)", (long long)run->sched.warmup);
     strata__schedule_describe(&run->sched, sched, sizeof sched);
     int at = 0;
     if (o->weight_decay > 0)
@@ -556,7 +545,7 @@ int strata__run_finish(strata__run_t *run)
 void strata__run_teardown(strata__run_t *run)
 {
     if (run->spctx)
-        strata__plugin_fini(run->strategy, run->ctx, run->spctx);
+        strata__plugin_fini(run->strategy, run->spctx, run->shc);
     strata__bus_close(&run->bus);
     strata__elastic_close(run->elastic);
     if (run->ctx) {
@@ -578,7 +567,7 @@ void strata__run_teardown(strata__run_t *run)
     if (run->crew_ok)
         strata__crew_destroy(&run->crew);
     free(run->init);
-    free(run->perm);
+    strata__cursor_free(&run->cur);
     free(run->test_order);
     if (run->cluster_ok)
         strata__cluster_free(&run->cluster);

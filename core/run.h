@@ -5,6 +5,7 @@
 
 #include "cluster.h"
 #include "crew.h"
+#include "cursor.h"
 #include "geometry.h"
 #include "monitor.h"
 #include "runtime.h"
@@ -59,66 +60,60 @@ typedef struct strata__resume {
                        /* elastic job changed its global batch        */
 } strata__resume_t;
 
+/* The run, in parts. Each part names its one writer; the others read it.
+ * Set up once by run.c (and freed by it): the parts marked "setup". */
 struct strata__run {
-    strata_ctx_t             *ctx;
+    strata_ctx_t             *ctx;          /* setup                       */
     const strata__settings_t *s;
+    double                    t_start;      /* strata__now() at setup      */
+    char                      self[48];     /* this task, "worker:1"       */
+    int                       evaluator;    /* the sidecar evaluator task  */
+    /* the data and the model (setup) */
     strata__dataset_t         train, test;
-    uint32_t                 *perm;         /* this epoch's sample order   */
     uint32_t                 *test_order;   /* identity                    */
     strata__model_t           model;
     float                    *init;         /* flat initial values         */
     int                       nreplicas;
     int32_t                   devices[STRATA_MAX_REPLICAS];
-    strata__replica_t        *reps;
-    strata__geometry_t        geo;          /* who trains which slices:
-                                               geometry.c, its one writer  */
-    int64_t                   b0, pos0;     /* batch b0 of this epoch
-                                               starts at sample pos0       */
-    int                       done_epoch;   /* where the steps applied here */
-    int64_t                   done_batch,   /* leave the data: the next     */
-                              done_pos;     /* batch and its first sample   */
-    int64_t                   step_batch, step_id; /* PHASE_STEP's step    */
-    long                      delay_us;     /* debug.step_delay_ms here    */
-    int                       evaluator;    /* the sidecar evaluator task  */
-    int64_t                   warmup_steps;
-    strata__schedule_t        sched;        /* the lr of every step        */
-    strata__monitor_t         monitor;      /* early stopping, keep_best   */
-    int                       halt;         /* early stopping ended it     */
-    int                       best_due;     /* drive(): keep_best at the
-                                               next boundary               */
-    /* the strategy */
+    strata__replica_t        *reps;         /* each its own thread's       */
+    /* the strategy and the job (setup) */
     strata__plugin_t         *strategy;
     void                     *scfg, *spctx;
+    strata_hctx_t            *shc;          /* the strategy instance's     */
     void                     *var_state;    /* nvars * var_state_size      */
     strata__cluster_t         cluster;      /* the job; pub is the ABI view */
     int                       cluster_ok;
     strata_env_t              env;
-    size_t                    placed_bytes; /* by the strategy         */
-    /* threads and phases */
+    size_t                    placed_bytes; /* by the strategy             */
+    /* membership: the elastic job's client, or NULL (regroup.c) */
+    struct strata__elastic   *elastic;
+    /* shape: who trains which slices, and the lr of every step
+     * (shape.c, at the start and at every regroup) */
+    strata__geometry_t        geo;
+    strata__schedule_t        sched;
+    /* the data cursor: where the steps are in the data (cursor.c) */
+    strata__cursor_t          cur;
+    /* the monitor: early stopping and keep_best (monitor.c), what it
+     * decided (stopping.c: halt, the best checkpoint due at the next
+     * boundary) */
+    strata__monitor_t         monitor;
+    int                       halt, best_due;
+    /* the loop (train.c): its threads, where it resumed, its figures */
     strata__crew_t            crew;
     int                       crew_ok, nthreads;
     pthread_barrier_t         sync_bar;     /* debug.check_sync only       */
     int                       sync_bar_ok;
-    int64_t                   seg_lo, seg_hi;  /* batches of this phase   */
-    int64_t                   epoch_step0;  /* global step of batch 0      */
-    int64_t                   epoch_first;  /* first batch run this epoch  */
-    strata__resume_t          resume;       /* where the run goes on     */
+    strata__resume_t          resume;       /* where the run goes on       */
     int                       resume_done;
     int64_t                   last_boundary; /* drive(): step of the last
                                                 checkpoint (or the resume) */
-    _Atomic int               rc;           /* first failure               */
-    strata__run_stats_t       stats;        /* train.c, its one writer     */
-    /* elastic jobs (regroup.c) */
-    struct strata__elastic   *elastic;      /* membership client, or NULL  */
-    int                       resize_due;   /* agreed at an epoch's end    */
-    int                       cur_epoch;    /* of the steps being run      */
-    char                      self[48];     /* this task, "worker:1"       */
-    /* the outputs (core/observe): they see the run only through events */
-    strata__bus_t             bus;
+    _Atomic int               rc;           /* first failure (any thread)  */
+    strata__run_stats_t       stats;
     int                       lockstep;     /* every worker ran the core's
                                                loop in step (the trace is
                                                gathered at the end)        */
-    double                    t_start;      /* strata__now() at setup      */
+    /* the outputs (core/observe): they see the run only through events */
+    strata__bus_t             bus;
 };
 
 int  strata__run_setup(strata_ctx_t *ctx, strata__run_t *run);
@@ -128,18 +123,29 @@ int  strata__run_finish(strata__run_t *run);
 /* Frees everything; `run` itself too. */
 void strata__run_teardown(strata__run_t *run);
 
+/* Take the run's shape, at the start (start = 1) or at a regroup: the
+ * geometry `in` gives, and the schedule when its lr scale changed
+ * (shape.c). */
+int strata__run_shape(strata__run_t *run, const strata__geometry_in_t *in,
+                      int start);
+
+/* Sum n floats across every training process (the strategy's
+ * STRATA_CTL_WORLD_SUM); a no-op for a job of one process (world.c). */
+int strata__run_world_sum(strata__run_t *run, float *buf, int n);
+
 /* The sidecar evaluator's whole run (core/sidecar.c). */
 int strata__sidecar_run(strata__run_t *run);
 
 /* First sample, in the epoch's order, of batch b of this epoch. */
 static inline size_t strata__batch_sample(const strata__run_t *run, int64_t b)
 {
-    return (size_t)(run->pos0 + (b - run->b0) * (int64_t)run->geo.gbatch);
+    return (size_t)strata__cursor_sample(&run->cur, b, run->geo.gbatch);
 }
 /* Batches of this epoch (the last partial one dropped). */
 static inline int64_t strata__epoch_batches(const strata__run_t *run)
 {
-    return run->b0 + ((int64_t)run->train.n - run->pos0) / run->geo.gbatch;
+    return run->cur.b0 + ((int64_t)run->train.n - run->cur.pos0) /
+                             run->geo.gbatch;
 }
 
 /* ---- regroup.c: elastic jobs ------------------------------------------ */
@@ -147,6 +153,9 @@ static inline int64_t strata__epoch_batches(const strata__run_t *run)
 /* The membership client when the job has a service (strata launch
  * --elastic); after the cluster is resolved. */
 int  strata__elastic_setup(strata__run_t *run);
+/* host->membership: the job's next membership, its shape taken. */
+int  strata__elastic_membership(strata__run_t *run, int64_t committed,
+                                int timeout_ms, strata_membership_t *out);
 /* Did this process join a job that was already training? Then it starts
  * with strata__elastic_start instead of a checkpoint's resume. */
 int  strata__elastic_joining(const strata__run_t *run);

@@ -103,10 +103,28 @@ struct strata_hctx {
     atomic_size_t       placed;   /* bytes placed through it and its       */
                                   /* children (host alloc, opt_create)     */
     void               *pctx;     /* the instance, once init returned      */
-    struct strata_hctx *next;     /* host.c's list of live instances       */
 };
 
 struct strata__run;
+
+/* ---- the run, as the plugin host sees it -------------------------------- */
+
+/* What the host's evaluate, report, boundary_due, boundary,
+ * training_done and membership ask of the run strata_train() is running
+ * on a context. The run (train.c) installs them with ctx->run; the host
+ * calls through them and names no file of the run, which stays above. */
+typedef struct strata__run_services {
+    int (*evaluate)(struct strata__run *run, double *loss, double *acc);
+    int (*report)(struct strata__run *run, const strata_report_t *r);
+    int (*boundary_due)(struct strata__run *run, int32_t epoch,
+                        int64_t batch, int64_t step);
+    int (*boundary)(struct strata__run *run, int32_t epoch, int64_t batch,
+                    int64_t step);
+    /* 1 when early stopping ended the training */
+    int (*training_done)(struct strata__run *run);
+    int (*membership)(struct strata__run *run, int64_t committed,
+                      int timeout_ms, strata_membership_t *out);
+} strata__run_services_t;
 
 struct strata_ctx {
     strata__cfg_t      *cfg;
@@ -132,6 +150,7 @@ struct strata_ctx {
     /* The run strata_train() is running, from setup to teardown: what
      * host evaluate/report/boundary act on. Main thread only. */
     struct strata__run *run;
+    const strata__run_services_t *run_svc; /* how the host reaches it   */
     int                 v1_refs;       /* ABI 1 instances it holds (host_v1.c) */
     /* The job's keys while a run of several processes is secured: the
      * core hands them to every WORLD group it opens. NULL: plaintext. */
@@ -141,10 +160,13 @@ struct strata_ctx {
 /* The host table of ABI 2, handed with &ctx->hc to every plugin. */
 extern const strata_host_v2_t strata__host_v2;
 /* init() of plugin `p` for `ctx`, through the v1 adapter for an ABI 1
- * plugin; fini() the same way. */
+ * plugin: the instance *pctx and its own host context *hc, which the
+ * caller keeps beside it (hc->placed: the bytes it placed) and hands back
+ * to fini(). */
 int  strata__plugin_init(strata__plugin_t *p, strata_ctx_t *ctx,
-                         const strata_env_t *env, void **pctx);
-void strata__plugin_fini(strata__plugin_t *p, strata_ctx_t *ctx, void *pctx);
+                         const strata_env_t *env, void **pctx,
+                         strata_hctx_t **hc);
+void strata__plugin_fini(strata__plugin_t *p, void *pctx, strata_hctx_t *hc);
 /* Open transport plugin `name` for `group` (ABI 1's t_open by name). */
 int  strata__host_open_named(strata_ctx_t *ctx, const char *name,
                              const strata_group_t *group,
@@ -172,23 +194,6 @@ enum { STRATA__CFG_FLAT_NONE = 0, STRATA__CFG_FLAT_KNOWN = 1,
        STRATA__CFG_FLAT_STRICT = 2 };
 int strata__plugin_cfg(strata_ctx_t *ctx, const strata__plugin_t *p,
                        const char *section, int flat, void **out);
-
-/* ---- train.c ------------------------------------------------------------- */
-
-int strata__train(strata_ctx_t *ctx);
-/* host evaluate, report, boundary_due and boundary for the run that
- * strata_train() is running on `ctx` (STRATA_ESTATE outside one). */
-int strata__host_evaluate(strata_ctx_t *ctx, double *loss, double *acc);
-int strata__host_report(strata_ctx_t *ctx, const strata_report_t *r);
-int strata__host_boundary_due(strata_ctx_t *ctx, int32_t epoch,
-                              int64_t batch, int64_t step);
-int strata__host_boundary(strata_ctx_t *ctx, int32_t epoch, int64_t batch,
-                          int64_t step);
-/* host->training_done: 1 when early stopping ended the training. */
-int strata__host_training_done(strata_ctx_t *ctx);
-/* host membership for the run on `ctx` (regroup.c). */
-int strata__host_membership(strata_ctx_t *ctx, int64_t committed,
-                            int timeout_ms, strata_membership_t *out);
 
 /* Monotonic seconds. Inline: the step timeline reads it in every phase
  * of a timed step, and model.c (built alone by some tests) needs it. */

@@ -436,3 +436,8 @@ int strata__settings_load(const strata__cfg_t *c, strata__settings_t *s)
     int rc = strata__schedule_check(c, &s->optimizer);
     return rc == STRATA_OK ? strata__monitor_check(c, s) : rc;
 }
+
+int strata__cfg_load_env(strata__cfg_t *c, char *const *envp)
+{
+    return strata__cfg_load_env_in(c, envp, strata__sections);
+}

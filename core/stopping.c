@@ -30,7 +30,7 @@ int strata__checkpoint_due(const strata__run_t *run, int epoch, int64_t batch,
 }
 
 int strata__run_monitor(strata__run_t *run, int epoch, double val_loss,
-                        double val_acc, int *save_best)
+                        double val_acc)
 {
     float v[2] = { 0.0f, 0.0f };
     if (run->geo.chief) {
@@ -41,9 +41,16 @@ int strata__run_monitor(strata__run_t *run, int epoch, double val_loss,
         v[1] = (float)stop;
     }
     int rc = strata__run_world_sum(run, v, 2);
-    *save_best = rc == STRATA_OK && v[0] > 0.5f;
+    run->best_due = rc == STRATA_OK && v[0] > 0.5f;
     run->halt = rc == STRATA_OK && v[1] > 0.5f;
     return rc;
+}
+
+int strata__run_take_best(strata__run_t *run)
+{
+    int due = run->best_due;
+    run->best_due = 0;
+    return due;
 }
 
 void strata__run_halt_line(strata__run_t *run, int epoch)

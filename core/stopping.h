@@ -27,10 +27,13 @@ int strata__checkpoint_due(const strata__run_t *run, int epoch, int64_t batch,
 /* Epoch `epoch` (1-based) has its validation figures: the chief's monitor
  * decides (keep_best, early stopping) and every task of the job takes the
  * chief's decision (a world sum), so that none can stop, or skip a
- * collective checkpoint, alone. Sets run->halt; *save_best = 1 when the
- * best checkpoint is due. Collective. */
+ * collective checkpoint, alone. Sets run->halt, and run->best_due when
+ * the best checkpoint is due. Collective. stopping.c is the one writer of
+ * both. */
 int strata__run_monitor(strata__run_t *run, int epoch, double val_loss,
-                        double val_acc, int *save_best);
+                        double val_acc);
+/* Is the best checkpoint due (at this boundary)? Taken: due no more. */
+int strata__run_take_best(strata__run_t *run);
 /* The chief's one line that says why the training stopped after `epoch`. */
 void strata__run_halt_line(strata__run_t *run, int epoch);
 

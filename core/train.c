@@ -147,11 +147,9 @@ static void step_applied(strata__replica_t *rep, strata__step_rec_t *w,
     rep->done = w->step + 1;
     if (rep->r != 0)
         return;
-    run->done_epoch = run->cur_epoch;
-    run->done_batch = batch + 1;
-    run->done_pos = (int64_t)strata__batch_sample(run, batch + 1);
+    strata__cursor_applied(&run->cur, batch, run->geo.gbatch);
     const strata__event_t applied = { .kind = STRATA__EV_APPLIED,
-                                      .epoch = run->cur_epoch,
+                                      .epoch = run->cur.epoch,
                                       .step = w->step };
     strata__emit(&run->bus, &applied);
 }
@@ -172,12 +170,12 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
                                .samples = (int64_t)sl.rows,
                                .lr = lr_at(run, step) };
     rep->work.timed = 1;
-    int rc = strata__model_load_batch(&rep->work, &run->train, run->perm,
+    int rc = strata__model_load_batch(&rep->work, &run->train, run->cur.perm,
                                       first, sl.rows);
     /* Before the gradient leaves the replica (the step log's "try"). */
     const strata__event_t tried = {
-        .kind = STRATA__EV_SAMPLES, .epoch = run->cur_epoch, .step = step,
-        .replica = rep->r, .ids = run->perm + first, .n = sl.rows,
+        .kind = STRATA__EV_SAMPLES, .epoch = run->cur.epoch, .step = step,
+        .replica = rep->r, .ids = run->cur.perm + first, .n = sl.rows,
     };
     strata__emit(&run->bus, &tried);
     rep->work.noise_seed =
@@ -216,13 +214,14 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
     return STRATA_OK;
 }
 
-/* Batches [seg_lo, seg_hi) of the epoch: one segment between two step
+/* Batches [lo, hi) of the epoch: one segment between two step
  * boundaries at which the main thread may checkpoint or stop. */
 static void train_segment(strata__replica_t *rep)
 {
     strata__run_t *run = rep->run;
-    for (int64_t s = run->seg_lo; s < run->seg_hi && !failed(run); s++)
-        if (train_step(rep, s, run->epoch_step0 + s) != STRATA_OK)
+    const strata__cursor_t *c = &run->cur;
+    for (int64_t s = c->lo; s < c->hi && !failed(run); s++)
+        if (train_step(rep, s, c->step0 + s) != STRATA_OK)
             break;
 }
 
@@ -270,7 +269,7 @@ static void *replica_main(void *arg)
         if (phase == PHASE_TRAIN)
             train_segment(rep);
         else if (phase == PHASE_STEP)
-            train_step(rep, run->step_batch, run->step_id);
+            train_step(rep, run->cur.lo, run->cur.step);
         else
             eval_share(rep);
         strata__crew_done(&run->crew);
@@ -295,7 +294,7 @@ static void publish_steps(strata__run_t *run, int64_t done_in_epoch)
         n = run->reps[r].nrec < n ? run->reps[r].nrec : n;
     }
     const strata__event_t ev = {
-        .kind = STRATA__EV_STEPS, .epoch = run->cur_epoch, .rec = recs,
+        .kind = STRATA__EV_STEPS, .epoch = run->cur.epoch, .rec = recs,
         .nreps = run->nreplicas, .nrec = n,
     };
     strata__phase_times_add(&run->stats.times, &ev);
@@ -308,25 +307,11 @@ static void publish_steps(strata__run_t *run, int64_t done_in_epoch)
     const strata__replica_t *r0 = &run->reps[0];
     double rows = (double)done_in_epoch * run->geo.per_replica;
     const strata__event_t progress = {
-        .kind = STRATA__EV_PROGRESS, .epoch = run->cur_epoch,
+        .kind = STRATA__EV_PROGRESS, .epoch = run->cur.epoch,
         .steps = done_in_epoch, .loss = r0->loss_sum / rows,
         .acc = (double)r0->correct / rows,
     };
     strata__emit(&run->bus, &progress);
-}
-
-/* Sum (loss, correct) over every process of the job: the strategy knows
- * how (STRATA_CTL_WORLD_SUM); a single-process strategy does not need to. */
-int strata__run_world_sum(strata__run_t *run, float *buf, int n)
-{
-    const strata_plugin_v2_t *vt = run->strategy->vt;
-    if (run->geo.nworkers == 1 || !(run->strategy->caps & STRATA_CAP_WORLD_SUM))
-        return STRATA_OK;
-    strata_op_t op = { .struct_size = sizeof op, .buf = buf, .count = (size_t)n,
-                       .device = STRATA_DEVICE(STRATA_DEV_CPU, 0),
-                       .reduce_op = STRATA_REDUCE_SUM };
-    int rc = vt->ctl(run->spctx, STRATA_CTL_WORLD_SUM, &op);
-    return rc == STRATA_ENOTSUP ? STRATA_OK : rc;
 }
 
 /* samples: NULL, or also summed. */
@@ -362,7 +347,7 @@ static int evaluate(strata__run_t *run, double *loss, double *acc)
         rep_t1[r] = run->reps[r].eval_t1;
     }
     const strata__event_t ev = {
-        .kind = STRATA__EV_EVAL, .epoch = run->cur_epoch,
+        .kind = STRATA__EV_EVAL, .epoch = run->cur.epoch,
         .step = run->reps[0].done, .loss = *loss, .acc = *acc, .t0 = t0,
         .t1 = strata__now(), .nreps = run->nreplicas, .rep_t0 = rep_t0,
         .rep_t1 = rep_t1,
@@ -447,9 +432,7 @@ static void begin_epoch(strata__run_t *run, int e, int64_t first,
                         int64_t steps, int64_t step)
 {
     const strata__train_cfg_t *t = &run->s->train;
-    run->cur_epoch = e;
-    strata__epoch_order(run->perm, run->train.n, (uint64_t)t->seed,
-                        (uint64_t)e, run->s->data.shuffle);
+    strata__cursor_order(&run->cur, e, (uint64_t)t->seed, run->s->data.shuffle);
     int fresh = run->stats.epoch != e;
     if (fresh) {
         for (int r = 0; r < run->nreplicas; r++) {
@@ -459,12 +442,11 @@ static void begin_epoch(strata__run_t *run, int e, int64_t first,
         }
         run->stats.epoch = e;
         run->stats.secs = 0.0;
-        run->epoch_first = first;
     }
-    run->epoch_step0 = step - first;
+    strata__cursor_begin(&run->cur, first, step, fresh);
     const strata__event_t begin = {
         .kind = STRATA__EV_EPOCH_BEGIN, .epoch = e,
-        .steps = steps - run->epoch_first, .first = fresh ? first : 0,
+        .steps = steps - run->cur.first, .first = fresh ? first : 0,
     };
     strata__emit(&run->bus, &begin);
 }
@@ -481,21 +463,20 @@ static int train_batches(strata__run_t *run, int e, int64_t first,
     for (int64_t b = first; b < steps && !failed(run) && !*stop && !*resize;) {
         int64_t end = b + SEGMENT_STEPS < steps ? b + SEGMENT_STEPS : steps;
         if (ck->every_steps > 0) { /* end on the next multiple */
-            int64_t g = run->epoch_step0 + b, k = ck->every_steps;
-            int64_t next = (g / k + 1) * k - run->epoch_step0;
+            int64_t g = run->cur.step0 + b, k = ck->every_steps;
+            int64_t next = (g / k + 1) * k - run->cur.step0;
             if (next < end)
                 end = next;
         }
-        run->seg_lo = b;
-        run->seg_hi = end;
+        strata__cursor_segment(&run->cur, b, end);
         double t0 = strata__now();
         run_phase(run, PHASE_TRAIN);
         run->stats.secs += strata__now() - t0;
-        publish_steps(run, end - run->epoch_first);
+        publish_steps(run, end - run->cur.first);
         if (failed(run))
             break;
         b = end;
-        *step = run->epoch_step0 + b;
+        *step = run->cur.step0 + b;
         rc = stop_requested(run, stop, resize);
         if (rc == STRATA_OK && b < steps &&
             strata__checkpoint_due(run, e, b, *step, *stop, 0))
@@ -515,7 +496,7 @@ static int close_epoch(strata__run_t *run, int e, int64_t steps, int64_t full,
                        int64_t step, int stop)
 {
     const strata__train_cfg_t *t = &run->s->train;
-    int64_t done = steps - run->epoch_first;
+    int64_t done = steps - run->cur.first;
     double loss = 0.0, vloss = 0.0, vacc = 0.0;
     int64_t correct = 0, samples = 0;
     for (int r = 0; r < run->nreplicas; r++) {
@@ -532,17 +513,17 @@ static int close_epoch(strata__run_t *run, int e, int64_t steps, int64_t full,
     /* A whole epoch, or the run's last step (max_steps): validated,
      * watched by the monitor, and checkpointed when due; the end of the
      * run (its last step, early stopping) always is. */
-    int whole = step == run->epoch_step0 + full;
+    int whole = step == run->cur.step0 + full;
     int last = step >= strata__run_last_step(run);
     if (run->elastic && t->elastic_batch == STRATA__BATCH_PER_WORKER)
         last = (whole && e + 1 == t->epochs) || /* steps follow workers */
                (t->max_steps > 0 && step >= t->max_steps);
     int val = t->eval && (whole || last);
-    int best = 0;
     if (rc == STRATA_OK && val)
         rc = evaluate(run, &vloss, &vacc);
     if (rc == STRATA_OK && val)
-        rc = strata__run_monitor(run, e + 1, vloss, vacc, &best);
+        rc = strata__run_monitor(run, e + 1, vloss, vacc);
+    int best = strata__run_take_best(run);
     int end = last || run->halt;
     /* Where the job goes on: the next epoch, or (max_steps) past the
      * epoch's last batch run. */
@@ -565,10 +546,8 @@ static int close_epoch(strata__run_t *run, int e, int64_t steps, int64_t full,
         .has_test = val,
     };
     rc = finish_epoch(run, &st);
-    if (rc == STRATA_OK) {
-        run->done_epoch = e + 1; /* closed: the next one starts afresh */
-        run->done_batch = run->done_pos = 0;
-    }
+    if (rc == STRATA_OK)
+        strata__cursor_closed(&run->cur, e);
     return rc;
 }
 
@@ -576,10 +555,10 @@ static int train_epochs(strata__run_t *run, strata__resume_t *at)
 {
     const strata__train_cfg_t *t = &run->s->train;
     int64_t step = at->step;
+    int resize_due = 0; /* agreed as an epoch ended: at the next one's start */
     for (int e = at->epoch; e < t->epochs && !failed(run); e++) {
         int64_t first = e == at->epoch ? at->batch : 0;
-        run->b0 = first;
-        run->pos0 = e == at->epoch ? at->sample : 0;
+        strata__cursor_enter(&run->cur, e, first, e == at->epoch ? at->sample : 0);
         /* An elastic job that resumes an epoch whose last batch was
          * trained but which was not closed has nothing left to train in
          * it (full == first): it closes it. */
@@ -588,11 +567,10 @@ static int train_epochs(strata__run_t *run, strata__resume_t *at)
             steps = first + (t->max_steps - step);
         if (steps < first || (steps == first && steps < full))
             break;
-        if (run->resize_due) { /* agreed as the last epoch ended */
-            run->resize_due = 0;
+        if (resize_due) {
             *at = (strata__resume_t){ .resumed = 1, .epoch = e,
                                       .batch = first, .step = step,
-                                      .sample = run->pos0 };
+                                      .sample = run->cur.pos0 };
             return STRATA__RESIZE;
         }
         begin_epoch(run, e, first, steps, step);
@@ -600,16 +578,16 @@ static int train_epochs(strata__run_t *run, strata__resume_t *at)
         int rc = train_batches(run, e, first, steps, &step, &stop, &resize);
         if (rc != STRATA_OK || failed(run))
             break;
-        if (stop && step < run->epoch_step0 + steps)
+        if (stop && step < run->cur.step0 + steps)
             return stopped(run, step); /* mid-epoch: no closing line */
-        if (resize && step < run->epoch_step0 + steps) {
-            int64_t b = step - run->epoch_step0;
+        if (resize && step < run->cur.step0 + steps) {
+            int64_t b = step - run->cur.step0;
             *at = (strata__resume_t){
                 .resumed = 1, .epoch = e, .batch = b, .step = step,
                 .sample = (int64_t)strata__batch_sample(run, b) };
             return STRATA__RESIZE;
         }
-        run->resize_due = resize; /* after the epoch's close */
+        resize_due = resize; /* after the epoch's close */
         rc = close_epoch(run, e, steps, full, step, stop);
         if (rc != STRATA_OK)
             return rc;
@@ -637,9 +615,7 @@ static int train_loop(strata__run_t *run)
         rc = strata__checkpoint_probe(run);
     for (int r = 0; r < run->nreplicas; r++)
         run->reps[r].done = at.step;
-    run->done_epoch = at.epoch;
-    run->done_batch = at.batch;
-    run->done_pos = at.sample;
+    strata__cursor_at(&run->cur, at.epoch, at.batch, at.sample);
     /* An elastic job re-forms its world and goes on where it agreed. */
     while (rc == STRATA_OK) {
         rc = train_epochs(run, &at);
@@ -659,7 +635,6 @@ static int step_loop(strata__run_t *run)
     const strata_plugin_v2_t *vt = run->strategy->vt;
     const strata__train_cfg_t *t = &run->s->train;
     strata_step_t st = { .struct_size = sizeof st };
-    int epoch = -1;
     while (!failed(run)) {
         int rc = vt->next_step(run->spctx, &st);
         if (rc == STRATA_ESTOPPED) /* the job stopped on request */
@@ -680,14 +655,9 @@ static int step_loop(strata__run_t *run)
             fail(run, rc);
             break;
         }
-        if (st.epoch != epoch) {
-            strata__epoch_order(run->perm, run->train.n, (uint64_t)t->seed,
-                                (uint64_t)st.epoch, run->s->data.shuffle);
-            epoch = st.epoch;
-        }
-        run->step_batch = st.batch;
-        run->step_id = st.id;
-        run->cur_epoch = st.epoch;
+        strata__cursor_order(&run->cur, st.epoch, (uint64_t)t->seed,
+                             run->s->data.shuffle);
+        strata__cursor_step(&run->cur, st.epoch, st.batch, st.id);
         run_phase(run, PHASE_STEP);
         publish_steps(run, 0);
         st.has_result = 1;
@@ -704,25 +674,23 @@ static int step_loop(strata__run_t *run)
 
 /* ---- host services of a run (evaluate, report, boundaries) ------------- */
 
-/* The run strata_train() is running on ctx, once its replicas are up. */
-static strata__run_t *run_of(strata_ctx_t *ctx)
+/* The host's services act on a run once its replicas are up. */
+static int live(const strata__run_t *run)
 {
-    return ctx && ctx->run && ctx->run->nthreads > 0 ? ctx->run : NULL;
+    return run && run->nthreads > 0;
 }
 
-int strata__host_evaluate(strata_ctx_t *ctx, double *loss, double *acc)
+static int host_evaluate(strata__run_t *run, double *loss, double *acc)
 {
-    strata__run_t *run = run_of(ctx);
-    if (!run || !loss || !acc)
-        return run ? STRATA_EINVAL : STRATA_ESTATE;
+    if (!live(run) || !loss || !acc)
+        return live(run) ? STRATA_EINVAL : STRATA_ESTATE;
     return evaluate(run, loss, acc);
 }
 
-int strata__host_report(strata_ctx_t *ctx, const strata_report_t *r)
+static int host_report(strata__run_t *run, const strata_report_t *r)
 {
-    strata__run_t *run = run_of(ctx);
-    if (!run || !r)
-        return run ? STRATA_EINVAL : STRATA_ESTATE;
+    if (!live(run) || !r)
+        return live(run) ? STRATA_EINVAL : STRATA_ESTATE;
     switch (r->kind) {
     case STRATA_REPORT_EPOCH_BEGIN: {
         const strata__event_t ev = { .kind = STRATA__EV_EPOCH_BEGIN,
@@ -746,12 +714,9 @@ int strata__host_report(strata_ctx_t *ctx, const strata_report_t *r)
         };
         /* The monitor decides here; the epoch's boundary() acts on it
          * (the best checkpoint) and training_done() tells the strategy. */
-        int best = 0;
         int rc = r->has_val ? strata__run_monitor(run, r->epoch + 1,
-                                                  r->val_loss, r->val_acc,
-                                                  &best)
+                                                  r->val_loss, r->val_acc)
                             : STRATA_OK;
-        run->best_due = best;
         if (rc == STRATA_OK)
             rc = finish_epoch(run, &st);
         if (rc == STRATA_OK && run->halt)
@@ -763,14 +728,13 @@ int strata__host_report(strata_ctx_t *ctx, const strata_report_t *r)
     }
 }
 
-/* Would strata__host_boundary act at this step? A checkpoint of
+/* Would host_boundary act at this step? A checkpoint of
  * every_steps (not twice at one step: a resumed run starts on one), or a
  * stop request. */
-int strata__host_boundary_due(strata_ctx_t *ctx, int32_t epoch,
-                              int64_t batch, int64_t step)
+static int host_boundary_due(strata__run_t *run, int32_t epoch,
+                             int64_t batch, int64_t step)
 {
-    strata__run_t *run = run_of(ctx);
-    if (!run)
+    if (!live(run))
         return 0;
     if (atomic_load(&run->ctx->stop))
         return 1;
@@ -778,11 +742,10 @@ int strata__host_boundary_due(strata_ctx_t *ctx, int32_t epoch,
            strata__checkpoint_due(run, epoch, batch, step, 0, 0);
 }
 
-int strata__host_boundary(strata_ctx_t *ctx, int32_t epoch, int64_t batch,
-                          int64_t step)
+static int host_boundary(strata__run_t *run, int32_t epoch, int64_t batch,
+                         int64_t step)
 {
-    strata__run_t *run = run_of(ctx);
-    if (!run)
+    if (!live(run))
         return STRATA_ESTATE;
     int stop = atomic_load(&run->ctx->stop) != 0;
     int end = step >= strata__run_last_step(run) || run->halt;
@@ -793,17 +756,23 @@ int strata__host_boundary(strata_ctx_t *ctx, int32_t epoch, int64_t batch,
         if (rc == STRATA_OK)
             run->last_boundary = step;
     }
-    if (rc == STRATA_OK && run->best_due && checkpointing(run))
+    int best = strata__run_take_best(run);
+    if (rc == STRATA_OK && best && checkpointing(run))
         rc = strata__checkpoint_save_best(run, epoch, batch, step);
-    run->best_due = 0;
     return rc == STRATA_OK && stop ? stopped(run, step) : rc;
 }
 
-int strata__host_training_done(strata_ctx_t *ctx)
+static int host_training_done(strata__run_t *run)
 {
-    strata__run_t *run = run_of(ctx);
-    return run && run->halt;
+    return live(run) && run->halt;
 }
+
+static const strata__run_services_t services = {
+    .evaluate = host_evaluate,         .report = host_report,
+    .boundary_due = host_boundary_due, .boundary = host_boundary,
+    .training_done = host_training_done,
+    .membership = strata__elastic_membership,
+};
 
 /* The strategy drives this task (ps server, coordinator); ENOTSUP: it
  * trains here in the core's loop. A restored checkpoint is installed
@@ -855,18 +824,25 @@ static void stop_threads(strata__run_t *run)
     run->nthreads = 0;
 }
 
-int strata__train(strata_ctx_t *ctx)
+/* The run on ctx, as the plugin host reaches it; NULL: none. */
+static void attach(strata_ctx_t *ctx, strata__run_t *run)
+{
+    ctx->run = run;
+    ctx->run_svc = run ? &services : NULL;
+}
+
+static int train(strata_ctx_t *ctx)
 {
     strata__run_t *run = calloc(1, sizeof *run);
     if (!run)
         return STRATA_ENOMEM;
     openblas_set_num_threads(1);
-    ctx->run = run;
+    attach(ctx, run);
     run->stats.epoch = -1;
     int rc = strata__run_setup(ctx, run);
     if (rc == STRATA_OK && run->evaluator) {
         rc = strata__sidecar_run(run);
-        ctx->run = NULL;
+        attach(ctx, NULL);
         strata__run_teardown(run);
         return rc;
     }
@@ -892,7 +868,19 @@ int strata__train(strata_ctx_t *ctx)
         rc = strata__run_finish(run);
     else if (strata__elastic_job_over(run))
         rc = STRATA_OK; /* it joined a job that had finished: nothing to do */
-    ctx->run = NULL;
+    attach(ctx, NULL);
     strata__run_teardown(run);
+    return rc;
+}
+
+int strata_train(strata_ctx_t *ctx)
+{
+    if (!ctx)
+        return STRATA_EINVAL;
+    strata_ctx_t *prev = strata__log_bind(ctx);
+    int rc = strata__ctx_resolve(ctx);
+    if (rc == STRATA_OK)
+        rc = train(ctx);
+    strata__log_bind(prev);
     return rc;
 }

@@ -1,5 +1,5 @@
-/* The observers of a run: which ones a run has (its settings decide), and
- * the loop that hands each event to every one of them in order. */
+/* The event bus of a run: the loop that hands each event to every
+ * observer in order (which observers a run has: observers.c). */
 #include <string.h>
 
 #include "run.h"
@@ -34,23 +34,4 @@ void strata__bus_close(strata__bus_t *bus)
         if (bus->obs[i].close)
             bus->obs[i].close(bus->obs[i].self);
     bus->n = 0;
-}
-
-/* After the banner, once the run knows who it is (chief, rank). The order
- * is the order of their output at an epoch's end: the progress line first,
- * then the files. Each constructor adds nothing when its setting is off.
- * (The step log is opened earlier, in the run's setup: a job whose step
- * log cannot be written does not start.) */
-int strata__observers_open(strata__run_t *run)
-{
-    int (*const make[])(strata__run_t *, strata__bus_t *) = {
-        strata__progress_observer,    strata__metrics_observer,
-        strata__tensorboard_observer, strata__trace_observer,
-        strata__lr_dump_observer,     strata__straggler_observer,
-        strata__embedder_observer,
-    };
-    int rc = STRATA_OK;
-    for (size_t i = 0; rc == STRATA_OK && i < sizeof make / sizeof *make; i++)
-        rc = make[i](run, &run->bus);
-    return rc;
 }
