@@ -14,11 +14,19 @@
  *     slot that is not a member -- each exactly STRATA_EINVAL, the same on
  *     every transport, and the group still works afterwards.
  *
- * Usage: transport_conformance local | zmq | zmq-shm | nccl
+ * Usage: transport_conformance local | zmq | zmq-shm | nccl | nccl-fake |
+ *                              nccl-fake-world
  *   local:   4 replica threads of this process, one LOCAL group;
  *   zmq:     2 processes (fork), a WORLD group over 127.0.0.1, shm off;
  *   zmq-shm: the same through shared memory (no shards: ENOTSUP);
- *   nccl:    needs nccl.so and a GPU: else SKIPPED, exit 77. */
+ *   nccl:    needs nccl.so and a GPU: else SKIPPED, exit 77;
+ *   nccl-fake: the nccl.so that STRATA_PLUGIN_PATH finds first, on 4
+ *            GPUs, one LOCAL group; it must open (no skip). ctest points
+ *            it at the real plugin's sources linked against
+ *            tests/transport/fake_nccl.c (CPU "GPUs", real collectives);
+ *   nccl-fake-world: the same plugin, a WORLD group of 2 members, each a
+ *            thread of this process with its own context (so the fake's
+ *            ranks meet), the NCCL id handed out over ZeroMQ. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -326,23 +334,23 @@ static int free_ports(int n, int *port)
     return 0;
 }
 
-/* One process of the WORLD group: its failures as the exit status. */
-static int world_member(const char *name, int rank, int n, char **addrs,
-                        int shm)
+/* One member of the WORLD group (a process, or a thread for nccl-fake-
+ * world): its failures as the exit status. */
+static int world_member(const char *name, const char *plugin, int rank,
+                        int n, char **addrs, const char *extra, int32_t dev)
 {
     alarm(60); /* bounded, whatever a peer does */
-    const char *sets[] = { "transport.world=zmq", "log.level=error",
-                           shm ? "transport.zmq.shm=auto"
-                               : "transport.zmq.shm=off", NULL };
-    strata_ctx_t *ctx;
+    char list[64];
+    snprintf(list, sizeof list, "transport.world=%s", plugin);
+    const char *sets[] = { list, "log.level=error", extra, NULL };
+    strata_ctx_t *ctx = NULL;
     int rc = make_ctx(sets, &ctx);
-    char names[MAXN][16];
+    char names[MAXN][24]; /* "worker:" and any int */
     const char *pn[MAXN];
     for (int i = 0; i < n; i++) {
         snprintf(names[i], sizeof names[i], "worker:%d", i);
         pn[i] = names[i];
     }
-    int32_t dev = STRATA_DEVICE(STRATA_DEV_CPU, 0);
     strata_group_t g = { .struct_size = sizeof g, .scope = STRATA_SCOPE_WORLD,
                          .size = n, .rank = rank, .nlocal = 1,
                          .timeout_ms = 20000, .devices = &dev,
@@ -354,6 +362,9 @@ static int world_member(const char *name, int rank, int n, char **addrs,
     if (rc != STRATA_OK) {
         printf("not ok - %s [member %d]: cannot open the group: %s\n", name,
                rank, strata_strerror(rc));
+        atomic_fetch_add(&g_fail, 1);
+        if (ctx)
+            strata_ctx_destroy(ctx);
         return 1;
     }
     member_t m = { .ctx = ctx, .t = t, .n = n, .rank = rank, .slot = 0,
@@ -380,7 +391,10 @@ static int run_zmq(const char *name, int shm)
     for (int i = 0; i < N; i++) {
         pid[i] = fork();
         if (pid[i] == 0)
-            _exit(world_member(name, i, N, addrs, shm));
+            _exit(world_member(name, "zmq", i, N, addrs,
+                               shm ? "transport.zmq.shm=auto"
+                                   : "transport.zmq.shm=off",
+                               STRATA_DEVICE(STRATA_DEV_CPU, 0)));
         if (pid[i] < 0)
             return 1;
     }
@@ -398,6 +412,58 @@ static int run_zmq(const char *name, int shm)
     /* The members' passes and failures are theirs: count the processes. */
     atomic_fetch_add(failed ? &g_fail : &g_pass, 1);
     return failed;
+}
+
+typedef struct world_arg {
+    const char *name;
+    int rank, n;
+    char **addrs;
+} world_arg_t;
+
+static void *world_thread(void *arg)
+{
+    world_arg_t *a = arg;
+    world_member(a->name, "nccl", a->rank, a->n, a->addrs, NULL,
+                 STRATA_DEVICE(STRATA_DEV_GPU, a->rank));
+    return NULL;
+}
+
+/* nccl's WORLD group, its members threads of this process (so that the
+ * fake NCCL's ranks meet): rank 0 hands out the id at port + 1 of its
+ * address, so both must be free. */
+static int run_nccl_world(const char *name)
+{
+    enum { N = 2 };
+    int port[N], tries = 0;
+    for (;; tries++) {
+        if (tries == 20 || free_ports(N, port) != 0)
+            return 1;
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = { .sin_family = AF_INET,
+                                 .sin_port = htons((uint16_t)(port[0] + 1)),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        int ok = fd >= 0 && port[0] + 1 != port[1] &&
+                 bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        if (fd >= 0)
+            close(fd);
+        if (ok)
+            break;
+    }
+    char buf[N][32], *addrs[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(buf[i], sizeof buf[i], "127.0.0.1:%d", port[i]);
+        addrs[i] = buf[i];
+    }
+    world_arg_t arg[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        arg[i] = (world_arg_t){ .name = name, .rank = i, .n = N,
+                                .addrs = addrs };
+        pthread_create(&th[i], NULL, world_thread, &arg[i]);
+    }
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -418,7 +484,7 @@ int main(int argc, char **argv)
          * one. nccl.so declines without a GPU, and is absent from a build
          * without CUDA and NCCL. */
         int rc = run_local("nccl", STRATA_DEV_GPU, 2);
-        if (rc == STRATA_EDECLINE)
+        if (rc == STRATA_EDECLINE || rc == STRATA_EDEVICE) /* one GPU */
             rc = run_local("nccl", STRATA_DEV_GPU, 1);
         if (rc == STRATA_EDECLINE || rc == STRATA_ENOPLUGIN) {
             printf("SKIPPED: nccl: %s (it needs nccl.so, built with "
@@ -432,8 +498,21 @@ int main(int argc, char **argv)
                    strata_strerror(rc));
             return 1;
         }
+    } else if (!strcmp(which, "nccl-fake")) {
+        int rc = run_local("nccl", STRATA_DEV_GPU, 4);
+        if (rc != STRATA_OK) {
+            printf("not ok - nccl-fake: cannot open the group: %s\n",
+                   strata_strerror(rc));
+            return 1;
+        }
+    } else if (!strcmp(which, "nccl-fake-world")) {
+        if (run_nccl_world(which) != 0) {
+            printf("not ok - nccl-fake-world: no free ports\n");
+            return 1;
+        }
     } else {
-        fprintf(stderr, "usage: transport_conformance local|zmq|zmq-shm|nccl\n");
+        fprintf(stderr, "usage: transport_conformance local|zmq|zmq-shm|nccl|"
+                "nccl-fake|nccl-fake-world\n");
         return 2;
     }
     printf("%s: %d passed, %d failed\n", which, atomic_load(&g_pass),
