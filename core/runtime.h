@@ -9,9 +9,9 @@
 
 #include "internal.h"
 #include "data/data.h"
-#include "kops.h"
+#include "device/kops.h"
 
-#include "model.h"
+#include "model/model.h"
 
 /* ---- optimizer.c: the [optimizer] section as host opt_* services ------- */
 

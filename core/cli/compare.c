@@ -19,7 +19,7 @@
 
 #include "cli.h"
 #include "compare.h"
-#include "createfile.h"
+#include "base/createfile.h"
 #include "svg.h"
 
 #define MAX_RUNS  16

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "compare.h"
-#include "createfile.h"
+#include "base/createfile.h"
 
 #define GRACE_S 15 /* after SIGTERM, SIGKILL to the whole job */
 

@@ -14,7 +14,7 @@
 #include <zmq.h>
 
 #include "cli.h"
-#include "createfile.h"
+#include "base/createfile.h"
 
 static const char *const k_usage =
     "usage: strata keygen [--force] DIR TASK...\n"

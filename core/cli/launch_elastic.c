@@ -4,7 +4,7 @@
  * machines, --nnodes, node 0's launch serves at the --rendezvous address
  * and the other launches' workers connect there) and speaks the
  * membership frames of core/member/wire.h, the rendezvous's wire; what a
- * member sends is at most 512 bytes (core/elastic.h has its side):
+ * member sends is at most 512 bytes (core/member/elastic.h has its side):
  *   -> JOIN token, name, host:port, committed, timeout_ms
  *   <- GEN generation, size, rank, resume_step, then the members (name,
  *      host:port, committed), in rank order

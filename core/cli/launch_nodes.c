@@ -3,7 +3,7 @@
  * does. Launch on node K gives its M children torchrun's variables (RANK =
  * K*M + i, WORLD_SIZE = N*M, LOCAL_RANK = i, LOCAL_WORLD_SIZE = M,
  * MASTER_ADDR:MASTER_PORT = the rendezvous), so the tasks meet through the
- * one rendezvous the torchrun path has (core/rendezvous.h): rank 0, on
+ * one rendezvous the torchrun path has (core/member/rendezvous.h): rank 0, on
  * node 0, serves it at exactly HOST:PORT. Supervision, output prefixes and
  * restarts are launch.c's. */
 #include <ctype.h>

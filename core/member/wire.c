@@ -8,7 +8,7 @@
 
 #include <strata/errno.h>
 
-#include "fault.h"
+#include "base/fault.h"
 #include "member/wire.h"
 
 static const uint8_t k_magic[4] = { 'S', 'R', 'D', 'V' };

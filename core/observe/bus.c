@@ -2,7 +2,7 @@
  * observer in order (which observers a run has: observers.c). */
 #include <string.h>
 
-#include "run.h"
+#include "run/run.h"
 
 int strata__bus_add(strata__bus_t *bus, const strata__observer_t *o)
 {

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "run.h"
-#include "stopping.h"
+#include "run/run.h"
+#include "run/stopping.h"
 
 static void epoch_report(const strata__run_t *run,
                          const strata__epoch_stats_t *st)

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster.h"
-#include "run.h"
+#include "cluster/cluster.h"
+#include "run/run.h"
 
 void strata__lr_log_note(strata__lr_log_t *l, int64_t step, float lr)
 {

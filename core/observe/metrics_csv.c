@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "run.h"
+#include "run/run.h"
 
 typedef struct metrics {
     const strata__run_t   *run;

@@ -1,7 +1,7 @@
 /* strata core -- the observers of a run and the one event stream they
  * consume. Internal.
  *
- * The training loop (core/train.c) knows none of the outputs below: it
+ * The training loop (core/run/train.c) knows none of the outputs below: it
  * emits events (strata__emit) at a few points of a run, and each output is
  * an observer that turns the events it cares about into its file or text.
  * The embedding application's callbacks (strata.h: epoch, event) are one
@@ -290,7 +290,7 @@ typedef struct strata__lr_log {
 
 void strata__lr_log_note(strata__lr_log_t *l, int64_t step, float lr);
 /* "STEP LR" lines (LR as %.9g, which reads back to the same float), by
- * step, each step once, to `path` (atomically, core/fileio.c); `task`
+ * step, each step once, to `path` (atomically, core/base/fileio.c); `task`
  * (e.g. "worker:1", or NULL for a job of one process) is appended to the
  * name as ".worker-1". */
 int  strata__lr_log_write(const strata__lr_log_t *l, const char *path,

@@ -1,6 +1,6 @@
 /* Which observers a run has: its settings decide, each constructor
  * adding itself to the bus (bus.c) or not. */
-#include "run.h"
+#include "run/run.h"
 
 /* After the banner, once the run knows who it is (chief, rank). The order
  * is the order of their output at an epoch's end: the progress line first,

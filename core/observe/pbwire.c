@@ -8,7 +8,7 @@
  * against records TensorBoard's own writer made (tests/watch). */
 #include <string.h>
 
-#include "checkpoint.h" /* strata__crc32c */
+#include "checkpoint/checkpoint.h" /* strata__crc32c */
 #include "observe/observe.h"
 
 enum { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2, WIRE_I32 = 5 };

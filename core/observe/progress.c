@@ -6,8 +6,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "run.h"
-#include "stopping.h"
+#include "run/run.h"
+#include "run/stopping.h"
 
 typedef struct progress {
     const strata__run_t *run;

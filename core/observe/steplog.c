@@ -27,9 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "createfile.h"
-#include "elastic.h"
-#include "run.h"
+#include "base/createfile.h"
+#include "member/elastic.h"
+#include "run/run.h"
 
 /* Why an existing step log (its lstat: `st`) is not ours to continue; NULL
  * when it is: a regular file of this user with no other name (a hard

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "run.h"
+#include "run/run.h"
 
 static int on_event(void *self, const strata__event_t *ev)
 {

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "createfile.h"
+#include "base/createfile.h"
 #include "internal.h"
 #include "observe/observe.h"
 

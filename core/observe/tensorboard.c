@@ -4,7 +4,7 @@
  * where the replicas' time went. */
 #include <stdlib.h>
 
-#include "run.h"
+#include "run/run.h"
 
 typedef struct tensorboard {
     const strata__run_t *run;

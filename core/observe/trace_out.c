@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "resume.h" /* strata__run_world_sum */
-#include "run.h"
+#include "checkpoint/resume.h" /* strata__run_world_sum */
+#include "run/run.h"
 
 #define WHO "train"
 

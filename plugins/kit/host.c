@@ -1,6 +1,6 @@
 /* The kit's host table: the CPU entries (log, config, memory, arithmetic,
  * SGD, clipping), the services a test may hook, and the cut to a minor.
- * The contracts are core/host.c's; the transports are in transport.c. */
+ * The contracts are core/plugin/host.c's; the transports are in transport.c. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>

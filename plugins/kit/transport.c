@@ -1,6 +1,6 @@
 /* The kit's transports: t_open runs the transport vtable the test handed
  * in (strata_kit_config_t.transport) on the group, and the collectives
- * are checked as core/host.c checks them -- the same STRATA_EINVAL, the
+ * are checked as core/plugin/host.c checks them -- the same STRATA_EINVAL, the
  * same line -- before the transport sees them. */
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* core/checkpoint.c, checkpoint_dir.c, crc32c.c: safetensors files written
+/* core/checkpoint/checkpoint.c, checkpoint_dir.c, crc32c.c: safetensors files written
  * atomically and read back exactly; every malformed file refused with
  * STRATA_EDATA and one log line naming it (never a crash, never a large
  * allocation from a lying header); crash safety of the writer (forked
@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 
 #include "check.h"
-#include "checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "ckpt_util.h"
 
 void *__real_malloc(size_t n);

@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "check.h"
-#include "checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "ckpt_util.h"
 
 /* Run argv (inheriting stdout/stderr) for at most timeout_s seconds: its

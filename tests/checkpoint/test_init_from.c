@@ -27,7 +27,7 @@
 #include <sys/stat.h>
 
 #include "check.h"
-#include "checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "ckpt_util.h"
 #include "spawn.h"
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "cluster.h"
+#include "cluster/cluster.h"
 #include "testutil.h"
 
 static char g_etc[PATH_MAX];

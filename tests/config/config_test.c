@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "cluster.h"
+#include "cluster/cluster.h"
 #include "internal.h"
 #include "testutil.h"
 

@@ -1,4 +1,4 @@
-/* core/rng.c: xoshiro256** seeded through splitmix64, checked against a
+/* core/base/rng.c: xoshiro256** seeded through splitmix64, checked against a
  * plain reference written here, published test vectors, and its contract
  * (ranges, rough uniformity, stream independence). */
 #include <math.h>

@@ -15,7 +15,7 @@
 #include "check.h"
 #include "optables.h"
 
-/* core/config.c's rule: bounded when min < max, or min == max != 0;
+/* core/config/config.c's rule: bounded when min < max, or min == max != 0;
  * magnitudes past 1e18 read as no bound on that side. */
 #define NO_BOUND 1e18
 
@@ -131,8 +131,8 @@ static void generate(buf_t *b, const optables_t *ts)
            "     Regenerate: build/tests/docs/gen_config_ref . "
            "build/lib/strata/plugins --write -->\n\n"
            "Every key strata reads, section by section: the core's (from "
-           "`core/settings.c`\n"
-           "and `core/cluster.c`) and those of the plugins built in every "
+           "`core/config/settings.c`\n"
+           "and `core/cluster/cluster.c`) and those of the plugins built in every "
            "configuration.\n"
            "`nccl.so` is built only with CUDA: its keys are in\n"
            "[its README](../plugins/transport/nccl/README.md). How values "

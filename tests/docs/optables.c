@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cluster.h"
+#include "cluster/cluster.h"
 #include "internal.h"
 
 static const char *const k_strategies[] = { "mirrored", "central", "mwms",

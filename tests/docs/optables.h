@@ -1,5 +1,5 @@
 /* Every option table strata ships, in one list: the core's sections (from
- * core/settings.c and core/cluster.c, compiled into the test) and the
+ * core/config/settings.c and core/cluster/cluster.c, compiled into the test) and the
  * plugins built in every configuration (their exported option tables,
  * dlopen'ed from the build's plugin directory). nccl.so exists only in a
  * CUDA build, so it is not listed: its README's table is kept by its own

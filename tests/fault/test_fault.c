@@ -1,4 +1,4 @@
-/* Fault injection (core/fault.h): every allocation and I/O fault point of
+/* Fault injection (core/base/fault.h): every allocation and I/O fault point of
  * checkpoint writing and reading, the atomic outputs, config loading, the
  * rendezvous's answer decoder and the elastic membership client's
  * frames. For each operation: run it once counting the points it reaches
@@ -28,12 +28,12 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "checkpoint.h"
-#include "elastic.h"
-#include "fault.h"
+#include "checkpoint/checkpoint.h"
+#include "member/elastic.h"
+#include "base/fault.h"
 #include "internal.h"
 #include "member/wire.h"
-#include "rdzv_net.h"
+#include "member/rdzv_net.h"
 
 #define MAX_POINTS 400   /* bound of a sweep: more is a runaway count */
 

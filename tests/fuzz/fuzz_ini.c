@@ -1,6 +1,6 @@
-/* The INI layer: core/config.c reads the input as a config file
+/* The INI layer: core/config/config.c reads the input as a config file
  * (strata__cfg_load_file: inih, strata's line reader, BOM, overlong lines,
- * staging, duplicate keys, the key limit), then core/settings.c applies it
+ * staging, duplicate keys, the key limit), then core/config/settings.c applies it
  * (strata__settings_load: every core option's type, range and enum,
  * unknown keys and sections with their suggestions, plugin sections).
  * Invariants: a refused file leaves the store empty; settings that load

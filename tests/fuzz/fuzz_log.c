@@ -1,7 +1,7 @@
 /* strata__log for the harnesses: every message is formatted (so that a bad
  * argument to a format is caught like any other read) and dropped, or
  * printed to stderr when STRATA_FUZZ_LOG is set (to see why a seed is
- * refused). Replaces core/log.c, which needs a context. */
+ * refused). Replaces core/base/log.c, which needs a context. */
 #include <stdarg.h>
 #include <stdlib.h>
 

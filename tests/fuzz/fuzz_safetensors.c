@@ -1,4 +1,4 @@
-/* safetensors / checkpoint reader (core/checkpoint.c): the input as a
+/* safetensors / checkpoint reader (core/checkpoint/checkpoint.c): the input as a
  * file, read by strata__ckpt_read (resume: strata's checksums binding), by
  * strata__ckpt_read_weights + strata__ckpt_take_f32 ([model] init_from:
  * the same structure, checksums only warned about), and by
@@ -10,7 +10,7 @@
  * reader accepts the weights reader accepts too. */
 #include <string.h>
 
-#include "checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "fuzz.h"
 
 static void check(const strata__ckpt_t *c, size_t size)

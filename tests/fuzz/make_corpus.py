@@ -43,7 +43,7 @@ def gz(data):
     return gzip.compress(data, compresslevel=9, mtime=0)
 
 
-# ---- INI (core/config.c + core/settings.c) -------------------------------
+# ---- INI (core/config/config.c + core/config/settings.c) -------------------------------
 
 def ini_seeds():
     with open(os.path.join(ROOT, "etc", "strata.ini"), "rb") as f:
@@ -198,7 +198,7 @@ def npy_seeds():
             "'shape': (4294967296, 4294967296, 4294967296)}", b""))
 
 
-# ---- safetensors (core/checkpoint.c) -----------------------------------
+# ---- safetensors (core/checkpoint/checkpoint.c) -----------------------------------
 
 def _crc32c_table():
     t = []
@@ -229,7 +229,7 @@ DTYPE_SIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1,
 
 def safetensors(tensors, meta=None, strata=True, pad=True):
     """tensors: [(name, dtype, shape, bytes)] in file order. strata=True
-    adds strata.format and both checksums, as core/checkpoint.c writes."""
+    adds strata.format and both checksums, as core/checkpoint/checkpoint.c writes."""
     meta = dict(meta or {})
     entries, off = [], 0
     for name, dtype, shape, data in tensors:

@@ -2,7 +2,7 @@
  * there, but its version is not the core's, so the core must not call it. */
 #include <stdlib.h>
 
-#include "cuda_module.h"
+#include "device/cuda_module.h"
 #include "strata/plugin.h"
 
 static void bad_init(strata__cuda_log_fn log)

@@ -1,5 +1,5 @@
 /* A stand-in for kernels/cuda on the CPU, to test the core's GPU path
- * (the CUDA module's core/cuda/kops_cuda.c, and cuda_load.c, device.c,
+ * (the CUDA module's core/device/cuda/kops_cuda.c, and cuda_load.c, device.c,
  * model.c, optimizer.c) where no GPU exists: built with kops_cuda.c into
  * strata_cuda_fake.so, which the test's core loads as it would the real
  * strata_cuda.so.

@@ -1,5 +1,5 @@
 /* tests/gpu/fake_kg.c: kernels/cuda's API on the CPU, with checks. It is
- * built into strata_cuda_fake.so with core/cuda/kops_cuda.c; these three
+ * built into strata_cuda_fake.so with core/device/cuda/kops_cuda.c; these three
  * are exported besides the module's table so that a test can dlsym() them
  * from the module the core loaded. */
 #ifndef STRATA_TESTS_FAKE_KG_H

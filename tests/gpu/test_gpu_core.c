@@ -1,6 +1,6 @@
 /* The core's GPU path without a GPU: cuda_load.c, device.c, model.c and
  * optimizer.c built for CUDA, on strata_cuda_fake.so: the CUDA module's
- * code (core/cuda/kops_cuda.c) linked against tests/gpu/fake_kg.c, which
+ * code (core/device/cuda/kops_cuda.c) linked against tests/gpu/fake_kg.c, which
  * runs kernels/cuda's API on the CPU and checks every pointer it is given
  * (device memory of the calling thread's device, the right side of each
  * copy, big enough). So every build (ASan too) checks that:

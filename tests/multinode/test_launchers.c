@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "rendezvous.h"
+#include "member/rendezvous.h"
 #include "spawn.h"
 #include "testutil.h"
 

@@ -1,4 +1,4 @@
-/* The rendezvous (core/rendezvous.h) in one process: tasks are threads,
+/* The rendezvous (core/member/rendezvous.h) in one process: tasks are threads,
  * rank 0 serves on a free loopback port, and hostile peers are this test's
  * own sockets. Each case checks what every task returns and the lines it
  * logs (stderr is captured):
@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "rendezvous.h"
+#include "member/rendezvous.h"
 #include "spawn.h"
 #include "testutil.h"
 

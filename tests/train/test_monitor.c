@@ -1,11 +1,11 @@
-/* The monitored metric (core/monitor.c), unit: early stopping as Keras'
+/* The monitored metric (core/run/monitor.c), unit: early stopping as Keras'
  * EarlyStopping decides it (patience, min_delta, val_loss lower is better,
  * val_accuracy higher), keep_best on strict improvement, the stop line,
  * and the state through checkpoint metadata and back. */
 #include <string.h>
 
 #include "check.h"
-#include "monitor.h"
+#include "run/monitor.h"
 
 static void init(strata__monitor_t *m, int metric, int64_t patience,
                  double min_delta, int keep_best)

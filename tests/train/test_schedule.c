@@ -1,4 +1,4 @@
-/* Learning-rate schedules (core/schedule.c), unit: the rate of every step
+/* Learning-rate schedules (core/run/schedule.c), unit: the rate of every step
  * against Keras' formulas written out here (ExponentialDecay,
  * PiecewiseConstantDecay, CosineDecay), with the warm-up and the linear
  * scaling rule on top; the keys parsed from a config as a user writes
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "schedule.h"
+#include "run/schedule.h"
 
 /* The schedule of these [optimizer] keys ("key=value" each). */
 static int make(strata__schedule_t *s, double scale, int64_t warmup,

@@ -1,5 +1,5 @@
 /* Every file strata creates is created new (O_CREAT|O_EXCL|O_NOFOLLOW,
- * core/createfile.h) or put in place by a rename: nothing is ever written
+ * core/base/createfile.h) or put in place by a rename: nothing is ever written
  * through an object planted at a name a writer uses. For every writer, a
  * symbolic link to a victim file, a dangling link, a FIFO without a reader
  * and (where a device node can be made: root) a second /dev/null are

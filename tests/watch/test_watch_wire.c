@@ -16,7 +16,7 @@
 #include "check.h"
 #include "testutil.h"
 
-#include "checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "internal.h"
 #include "observe/observe.h"
 

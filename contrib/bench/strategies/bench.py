@@ -7,7 +7,7 @@ the same global batch, under four conditions:
   none       every task on this host (`strata launch`, loopback tcp; mwms
              all-reduces through shared memory there)
   straggler  the same, with worker:1 sleeping debug.step_delay_ms in every
-             step (core/train.c: train_step, the task named by
+             step (core/run/train.c: train_step, the task named by
              debug.delay_task)
   netns      every task in a network namespace of its own ("its own host"),
              all joined by a bridge: tcp between hosts, no shared memory;

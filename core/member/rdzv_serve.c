@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fault.h"
+#include "base/fault.h"
 #include "rdzv_net.h"
 
 #define ERR(...) strata__log(STRATA_LOG_ERROR, RDZV_WHO, __VA_ARGS__)

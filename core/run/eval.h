@@ -5,7 +5,7 @@
 #ifndef STRATA_CORE_EVAL_H
 #define STRATA_CORE_EVAL_H
 
-#include "checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "runtime.h"
 
 typedef struct strata__scorer {

@@ -34,8 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cluster.h"
-#include "member/wire.h"
+#include "cluster/cluster.h"
+#include "wire.h"
 
 /* The rendezvous's names for the wire's (member/wire.h). */
 #define STRATA_RDZV_VERSION    STRATA_MEMBER_VERSION

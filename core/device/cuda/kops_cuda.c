@@ -2,8 +2,8 @@
  * interface of kops.h, and the contexts of the GPUs (one stream and one
  * cuBLAS handle each, made on first use, kept for the life of the process
  * like CUDA's own primary context). The core loads it only when GPUs are
- * wanted (core/cuda_load.c) and reaches it through the one exported table
- * at the end (core/cuda_module.h); it links no core code, and logs through
+ * wanted (core/device/cuda_load.c) and reaches it through the one exported table
+ * at the end (core/device/cuda_module.h); it links no core code, and logs through
  * the core's logger handed to init. */
 #include <pthread.h>
 #include <stdarg.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "cuda/kernels_cuda.h"
-#include "cuda_module.h"
+#include "device/cuda_module.h"
 #include "runtime.h"
 #include "strata/plugin.h"
 
@@ -214,7 +214,7 @@ static int cu_sumsq(strata__kdev_t *k, size_t n, const float *x, double *out)
         return KG(c, what,                                                   \
                   kg_##name(CU_BLAS_##blas KOP_UNPAREN args, c->stream));    \
     }
-#include "../../kernels/kops_list.h"
+#include "../../../kernels/kops_list.h"
 #undef KOP
 
 static const strata__kops_t k_kops_cuda = {
@@ -232,7 +232,7 @@ static const strata__kops_t k_kops_cuda = {
     .xent_read = cu_xent_read,
     .sumsq = cu_sumsq,
 #define KOP(name, blas, what, params, args, data) .name = cu_##name,
-#include "../../kernels/kops_list.h"
+#include "../../../kernels/kops_list.h"
 #undef KOP
 };
 

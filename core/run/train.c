@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "elastic.h"
-#include "resume.h"
+#include "member/elastic.h"
+#include "checkpoint/resume.h"
 #include "stopping.h"
 
 /* OpenBLAS: one BLAS thread per replica thread, so replicas do not

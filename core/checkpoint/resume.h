@@ -2,7 +2,7 @@
 #ifndef STRATA_CORE_RESUME_H
 #define STRATA_CORE_RESUME_H
 
-#include "run.h"
+#include "run/run.h"
 
 /* Optimizer slots per element of the [optimizer] kind (adam 2, ...). */
 int strata__opt_nslots(int kind);

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
-#include "fault.h"
+#include "base/fault.h"
 
 #define WHO "ckpt"
 #define PREFIX "ckpt-"

@@ -3,7 +3,7 @@
 #ifndef STRATA_CORE_RUN_H
 #define STRATA_CORE_RUN_H
 
-#include "cluster.h"
+#include "cluster/cluster.h"
 #include "crew.h"
 #include "cursor.h"
 #include "geometry.h"
@@ -133,7 +133,7 @@ int strata__run_shape(strata__run_t *run, const strata__geometry_in_t *in,
  * STRATA_CTL_WORLD_SUM); a no-op for a job of one process (world.c). */
 int strata__run_world_sum(strata__run_t *run, float *buf, int n);
 
-/* The sidecar evaluator's whole run (core/sidecar.c). */
+/* The sidecar evaluator's whole run (core/run/sidecar.c). */
 int strata__sidecar_run(strata__run_t *run);
 
 /* First sample, in the epoch's order, of batch b of this epoch. */

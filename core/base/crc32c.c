@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 #define CRC32C_POLY 0x82F63B78u
 

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "elastic.h"
-#include "fault.h"
-#include "member/wire.h"
+#include "base/fault.h"
+#include "wire.h"
 
 #define WHO       "elastic"
 #define CONNECT_MS 10000            /* reaching the service                */

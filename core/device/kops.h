@@ -24,7 +24,7 @@
 
 /* The op list (kops_conv2d_t, kops_pool2d_t too), by its place in the tree:
  * every includer of this header finds it, whatever its include path. */
-#include "../kernels/kops_list.h"
+#include "../../kernels/kops_list.h"
 
 typedef struct strata__kops strata__kops_t;
 
@@ -70,7 +70,7 @@ struct strata__kops {
      * Pointers are on the device; geometry structs are host memory. ---- */
 #define KOP(name, blas, what, params, args, data) \
     int (*name)(strata__kdev_t *k, KOP_UNPAREN params);
-#include "../kernels/kops_list.h"
+#include "../../kernels/kops_list.h"
 #undef KOP
 
     /* ---- the members whose CPU and GPU forms differ -------------------- */

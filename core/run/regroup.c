@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "elastic.h"
-#include "resume.h"
+#include "member/elastic.h"
+#include "checkpoint/resume.h"
 
 #define WHO "elastic"
 /* Generations one failure may take to mend: each attempt that fails

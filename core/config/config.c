@@ -18,7 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "fault.h"
+#include "base/fault.h"
 #include "internal.h"
 
 #define WHO "config"

@@ -89,7 +89,7 @@ static int cpu_sumsq(strata__kdev_t *k, size_t n, const float *x, double *out)
         kc_##name args;                                                      \
         return STRATA_OK;                                                    \
     }
-#include "../kernels/kops_list.h"
+#include "../../kernels/kops_list.h"
 #undef KOP
 
 const strata__kops_t strata__kops_cpu = {
@@ -107,7 +107,7 @@ const strata__kops_t strata__kops_cpu = {
     .xent_read = cpu_xent_read,
     .sumsq = cpu_sumsq,
 #define KOP(name, blas, what, params, args, data) .name = cpu_##name,
-#include "../kernels/kops_list.h"
+#include "../../kernels/kops_list.h"
 #undef KOP
 };
 

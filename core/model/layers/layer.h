@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../kops.h"
+#include "device/kops.h"
 
 /* The shape of one sample. */
 typedef struct strata__shape {

@@ -1,6 +1,6 @@
 /* Where a run ends (stopping.h): its last step, the epochs it touches, and
  * the monitor's decisions agreed by every task. */
-#include "resume.h"
+#include "checkpoint/resume.h"
 #include "stopping.h"
 
 int64_t strata__run_last_step(const strata__run_t *run)

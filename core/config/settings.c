@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "internal.h"
-#include "monitor.h"
-#include "schedule.h"
+#include "run/monitor.h"
+#include "run/schedule.h"
 
 /* Magnitudes past 1e18 read as "no bound" in messages (see config.c). */
 #define UNBOUNDED 1e300

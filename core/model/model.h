@@ -10,8 +10,8 @@
 
 #include "internal.h"
 #include "data/data.h"
-#include "kops.h"
-#include "layers/layer.h"
+#include "device/kops.h"
+#include "model/layers/layer.h"
 
 typedef struct strata__model {
     int             nlayers;

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
-#include "elastic.h"
-#include "rendezvous.h"
+#include "checkpoint/checkpoint.h"
+#include "member/elastic.h"
+#include "member/rendezvous.h"
 #include "run.h"
 
 extern char **environ;
@@ -339,7 +339,7 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
         rc = setup_cluster(run);
     const strata_cluster_t *c = &run->cluster.pub;
     if (rc == STRATA_OK && !strcmp(c->tasks[c->self].type, "evaluator")) {
-        run->evaluator = 1; /* trains nothing: core/sidecar.c */
+        run->evaluator = 1; /* trains nothing: core/run/sidecar.c */
         return STRATA_OK;
     }
     if (rc == STRATA_OK)

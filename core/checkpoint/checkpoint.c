@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
-#include "createfile.h"
-#include "fault.h"
+#include "base/createfile.h"
+#include "base/fault.h"
 
 #define WHO "ckpt"
 #define SLOT_ALIGN 16          /* each loaded tensor's data is aligned so */

@@ -11,7 +11,7 @@
 
 #include "checkpoint.h"
 #include "resume.h"
-#include "stopping.h"
+#include "run/stopping.h"
 
 static const char *const k_opt_names[] = { "sgd", "momentum", "adam" };
 
