@@ -5,12 +5,12 @@
  *
  * An X-macro list (the .def pattern): define KOP, include this file, undef
  * KOP. Each entry expands to what the includer makes of it:
- *   kernels/cpu/kernels_cpu.h    void kc_NAME PARAMS;
- *   kernels/cuda/kernels_cuda.h  int kg_NAME([kg_blas_t h,] PARAMS..., kg_stream_t s);
- *   core/kops.h                  int (*NAME)(strata__kdev_t *k, PARAMS...);
- *   core/kops_cpu.c              the CPU table's wrapper: kc_NAME ARGS
- *   core/cuda/kops_cuda.c        the CUDA table's wrapper: kg_NAME(...)
- *   tests/gpu/fake_kg.c          kg_NAME on the CPU: checks DATA, then kc_NAME
+ *   kernels/cpu/kernels_cpu.h     void kc_NAME PARAMS;
+ *   kernels/cuda/kernels_cuda.h   int kg_NAME([kg_blas_t h,] PARAMS..., kg_stream_t s);
+ *   core/device/kops.h            int (*NAME)(strata__kdev_t *k, PARAMS...);
+ *   core/device/kops_cpu.c        the CPU table's wrapper: kc_NAME ARGS
+ *   core/device/cuda/kops_cuda.c  the CUDA table's wrapper: kg_NAME(...)
+ *   tests/gpu/fake_kg.c           kg_NAME on the CPU: checks DATA, then kc_NAME
  * Without KOP defined, this file gives the shared types only.
  *
  *   KOP(NAME, BLAS, WHAT, PARAMS, ARGS, DATA)

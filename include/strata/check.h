@@ -1,7 +1,7 @@
 /* strata -- the arguments of a transport collective, as every host checks
- * them (plugin ABI 2.5): the core's host (core/host.c) and the plugin kit's
- * fake host (plugins/kit) call this one function, so a transport meets the
- * same refusals under both. A transport may call it too.
+ * them (plugin ABI 2.5): the core's host (core/plugin/host.c) and the
+ * plugin kit's fake host (plugins/kit) call this one function, so a
+ * transport meets the same refusals under both. A transport may call it too.
  *
  * Include <strata/plugin.h> first. */
 #ifndef STRATA_CHECK_H
