@@ -157,6 +157,12 @@ typedef struct strata__data_cfg {
     int64_t     limit_train;    /* 0: all samples                          */
     int64_t     limit_test;
     int         shuffle;
+    /* The validation set: a fraction of the training set (the option's
+     * text, "" none; parsed by the settings' check into the double, 0
+     * none) or files ("": none); neither: the test set validates. */
+    const char *validation_split_text;
+    double      validation_split;
+    const char *validation_images, *validation_labels;
 } strata__data_cfg_t;
 
 enum { STRATA__OPT_SGD = 0, STRATA__OPT_MOMENTUM = 1, STRATA__OPT_ADAM = 2 };

@@ -5,8 +5,10 @@
  * 32, mirrored over one CPU replica per core. etc/strata.ini lists the same
  * keys with the same values; tests/config checks that they agree. */
 #include <assert.h>
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -119,6 +121,15 @@ static const strata_option_t k_data[] = {
         "use only the first N training samples; 0 = all"),
     NUM("limit_test", STRATA_OPT_INT, "0", T, limit_test, 0, UNBOUNDED,
         "use only the first N test samples; 0 = all"),
+    OPT("validation_split", STRATA_OPT_STRING, "", T, validation_split_text,
+        NULL, "hold out this fraction of the training samples (after "
+        "limit_train) as the validation set: a seeded choice ([train] "
+        "seed), the same on every task; 0 < f < 1; empty = none"),
+    OPT("validation_images", STRATA_OPT_STRING, "", T, validation_images,
+        NULL, "validation images (as train_images), with validation_labels; "
+        "relative to dir; empty = none"),
+    OPT("validation_labels", STRATA_OPT_STRING, "", T, validation_labels,
+        NULL, "validation labels (as train_labels); relative to dir"),
     OPT("shuffle", STRATA_OPT_BOOL, "true", T, shuffle, NULL,
         "reshuffle the training set every epoch (seeded)"),
     { 0 }
@@ -381,6 +392,47 @@ static int unknown_section(const strata__cfg_t *c, const char *name)
     return STRATA_ECONFIG;
 }
 
+/* One validation set: a split strictly between 0 and 1, or both files. */
+static int validation_check(const strata__cfg_t *c, strata__data_cfg_t *d)
+{
+    const char *split = strata__cfg_origin(c, "data", "validation_split");
+    const char *img = strata__cfg_origin(c, "data", "validation_images");
+    const char *lab = strata__cfg_origin(c, "data", "validation_labels");
+    const char *text = d->validation_split_text;
+    int files = d->validation_images[0] || d->validation_labels[0];
+    d->validation_split = 0.0;
+    if (text[0]) {
+        char *end;
+        errno = 0;
+        double f = strtod(text, &end);
+        if (end == text || *end || errno || !(f > 0.0 && f < 1.0)) {
+            strata__log(STRATA_LOG_ERROR, "config", "%s: [data] "
+                        "validation_split = '%s': expected a fraction "
+                        "strictly between 0 and 1 (empty: no split)",
+                        split ? split : "config", text);
+            return STRATA_ECONFIG;
+        }
+        d->validation_split = f;
+    }
+    if (files && !(d->validation_images[0] && d->validation_labels[0])) {
+        strata__log(STRATA_LOG_ERROR, "config", "%s: [data] %s without %s: "
+                    "a validation set needs both files",
+                    d->validation_images[0] ? img : lab,
+                    d->validation_images[0] ? "validation_images"
+                                            : "validation_labels",
+                    d->validation_images[0] ? "validation_labels"
+                                            : "validation_images");
+        return STRATA_ECONFIG;
+    }
+    if (files && d->validation_split > 0.0) {
+        strata__log(STRATA_LOG_ERROR, "config", "%s: [data] validation_split "
+                    "and %s: [data] validation_images name two validation "
+                    "sets; keep one", split, img);
+        return STRATA_ECONFIG;
+    }
+    return STRATA_OK;
+}
+
 int strata__settings_load(const strata__cfg_t *c, strata__settings_t *s)
 {
     static const char *const k_any[] = { "*", NULL };
@@ -434,6 +486,8 @@ int strata__settings_load(const strata__cfg_t *c, strata__settings_t *s)
         }
     /* Keys that must make sense together. */
     int rc = strata__schedule_check(c, &s->optimizer);
+    if (rc == STRATA_OK)
+        rc = validation_check(c, &s->data);
     return rc == STRATA_OK ? strata__monitor_check(c, s) : rc;
 }
 

@@ -12,9 +12,9 @@
 #ifndef STRATA_DATA_MAX_BYTES
 #define STRATA_DATA_MAX_BYTES ((size_t)1 << 30) /* largest IDX payload: 1 GiB */
 #endif
-#ifndef STRATA_DATA_MAX_CLASSES
-#define STRATA_DATA_MAX_CLASSES 10  /* labels must be < this */
-#endif
+/* Labels are class ids in [0, STRATA_DATA_MAX_LABEL]: as many classes as
+ * the data has, the model's last layer sized to them. */
+#define STRATA_DATA_MAX_LABEL ((int64_t)INT32_MAX - 1)
 
 #define STRATA__IDX_U8 0x08   /* the only element type supported */
 
@@ -97,17 +97,17 @@ int  strata__data_is_npy(const char *path);
 
 /* A labelled image set: n samples of dim values, either uint8 pixels
  * (images; scaled by 1/255 per batch) or float32 values (images_f32, from
- * a float32 .npy; used as they are), and labels[n]. */
+ * a float32 .npy; used as they are), and labels[n], class ids. */
 typedef struct strata__dataset {
     size_t   n;
     size_t   dim;         /* rows * cols * channels                       */
     uint32_t rows, cols;  /* (1, dim) for a flat (n, dim) file            */
     uint32_t channels;    /* C of (n, rows, cols, C); 1 for (n, rows, cols);
                              0 for flat (n, dim)                          */
-    int      nclasses;    /* max label + 1 over the whole labels file, >= 2 */
+    int32_t  nclasses;    /* max label + 1 over the whole labels file, >= 2 */
     uint8_t *images;      /* uint8 pixels; NULL when images_f32 is set    */
     float   *images_f32;  /* float32 values; NULL for uint8 data          */
-    uint8_t *labels;
+    int32_t *labels;
 } strata__dataset_t;
 
 /* Each file is read by its name: *.npy as NumPy (images '|u1' or '<f4' of
@@ -115,7 +115,8 @@ typedef struct strata__dataset {
  * shape (n,)), anything else as IDX (images ndim 3 (n, rows, cols), 4
  * (n, rows, cols, c) or 2 (n, dim); labels ndim 1). IDX and .npy may be
  * mixed. Counts must match and every label be in [0,
- * STRATA_DATA_MAX_CLASSES) (a bad label names its index). `limit` > 0
+ * STRATA_DATA_MAX_LABEL] (a bad label names its index; any number of
+ * classes). `limit` > 0
  * keeps only the first `limit` samples (the full files are still checked;
  * only the kept part is held). On failure *out is zeroed. */
 int  strata__dataset_load(const char *images_path, const char *labels_path,
@@ -126,6 +127,29 @@ int  strata__dataset_load(const char *images_path, const char *labels_path,
 int  strata__dataset_check_pair(const strata__dataset_t *train,
                                 const strata__dataset_t *test);
 void strata__dataset_free(strata__dataset_t *d);   /* zeroes; NULL ok */
+/* Hold out round(n x fraction) samples of `train` as *val, chosen by a
+ * seeded permutation apart from every epoch's (split.c): the same samples
+ * on every task and in every run with the same seed and data; both parts
+ * keep the files' order. STRATA_ECONFIG (one line) when either part would
+ * be empty; STRATA_ENOMEM. On failure train is unchanged and *val empty. */
+int  strata__dataset_split(strata__dataset_t *train, double fraction,
+                           uint64_t seed, strata__dataset_t *val);
+
+/* The sets [data] names (sets.c). The validation set is [data]
+ * validation_images/labels, or the samples [data] validation_split holds
+ * out of the training set ([train] seed chooses them), or none (n == 0).
+ * `want`: which to hold (a split reads the training set even when only
+ * the validation set is wanted). Every set held has the same sample shape
+ * and type. On failure nothing is held and the detail is logged. */
+enum { STRATA__SET_TRAIN = 1, STRATA__SET_VAL = 2, STRATA__SET_TEST = 4 };
+typedef struct strata__datasets {
+    strata__dataset_t train, val, test;
+} strata__datasets_t;
+int  strata__datasets_load(const strata__data_cfg_t *d, uint64_t seed,
+                           unsigned want, strata__datasets_t *out);
+void strata__datasets_free(strata__datasets_t *s);
+/* Does [data] name a validation set (a split or files)? */
+int  strata__datasets_has_val(const strata__data_cfg_t *d);
 
 /* perm[0..n) = a permutation of 0..n-1: Fisher-Yates driven by strata__rng
  * seeded with (seed, stream = epoch + 1); shuffle == 0 gives the identity.

@@ -53,9 +53,9 @@ static void arr_free(arr_t *a)
     memset(a, 0, sizeof *a);
 }
 
-/* Every label in [0, STRATA_DATA_MAX_CLASSES); *nclasses = max + 1, at
- * least 2. Wider integer labels are narrowed to one byte in place. */
-static int check_labels(const char *path, arr_t *lab, int *nclasses)
+/* Every label in [0, STRATA_DATA_MAX_LABEL]; *nclasses = max + 1, at
+ * least 2. The labels become int32 class ids (lab->data replaced, elem 4). */
+static int check_labels(const char *path, arr_t *lab, int32_t *nclasses)
 {
     if (lab->ndim != 1) {   /* IDX; a .npy file was checked by its reader */
         strata__log(STRATA_LOG_ERROR, WHO,
@@ -66,14 +66,16 @@ static int check_labels(const char *path, arr_t *lab, int *nclasses)
     int is_signed = lab->type == STRATA__NPY_I1 || lab->type == STRATA__NPY_I2
                     || lab->type == STRATA__NPY_I4 || lab->type == STRATA__NPY_I8;
     const unsigned char *src = lab->data;
-    uint8_t *dst = lab->data;
-    unsigned max = 0;
+    int32_t *dst = malloc((lab->count ? lab->count : 1) * sizeof *dst);
+    if (!dst)
+        return STRATA_ENOMEM;
+    uint64_t max = 0;
     for (size_t i = 0; i < lab->count; i++) {
         uint64_t u = 0;     /* little-endian, as in the file */
         for (size_t b = 0; b < lab->elem; b++)
             u |= (uint64_t)src[i * lab->elem + b] << (8 * b);
         int neg = is_signed && (u >> (8 * lab->elem - 1)) & 1;
-        if (neg || u >= STRATA_DATA_MAX_CLASSES) {
+        if (neg || u > (uint64_t)STRATA_DATA_MAX_LABEL) {
             char v[32];
             if (neg)
                 snprintf(v, sizeof v, "%lld",
@@ -84,15 +86,19 @@ static int check_labels(const char *path, arr_t *lab, int *nclasses)
                 snprintf(v, sizeof v, "%llu", (unsigned long long)u);
             strata__log(STRATA_LOG_ERROR, WHO,
                         "%s: label %s at index %zu is out of range (labels "
-                        "must be in [0, %d))", path, v, i,
-                        STRATA_DATA_MAX_CLASSES);
+                        "are class ids in [0, %lld])", path, v, i,
+                        (long long)STRATA_DATA_MAX_LABEL);
+            free(dst);
             return STRATA_EDATA;
         }
-        dst[i] = (uint8_t)u;   /* i <= i * elem: never ahead of the read */
+        dst[i] = (int32_t)u;
         if (u > max)
-            max = (unsigned)u;
+            max = u;
     }
-    *nclasses = max + 1 < 2 ? 2 : (int)max + 1;
+    *nclasses = max + 1 < 2 ? 2 : (int32_t)(max + 1);
+    free(lab->data);
+    lab->data = dst;
+    lab->elem = sizeof *dst;
     return 0;
 }
 
@@ -101,7 +107,7 @@ int strata__dataset_load(const char *images_path, const char *labels_path,
 {
     memset(out, 0, sizeof *out);
     arr_t lab, img;
-    int nclasses = 0;
+    int32_t nclasses = 0;
 
     /* Labels are small: read and check them all, so nclasses and bad
      * labels do not depend on the limit. */
@@ -149,8 +155,8 @@ int strata__dataset_load(const char *images_path, const char *labels_path,
     else
         out->images = img.data;
     out->labels = lab.data;
-    if (out->n < lab.count || lab.elem > 1) {  /* limited or narrowed */
-        uint8_t *p = realloc(lab.data, out->n);
+    if (out->n < lab.count) {  /* limited */
+        int32_t *p = realloc(lab.data, out->n * sizeof *p);
         if (p)
             out->labels = p;
     }

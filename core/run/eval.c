@@ -36,29 +36,29 @@ static int load_vars(const strata__model_t *m, const strata__ckpt_t *ck,
     return STRATA_OK;
 }
 
-static void test_path(const strata__data_cfg_t *d, const char *name,
-                      char *buf, size_t len)
-{
-    snprintf(buf, len, "%s%s%s", name[0] == '/' ? "" : d->dir,
-             name[0] == '/' ? "" : "/", name);
-}
-
 #define EVAL_ROWS 256
 
-int strata__scorer_open(strata_ctx_t *ctx, strata__scorer_t *s)
+int strata__scorer_open(strata_ctx_t *ctx, unsigned which,
+                        strata__scorer_t *s)
 {
     memset(s, 0, sizeof *s);
-    const strata__data_cfg_t *d = &ctx->s.data;
-    char ip[4096], lp[4096];
-    test_path(d, d->test_images, ip, sizeof ip);
-    test_path(d, d->test_labels, lp, sizeof lp);
     int rc = strata__gemm_check();
     if (rc != STRATA_OK)
         return rc;
+    strata__datasets_t sets;
     s->model = calloc(1, sizeof *s->model);
-    rc = s->model ? strata__dataset_load(ip, lp, (size_t)d->limit_test,
-                                         &s->test)
+    rc = s->model ? strata__datasets_load(&ctx->s.data,
+                                          (uint64_t)ctx->s.train.seed, which,
+                                          &sets)
                   : STRATA_ENOMEM;
+    if (rc == STRATA_OK) {
+        s->test = which == STRATA__SET_VAL ? sets.val : sets.test;
+        if (which == STRATA__SET_VAL) /* neither train nor test is held */
+            memset(&sets.val, 0, sizeof sets.val);
+        else
+            memset(&sets.test, 0, sizeof sets.test);
+        strata__datasets_free(&sets);
+    }
     if (rc == STRATA_OK) {
         strata__shape_t in = strata__data_shape(&s->test);
         rc = strata__model_build(ctx->s.model.layers,
@@ -123,7 +123,7 @@ static int eval_checkpoint(strata_ctx_t *ctx, const char *path)
     strata__ckpt_t *ck = NULL;
     strata__scorer_t s;
     double loss = 0.0, acc = 0.0;
-    rc = strata__scorer_open(ctx, &s);
+    rc = strata__scorer_open(ctx, STRATA__SET_TEST, &s);
     if (rc == STRATA_OK)
         rc = strata__ckpt_read(path, &ck);
     if (rc == STRATA_OK)

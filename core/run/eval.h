@@ -9,15 +9,18 @@
 #include "runtime.h"
 
 typedef struct strata__scorer {
-    strata__dataset_t test;
+    strata__dataset_t test;      /* the set scored: test or validation     */
     strata__model_t  *model;
     float            *flat;      /* the variables, model->count floats     */
     strata__work_t    work;
 } strata__scorer_t;
 
-/* Load ctx's test set and build its model. On failure everything is freed
- * (strata__scorer_close is still safe) and the detail logged. */
-int  strata__scorer_open(strata_ctx_t *ctx, strata__scorer_t *s);
+/* Load ctx's test set (which: STRATA__SET_TEST) or validation set
+ * (STRATA__SET_VAL: [data] names one) and build its model. On failure
+ * everything is freed (strata__scorer_close is still safe) and the detail
+ * logged. */
+int  strata__scorer_open(strata_ctx_t *ctx, unsigned which,
+                         strata__scorer_t *s);
 /* Test loss and accuracy of checkpoint `ck` (read from `path`, named in
  * errors): STRATA_EDATA when it does not fit the configured model. */
 int  strata__scorer_run(strata__scorer_t *s, const strata__ckpt_t *ck,

@@ -11,40 +11,35 @@
 
 extern char **environ;
 
-static int load_split(const strata__data_cfg_t *d, const char *images,
-                      const char *labels, size_t limit, strata__dataset_t *out)
+static int chief_task(const strata__run_t *run)
 {
-    char ip[4096], lp[4096];
-    int a = snprintf(ip, sizeof ip, "%s%s%s", images[0] == '/' ? "" : d->dir,
-                     images[0] == '/' || !d->dir[0] ? "" : "/", images);
-    int b = snprintf(lp, sizeof lp, "%s%s%s", labels[0] == '/' ? "" : d->dir,
-                     labels[0] == '/' || !d->dir[0] ? "" : "/", labels);
-    if (a < 0 || b < 0 || (size_t)a >= sizeof ip || (size_t)b >= sizeof lp) {
-        strata__log(STRATA_LOG_ERROR, "data", "[data] path too long");
-        return STRATA_ECONFIG;
-    }
-    return strata__dataset_load(ip, lp, limit, out);
+    const strata_cluster_t *c = &run->cluster.pub;
+    return c->tasks[c->self].rank == 0;
 }
 
+/* The training set; with [train] eval, the validation and test sets.
+ * The split is made whether or not the run validates: the same samples
+ * train either way. */
 static int setup_data(strata__run_t *run)
 {
     const strata__data_cfg_t *d = &run->s->data;
-    int rc = load_split(d, d->train_images, d->train_labels,
-                        (size_t)d->limit_train, &run->train);
-    if (rc == STRATA_OK && run->s->train.eval)
-        rc = load_split(d, d->test_images, d->test_labels,
-                        (size_t)d->limit_test, &run->test);
+    unsigned want = STRATA__SET_TRAIN;
+    if (run->s->train.eval)
+        want |= STRATA__SET_VAL | STRATA__SET_TEST;
+    strata__datasets_t sets;
+    int rc = strata__datasets_load(d, (uint64_t)run->s->train.seed, want,
+                                   &sets);
     if (rc != STRATA_OK)
         return rc;
-    if (run->s->train.eval &&
-        (rc = strata__dataset_check_pair(&run->train, &run->test)) != 0)
-        return rc;
-    run->test_order = malloc((run->test.n ? run->test.n : 1) * sizeof(uint32_t));
-    if (strata__cursor_init(&run->cur, run->train.n) != STRATA_OK ||
-        !run->test_order)
-        return STRATA_ENOMEM;
-    strata__epoch_order(run->test_order, run->test.n, 0, 0, 0);
-    return STRATA_OK;
+    run->train = sets.train;
+    run->val = sets.val;
+    run->test = sets.test;
+    if (run->s->train.eval && !run->val.n && chief_task(run))
+        strata__log(STRATA_LOG_WARN, "data", "no validation set ([data] "
+                    "validation_split or validation_images): val_loss, "
+                    "val_accuracy, early stopping and keep_best read the "
+                    "test set, and select the model on it");
+    return strata__cursor_init(&run->cur, run->train.n);
 }
 
 /* The run's geometry (geometry.c) and what follows from it: the
@@ -186,12 +181,6 @@ static int setup_strategy(strata__run_t *run)
  * every task). The file's problems are configuration errors (exit 2) but
  * for a damaged file (STRATA_EDATA) or an I/O error. */
 /* Rank 0 of the cluster, before the geometry is computed. */
-static int chief_task(const strata__run_t *run)
-{
-    const strata_cluster_t *c = &run->cluster.pub;
-    return c->tasks[c->self].rank == 0;
-}
-
 static int setup_init_from(strata__run_t *run)
 {
     const char *path = run->s->model.init_from;
@@ -349,8 +338,11 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
     if (rc == STRATA_OK)
         rc = setup_data(run);
     if (rc == STRATA_OK) {
-        int nclasses = run->train.nclasses > run->test.nclasses
-                           ? run->train.nclasses : run->test.nclasses;
+        int nclasses = run->train.nclasses;
+        if (run->val.nclasses > nclasses)
+            nclasses = run->val.nclasses;
+        if (run->test.nclasses > nclasses)
+            nclasses = run->test.nclasses;
         strata__shape_t in = strata__data_shape(&run->train);
         rc = strata__model_build(run->s->model.layers,
                                  strata__cfg_origin(run->ctx->cfg, "model",
@@ -531,7 +523,17 @@ int strata__run_finish(strata__run_t *run)
     if (run->geo.chief && run->stats.nclosed > 0) {
         const strata__epoch_stats_t *e = &run->stats.last;
         const char *s = e->epoch == 1 ? "" : "s";
-        if (e->has_test)
+        if (run->stats.tested)
+            strata__out(run->ctx, "done: %d epoch%s, test accuracy %.4f, test "
+                        "loss %.4f (val_accuracy %.4f, val_loss %.4f)\n",
+                        e->epoch, s, run->stats.test_acc,
+                        run->stats.test_loss, e->test_acc, e->test_loss);
+        else if (e->has_test && run->val.n)
+            strata__out(run->ctx, "done: %d epoch%s, val_accuracy %.4f, "
+                        "val_loss %.4f (strategy %s scores no test set: "
+                        "strata eval scores a checkpoint on it)\n", e->epoch,
+                        s, e->test_acc, e->test_loss, run->strategy->name);
+        else if (e->has_test)
             strata__out(run->ctx, "done: %d epoch%s, test accuracy %.4f, test "
                         "loss %.4f\n", e->epoch, s, e->test_acc, e->test_loss);
         else
@@ -568,10 +570,10 @@ void strata__run_teardown(strata__run_t *run)
         strata__crew_destroy(&run->crew);
     free(run->init);
     strata__cursor_free(&run->cur);
-    free(run->test_order);
     if (run->cluster_ok)
         strata__cluster_free(&run->cluster);
     strata__dataset_free(&run->train);
+    strata__dataset_free(&run->val);
     strata__dataset_free(&run->test);
     free(run);
 }

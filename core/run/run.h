@@ -47,6 +47,9 @@ typedef struct strata__run_stats {
     int64_t               steps_run;  /* steps this process trained        */
     strata__epoch_stats_t last;       /* the last epoch closed             */
     int                   nclosed;    /* epochs closed by this run         */
+    int                   tested;     /* the test set was scored at the    */
+    double                test_loss,  /* end (a run with a validation set) */
+                          test_acc;
 } strata__run_stats_t;
 
 /* Where a resumed run goes on. */
@@ -69,8 +72,8 @@ struct strata__run {
     char                      self[48];     /* this task, "worker:1"       */
     int                       evaluator;    /* the sidecar evaluator task  */
     /* the data and the model (setup) */
-    strata__dataset_t         train, test;
-    uint32_t                 *test_order;   /* identity                    */
+    strata__dataset_t         train, val, test; /* val.n == 0: none, the
+                                               test set validates         */
     strata__model_t           model;
     float                    *init;         /* flat initial values         */
     int                       nreplicas;
@@ -109,6 +112,7 @@ struct strata__run {
                                                 checkpoint (or the resume) */
     _Atomic int               rc;           /* first failure (any thread)  */
     strata__run_stats_t       stats;
+    const strata__dataset_t  *scored;       /* what the eval phase scores  */
     int                       lockstep;     /* every worker ran the core's
                                                loop in step (the trace is
                                                gathered at the end)        */

@@ -87,9 +87,11 @@ static int report(sidecar_t *sc, const char *path, const scored_t *row)
         return STRATA_ENOMEM;
     sc->rows = r;
     r[sc->nrows++] = *row;
+    const char *set = strata__datasets_has_val(&sc->run->s->data)
+                          ? "validation" : "test";
     strata__out(sc->run->ctx, "evaluator: %s (epoch %d, step %" PRId64 "): "
-                "test loss %.4f, test accuracy %.4f\n", path, row->epoch,
-                row->step, row->loss, row->acc);
+                "%s loss %.4f, %s accuracy %.4f\n", path, row->epoch,
+                row->step, set, row->loss, set, row->acc);
     const strata_callbacks_t *cb = &sc->run->ctx->cb;
     if (cb->epoch) {
         strata_epoch_report_t e = {
@@ -169,7 +171,12 @@ int strata__sidecar_run(strata__run_t *run)
     }
     sidecar_t sc = { .run = run, .cfg = &run->s->evaluator };
     const char *tb = run->s->train.tensorboard;
-    int rc = strata__scorer_open(run->ctx, &sc.scorer);
+    /* It scores the validation set where [data] names one: the training
+     * job's early stopping and keep_best watch the same figures. */
+    int rc = strata__scorer_open(run->ctx,
+                                 strata__datasets_has_val(&run->s->data)
+                                     ? STRATA__SET_VAL : STRATA__SET_TEST,
+                                 &sc.scorer);
     if (rc == STRATA_OK && tb && tb[0]) {
         rc = strata__tboard_open(&sc.tb, tb, 1u << STRATA__TB_EVALUATION);
         sc.tb_on = rc == STRATA_OK;

@@ -225,12 +225,13 @@ static void train_segment(strata__replica_t *rep)
             break;
 }
 
-/* Each replica evaluates a contiguous share of the test set with its own
- * copy of the variables. */
+/* Each replica evaluates a contiguous share of the set scored (run->scored)
+ * with its own copy of the variables. */
 static void eval_share(strata__replica_t *rep)
 {
     strata__run_t *run = rep->run;
-    size_t n = run->test.n, R = (size_t)run->geo.shards;
+    const strata__dataset_t *set = run->scored;
+    size_t n = set->n, R = (size_t)run->geo.shards;
     size_t g = (size_t)run->geo.shard0 + (size_t)rep->r;
     size_t lo = n * g / R, hi = n * (g + 1) / R;
     rep->eval_loss = 0.0;
@@ -240,8 +241,7 @@ static void eval_share(strata__replica_t *rep)
         size_t rows = hi - i < (size_t)rep->work.rows ? hi - i
                                                       : (size_t)rep->work.rows;
         double loss = 0.0;
-        int rc = strata__model_load_batch(&rep->work, &run->test,
-                                          run->test_order, i, rows);
+        int rc = strata__model_load_batch(&rep->work, set, NULL, i, rows);
         if (rc == STRATA_OK)
             rc = strata__model_evaluate(&run->model, rep->r, &rep->work,
                                         (int)rows, &loss, &rep->eval_correct);
@@ -328,9 +328,12 @@ static int world_sum(strata__run_t *run, double *loss, int64_t *correct,
     return rc;
 }
 
-static int evaluate(strata__run_t *run, double *loss, double *acc)
+/* Loss and accuracy of `set` over the job: every replica scores its share.
+ * Collective. */
+static int score(strata__run_t *run, const strata__dataset_t *set,
+                 double *loss, double *acc)
 {
-    double t0 = strata__now();
+    run->scored = set;
     run_phase(run, PHASE_EVAL);
     double l = 0.0;
     int64_t c = 0;
@@ -339,8 +342,17 @@ static int evaluate(strata__run_t *run, double *loss, double *acc)
         c += run->reps[r].eval_correct;
     }
     int rc = world_sum(run, &l, &c, NULL);
-    *loss = run->test.n ? l / (double)run->test.n : 0.0;
-    *acc = run->test.n ? (double)c / (double)run->test.n : 0.0;
+    *loss = set->n ? l / (double)set->n : 0.0;
+    *acc = set->n ? (double)c / (double)set->n : 0.0;
+    return rc;
+}
+
+/* The validation set ([data] validation_split or files; else the test
+ * set), for val_*, the monitor and the observers. */
+static int evaluate(strata__run_t *run, double *loss, double *acc)
+{
+    double t0 = strata__now();
+    int rc = score(run, run->val.n ? &run->val : &run->test, loss, acc);
     double rep_t0[STRATA_MAX_REPLICAS], rep_t1[STRATA_MAX_REPLICAS];
     for (int r = 0; r < run->nreplicas; r++) {
         rep_t0[r] = run->reps[r].eval_t0;
@@ -601,6 +613,22 @@ static int train_epochs(strata__run_t *run, strata__resume_t *at)
     return atomic_load(&run->rc);
 }
 
+/* A run that validated on a validation set scores the test set once, at
+ * its end: the one figure of the test set it reports. Collective. */
+static int final_test(strata__run_t *run)
+{
+    if (!run->val.n || !run->test.n)
+        return STRATA_OK;
+    double loss, acc;
+    int rc = score(run, &run->test, &loss, &acc);
+    if (rc == STRATA_OK) {
+        run->stats.tested = 1;
+        run->stats.test_loss = loss;
+        run->stats.test_acc = acc;
+    }
+    return rc;
+}
+
 static int train_loop(strata__run_t *run)
 {
     strata__resume_t at;
@@ -623,6 +651,8 @@ static int train_loop(strata__run_t *run)
             break;
         rc = strata__elastic_regroup(run, rc, &at);
     }
+    if (rc == STRATA_OK)
+        rc = final_test(run);
     if (rc == STRATA_OK && run->elastic)
         strata__elastic_finish(run, run->reps[0].done);
     return rc;

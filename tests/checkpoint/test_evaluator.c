@@ -292,6 +292,21 @@ static void test_launch(void)
                    strstr(r->out, "[launch] evaluator:0 finished"),
                "%s: exit %d\n%s\n%s", plugins[k], code, r->out, r->err);
     }
+    /* [data] validation_split: the evaluator scores the held-out samples,
+     * the very figure the workers validate on at the end (768 training
+     * samples: 24 steps of 32 an epoch). */
+    reset_dir();
+    int vcode = launch((char *const[]){ "-n", "2", "--evaluator", LAUNCHED,
+                                        "--set", "strategy.plugin=mwms",
+                                        "--set", "data.validation_split=0.25",
+                                        "--set", ck, NULL }, r);
+    const char *ev = strstr(r->out, "(epoch 2, step 48): validation loss ");
+    const char *acc = ev ? strstr(ev, "validation accuracy ") : NULL;
+    const char *done = strstr(r->out, "(val_accuracy ");
+    CHECKF(vcode == 0 && acc && done &&
+               strncmp(acc + strlen("validation accuracy "),
+                       done + strlen("(val_accuracy "), 6) == 0,
+           "validation_split: exit %d\n%s\n%s", vcode, r->out, r->err);
     /* an evaluator that cannot work: training finishes, launch says so */
     int code = launch((char *const[]){ "-n", "2", "--evaluator", LAUNCHED,
                                        "--set", "strategy.plugin=mwms", NULL },

@@ -41,6 +41,14 @@ for split, n in (("train", 960), ("test", 320)):
     g = g.astype(np.uint8)
     np.save(f"{d}/g_{split}.npy", g)
     np.save(f"{d}/gy_{split}.npy", y.astype(np.int32))
+# 300 classes, more than a byte holds: class k lights feature k of 300;
+# uint16 labels.
+for split, n in (("train", 4800), ("test", 900)):
+    y = rng.integers(0, 300, n)
+    x = rng.normal(0.0, 0.1, (n, 300)).astype(np.float32)
+    x[np.arange(n), y] += 3.0
+    np.save(f"{d}/w_{split}.npy", x)
+    np.save(f"{d}/wy_{split}.npy", y.astype(np.uint16))
 np.save(f"{d}/x_fortran.npy", np.asfortranarray(np.zeros((4, 3, 2), np.float32)))
 np.save(f"{d}/x_f64.npy", np.zeros((4, 3, 2)))
 PYEOF
@@ -82,7 +90,25 @@ check "uint8 summary: input (8, 8, 1)" 'conv2d_0 +conv2d 4 3 relu +\(6, 6, 4\) +
 check "uint8 limit_train" '640 training samples' "$tmp/out2"
 check "uint8 learns" 'done: 10 epochs, test accuracy (0\.9|1\.0)' "$tmp/out2"
 
-# 3. Files numpy wrote that strata refuses: one line naming the file.
+# 3. 300 classes (labels are class ids, as many as the data has): the
+#    last layer has 300 units; a model with fewer is refused.
+"$bin" train -c "$tmp/job.ini" --set data.train_images=w_train.npy \
+    --set data.train_labels=wy_train.npy --set data.test_images=w_test.npy \
+    --set data.test_labels=wy_test.npy --set "model.layers=dense 300" \
+    --set optimizer.lr=0.01 --set train.epochs=4 \
+    >"$tmp/out4" 2>&1
+rc=$?
+[ $rc -eq 0 ] || { echo "FAILED: 300-class run exited $rc"; cat "$tmp/out4"; fail=1; }
+check "300 classes learn" 'done: 4 epochs, test accuracy (0\.9|1\.0)' "$tmp/out4"
+"$bin" train -c "$tmp/job.ini" --set data.train_images=w_train.npy \
+    --set data.train_labels=wy_train.npy --set data.test_images=w_test.npy \
+    --set data.test_labels=wy_test.npy --set "model.layers=dense 10" \
+    >"$tmp/out5" 2>&1
+rc=$?
+[ $rc -ne 0 ] || { echo "FAILED: dense 10 accepted 300 classes"; fail=1; }
+check "dense 10 for 300 classes refused" 'has 300 classes' "$tmp/out5"
+
+# 4. Files numpy wrote that strata refuses: one line naming the file.
 for f in fortran:'fortran_order is True' f64:"unsupported dtype '<f8'"; do
     name=${f%%:*} want=${f#*:}
     "$bin" train -c "$tmp/job.ini" --set "data.train_images=x_$name.npy" \

@@ -1,5 +1,6 @@
 /* core/data/dataset.c: epoch order, loading an (images, labels) pair with
- * its checks and limit, and filling batches. */
+ * its checks and limit, and filling batches; split.c: the validation set
+ * held out of a training set. */
 #include <stdint.h>
 #include <string.h>
 
@@ -110,7 +111,8 @@ static void test_load(void)
     CHECK(d.n == 5 && d.dim == 6 && d.rows == 2 && d.cols == 3);
     CHECK(d.nclasses == 4);
     CHECK(memcmp(d.images, img_px, 30) == 0);
-    CHECK(memcmp(d.labels, lab_v, 5) == 0);
+    for (int i = 0; i < 5; i++)
+        CHECK(d.labels[i] == lab_v[i]);
 
     /* Batches: a permuted slice, and perm == NULL for the natural order. */
     uint32_t perm[5] = { 4, 2, 0, 3, 1 };
@@ -167,12 +169,16 @@ static void test_load(void)
     expect_load_fail(img, lab4, 0, STRATA_EDATA, "holds 5 images but");
     expect_load_fail(img, lab4, 2, STRATA_EDATA, "4 labels");
 
-    /* Label out of range, named by index. */
-    static const uint8_t badv[5] = { 0, 1, 2, 10, 3 };
-    const char *labbad = tmp_path("labbad");
-    write_idx(labbad, 1, lab_dims, badv, 0);
-    expect_load_fail(img, labbad, 0, STRATA_EDATA, "label 10 at index 3");
-    expect_load_fail(img, labbad, 2, STRATA_EDATA, "index 3");
+    /* Labels are class ids, as many as the data has: 200 makes 201
+     * classes, whatever the limit (no label of an IDX byte is out of
+     * range; test_npy.c refuses negative and too large ones). */
+    static const uint8_t widev[5] = { 0, 1, 2, 200, 3 };
+    const char *labwide = tmp_path("labwide");
+    write_idx(labwide, 1, lab_dims, widev, 0);
+    strata__dataset_t w;
+    CHECK(strata__dataset_load(img, labwide, 2, &w) == 0);
+    CHECK(w.n == 2 && w.nclasses == 201 && w.labels[1] == 1);
+    strata__dataset_free(&w);
 
     /* Wrong shapes: labels 2-D, images 1-D. */
     static const uint32_t lab2d[2] = { 5, 1 };
@@ -190,11 +196,113 @@ static void test_load(void)
                      "nope-labels");
 }
 
+/* A set of n samples of 3 float values each, sample i = (i, i, i), label
+ * i % 7: whatever the split does, each row says where it came from. */
+static strata__dataset_t numbered(size_t n, int f32)
+{
+    strata__dataset_t d = { .n = n, .dim = 3, .rows = 1, .cols = 3,
+                            .nclasses = 7 };
+    d.labels = malloc(n * sizeof *d.labels);
+    if (f32)
+        d.images_f32 = malloc(n * 3 * sizeof(float));
+    else
+        d.images = malloc(n * 3);
+    for (size_t i = 0; i < n; i++) {
+        d.labels[i] = (int32_t)(i % 7);
+        for (int j = 0; j < 3; j++) {
+            if (f32)
+                d.images_f32[i * 3 + j] = (float)i;
+            else
+                d.images[i * 3 + j] = (uint8_t)i;
+        }
+    }
+    return d;
+}
+
+static size_t origin_of(const strata__dataset_t *d, size_t r)
+{
+    return d->images_f32 ? (size_t)d->images_f32[r * 3] : d->images[r * 3];
+}
+
+/* Rows of both parts: each from a distinct original sample, intact, in
+ * ascending order; together every original sample once. */
+static void check_partition(const strata__dataset_t *tr,
+                            const strata__dataset_t *va, size_t n)
+{
+    unsigned char *seen = calloc(n, 1);
+    const strata__dataset_t *part[2] = { tr, va };
+    int ok = 1;
+    for (int p = 0; p < 2; p++)
+        for (size_t r = 0; r < part[p]->n; r++) {
+            size_t o = origin_of(part[p], r);
+            ok &= o < n && !seen[o] && part[p]->labels[r] == (int32_t)(o % 7);
+            ok &= r == 0 || origin_of(part[p], r - 1) < o;
+            for (int j = 1; j < 3; j++)
+                ok &= (part[p]->images_f32
+                           ? part[p]->images_f32[r * 3 + j] == (float)o
+                           : part[p]->images[r * 3 + j] == (uint8_t)o);
+            if (o < n)
+                seen[o] = 1;
+        }
+    for (size_t i = 0; i < n; i++)
+        ok &= seen[i];
+    CHECKF(ok, "the split is not a partition of the %zu samples", n);
+    free(seen);
+}
+
+static void test_split(void)
+{
+    for (int f32 = 0; f32 < 2; f32++) {
+        strata__dataset_t tr = numbered(200, f32), va;
+        CHECK(strata__dataset_split(&tr, 0.25, 42, &va) == 0);
+        CHECK(tr.n == 150 && va.n == 50 && va.dim == 3 && va.nclasses == 7);
+        CHECK((va.images_f32 != NULL) == f32 && (tr.images_f32 != NULL) == f32);
+        check_partition(&tr, &va, 200);
+        /* the same seed: the same samples held out; another: others */
+        strata__dataset_t tr2 = numbered(200, f32), va2, tr3 = numbered(200, f32),
+                          va3;
+        CHECK(strata__dataset_split(&tr2, 0.25, 42, &va2) == 0);
+        CHECK(strata__dataset_split(&tr3, 0.25, 43, &va3) == 0);
+        int same = va2.n == va.n, other = va3.n == va.n;
+        for (size_t r = 0; r < va.n && r < va2.n && r < va3.n; r++) {
+            same &= origin_of(&va2, r) == origin_of(&va, r);
+            other &= origin_of(&va3, r) == origin_of(&va, r);
+        }
+        CHECKF(same, "seed 42 twice held out different samples");
+        CHECKF(!other, "seeds 42 and 43 held out the same samples");
+        /* held out from everywhere, not the file's tail or head */
+        CHECK(origin_of(&va, 0) < 150 && origin_of(&va, va.n - 1) >= 50);
+        strata__dataset_free(&tr);
+        strata__dataset_free(&va);
+        strata__dataset_free(&tr2);
+        strata__dataset_free(&va2);
+        strata__dataset_free(&tr3);
+        strata__dataset_free(&va3);
+    }
+    /* Either part empty: refused, the training set as it was. */
+    const double bad[] = { 0.001, 0.999 };
+    for (int i = 0; i < 2; i++) {
+        strata__dataset_t tr = numbered(10, 1), va;
+        CHECK(strata__dataset_split(&tr, bad[i], 1, &va) == STRATA_ECONFIG);
+        CHECK(tr.n == 10 && va.n == 0 && va.labels == NULL);
+        CHECK(origin_of(&tr, 9) == 9);
+        strata__dataset_free(&tr);
+    }
+    /* The smallest split there is: one sample each. */
+    strata__dataset_t tr = numbered(2, 0), va;
+    CHECK(strata__dataset_split(&tr, 0.5, 9, &va) == 0);
+    CHECK(tr.n == 1 && va.n == 1);
+    check_partition(&tr, &va, 2);
+    strata__dataset_free(&tr);
+    strata__dataset_free(&va);
+}
+
 int main(void)
 {
     tmp_make("data");
     test_epoch_order();
     test_load();
+    test_split();
     tmp_cleanup();
     return CHECK_DONE();
 }

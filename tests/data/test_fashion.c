@@ -80,7 +80,7 @@ int main(void)
     CHECK(small.n == 1000 && small.nclasses == 10);
     if (small.n == 1000 && train.n == 60000) {
         CHECK(memcmp(small.images, train.images, 1000 * 784) == 0);
-        CHECK(memcmp(small.labels, train.labels, 1000) == 0);
+        CHECK(memcmp(small.labels, train.labels, 1000 * sizeof *train.labels) == 0);
     }
 
     /* One shuffled epoch as batches of 128, end to end. */

@@ -189,8 +189,10 @@ static void test_label_types(void)
         CHECKF(rc == 0, "%s: %s", t[k].descr, strata_err_name(rc));
         if (rc)
             continue;
-        CHECKF(memcmp(d.labels, lab_v, 5) == 0 && d.nclasses == 4,
-               "%s", t[k].descr);
+        int same = 1;
+        for (int i = 0; i < 5; i++)
+            same &= d.labels[i] == lab_v[i];
+        CHECKF(same && d.nclasses == 4, "%s", t[k].descr);
         strata__dataset_free(&d);
         /* limited: the first 2, nclasses still from all */
         CHECK(strata__dataset_load(img, lab, 2, &d) == 0);
@@ -468,16 +470,26 @@ static void test_bad_datasets(void)
     int16_t neg16[5] = { 0, -300, 2, 3, 4 };
     write_npy(lab, "<i2", "(5,)", neg16, sizeof neg16);
     expect_load_fail(img, lab, 0, "label -300 at index 1");
-    uint16_t big16[5] = { 0, 1, 2, 3, 300 };
-    write_npy(lab, "<u2", "(5,)", big16, sizeof big16);
-    expect_load_fail(img, lab, 0, "label 300 at index 4 is out of range "
-                     "(labels must be in [0, 10))");
     uint64_t huge[5] = { 0, 1, UINT64_MAX, 3, 4 };
     write_npy(lab, "<u8", "(5,)", huge, sizeof huge);
-    expect_load_fail(img, lab, 0, "label 18446744073709551615 at index 2");
-    int32_t ten[5] = { 0, 1, 2, 10, 4 };
-    write_npy(lab, "<i4", "(5,)", ten, sizeof ten);
-    expect_load_fail(img, lab, 0, "label 10 at index 3");
+    expect_load_fail(img, lab, 0, "label 18446744073709551615 at index 2 is "
+                     "out of range (labels are class ids in [0, 2147483646])");
+    int64_t over[5] = { 0, 1, 2, INT32_MAX, 4 };
+    write_npy(lab, "<i8", "(5,)", over, sizeof over);
+    expect_load_fail(img, lab, 0, "label 2147483647 at index 3");
+    /* Any number of classes: 300 (wider than a byte), 70000 (wider than
+     * 16 bits); nclasses from the largest. */
+    uint16_t big16[5] = { 0, 1, 2, 3, 299 };
+    write_npy(lab, "<u2", "(5,)", big16, sizeof big16);
+    strata__dataset_t wide;
+    CHECK(strata__dataset_load(img, lab, 0, &wide) == 0);
+    CHECK(wide.nclasses == 300 && wide.labels[4] == 299 && wide.labels[3] == 3);
+    strata__dataset_free(&wide);
+    int32_t big32[5] = { 69999, 1, 2, 3, 4 };
+    write_npy(lab, "<i4", "(5,)", big32, sizeof big32);
+    CHECK(strata__dataset_load(img, lab, 0, &wide) == 0);
+    CHECK(wide.nclasses == 70000 && wide.labels[0] == 69999);
+    strata__dataset_free(&wide);
 
     /* Label count != image count, either way and under a limit. */
     write_npy(lab, "|u1", "(4,)", lab_v, 4);

@@ -88,14 +88,15 @@ static int fake_bind(void)
 
 static void make_data(void)
 {
-    static uint8_t images[N * DIM], labels[N];
+    static uint8_t images[N * DIM];
+    static int32_t labels[N];
     uint32_t x = 12345;
     for (size_t i = 0; i < sizeof images; i++) {
         x = x * 1103515245u + 12345u;
         images[i] = (uint8_t)(x >> 24);
     }
     for (int i = 0; i < N; i++)
-        labels[i] = (uint8_t)(i * 7 % 10);
+        labels[i] = i * 7 % 10;
     g_data = (strata__dataset_t){ .n = N, .dim = DIM, .rows = 4, .cols = 5,
                                   .nclasses = 10, .images = images,
                                   .labels = labels };
