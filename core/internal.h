@@ -137,6 +137,7 @@ typedef struct strata__train_cfg {
     int64_t     es_patience;    /* early_stopping_patience; 0: off          */
     double      es_min_delta;   /* early_stopping_min_delta                 */
     int         monitor;        /* STRATA__MONITOR_*                        */
+    int         restore_best;   /* restore_best_weights: end on the best    */
     int         elastic_batch;  /* STRATA__BATCH_*: an elastic job resized  */
     const char *tensorboard;    /* event files under this dir; "" = none    */
     int64_t     log_every_steps; /* per-step TensorBoard scalars; 0 = none  */

@@ -69,7 +69,7 @@ void strata__state_free(strata_state_t *st)
         free(st->slots[i]);
 }
 
-static int strategy_state(strata__run_t *run, int op, strata_state_t *st)
+int strata__run_state(strata__run_t *run, int op, strata_state_t *st)
 {
     const strata_plugin_v2_t *vt = run->strategy->vt;
     int rc = run->strategy->caps & STRATA_CAP_STATE
@@ -91,11 +91,11 @@ int strata__checkpoint_probe(strata__run_t *run)
     const strata_plugin_header_t *h = &run->strategy->vt->hdr;
     if (run->strategy->major == 2 && h->abi_minor >= 5)
         return run->strategy->caps & STRATA_CAP_STATE
-                   ? STRATA_OK : strategy_state(run, STRATA_CTL_STATE_GET, NULL);
+                   ? STRATA_OK : strata__run_state(run, STRATA_CTL_STATE_GET, NULL);
     strata_state_t st;
     int rc = strata__state_alloc(run, &st);
     if (rc == STRATA_OK)
-        rc = strategy_state(run, STRATA_CTL_STATE_GET, &st);
+        rc = strata__run_state(run, STRATA_CTL_STATE_GET, &st);
     strata__state_free(&st);
     return rc;
 }
@@ -109,7 +109,7 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
     strata_state_t st;
     int rc = strata__state_alloc(run, &st);
     if (rc == STRATA_OK)
-        rc = strategy_state(run, STRATA_CTL_STATE_GET, &st);
+        rc = strata__run_state(run, STRATA_CTL_STATE_GET, &st);
     if (rc != STRATA_OK || !run->geo.chief) {
         strata__state_free(&st);
         return rc;
@@ -424,7 +424,7 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
         rc = load_tensors(run, ck, path, &st);
     st.opt_steps = ck ? opt_steps : step;
     if (rc == STRATA_OK)
-        rc = strategy_state(run, STRATA_CTL_STATE_SET, &st);
+        rc = strata__run_state(run, STRATA_CTL_STATE_SET, &st);
     strata__state_free(&st);
     strata__ckpt_free(ck);
     if (rc != STRATA_OK)

@@ -12,6 +12,10 @@ int strata__opt_nslots(int kind);
  * alloc). */
 int  strata__state_alloc(const strata__run_t *run, strata_state_t *st);
 void strata__state_free(strata_state_t *st);
+/* The strategy's state: STRATA_CTL_STATE_GET into st, or STATE_SET from
+ * it (st NULL: a GET that only asks). Collective for a multi-process
+ * strategy. A strategy without STRATA_CAP_STATE: STRATA_ENOTSUP, logged. */
+int  strata__run_state(strata__run_t *run, int op, strata_state_t *st);
 
 /* Write a checkpoint of the run at a step boundary: the next step to run is
  * batch `batch` of epoch `epoch`, `step` steps are done. Collective for a

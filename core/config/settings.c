@@ -63,6 +63,11 @@ static const strata_option_t k_train[] = {
         "val_loss|val_accuracy", "metric of early stopping and of "
         "[checkpoint] keep_best: val_loss (lower is better) or val_accuracy "
         "(higher is better); needs eval = true"),
+    OPT("restore_best_weights", STRATA_OPT_BOOL, "false", T, restore_best,
+        NULL, "the run ends with the variables of its best epoch by [train] "
+        "monitor (Keras EarlyStopping's restore_best_weights; also when the "
+        "last epoch ends it); needs eval = true; not in an elastic job nor "
+        "with a strategy that drives the job (ps)"),
     OPT("elastic_batch", STRATA_OPT_ENUM, "global", T, elastic_batch,
         "global|per_worker",
         "an elastic job whose workers change: global keeps the global batch "

@@ -20,16 +20,18 @@ int strata__monitor_check(const strata__cfg_t *c, const strata__settings_t *s)
     const strata__train_cfg_t *t = &s->train;
     const char *metric = t->monitor == STRATA__MONITOR_VAL_ACCURACY
                              ? "val_accuracy" : "val_loss";
-    if (!t->eval && (t->es_patience > 0 || s->checkpoint.keep_best)) {
-        int es = t->es_patience > 0;
+    /* what watches the monitored metric: the first one set */
+    const char *sec = t->es_patience > 0 ? "train"
+                      : s->checkpoint.keep_best ? "checkpoint"
+                      : t->restore_best ? "train" : NULL;
+    const char *key = t->es_patience > 0 ? "early_stopping_patience"
+                      : s->checkpoint.keep_best ? "keep_best"
+                      : "restore_best_weights";
+    if (!t->eval && sec) {
         strata__log(STRATA_LOG_ERROR, "config", "%s: [%s] %s watches [train] "
                     "monitor = %s, a validation metric: it needs [train] eval "
-                    "= true (%s sets it false)",
-                    es ? origin(c, "train", "early_stopping_patience")
-                       : origin(c, "checkpoint", "keep_best"),
-                    es ? "train" : "checkpoint",
-                    es ? "early_stopping_patience" : "keep_best", metric,
-                    origin(c, "train", "eval"));
+                    "= true (%s sets it false)", origin(c, sec, key), sec, key,
+                    metric, origin(c, "train", "eval"));
         return STRATA_ECONFIG;
     }
     if (s->checkpoint.keep_best &&
@@ -48,7 +50,7 @@ void strata__monitor_init(strata__monitor_t *m, const strata__settings_t *s)
     m->metric = s->train.monitor;
     m->patience = s->train.es_patience;
     m->min_delta = s->train.es_min_delta;
-    m->keep_best = s->checkpoint.keep_best;
+    m->keep_best = s->checkpoint.keep_best || s->train.restore_best;
 }
 
 const char *strata__monitor_name(const strata__monitor_t *m)

@@ -15,7 +15,7 @@ typedef struct strata__monitor {
     int     metric;      /* STRATA__MONITOR_*                               */
     int64_t patience;    /* early stopping; 0: off                          */
     double  min_delta;
-    int     keep_best;
+    int     keep_best;   /* track the best: keep_best, restore_best_weights */
     /* early stopping (Keras EarlyStopping: mode auto, no baseline) */
     int     has_best;
     double  best;

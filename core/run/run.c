@@ -365,6 +365,8 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
     if (rc == STRATA_OK)
         rc = load_strategy(run);
     if (rc == STRATA_OK)
+        rc = strata__best_check(run);
+    if (rc == STRATA_OK)
         rc = setup_batches(run);
     if (rc == STRATA_OK)
         rc = setup_replicas(run);
@@ -523,7 +525,12 @@ int strata__run_finish(strata__run_t *run)
     if (run->geo.chief && run->stats.nclosed > 0) {
         const strata__epoch_stats_t *e = &run->stats.last;
         const char *s = e->epoch == 1 ? "" : "s";
-        if (run->stats.tested)
+        if (run->stats.tested && run->restored)
+            strata__out(run->ctx, "done: %d epoch%s, test accuracy %.4f, test "
+                        "loss %.4f (the variables of epoch %d)\n", e->epoch, s,
+                        run->stats.test_acc, run->stats.test_loss,
+                        run->best_epoch);
+        else if (run->stats.tested)
             strata__out(run->ctx, "done: %d epoch%s, test accuracy %.4f, test "
                         "loss %.4f (val_accuracy %.4f, val_loss %.4f)\n",
                         e->epoch, s, run->stats.test_acc,
@@ -570,6 +577,7 @@ void strata__run_teardown(strata__run_t *run)
         strata__crew_destroy(&run->crew);
     free(run->init);
     strata__cursor_free(&run->cur);
+    strata__best_free(run);
     if (run->cluster_ok)
         strata__cluster_free(&run->cluster);
     strata__dataset_free(&run->train);

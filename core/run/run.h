@@ -101,6 +101,10 @@ struct strata__run {
      * boundary) */
     strata__monitor_t         monitor;
     int                       halt, best_due;
+    /* restore_best_weights: the state at the best epoch (best.c) */
+    strata_state_t            best;
+    int                       best_epoch;   /* of `best`, 1-based; 0 none  */
+    int                       restored;     /* the run ends with it        */
     /* the loop (train.c): its threads, where it resumed, its figures */
     strata__crew_t            crew;
     int                       crew_ok, nthreads;
@@ -132,6 +136,14 @@ void strata__run_teardown(strata__run_t *run);
  * (shape.c). */
 int strata__run_shape(strata__run_t *run, const strata__geometry_in_t *in,
                       int start);
+
+/* [train] restore_best_weights (best.c): refused for a job it cannot
+ * serve (one error line); keep the state of the best epoch, after the
+ * monitor found it; install it at the end of the run (collective). */
+int  strata__best_check(const strata__run_t *run);
+int  strata__best_keep(strata__run_t *run, int epoch);
+int  strata__best_restore(strata__run_t *run);
+void strata__best_free(strata__run_t *run);
 
 /* Sum n floats across every training process (the strategy's
  * STRATA_CTL_WORLD_SUM); a no-op for a job of one process (world.c). */

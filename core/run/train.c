@@ -544,8 +544,10 @@ static int close_epoch(strata__run_t *run, int e, int64_t steps, int64_t full,
     if (rc == STRATA_OK && (whole || end) &&
         strata__checkpoint_due(run, ce, cb, step, stop, end))
         rc = strata__checkpoint_save(run, ce, cb, step);
-    if (rc == STRATA_OK && best)
+    if (rc == STRATA_OK && best && run->s->checkpoint.keep_best)
         rc = strata__checkpoint_save_best(run, ce, cb, step);
+    if (rc == STRATA_OK && best)
+        rc = strata__best_keep(run, e + 1);
     if (rc != STRATA_OK) {
         fail(run, rc);
         return rc;
@@ -614,10 +616,12 @@ static int train_epochs(strata__run_t *run, strata__resume_t *at)
 }
 
 /* A run that validated on a validation set scores the test set once, at
- * its end: the one figure of the test set it reports. Collective. */
+ * its end: the one figure of the test set it reports; so does a run that
+ * ends on its best epoch's variables (restore_best_weights), whose last
+ * validation was of others. Collective. */
 static int final_test(strata__run_t *run)
 {
-    if (!run->val.n || !run->test.n)
+    if (!(run->val.n || run->restored) || !run->test.n)
         return STRATA_OK;
     double loss, acc;
     int rc = score(run, &run->test, &loss, &acc);
@@ -651,6 +655,8 @@ static int train_loop(strata__run_t *run)
             break;
         rc = strata__elastic_regroup(run, rc, &at);
     }
+    if (rc == STRATA_OK)
+        rc = strata__best_restore(run);
     if (rc == STRATA_OK)
         rc = final_test(run);
     if (rc == STRATA_OK && run->elastic)
@@ -787,7 +793,8 @@ static int host_boundary(strata__run_t *run, int32_t epoch, int64_t batch,
             run->last_boundary = step;
     }
     int best = strata__run_take_best(run);
-    if (rc == STRATA_OK && best && checkpointing(run))
+    if (rc == STRATA_OK && best && run->s->checkpoint.keep_best &&
+        checkpointing(run))
         rc = strata__checkpoint_save_best(run, epoch, batch, step);
     return rc == STRATA_OK && stop ? stopped(run, step) : rc;
 }

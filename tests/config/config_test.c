@@ -92,6 +92,8 @@ static const golden_t k_golden[] = {
       STRATA_ECONFIG },
     { "keep_best_no_dir", "keep_best_no_dir.ini", { 0 }, NULL, 0,
       STRATA_ECONFIG },
+    { "restore_best_no_eval", "restore_best_no_eval.ini", { 0 }, NULL, 0,
+      STRATA_ECONFIG },
     { "validation_zero", "validation_zero.ini", { 0 }, NULL, 0,
       STRATA_ECONFIG },
     { "validation_one", "validation_one.ini", { 0 }, NULL, 0,
