@@ -138,6 +138,7 @@ typedef struct strata__train_cfg {
     double      es_min_delta;   /* early_stopping_min_delta                 */
     int         monitor;        /* STRATA__MONITOR_*                        */
     int         restore_best;   /* restore_best_weights: end on the best    */
+    int         on_nan;         /* STRATA__ON_NAN_*                         */
     int         elastic_batch;  /* STRATA__BATCH_*: an elastic job resized  */
     const char *tensorboard;    /* event files under this dir; "" = none    */
     int64_t     log_every_steps; /* per-step TensorBoard scalars; 0 = none  */
@@ -151,6 +152,8 @@ typedef struct strata__model_cfg {
     const char *layers;         /* "dense 128 relu, dense 10"              */
     const char *init_from;      /* safetensors file to start from; "" none */
 } strata__model_cfg_t;
+
+enum { STRATA__ON_NAN_STOP = 0, STRATA__ON_NAN_IGNORE = 1 };
 
 typedef struct strata__data_cfg {
     const char *dir;

@@ -274,6 +274,8 @@ typedef struct parse {
     int         rc;            /* ENOMEM / EIO: stop                       */
     staged_t   *kv;
     size_t      nkv, capkv;
+    staged_t   *sec;           /* section headers seen (key, value unused) */
+    size_t      nsec, capsec;
 } parse_t;
 
 static void parse_error(parse_t *st, const char *fmt, ...)
@@ -303,6 +305,32 @@ static const char *syntax_hint(const char *s, int indented)
     return NULL;
 }
 
+/* A section has one header: a second [train] is refused, not merged. */
+static void section_header(parse_t *st, const char *line)
+{
+    const char *end = strchr(line, ']');
+    if (!end || st->rc)
+        return; /* inih's syntax error, explained by syntax_hint */
+    size_t n = (size_t)(end - line - 1);
+    for (size_t i = 0; i < st->nsec; i++)
+        if (strlen(st->sec[i].section) == n &&
+            !strncmp(st->sec[i].section, line + 1, n)) {
+            parse_error(st, "[%.*s] again (first at line %d): one header per "
+                        "section", (int)n, line + 1, st->sec[i].line);
+            return;
+        }
+    char *name = grow((void **)&st->sec, &st->capsec, st->nsec + 1,
+                      sizeof *st->sec) == 0 && !STRATA_FAULT(ALLOC)
+                     ? strndup(line + 1, n) : NULL;
+    if (!name) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s:%d: out of memory", st->path,
+                    st->line);
+        st->rc = STRATA_ENOMEM;
+        return;
+    }
+    st->sec[st->nsec++] = (staged_t){ .section = name, .line = st->line };
+}
+
 /* fgets for inih that counts lines and never splits one: an overlong line is
  * an error of its own, not two lines. Leading blanks are removed, so an
  * indented "key = value" is a key (inih would read it as a continuation of
@@ -320,10 +348,13 @@ static char *read_line(char *str, int num, void *stream)
         st->rc = STRATA_EIO;
         return NULL;
     }
+    size_t nul = 0;  /* column of the first NUL byte + 1 */
     while ((ch = getc(st->f)) != EOF) {
         any = 1;
         if (ch == '\n')
             break;
+        if (ch == '\0' && !nul)
+            nul = n + 1;
         if (n < room)
             str[n++] = (char)ch;
         else
@@ -350,6 +381,12 @@ static char *read_line(char *str, int num, void *stream)
         parse_error(st, "line too long (more than %d characters)", num - 3);
         str[0] = '\0';
     }
+    if (nul) { /* it would end the value there, silently */
+        parse_error(st, "a NUL byte at column %zu: not a text file?", nul);
+        str[0] = '\0';
+    }
+    if (str[0] == '[')
+        section_header(st, str);
     if (!st->hint_line) {
         const char *h = syntax_hint(str, t != s);
         if (h) {
@@ -475,6 +512,9 @@ int strata__cfg_load_file(strata__cfg_t *c, const char *path)
         free(st.kv[i].value);
     }
     free(st.kv);
+    for (size_t i = 0; i < st.nsec; i++)
+        free(st.sec[i].section);
+    free(st.sec);
     return rc;
 }
 

@@ -36,7 +36,7 @@ static const strata_option_t k_train[] = {
     OPT("lr_scaling", STRATA_OPT_ENUM, "none", T, lr_scaling, "none|linear",
         "linear: multiply lr by the number of replicas"),
     NUM("warmup_epochs", STRATA_OPT_FLOAT, "0", T, warmup_epochs, 0,
-        UNBOUNDED, "ramp lr up linearly over this many epochs"),
+        1000000, "ramp lr up linearly over this many epochs"),
     NUM("max_steps", STRATA_OPT_INT, "0", T, max_steps, 0, UNBOUNDED,
         "stop after this many steps; 0 = whole epochs"),
     OPT("devices", STRATA_OPT_STRING, "", T, devices, NULL,
@@ -63,6 +63,10 @@ static const strata_option_t k_train[] = {
         "val_loss|val_accuracy", "metric of early stopping and of "
         "[checkpoint] keep_best: val_loss (lower is better) or val_accuracy "
         "(higher is better); needs eval = true"),
+    OPT("on_nan", STRATA_OPT_ENUM, "stop", T, on_nan, "stop|ignore",
+        "a non-finite training loss: stop ends the run at the next step "
+        "boundary (at most 32 steps on) with one line and a non-zero exit "
+        "(Keras TerminateOnNaN); ignore trains on"),
     OPT("restore_best_weights", STRATA_OPT_BOOL, "false", T, restore_best,
         NULL, "the run ends with the variables of its best epoch by [train] "
         "monitor (Keras EarlyStopping's restore_best_weights; also when the "

@@ -29,6 +29,8 @@ typedef struct strata__replica {
     double           eval_loss;
     int64_t          eval_correct;
     int64_t          done;           /* steps applied here (elastic)       */
+    int64_t          nonfinite;      /* first step with a non-finite loss, */
+                                     /* + 1; 0 none                        */
     int64_t          samples;        /* this epoch, in its slices          */
     /* the steps of this phase, for the observers (STRATA__EV_STEPS) */
     strata__step_rec_t rec[STRATA__STEP_SLOTS];

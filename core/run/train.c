@@ -145,6 +145,8 @@ static void step_applied(strata__replica_t *rep, strata__step_rec_t *w,
     rep->correct += w->correct;
     rep->samples += w->samples;
     rep->done = w->step + 1;
+    if (!isfinite(w->loss) && !rep->nonfinite)
+        rep->nonfinite = w->step + 1;
     if (rep->r != 0)
         return;
     strata__cursor_applied(&run->cur, batch, run->geo.gbatch);
@@ -395,16 +397,41 @@ static int finish_epoch(strata__run_t *run, strata__epoch_stats_t *st)
 _Static_assert(SEGMENT_STEPS <= STRATA__STEP_SLOTS,
                "a replica records every step of a segment");
 
-/* Has anybody asked the job to stop, or (an elastic job) heard that a
- * resize is due? Agreed by every worker: one of them heard it, all act. */
+/* Did a replica of this process train on a non-finite loss (on_nan =
+ * stop)? The first step it did, + 1; 0 none. */
+static int64_t nonfinite_step(const strata__run_t *run)
+{
+    int64_t first = 0;
+    if (run->s->train.on_nan != STRATA__ON_NAN_STOP)
+        return 0;
+    for (int r = 0; r < run->nreplicas; r++)
+        if (run->reps[r].nonfinite &&
+            (!first || run->reps[r].nonfinite < first))
+            first = run->reps[r].nonfinite;
+    return first;
+}
+
+/* Has anybody asked the job to stop, seen a non-finite loss, or (an
+ * elastic job) heard that a resize is due? Agreed by every worker: one of
+ * them saw it, all act. A diverged run ends here: STRATA_EDIVERGED, after
+ * one line (the chief's). */
 static int stop_requested(strata__run_t *run, int *stop, int *resize)
 {
-    float flag[2] = { atomic_load(&run->ctx->stop) ? 1.0f : 0.0f, 0.0f };
+    float flag[3] = { atomic_load(&run->ctx->stop) ? 1.0f : 0.0f,
+                      nonfinite_step(run) ? 1.0f : 0.0f, 0.0f };
     if (run->elastic && strata__elastic_pending(run->elastic))
-        flag[1] = 1.0f;
-    int rc = strata__run_world_sum(run, flag, run->elastic ? 2 : 1);
+        flag[2] = 1.0f;
+    int rc = strata__run_world_sum(run, flag, run->elastic ? 3 : 2);
     *stop = flag[0] > 0.5f;
-    *resize = flag[1] > 0.5f && !*stop;
+    *resize = flag[2] > 0.5f && !*stop;
+    if (rc == STRATA_OK && flag[1] > 0.5f) {
+        if (run->geo.chief)
+            strata__log(STRATA_LOG_ERROR, "train", "step %lld: the training "
+                        "loss is not finite: training stopped ([train] on_nan "
+                        "= stop; is the learning rate too large?)",
+                        (long long)run->reps[0].done);
+        return STRATA_EDIVERGED;
+    }
     return rc;
 }
 

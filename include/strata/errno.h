@@ -29,14 +29,15 @@ extern "C" {
     X(ESTATE,    -16, "call out of order")                               \
     X(EINTERNAL, -17, "internal error")                                  \
     X(ENOPLUGIN, -18, "plugin not found")                                \
-    X(ESTOPPED,  -19, "stopped on request; restart to resume")
+    X(ESTOPPED,  -19, "stopped on request; restart to resume")          \
+    X(EDIVERGED, -20, "training diverged: a non-finite loss")
 
 enum strata_errno {
     STRATA_OK = 0,
 #define STRATA_ERRNO_ENUM_(name, val, str) STRATA_##name = (val),
     STRATA_ERRNO_MAP(STRATA_ERRNO_ENUM_)
 #undef STRATA_ERRNO_ENUM_
-    STRATA_ERRNO_LAST_ = -20
+    STRATA_ERRNO_LAST_ = -21
 };
 
 #ifdef __cplusplus

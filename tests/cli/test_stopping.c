@@ -9,7 +9,11 @@
  *    chief's decision counts: both stop after the same epoch with the same
  *    variables) and ps (the coordinator ends the job, every step applied
  *    exactly once);
- *  - early stopping without validation is a configuration error (exit 2). */
+ *  - early stopping without validation is a configuration error (exit 2);
+ *  - a non-finite loss (Keras' TerminateOnNaN, [train] on_nan = stop):
+ *    the run stops within a segment of steps with one line and exit 1, no
+ *    checkpoint after it, every mwms worker alike; on_nan = ignore trains
+ *    on. */
 #include "check.h"
 #include "dumps.h"
 #include "spawn.h"
@@ -147,12 +151,40 @@ static void multi_process(void)
     CHECK(has_ckpt("ps", 100) && !has_ckpt("ps", 150));
 }
 
+static void diverged(void)
+{
+    /* lr 1e30: the loss is inf or nan from the first steps; a checkpoint
+     * every 64 steps would come after the stop */
+    CHECK(train("--set", "optimizer.lr=1e30", "--set", "train.epochs=2",
+                "--set", ckdir("nan"), "--set",
+                "checkpoint.every_steps=64") == 1);
+    CHECKF(count(g_r.err, "error:") == 1 &&
+           strstr(g_r.err, "the training loss is not finite: training "
+                           "stopped ([train] on_nan = stop") &&
+           strstr(g_r.err, "(STRATA_EDIVERGED)") &&
+           !strstr(g_r.out, "Epoch 1/2 - 50 steps"), "%s%s", g_r.out,
+           g_r.err);
+    CHECK(!has_ckpt("nan", 64) && !has_ckpt("nan", 50));
+    /* on_nan = ignore: it trains on to the end */
+    CHECK(train("--set", "optimizer.lr=1e30", "--set", "train.epochs=1",
+                "--set", "train.on_nan=ignore") == 0);
+    CHECKF(strstr(g_r.out, "done: 1 epoch") && !strstr(g_r.err, "error"),
+           "%s%s", g_r.out, g_r.err);
+    /* mwms, 2 workers: both stop at the same boundary, exit 1 */
+    CHECK(launch("-n", "2", "--set", "strategy.plugin=mwms", "--set",
+                 "optimizer.lr=1e30", "--set", "train.epochs=2") == 1);
+    CHECKF(count(g_r.err, "the training loss is not finite") == 1 &&
+           count(g_r.err, "(STRATA_EDIVERGED)") >= 1 &&
+           !strstr(g_r.err, "peer"), "%s%s", g_r.out, g_r.err);
+}
+
 int main(void)
 {
     CHECK(mkdtemp(g_dir) != NULL);
     max_steps();
     early_stopping();
     multi_process();
+    diverged();
     rm_tree(g_dir);
     return CHECK_DONE();
 }
