@@ -212,13 +212,17 @@ int strata__plugin_cfg(strata_ctx_t *ctx, const strata__plugin_t *p,
     char own[96];
     snprintf(own, sizeof own, "%s.%s", section, p->name);
     /* Defaults, then the shared section's keys (deprecated), then the
-     * plugin's own section over them, every key of which must be its. */
+     * plugin's own section over them, every key of which must be its; a
+     * shared key from a source of higher precedence (the environment,
+     * --set) still wins over the own section's (docs/configuration.md). */
     int rc = apply_defaults(opts, cfg);
     if (rc == STRATA_OK && flat)
         rc = strata__cfg_apply_keys(ctx->cfg, section, opts, cfg, also_valid,
                                     flat == STRATA__CFG_FLAT_STRICT);
     if (rc == STRATA_OK)
         rc = strata__cfg_apply_keys(ctx->cfg, own, opts, cfg, NULL, 1);
+    if (rc == STRATA_OK && flat)
+        rc = strata__cfg_apply_outranking(ctx->cfg, section, own, opts, cfg);
     for (const strata_option_t *o = opts; rc == STRATA_OK && o && o->key; o++)
         if (!o->def && !strata__cfg_get(ctx->cfg, own, o->key) &&
             !(flat && strata__cfg_get(ctx->cfg, section, o->key))) {

@@ -112,6 +112,12 @@ int  strata__cfg_section_name(const char *s);
 int  strata__cfg_apply_keys(const strata__cfg_t *c, const char *section,
                             const strata_option_t *opts, void *dst,
                             const char *const *also_valid, int strict);
+/* The keys of `section` whose value has a higher precedence than the same
+ * key's in `other` (a --set of [strategy] over the file's
+ * [strategy.NAME]), over what dst holds. */
+int  strata__cfg_apply_outranking(const strata__cfg_t *c, const char *section,
+                                  const char *other,
+                                  const strata_option_t *opts, void *dst);
 /* Every section name that holds a value (NULL-terminated, owned by c). */
 const char *const *strata__cfg_sections(const strata__cfg_t *c);
 /* Levenshtein distance, for suggestions. */

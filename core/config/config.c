@@ -930,6 +930,25 @@ void strata__cfg_deprecated(const strata__cfg_t *c, const char *section,
     }
 }
 
+int strata__cfg_apply_outranking(const strata__cfg_t *c, const char *section,
+                                 const char *other,
+                                 const strata_option_t *opts, void *dst)
+{
+    char why[512];
+    for (const strata_option_t *o = opts; o && o->key; o++) {
+        const entry_t *e = find(c, section, o->key), *f = find(c, other, o->key);
+        if (!e || !f || e->prec <= f->prec)
+            continue;
+        if (strata__opt_parse(o, e->value, (char *)dst + o->offset, why,
+                              sizeof why) != 0) {
+            strata__log(STRATA_LOG_ERROR, WHO, "%s: [%s] %s = '%s': %s",
+                        e->origin, section, e->key, e->value, why);
+            return STRATA_ECONFIG;
+        }
+    }
+    return STRATA_OK;
+}
+
 int strata__cfg_apply_keys(const strata__cfg_t *c, const char *section,
                            const strata_option_t *opts, void *dst,
                            const char *const *also_valid, int strict)
