@@ -53,9 +53,13 @@ static int check_gpu(int32_t dev)
     if (rc != STRATA_OK)
         strata__log(STRATA_LOG_ERROR, "devices", "[train] devices: '%.*s': %s",
                     len, word, why);
-    else if (n == 0)
+    else if (n == 0) { /* the driver's and runtime's answer: debug */
+        strata__log(STRATA_LOG_DEBUG, "devices", "CUDA device count: %s", why);
         strata__log(STRATA_LOG_ERROR, "devices", "[train] devices: '%.*s': "
-                    "no CUDA device: %s", len, word, why);
+                    "no CUDA device found on this host (a GPU and the NVIDIA "
+                    "driver are needed; [log] level = debug says what CUDA "
+                    "answered)", len, word);
+    }
     else if (idx >= n) {
         char last[24] = "";
         if (n > 1)

@@ -1,7 +1,8 @@
 /* `[train] devices` with GPUs where they cannot be had: one clear error line
  * and exit 2 (invalid configuration), in every build. Without CUDA the line
  * says the build has no CUDA support; in a CUDA build on a machine without
- * a GPU it says "no CUDA device: <why>"; with GPUs, gpu:4095 is "no such
+ * a GPU it says "no CUDA device found" (CUDA's own answer, e.g. "CUDA
+ * driver version is insufficient", only at debug level); with GPUs, gpu:4095 is "no such
  * GPU". CPUs and GPUs mixed are refused everywhere. etc/gpu-mirrored.ini
  * reaches the device check (the rest of it is valid) where it cannot run. */
 #include "check.h"
@@ -69,8 +70,10 @@ int main(void)
     refused("cpu:0, gpu:0", "mixes CPU and GPU replicas", NULL);
     if (gpus == 0) {
 #ifdef STRATA_TEST_CUDA
-        refused("gpu:0", "'gpu:0': no CUDA device: ", NULL);
-        refused(NULL, "'gpu:0': no CUDA device: ", NULL);
+        refused("gpu:0", "'gpu:0': no CUDA device found on this host", NULL);
+        refused(NULL, "'gpu:0': no CUDA device found on this host", NULL);
+        CHECKF(!strstr(g_r.err, "insufficient"), "CUDA's words in the error "
+               "line: %s", g_r.err);
 #else
         refused("gpu:0", "'gpu:0': this build has no CUDA support",
                 "STRATA_CUDA=ON");
