@@ -11,6 +11,7 @@
  * characters of Z85. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,17 +93,37 @@ static int cert_value(const char *text, const char *key, char *out,
     return -1;
 }
 
+/* A key file is read as itself: not through a link, never waiting on a
+ * FIFO or a device (opened non-blocking, then checked to be a regular
+ * file before a byte is read). */
 static int read_cert(const char *path, int secret, char *text, size_t cap)
 {
     struct stat st;
-    FILE *f = fopen(path, "r");
+    text[0] = '\0';
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        strata__log(STRATA_LOG_ERROR, WHO, "cannot read %s: %s", path,
+                    e == ELOOP ? "a symbolic link; a key file is read only as "
+                                 "itself (copy the file there)"
+                               : strerror(e));
+        return e == ENOENT ? STRATA_ENOENT : e == ELOOP ? STRATA_ECONFIG
+                                                          : STRATA_EIO;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: not a regular file (a FIFO, "
+                    "a device or a directory is never read as a key)", path);
+        close(fd);
+        return STRATA_ECONFIG;
+    }
+    FILE *f = fdopen(fd, "r");
     if (!f) {
         strata__log(STRATA_LOG_ERROR, WHO, "cannot read %s: %s", path,
                     strerror(errno));
-        return errno == ENOENT ? STRATA_ENOENT : STRATA_EIO;
+        close(fd);
+        return STRATA_EIO;
     }
-    int rc = fstat(fileno(f), &st) == 0 ? check_owner_mode(path, &st, secret)
-                                        : STRATA_EIO;
+    int rc = check_owner_mode(path, &st, secret);
     size_t n = rc == STRATA_OK ? fread(text, 1, cap - 1, f) : 0;
     if (rc == STRATA_OK && (ferror(f) || n == cap - 1)) {
         strata__log(STRATA_LOG_ERROR, WHO, "%s: %s", path, ferror(f)

@@ -6,11 +6,19 @@
  * neighbour's ZAP handler: the job does not form, and says so), and
  * `strata launch` (keys of its own, removed afterwards). */
 #include <glob.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "spawn.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static char g_dir[] = "/tmp/strata-keysXXXXXX";
 static spawn_result_t g_r;
@@ -156,6 +164,26 @@ static void refusals(void)
            "missing public key (worker 1): exit %d\n%s", r[1].code, r[1].err);
     CHECK(rename(moved, f) == 0);
 
+    /* A FIFO or a link among the public keys: refused at once, naming it
+     * (a FIFO was opened and blocked the task forever). */
+    char fifo[220], lnk[220], target[220];
+    snprintf(fifo, sizeof fifo, "%s/stranger.key", keys);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    double t0 = now_s();
+    job(good, 60, r);
+    CHECKF(r[0].code == 2 && r[1].code == 2 &&
+           strstr(r[0].err, "stranger.key: not a regular file") &&
+           now_s() - t0 < 30, "a FIFO among the keys: exit %d/%d in %.0f s\n%s",
+           r[0].code, r[1].code, now_s() - t0, r[0].err);
+    unlink(fifo);
+    snprintf(lnk, sizeof lnk, "%s/worker-0.key", keys);
+    snprintf(target, sizeof target, "%s/worker-0.pub", g_dir);
+    CHECK(rename(lnk, target) == 0 && symlink(target, lnk) == 0);
+    job(good, 60, r);
+    CHECKF(r[0].code == 2 && strstr(r[0].err, "worker-0.key: a symbolic link"),
+           "a linked key: exit %d\n%s", r[0].code, r[0].err);
+    CHECK(unlink(lnk) == 0 && rename(target, lnk) == 0);
+
     /* worker:1 brings the keys of another job: each worker's CURVE
      * handshake with the other fails (neither holds the secret key behind
      * the public key the other expects), the ring never forms, and both
@@ -202,8 +230,15 @@ static void given_address_only(void)
 /* launch makes the keys of its job itself and removes them afterwards. */
 static void launched(void)
 {
+    /* launch's key directory goes under TMPDIR: this test's own, so that
+     * other jobs' directories in /tmp do not count */
     glob_t before, after;
-    glob("/tmp/strata-keys-*", 0, NULL, &before);
+    char pattern[200];
+    snprintf(pattern, sizeof pattern, "%s/strata-keys-*", g_dir);
+    const char *tmp = getenv("TMPDIR");
+    char *saved = tmp ? strdup(tmp) : NULL;
+    setenv("TMPDIR", g_dir, 1);
+    glob(pattern, 0, NULL, &before);
     char *argv[] = { (char *)spawn_strata_bin(), "launch", "-n", "2", "--set",
                      "strategy.plugin=mwms", "--set", "train.max_steps=30",
                      "--set", "train.eval=false", "--set",
@@ -211,9 +246,14 @@ static void launched(void)
                      NULL };
     CHECKF(run(argv, 120) == 0 && !strstr(g_r.err, "no keys"),
            "launch: exit %d\n%s", g_r.code, g_r.err);
-    glob("/tmp/strata-keys-*", 0, NULL, &after);
-    CHECKF(after.gl_pathc == before.gl_pathc, "launch left %zu key "
-           "directories behind", after.gl_pathc - before.gl_pathc);
+    glob(pattern, 0, NULL, &after);
+    CHECKF(after.gl_pathc == 0 && before.gl_pathc == 0, "launch left %zu "
+           "key directories behind", after.gl_pathc);
+    if (saved)
+        setenv("TMPDIR", saved, 1);
+    else
+        unsetenv("TMPDIR");
+    free(saved);
     globfree(&before);
     globfree(&after);
 }
