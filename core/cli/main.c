@@ -69,6 +69,7 @@ static int exit_code(int rc)
     case STRATA_ECONFIG:
     case STRATA_EINVAL: return EXIT_USAGE;
     case STRATA_EABI:
+    case STRATA_EUNTRUSTED:
     case STRATA_ENOPLUGIN:
     case STRATA_EDECLINE: return EXIT_PLUGIN;
     default: return EXIT_FAILED;

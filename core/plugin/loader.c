@@ -306,7 +306,7 @@ static int trusted(const char *path, const char *what, const char *p,
     if (stat(p, &st) != 0) {
         strata__log(level, WHO, "%s: not loaded: cannot stat %s: %s", path,
                     subj, strerror(errno));
-        return STRATA_EABI;
+        return STRATA_EUNTRUSTED;
     }
     uid_t me = geteuid();
     if (st.st_uid != 0 && st.st_uid != me) {
@@ -314,7 +314,7 @@ static int trusted(const char *path, const char *what, const char *p,
                     "neither root nor you (uid %u): chown it to one of them, "
                     "or set [plugins] trust_path = yes to load it anyway",
                     path, subj, (unsigned)st.st_uid, (unsigned)me);
-        return STRATA_EABI;
+        return STRATA_EUNTRUSTED;
     }
     if (st.st_mode & (S_IWGRP | S_IWOTH)) {
         strata__log(level, WHO, "%s: not loaded: %s is %s-writable (mode "
@@ -322,7 +322,7 @@ static int trusted(const char *path, const char *what, const char *p,
                     "or set [plugins] trust_path = yes to load it anyway",
                     path, subj, st.st_mode & S_IWOTH ? "world" : "group",
                     (unsigned)(st.st_mode & 07777), p);
-        return STRATA_EABI;
+        return STRATA_EUNTRUSTED;
     }
     return 0;
 }
@@ -342,7 +342,7 @@ static int check_trust(const char *path, int level)
         if (!real) {
             strata__log(level, WHO, "%s: not loaded: cannot resolve the "
                         "link: %s", path, strerror(errno));
-            return STRATA_EABI;
+            return STRATA_EUNTRUSTED;
         }
         snprintf(dir, sizeof dir, "%s", real);
         free(real);
@@ -624,8 +624,9 @@ static int probe_file(const char *path, const char *stem, uint32_t want, int lev
     pr->major = pr->minor = -1;
 
     /* dlopen runs the file's constructors: nothing of it before this. */
-    if (!(flags & STRATA__PLUGIN_TRUST_PATH) && check_trust(path, level) != 0)
-        return STRATA_EABI;
+    int trc = flags & STRATA__PLUGIN_TRUST_PATH ? 0 : check_trust(path, level);
+    if (trc != 0)
+        return trc;
     dlerror();
     pr->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!pr->dl) {

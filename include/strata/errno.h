@@ -30,14 +30,15 @@ extern "C" {
     X(EINTERNAL, -17, "internal error")                                  \
     X(ENOPLUGIN, -18, "plugin not found")                                \
     X(ESTOPPED,  -19, "stopped on request; restart to resume")          \
-    X(EDIVERGED, -20, "training diverged: a non-finite loss")
+    X(EDIVERGED, -20, "training diverged: a non-finite loss")           \
+    X(EUNTRUSTED, -21, "not trusted: others could have written it")
 
 enum strata_errno {
     STRATA_OK = 0,
 #define STRATA_ERRNO_ENUM_(name, val, str) STRATA_##name = (val),
     STRATA_ERRNO_MAP(STRATA_ERRNO_ENUM_)
 #undef STRATA_ERRNO_ENUM_
-    STRATA_ERRNO_LAST_ = -21
+    STRATA_ERRNO_LAST_ = -22
 };
 
 #ifdef __cplusplus

@@ -501,18 +501,18 @@ static void test_trust(void)
     char fix[300];
     snprintf(fix, sizeof fix, "chmod go-w %s, or set [plugins] trust_path = "
              "yes to load it anyway", dir);
-    expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EABI, why, fix,
+    expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EUNTRUSTED, why, fix,
                 NULL);
     expect_trusted_ok(dir);
-    expect_scan(dir, 0, STRATA_EABI, why);
+    expect_scan(dir, 0, STRATA_EUNTRUSTED, why);
     expect_scan(dir, STRATA__PLUGIN_TRUST_PATH, 0, NULL);
     /* The sticky bit (/tmp) does not make it safe: anyone may put a
      * fake_ok.so there before you do. */
     CHECK(chmod(dir, 01777) == 0);
-    expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EABI,
+    expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EUNTRUSTED,
                 "world-writable (mode 1777)", NULL);
     CHECK(chmod(dir, 0770) == 0);
-    expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EABI,
+    expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EUNTRUSTED,
                 "group-writable (mode 0770)", NULL);
     CHECK(chmod(dir, 0755) == 0);
 
@@ -521,7 +521,7 @@ static void test_trust(void)
     snprintf(why, sizeof why, "%s: not loaded: it is group-writable (mode "
              "0664)", so);
     snprintf(fix, sizeof fix, "chmod go-w %s,", so);
-    expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EABI, why, fix,
+    expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EUNTRUSTED, why, fix,
                 "trust_path = yes", NULL);
     expect_trusted_ok(dir);
     CHECK(chmod(so, 0644) == 0);
@@ -534,7 +534,7 @@ static void test_trust(void)
     CHECK(unlink(so) == 0 && symlink(target, so) == 0);
     snprintf(why, sizeof why, "%s: not loaded: the directory of its target "
              "%s is world-writable (mode 0777)", so, other);
-    expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EABI, why, NULL);
+    expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EUNTRUSTED, why, NULL);
     CHECK(chmod(other, 0755) == 0);
     strata__plugin_close(expect_ok("fake_ok", STRATA_KIND_STRATEGY, dir));
     CHECK(unlink(so) == 0);
@@ -545,13 +545,13 @@ static void test_trust(void)
         CHECK(chown(so, 65534, 65534) == 0);
         snprintf(why, sizeof why, "%s: not loaded: it is owned by uid 65534, "
                  "neither root nor you (uid 0)", so);
-        expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EABI, why,
+        expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EUNTRUSTED, why,
                     "trust_path = yes", NULL);
         expect_trusted_ok(dir);
         CHECK(chown(so, 0, 0) == 0 && chown(dir, 65534, 65534) == 0);
         snprintf(why, sizeof why, "%s: not loaded: its directory %s is owned "
                  "by uid 65534", so, dir);
-        expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EABI, why,
+        expect_fail("fake_ok", STRATA_KIND_STRATEGY, dir, STRATA_EUNTRUSTED, why,
                     NULL);
         CHECK(chown(dir, 0, 0) == 0);
         strata__plugin_close(expect_ok("fake_ok", STRATA_KIND_STRATEGY, dir));
