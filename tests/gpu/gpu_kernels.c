@@ -874,6 +874,7 @@ int main(int argc, char **argv)
     test_bias(1, 1);
     test_bias(37, 129);
     test_bias(0, 5);
+    test_bias(32 * 24 * 24, 8);             /* a conv2d bias: many rows */
 
     static const size_t sizes[] = { 1, 7, 16, 1000, 4099, 2100003 };
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
