@@ -125,6 +125,48 @@ KOP_ACT(tanh, "tanh forward", "tanh backward")
 KOP_ACT(sigmoid, "sigmoid forward", "sigmoid backward")
 #undef KOP_ACT
 
+/* ---- the activation layers' own ops (relu, tanh, sigmoid above serve
+ * those layers too). Backward from the forward INPUT x here; y may be x,
+ * dx may be dy.
+ * leaky_relu (Keras's LeakyReLU, alpha >= 0): y = x > 0 ? x : alpha * x
+ * (NaN stays NaN); dx = dy where x > 0, else alpha * dy. The same bits on
+ * every device. */
+KOP(leaky_relu_fwd, 0, "leaky_relu forward",
+    (size_t n, const float *x, float *y, float alpha),
+    (n, x, y, alpha),
+    (KOP_DEV(x, KOP_F(n)) KOP_DEV(y, KOP_F(n))))
+KOP(leaky_relu_bwd, 0, "leaky_relu backward",
+    (size_t n, const float *x, const float *dy, float *dx, float alpha),
+    (n, x, dy, dx, alpha),
+    (KOP_DEV(x, KOP_F(n)) KOP_DEV(dy, KOP_F(n)) KOP_DEV(dx, KOP_F(n))))
+/* gelu, exact (Keras's approximate=False): y = x * Phi(x), Phi the normal
+ * CDF, computed as erfc(-x / sqrt 2) / 2 (no cancellation for x << 0);
+ * dx = dy * (Phi(x) + x * exp(-x*x / 2) / sqrt(2 pi)). On a GPU through
+ * CUDA's erfcf / expf: within a few ulps of libm, not bitwise. */
+KOP(gelu_fwd, 0, "gelu forward",
+    (size_t n, const float *x, float *y),
+    (n, x, y),
+    (KOP_DEV(x, KOP_F(n)) KOP_DEV(y, KOP_F(n))))
+KOP(gelu_bwd, 0, "gelu backward",
+    (size_t n, const float *x, const float *dy, float *dx),
+    (n, x, dy, dx),
+    (KOP_DEV(x, KOP_F(n)) KOP_DEV(dy, KOP_F(n)) KOP_DEV(dx, KOP_F(n))))
+/* softmax over the last axis of x[m][n] (m rows: samples, or samples x
+ * positions of an image; n classes: features or channels): y = exp(x -
+ * max) / sum, the row summed in index order; backward from the forward
+ * OUTPUT y: dx = y * (dy - sum_j dy_j y_j), the dot product in index order.
+ * y may be x, dx may be dy; m or n <= 0: nothing. On a GPU exp is CUDA's
+ * expf (a few ulps from libm); the sums run in the same order. */
+KOP(softmax_fwd, 0, "softmax forward",
+    (int m, int n, const float *x, float *y),
+    (m, n, x, y),
+    (KOP_DEV(x, KOP_F(KOP_MN(m, n))) KOP_DEV(y, KOP_F(KOP_MN(m, n)))))
+KOP(softmax_bwd, 0, "softmax backward",
+    (int m, int n, const float *y, const float *dy, float *dx),
+    (m, n, y, dy, dx),
+    (KOP_DEV(y, KOP_F(KOP_MN(m, n))) KOP_DEV(dy, KOP_F(KOP_MN(m, n)))
+     KOP_DEV(dx, KOP_F(KOP_MN(m, n)))))
+
 /* ---- optimizer steps, in place, one fused pass ------------------------
  * wd: decoupled weight decay (Keras' weight_decay, AdamW / SGDW): each step
  * first takes w -= (lr * wd) * w, with the w before the update, then

@@ -101,9 +101,10 @@ static const strata_option_t k_model[] = {
         strata__model_cfg_t, layers, NULL,
         "comma-separated layers (NHWC): dense UNITS [ACT], conv2d FILTERS "
         "KERNEL [stride=S] [padding=valid|same] [ACT], maxpool2d POOL "
-        "[stride=S], avgpool2d POOL [stride=S], flatten, dropout RATE; ACT = "
-        "relu|tanh|sigmoid|none; the "
-        "last gives the logits"),
+        "[stride=S], avgpool2d POOL [stride=S], global_avgpool2d, flatten, "
+        "dropout RATE, and the activation layers relu, leaky_relu "
+        "[alpha=A], gelu, tanh, sigmoid, softmax (not last); ACT = "
+        "relu|tanh|sigmoid|none; the last gives the logits"),
     OPT("init_from", STRATA_OPT_STRING, "", strata__model_cfg_t, init_from,
         NULL, "start from the variables of this safetensors file (a strata "
         "checkpoint or any file with the model's tensor names, F32); "

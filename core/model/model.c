@@ -15,6 +15,9 @@
 static const strata__layer_kind_t *const k_kinds[] = {
     &strata__layer_dense,     &strata__layer_conv2d, &strata__layer_maxpool2d,
     &strata__layer_flatten,   &strata__layer_dropout, &strata__layer_avgpool2d,
+    &strata__layer_global_avgpool2d,
+    &strata__layer_relu,      &strata__layer_leaky_relu, &strata__layer_gelu,
+    &strata__layer_tanh,      &strata__layer_sigmoid, &strata__layer_softmax,
 };
 #define NKINDS ((int)(sizeof k_kinds / sizeof k_kinds[0]))
 
@@ -86,7 +89,8 @@ static int take_activation(strata__layer_t *l, char **w, int *n, int is_last,
     if (!strcmp(a, "softmax")) {
         if (!is_last) {
             snprintf(why, len, "'softmax' only on the last layer (the loss "
-                     "applies it); expected relu, tanh, sigmoid or none");
+                     "applies it); expected relu, tanh, sigmoid or none, or "
+                     "a softmax layer after this one, ', softmax'");
             return -1;
         }
         (*n)--;
@@ -98,13 +102,19 @@ static int take_activation(strata__layer_t *l, char **w, int *n, int is_last,
             (*n)--;
             return 0;
         }
+    if (find_kind(a)) {
+        snprintf(why, len, "'%s' is a layer of its own, not an activation "
+                 "word (relu, tanh, sigmoid or none): put it after this one, "
+                 "', %s'", a, a);
+        return -1;
+    }
     return 0;
 }
 
 static int parse_layer(const char *text, const char *origin, int index,
                        int is_last, strata__layer_t *l)
 {
-    char buf[256], why[192] = "";
+    char buf[256], why[320] = "";
     l->index = index;
     trim_copy(l->text, sizeof l->text, text);
     trim_copy(buf, sizeof buf, text);
@@ -116,7 +126,7 @@ static int parse_layer(const char *text, const char *origin, int index,
         return layer_error(origin, l, "too many words");
     l->kind = find_kind(w[0]);
     if (!l->kind) {
-        char list[128] = "";
+        char list[256] = "";
         for (int i = 0; i < NKINDS; i++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
                      i ? ", " : "", k_kinds[i]->name);
@@ -132,7 +142,7 @@ static int parse_layer(const char *text, const char *origin, int index,
     if (rc == 0)
         rc = l->kind->parse(l, w + 1, nargs, why, sizeof why);
     if (rc != 0) {
-        char full[256];
+        char full[448];
         snprintf(full, sizeof full, "%s; expected '%s'", why, l->kind->usage);
         return layer_error(origin, l, full);
     }
@@ -240,8 +250,13 @@ int strata__model_build(const char *spec, const char *origin,
     if (rc != STRATA_OK)
         return rc;
     strata__layer_t *last = &m->layers[n - 1];
-    char why[192] = "";
-    if (in.spatial || last->kind->nvars == 0)
+    char why[320] = "";
+    if (last->kind == &strata__layer_softmax)
+        snprintf(why, sizeof why, "a softmax layer cannot be the last one: "
+                 "the last layer gives the logits, and the loss applies "
+                 "softmax to them (drop this layer); a softmax layer is "
+                 "allowed only before the last layer");
+    else if (in.spatial || last->kind->nvars == 0)
         snprintf(why, sizeof why, "the last layer must give the class scores"
                  " (e.g. 'dense %d'), not a %s output", nclasses,
                  in.spatial ? "spatial" : last->kind->name);
@@ -284,8 +299,17 @@ void strata__model_init(const strata__model_t *m, uint64_t seed, float *flat)
 
 void strata__model_summary(const strata__model_t *m, FILE *f)
 {
-    fprintf(f, " %-14s %-36s %-18s %10s\n", "layer", "spec", "output shape",
-            "params");
+    /* The name column fits the longest name ("global_avgpool2d_12"), the
+     * spec column the longest spec: the table stays aligned. */
+    int nw = 14, sw = 36;
+    for (int i = 0; i < m->nlayers; i++) {
+        int a = (int)strlen(m->layers[i].name);
+        int b = (int)strlen(m->layers[i].text);
+        nw = a > nw ? a : nw;
+        sw = b > sw ? b : sw;
+    }
+    fprintf(f, " %-*s %-*s %-18s %10s\n", nw, "layer", sw, "spec",
+            "output shape", "params");
     for (int i = 0; i < m->nlayers; i++) {
         const strata__layer_t *l = &m->layers[i];
         char shape[48];
@@ -297,8 +321,8 @@ void strata__model_summary(const strata__model_t *m, FILE *f)
         size_t params = 0;
         if (l->kind->nvars)
             params = m->vars[l->var0].count + m->vars[l->var0 + 1].count;
-        fprintf(f, " %-14s %-36s %-18s %10zu\n", l->name, l->text, shape,
-                params);
+        fprintf(f, " %-*s %-*s %-18s %10zu\n", nw, l->name, sw, l->text,
+                shape, params);
     }
     fprintf(f, " total: %zu parameters\n", m->params);
 }

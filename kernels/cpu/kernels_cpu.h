@@ -22,7 +22,8 @@ extern "C" {
 #undef KOP
 
 /* ---- the CPU kernels outside the table ----------------------------------
- * Y[m x n] += b[n] ; db[n] = sum over rows of dY[m x n] */
+ * Y[m x n] += b[n] ; db[n] = sum over rows of dY[m x n], added in row
+ * order in double and rounded once (a conv2d bias sums n*oh*ow rows) */
 void kc_bias_add(int m, int n, const float *b, float *Y);
 void kc_bias_grad(int m, int n, const float *dY, float *db);
 

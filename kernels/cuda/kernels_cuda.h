@@ -90,7 +90,8 @@ int kg_blas_destroy(kg_blas_t h);                   /* NULL: no-op */
 /* ---- the GPU kernels outside the table ----------------------------------- */
 /* Y[m x n] += b[n], as kc_bias_add. */
 int kg_bias_add(int m, int n, const float *b, float *Y, kg_stream_t s);
-/* db[j] = dY[0][j] + dY[1][j] + ... in row order (deterministic). */
+/* db[j] = dY[0][j] + dY[1][j] + ... in row order in double, rounded once:
+ * kc_bias_grad's bits. */
 int kg_bias_grad(int m, int n, const float *dY, float *db, kg_stream_t s);
 
 /* ---- fused softmax + sparse categorical cross-entropy --------------------

@@ -43,14 +43,16 @@ __global__ void kg_bias_add_k(size_t total, int n, const float *b, float *Y)
 /* One thread per column, rows in order: the same summation order as the CPU
  * twin, and coalesced because neighbouring threads read neighbouring
  * columns. */
+/* One thread per column: the rows added in order in double, rounded once,
+ * as kc_bias_grad (the same bits). */
 __global__ void kg_bias_grad_k(int m, int n, const float *dY, float *db)
 {
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < n;
          j += gridDim.x * blockDim.x) {
-        float acc = 0.0f;
+        double acc = 0.0;
         for (int i = 0; i < m; i++)
-            acc += dY[(size_t)i * (size_t)n + (size_t)j];
-        db[j] = acc;
+            acc += (double)dY[(size_t)i * (size_t)n + (size_t)j];
+        db[j] = (float)acc;
     }
 }
 

@@ -1,7 +1,8 @@
-/* Elementwise kernels: activations, optimizer steps, reduction helpers.
- * Memory-bound grid-stride loops. The library is built with -fmad=false so
- * that a*b+c rounds twice, as in the C twin: SGD, momentum, scale, axpy,
- * sum and u8_to_f32 give the same bits as kernels/cpu. */
+/* Elementwise kernels: activations (and softmax, row by row), optimizer
+ * steps, reduction helpers. Memory-bound grid-stride loops. The library is
+ * built with -fmad=false so that a*b+c rounds twice, as in the C twin:
+ * leaky_relu, SGD, momentum, scale, axpy, sum and u8_to_f32 give the same
+ * bits as kernels/cpu. */
 #include <math.h>
 
 #include "kg_internal.h"
@@ -45,6 +46,89 @@ __global__ void kg_sigmoid_bwd_k(size_t n, const float *y, const float *dy,
                                  float *dx)
 {
     KG_FOR(i, n) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+}
+
+/* Leaky ReLU: one compare, one multiply: the C twin's bits. */
+__global__ void kg_leaky_relu_fwd_k(size_t n, const float *x, float *y,
+                                    float alpha)
+{
+    KG_FOR(i, n) {
+        float v = x[i];
+        y[i] = v > 0.0f ? v : alpha * v;
+    }
+}
+
+__global__ void kg_leaky_relu_bwd_k(size_t n, const float *x,
+                                    const float *dy, float *dx, float alpha)
+{
+    KG_FOR(i, n) {
+        float g = dy[i];
+        dx[i] = x[i] > 0.0f ? g : alpha * g;
+    }
+}
+
+/* GELU, exact, the C twin's expressions (kernels/cpu/activation.c) on
+ * CUDA's erfcf / expf: a few ulps from libm. */
+#define KG_SQRT1_2       0.70710678118654752440f
+#define KG_INV_SQRT_2PI  0.39894228040143267794f
+
+__global__ void kg_gelu_fwd_k(size_t n, const float *x, float *y)
+{
+    KG_FOR(i, n) {
+        float v = x[i];
+        float cdf = 0.5f * erfcf(-v * KG_SQRT1_2);
+        y[i] = cdf == 0.0f ? 0.0f : v * cdf;
+    }
+}
+
+__global__ void kg_gelu_bwd_k(size_t n, const float *x, const float *dy,
+                              float *dx)
+{
+    KG_FOR(i, n) {
+        float v = x[i];
+        float cdf = 0.5f * erfcf(-v * KG_SQRT1_2);
+        float pdf = expf(-0.5f * v * v) * KG_INV_SQRT_2PI;
+        float slope = cdf + (pdf == 0.0f ? 0.0f : v * pdf);
+        dx[i] = dy[i] * slope;
+    }
+}
+
+/* Softmax over the last axis, one thread per row of c: the C twin's max,
+ * sum and dot product in index order and one IEEE division per element,
+ * so only expf's ulps differ. Rows are the samples (or samples x positions
+ * of an image), which fills the GPU for images; a few wide flat rows use
+ * few threads. */
+__global__ void kg_softmax_fwd_k(size_t m, int c, const float *x, float *y)
+{
+    KG_FOR(i, m) {
+        const float *xr = x + i * (size_t)c;
+        float *yr = y + i * (size_t)c;
+        float mx = xr[0];
+        for (int j = 1; j < c; j++)
+            mx = xr[j] > mx ? xr[j] : mx;
+        float sum = 0.0f;
+        for (int j = 0; j < c; j++) {
+            float e = expf(xr[j] - mx);
+            yr[j] = e;
+            sum += e;
+        }
+        for (int j = 0; j < c; j++)
+            yr[j] = yr[j] / sum;
+    }
+}
+
+__global__ void kg_softmax_bwd_k(size_t m, int c, const float *y,
+                                 const float *dy, float *dx)
+{
+    KG_FOR(i, m) {
+        const float *yr = y + i * (size_t)c, *gr = dy + i * (size_t)c;
+        float *dr = dx + i * (size_t)c;
+        float dot = 0.0f;
+        for (int j = 0; j < c; j++)
+            dot += gr[j] * yr[j];
+        for (int j = 0; j < c; j++)
+            dr[j] = yr[j] * (gr[j] - dot);
+    }
 }
 
 /* d = lr * wd: the decoupled weight decay, before the update (kc_*). */
@@ -188,6 +272,43 @@ int kg_sigmoid_bwd(size_t n, const float *y, const float *dy, float *dx,
                    kg_stream_t s)
 {
     KG_LAUNCH(kg_sigmoid_bwd_k, n, s, y, dy, dx);
+}
+
+int kg_leaky_relu_fwd(size_t n, const float *x, float *y, float alpha,
+                      kg_stream_t s)
+{
+    KG_LAUNCH(kg_leaky_relu_fwd_k, n, s, x, y, alpha);
+}
+
+int kg_leaky_relu_bwd(size_t n, const float *x, const float *dy, float *dx,
+                      float alpha, kg_stream_t s)
+{
+    KG_LAUNCH(kg_leaky_relu_bwd_k, n, s, x, dy, dx, alpha);
+}
+
+int kg_gelu_fwd(size_t n, const float *x, float *y, kg_stream_t s)
+{
+    KG_LAUNCH(kg_gelu_fwd_k, n, s, x, y);
+}
+
+int kg_gelu_bwd(size_t n, const float *x, const float *dy, float *dx,
+                kg_stream_t s)
+{
+    KG_LAUNCH(kg_gelu_bwd_k, n, s, x, dy, dx);
+}
+
+/* m or c <= 0: nothing, as kc. */
+int kg_softmax_fwd(int m, int c, const float *x, float *y, kg_stream_t s)
+{
+    size_t rows = m > 0 && c > 0 ? (size_t)m : 0;
+    KG_LAUNCH(kg_softmax_fwd_k, rows, s, c, x, y);
+}
+
+int kg_softmax_bwd(int m, int c, const float *y, const float *dy, float *dx,
+                   kg_stream_t s)
+{
+    size_t rows = m > 0 && c > 0 ? (size_t)m : 0;
+    KG_LAUNCH(kg_softmax_bwd_k, rows, s, c, y, dy, dx);
 }
 
 int kg_sgd(size_t n, float *w, const float *g, float lr, float wd,

@@ -2,7 +2,8 @@
  * same random input, over several shapes including odd and empty ones.
  * Tolerances: 1e-5 relative for elementwise results (and the same bits on
  * x86-64, where neither side contracts a*b+c into an FMA), 1e-4 for GEMM
- * (dense, conv2d) and the loss gradient, 6 ulps for tanh / sigmoid forward;
+ * (dense, conv2d) and the loss gradient, 6 ulps for tanh / sigmoid forward,
+ * 1e-5 relative for gelu and softmax forward (CUDA's erfcf / expf);
  * maxpool2d, avgpool2d and dropout are bitwise equal everywhere. Without a CUDA device it prints the reason and
  * exits 77 (ctest: Skipped). `gpu_kernels --probe` only does that check
  * (exit 0 with a device), for the compute-sanitizer wrapper. */
@@ -694,6 +695,112 @@ static void test_act(const char *name, cpu_act_fn cf, cpu_act_bwd_fn cb,
     dev_free(gx), dev_free(gy), dev_free(gdy), dev_free(gdx);
 }
 
+/* ---- the activation layers' kernels ---------------------------------------------- */
+/* leaky_relu: one compare and one multiply, the CPU's bits (0 and -0
+ * among the inputs), in place too. No NaN here: a product with a NaN is
+ * NaN on both sides, but x86 keeps the input's payload and a GPU gives its
+ * canonical NaN (test_kc_act checks that NaN stays NaN). */
+static void test_leaky(size_t n, float alpha)
+{
+    float *x = fill(n, -2, 2), *dy = fill(n, -1, 1);
+    if (n > 3) {
+        x[2] = 0.0f;
+        x[3] = -0.0f;
+    }
+    float *y = fill(n, 0, 0), *dx = fill(n, 0, 0);
+    kc_leaky_relu_fwd(n, x, y, alpha);
+    kc_leaky_relu_bwd(n, x, dy, dx, alpha);
+    float *gx = dev_from(x, n * 4), *gy = dev_from(NULL, n * 4);
+    float *gdy = dev_from(dy, n * 4), *gdx = dev_from(NULL, n * 4);
+    CHECK(kg_leaky_relu_fwd(n, gx, gy, alpha, S) == 0);
+    expect_elem("leaky_relu_fwd", n, y, gy);
+    CHECK(kg_leaky_relu_bwd(n, gx, gdy, gdx, alpha, S) == 0);
+    expect_elem("leaky_relu_bwd", n, dx, gdx);
+    CHECK(kg_leaky_relu_bwd(n, gx, gdy, gdy, alpha, S) == 0);  /* dx == dy */
+    expect_elem("leaky_relu_bwd in place", n, dx, gdy);
+    CHECK(kg_leaky_relu_fwd(n, gx, gx, alpha, S) == 0);       /* y == x */
+    expect_elem("leaky_relu_fwd in place", n, y, gx);
+    free(x), free(dy), free(y), free(dx);
+    dev_free(gx), dev_free(gy), dev_free(gdy), dev_free(gdx);
+}
+
+/* Largest |got - want| / max(|want|, floor) of device d against host want,
+ * NaN where exactly one side is NaN. */
+static double dev_rel(const float *want, const float *d, size_t n,
+                      double floor)
+{
+    float *got = fill(n, 0, 0);
+    to_host(got, d, n * sizeof *got);
+    double e = max_rel(got, want, n, floor);
+    free(got);
+    return e;
+}
+
+/* gelu: CUDA's erfcf (4 ulps) and expf (2 ulps) against glibc's, in the
+ * same expressions: forward within 1e-5 relative (inputs in [-10, 10] keep
+ * Phi normal: no denormal ulps), backward within 1e-6 absolute where the
+ * slope crosses 0 (x near -0.75, a sum of two terms of 0.23). */
+static void test_gelu(size_t n)
+{
+    float *x = fill(n, -10, 10), *dy = fill(n, -1, 1);
+    static const float special[] = { 0.0f, -0.0f, 1e-30f, -0.7518f, 20.0f,
+                                     -20.0f, 100.0f, -100.0f, NAN, INFINITY,
+                                     -INFINITY };
+    for (size_t i = 0; i < n && i < sizeof special / sizeof *special; i++)
+        x[i] = special[i];
+    float *y = fill(n, 0, 0), *dx = fill(n, 0, 0);
+    kc_gelu_fwd(n, x, y);
+    kc_gelu_bwd(n, x, dy, dx);
+    float *gx = dev_from(x, n * 4), *gy = dev_from(NULL, n * 4);
+    float *gdy = dev_from(dy, n * 4), *gdx = dev_from(NULL, n * 4);
+    CHECK(kg_gelu_fwd(n, gx, gy, S) == 0);
+    double e = dev_rel(y, gy, n, 1e-30);
+    CHECKF(e <= 1e-5, "gelu_fwd n=%zu: relative error %g", n, e);
+    CHECK(kg_gelu_bwd(n, gx, gdy, gdx, S) == 0);
+    e = dev_rel(dx, gdx, n, 0.1);
+    CHECKF(e <= 1e-5, "gelu_bwd n=%zu: error %g", n, e);
+    CHECK(kg_gelu_bwd(n, gx, gdy, gdy, S) == 0);              /* dx == dy */
+    e = dev_rel(dx, gdy, n, 0.1);
+    CHECKF(e <= 1e-5, "gelu_bwd in place n=%zu: error %g", n, e);
+    CHECK(kg_gelu_fwd(n, gx, gx, S) == 0);                    /* y == x */
+    e = dev_rel(y, gx, n, 1e-30);
+    CHECKF(e <= 1e-5, "gelu_fwd in place n=%zu: relative error %g", n, e);
+    free(x), free(dy), free(y), free(dx);
+    dev_free(gx), dev_free(gy), dev_free(gdy), dev_free(gdx);
+}
+
+/* softmax over rows of c: forward within 1e-5 relative (expf's ulps, the
+ * same summation order); backward from the CPU's y, so both sides see the
+ * same input: an elementwise result (the same dot product in the same
+ * order, the same bits without FMA). */
+static void test_softmax(int m, int c, float spread)
+{
+    size_t n = (size_t)m * (size_t)c;
+    float *x = fill(n, -spread, spread), *dy = fill(n, -1, 1);
+    float *y = fill(n, 0, 0), *dx = fill(n, 0, 0);
+    kc_softmax_fwd(m, c, x, y);
+    kc_softmax_bwd(m, c, y, dy, dx);
+    float *gx = dev_from(x, n * 4), *gy = dev_from(NULL, n * 4);
+    float *gdy = dev_from(dy, n * 4), *gdx = dev_from(NULL, n * 4);
+    CHECK(kg_softmax_fwd(m, c, gx, gy, S) == 0);
+    double e = dev_rel(y, gy, n, 1e-30);
+    CHECKF(e <= 1e-5, "softmax_fwd %dx%d: relative error %g", m, c, e);
+    CHECK(kg_memcpy_h2d(gy, y, n * 4, S) == 0);
+    char what[64];
+    snprintf(what, sizeof what, "softmax_bwd %dx%d", m, c);
+    CHECK(kg_softmax_bwd(m, c, gy, gdy, gdx, S) == 0);
+    expect_elem(what, n, dx, gdx);
+    snprintf(what, sizeof what, "softmax_bwd in place %dx%d", m, c);
+    CHECK(kg_softmax_bwd(m, c, gy, gdy, gdy, S) == 0);        /* dx == dy */
+    expect_elem(what, n, dx, gdy);
+    CHECK(kg_softmax_fwd(m, c, gx, gx, S) == 0);              /* y == x */
+    e = dev_rel(y, gx, n, 1e-30);
+    CHECKF(e <= 1e-5, "softmax_fwd in place %dx%d: relative error %g", m, c,
+           e);
+    free(x), free(dy), free(y), free(dx);
+    dev_free(gx), dev_free(gy), dev_free(gdy), dev_free(gdx);
+}
+
 /* ---- argument errors: a code and a reason, never a crash ------------------------ */
 static void test_errors(void)
 {
@@ -717,6 +824,10 @@ static void test_errors(void)
     CHECK(kg_relu_fwd(0, NULL, NULL, S) == 0);
     CHECK(kg_dropout_fwd(0, NULL, NULL, 0.5f, 1, 0, S) == 0);
     CHECK(kg_tanh_fwd(0, NULL, NULL, S) == 0);
+    CHECK(kg_leaky_relu_fwd(0, NULL, NULL, 0.3f, S) == 0);
+    CHECK(kg_gelu_bwd(0, NULL, NULL, NULL, S) == 0);
+    CHECK(kg_softmax_fwd(0, 10, NULL, NULL, S) == 0);
+    CHECK(kg_softmax_bwd(4, 0, NULL, NULL, NULL, S) == 0);
     /* conv2d: a handle and a workspace of at least one image are needed. */
     kops_conv2d_t cg = { 2, 5, 5, 3, 3, 3, 4, 1, 1, 0, 0, 3, 3, 0 };
     float *col = dev_from(NULL, 16);
@@ -763,6 +874,7 @@ int main(int argc, char **argv)
     test_bias(1, 1);
     test_bias(37, 129);
     test_bias(0, 5);
+    test_bias(32 * 24 * 24, 8);             /* a conv2d bias: many rows */
 
     static const size_t sizes[] = { 1, 7, 16, 1000, 4099, 2100003 };
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
@@ -828,6 +940,7 @@ int main(int argc, char **argv)
         test_avgpool(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
     }
     test_avgpool(2, 4, 4, 37, 2, 2, 2, 2);                  /* odd channels */
+    test_avgpool(32, 24, 24, 8, 24, 24, 24, 24);      /* global_avgpool2d */
 
     static const float rates[] = { 0.0f, 0.25f, 0.5f, 0.9f };
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
@@ -841,6 +954,23 @@ int main(int argc, char **argv)
                  sizes[i]);
         test_act("sigmoid", kc_sigmoid_fwd, kc_sigmoid_bwd, kg_sigmoid_fwd,
                  kg_sigmoid_bwd, sizes[i]);
+    }
+
+    static const float alphas[] = { 0.3f, 0.0f, 1.5f };
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        for (size_t a = 0; a < sizeof alphas / sizeof *alphas; a++)
+            test_leaky(sizes[i], alphas[a]);
+        test_gelu(sizes[i]);
+    }
+    /* rows x classes: an image's positions x channels, samples x
+     * features, one class, wide rows; the spread of the logits */
+    static const int soft[][2] = {
+        { 1, 1 }, { 7, 1 }, { 32 * 26 * 26, 8 }, { 33, 10 }, { 5, 1000 },
+        { 64, 64 }, { 3, 0 }, { 0, 5 },
+    };
+    for (size_t i = 0; i < sizeof soft / sizeof *soft; i++) {
+        test_softmax(soft[i][0], soft[i][1], 3.0f);
+        test_softmax(soft[i][0], soft[i][1], 30.0f);
     }
 
     test_errors();

@@ -13,7 +13,10 @@
  *     scaled on the device, loss read back once per step) gives the same
  *     bits as on cpu:0, from a thread that never selected the device: an
  *     MLP, and a CNN that goes through every kernel of the GPU table
- *     (conv2d, maxpool2d, dropout, tanh, sigmoid), and one with avgpool2d;
+ *     (conv2d, maxpool2d, dropout, tanh, sigmoid), one with avgpool2d,
+ *     and two with the activation layers (relu, leaky_relu, gelu, tanh,
+ *     sigmoid, softmax over channels and over features) and
+ *     global_avgpool2d;
  *   - copies and comparisons between CPU and GPUs and GPU to GPU work;
  *   - nothing is left allocated, and no pointer was misused. */
 #include <dlfcn.h>
@@ -51,6 +54,13 @@ static const model_case_t k_cnn_avg = {
     "conv2d 4 3 padding=same relu, avgpool2d 2 stride=1, conv2d 3 2 tanh, "
     "flatten, dense 10",
     { 4, 5, 1, 1 } };
+static const model_case_t k_cnn_act = {
+    "conv2d 4 3 padding=same, leaky_relu alpha=0.2, conv2d 6 2, gelu, "
+    "softmax, global_avgpool2d, dense 12, softmax, relu, dense 10",
+    { 4, 5, 1, 1 } };
+static const model_case_t k_mlp_act = {
+    "dense 16, gelu, dense 16, sigmoid, tanh, leaky_relu, dense 10",
+    { 1, 1, DIM, 0 } };
 
 typedef struct result {
     const model_case_t *mc;
@@ -306,6 +316,8 @@ int main(void)
     compare(&k_mlp);
     compare(&k_cnn);
     compare(&k_cnn_avg);
+    compare(&k_cnn_act);
+    compare(&k_mlp_act);
     CHECKF(fk_live_blocks() == live0, "%zu device/page-locked blocks "
            "leaked", fk_live_blocks() - live0);
     CHECKF(*fk_violations == 0, "%d pointer misuses (see above)",

@@ -117,6 +117,42 @@ static void test_bias(void)
     CHECK(ok);
 }
 
+/* Many rows (a conv2d bias sums n*oh*ow of them) of one sign per block of
+ * rows, signs alternating, so that the sum nearly cancels: the result is
+ * the float nearest the exact sum (added in double, rounded once), over
+ * more columns than one chunk of the accumulator; and the halves of the
+ * rows, summed apart and added, give it to within a few ulps -- what two
+ * replicas that split a batch need. */
+static void test_bias_many_rows(void)
+{
+    enum { M = 18432, N = 300, BLOCK = 576 };
+    float *Y = malloc((size_t)M * N * sizeof *Y);
+    float db[N], h1[N], h2[N];
+    double ref[N];
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++)
+            Y[(size_t)i * N + j] = (float)((i / BLOCK) % 2 ? -1 : 1) *
+                                   (float)kc_unif(0.5e-4, 1.5e-4);
+    for (int j = 0; j < N; j++) {
+        ref[j] = 0;
+        for (int i = 0; i < M; i++)
+            ref[j] += Y[(size_t)i * N + j];
+    }
+    kc_bias_grad(M, N, Y, db);
+    kc_bias_grad(M / 2, N, Y, h1);
+    kc_bias_grad(M / 2, N, Y + (size_t)(M / 2) * N, h2);
+    int nearest = 1, split = 1;
+    for (int j = 0; j < N; j++) {
+        nearest &= db[j] == (float)ref[j];
+        /* each half rounded once, then one float addition */
+        double m = fmax(fabs(h1[j]), fabs(h2[j]));
+        split &= fabs((double)(h1[j] + h2[j]) - ref[j]) <= 3e-7 * m;
+    }
+    CHECK(nearest);
+    CHECKF(split, "bias_grad: halves of the rows do not add up to the whole");
+    free(Y);
+}
+
 static void test_edges(void)
 {
     float X[12], W[12], b[4] = { 1, 2, 3, 4 }, Y[12], dW[12], db[4], dX[12];
@@ -172,6 +208,7 @@ int main(void)
     test_grads(5, 7, 3);
     test_grads(4, 19, 17);
     test_bias();
+    test_bias_many_rows();
     test_edges();
     return CHECK_DONE();
 }

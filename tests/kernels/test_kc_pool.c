@@ -143,6 +143,7 @@ int main(void)
         { 2, 5, 5, 1, 2, 2, 1, 1 },
         { 1, 9, 8, 3, 2, 3, 3, 4 },     /* gaps: stride > pool           */
         { 3, 6, 6, 1, 6, 6, 1, 1 },     /* global average                */
+        { 2, 7, 5, 8, 7, 5, 7, 5 },     /* global_avgpool2d's geometry   */
         { 2, 4, 4, 37, 2, 2, 2, 2 },    /* vector blocks and a tail      */
         { 4, 8, 8, 16, 3, 3, 2, 2 },
     };

@@ -1,7 +1,10 @@
 /* The model layer table: specs parse into the shapes and parameter counts
  * Keras gives, every bad spec is one error naming where, the layer and what
  * was expected, and the backward pass of a model that chains every layer
- * kind and activation matches central finite differences of its loss. */
+ * kind and activation matches central finite differences of its loss. The
+ * activation layers and global_avgpool2d: shapes, the summary, refusals,
+ * gradients, and the same bits as the activation words and avgpool2d they
+ * share kernels with. */
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -411,6 +414,226 @@ static void test_avgpool_trains(void)
     free(grads);
 }
 
+
+/* ---- global_avgpool2d and the activation layers ------------------------- */
+
+static void summary_of(const strata__model_t *m, char *buf, size_t cap)
+{
+    FILE *f = tmpfile();
+    strata__model_summary(m, f);
+    rewind(f);
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+/* One line of the summary: the layer's name, spec, output shape and
+ * parameters in the columns every other layer uses (the name column as
+ * wide as the longest name, at least 14). */
+static void summary_has(const char *sum, int name_width, const char *name,
+                        const char *spec, const char *shape, size_t params)
+{
+    char line[160];
+    snprintf(line, sizeof line, " %-*s %-36s %-18s %10zu\n", name_width,
+             name, spec, shape, params);
+    CHECKF(strstr(sum, line) != NULL, "summary lacks '%s':\n%s", line, sum);
+}
+
+static void test_act_spec(void)
+{
+    static strata__model_t m;
+    char sum[4096];
+    CHECK(build("conv2d 8 3, relu, conv2d 8 3, leaky_relu, global_avgpool2d, "
+                "dense 10", &k_mnist, 10, &m, NULL, 0) == 0);
+    shape_is(&m.layers[1], 26, 26, 8);
+    CHECK(m.layers[1].out.spatial && m.layers[1].act == STRATA__ACT_NONE);
+    shape_is(&m.layers[3], 24, 24, 8);
+    CHECK(m.layers[3].alpha == 0.3f);
+    shape_is(&m.layers[4], 1, 1, 8);
+    CHECK(!m.layers[4].out.spatial);
+    CHECKF(m.params == 80 + 584 + 90, "%zu parameters", m.params);
+    CHECK(m.nvars == 6 && !strcmp(m.vars[2].name, "conv2d_2/kernel") &&
+          !strcmp(m.vars[4].name, "dense_5/kernel") &&
+          m.vars[4].shape[0] == 8);
+    summary_of(&m, sum, sizeof sum);
+    char head[160];
+    snprintf(head, sizeof head, " %-18s %-36s %-18s %10s\n", "layer", "spec",
+             "output shape", "params");
+    CHECKF(strncmp(sum, head, strlen(head)) == 0, "summary header:\n%s", sum);
+    summary_has(sum, 18, "relu_1", "relu", "(26, 26, 8)", 0);
+    summary_has(sum, 18, "leaky_relu_3", "leaky_relu", "(24, 24, 8)", 0);
+    summary_has(sum, 18, "global_avgpool2d_4", "global_avgpool2d", "(8)", 0);
+    summary_has(sum, 18, "dense_5", "dense 10", "(10)", 90);
+    CHECK(strstr(sum, " total: 754 parameters\n") != NULL);
+
+    CHECK(build("dense 64, gelu, dense 64, sigmoid, dense 10", &k_mnist, 10,
+                &m, NULL, 0) == 0);
+    CHECKF(m.params == 50240 + 4160 + 650, "%zu parameters", m.params);
+    CHECK(m.nvars == 6 && !strcmp(m.vars[4].name, "dense_4/kernel"));
+    summary_of(&m, sum, sizeof sum);
+    summary_has(sum, 14, "gelu_1", "gelu", "(64)", 0);
+    summary_has(sum, 14, "sigmoid_3", "sigmoid", "(64)", 0);
+
+    /* Every kind, any shape; softmax before the last layer. */
+    CHECK(build("conv2d 4 3, tanh, softmax, leaky_relu alpha=0.05, flatten, "
+                "dense 16, softmax, leaky_relu alpha=0, relu, dense 10",
+                &k_mnist, 10, &m, NULL, 0) == 0);
+    shape_is(&m.layers[2], 26, 26, 4);
+    CHECK(m.layers[3].alpha == 0.05f && m.layers[7].alpha == 0.0f);
+    shape_is(&m.layers[6], 1, 1, 16);
+    CHECK(m.nvars == 6 && m.params == 40 + 2704 * 16 + 16 + 170);
+    CHECK(build("leaky_relu alpha=2.5, flatten, dense 10", &k_mnist, 10, &m,
+                NULL, 0) == 0 && m.layers[0].alpha == 2.5f);
+
+    const strata__shape_t flat = { 1, 1, 784, 0 };
+    error_is("leaky_relu alpha=-1, flatten, dense 10", &k_mnist,
+             "layer 1 'leaky_relu alpha=-1': 'alpha=-1': expected alpha=A, "
+             "the slope below 0, a number >= 0 (default 0.3); expected "
+             "'leaky_relu [alpha=A]'");
+    error_is("flatten, leaky_relu 0.2, dense 10", &k_mnist,
+             "layer 2 'leaky_relu 0.2': '0.2': expected alpha=A");
+    error_is("flatten, leaky_relu alpha=nan, dense 10", &k_mnist,
+             "'alpha=nan': expected alpha=A");
+    error_is("flatten, leaky_relu alpha=0.1 alpha=0.2, dense 10", &k_mnist,
+             "expected at most one word, alpha=A");
+    error_is("conv2d 8 3, global_avgpool2d 2, dense 10", &k_mnist,
+             "layer 2 'global_avgpool2d 2': takes no arguments (the window "
+             "is the whole image); expected 'global_avgpool2d'");
+    error_is("conv2d 8 3, flatten, global_avgpool2d, dense 10", &k_mnist,
+             "layer 3 'global_avgpool2d': needs an image input (h, w, c), "
+             "got 5408 flat features");
+    error_is("global_avgpool2d, dense 10", &flat,
+             "layer 1 'global_avgpool2d': needs an image input (h, w, c), got "
+             "784 flat features");
+    error_is("conv2d 8 3, global_avgpool2d", &k_mnist,
+             "layer 2 'global_avgpool2d': the last layer must give the class "
+             "scores (e.g. 'dense 10'), not a global_avgpool2d output");
+    error_is("dense 64, relu 2, dense 10", &k_mnist,
+             "layer 2 'relu 2': takes no arguments; expected 'relu'");
+    error_is("dense 64, gelu x, dense 10", &k_mnist,
+             "layer 2 'gelu x': takes no arguments; expected 'gelu'");
+    error_is("dense 64, dense 10, softmax", &k_mnist,
+             "layer 3 'softmax': a softmax layer cannot be the last one: the "
+             "last layer gives the logits, and the loss applies softmax to "
+             "them (drop this layer); a softmax layer is allowed only before "
+             "the last layer");
+    error_is("dense 64, dense 10, relu", &k_mnist,
+             "layer 3 'relu': the last layer must give the class scores "
+             "(e.g. 'dense 10'), not a relu output");
+    error_is("conv2d 8 3, flatten, dense 10, tanh", &k_mnist,
+             "not a tanh output");
+    error_is("dense 64 gelu, dense 10", &k_mnist,
+             "layer 1 'dense 64 gelu': 'gelu' is a layer of its own, not an "
+             "activation word (relu, tanh, sigmoid or none): put it after "
+             "this one, ', gelu'; expected 'dense UNITS [ACT]'");
+    error_is("conv2d 8 3 leaky_relu, flatten, dense 10", &k_mnist,
+             "'leaky_relu' is a layer of its own");
+    error_is("dense 64 softmax, dense 10", &k_mnist,
+             "or a softmax layer after this one, ', softmax'");
+    error_is("swish, dense 10", &k_mnist,
+             "unknown kind 'swish'; expected one of dense, conv2d, maxpool2d, "
+             "flatten, dropout, avgpool2d, global_avgpool2d, relu, leaky_relu,"
+             " gelu, tanh, sigmoid, softmax");
+}
+
+/* Every variable's gradient against central differences, with the
+ * fallbacks test_gradients explains for kinks (relu, leaky_relu). */
+static void check_net_gradients(net_t *n, const char *what, int min_checked)
+{
+    float *grads = calloc(n->m.count, sizeof(float));
+    float *scratch = calloc(n->m.count, sizeof(float));
+    double base = loss_of(n, grads);
+    CHECK(base > 0.0);
+    int checked = 0, bad = 0;
+    for (int v = 0; v < n->m.nvars; v++) {
+        const strata_var_t *var = &n->m.vars[v];
+        size_t stride = var->count > 24 ? var->count / 24 : 1;
+        for (size_t j = 0; j < var->count; j += stride) {
+            float *p = n->flat + var->offset + j, keep = *p;
+            double an = grads[var->offset + j], fd[2];
+            const float eps[2] = { 1e-2f, 2e-3f };
+            int ok = 0;
+            for (int e = 0; e < 2; e++) {
+                *p = keep + eps[e];
+                double up = loss_of(n, scratch);
+                *p = keep - eps[e];
+                double down = loss_of(n, scratch);
+                *p = keep;
+                fd[e] = (up - down) / (2.0 * eps[e]);
+                double side[3] = { fd[e], (up - base) / eps[e],
+                                   (base - down) / eps[e] };
+                for (int k = 0; k < 3; k++)
+                    ok |= fabs(side[k] - an) <= 2e-2 * fabs(side[k]) + 2e-3;
+            }
+            checked++;
+            if (!ok) {
+                bad++;
+                fprintf(stderr, "%s: %s[%zu]: analytic %g, numeric %g / %g\n",
+                        what, var->name, j, an, fd[0], fd[1]);
+            }
+        }
+    }
+    CHECKF(bad == 0 && checked >= min_checked, "%s: %d of %d gradients off",
+           what, bad, checked);
+    free(grads);
+    free(scratch);
+}
+
+static void test_act_gradients(void)
+{
+    const strata__shape_t in = { 9, 9, 2, 1 };
+    static net_t n;
+    /* Every new kind, on images and flat, softmax over channels and over
+     * features, an activation layer first (no input gradient). */
+    CHECK(net_make(&n, "tanh, conv2d 4 3 padding=same, gelu, conv2d 4 2, "
+                       "leaky_relu alpha=0.2, softmax, relu, sigmoid, "
+                       "global_avgpool2d, dense 6, softmax, leaky_relu, "
+                       "dense 5", &in) == 0);
+    check_net_gradients(&n, "activation layers", 80);
+    net_free(&n);
+    /* Smooth through gelu and softmax alone, with strict differences. */
+    CHECK(net_make(&n, "conv2d 3 3, gelu, global_avgpool2d, dense 7, gelu, "
+                       "softmax, dense 5", &in) == 0);
+    check_net_gradients(&n, "gelu / softmax", 40);
+    net_free(&n);
+}
+
+/* Two specs of one model whose variables have the same layout: the same
+ * initial values, then the loss, the gradients and the logits of a step
+ * and an evaluation must be the same bits. */
+static void same_bits(const char *a, const char *b,
+                      const strata__shape_t *in)
+{
+    static net_t x, y;
+    CHECK(net_make(&x, a, in) == 0 && net_make(&y, b, in) == 0);
+    CHECKF(x.m.count == y.m.count && x.m.nvars == y.m.nvars,
+           "'%s' and '%s': layouts differ", a, b);
+    if (x.m.count != y.m.count)
+        return;
+    memcpy(y.flat, x.flat, x.m.count * sizeof(float));
+    float *gx = calloc(x.m.count, sizeof(float));
+    float *gy = calloc(x.m.count, sizeof(float));
+    double lx = loss_of(&x, gx), ly = loss_of(&y, gy);
+    CHECKF(lx == ly && memcmp(gx, gy, x.m.count * sizeof(float)) == 0,
+           "'%s' vs '%s': loss %.9g vs %.9g, or gradients differ", a, b, lx,
+           ly);
+    free(gx);
+    free(gy);
+    net_free(&x);
+    net_free(&y);
+}
+
+static void test_act_same_bits(void)
+{
+    const strata__shape_t in = { 9, 9, 2, 1 };
+    same_bits("conv2d 4 3 relu, conv2d 3 2 tanh, flatten, dense 6 sigmoid, "
+              "dense 5",
+              "conv2d 4 3, relu, conv2d 3 2, tanh, flatten, dense 6, sigmoid, "
+              "dense 5", &in);
+    same_bits("conv2d 4 3 tanh, avgpool2d 7, flatten, dense 5",
+              "conv2d 4 3 tanh, global_avgpool2d, dense 5", &in);
+}
+
 int main(void)
 {
     test_shapes();
@@ -419,5 +642,8 @@ int main(void)
     test_avgpool_spec();
     test_avgpool_gradients();
     test_avgpool_trains();
+    test_act_spec();
+    test_act_gradients();
+    test_act_same_bits();
     return CHECK_DONE();
 }

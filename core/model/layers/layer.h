@@ -8,7 +8,9 @@
  * backward pass through the device's kernel table (kops.h). model.c only
  * chains them: buffers, activations, the loss. Adding a kind is one file
  * here, its ops in kernels/kops_list.h with their kernels (kernels/cpu,
- * kernels/cuda), its line in model.c's table and its extern below.
+ * kernels/cuda), its line in model.c's table and its extern below. The
+ * activation layers (relu, leaky_relu, gelu, tanh, sigmoid, softmax)
+ * differ only in their ops and share one file, activation.c.
  *
  * Tensors are NHWC everywhere (Keras's channels_last): a batch of images is
  * x[rows][h][w][c], and a flat tensor of d features is the shape (1, 1, d)
@@ -51,6 +53,7 @@ typedef struct strata__layer {
     int             kh, kw, stride_h, stride_w, same;
     int             pad_top, pad_left;
     float           rate;           /* dropout                             */
+    float           alpha;          /* leaky_relu: the slope below 0       */
 } strata__layer_t;
 
 /* What a forward or backward call works on: pointers on the replica's
@@ -104,6 +107,14 @@ extern const strata__layer_kind_t strata__layer_maxpool2d;
 extern const strata__layer_kind_t strata__layer_flatten;
 extern const strata__layer_kind_t strata__layer_dropout;
 extern const strata__layer_kind_t strata__layer_avgpool2d;
+extern const strata__layer_kind_t strata__layer_global_avgpool2d;
+/* activation.c */
+extern const strata__layer_kind_t strata__layer_relu;
+extern const strata__layer_kind_t strata__layer_leaky_relu;
+extern const strata__layer_kind_t strata__layer_gelu;
+extern const strata__layer_kind_t strata__layer_tanh;
+extern const strata__layer_kind_t strata__layer_sigmoid;
+extern const strata__layer_kind_t strata__layer_softmax;
 
 /* The pooling kinds' common part (maxpool2d.c): POOL [stride=S], the
  * 'valid' output shape, and the kernels' geometry for `rows` samples. */
