@@ -13,18 +13,9 @@
 #include "resume.h"
 #include "run/stopping.h"
 
-static const char *const k_opt_names[] = { "sgd", "momentum", "adam" };
-
-int strata__opt_nslots(int kind)
-{
-    return kind == STRATA__OPT_ADAM ? 2 : kind == STRATA__OPT_MOMENTUM ? 1 : 0;
-}
-
 static const char *slot_name(int kind, int i)
 {
-    if (kind == STRATA__OPT_MOMENTUM)
-        return "velocity";
-    return i == 0 ? "m" : "v";
+    return strata__opt_slot_name(kind, i);
 }
 
 /* What must match between a checkpoint and the run that resumes from it:
@@ -40,7 +31,7 @@ static void identity_of(const strata__run_t *run, identity_t *id)
     snprintf(id->model, sizeof id->model, "%s", s->model.layers);
     snprintf(id->input, sizeof id->input, "%d", run->model.input_dim);
     snprintf(id->optimizer, sizeof id->optimizer, "%s",
-             k_opt_names[s->optimizer.name]);
+             strata__opt_name(s->optimizer.name));
     snprintf(id->batch, sizeof id->batch, "%d", run->geo.batch);
     snprintf(id->seed, sizeof id->seed, "%" PRId64, s->train.seed);
     snprintf(id->samples, sizeof id->samples, "%zu", run->train.n);
@@ -48,17 +39,22 @@ static void identity_of(const strata__run_t *run, identity_t *id)
     snprintf(id->strategy, sizeof id->strategy, "%s", s->strategy);
 }
 
-/* The training state of the strategy, on the host. */
+/* The training state of the strategy, on the host: the slots at their
+ * start values (adagrad's accumulator is not 0), as a fresh optimizer's. */
 int strata__state_alloc(const strata__run_t *run, strata_state_t *st)
 {
     memset(st, 0, sizeof *st);
     st->struct_size = sizeof *st;
-    st->nslots = strata__opt_nslots(run->s->optimizer.name);
-    size_t bytes = run->model.count * sizeof(float);
+    st->nslots = strata__opt_nslots(&run->s->optimizer);
+    size_t n = run->model.count, bytes = n * sizeof(float);
     st->vars = calloc(1, bytes);
     int ok = st->vars != NULL;
-    for (int i = 0; ok && i < st->nslots; i++)
+    for (int i = 0; ok && i < st->nslots; i++) {
         ok = (st->slots[i] = calloc(1, bytes)) != NULL;
+        float init = strata__opt_slot_init(&run->s->optimizer, i);
+        for (size_t j = 0; ok && init != 0.0f && j < n; j++)
+            st->slots[i][j] = init;
+    }
     return ok ? STRATA_OK : STRATA_ENOMEM;
 }
 
