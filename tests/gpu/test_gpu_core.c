@@ -9,11 +9,13 @@
  *     NVIDIA driver is there);
  *   - gpu:N devices parse against the device count; empty = every GPU;
  *   - training on "gpu:1" (variables, gradients, Adam slots and work on the
- *     device; RMSprop with momentum and Adagrad on the MLP too, batches staged through page-locked memory as uint8 and
+ *     device, batches staged through page-locked memory as uint8 and
  *     scaled on the device, loss read back once per step) gives the same
  *     bits as on cpu:0, from a thread that never selected the device: an
  *     MLP, and a CNN that goes through every kernel of the GPU table
  *     (conv2d, maxpool2d, dropout, tanh, sigmoid), and one with avgpool2d;
+ *     the MLP with RMSprop (with momentum) and Adagrad too, whose
+ *     accumulator opt_create fills on the device;
  *   - copies and comparisons between CPU and GPUs and GPU to GPU work;
  *   - nothing is left allocated, and no pointer was misused. */
 #include <dlfcn.h>
@@ -317,8 +319,8 @@ static void compare(const model_case_t *mc, const strata__optimizer_cfg_t *opt)
     CHECK(cpu.eval_loss == gpu.eval_loss && cpu.eval_loss > 0);
     CHECK(cpu.eval_correct == gpu.eval_correct);
     printf("%s, %s: losses %.6f %.6f %.6f; eval %.6f, %lld correct\n",
-           mc->spec, strata__opt_name(opt->name), gpu.loss[0], gpu.loss[1], gpu.loss[2], gpu.eval_loss,
-           (long long)gpu.eval_correct);
+           mc->spec, strata__opt_name(opt->name), gpu.loss[0], gpu.loss[1],
+           gpu.loss[2], gpu.eval_loss, (long long)gpu.eval_correct);
     free(cpu.vars);
     free(gpu.vars);
 }

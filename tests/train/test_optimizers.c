@@ -11,7 +11,8 @@
  *  - a run stopped after 40 steps with a checkpoint, then resumed
  *    mid-epoch, ends with the bits of an uninterrupted one (the slots,
  *    Adagrad's accumulator and RMSprop's velocity too, travel through the
- *    checkpoint), under mirrored on 2 replicas and under central;
+ *    checkpoint), under mirrored on 2 replicas and under central; RMSprop
+ *    with momentum does not resume from one without (exit 2);
  *  - Adagrad's accumulator starts at initial_accumulator_value, on every
  *    strategy: another value gives another run, mirrored's sharded
  *    optimizer state gives the bits of the whole one, and mwms (2 workers)
@@ -216,6 +217,14 @@ int main(void)
     CHECK(mkdtemp(g_dir) != NULL);
     for (size_t i = 0; i < sizeof k_cases / sizeof *k_cases; i++)
         one(&k_cases[i]);
+    /* rmsprop with momentum keeps another slot: its checkpoints and those
+     * without do not resume one another */
+    CHECK(train(O(&k_cases[0]), "--set", "train.devices=cpu:0, cpu:1",
+                "--set", "train.eval=false", "--set",
+                "optimizer.rmsprop_momentum=0.5", "--set",
+                setf("checkpoint.dir", "ck-rmsprop")) == 2);
+    CHECKF(strstr(g_r.err, "optimizer keeps the slots 'rms', this run's "
+                  "'rms,momentum'") != NULL, "%s", g_r.err);
     accumulator();
     rm_tree(g_dir);
     return CHECK_DONE();
