@@ -175,12 +175,17 @@ typedef struct strata__data_cfg {
     const char *validation_images, *validation_labels;
 } strata__data_cfg_t;
 
-enum { STRATA__OPT_SGD = 0, STRATA__OPT_MOMENTUM = 1, STRATA__OPT_ADAM = 2 };
+/* The [optimizer] name's order (optimizer.c names them). */
+enum { STRATA__OPT_SGD = 0, STRATA__OPT_MOMENTUM = 1, STRATA__OPT_ADAM = 2,
+       STRATA__OPT_RMSPROP = 3, STRATA__OPT_ADAGRAD = 4, STRATA__OPT_COUNT };
 enum { STRATA__SCHED_CONSTANT = 0, STRATA__SCHED_STEP = 1,
        STRATA__SCHED_EXPONENTIAL = 2, STRATA__SCHED_COSINE = 3 };
 typedef struct strata__optimizer_cfg {
     int    name;                /* STRATA__OPT_*                            */
     double lr, momentum, beta1, beta2, epsilon;
+    double rho;                 /* rmsprop: decay of the squared gradient   */
+    double rmsprop_momentum;    /* rmsprop: momentum; 0: none (no slot)     */
+    double initial_accumulator_value; /* adagrad: the accumulator's start   */
     int         schedule;       /* STRATA__SCHED_* (schedule.h)             */
     int64_t     decay_steps;    /* exponential, cosine                      */
     double      decay_rate;     /* exponential                              */

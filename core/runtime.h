@@ -20,12 +20,27 @@ struct strata_opt {
     int32_t device;
     size_t  count;
     int64_t t;                      /* updates applied                       */
-    float   momentum, beta1, beta2, epsilon;
+    float   momentum, beta1, beta2, epsilon, rho, rms_momentum;
     float   weight_decay;           /* decoupled, with each step's lr       */
-    float  *m, *v;                  /* slots (NULL when the kind has none)  */
+    int     nslots;                 /* strata__opt_nslots(cfg)              */
+    float  *slot[2];                /* in strata__opt_slot_name order       */
     strata__kdev_t *kd;             /* the kernels of `device`               */
 };
 
+/* The [optimizer] name of kind (STRATA__OPT_*): "adam", ... */
+const char *strata__opt_name(int kind);
+/* Optimizer slots per element of the [optimizer] section: sgd 0,
+ * momentum 1 ("velocity"), adam 2 ("m", "v"), rmsprop 1 ("rms") or 2 with
+ * rmsprop_momentum > 0 ("rms", "momentum"), adagrad 1 ("accumulator"). */
+int  strata__opt_nslots(const strata__optimizer_cfg_t *cfg);
+/* Slot i's name in checkpoints (optimizer/NAME/VARIABLE). */
+const char *strata__opt_slot_name(int kind, int i);
+/* The value slot i starts at: 0 but for adagrad's accumulator
+ * ([optimizer] initial_accumulator_value). */
+float strata__opt_slot_init(const strata__optimizer_cfg_t *cfg, int i);
+
+/* A fresh state: every slot at its start value (strata__opt_slot_init),
+ * ready for any stream when it returns. */
 int  strata__opt_create(const strata__optimizer_cfg_t *cfg, int32_t device,
                         size_t count, strata_opt_t **out);
 int  strata__opt_step(strata_opt_t *opt, float *param, const float *grad,

@@ -194,9 +194,31 @@ KOP(adam, 0, "Adam step",
     (n, w, g, m, v, lr, b1, b2, eps, t, wd),
     (KOP_DEV(w, KOP_F(n)) KOP_DEV(g, KOP_F(n)) KOP_DEV(m, KOP_F(n))
      KOP_DEV(v, KOP_F(n))))
+/* RMSprop (Keras RMSprop, centered = False): v is the moving average of
+ * the squared gradient,
+ *   v = rho v + (1-rho) g^2 ; inc = lr g / sqrt(v + eps)
+ * eps under the square root, as Keras and TF's ApplyRMSProp. Without mom
+ * (NULL): w -= inc. With mom (Keras momentum > 0): mom = momentum mom +
+ * inc ; w -= mom (momentum is read only then). */
+KOP(rmsprop, 0, "RMSprop step",
+    (size_t n, float *w, const float *g, float *v, float *mom, float lr,
+     float rho, float momentum, float eps, float wd),
+    (n, w, g, v, mom, lr, rho, momentum, eps, wd),
+    (KOP_DEV(w, KOP_F(n)) KOP_DEV(g, KOP_F(n)) KOP_DEV(v, KOP_F(n))
+     KOP_OPT(mom, KOP_F(n))))
+/* Adagrad (Keras Adagrad): acc = acc + g^2 ; w -= lr g / sqrt(acc + eps).
+ * acc starts at Keras' initial_accumulator_value (fill_const). */
+KOP(adagrad, 0, "Adagrad step",
+    (size_t n, float *w, const float *g, float *acc, float lr, float eps,
+     float wd),
+    (n, w, g, acc, lr, eps, wd),
+    (KOP_DEV(w, KOP_F(n)) KOP_DEV(g, KOP_F(n)) KOP_DEV(acc, KOP_F(n))))
 
 /* ---- vector helpers used by reductions --------------------------------- */
 KOP(scale, 0, "scale", (size_t n, float a, float *x), (n, a, x),   /* x *= a */
+    (KOP_DEV(x, KOP_F(n))))
+/* x[i] = a: optimizer slots that do not start at zero (Adagrad's). */
+KOP(fill_const, 0, "fill", (size_t n, float *x, float a), (n, x, a),
     (KOP_DEV(x, KOP_F(n))))
 KOP(axpy, 0, "axpy", (size_t n, float a, const float *x, float *y),
     (n, a, x, y),                                               /* y += a x */

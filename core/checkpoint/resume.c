@@ -13,25 +13,11 @@
 #include "resume.h"
 #include "run/stopping.h"
 
-static const char *const k_opt_names[] = { "sgd", "momentum", "adam" };
-
-int strata__opt_nslots(int kind)
-{
-    return kind == STRATA__OPT_ADAM ? 2 : kind == STRATA__OPT_MOMENTUM ? 1 : 0;
-}
-
-static const char *slot_name(int kind, int i)
-{
-    if (kind == STRATA__OPT_MOMENTUM)
-        return "velocity";
-    return i == 0 ? "m" : "v";
-}
-
 /* What must match between a checkpoint and the run that resumes from it:
  * the model, the optimizer's slots, and the data order. */
 typedef struct identity {
     char model[256], input[32], optimizer[16], batch[32], seed[32],
-         samples[32], shuffle[8], strategy[64];
+         samples[32], shuffle[8], strategy[64], slots[64];
 } identity_t;
 
 static void identity_of(const strata__run_t *run, identity_t *id)
@@ -40,25 +26,37 @@ static void identity_of(const strata__run_t *run, identity_t *id)
     snprintf(id->model, sizeof id->model, "%s", s->model.layers);
     snprintf(id->input, sizeof id->input, "%d", run->model.input_dim);
     snprintf(id->optimizer, sizeof id->optimizer, "%s",
-             k_opt_names[s->optimizer.name]);
+             strata__opt_name(s->optimizer.name));
     snprintf(id->batch, sizeof id->batch, "%d", run->geo.batch);
     snprintf(id->seed, sizeof id->seed, "%" PRId64, s->train.seed);
     snprintf(id->samples, sizeof id->samples, "%zu", run->train.n);
     snprintf(id->shuffle, sizeof id->shuffle, "%d", s->data.shuffle);
     snprintf(id->strategy, sizeof id->strategy, "%s", s->strategy);
+    /* "rms,momentum": rmsprop's slots depend on rmsprop_momentum */
+    size_t at = 0;
+    id->slots[0] = '\0';
+    for (int i = 0; i < strata__opt_nslots(&s->optimizer); i++)
+        at += (size_t)snprintf(id->slots + at, sizeof id->slots - at, "%s%s",
+                               i ? "," : "",
+                               strata__opt_slot_name(s->optimizer.name, i));
 }
 
-/* The training state of the strategy, on the host. */
+/* The training state of the strategy, on the host: the slots at their
+ * start values (adagrad's accumulator is not 0), as a fresh optimizer's. */
 int strata__state_alloc(const strata__run_t *run, strata_state_t *st)
 {
     memset(st, 0, sizeof *st);
     st->struct_size = sizeof *st;
-    st->nslots = strata__opt_nslots(run->s->optimizer.name);
-    size_t bytes = run->model.count * sizeof(float);
+    st->nslots = strata__opt_nslots(&run->s->optimizer);
+    size_t n = run->model.count, bytes = n * sizeof(float);
     st->vars = calloc(1, bytes);
     int ok = st->vars != NULL;
-    for (int i = 0; ok && i < st->nslots; i++)
+    for (int i = 0; ok && i < st->nslots; i++) {
         ok = (st->slots[i] = calloc(1, bytes)) != NULL;
+        float init = strata__opt_slot_init(&run->s->optimizer, i);
+        for (size_t j = 0; ok && init != 0.0f && j < n; j++)
+            st->slots[i][j] = init;
+    }
     return ok ? STRATA_OK : STRATA_ENOMEM;
 }
 
@@ -132,7 +130,8 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
                 snprintf(names[k], sizeof names[k], "%s", v->name);
             else
                 snprintf(names[k], sizeof names[k], "optimizer/%s/%s",
-                         slot_name(run->s->optimizer.name, s), v->name);
+                         strata__opt_slot_name(run->s->optimizer.name, s),
+                         v->name);
             t[k].name = names[k];
             t[k].dtype = "F32";
             t[k].ndim = (int)v->ndim;
@@ -153,7 +152,8 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
     int64_t sample = batch ? (int64_t)strata__batch_sample(run, batch) : 0;
     snprintf(smp, sizeof smp, "%" PRId64, sample);
     int moved = sample != batch * (int64_t)run->geo.batch;
-    strata__meta_t meta[14 + STRATA__MONITOR_NMETA] = {
+    enum { FIXED = 13 };
+    strata__meta_t meta[FIXED + 2 + STRATA__MONITOR_NMETA] = {
         { "strata.epoch", e },          { "strata.batch", b },
         { "strata.step", n },           { "strata.opt_steps", o },
         { "strata.model", id.model },   { "strata.input_dim", id.input },
@@ -161,19 +161,20 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
         { "strata.batch_size", id.batch }, { "strata.seed", id.seed },
         { "strata.train_samples", id.samples },
         { "strata.shuffle", id.shuffle }, { "strata.strategy", id.strategy },
+        { "strata.optimizer_slots", id.slots },
     };
     /* Early stopping and keep_best count on in a resumed run. */
     const char *mkeys[STRATA__MONITOR_NMETA];
     char mvals[STRATA__MONITOR_NMETA][32];
     int nm = strata__monitor_to_meta(&run->monitor, mkeys, mvals);
     for (int i = 0; i < nm; i++)
-        meta[12 + i] = (strata__meta_t){ mkeys[i], mvals[i] };
+        meta[FIXED + i] = (strata__meta_t){ mkeys[i], mvals[i] };
     /* The end of training (its last step, or early stopping): the sidecar
      * evaluator stops after scoring it. */
     if (step >= strata__run_last_step(run) || run->halt)
-        meta[12 + nm++] = (strata__meta_t){ "strata.final", "1" };
+        meta[FIXED + nm++] = (strata__meta_t){ "strata.final", "1" };
     if (moved)
-        meta[12 + nm++] = (strata__meta_t){ "strata.sample", smp };
+        meta[FIXED + nm++] = (strata__meta_t){ "strata.sample", smp };
     char path[4096];
     if (best && snprintf(path, sizeof path, "%s/" STRATA__BEST_CKPT, c->dir)
                     >= (int)sizeof path)
@@ -181,7 +182,7 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
     else if (!best)
         rc = strata__ckpt_path(c->dir, step, path, sizeof path);
     if (rc == STRATA_OK)
-        rc = strata__ckpt_write(path, t, nt, meta, 12 + nm);
+        rc = strata__ckpt_write(path, t, nt, meta, FIXED + nm);
     if (rc == STRATA_OK && best)
         strata__log(STRATA_LOG_INFO, "checkpoint", "wrote %s: the best %s so "
                     "far, %.4f (epoch %d, step %" PRId64 ")", path,
@@ -252,6 +253,18 @@ static int check_identity(const strata__run_t *run, const strata__ckpt_t *ck,
             return STRATA_ECONFIG;
         }
     }
+    /* The slots (a checkpoint from before this key has none: its kinds'
+     * slots were fixed by the name) */
+    const char *theirs = strata__ckpt_meta(ck, "strata.optimizer_slots");
+    if (theirs && strcmp(theirs, id.slots) != 0) {
+        strata__log(STRATA_LOG_ERROR, "checkpoint",
+                    "%s was written by another job: its optimizer keeps the "
+                    "slots '%s', this run's '%s' ([optimizer] "
+                    "rmsprop_momentum > 0 adds rmsprop's 'momentum'); refusing "
+                    "to resume (move it away or set [checkpoint] restore = "
+                    "never)", path, theirs, id.slots);
+        return STRATA_ECONFIG;
+    }
     return STRATA_OK;
 }
 
@@ -289,7 +302,8 @@ static int load_tensors(const strata__run_t *run, const strata__ckpt_t *ck,
                 snprintf(name, sizeof name, "%s", v->name);
             else
                 snprintf(name, sizeof name, "optimizer/%s/%s",
-                         slot_name(run->s->optimizer.name, s), v->name);
+                         strata__opt_slot_name(run->s->optimizer.name, s),
+                         v->name);
             const strata__tensor_t *t = strata__ckpt_find(ck, name);
             int ok = t && !strcmp(t->dtype, "F32") && t->ndim == (int)v->ndim &&
                      t->nbytes == v->count * sizeof(float);

@@ -4,12 +4,10 @@
 
 #include "run/run.h"
 
-/* Optimizer slots per element of the [optimizer] kind (adam 2, ...). */
-int strata__opt_nslots(int kind);
-
 /* Host buffers for the model's state (every variable, every optimizer
- * slot), zeroed; strata__state_free frees them (and accepts a failed
- * alloc). */
+ * slot: strata__opt_nslots), the variables zeroed, the slots at their
+ * start values (strata__opt_slot_init); strata__state_free frees them (and
+ * accepts a failed alloc). */
 int  strata__state_alloc(const strata__run_t *run, strata_state_t *st);
 void strata__state_free(strata_state_t *st);
 /* The strategy's state: STRATA_CTL_STATE_GET into st, or STATE_SET from

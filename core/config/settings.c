@@ -148,18 +148,30 @@ static const strata_option_t k_data[] = {
 
 #define T strata__optimizer_cfg_t
 static const strata_option_t k_optimizer[] = {
-    OPT("name", STRATA_OPT_ENUM, "adam", T, name, "sgd|momentum|adam",
-        "optimizer"),
+    OPT("name", STRATA_OPT_ENUM, "adam", T, name,
+        "sgd|momentum|adam|rmsprop|adagrad", "optimizer"),
     NUM("lr", STRATA_OPT_FLOAT, "0.001", T, lr, 1e-12, UNBOUNDED,
         "learning rate"),
     NUM("momentum", STRATA_OPT_FLOAT, "0.9", T, momentum, 0, UNIT_OPEN,
-        "momentum: decay of the velocity"),
+        "momentum: decay of the velocity (rmsprop has rmsprop_momentum)"),
     NUM("beta1", STRATA_OPT_FLOAT, "0.9", T, beta1, 0, UNIT_OPEN,
         "adam: decay of the first-moment estimate"),
     NUM("beta2", STRATA_OPT_FLOAT, "0.999", T, beta2, 0, UNIT_OPEN,
         "adam: decay of the second-moment estimate"),
     NUM("epsilon", STRATA_OPT_FLOAT, "1e-7", T, epsilon, 1e-12, 1,
-        "adam: added to the denominator for stability"),
+        "adam, rmsprop, adagrad: for stability, added to the denominator "
+        "(adam) or, as Keras does, to the squared-gradient average "
+        "(rmsprop) or sum (adagrad) under the square root"),
+    NUM("rho", STRATA_OPT_FLOAT, "0.9", T, rho, 0, UNIT_OPEN,
+        "rmsprop: decay of the moving average of the squared gradient"),
+    NUM("rmsprop_momentum", STRATA_OPT_FLOAT, "0", T, rmsprop_momentum, 0,
+        UNIT_OPEN, "rmsprop: momentum (Keras RMSprop momentum): each step "
+        "adds the update to a velocity that decays by this, and applies "
+        "the velocity; 0 = none"),
+    NUM("initial_accumulator_value", STRATA_OPT_FLOAT, "0.1", T,
+        initial_accumulator_value, 0, UNBOUNDED,
+        "adagrad: the starting value of the sum of squared gradients, for "
+        "every element"),
     OPT("schedule", STRATA_OPT_ENUM, "constant", T, schedule,
         "constant|step|exponential|cosine",
         "learning-rate schedule over the global step, as Keras': constant; "

@@ -1,6 +1,8 @@
 /* The [optimizer] section as a service: state (slots) next to the variable
  * it updates, one fused kernel pass per step (the decoupled weight decay
  * included), through the kernel table of the variable's device (kops.h).
+ * sgd, momentum, adam, rmsprop and adagrad; the slots start at 0, but for
+ * adagrad's accumulator (initial_accumulator_value, as Keras).
  * On a GPU the step is enqueued on the device's stream and step() returns
  * at once: the next forward pass runs on the same stream, and every copy
  * off the device (host->copy) waits for it, so nobody sees the variable
@@ -9,6 +11,52 @@
 #include <stdlib.h>
 
 #include "runtime.h"
+
+static const char *const k_names[STRATA__OPT_COUNT] = {
+    "sgd", "momentum", "adam", "rmsprop", "adagrad"
+};
+
+const char *strata__opt_name(int kind)
+{
+    return kind >= 0 && kind < STRATA__OPT_COUNT ? k_names[kind] : "?";
+}
+
+int strata__opt_nslots(const strata__optimizer_cfg_t *cfg)
+{
+    switch (cfg->name) {
+    case STRATA__OPT_MOMENTUM:
+    case STRATA__OPT_ADAGRAD:
+        return 1;
+    case STRATA__OPT_ADAM:
+        return 2;
+    case STRATA__OPT_RMSPROP:
+        return cfg->rmsprop_momentum > 0.0 ? 2 : 1;
+    default:
+        return 0;
+    }
+}
+
+const char *strata__opt_slot_name(int kind, int i)
+{
+    switch (kind) {
+    case STRATA__OPT_MOMENTUM:
+        return "velocity";
+    case STRATA__OPT_ADAM:
+        return i == 0 ? "m" : "v";
+    case STRATA__OPT_RMSPROP:
+        return i == 0 ? "rms" : "momentum";
+    case STRATA__OPT_ADAGRAD:
+        return "accumulator";
+    default:
+        return "?";
+    }
+}
+
+float strata__opt_slot_init(const strata__optimizer_cfg_t *cfg, int i)
+{
+    return cfg->name == STRATA__OPT_ADAGRAD && i == 0
+               ? (float)cfg->initial_accumulator_value : 0.0f;
+}
 
 int strata__opt_create(const strata__optimizer_cfg_t *cfg, int32_t device,
                        size_t count, strata_opt_t **out)
@@ -29,17 +77,34 @@ int strata__opt_create(const strata__optimizer_cfg_t *cfg, int32_t device,
     o->beta1 = (float)cfg->beta1;
     o->beta2 = (float)cfg->beta2;
     o->epsilon = (float)cfg->epsilon;
+    o->rho = (float)cfg->rho;
+    o->rms_momentum = (float)cfg->rmsprop_momentum;
     o->weight_decay = (float)cfg->weight_decay;
-    int slots = o->kind == STRATA__OPT_ADAM ? 2 : o->kind == STRATA__OPT_MOMENTUM;
-    if (slots >= 1 && !(o->m = strata__dev_alloc(device, count * sizeof(float))))
-        goto oom;
-    if (slots >= 2 && !(o->v = strata__dev_alloc(device, count * sizeof(float))))
-        goto oom;
+    o->nslots = strata__opt_nslots(cfg);
+    /* dev_alloc zeroes; a slot that starts elsewhere is filled, and the
+     * state is ready for any stream (as dev_alloc's) when this returns */
+    int filled = 0;
+    for (int i = 0; i < o->nslots; i++) {
+        if (!(o->slot[i] = strata__dev_alloc(device, count * sizeof(float)))) {
+            strata__opt_destroy(o);
+            return STRATA_ENOMEM;
+        }
+        float init = strata__opt_slot_init(cfg, i);
+        if (init != 0.0f) {
+            rc = kd->ops->fill_const(kd, count, o->slot[i], init);
+            filled = 1;
+        }
+        if (rc != STRATA_OK) {
+            strata__opt_destroy(o);
+            return rc;
+        }
+    }
+    if (filled && (rc = kd->ops->sync(kd)) != STRATA_OK) {
+        strata__opt_destroy(o);
+        return rc;
+    }
     *out = o;
     return STRATA_OK;
-oom:
-    strata__opt_destroy(o);
-    return STRATA_ENOMEM;
 }
 
 int strata__opt_step(strata_opt_t *o, float *param, const float *grad,
@@ -53,11 +118,19 @@ int strata__opt_step(strata_opt_t *o, float *param, const float *grad,
     case STRATA__OPT_SGD:
         return k->ops->sgd(k, count, param, grad, lr, o->weight_decay);
     case STRATA__OPT_MOMENTUM:
-        return k->ops->momentum(k, count, param, grad, o->m, lr, o->momentum,
-                                o->weight_decay);
+        return k->ops->momentum(k, count, param, grad, o->slot[0], lr,
+                                o->momentum, o->weight_decay);
     case STRATA__OPT_ADAM:
-        return k->ops->adam(k, count, param, grad, o->m, o->v, lr, o->beta1,
-                            o->beta2, o->epsilon, o->t, o->weight_decay);
+        return k->ops->adam(k, count, param, grad, o->slot[0], o->slot[1], lr,
+                            o->beta1, o->beta2, o->epsilon, o->t,
+                            o->weight_decay);
+    case STRATA__OPT_RMSPROP:
+        return k->ops->rmsprop(k, count, param, grad, o->slot[0], o->slot[1],
+                               lr, o->rho, o->rms_momentum, o->epsilon,
+                               o->weight_decay);
+    case STRATA__OPT_ADAGRAD:
+        return k->ops->adagrad(k, count, param, grad, o->slot[0], lr,
+                               o->epsilon, o->weight_decay);
     default:
         return STRATA_EINVAL;
     }
@@ -67,24 +140,22 @@ void strata__opt_destroy(strata_opt_t *o)
 {
     if (!o)
         return;
-    strata__dev_free(o->device, o->m);
-    strata__dev_free(o->device, o->v);
+    for (int i = 0; i < 2; i++)
+        strata__dev_free(o->device, o->slot[i]);
     free(o);
 }
 
 int strata__opt_io(strata_opt_t *o, int set, float *const *slots, int nslots,
                    int64_t *steps)
 {
-    float *mine[2] = { o ? o->m : NULL, o ? o->v : NULL };
-    int have = o ? (o->v ? 2 : o->m ? 1 : 0) : -1;
-    if (!o || nslots != have || (nslots > 0 && !slots) || !steps)
+    if (!o || nslots != o->nslots || (nslots > 0 && !slots) || !steps)
         return STRATA_EINVAL;
     for (int i = 0; i < nslots; i++) {
-        int rc = set ? strata__dev_copy(o->device, mine[i],
+        int rc = set ? strata__dev_copy(o->device, o->slot[i],
                                         STRATA_DEVICE(STRATA_DEV_CPU, 0),
                                         slots[i], o->count * sizeof(float))
                      : strata__dev_copy(STRATA_DEVICE(STRATA_DEV_CPU, 0),
-                                        slots[i], o->device, mine[i],
+                                        slots[i], o->device, o->slot[i],
                                         o->count * sizeof(float));
         if (rc != STRATA_OK)
             return rc;

@@ -170,9 +170,7 @@ static int host_opt_create(strata_hctx_t *hc, int32_t device, size_t count,
     }
     int rc = strata__opt_create(&ctx->s.optimizer, device, count, out);
     if (rc == STRATA_OK)
-        count_placed(hc, count * sizeof(float) *
-                             ((size_t)((*out)->m != NULL) +
-                              (size_t)((*out)->v != NULL)));
+        count_placed(hc, count * sizeof(float) * (size_t)(*out)->nslots);
     return rc;
 }
 

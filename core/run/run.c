@@ -425,7 +425,6 @@ void strata__run_banner(const strata__run_t *run)
     free(summary);
     /* The rate the steps use, after the linear scaling rule and with the
      * warm-up that leads to it. */
-    static const char *const k_opt[] = { "sgd", "momentum", "adam" };
     const strata__train_cfg_t *t = &run->s->train;
     const strata__optimizer_cfg_t *o = &run->s->optimizer;
     char scaled[96] = "", warm[96] = "", sched[512], extra[160] = "";
@@ -446,7 +445,8 @@ void strata__run_banner(const strata__run_t *run)
         snprintf(extra + at, sizeof extra - (size_t)at, "; gradients clipped "
                  "to a global norm of %g", o->clip_norm);
     strata__out(ctx, "optimizer: %s, learning rate %g%s%s%s%s\n",
-                k_opt[o->name], lr_target, scaled, warm, sched, extra);
+                strata__opt_name(o->name), lr_target, scaled, warm, sched,
+                extra);
     size_t model_bytes = run->model.count * sizeof(float);
     strata__out(ctx, "strategy %s placed %zu bytes of variables and optimizer "
                 "state (%.2f x the model's %zu bytes)\n", run->strategy->name,

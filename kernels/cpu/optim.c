@@ -61,3 +61,60 @@ KC_HOT void kc_adam(size_t n, float *restrict w, const float *restrict g,
     KC_FOR(i, n, adam_one(w + i, g + i, m + i, v + i, b1, b2, eps, step,
                           rsq_bc2, d));
 }
+
+/* Keras RMSprop: eps under the square root; (lr g) / sqrt(v + eps). */
+static inline void rmsprop_one(float *restrict w, const float *restrict g,
+                               float *restrict v, float lr, float rho,
+                               float eps, float d)
+{
+    float gi = *g;
+    float vi = rho * *v + (1.0f - rho) * (gi * gi);
+    float wi = *w - d * *w;
+    *v = vi;
+    *w = wi - lr * gi / sqrtf(vi + eps);
+}
+
+static inline void rmsprop_mom_one(float *restrict w, const float *restrict g,
+                                   float *restrict v, float *restrict mom,
+                                   float lr, float rho, float mu, float eps,
+                                   float d)
+{
+    float gi = *g;
+    float vi = rho * *v + (1.0f - rho) * (gi * gi);
+    float wi = *w - d * *w;
+    float mi = mu * *mom + lr * gi / sqrtf(vi + eps);
+    *v = vi;
+    *mom = mi;
+    *w = wi - mi;
+}
+
+KC_HOT void kc_rmsprop(size_t n, float *restrict w, const float *restrict g,
+                       float *restrict v, float *restrict mom, float lr,
+                       float rho, float momentum, float eps, float wd)
+{
+    float d = lr * wd;
+    if (mom)
+        KC_FOR(i, n, rmsprop_mom_one(w + i, g + i, v + i, mom + i, lr, rho,
+                                     momentum, eps, d));
+    else
+        KC_FOR(i, n, rmsprop_one(w + i, g + i, v + i, lr, rho, eps, d));
+}
+
+/* Keras Adagrad: acc += g^2 ; w -= (lr g) / sqrt(acc + eps). */
+static inline void adagrad_one(float *restrict w, const float *restrict g,
+                               float *restrict acc, float lr, float eps,
+                               float d)
+{
+    float gi = *g;
+    float ai = *acc + gi * gi;
+    float wi = *w - d * *w;
+    *acc = ai;
+    *w = wi - lr * gi / sqrtf(ai + eps);
+}
+
+KC_HOT void kc_adagrad(size_t n, float *restrict w, const float *restrict g,
+                       float *restrict acc, float lr, float eps, float wd)
+{
+    float d = lr * wd;
+    KC_FOR(i, n, adagrad_one(w + i, g + i, acc + i, lr, eps, d));
+}

@@ -9,6 +9,11 @@ KC_HOT void kc_scale(size_t n, float a, float *x)
     KC_FOR(i, n, x[i] *= a);
 }
 
+KC_HOT void kc_fill_const(size_t n, float *x, float a)
+{
+    KC_FOR(i, n, x[i] = a);
+}
+
 /* y += a x; x == y is legal, so it gets its own alias-free loop. */
 static void axpy_self(size_t n, float a, float *y)
 {

@@ -1,8 +1,9 @@
 /* Elementwise kernels: activations (and softmax, row by row), optimizer
  * steps, reduction helpers. Memory-bound grid-stride loops. The library is
  * built with -fmad=false so that a*b+c rounds twice, as in the C twin:
- * leaky_relu, SGD, momentum, scale, axpy, sum and u8_to_f32 give the same
- * bits as kernels/cpu. */
+ * leaky_relu, SGD, momentum, RMSprop, Adagrad (IEEE division and sqrtf,
+ * nvcc's default), scale, axpy, sum and u8_to_f32 give the same bits as
+ * kernels/cpu. */
 #include <math.h>
 
 #include "kg_internal.h"
@@ -166,6 +167,43 @@ __global__ void kg_adam_k(size_t n, float *w, const float *g, float *m,
         v[i] = vi;
         w[i] = wi - step * mi / (sqrtf(vi) * rsq_bc2 + eps);
     }
+}
+
+/* Keras RMSprop, as kc_rmsprop: (lr g) / sqrt(v + eps); mom NULL: none. */
+__global__ void kg_rmsprop_k(size_t n, float *w, const float *g, float *v,
+                             float *mom, float lr, float rho, float mu,
+                             float eps, float d)
+{
+    KG_FOR(i, n) {
+        float gi = g[i];
+        float vi = rho * v[i] + (1.0f - rho) * (gi * gi);
+        float wi = w[i] - d * w[i];
+        float inc = lr * gi / sqrtf(vi + eps);
+        v[i] = vi;
+        if (mom) {
+            inc = mu * mom[i] + inc;
+            mom[i] = inc;
+        }
+        w[i] = wi - inc;
+    }
+}
+
+/* Keras Adagrad, as kc_adagrad. */
+__global__ void kg_adagrad_k(size_t n, float *w, const float *g, float *acc,
+                             float lr, float eps, float d)
+{
+    KG_FOR(i, n) {
+        float gi = g[i];
+        float ai = acc[i] + gi * gi;
+        float wi = w[i] - d * w[i];
+        acc[i] = ai;
+        w[i] = wi - lr * gi / sqrtf(ai + eps);
+    }
+}
+
+__global__ void kg_fill_const_k(size_t n, float *x, float a)
+{
+    KG_FOR(i, n) x[i] = a;
 }
 
 __global__ void kg_scale_k(size_t n, float a, float *x)
@@ -334,6 +372,25 @@ int kg_adam(size_t n, float *w, const float *g, float *m, float *v, float lr,
     float rsq_bc2 = (float)(1.0 / sqrt(bc2));
     KG_LAUNCH(kg_adam_k, n, s, w, g, m, v, b1, b2, eps, step, rsq_bc2,
               lr * wd);
+}
+
+int kg_rmsprop(size_t n, float *w, const float *g, float *v, float *mom,
+               float lr, float rho, float momentum, float eps, float wd,
+               kg_stream_t s)
+{
+    KG_LAUNCH(kg_rmsprop_k, n, s, w, g, v, mom, lr, rho, momentum, eps,
+              lr * wd);
+}
+
+int kg_adagrad(size_t n, float *w, const float *g, float *acc, float lr,
+               float eps, float wd, kg_stream_t s)
+{
+    KG_LAUNCH(kg_adagrad_k, n, s, w, g, acc, lr, eps, lr * wd);
+}
+
+int kg_fill_const(size_t n, float *x, float a, kg_stream_t s)
+{
+    KG_LAUNCH(kg_fill_const_k, n, s, x, a);
 }
 
 int kg_scale(size_t n, float a, float *x, kg_stream_t s)

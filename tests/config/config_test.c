@@ -84,6 +84,11 @@ static const golden_t k_golden[] = {
     { "bad_bool", "bad_bool.ini", { 0 }, NULL, 0, STRATA_ECONFIG },
     { "bad_schedule", "bad_schedule.ini", { 0 }, NULL, 0, STRATA_ECONFIG },
     { "bad_decay", "bad_decay.ini", { 0 }, NULL, 0, STRATA_ECONFIG },
+    { "bad_rho", "bad_rho.ini", { 0 }, NULL, 0, STRATA_ECONFIG },
+    { "bad_rmsprop_momentum", "bad_rmsprop_momentum.ini", { 0 }, NULL, 0,
+      STRATA_ECONFIG },
+    { "bad_accumulator", "bad_accumulator.ini", { 0 }, NULL, 0,
+      STRATA_ECONFIG },
     { "bad_weight_decay", "bad_weight_decay.ini", { 0 }, NULL, 0,
       STRATA_ECONFIG },
     { "bad_boundaries", "bad_boundaries.ini", { 0 }, NULL, 0, STRATA_ECONFIG },
@@ -215,6 +220,8 @@ static void test_defaults(void)
     CHECK(s.optimizer.momentum == 0.9);
     CHECK(s.optimizer.beta1 == 0.9 && s.optimizer.beta2 == 0.999);
     CHECK(s.optimizer.epsilon == 1e-7);
+    CHECK(s.optimizer.rho == 0.9 && s.optimizer.rmsprop_momentum == 0.0 &&
+          s.optimizer.initial_accumulator_value == 0.1);
     CHECK(s.optimizer.schedule == STRATA__SCHED_CONSTANT &&
           s.optimizer.weight_decay == 0.0 && s.optimizer.clip_norm == 0.0);
     CHECK(s.train.es_patience == 0 && s.train.es_min_delta == 0.0 &&
@@ -642,6 +649,24 @@ static void test_tables(void)
         CHECK(i == 4);
         CHECK(STRATA_LOG_ERROR == 0 && STRATA_LOG_WARN == 1
               && STRATA_LOG_INFO == 2 && STRATA_LOG_DEBUG == 3);
+    }
+    /* the optimizer ENUM is STRATA__OPT_* (optimizer.c's names) */
+    const strata__section_t *opt = section("optimizer");
+    CHECK(opt && opt->opts && strcmp(opt->opts[0].key, "name") == 0);
+    if (opt && opt->opts) {
+        static const struct { const char *name; int kind; } k_kinds[] = {
+            { "sgd", STRATA__OPT_SGD }, { "momentum", STRATA__OPT_MOMENTUM },
+            { "adam", STRATA__OPT_ADAM }, { "rmsprop", STRATA__OPT_RMSPROP },
+            { "adagrad", STRATA__OPT_ADAGRAD } };
+        char why[128];
+        for (size_t i = 0; i < sizeof k_kinds / sizeof *k_kinds; i++) {
+            int kind = -1;
+            CHECKF(strata__opt_parse(&opt->opts[0], k_kinds[i].name, &kind,
+                                     why, sizeof why) == 0 &&
+                       kind == k_kinds[i].kind,
+                   "[optimizer] name = %s: %d", k_kinds[i].name, kind);
+        }
+        CHECK(STRATA__OPT_COUNT == 5);
     }
     static const char *const k_names[] = { "train", "model", "data",
                                            "optimizer", "plugins", "log",

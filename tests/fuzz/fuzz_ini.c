@@ -26,12 +26,18 @@ static void check_settings(const strata__settings_t *s, size_t size)
     FUZZ_CHECK(s->train.progress >= 0 && s->train.progress <= 3);
     FUZZ_CHECK(isfinite(s->train.warmup_epochs) && s->train.warmup_epochs >= 0);
     FUZZ_CHECK(s->train.max_steps >= 0);
-    FUZZ_CHECK(s->optimizer.name >= 0 && s->optimizer.name <= 2);
+    FUZZ_CHECK(s->optimizer.name >= 0 &&
+               s->optimizer.name < STRATA__OPT_COUNT);
     FUZZ_CHECK(isfinite(s->optimizer.lr) && s->optimizer.lr >= 1e-12);
     FUZZ_CHECK(s->optimizer.beta1 >= 0 && s->optimizer.beta1 < 1);
     FUZZ_CHECK(s->optimizer.beta2 >= 0 && s->optimizer.beta2 < 1);
     FUZZ_CHECK(s->optimizer.momentum >= 0 && s->optimizer.momentum < 1);
     FUZZ_CHECK(s->optimizer.epsilon >= 1e-12 && s->optimizer.epsilon <= 1);
+    FUZZ_CHECK(s->optimizer.rho >= 0 && s->optimizer.rho < 1);
+    FUZZ_CHECK(s->optimizer.rmsprop_momentum >= 0 &&
+               s->optimizer.rmsprop_momentum < 1);
+    FUZZ_CHECK(isfinite(s->optimizer.initial_accumulator_value) &&
+               s->optimizer.initial_accumulator_value >= 0);
     FUZZ_CHECK(s->security.mode >= 0 && s->security.mode <= 2);
     FUZZ_CHECK(s->log.level >= 0 && s->log.level <= 3);
     FUZZ_CHECK(s->debug.step_delay_ms >= 0 && s->debug.step_delay_ms <= 600000);

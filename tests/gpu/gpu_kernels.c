@@ -328,6 +328,28 @@ static void test_optim(size_t n, float wd)
         expect_elem("adam m", n, m, gm);
         expect_elem("adam v", n, v2, gv2);
     }
+
+    /* RMSprop, without and with momentum (m as the velocity), and Adagrad
+     * from the accumulator fill_const gives it (v2 as the accumulator). */
+    for (int k = 0; k < 3; k++) {
+        float *mom = k == 1 ? m : NULL, *gmom = k == 1 ? gm : NULL;
+        CHECK(kg_rmsprop(n, gw, gg, gv, gmom, 1e-3f, 0.9f, 0.5f, 1e-7f, wd,
+                         S) == 0);
+        kc_rmsprop(n, w, g, v, mom, 1e-3f, 0.9f, 0.5f, 1e-7f, wd);
+        expect_elem("rmsprop w", n, w, gw);
+        expect_elem("rmsprop rms", n, v, gv);
+        if (mom)
+            expect_elem("rmsprop momentum", n, m, gm);
+    }
+    CHECK(kg_fill_const(n, gv2, 0.1f, S) == 0);
+    kc_fill_const(n, v2, 0.1f);
+    expect_elem("fill_const", n, v2, gv2);
+    for (int k = 0; k < 3; k++) {
+        CHECK(kg_adagrad(n, gw, gg, gv2, 1e-2f, 1e-7f, wd, S) == 0);
+        kc_adagrad(n, w, g, v2, 1e-2f, 1e-7f, wd);
+        expect_elem("adagrad w", n, w, gw);
+        expect_elem("adagrad accumulator", n, v2, gv2);
+    }
     free(w), free(g), free(v), free(m), free(v2);
     dev_free(gw), dev_free(gg), dev_free(gv), dev_free(gm), dev_free(gv2);
 }

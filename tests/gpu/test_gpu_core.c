@@ -16,7 +16,8 @@
  *     (conv2d, maxpool2d, dropout, tanh, sigmoid), one with avgpool2d,
  *     and two with the activation layers (relu, leaky_relu, gelu, tanh,
  *     sigmoid, softmax over channels and over features) and
- *     global_avgpool2d;
+ *     global_avgpool2d; the MLP with RMSprop (with momentum) and Adagrad
+ *     too, whose accumulator opt_create fills on the device;
  *   - copies and comparisons between CPU and GPUs and GPU to GPU work;
  *   - nothing is left allocated, and no pointer was misused. */
 #include <dlfcn.h>
@@ -35,6 +36,14 @@
 static const strata__optimizer_cfg_t k_adam = {
     .name = STRATA__OPT_ADAM, .lr = 0.01, .momentum = 0.9, .beta1 = 0.9,
     .beta2 = 0.999, .epsilon = 1e-7, .weight_decay = 0.004,
+};
+static const strata__optimizer_cfg_t k_rmsprop = {
+    .name = STRATA__OPT_RMSPROP, .lr = 0.01, .rho = 0.9, .epsilon = 1e-7,
+    .rmsprop_momentum = 0.5, .weight_decay = 0.004,
+};
+static const strata__optimizer_cfg_t k_adagrad = {
+    .name = STRATA__OPT_ADAGRAD, .lr = 0.01, .epsilon = 1e-7,
+    .initial_accumulator_value = 0.1, .weight_decay = 0.004,
 };
 static const int32_t CPU0 = STRATA_DEVICE(STRATA_DEV_CPU, 0);
 
@@ -64,6 +73,7 @@ static const model_case_t k_mlp_act = {
 
 typedef struct result {
     const model_case_t *mc;
+    const strata__optimizer_cfg_t *opt;
     int32_t  dev;
     int      rc;
     size_t   count;
@@ -139,7 +149,7 @@ static void *train_on(void *arg)
     if (rc == STRATA_OK)
         rc = strata__work_alloc_on(&m, dev, BATCH, &w);
     if (rc == STRATA_OK)
-        rc = strata__opt_create(&k_adam, dev, m.count, &opt);
+        rc = strata__opt_create(res->opt, dev, m.count, &opt);
     strata__epoch_order(perm, N, 1, 0, 1);
     res->x_dev = fk_device_of(w.x);
     for (int s = 0; rc == STRATA_OK && s < STEPS; s++) {
@@ -235,8 +245,30 @@ static void copies(void)
         CHECK(strata__opt_io(o, 1, in, 2, &t) == STRATA_OK);
         CHECK(strata__opt_io(o, 0, outp, 2, &t2) == STRATA_OK && t2 == 5);
         CHECK(memcmp(s0, r0, sizeof s0) == 0 && memcmp(s1, r1, sizeof s1) == 0);
+        CHECK(strata__opt_io(o, 0, outp, 1, &t2) == STRATA_EINVAL);
         strata__opt_destroy(o);
     }
+    /* Adagrad's accumulator starts at initial_accumulator_value, filled on
+     * the device; RMSprop with momentum has two slots, without one. */
+    o = NULL;
+    CHECK(strata__opt_create(&k_adagrad, g1, 8, &o) == STRATA_OK && o);
+    if (o) {
+        float acc[8] = { 0 }, *outp[1] = { acc };
+        int64_t t = -1;
+        CHECK(strata__opt_nslots(&k_adagrad) == 1 && o->nslots == 1);
+        CHECK(strata__opt_io(o, 0, outp, 1, &t) == STRATA_OK && t == 0);
+        for (int i = 0; i < 8; i++)
+            CHECKF(acc[i] == 0.1f, "accumulator[%d] = %g", i, acc[i]);
+        strata__opt_destroy(o);
+    }
+    strata__optimizer_cfg_t plain = k_rmsprop;
+    plain.rmsprop_momentum = 0;
+    CHECK(strata__opt_nslots(&k_rmsprop) == 2 &&
+          strata__opt_nslots(&plain) == 1);
+    o = NULL;
+    CHECK(strata__opt_create(&plain, g1, 8, &o) == STRATA_OK && o &&
+          o->nslots == 1 && o->slot[1] == NULL);
+    strata__opt_destroy(o);
 out:
     strata__dev_free(g0, a);
     strata__dev_free(g1, b);
@@ -274,10 +306,11 @@ static void clipping(void)
 
 /* Train `mc` on cpu:0 and on gpu:1 (from a thread whose current device is
  * still 0): the same bits. */
-static void compare(const model_case_t *mc)
+static void compare(const model_case_t *mc, const strata__optimizer_cfg_t *opt)
 {
-    result_t cpu = { .mc = mc, .dev = CPU0 };
-    result_t gpu = { .mc = mc, .dev = STRATA_DEVICE(STRATA_DEV_GPU, 1) };
+    result_t cpu = { .mc = mc, .opt = opt, .dev = CPU0 };
+    result_t gpu = { .mc = mc, .opt = opt,
+                     .dev = STRATA_DEVICE(STRATA_DEV_GPU, 1) };
     train_on(&cpu);
     pthread_t th;
     CHECK(pthread_create(&th, NULL, train_on, &gpu) == 0);
@@ -294,9 +327,9 @@ static void compare(const model_case_t *mc)
     CHECK(cpu.correct == gpu.correct);
     CHECK(cpu.eval_loss == gpu.eval_loss && cpu.eval_loss > 0);
     CHECK(cpu.eval_correct == gpu.eval_correct);
-    printf("%s: losses %.6f %.6f %.6f; eval %.6f, %lld correct\n", mc->spec,
-           gpu.loss[0], gpu.loss[1], gpu.loss[2], gpu.eval_loss,
-           (long long)gpu.eval_correct);
+    printf("%s, %s: losses %.6f %.6f %.6f; eval %.6f, %lld correct\n",
+           mc->spec, strata__opt_name(opt->name), gpu.loss[0], gpu.loss[1],
+           gpu.loss[2], gpu.eval_loss, (long long)gpu.eval_correct);
     free(cpu.vars);
     free(gpu.vars);
 }
@@ -313,11 +346,13 @@ int main(void)
            fk_live_blocks() - live0);
 
     clipping();
-    compare(&k_mlp);
-    compare(&k_cnn);
-    compare(&k_cnn_avg);
-    compare(&k_cnn_act);
-    compare(&k_mlp_act);
+    compare(&k_mlp, &k_adam);
+    compare(&k_cnn, &k_adam);
+    compare(&k_cnn_avg, &k_adam);
+    compare(&k_cnn_act, &k_adam);
+    compare(&k_mlp_act, &k_adam);
+    compare(&k_mlp, &k_rmsprop);
+    compare(&k_mlp, &k_adagrad);
     CHECKF(fk_live_blocks() == live0, "%zu device/page-locked blocks "
            "leaked", fk_live_blocks() - live0);
     CHECKF(*fk_violations == 0, "%d pointer misuses (see above)",

@@ -88,10 +88,11 @@ typedef struct strata_host_v2 {
                const float *const *srcs, int nsrc);
 
     /* The context's optimizer ([optimizer]), with its slots for `count`
-     * elements on `device`. step() applies one update in place; one opt is
-     * used by one thread at a time. io() reads (set = 0) or writes (set = 1)
-     * its slots and step count from/to host buffers of count elements
-     * (checkpoints). */
+     * elements on `device`, at their start values (0; adagrad's
+     * accumulator: initial_accumulator_value). step() applies one update
+     * in place; one opt is used by one thread at a time. io() reads
+     * (set = 0) or writes (set = 1) its slots and step count from/to host
+     * buffers of count elements (checkpoints). */
     int  (*opt_create)(strata_hctx_t *hc, int32_t device, size_t count,
                        strata_opt_t **out);
     int  (*opt_step)(strata_hctx_t *hc, strata_opt_t *opt, float *param,

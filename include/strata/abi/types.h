@@ -238,7 +238,8 @@ typedef struct strata_report {
  * checkpoint holds. Argument of STRATA_CTL_STATE_GET / STRATA_CTL_STATE_SET. */
 typedef struct strata_state {
     uint32_t struct_size;
-    int32_t  nslots;     /* optimizer slots per element (adam 2, momentum 1) */
+    int32_t  nslots;     /* optimizer slots per element (adam 2, momentum 1,
+                            adagrad 1, rmsprop 1 or 2 with momentum)     */
     float   *vars;       /* model_count elements                             */
     float   *slots[4];   /* nslots buffers of model_count elements           */
     int64_t  opt_steps;  /* updates the optimizer has applied (Adam's t)     */
