@@ -162,6 +162,23 @@ static inline const char *spawn_strata_bin(void)
  * which strata secures with CURVE keys as a user's job is: `strata keygen`
  * makes them in a private temp dir for every task these tests start, and
  * STRATA_SECURITY_KEYS hands them to every child. Removed at exit. */
+/* `strata CMD ARGS...` (args NULL-terminated, at most 61) into *r; when it
+ * fails, its output goes to the test's stderr. Returns its exit code. */
+static inline int spawn_strata(const char *cmd, char *const *args,
+                               int timeout_s, spawn_result_t *r)
+{
+    char *argv[64] = { (char *)spawn_strata_bin(), (char *)cmd };
+    int n = 2;
+    for (int i = 0; args[i] && n < 63; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    spawn_run(argv, timeout_s, r);
+    if (r->code != 0)
+        fprintf(stderr, "strata %s exited %d:\n%s\n%s\n", cmd, r->code,
+                r->out, r->err);
+    return r->code;
+}
+
 static char spawn_keys_dir_[64];
 
 static inline void spawn_keys_remove_(void)

@@ -28,12 +28,7 @@ static spawn_result_t g_r;
 
 static int run_(const char *cmd, char *const *args)
 {
-    char *argv[64] = { (char *)spawn_strata_bin(), (char *)cmd };
-    int n = 2;
-    for (int i = 0; args[i] && n < 63; i++)
-        argv[n++] = args[i];
-    spawn_run(argv, 240, &g_r);
-    return g_r.code;
+    return spawn_strata(cmd, args, 240, &g_r);
 }
 #define train(...) run_("train", (char *const[]){ COMMON, __VA_ARGS__, NULL })
 #define launch(...) run_("launch", (char *const[]){ __VA_ARGS__, COMMON, NULL })

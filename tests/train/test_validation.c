@@ -21,15 +21,7 @@ static char g_dir[] = "/tmp/strata-valXXXXXX";
 
 static int run_(const char *cmd, char *const *args, int timeout_s)
 {
-    char *argv[64] = { (char *)spawn_strata_bin(), (char *)cmd };
-    int n = 2;
-    for (; args[n - 2] && n < 63; n++)
-        argv[n] = args[n - 2];
-    argv[n] = NULL;
-    spawn_run(argv, timeout_s, &g_r);
-    if (g_r.code != 0)
-        fprintf(stderr, "strata %s exited %d:\n%s\n", cmd, g_r.code, g_r.err);
-    return g_r.code;
+    return spawn_strata(cmd, args, timeout_s, &g_r);
 }
 #define train(...) run_("train", (char *const[]){ __VA_ARGS__, COMMON, NULL }, 240)
 #define launch(...) run_("launch", (char *const[]){ __VA_ARGS__, COMMON, NULL }, 240)
