@@ -16,18 +16,6 @@
 #include "layer.h"
 #include "strata/errno.h"
 
-static int act_parse(strata__layer_t *l, char *const *w, int n, char *why,
-                     size_t len)
-{
-    (void)l;
-    (void)w;
-    if (n != 0) {
-        snprintf(why, len, "takes no arguments");
-        return -1;
-    }
-    return 0;
-}
-
 static int act_infer(strata__layer_t *l, char *why, size_t len)
 {
     (void)why;
@@ -56,7 +44,7 @@ static size_t elems(const strata__layer_t *l, const strata__pass_t *p)
     }                                                                        \
     const strata__layer_kind_t strata__layer_##kind = {                      \
         .name = #kind, .usage = #kind,                                       \
-        .parse = act_parse, .infer = act_infer,                              \
+        .parse = strata__layer_no_args, .infer = act_infer,                  \
         .forward = kind##_forward, .backward = kind##_backward,              \
     };
 OUTPUT_ACT(relu)
@@ -120,7 +108,7 @@ static int gelu_backward(const strata__layer_t *l, const strata__pass_t *p)
 
 const strata__layer_kind_t strata__layer_gelu = {
     .name = "gelu", .usage = "gelu",
-    .parse = act_parse, .infer = act_infer,
+    .parse = strata__layer_no_args, .infer = act_infer,
     .forward = gelu_forward, .backward = gelu_backward,
 };
 
@@ -159,6 +147,6 @@ static int softmax_backward(const strata__layer_t *l, const strata__pass_t *p)
 
 const strata__layer_kind_t strata__layer_softmax = {
     .name = "softmax", .usage = "softmax",
-    .parse = act_parse, .infer = act_infer,
+    .parse = strata__layer_no_args, .infer = act_infer,
     .forward = softmax_forward, .backward = softmax_backward,
 };

@@ -4,18 +4,6 @@
 
 #include "layer.h"
 
-static int flatten_parse(strata__layer_t *l, char *const *w, int n,
-                         char *why, size_t len)
-{
-    (void)l;
-    (void)w;
-    if (n != 0) {
-        snprintf(why, len, "takes no arguments");
-        return -1;
-    }
-    return 0;
-}
-
 static int flatten_infer(strata__layer_t *l, char *why, size_t len)
 {
     (void)why;
@@ -26,5 +14,5 @@ static int flatten_infer(strata__layer_t *l, char *why, size_t len)
 
 const strata__layer_kind_t strata__layer_flatten = {
     .name = "flatten", .usage = "flatten", .alias = 1,
-    .parse = flatten_parse, .infer = flatten_infer,
+    .parse = strata__layer_no_args, .infer = flatten_infer,
 };

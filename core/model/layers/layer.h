@@ -131,5 +131,8 @@ int strata__layer_float(const char *s, double lo, double hi, double *out);
 /* "key=value" options: *value = the text after "key=" when w starts with
  * it, else NULL. */
 const char *strata__layer_opt(const char *w, const char *key);
+/* The parse of a kind that takes no words (flatten, the activations). */
+int strata__layer_no_args(strata__layer_t *l, char *const *w, int n,
+                          char *why, size_t len);
 
 #endif /* STRATA_CORE_LAYER_H */

@@ -2,6 +2,7 @@
  * integer, a pair "3x5", a float, a "key=value" option. */
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,4 +49,16 @@ const char *strata__layer_opt(const char *w, const char *key)
 {
     size_t n = strlen(key);
     return !strncmp(w, key, n) && w[n] == '=' ? w + n + 1 : NULL;
+}
+
+int strata__layer_no_args(strata__layer_t *l, char *const *w, int n, char *why,
+                          size_t len)
+{
+    (void)l;
+    (void)w;
+    if (n != 0) {
+        snprintf(why, len, "takes no arguments");
+        return -1;
+    }
+    return 0;
 }
