@@ -25,7 +25,7 @@
 #define STRATA_EVAL_WORK_BYTES ((size_t)16 << 20) /* per replica, about */
 #endif
 #ifndef STRATA_MAX_LAYERS
-#define STRATA_MAX_LAYERS 32
+#define STRATA_MAX_LAYERS 256
 #endif
 
 /* ---- log.c ------------------------------------------------------------ */
@@ -91,6 +91,11 @@ const char *strata__cfg_get(const strata__cfg_t *c, const char *section,
  * section's first value. */
 const char *strata__cfg_origin(const strata__cfg_t *c, const char *section,
                                const char *key);
+/* The i-th value of `section` in the order it was set (a file's values in
+ * file order): 1 and its key, value and origin, or 0 past the last. */
+int  strata__cfg_entry(const strata__cfg_t *c, const char *section, size_t i,
+                       const char **key, const char **value,
+                       const char **origin);
 /* Fill `dst` from `opts`: defaults first, then every value of `section`.
  * Unknown keys of the section are an error with the nearest valid key
  * ("etc/x.ini:14: [strategy] unknown key 'reduce_opp'; did you mean

@@ -237,6 +237,19 @@ KOP(u8_to_f32, 0, "scale the input",
     (n, src, scale, dst),
     (KOP_DEV(src, n) KOP_DEV(dst, KOP_F(n))))
 
+/* y[r][y_off + j] = x[r][x_off + j] for r < rows, j < width, where a row
+ * of x holds x_c floats and one of y y_c: a concat copies each input into
+ * its channel slice of the output, and its slice of dy back. */
+KOP(channel_copy, 0, "channel copy",
+    (size_t rows, int width, const float *x, int x_c, int x_off, float *y,
+     int y_c, int y_off),
+    (rows, width, x, x_c, x_off, y, y_c, y_off),
+    (KOP_NOOP(rows == 0 || width <= 0)
+     KOP_REQ(x_off >= 0 && x_off + width <= x_c && y_off >= 0 &&
+             y_off + width <= y_c)
+     KOP_DEV(x, KOP_F(rows * (size_t)x_c))
+     KOP_DEV(y, KOP_F(rows * (size_t)y_c))))
+
 /* ---- convolution (kops_conv2d_t above) ---------------------------------
  * Y = conv(X, W) + b (b may be NULL). `col` is workspace of col_len floats,
  * at least kops_conv2d_col_len(g); the images are lowered to GEMM in groups

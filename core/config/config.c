@@ -249,6 +249,22 @@ const char *strata__cfg_origin(const strata__cfg_t *c, const char *section,
     return NULL;
 }
 
+int strata__cfg_entry(const strata__cfg_t *c, const char *section, size_t i,
+                      const char **key, const char **value,
+                      const char **origin)
+{
+    for (size_t j = 0; c && j < c->n; j++) {
+        const entry_t *e = &c->e[j];
+        if (strcmp(e->section, section) != 0 || i-- > 0)
+            continue;
+        *key = e->key;
+        *value = e->value;
+        *origin = e->origin;
+        return 1;
+    }
+    return 0;
+}
+
 const char *const *strata__cfg_sections(const strata__cfg_t *c)
 {
     return c->sections;
@@ -605,33 +621,6 @@ int strata__cfg_set(strata__cfg_t *c, const char *assignment, int prec,
 }
 
 /* ---- typed options ---------------------------------------------------------- */
-
-int strata__edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    int *row = malloc((lb + 1) * sizeof *row);
-    if (!row)
-        return (int)(la > lb ? la : lb);
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= lb; j++) {
-            int up = row[j];
-            int best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    int d = row[lb];
-    free(row);
-    return d;
-}
 
 /* Shortest text that reads back as v ("0.001", "1e-12", "1000000"). */
 static void fmt_num(double v, char *buf, size_t n)

@@ -104,7 +104,8 @@ static const strata_option_t k_model[] = {
         "[stride=S], avgpool2d POOL [stride=S], global_avgpool2d, flatten, "
         "dropout RATE, and the activation layers relu, leaky_relu "
         "[alpha=A], gelu, tanh, sigmoid, softmax (not last); ACT = "
-        "relu|tanh|sigmoid|none; the last gives the logits"),
+        "relu|tanh|sigmoid|none; the last gives the logits. A model that "
+        "is not a chain is a [graph] section instead (docs/models.md)"),
     OPT("init_from", STRATA_OPT_STRING, "", strata__model_cfg_t, init_from,
         NULL, "start from the variables of this safetensors file (a strata "
         "checkpoint or any file with the model's tensor names, F32); "
@@ -344,6 +345,7 @@ const char *const strata__transport_core_keys[] = { "plugin", "local",
 const strata__section_t strata__sections[] = {
     SEC("train", k_train, train),
     SEC("model", k_model, model),
+    { "graph", NULL, 0 },
     SEC("data", k_data, data),
     SEC("optimizer", k_optimizer, optimizer),
     SEC("plugins", k_plugins, plugins),

@@ -1,8 +1,9 @@
-/* strata core -- the model: a Sequential list of layers (layers/layer.h),
- * its variables in one flat float32 layout, and the forward/backward pass
- * of one replica on the replica's device, through its kernel table
- * (kops.h): the same code drives CPU and GPU replicas. Internal; never
- * installed. */
+/* strata core -- the model: a graph of layers (layers/layer.h), its
+ * variables in one flat float32 layout, and the forward/backward pass of
+ * one replica on the replica's device, through its kernel table (kops.h):
+ * the same code drives CPU and GPU replicas. Built from [model] layers (a
+ * chain) or a [graph] section (named layers reading named inputs):
+ * build.c. Internal; never installed. */
 #ifndef STRATA_CORE_MODEL_H
 #define STRATA_CORE_MODEL_H
 
@@ -13,41 +14,77 @@
 #include "device/kops.h"
 #include "model/layers/layer.h"
 
+/* Variables of a model: a kernel and a bias per layer at most. */
+#define STRATA__MAX_VARS (2 * STRATA_MAX_LAYERS)
+
 typedef struct strata__model {
-    int             nlayers;
+    int             nlayers;        /* in an order where each layer reads
+                                       only layers before it; the last gives
+                                       the logits                            */
+    int             graph;          /* 1: from [graph] (named, inputs shown) */
     strata__layer_t layers[STRATA_MAX_LAYERS];
     strata__shape_t input;          /* one sample, as the data gives it      */
     int             input_dim;      /* its floats                            */
     int             nclasses;       /* units of the last layer               */
     size_t          max_width;      /* floats of the widest layer input or
                                        output, per sample                    */
+    /* The backward pass's plan, made at build: the gradient of a layer's
+     * output lives in one of nslots buffers of rows x max_width from its
+     * first reader's backward to its own. dy_slot[i]: layer i's; dx_slot:
+     * where its backward writes each input's (-1: the data, not needed);
+     * dx_into: -1, or the slot that gradient is then added to (an output
+     * read by several layers). A chain needs 2 slots, ping-pong. */
+    int             nslots;
+    int16_t         dy_slot[STRATA_MAX_LAYERS];
+    int16_t         dx_slot[STRATA_MAX_LAYERS][STRATA__MAX_INPUTS];
+    int16_t         dx_into[STRATA_MAX_LAYERS][STRATA__MAX_INPUTS];
     int             nvars;          /* 2 per layer with variables            */
     size_t          count;          /* float32 elements of the flat layout
                                        (each variable 64-byte aligned)       */
     size_t          params;         /* floats trained: the variables' sizes  */
-    strata_var_t    vars[2 * STRATA_MAX_LAYERS];
-    char            names[2 * STRATA_MAX_LAYERS][32];
+    strata_var_t    vars[STRATA__MAX_VARS];
+    char            names[STRATA__MAX_VARS][48];
 } strata__model_t;
+
+/* One line of a model's description. */
+typedef struct strata__layer_line {
+    const char *name;    /* its [graph] key; NULL in a chain ("dense_0")   */
+    const char *text;    /* "conv2d 16 3 padding=same <- stem"              */
+    const char *origin;  /* where it comes from ("job.ini:12"), or NULL    */
+} strata__layer_line_t;
 
 /* The shape of one sample of `d`: images are (rows, cols, channels), flat
  * data (1, 1, dim). */
 strata__shape_t strata__data_shape(const strata__dataset_t *d);
 
-/* Parse `spec` ("conv2d 32 3 relu, maxpool2d 2, flatten, dense 10") for
- * samples of shape `input` and labels in [0, nclasses). `origin` says where
- * the spec comes from ("etc/cnn.ini:29"; NULL: none) for errors, which name
- * it, the layer's position and text, and what was expected. The last layer
- * must be flat with at least nclasses units and no activation ('softmax'
- * is accepted there: the loss applies it). A dense first layer reads images
- * flat. Fills layers[] and vars[] (names, shapes, offsets), no storage. */
+/* Parse `spec` ("conv2d 32 3 relu, maxpool2d 2, flatten, dense 10"), a
+ * chain, for samples of shape `input` and labels in [0, nclasses). `origin`
+ * says where the spec comes from ("etc/cnn.ini:29"; NULL: none) for errors,
+ * which name it, the layer's position and text, and what was expected. The
+ * last layer must be flat with at least nclasses units and no activation
+ * ('softmax' is accepted there: the loss applies it). A dense layer reading
+ * the data reads images flat. Fills layers[] and vars[] (names, shapes,
+ * offsets), no storage. */
 int  strata__model_build(const char *spec, const char *origin,
                          const strata__shape_t *input, int nclasses,
                          strata__model_t *m);
+/* The same from a graph: line i is layer `name` = "KIND ARGS [<- INPUT,
+ * ...]", reading the named layers ("input": the data), by default the line
+ * before. Any order; one layer that no other reads, the output. Errors name
+ * the line's origin and, for an input, both layers. */
+int  strata__model_build_graph(const strata__layer_line_t *lines, int n,
+                               const strata__shape_t *input, int nclasses,
+                               strata__model_t *m);
+/* The job's model: its [graph] section when it has one, else [model]
+ * layers (`layers`, its resolved value). */
+int  strata__model_build_cfg(const strata__cfg_t *cfg, const char *layers,
+                             const strata__shape_t *input, int nclasses,
+                             strata__model_t *m);
 /* Glorot-uniform kernels (Keras's fans), zero biases, drawn from `seed`,
  * one random stream per layer: flat[m->count]. */
 void strata__model_init(const strata__model_t *m, uint64_t seed, float *flat);
 /* Keras-like summary: one line per layer (name, spec, output shape,
- * parameters) and the total, to `f`. */
+ * parameters; a graph's also its inputs) and the total, to `f`. */
 void strata__model_summary(const strata__model_t *m, FILE *f);
 /* The dropout seed of global step `step` of a run seeded with `seed`. */
 uint64_t strata__model_step_seed(uint64_t seed, int64_t step);
@@ -62,7 +99,8 @@ typedef struct strata__work {
     void    *aux[STRATA_MAX_LAYERS];/* per-layer scratch (pool argmax,
                                        conv2d im2col)                       */
     size_t   aux_bytes[STRATA_MAX_LAYERS];
-    float   *delta[2];              /* rows x max_width, ping-pong          */
+    /* the plan's nslots gradient buffers, rows x max_width each */
+    float   *delta[STRATA_MAX_LAYERS + STRATA__MAX_INPUTS];
     /* Set by the caller before each training step: dropout draws from the
      * step's seed (strata__model_step_seed) and the slice's first row in
      * the global batch, so replicas draw what one device would. */

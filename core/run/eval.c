@@ -61,10 +61,8 @@ int strata__scorer_open(strata_ctx_t *ctx, unsigned which,
     }
     if (rc == STRATA_OK) {
         strata__shape_t in = strata__data_shape(&s->test);
-        rc = strata__model_build(ctx->s.model.layers,
-                                 strata__cfg_origin(ctx->cfg, "model",
-                                                    "layers"),
-                                 &in, s->test.nclasses, s->model);
+        rc = strata__model_build_cfg(ctx->cfg, ctx->s.model.layers, &in,
+                                     s->test.nclasses, s->model);
     }
     if (rc == STRATA_OK) {
         s->flat = malloc(s->model->count * sizeof *s->flat + 1);

@@ -344,10 +344,8 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
         if (run->test.nclasses > nclasses)
             nclasses = run->test.nclasses;
         strata__shape_t in = strata__data_shape(&run->train);
-        rc = strata__model_build(run->s->model.layers,
-                                 strata__cfg_origin(run->ctx->cfg, "model",
-                                                    "layers"),
-                                 &in, nclasses, &run->model);
+        rc = strata__model_build_cfg(run->ctx->cfg, run->s->model.layers,
+                                     &in, nclasses, &run->model);
     }
     if (rc == STRATA_OK) {
         run->init = malloc(run->model.count * sizeof(float));

@@ -121,3 +121,15 @@ KC_HOT void kc_u8_to_f32(size_t n, const uint8_t *restrict src, float scale,
 {
     KC_FOR(i, n, dst[i] = (float)src[i] * scale);
 }
+
+KC_HOT void kc_channel_copy(size_t rows, int width, const float *x, int x_c,
+                            int x_off, float *y, int y_c, int y_off)
+{
+    if (rows == 0 || width <= 0)
+        return;
+    for (size_t r = 0; r < rows; r++) {
+        const float *src = x + r * (size_t)x_c + (size_t)x_off;
+        float *dst = y + r * (size_t)y_c + (size_t)y_off;
+        memcpy(dst, src, (size_t)width * sizeof *dst);
+    }
+}

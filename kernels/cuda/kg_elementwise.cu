@@ -279,6 +279,19 @@ __global__ void kg_u8_to_f32_k(size_t n, const uint8_t *src, float scale,
     KG_FOR(i, n) dst[i] = (float)src[i] * scale;
 }
 
+/* One thread per copied float: item i is row i / width, channel
+ * i % width. */
+__global__ void kg_channel_copy_k(size_t n, int width, const float *x,
+                                  int x_c, int x_off, float *y, int y_c,
+                                  int y_off)
+{
+    KG_FOR(i, n) {
+        size_t r = i / (size_t)width, j = i % (size_t)width;
+        y[r * (size_t)y_c + (size_t)y_off + j] =
+            x[r * (size_t)x_c + (size_t)x_off + j];
+    }
+}
+
 int kg_relu_fwd(size_t n, const float *x, float *y, kg_stream_t s)
 {
     KG_LAUNCH(kg_relu_fwd_k, n, s, x, y);
@@ -440,4 +453,13 @@ int kg_u8_to_f32(size_t n, const uint8_t *src, float scale, float *dst,
                  kg_stream_t s)
 {
     KG_LAUNCH(kg_u8_to_f32_k, n, s, src, scale, dst);
+}
+
+int kg_channel_copy(size_t rows, int width, const float *x, int x_c, int x_off,
+                    float *y, int y_c, int y_off, kg_stream_t s)
+{
+    if (width <= 0)
+        return KG_OK;
+    KG_LAUNCH(kg_channel_copy_k, rows * (size_t)width, s, width, x, x_c,
+              x_off, y, y_c, y_off);
 }

@@ -668,7 +668,7 @@ static void test_tables(void)
         }
         CHECK(STRATA__OPT_COUNT == 5);
     }
-    static const char *const k_names[] = { "train", "model", "data",
+    static const char *const k_names[] = { "train", "model", "graph", "data",
                                            "optimizer", "plugins", "log",
                                            "debug", "strategy", "transport",
                                            "cluster", "checkpoint", "security",
@@ -677,7 +677,7 @@ static void test_tables(void)
         CHECKF(strata__sections[i].name
                    && strcmp(strata__sections[i].name, k_names[i]) == 0,
                "section %d", i);
-    CHECK(strata__sections[13].name == NULL);
+    CHECK(strata__sections[14].name == NULL);
     /* every core option has a default and a help line */
     for (const strata__section_t *s = strata__sections; s->name; s++)
         for (const strata_option_t *o = opts_of(s); o && o->key; o++) {

@@ -27,6 +27,7 @@
 
 #include "check.h"
 #include "runtime.h"
+#include "../model/graph_lines.h"
 
 #define STEPS 3
 #define BATCH 32
@@ -50,26 +51,36 @@ static const int32_t CPU0 = STRATA_DEVICE(STRATA_DEV_CPU, 0);
 /* The models trained: an MLP on flat samples, and a small CNN on 4 x 5
  * images that uses every layer kernel of the table. */
 typedef struct model_case {
-    const char     *spec;
-    strata__shape_t in;
+    const char         *spec;   /* a chain, or what `graph` is            */
+    strata__shape_t     in;
+    const char *const  *graph;  /* "name = text" lines, NULL-terminated  */
 } model_case_t;
 static const model_case_t k_mlp = { "dense 16 relu, dense 10",
-                                    { 1, 1, DIM, 0 } };
+                                    { 1, 1, DIM, 0 }, NULL };
 static const model_case_t k_cnn = {
     "conv2d 4 3 padding=same tanh, maxpool2d 2, dropout 0.25, "
     "conv2d 6 2 stride=1 sigmoid, flatten, dense 10",
-    { 4, 5, 1, 1 } };
+    { 4, 5, 1, 1 }, NULL };
 static const model_case_t k_cnn_avg = {
     "conv2d 4 3 padding=same relu, avgpool2d 2 stride=1, conv2d 3 2 tanh, "
     "flatten, dense 10",
-    { 4, 5, 1, 1 } };
+    { 4, 5, 1, 1 }, NULL };
 static const model_case_t k_cnn_act = {
     "conv2d 4 3 padding=same, leaky_relu alpha=0.2, conv2d 6 2, gelu, "
     "softmax, global_avgpool2d, dense 12, softmax, relu, dense 10",
-    { 4, 5, 1, 1 } };
+    { 4, 5, 1, 1 }, NULL };
+/* A graph: a residual add, an add of one layer with itself, concats of
+ * images and of features (channel_copy), a flatten read twice. */
+static const char *const k_graph_lines[] = {
+    "a = conv2d 4 3 padding=same tanh", "b = conv2d 4 3 padding=same",
+    "s = add <- b, a", "d = add <- s, s", "e = concat <- d, input",
+    "f = flatten", "g = dense 6 relu <- f", "h = dense 5 tanh <- f",
+    "k = concat <- g, h", "out = dense 10", NULL };
+static const model_case_t k_graph = { "graph: residual add, concat",
+                                      { 4, 5, 1, 1 }, k_graph_lines };
 static const model_case_t k_mlp_act = {
     "dense 16, gelu, dense 16, sigmoid, tanh, leaky_relu, dense 10",
-    { 1, 1, DIM, 0 } };
+    { 1, 1, DIM, 0 }, NULL };
 
 typedef struct result {
     const model_case_t *mc;
@@ -127,8 +138,15 @@ static void *train_on(void *arg)
     result_t *res = arg;
     static _Thread_local strata__model_t m;
     int32_t dev = res->dev;
-    int rc = strata__model_build(res->mc->spec, NULL, &res->mc->in, 10, &m);
-    void *values[2 * STRATA_MAX_LAYERS];
+    static _Thread_local graph_lines_t gl;
+    int rc;
+    if (res->mc->graph) {
+        graph_lines(res->mc->graph, &gl);
+        rc = strata__model_build_graph(gl.line, gl.n, &res->mc->in, 10, &m);
+    } else {
+        rc = strata__model_build(res->mc->spec, NULL, &res->mc->in, 10, &m);
+    }
+    void *values[STRATA__MAX_VARS];
     float *init = malloc(m.count * sizeof(float));
     float *slab = strata__dev_alloc(dev, m.count * sizeof(float));
     float *grads = strata__dev_alloc(dev, m.count * sizeof(float));
@@ -351,6 +369,7 @@ int main(void)
     compare(&k_cnn_avg, &k_adam);
     compare(&k_cnn_act, &k_adam);
     compare(&k_mlp_act, &k_adam);
+    compare(&k_graph, &k_adam);
     compare(&k_mlp, &k_rmsprop);
     compare(&k_mlp, &k_adagrad);
     CHECKF(fk_live_blocks() == live0, "%zu device/page-locked blocks "

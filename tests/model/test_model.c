@@ -5,36 +5,29 @@
  * activation layers and global_avgpool2d: shapes, the summary, refusals,
  * gradients, and the same bits as the activation words and avgpool2d they
  * share kernels with. */
-#include <math.h>
-#include <string.h>
-#include <unistd.h>
-
-#include "check.h"
 #include "kernels_cpu.h"
-#include "runtime.h"
+#include "net.h"
 
 static const strata__shape_t k_mnist = { 28, 28, 1, 1 };
+
+typedef struct chain {
+    const char            *spec;
+    const strata__shape_t *in;
+    int                    nclasses;
+} chain_t;
+
+static int build_chain(const void *arg, strata__model_t *m)
+{
+    const chain_t *c = arg;
+    return strata__model_build(c->spec, "job.ini:7", c->in, c->nclasses, m);
+}
 
 /* Build `spec`; the error line (stderr) goes to err when not NULL. */
 static int build(const char *spec, const strata__shape_t *in, int nclasses,
                  strata__model_t *m, char *err, size_t cap)
 {
-    char path[] = "/tmp/strata-model-errXXXXXX";
-    int fd = mkstemp(path);
-    int saved = dup(2);
-    fflush(stderr);
-    dup2(fd, 2);
-    int rc = strata__model_build(spec, "job.ini:7", in, nclasses, m);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    if (err) {
-        ssize_t n = pread(fd, err, cap - 1, 0);
-        err[n > 0 ? n : 0] = '\0';
-    }
-    close(fd);
-    unlink(path);
-    return rc;
+    chain_t c = { spec, in, nclasses };
+    return net_capture(build_chain, &c, m, err, cap);
 }
 
 static void shape_is(const strata__layer_t *l, int h, int w, int c)
@@ -144,51 +137,11 @@ static void test_errors(void)
 
 /* ---- the gradient of the whole chain ------------------------------------ */
 
-enum { ROWS = 6, NCLS = 5 };
-
-typedef struct net {
-    strata__model_t m;
-    float          *flat;
-    void           *slots[2 * STRATA_MAX_LAYERS];
-    strata__work_t  w;
-} net_t;
-
 static int net_make(net_t *n, const char *spec, const strata__shape_t *in)
 {
     if (build(spec, in, NCLS, &n->m, NULL, 0) != 0)
         return -1;
-    n->flat = malloc(n->m.count * sizeof(float));
-    strata__model_init(&n->m, 7, n->flat);
-    for (int i = 0; i < n->m.nvars; i++) {
-        n->slots[i] = n->flat + n->m.vars[i].offset;
-        n->m.vars[i].value = &n->slots[i];
-    }
-    if (strata__work_alloc(&n->m, ROWS, &n->w) != 0)
-        return -1;
-    strata__rng_t rng;
-    strata__rng_seed(&rng, 3, 1);
-    for (size_t i = 0; i < (size_t)ROWS * n->w.dim; i++)
-        n->w.x[i] = (float)strata__rng_uniform(&rng);
-    for (int i = 0; i < ROWS; i++)
-        n->w.y[i] = (int32_t)strata__rng_below(&rng, NCLS);
-    n->w.noise_seed = strata__model_step_seed(42, 5);
-    n->w.row0 = 0;
-    return 0;
-}
-
-static void net_free(net_t *n)
-{
-    strata__work_free(&n->w);
-    free(n->flat);
-}
-
-static double loss_of(net_t *n, float *grads)
-{
-    double loss = 0.0;
-    int64_t correct = 0;
-    CHECK(strata__model_step(&n->m, 0, &n->w, ROWS, grads, 1.0f, &loss,
-                             &correct) == 0);
-    return loss;
+    return net_ready(n);
 }
 
 /* Every variable: a spread of its elements against central differences
@@ -200,46 +153,8 @@ static void test_gradients(void)
     CHECK(net_make(&n, "conv2d 4 3 stride=2 padding=same tanh, "
                        "maxpool2d 2 stride=1, conv2d 3 2 sigmoid, flatten, "
                        "dropout 0.3, dense 6 tanh, dense 5 softmax", &in) == 0);
-    /* calloc: the padding between variables is never written. */
     float *grads = calloc(n.m.count, sizeof(float));
-    float *scratch = calloc(n.m.count, sizeof(float));
-    double base = loss_of(&n, grads);
-    CHECK(base > 0.0);
-    int checked = 0, bad = 0;
-    for (int v = 0; v < n.m.nvars; v++) {
-        const strata_var_t *var = &n.m.vars[v];
-        size_t stride = var->count > 24 ? var->count / 24 : 1;
-        for (size_t j = 0; j < var->count; j += stride) {
-            float *p = n.flat + var->offset + j, keep = *p;
-            double an = grads[var->offset + j], fd[2];
-            /* Max pooling is piecewise linear: a step that moves a window's
-             * maximum to another input crosses a kink and bends a central
-             * difference. Two step sizes, and the one-sided differences
-             * besides the central one: a kink on one side leaves the other
-             * side's slope true. */
-            const float eps[2] = { 1e-2f, 2e-3f };
-            int ok = 0;
-            for (int e = 0; e < 2; e++) {
-                *p = keep + eps[e];
-                double up = loss_of(&n, scratch);
-                *p = keep - eps[e];
-                double down = loss_of(&n, scratch);
-                *p = keep;
-                fd[e] = (up - down) / (2.0 * eps[e]);
-                double side[3] = { fd[e], (up - base) / eps[e],
-                                   (base - down) / eps[e] };
-                for (int k = 0; k < 3; k++)
-                    ok |= fabs(side[k] - an) <= 2e-2 * fabs(side[k]) + 2e-3;
-            }
-            checked++;
-            if (!ok) {
-                bad++;
-                fprintf(stderr, "%s[%zu]: analytic %g, numeric %g / %g\n",
-                        var->name, j, an, fd[0], fd[1]);
-            }
-        }
-    }
-    CHECKF(bad == 0 && checked > 100, "%d of %d gradients off", bad, checked);
+    double base = net_check_gradients(&n, "chain", 100, grads);
 
     /* Evaluation passes dropout through: deterministic, and not the
      * training loss. */
@@ -256,33 +171,8 @@ static void test_gradients(void)
                           "maxpool2d 2 stride=1, conv2d 3 2 sigmoid, flatten, "
                           "dropout 0.3, dense 6 tanh, dense 5 softmax",
                    &in) == 0);
-    float *g2 = calloc(n.m.count, sizeof(float));
-    float *sum = calloc(n.m.count, sizeof(float));
-    double total = 0.0;
-    for (int part = 0; part < 2; part++) {
-        size_t rows = ROWS / 2, dim = half.w.dim;
-        memcpy(half.w.x, n.w.x + part * rows * dim, rows * dim * sizeof(float));
-        memcpy(half.w.y, n.w.y + part * rows, rows * sizeof(int32_t));
-        half.w.row0 = part * rows;
-        double loss = 0.0;
-        int64_t cc = 0;
-        CHECK(strata__model_step(&half.m, 0, &half.w, (int)rows, g2, 1.0f,
-                                 &loss, &cc) == 0);
-        total += loss;
-        for (size_t i = 0; i < n.m.count; i++)
-            sum[i] += g2[i];
-    }
-    CHECKF(fabs(total - base) < 1e-5 * base, "halves %g, whole %g", total, base);
-    double d2 = 0, n2 = 0;
-    for (size_t i = 0; i < n.m.count; i++) {
-        d2 += (sum[i] - grads[i]) * (double)(sum[i] - grads[i]);
-        n2 += (double)grads[i] * grads[i];
-    }
-    CHECKF(sqrt(d2 / n2) < 1e-5, "split gradients: rel L2 %g", sqrt(d2 / n2));
-    free(g2);
-    free(sum);
+    net_split_adds_up(&n, &half, grads, base, "chain");
     free(grads);
-    free(scratch);
     net_free(&half);
     net_free(&n);
 }
@@ -319,8 +209,7 @@ static void test_avgpool_spec(void)
 }
 
 /* Every variable's gradient, through two average poolings (one
- * overlapping), against central differences: the chain is smooth, so one
- * step size does. */
+ * overlapping), against central differences. */
 static void test_avgpool_gradients(void)
 {
     const strata__shape_t in = { 9, 9, 2, 1 };
@@ -329,34 +218,7 @@ static void test_avgpool_gradients(void)
                        "conv2d 3 2 sigmoid, avgpool2d 2, flatten, "
                        "dense 5 softmax", &in) == 0);
     CHECK(n.m.layers[3].out.h == 3 && n.m.layers[3].out.c == 3);
-    float *grads = calloc(n.m.count, sizeof(float));
-    float *scratch = calloc(n.m.count, sizeof(float));
-    CHECK(loss_of(&n, grads) > 0.0);
-    int checked = 0, bad = 0;
-    for (int v = 0; v < n.m.nvars; v++) {
-        const strata_var_t *var = &n.m.vars[v];
-        size_t stride = var->count > 24 ? var->count / 24 : 1;
-        for (size_t j = 0; j < var->count; j += stride) {
-            float *p = n.flat + var->offset + j, keep = *p;
-            const float eps = 1e-2f;
-            *p = keep + eps;
-            double up = loss_of(&n, scratch);
-            *p = keep - eps;
-            double down = loss_of(&n, scratch);
-            *p = keep;
-            double fd = (up - down) / (2.0 * eps), an = grads[var->offset + j];
-            checked++;
-            if (fabs(fd - an) > 2e-2 * fabs(fd) + 1e-3) {
-                bad++;
-                fprintf(stderr, "%s[%zu]: analytic %g, numeric %g\n",
-                        var->name, j, an, fd);
-            }
-        }
-    }
-    CHECKF(bad == 0 && checked > 60, "avgpool chain: %d of %d gradients off",
-           bad, checked);
-    free(grads);
-    free(scratch);
+    net_check_gradients(&n, "avgpool chain", 60, NULL);
     net_free(&n);
 }
 
@@ -371,7 +233,7 @@ static void test_avgpool_trains(void)
                 NULL, 0) == 0);
     float *flat = malloc(m.count * sizeof(float));
     float *grads = calloc(m.count, sizeof(float));
-    void *slots[2 * STRATA_MAX_LAYERS];
+    void *slots[STRATA__MAX_VARS];
     strata__model_init(&m, 11, flat);
     for (int i = 0; i < m.nvars; i++) {
         slots[i] = flat + m.vars[i].offset;
@@ -536,49 +398,6 @@ static void test_act_spec(void)
              " gelu, tanh, sigmoid, softmax");
 }
 
-/* Every variable's gradient against central differences, with the
- * fallbacks test_gradients explains for kinks (relu, leaky_relu). */
-static void check_net_gradients(net_t *n, const char *what, int min_checked)
-{
-    float *grads = calloc(n->m.count, sizeof(float));
-    float *scratch = calloc(n->m.count, sizeof(float));
-    double base = loss_of(n, grads);
-    CHECK(base > 0.0);
-    int checked = 0, bad = 0;
-    for (int v = 0; v < n->m.nvars; v++) {
-        const strata_var_t *var = &n->m.vars[v];
-        size_t stride = var->count > 24 ? var->count / 24 : 1;
-        for (size_t j = 0; j < var->count; j += stride) {
-            float *p = n->flat + var->offset + j, keep = *p;
-            double an = grads[var->offset + j], fd[2];
-            const float eps[2] = { 1e-2f, 2e-3f };
-            int ok = 0;
-            for (int e = 0; e < 2; e++) {
-                *p = keep + eps[e];
-                double up = loss_of(n, scratch);
-                *p = keep - eps[e];
-                double down = loss_of(n, scratch);
-                *p = keep;
-                fd[e] = (up - down) / (2.0 * eps[e]);
-                double side[3] = { fd[e], (up - base) / eps[e],
-                                   (base - down) / eps[e] };
-                for (int k = 0; k < 3; k++)
-                    ok |= fabs(side[k] - an) <= 2e-2 * fabs(side[k]) + 2e-3;
-            }
-            checked++;
-            if (!ok) {
-                bad++;
-                fprintf(stderr, "%s: %s[%zu]: analytic %g, numeric %g / %g\n",
-                        what, var->name, j, an, fd[0], fd[1]);
-            }
-        }
-    }
-    CHECKF(bad == 0 && checked >= min_checked, "%s: %d of %d gradients off",
-           what, bad, checked);
-    free(grads);
-    free(scratch);
-}
-
 static void test_act_gradients(void)
 {
     const strata__shape_t in = { 9, 9, 2, 1 };
@@ -589,36 +408,25 @@ static void test_act_gradients(void)
                        "leaky_relu alpha=0.2, softmax, relu, sigmoid, "
                        "global_avgpool2d, dense 6, softmax, leaky_relu, "
                        "dense 5", &in) == 0);
-    check_net_gradients(&n, "activation layers", 80);
+    net_check_gradients(&n, "activation layers", 80, NULL);
     net_free(&n);
     /* Smooth through gelu and softmax alone, with strict differences. */
     CHECK(net_make(&n, "conv2d 3 3, gelu, global_avgpool2d, dense 7, gelu, "
                        "softmax, dense 5", &in) == 0);
-    check_net_gradients(&n, "gelu / softmax", 40);
+    net_check_gradients(&n, "gelu / softmax", 40, NULL);
     net_free(&n);
 }
 
 /* Two specs of one model whose variables have the same layout: the same
- * initial values, then the loss, the gradients and the logits of a step
- * and an evaluation must be the same bits. */
+ * bits from a step. */
 static void same_bits(const char *a, const char *b,
                       const strata__shape_t *in)
 {
     static net_t x, y;
     CHECK(net_make(&x, a, in) == 0 && net_make(&y, b, in) == 0);
-    CHECKF(x.m.count == y.m.count && x.m.nvars == y.m.nvars,
-           "'%s' and '%s': layouts differ", a, b);
-    if (x.m.count != y.m.count)
-        return;
-    memcpy(y.flat, x.flat, x.m.count * sizeof(float));
-    float *gx = calloc(x.m.count, sizeof(float));
-    float *gy = calloc(x.m.count, sizeof(float));
-    double lx = loss_of(&x, gx), ly = loss_of(&y, gy);
-    CHECKF(lx == ly && memcmp(gx, gy, x.m.count * sizeof(float)) == 0,
-           "'%s' vs '%s': loss %.9g vs %.9g, or gradients differ", a, b, lx,
-           ly);
-    free(gx);
-    free(gy);
+    char what[512];
+    snprintf(what, sizeof what, "'%s' vs '%s'", a, b);
+    net_same_bits(&x, &y, what);
     net_free(&x);
     net_free(&y);
 }

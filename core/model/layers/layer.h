@@ -1,7 +1,9 @@
 /* strata core -- one kind of layer, described once. Internal; never
  * installed.
  *
- * A model (model.c) is a Sequential list of layers. Everything that differs
+ * A model (model.c) is a graph of layers in an order where each reads only
+ * layers before it (a Sequential chain is the graph where each reads the
+ * one before). Everything that differs
  * between kinds lives in one strata__layer_kind_t per kind, in one file of
  * this folder: how its INI words parse, the output shape it infers from its
  * input shape, its variables and their initialisation, and its forward and
@@ -34,18 +36,30 @@ static inline size_t strata__shape_size(const strata__shape_t *s)
     return (size_t)s->h * (size_t)s->w * (size_t)s->c;
 }
 
+/* How a merge kind's inputs must agree: the same shape (add), or the same
+ * image size with any channels (concat, on the last axis). */
+enum { STRATA__MERGE_NONE = 0, STRATA__MERGE_SAME, STRATA__MERGE_CHANNELS };
+
 enum { STRATA__ACT_NONE = 0, STRATA__ACT_RELU, STRATA__ACT_TANH,
        STRATA__ACT_SIGMOID };
 
 typedef struct strata__layer_kind strata__layer_kind_t;
 
+/* The inputs one layer may read (add, concat). */
+#define STRATA__MAX_INPUTS 8
+
 /* One layer of a model. The members a kind does not use stay 0. */
 typedef struct strata__layer {
     const strata__layer_kind_t *kind;
     int             index;          /* position in the model, 0-based     */
-    char            text[64];       /* its INI text, for messages         */
-    char            name[24];       /* "conv2d_0": prefix of its variables */
-    strata__shape_t in, out;
+    char            text[96];       /* its INI text, for messages         */
+    char            name[32];       /* "conv2d_0" or its [graph] key: the
+                                       prefix of its variables            */
+    int             nin;            /* inputs, >= 1                       */
+    int             inputs[STRATA__MAX_INPUTS]; /* the layers it reads, by
+                                       index (all < index); -1: the data  */
+    strata__shape_t ins[STRATA__MAX_INPUTS];    /* their output shapes    */
+    strata__shape_t in, out;        /* in = ins[0]                        */
     int             act;            /* STRATA__ACT_*, after the layer      */
     int             var0;           /* its first variable in m->vars       */
     /* dense: units; conv2d: filters, kernel, strides, padding; pooling */
@@ -61,13 +75,16 @@ typedef struct strata__layer {
 typedef struct strata__pass {
     strata__kdev_t *k;
     int             rows;
-    const float    *x;              /* input, rows x in                     */
+    const float    *x;              /* input, rows x in (xs[0])             */
+    const float    *xs[STRATA__MAX_INPUTS]; /* every input, l->nin of them  */
     float          *y;              /* output, rows x out                   */
     const float    *W, *b;          /* the replica's variables (or NULL)    */
     float          *dW, *db;        /* backward: their gradients            */
     const float    *dy;             /* backward: d loss / d y               */
     float          *dx;             /* backward: d loss / d x; NULL for the
-                                       first layer                          */
+                                       first layer (dxs[0])                 */
+    float          *dxs[STRATA__MAX_INPUTS]; /* backward: every input's; NULL
+                                       for one that is the data             */
     void           *aux;            /* the layer's own scratch (pool argmax,
                                        conv2d im2col), aux_bytes long      */
     size_t          aux_bytes;
@@ -85,6 +102,10 @@ struct strata__layer_kind {
     int         has_act;            /* takes an activation word             */
     int         alias;              /* output = input, nothing computed
                                        (flatten): no buffer, no pass        */
+    int         max_in;             /* inputs it takes: 0 = exactly one;
+                                       else 2 .. max_in (merge kinds)       */
+    int         merge;              /* STRATA__MERGE_*: how the inputs'
+                                       shapes must agree (model.c checks)   */
     /* Parse the words after the name (activation words already removed
      * when has_act). On error, a reason in why. */
     int    (*parse)(strata__layer_t *l, char *const *w, int n, char *why,
@@ -108,6 +129,9 @@ extern const strata__layer_kind_t strata__layer_flatten;
 extern const strata__layer_kind_t strata__layer_dropout;
 extern const strata__layer_kind_t strata__layer_avgpool2d;
 extern const strata__layer_kind_t strata__layer_global_avgpool2d;
+/* merge.c */
+extern const strata__layer_kind_t strata__layer_add;
+extern const strata__layer_kind_t strata__layer_concat;
 /* activation.c */
 extern const strata__layer_kind_t strata__layer_relu;
 extern const strata__layer_kind_t strata__layer_leaky_relu;
