@@ -167,6 +167,65 @@ KOP(softmax_bwd, 0, "softmax backward",
     (KOP_DEV(y, KOP_F(KOP_MN(m, n))) KOP_DEV(dy, KOP_F(KOP_MN(m, n)))
      KOP_DEV(dx, KOP_F(KOP_MN(m, n)))))
 
+/* ---- batch normalisation ------------------------------------------------
+ * x[rows][c]: the positions of a batch (samples, or samples x pixels of an
+ * image) by channel. Statistics are sums in double over the rows, in row
+ * order, so that a SyncBatchNorm adds the sums of several replicas (and
+ * workers) before it derives mean and variance, and gets one device's
+ * figures on the whole batch. Every array of c is per channel.
+ * bn_sums: sums[j] = sum_r x[r][j], sums[c + j] = sum_r x[r][j]^2. */
+KOP(bn_sums, 0, "batchnorm statistics",
+    (size_t rows, int c, const float *x, double *sums),
+    (rows, c, x, sums),
+    (KOP_REQ(c >= 1) KOP_DEV(x, KOP_F(rows * (size_t)c))
+     KOP_DEV(sums, 2 * (size_t)c * sizeof(double))))
+/* mean and invstd from the sums over `count` rows: mean = S1 / count,
+ * var = S2 / count - mean^2 (biased, as Keras), invstd = 1 / sqrt(var +
+ * eps); then, when mov_mean and mov_var are given, the moving statistics
+ * take mov = momentum * mov + (1 - momentum) * batch (Keras's update).
+ * sums NULL or count 0: inference, mean and var are the moving ones (mean
+ * 0 and var 1 without them). In double; the same bits on every device. */
+KOP(bn_stats, 0, "batchnorm mean and variance",
+    (int c, const double *sums, double count, float eps, float momentum,
+     float *mean, float *invstd, float *mov_mean, float *mov_var),
+    (c, sums, count, eps, momentum, mean, invstd, mov_mean, mov_var),
+    (KOP_REQ(c >= 1) KOP_OPT(sums, 2 * (size_t)c * sizeof(double))
+     KOP_DEV(mean, KOP_F(c)) KOP_DEV(invstd, KOP_F(c))
+     KOP_OPT(mov_mean, KOP_F(c)) KOP_OPT(mov_var, KOP_F(c))))
+/* y = (x - mean) * invstd * gamma + beta; y may be x. */
+KOP(bn_norm, 0, "batchnorm forward",
+    (size_t rows, int c, const float *x, const float *mean,
+     const float *invstd, const float *gamma, const float *beta, float *y),
+    (rows, c, x, mean, invstd, gamma, beta, y),
+    (KOP_REQ(c >= 1) KOP_DEV(x, KOP_F(rows * (size_t)c))
+     KOP_DEV(mean, KOP_F(c)) KOP_DEV(invstd, KOP_F(c))
+     KOP_DEV(gamma, KOP_F(c)) KOP_DEV(beta, KOP_F(c))
+     KOP_DEV(y, KOP_F(rows * (size_t)c))))
+/* Backward sums: sums[j] = sum_r dy, sums[c + j] = sum_r dy * xhat with
+ * xhat = (x - mean) * invstd; then dbeta[j] = sums[j], dgamma[j] =
+ * sums[c + j] (this replica's share: the strategy adds them up). */
+KOP(bn_bwd_sums, 0, "batchnorm backward statistics",
+    (size_t rows, int c, const float *x, const float *dy, const float *mean,
+     const float *invstd, double *sums, float *dgamma, float *dbeta),
+    (rows, c, x, dy, mean, invstd, sums, dgamma, dbeta),
+    (KOP_REQ(c >= 1) KOP_DEV(x, KOP_F(rows * (size_t)c))
+     KOP_DEV(dy, KOP_F(rows * (size_t)c)) KOP_DEV(mean, KOP_F(c))
+     KOP_DEV(invstd, KOP_F(c)) KOP_DEV(sums, 2 * (size_t)c * sizeof(double))
+     KOP_DEV(dgamma, KOP_F(c)) KOP_DEV(dbeta, KOP_F(c))))
+/* dx = gamma * invstd * (dy - S1 / count - xhat * S2 / count), with the
+ * backward sums of all `count` rows normalised together (a SyncBatchNorm's
+ * added up across replicas); dx may be dy. */
+KOP(bn_bwd_dx, 0, "batchnorm backward",
+    (size_t rows, int c, const float *x, const float *dy, const float *mean,
+     const float *invstd, const float *gamma, const double *sums,
+     double count, float *dx),
+    (rows, c, x, dy, mean, invstd, gamma, sums, count, dx),
+    (KOP_REQ(c >= 1) KOP_DEV(x, KOP_F(rows * (size_t)c))
+     KOP_DEV(dy, KOP_F(rows * (size_t)c)) KOP_DEV(mean, KOP_F(c))
+     KOP_DEV(invstd, KOP_F(c)) KOP_DEV(gamma, KOP_F(c))
+     KOP_DEV(sums, 2 * (size_t)c * sizeof(double))
+     KOP_DEV(dx, KOP_F(rows * (size_t)c))))
+
 /* ---- optimizer steps, in place, one fused pass ------------------------
  * wd: decoupled weight decay (Keras' weight_decay, AdamW / SGDW): each step
  * first takes w -= (lr * wd) * w, with the w before the update, then

@@ -18,6 +18,7 @@ static const strata__layer_kind_t *const k_kinds[] = {
     &strata__layer_relu,      &strata__layer_leaky_relu, &strata__layer_gelu,
     &strata__layer_tanh,      &strata__layer_sigmoid, &strata__layer_softmax,
     &strata__layer_add,       &strata__layer_concat,
+    &strata__layer_batchnorm,
 };
 #define NKINDS ((int)(sizeof k_kinds / sizeof k_kinds[0]))
 
@@ -413,8 +414,9 @@ static void place_vars(strata__model_t *m, strata__layer_t *l, size_t *off)
     for (int j = 0; j < 2; j++) {
         int vi = m->nvars++;
         strata_var_t *v = &m->vars[vi];
+        const char *what = l->kind->var_names[j];
         snprintf(m->names[vi], sizeof m->names[vi], "%s/%s", l->name,
-                 j == 0 ? "kernel" : "bias");
+                 what ? what : j == 0 ? "kernel" : "bias");
         v->struct_size = sizeof *v;
         v->index = (uint32_t)vi;
         v->name = m->names[vi];
@@ -431,8 +433,29 @@ static void place_vars(strata__model_t *m, strata__layer_t *l, size_t *off)
     }
 }
 
+/* Lay out the state tensors of layer l (each of its bias's length). */
+static void place_state(strata__model_t *m, strata__layer_t *l)
+{
+    size_t len = m->vars[l->var0 + 1].count;
+    l->state0 = m->nstates;
+    for (int j = 0; j < l->kind->nstate; j++) {
+        int si = m->nstates++;
+        strata_var_t *v = &m->states[si];
+        snprintf(m->snames[si], sizeof m->snames[si], "%s/%s", l->name,
+                 l->kind->state_names[j]);
+        *v = (strata_var_t){ .struct_size = sizeof *v, .index = (uint32_t)si,
+                             .name = m->snames[si],
+                             .dtype = STRATA_DTYPE_F32, .ndim = 1,
+                             .shape = { (int64_t)len }, .count = len,
+                             .offset = m->state_count };
+        m->state_count += (len + 15) & ~(size_t)15;
+    }
+    if (l->kind->nstate && l->sync >= 0)
+        m->step_sums = 1;
+}
+
 /* The layers in reading order: inputs renumbered, shapes inferred,
- * variables placed. */
+ * variables and state placed. */
 static int place_layers(const build_t *b, const int *order,
                         strata__model_t *m)
 {
@@ -462,6 +485,8 @@ static int place_layers(const build_t *b, const int *order,
             m->max_width = width;
         if (l->kind->nvars)
             place_vars(m, l, &off);
+        if (l->kind->nstate)
+            place_state(m, l);
     }
     m->count = off;
     return STRATA_OK;

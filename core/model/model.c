@@ -22,6 +22,12 @@ void strata__model_init(const strata__model_t *m, uint64_t seed, float *flat)
         double fan_in, fan_out;
         l->kind->kernel_shape(l, dims, &bias, &fan_in, &fan_out);
         const strata_var_t *k = &m->vars[l->var0];
+        const strata_var_t *b = &m->vars[l->var0 + 1];
+        if (l->kind->init) {
+            l->kind->init(l, flat + k->offset, k->count, flat + b->offset,
+                          b->count);
+            continue;
+        }
         strata__rng_t rng;
         /* One stream per layer: adding a layer leaves the others unchanged. */
         strata__rng_seed(&rng, seed, 1000u + (uint64_t)i);
@@ -42,6 +48,19 @@ static void inputs_text(const strata__model_t *m, const strata__layer_t *l,
         size_t at = strlen(out);
         snprintf(out + at, len - at, "%s%s", k ? ", " : "",
                  j < 0 ? "input" : m->layers[j].name);
+    }
+}
+
+void strata__model_init_state(const strata__model_t *m, float *state)
+{
+    memset(state, 0, m->state_count * sizeof *state);
+    for (int i = 0; i < m->nlayers; i++) {
+        const strata__layer_t *l = &m->layers[i];
+        for (int j = 0; j < l->kind->nstate; j++) {
+            const strata_var_t *v = &m->states[l->state0 + j];
+            for (size_t e = 0; e < v->count; e++)
+                state[v->offset + e] = l->kind->state_fill[j];
+        }
     }
 }
 
@@ -126,6 +145,19 @@ int strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
             ok = (w->aux[i] = strata__dev_alloc(device, w->aux_bytes[i])) !=
                  NULL;
     }
+    if (ok && m->state_count) {
+        ok = (w->state = strata__dev_alloc(device, m->state_count *
+                                                      sizeof(float))) != NULL;
+        float *init = ok ? malloc(m->state_count * sizeof *init) : NULL;
+        ok = init != NULL;
+        if (ok) {
+            strata__model_init_state(m, init);
+            ok = o->copy(w->kd, STRATA__H2D, w->state, init,
+                         m->state_count * sizeof *init) == STRATA_OK &&
+                 o->sync(w->kd) == STRATA_OK;
+        }
+        free(init);
+    }
     for (int i = 0; ok && i < m->nslots; i++)
         ok = (w->delta[i] = strata__dev_alloc(device,
                   r * m->max_width * sizeof(float))) != NULL;
@@ -178,6 +210,7 @@ void strata__work_free(strata__work_t *w)
         o->host_free(w->kd, w->stage_y);
     }
     strata__dev_free(dev, w->pixels);
+    strata__dev_free(dev, w->state);
     strata__dev_free(dev, w->x);
     strata__dev_free(dev, w->y);
     for (int i = 0; i < STRATA_MAX_LAYERS; i++) {
@@ -278,7 +311,10 @@ static strata__pass_t pass_of(const strata__model_t *m, int r,
         .training = training,
         .seed = w->noise_seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(i + 1)),
         .first = (uint64_t)w->row0 * strata__shape_size(&l->in),
+        .sum_replicas = w->sum_replicas, .sum_arg = w->sum_arg,
     };
+    for (int j = 0; j < l->kind->nstate; j++)
+        p.state[j] = w->state + m->states[l->state0 + j].offset;
     for (int k = 0; k < l->nin; k++)
         p.xs[k] = out_of(m, w, l->inputs[k]);
     p.x = p.xs[0];

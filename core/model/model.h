@@ -44,6 +44,16 @@ typedef struct strata__model {
     size_t          params;         /* floats trained: the variables' sizes  */
     strata_var_t    vars[STRATA__MAX_VARS];
     char            names[STRATA__MAX_VARS][48];
+    /* State tensors (layer.h): not trained, not the strategy's; every
+     * replica keeps a copy (strata__work_t.state) that stays the same on
+     * all, laid out like the variables in state_count floats. value is
+     * unused. */
+    int             nstates;
+    size_t          state_count;
+    strata_var_t    states[STRATA__MAX_VARS];
+    char            snames[STRATA__MAX_VARS][48];
+    int             step_sums;      /* a layer sums statistics across the
+                                       replicas during a step (batchnorm) */
 } strata__model_t;
 
 /* One line of a model's description. */
@@ -83,6 +93,8 @@ int  strata__model_build_cfg(const strata__cfg_t *cfg, const char *layers,
 /* Glorot-uniform kernels (Keras's fans), zero biases, drawn from `seed`,
  * one random stream per layer: flat[m->count]. */
 void strata__model_init(const strata__model_t *m, uint64_t seed, float *flat);
+/* The state tensors' initial values: state[m->state_count]. */
+void strata__model_init_state(const strata__model_t *m, float *state);
 /* Keras-like summary: one line per layer (name, spec, output shape,
  * parameters; a graph's also its inputs) and the total, to `f`. */
 void strata__model_summary(const strata__model_t *m, FILE *f);
@@ -99,6 +111,14 @@ typedef struct strata__work {
     void    *aux[STRATA_MAX_LAYERS];/* per-layer scratch (pool argmax,
                                        conv2d im2col)                       */
     size_t   aux_bytes[STRATA_MAX_LAYERS];
+    /* the model's state tensors, this replica's copy (state_count floats,
+     * on the device; NULL when the model has none) */
+    float   *state;
+    /* Set by the caller when the step runs on several replicas: how a
+     * layer sums its statistics over them (strata__pass_t.sum_replicas). */
+    int    (*sum_replicas)(void *arg, double *sums, size_t n,
+                           double *count);
+    void    *sum_arg;
     /* the plan's nslots gradient buffers, rows x max_width each */
     float   *delta[STRATA_MAX_LAYERS + STRATA__MAX_INPUTS];
     /* Set by the caller before each training step: dropout draws from the

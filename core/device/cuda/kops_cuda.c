@@ -204,15 +204,17 @@ static int cu_sumsq(strata__kdev_t *k, size_t n, const float *x, double *out)
 }
 
 /* The ops of the list: kg_NAME on the device's stream, after its cuBLAS
- * handle where the op runs GEMM. */
+ * handle where the op runs GEMM. (The device is cu_dev_: an op's own
+ * parameters may be called c.) */
 #define CU_BLAS_0
-#define CU_BLAS_1 c->blas,
+#define CU_BLAS_1 cu_dev_->blas,
 #define KOP(name, blas, what, params, args, data)                            \
     static int cu_##name(strata__kdev_t *k, KOP_UNPAREN params)              \
     {                                                                        \
-        kdev_cuda_t *c = cu(k);                                              \
-        return KG(c, what,                                                   \
-                  kg_##name(CU_BLAS_##blas KOP_UNPAREN args, c->stream));    \
+        kdev_cuda_t *cu_dev_ = cu(k);                                        \
+        return KG(cu_dev_, what,                                             \
+                  kg_##name(CU_BLAS_##blas KOP_UNPAREN args,                 \
+                            cu_dev_->stream));                               \
     }
 #include "../../../kernels/kops_list.h"
 #undef KOP

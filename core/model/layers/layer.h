@@ -68,6 +68,11 @@ typedef struct strata__layer {
     int             pad_top, pad_left;
     float           rate;           /* dropout                             */
     float           alpha;          /* leaky_relu: the slope below 0       */
+    float           momentum;       /* batchnorm: of the moving statistics */
+    float           epsilon;        /* batchnorm, layernorm: added to var  */
+    int             sync;           /* batchnorm: statistics of the global
+                                       batch, across replicas and workers  */
+    int             state0;         /* its first state tensor in m->states */
 } strata__layer_t;
 
 /* What a forward or backward call works on: pointers on the replica's
@@ -87,6 +92,17 @@ typedef struct strata__pass {
                                        for one that is the data             */
     void           *aux;            /* the layer's own scratch (pool argmax,
                                        conv2d im2col), aux_bytes long      */
+    float          *state[2];       /* its state tensors (batchnorm's moving
+                                       statistics), on the device; NULL for
+                                       a kind without                       */
+    /* Sum `n` doubles in place over every replica of the step (and every
+     * worker), and *count, the rows they sum, too: batchnorm's statistics.
+     * `sums` is on the device; the core moves it. NULL: one replica,
+     * nothing to add. Every replica calls it at the same point of the
+     * step, whatever its rows. */
+    int           (*sum_replicas)(void *arg, double *sums, size_t n,
+                                  double *count);
+    void           *sum_arg;
     size_t          aux_bytes;
     int             training;       /* 0 at evaluation                      */
     uint64_t        seed;           /* dropout: this step and layer         */
@@ -116,6 +132,18 @@ struct strata__layer_kind {
      * Glorot's fan_in / fan_out. */
     int    (*kernel_shape)(const strata__layer_t *l, int64_t *dims,
                            size_t *bias, double *fan_in, double *fan_out);
+    /* The variables' names (NULL: "kernel" and "bias": Keras's). */
+    const char *var_names[2];
+    /* Their initial values (NULL: Glorot-uniform kernel, zero bias; the
+     * model draws the kernel). */
+    void   (*init)(const strata__layer_t *l, float *kernel, size_t nk,
+                   float *bias, size_t nb);
+    /* State tensors: values the layer keeps apart from its variables, not
+     * trained (batchnorm's moving mean and variance), each of the bias's
+     * length, named and first filled as below. */
+    int         nstate;
+    const char *state_names[2];
+    float       state_fill[2];
     /* Bytes of the layer's own scratch for `rows` samples (NULL: none). */
     size_t (*aux_bytes)(const strata__layer_t *l, int rows);
     int    (*forward)(const strata__layer_t *l, const strata__pass_t *p);
@@ -132,6 +160,7 @@ extern const strata__layer_kind_t strata__layer_global_avgpool2d;
 /* merge.c */
 extern const strata__layer_kind_t strata__layer_add;
 extern const strata__layer_kind_t strata__layer_concat;
+extern const strata__layer_kind_t strata__layer_batchnorm;
 /* activation.c */
 extern const strata__layer_kind_t strata__layer_relu;
 extern const strata__layer_kind_t strata__layer_leaky_relu;

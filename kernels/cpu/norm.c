@@ -1,0 +1,96 @@
+/* Batch normalisation: per-channel sums in double, in row order, and the
+ * normalisation and its gradient from them (kops_list.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels_cpu.h"
+#include "kc_loop.h"
+
+KC_HOT void kc_bn_sums(size_t rows, int c, const float *x, double *sums)
+{
+    double *s1 = sums, *s2 = sums + c;
+    memset(sums, 0, 2 * (size_t)c * sizeof *sums);
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * (size_t)c;
+        for (int j = 0; j < c; j++) {
+            double v = xr[j];
+            s1[j] += v;
+            s2[j] += v * v;
+        }
+    }
+}
+
+KC_HOT void kc_bn_stats(int c, const double *sums, double count, float eps,
+                        float momentum, float *mean, float *invstd,
+                        float *mov_mean, float *mov_var)
+{
+    int batch = sums && count > 0, moving = mov_mean && mov_var;
+    for (int j = 0; j < c; j++) {
+        double m = moving ? mov_mean[j] : 0.0, v = moving ? mov_var[j] : 1.0;
+        if (batch) {
+            m = sums[j] / count;
+            v = sums[c + j] / count - m * m;
+            if (v < 0)
+                v = 0; /* rounding, for a constant channel */
+            if (moving) {
+                mov_mean[j] = (float)((double)momentum * mov_mean[j] +
+                                      (1.0 - momentum) * m);
+                mov_var[j] = (float)((double)momentum * mov_var[j] +
+                                     (1.0 - momentum) * v);
+            }
+        }
+        mean[j] = (float)m;
+        invstd[j] = (float)(1.0 / sqrt(v + (double)eps));
+    }
+}
+
+KC_HOT void kc_bn_norm(size_t rows, int c, const float *x, const float *mean,
+                       const float *invstd, const float *gamma,
+                       const float *beta, float *y)
+{
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * (size_t)c;
+        float *yr = y + r * (size_t)c;
+        for (int j = 0; j < c; j++)
+            yr[j] = (xr[j] - mean[j]) * invstd[j] * gamma[j] + beta[j];
+    }
+}
+
+KC_HOT void kc_bn_bwd_sums(size_t rows, int c, const float *x,
+                           const float *dy, const float *mean,
+                           const float *invstd, double *sums, float *dgamma,
+                           float *dbeta)
+{
+    double *s1 = sums, *s2 = sums + c;
+    memset(sums, 0, 2 * (size_t)c * sizeof *sums);
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * (size_t)c, *dr = dy + r * (size_t)c;
+        for (int j = 0; j < c; j++) {
+            double xhat = ((double)xr[j] - mean[j]) * invstd[j];
+            s1[j] += dr[j];
+            s2[j] += dr[j] * xhat;
+        }
+    }
+    for (int j = 0; j < c; j++) {
+        dbeta[j] = (float)s1[j];
+        dgamma[j] = (float)s2[j];
+    }
+}
+
+KC_HOT void kc_bn_bwd_dx(size_t rows, int c, const float *x, const float *dy,
+                         const float *mean, const float *invstd,
+                         const float *gamma, const double *sums, double count,
+                         float *dx)
+{
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * (size_t)c, *dr = dy + r * (size_t)c;
+        float *out = dx + r * (size_t)c;
+        for (int j = 0; j < c; j++) {
+            double xhat = ((double)xr[j] - mean[j]) * invstd[j];
+            double g = (double)gamma[j] * invstd[j];
+            out[j] = (float)(g * (dr[j] - sums[j] / count -
+                                  xhat * sums[c + j] / count));
+        }
+    }
+}
