@@ -11,6 +11,7 @@
 
 #include "checkpoint.h"
 #include "resume.h"
+#include "states.h"
 #include "run/stopping.h"
 
 /* What must match between a checkpoint and the run that resumes from it:
@@ -114,11 +115,13 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
     }
     const strata__model_t *m = &run->model;
     int nt = m->nvars * (1 + st.nslots);
-    strata__tensor_t *t = calloc((size_t)nt, sizeof *t);
+    strata__tensor_t *t = calloc((size_t)(nt + m->nstates), sizeof *t);
     char (*names)[96] = calloc((size_t)nt, sizeof *names);
-    if (!t || !names) {
+    float *states = malloc(m->state_count * sizeof *states + 1);
+    if (!t || !names || !states) {
         free(t);
         free(names);
+        free(states);
         strata__state_free(&st);
         return STRATA_ENOMEM;
     }
@@ -140,6 +143,10 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
             t[k].data = (s < 0 ? st.vars : st.slots[s]) + v->offset;
             t[k].nbytes = v->count * sizeof(float);
         }
+    /* The moving statistics: the same on every replica. */
+    rc = strata__work_state_get(m, &run->reps[0].work, states);
+    strata__ckpt_state_tensors(m, states, t + nt);
+    nt += m->nstates;
     identity_t id;
     identity_of(run, &id);
     char e[24], b[24], n[24], o[24], smp[24];
@@ -176,8 +183,10 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
     if (moved)
         meta[FIXED + nm++] = (strata__meta_t){ "strata.sample", smp };
     char path[4096];
-    if (best && snprintf(path, sizeof path, "%s/" STRATA__BEST_CKPT, c->dir)
-                    >= (int)sizeof path)
+    if (rc != STRATA_OK)
+        ; /* the state could not be read */
+    else if (best && snprintf(path, sizeof path, "%s/" STRATA__BEST_CKPT,
+                              c->dir) >= (int)sizeof path)
         rc = STRATA_EINVAL;
     else if (!best)
         rc = strata__ckpt_path(c->dir, step, path, sizeof path);
@@ -195,6 +204,7 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
     }
     free(t);
     free(names);
+    free(states);
     strata__state_free(&st);
     return rc;
 }
@@ -433,12 +443,21 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
     step = sample < 0 ? epoch * run->geo.steps_per_epoch + batch
                       : (int64_t)v[6] << 24 | (int64_t)v[5];
     strata_state_t st;
-    rc = strata__state_alloc(run, &st);
+    float *states = malloc(run->model.state_count * sizeof *states + 1);
+    rc = states ? strata__state_alloc(run, &st) : STRATA_ENOMEM;
+    if (rc == STRATA_OK)
+        strata__model_init_state(&run->model, states);
     if (rc == STRATA_OK && ck)
         rc = load_tensors(run, ck, path, &st);
+    if (rc == STRATA_OK && ck)
+        rc = strata__ckpt_take_states(ck, "checkpoint", path, &run->model,
+                                      states);
     st.opt_steps = ck ? opt_steps : step;
     if (rc == STRATA_OK)
         rc = strata__run_state(run, STRATA_CTL_STATE_SET, &st);
+    if (rc == STRATA_OK)
+        rc = strata__run_states_set(run, states, 1);
+    free(states);
     strata__state_free(&st);
     strata__ckpt_free(ck);
     if (rc != STRATA_OK)

@@ -102,7 +102,8 @@ static const strata_option_t k_model[] = {
         "comma-separated layers (NHWC): dense UNITS [ACT], conv2d FILTERS "
         "KERNEL [stride=S] [padding=valid|same] [ACT], maxpool2d POOL "
         "[stride=S], avgpool2d POOL [stride=S], global_avgpool2d, flatten, "
-        "dropout RATE, and the activation layers relu, leaky_relu "
+        "dropout RATE, batchnorm [momentum=M] [epsilon=E] "
+        "[sync=true|false], and the activation layers relu, leaky_relu "
         "[alpha=A], gelu, tanh, sigmoid, softmax (not last); ACT = "
         "relu|tanh|sigmoid|none; the last gives the logits. A model that "
         "is not a chain is a [graph] section instead (docs/models.md)"),

@@ -152,9 +152,7 @@ int strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
         ok = init != NULL;
         if (ok) {
             strata__model_init_state(m, init);
-            ok = o->copy(w->kd, STRATA__H2D, w->state, init,
-                         m->state_count * sizeof *init) == STRATA_OK &&
-                 o->sync(w->kd) == STRATA_OK;
+            ok = strata__work_state_set(m, w, init) == STRATA_OK;
         }
         free(init);
     }
@@ -220,6 +218,28 @@ void strata__work_free(strata__work_t *w)
     for (int i = 0; i < STRATA_MAX_LAYERS + STRATA__MAX_INPUTS; i++)
         strata__dev_free(dev, w->delta[i]);
     memset(w, 0, sizeof *w);
+}
+
+int strata__work_state_get(const strata__model_t *m, strata__work_t *w,
+                           float *host)
+{
+    if (!m->state_count)
+        return STRATA_OK;
+    const strata__kops_t *o = w->kd->ops;
+    int rc = o->copy(w->kd, STRATA__D2H, host, w->state,
+                     m->state_count * sizeof *host);
+    return rc == STRATA_OK ? o->sync(w->kd) : rc;
+}
+
+int strata__work_state_set(const strata__model_t *m, strata__work_t *w,
+                           const float *host)
+{
+    if (!m->state_count)
+        return STRATA_OK;
+    const strata__kops_t *o = w->kd->ops;
+    int rc = o->copy(w->kd, STRATA__H2D, w->state, host,
+                     m->state_count * sizeof *host);
+    return rc == STRATA_OK ? o->sync(w->kd) : rc;
 }
 
 int strata__model_load_batch(strata__work_t *w, const strata__dataset_t *d,

@@ -160,6 +160,13 @@ int  strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
                            strata__work_t *w);
 void strata__work_free(strata__work_t *w);
 
+/* This replica's state tensors (state_count floats) to the host, or from
+ * it; nothing for a model without. */
+int  strata__work_state_get(const strata__model_t *m, strata__work_t *w,
+                            float *host);
+int  strata__work_state_set(const strata__model_t *m, strata__work_t *w,
+                            const float *host);
+
 /* Samples perm[first .. first + rows) of `d` (perm NULL: first ..) into
  * w->x / w->y, on the work's device: strata__batch_fill on a CPU; on a GPU
  * the raw pixels and labels go through page-locked staging to the device

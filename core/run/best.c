@@ -5,6 +5,8 @@
  * reads -- is the best epoch's. Keras restores them only when early
  * stopping ends the run; strata also when the last epoch does. The one
  * writer of run->best. */
+#include <stdlib.h>
+
 #include "checkpoint/resume.h"
 #include "run.h"
 
@@ -37,8 +39,15 @@ int strata__best_keep(strata__run_t *run, int epoch)
         int rc = strata__state_alloc(run, &run->best);
         if (rc != STRATA_OK)
             return rc;
+        run->best_states = malloc(run->model.state_count *
+                                  sizeof *run->best_states + 1);
+        if (!run->best_states)
+            return STRATA_ENOMEM;
     }
     int rc = strata__run_state(run, STRATA_CTL_STATE_GET, &run->best);
+    if (rc == STRATA_OK) /* the same on every replica and worker */
+        rc = strata__work_state_get(&run->model, &run->reps[0].work,
+                                    run->best_states);
     run->best_epoch = rc == STRATA_OK ? epoch : 0;
     return rc;
 }
@@ -62,6 +71,8 @@ int strata__best_restore(strata__run_t *run)
     if (run->best_epoch == run->stats.last.epoch)
         return STRATA_OK; /* it ends on its best epoch already */
     int rc = strata__run_state(run, STRATA_CTL_STATE_SET, &run->best);
+    if (rc == STRATA_OK)
+        rc = strata__run_states_set(run, run->best_states, 0);
     run->restored = rc == STRATA_OK;
     if (rc == STRATA_OK && run->geo.chief)
         strata__out(run->ctx, "restored the variables of epoch %d, the best "
@@ -73,5 +84,7 @@ int strata__best_restore(strata__run_t *run)
 void strata__best_free(strata__run_t *run)
 {
     strata__state_free(&run->best);
+    free(run->best_states);
+    run->best_states = NULL;
     run->best_epoch = 0;
 }

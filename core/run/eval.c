@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint/states.h"
 #include "eval.h"
 
 int strata_inspect(const char *path)
@@ -86,6 +87,14 @@ int strata__scorer_run(strata__scorer_t *s, const strata__ckpt_t *ck,
                        const char *path, double *loss, double *acc)
 {
     int rc = load_vars(s->model, ck, path, s->flat);
+    float *states = malloc(s->model->state_count * sizeof *states + 1);
+    if (rc == STRATA_OK && !states)
+        rc = STRATA_ENOMEM;
+    if (rc == STRATA_OK)
+        rc = strata__ckpt_take_states(ck, "eval", path, s->model, states);
+    if (rc == STRATA_OK)
+        rc = strata__work_state_set(s->model, &s->work, states);
+    free(states);
     double sum = 0.0;
     int64_t correct = 0;
     for (size_t i = 0; rc == STRATA_OK && i < s->test.n; i += EVAL_ROWS) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/states.h"
 #include "member/elastic.h"
 #include "member/rendezvous.h"
 #include "run.h"
@@ -79,6 +80,9 @@ static int setup_replicas(strata__run_t *run)
         rep->device = run->devices[r];
         int rc = strata__work_alloc_on(&run->model, rep->device, rows,
                                        &rep->work);
+        if (rc == STRATA_OK && run->init_states)
+            rc = strata__work_state_set(&run->model, &rep->work,
+                                        run->init_states);
         if (rc != STRATA_OK)
             return rc;
         rep->grads = strata__dev_alloc(rep->device,
@@ -87,6 +91,42 @@ static int setup_replicas(strata__run_t *run)
             return STRATA_ENOMEM;
     }
     return STRATA_OK;
+}
+
+/* A model whose layers sum statistics across the replicas of a step
+ * (batchnorm) gets the hook when there are others: replicas here, or
+ * workers the strategy sums across. */
+static int setup_stepsum(strata__run_t *run)
+{
+    const strata__model_t *m = &run->model;
+    const char *why = !m->nstates ? NULL
+        : run->elastic
+        ? "an elastic job: a worker that joins gets the variables, not the "
+          "moving statistics"
+        : run->strategy->caps & (STRATA_CAP_DRIVES | STRATA_CAP_NEXT_STEP)
+        ? "its strategy drives the job: the task that writes checkpoints "
+          "trains no batch, so its moving statistics would not move"
+        : NULL;
+    if (why) {
+        strata__log(STRATA_LOG_ERROR, "train", "batchnorm ('%s') is not for "
+                    "this job yet: %s (strategy %s)",
+                    m->states[0].name, why, run->strategy->name);
+        return STRATA_ECONFIG;
+    }
+    if (!m->step_sums || (run->nreplicas == 1 &&
+                          !(run->strategy->caps & STRATA_CAP_STEP_SUM)))
+        return STRATA_OK;
+    size_t cap = 0;
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i].kind->nstate &&
+            2 * (size_t)m->layers[i].in.c > cap)
+            cap = 2 * (size_t)m->layers[i].in.c;
+    int rc = strata__stepsum_init(&run->stepsum, run->nreplicas, cap);
+    for (int r = 0; rc == STRATA_OK && r < run->nreplicas; r++) {
+        run->reps[r].work.sum_replicas = strata__stepsum;
+        run->reps[r].work.sum_arg = &run->reps[r];
+    }
+    return rc;
 }
 
 static int check_role(strata__run_t *run);
@@ -198,6 +238,15 @@ static int setup_init_from(strata__run_t *run)
         rc = strata__ckpt_take_f32(ck, "model", what, v->name, v->shape,
                                    (int)v->ndim, run->init + v->offset);
     }
+    /* The moving statistics when the file has them (a strata checkpoint);
+     * a weights file without them starts them afresh. */
+    if (rc == STRATA_OK && m->nstates &&
+        strata__ckpt_find(ck, m->states[0].name)) {
+        run->init_states = malloc(m->state_count * sizeof *run->init_states);
+        rc = run->init_states ? strata__ckpt_take_states(ck, "model", what,
+                                                         m, run->init_states)
+                              : STRATA_ENOMEM;
+    }
     /* Tensors of the file that are not variables of the model. */
     int extra = 0, slots = 0;
     const char *first = NULL;
@@ -206,6 +255,8 @@ static int setup_init_from(strata__run_t *run)
         int mine = 0;
         for (int i = 0; !mine && i < m->nvars; i++)
             mine = strcmp(name, m->vars[i].name) == 0;
+        for (int i = 0; !mine && i < m->nstates; i++)
+            mine = strcmp(name, m->states[i].name) == 0;
         if (mine)
             continue;
         extra++;
@@ -374,6 +425,8 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
         rc = setup_rendezvous(run);
     if (rc == STRATA_OK)
         rc = setup_strategy(run);
+    if (rc == STRATA_OK)
+        rc = setup_stepsum(run);
     return rc;
 }
 
@@ -573,7 +626,9 @@ void strata__run_teardown(strata__run_t *run)
         pthread_barrier_destroy(&run->sync_bar);
     if (run->crew_ok)
         strata__crew_destroy(&run->crew);
+    strata__stepsum_free(&run->stepsum);
     free(run->init);
+    free(run->init_states);
     strata__cursor_free(&run->cur);
     strata__best_free(run);
     if (run->cluster_ok)

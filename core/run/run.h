@@ -10,6 +10,7 @@
 #include "monitor.h"
 #include "runtime.h"
 #include "schedule.h"
+#include "stepsum.h"
 #include "observe/observe.h"
 
 typedef struct strata__run strata__run_t;
@@ -78,6 +79,8 @@ struct strata__run {
                                                test set validates         */
     strata__model_t           model;
     float                    *init;         /* flat initial values         */
+    float                    *init_states;  /* init_from's state tensors,
+                                               or NULL: the fills         */
     int                       nreplicas;
     int32_t                   devices[STRATA_MAX_REPLICAS];
     strata__replica_t        *reps;         /* each its own thread's       */
@@ -105,12 +108,15 @@ struct strata__run {
     int                       halt, best_due;
     /* restore_best_weights: the state at the best epoch (best.c) */
     strata_state_t            best;
+    float                    *best_states;  /* and its state tensors       */
     int                       best_epoch;   /* of `best`, 1-based; 0 none  */
     int                       restored;     /* the run ends with it        */
     /* the loop (train.c): its threads, where it resumed, its figures */
     strata__crew_t            crew;
     int                       crew_ok, nthreads;
     pthread_barrier_t         sync_bar;     /* debug.check_sync only       */
+    strata__stepsum_t         stepsum;      /* batchnorm's statistics
+                                               across the replicas (setup) */
     int                       sync_bar_ok;
     strata__resume_t          resume;       /* where the run goes on       */
     int                       resume_done;

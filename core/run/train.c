@@ -192,7 +192,10 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
     /* A strategy that overlaps its reduce with the backward pass hears of
      * each layer's final gradients (ABI 2.4). */
     struct ready_arg ra = { rep, &op };
-    int overlap = (run->strategy->caps & STRATA_CAP_OVERLAP) && !rep->no_ready;
+    /* Not with batchnorm across workers: its sums share the strategy's
+     * world group with the overlapped reduce. */
+    int overlap = (run->strategy->caps & STRATA_CAP_OVERLAP) &&
+                  !rep->no_ready && !rep->work.sum_replicas;
     rep->work.on_ready = overlap ? grads_ready : NULL;
     rep->work.ready_arg = overlap ? &ra : NULL;
     if (rc == STRATA_OK)
@@ -281,6 +284,7 @@ static void *replica_main(void *arg)
 
 static void run_phase(strata__run_t *run, int phase)
 {
+    strata__stepsum_reset(&run->stepsum);
     strata__crew_run(&run->crew, phase, phase != PHASE_EXIT);
 }
 

@@ -111,6 +111,15 @@ extern "C" {
  * reduces and broadcasts instead). */
 #define STRATA_CTL_REDUCE_SCATTER 7
 #define STRATA_CTL_ALL_GATHER     8
+/* Strategy (ABI 2.5, STRATA_CAP_STEP_SUM): during a step, sum a small host
+ * buffer of doubles across every training process, exactly, adding the
+ * processes' values in rank order (the same bits on all of them): arg =
+ * strata_op_t *, buf = count doubles (not floats), slot 0. One replica
+ * thread of each process calls it while the others wait (batchnorm's
+ * statistics, once per layer and pass); collective, bounded by the job's
+ * timeout. The core calls it only between a step's forward pass and its
+ * reduce, with no reduce in flight. */
+#define STRATA_CTL_STEP_SUM       9
 
 /* The entry symbol of each ABI major: the core looks for the newest first. */
 #define STRATA_PLUGIN_SYMBOL    "strata_plugin_v2"
@@ -132,13 +141,14 @@ extern "C" {
 #define STRATA_CAP_WORLD_SUM  0x0020u /* STRATA_CTL_WORLD_SUM across processes */
 #define STRATA_CAP_OVERLAP    0x0040u /* reduce_ready(): overlaps backward and
                                        * reduce                              */
+#define STRATA_CAP_STEP_SUM   0x0080u /* STRATA_CTL_STEP_SUM across processes */
 /* transport */
 #define STRATA_CAP_P2P        0x0100u /* send/recv on STRATA_GROUP_P2P groups */
 #define STRATA_CAP_SHARDS     0x0200u /* reduce_scatter / all_gather        */
 #define STRATA_CAP_BARRIER    0x0400u /* barrier                             */
 #define STRATA_CAP_DEVICE_MEM 0x0800u /* buffers on GPUs, not only the host  */
 /* The bits of each kind; a bit of the other kind is refused at load. */
-#define STRATA_CAPS_STRATEGY  0x007fu
+#define STRATA_CAPS_STRATEGY  0x00ffu
 #define STRATA_CAPS_TRANSPORT 0x0f00u
 
 #define STRATA_PLUGIN_HEADER_CAPS(kind_, name_, version_, description_, caps_) \

@@ -43,7 +43,10 @@
  * (one replica per worker, on a CPU) a thread of the worker all-reduces
  * each bucket as soon as the backward pass has produced it (reduce_ready,
  * ABI 2.4), while the earlier layers' backward still runs. The same
- * buckets in the same order either way: the bits do not depend on it. */
+ * buckets in the same order either way: the bits do not depend on it.
+ *
+ * STRATA_CTL_STEP_SUM (step_sum.c): batchnorm's statistics, summed across
+ * the workers during a step, exactly and in rank order. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +55,7 @@
 
 #include "../common/replicas.h"
 #include "overlap.h"
+#include "step_sum.h"
 
 typedef struct mwms_cfg {
     int     reduce_op; /* 0 mean, 1 sum */
@@ -588,6 +592,9 @@ static int mwms_ctl(void *pctx, int op, void *arg)
         w.reduce_op = STRATA_REDUCE_SUM;
         return h->t_reduce(hc, m->world, &w);
     }
+    case STRATA_CTL_STEP_SUM:
+        return mw_step_sum(h, hc, m->world, m->rank, m->nworkers,
+                           (const strata_op_t *)arg);
     case STRATA_CTL_REGROUP: {
         if (!m->cfg.elastic)
             return STRATA_ENOTSUP;
@@ -618,7 +625,7 @@ STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
                               "cross-worker all-reduce",
                               STRATA_CAP_ELASTIC | STRATA_CAP_STATE |
                                   STRATA_CAP_CLIP | STRATA_CAP_WORLD_SUM |
-                                  STRATA_CAP_OVERLAP),
+                                  STRATA_CAP_OVERLAP | STRATA_CAP_STEP_SUM),
     .options = mwms_options,
     .cfg_size = sizeof(mwms_cfg_t),
     .init = mwms_init,
