@@ -55,8 +55,10 @@ static int setup_batches(strata__run_t *run)
         .elastic = run->elastic != NULL, .generation = -1,
     };
     int rc = strata__run_shape(run, &in, 1);
-    if (rc == STRATA_OK)
+    if (rc == STRATA_OK) {
         strata__monitor_init(&run->monitor, run->s);
+        strata__plateau_init(&run->plateau, run->s);
+    }
     return rc;
 }
 
@@ -365,6 +367,12 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
     if (rc == STRATA_OK)
         rc = strata__best_check(run);
     if (rc == STRATA_OK)
+        rc = strata__plateau_check(
+            run->s, run->strategy->name,
+            (run->strategy->caps &
+             (STRATA_CAP_DRIVES | STRATA_CAP_NEXT_STEP)) != 0,
+            run->elastic != NULL);
+    if (rc == STRATA_OK)
         rc = setup_batches(run);
     if (rc == STRATA_OK)
         rc = setup_replicas(run);
@@ -425,7 +433,7 @@ void strata__run_banner(const strata__run_t *run)
      * warm-up that leads to it. */
     const strata__train_cfg_t *t = &run->s->train;
     const strata__optimizer_cfg_t *o = &run->s->optimizer;
-    char scaled[96] = "", warm[96] = "", sched[512], extra[160] = "";
+    char scaled[96] = "", warm[96] = "", sched[512], extra[256] = "";
     const double lr_target = strata__schedule_initial(&run->sched);
     if (t->lr_scaling)
         snprintf(scaled, sizeof scaled, " (%g x %d replicas: [train] "
@@ -440,8 +448,13 @@ void strata__run_banner(const strata__run_t *run)
         at = snprintf(extra, sizeof extra, "; decoupled weight decay %g",
                       o->weight_decay);
     if (o->clip_norm > 0 && at >= 0 && (size_t)at < sizeof extra)
-        snprintf(extra + at, sizeof extra - (size_t)at, "; gradients clipped "
-                 "to a global norm of %g", o->clip_norm);
+        at += snprintf(extra + at, sizeof extra - (size_t)at, "; gradients "
+                       "clipped to a global norm of %g", o->clip_norm);
+    if (t->rlr_patience > 0 && at >= 0 && (size_t)at < sizeof extra)
+        snprintf(extra + at, sizeof extra - (size_t)at, "; x %g after %lld "
+                 "epochs without improvement of %s (reduce_lr_patience)",
+                 t->rlr_factor, (long long)t->rlr_patience,
+                 strata__monitor_metric(t->monitor));
     strata__out(ctx, "optimizer: %s, learning rate %g%s%s%s%s\n",
                 strata__opt_name(o->name), lr_target, scaled, warm, sched,
                 extra);
