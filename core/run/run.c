@@ -42,6 +42,21 @@ static int setup_data(strata__run_t *run)
     return strata__cursor_init(&run->cur, run->train.n);
 }
 
+/* [data] augment_*: the training set's, its draws by the epoch whose
+ * order the cursor holds. */
+static int setup_augment(strata__run_t *run)
+{
+    int gpu = 0;
+    for (int r = 0; r < run->nreplicas; r++)
+        gpu |= STRATA_DEVICE_TYPE(run->devices[r]) != STRATA_DEV_CPU;
+    int rc = strata__augment_init(&run->aug, run->ctx->cfg, &run->s->data,
+                                  (uint64_t)run->s->train.seed,
+                                  &run->cur.ordered, &run->train, gpu);
+    if (rc == STRATA_OK && strata__augment_on(&run->aug))
+        run->train.augment = &run->aug;
+    return rc;
+}
+
 /* The run's geometry (geometry.c) and what follows from it: the
  * learning-rate schedule and the monitor. */
 static int setup_batches(strata__run_t *run)
@@ -363,6 +378,8 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
         rc = strata__devices_parse(run->s->train.devices, run->devices,
                                    STRATA_MAX_REPLICAS, &run->nreplicas);
     if (rc == STRATA_OK)
+        rc = setup_augment(run);
+    if (rc == STRATA_OK)
         rc = load_strategy(run);
     if (rc == STRATA_OK)
         rc = strata__best_check(run);
@@ -420,6 +437,15 @@ void strata__run_banner(const strata__run_t *run)
                 "batch %d (%d per replica), %lld steps per epoch\n",
                 run->model.params, run->train.n, run->geo.batch,
                 run->geo.per_replica, (long long)run->geo.steps_per_epoch);
+    const strata__augment_t *aug = run->train.augment;
+    if (aug && aug->pad)
+        strata__out(ctx, "augmentation: %spad %u + random %u x %u crops, "
+                    "training samples only\n",
+                    aug->flip ? "random horizontal flips, " : "", aug->pad,
+                    run->train.rows, run->train.cols);
+    else if (aug)
+        strata__out(ctx, "augmentation: random horizontal flips, training "
+                    "samples only\n");
     char *summary = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&summary, &len);

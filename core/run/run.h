@@ -77,6 +77,7 @@ struct strata__run {
     /* the data and the model (setup) */
     strata__dataset_t         train, val, test; /* val.n == 0: none, the
                                                test set validates         */
+    strata__augment_t         aug;          /* train.augment, when on      */
     strata__model_t           model;
     float                    *init;         /* flat initial values         */
     int                       nreplicas;
