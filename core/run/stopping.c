@@ -39,11 +39,11 @@ int strata__run_monitor(strata__run_t *run, int epoch, double val_loss,
                               &stop);
         v[0] = (float)best;
         v[1] = (float)stop;
-        if (next >= 0)
+        if (next >= 0) {
+            double sched = strata__schedule_lr(&run->sched, next);
             v[2] = (float)strata__plateau_epoch(&run->plateau, val_loss,
-                                                val_acc,
-                                                strata__schedule_lr(&run->sched,
-                                                                    next));
+                                                val_acc, sched);
+        }
     }
     int rc = strata__run_world_sum(run, v, 3);
     run->best_due = rc == STRATA_OK && v[0] > 0.5f;

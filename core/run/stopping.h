@@ -28,12 +28,12 @@ int strata__checkpoint_due(const strata__run_t *run, int epoch, int64_t batch,
  * `next` runs next (-1: the epoch is not whole, max_steps ends the run in
  * it, and the plateau waits for the run that completes it): the chief's
  * monitor and plateau decide (keep_best, early stopping,
- * reduce_lr_patience) and every task of the job takes the
- * chief's decision (a world sum), so that none can stop, skip a
- * collective checkpoint, or change its learning rate alone. Sets
- * run->halt, run->best_due when the best checkpoint is due, and reduces
- * the rate of the steps from `next` on. Collective. stopping.c is the one
- * writer of halt and best_due. */
+ * reduce_lr_patience) and every task of the job takes the chief's
+ * decision (a world sum), so that none can stop, skip a collective
+ * checkpoint, or change its learning rate alone. Sets run->halt,
+ * run->best_due when the best checkpoint is due, and reduces the rate of
+ * the steps from `next` on. Collective. stopping.c is the one writer of
+ * halt and best_due. */
 int strata__run_monitor(strata__run_t *run, int epoch, double val_loss,
                         double val_acc, int64_t next);
 /* Is the best checkpoint due (at this boundary)? Taken: due no more. */

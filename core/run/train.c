@@ -770,7 +770,8 @@ static int host_report(strata__run_t *run, const strata_report_t *r)
     }
     case STRATA_REPORT_EPOCH_END: {
         double n = (double)r->steps * (double)run->geo.batch;
-        /* The epoch's last step (its workers took its rate from it). */
+        /* The step after the epoch; the rate of its last, next - 1, is
+         * the one its worker took from the step. */
         int64_t next = (int64_t)(r->epoch + 1) * run->geo.steps_per_epoch;
         if (next > strata__run_last_step(run))
             next = strata__run_last_step(run);
