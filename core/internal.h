@@ -149,6 +149,11 @@ typedef struct strata__train_cfg {
     double      es_min_delta;   /* early_stopping_min_delta                 */
     int         monitor;        /* STRATA__MONITOR_*                        */
     int         restore_best;   /* restore_best_weights: end on the best    */
+    int64_t     rlr_patience;   /* reduce_lr_patience; 0: off               */
+    double      rlr_factor;     /* reduce_lr_factor, in (0, 1)              */
+    double      rlr_min_delta;  /* reduce_lr_min_delta                      */
+    int64_t     rlr_cooldown;   /* reduce_lr_cooldown                       */
+    double      rlr_min_lr;     /* reduce_lr_min_lr                         */
     int         on_nan;         /* STRATA__ON_NAN_*                         */
     int         elastic_batch;  /* STRATA__BATCH_*: an elastic job resized  */
     const char *tensorboard;    /* event files under this dir; "" = none    */
@@ -178,6 +183,8 @@ typedef struct strata__data_cfg {
     const char *validation_split_text;
     double      validation_split;
     const char *validation_images, *validation_labels;
+    int         augment_flip;   /* random horizontal flips (training only)  */
+    int64_t     augment_crop_padding; /* pad, then a random crop; 0: off    */
 } strata__data_cfg_t;
 
 /* The [optimizer] name's order (optimizer.c names them). */

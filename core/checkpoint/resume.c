@@ -160,7 +160,8 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
     snprintf(smp, sizeof smp, "%" PRId64, sample);
     int moved = sample != batch * (int64_t)run->geo.batch;
     enum { FIXED = 13 };
-    strata__meta_t meta[FIXED + 2 + STRATA__MONITOR_NMETA] = {
+    strata__meta_t meta[FIXED + 2 + STRATA__MONITOR_NMETA +
+                        STRATA__PLATEAU_NMETA] = {
         { "strata.epoch", e },          { "strata.batch", b },
         { "strata.step", n },           { "strata.opt_steps", o },
         { "strata.model", id.model },   { "strata.input_dim", id.input },
@@ -170,10 +171,12 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
         { "strata.shuffle", id.shuffle }, { "strata.strategy", id.strategy },
         { "strata.optimizer_slots", id.slots },
     };
-    /* Early stopping and keep_best count on in a resumed run. */
-    const char *mkeys[STRATA__MONITOR_NMETA];
-    char mvals[STRATA__MONITOR_NMETA][32];
+    /* Early stopping, keep_best and the plateau count on in a resumed
+     * run, which goes on at the reduced rate. */
+    const char *mkeys[STRATA__MONITOR_NMETA + STRATA__PLATEAU_NMETA];
+    char mvals[STRATA__MONITOR_NMETA + STRATA__PLATEAU_NMETA][32];
     int nm = strata__monitor_to_meta(&run->monitor, mkeys, mvals);
+    nm += strata__plateau_to_meta(&run->plateau, mkeys + nm, mvals + nm);
     for (int i = 0; i < nm; i++)
         meta[FIXED + i] = (strata__meta_t){ mkeys[i], mvals[i] };
     /* The end of training (its last step, or early stopping): the sidecar
@@ -412,11 +415,12 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
             rc = meta_int(ck, "strata.sample", 0, (int64_t)run->train.n,
                           &sample, path);
     }
-    /* Every worker learns whether and where to resume: the chief's figures
-     * (the others add zeros) travel as float32 sums, exact below 2^24 (the
-     * step and the sample in two halves); without a sample position the
-     * global step is rebuilt from the epoch and the batch. */
-    float v[7] = { 0, 0, 0, 0, 0, 0, 0 };
+    /* Every worker learns whether and where to resume, and at what rate:
+     * the chief's figures (the others add zeros) travel as float32 sums,
+     * exact below 2^24 (the step and the sample in two halves); without a
+     * sample position the global step is rebuilt from the epoch and the
+     * batch. */
+    float v[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
     if (run->geo.chief) {
         v[0] = rc == STRATA_OK ? (float)found : -1.0f;
         v[1] = (float)epoch;
@@ -425,8 +429,9 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
         v[4] = (float)((sample + 1) >> 24);
         v[5] = (float)(step & 0xffffff);
         v[6] = (float)(step >> 24);
+        v[7] = ck ? (float)strata__plateau_meta_reductions(meta_of, ck) : 0.0f;
     }
-    int arc = strata__run_world_sum(run, v, 7);
+    int arc = strata__run_world_sum(run, v, 8);
     if (rc == STRATA_OK)
         rc = arc;
     if (rc == STRATA_OK && v[0] < 0)
@@ -437,8 +442,11 @@ int strata__checkpoint_restore(strata__run_t *run, strata__resume_t *at)
     }
     epoch = (int64_t)v[1];
     batch = (int64_t)v[2];
-    if (ck) /* the chief decides early stopping and keep_best */
+    if (ck) { /* the chief decides early stopping, keep_best, plateaus */
         strata__monitor_from_meta(&run->monitor, meta_of, ck);
+        strata__plateau_from_meta(&run->plateau, meta_of, ck);
+    }
+    strata__plateau_set(&run->plateau, (int64_t)v[7]);
     sample = ((int64_t)v[4] << 24 | (int64_t)v[3]) - 1;
     step = sample < 0 ? epoch * run->geo.steps_per_epoch + batch
                       : (int64_t)v[6] << 24 | (int64_t)v[5];

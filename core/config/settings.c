@@ -60,9 +60,9 @@ static const strata_option_t k_train[] = {
         UNBOUNDED, "early stopping: a change of the monitored metric smaller "
         "than this is no improvement"),
     OPT("monitor", STRATA_OPT_ENUM, "val_loss", T, monitor,
-        "val_loss|val_accuracy", "metric of early stopping and of "
-        "[checkpoint] keep_best: val_loss (lower is better) or val_accuracy "
-        "(higher is better); needs eval = true"),
+        "val_loss|val_accuracy", "metric of early stopping, "
+        "reduce_lr_patience and [checkpoint] keep_best: val_loss (lower is "
+        "better) or val_accuracy (higher is better); needs eval = true"),
     OPT("on_nan", STRATA_OPT_ENUM, "stop", T, on_nan, "stop|ignore",
         "a non-finite training loss: stop ends the run at the next step "
         "boundary (at most 32 steps on) with one line and a non-zero exit "
@@ -72,6 +72,24 @@ static const strata_option_t k_train[] = {
         "monitor (Keras EarlyStopping's restore_best_weights; also when the "
         "last epoch ends it); needs eval = true; not in an elastic job nor "
         "with a strategy that drives the job (ps)"),
+    NUM("reduce_lr_patience", STRATA_OPT_INT, "0", T, rlr_patience, 0,
+        UNBOUNDED, "multiply the learning rate by reduce_lr_factor after this "
+        "many epochs in a row without an improvement of the monitored metric "
+        "(Keras ReduceLROnPlateau), from the next epoch on; needs eval = "
+        "true; not in an elastic job nor with a strategy that drives the job "
+        "(ps); 0 = never"),
+    NUM("reduce_lr_factor", STRATA_OPT_FLOAT, "0.1", T, rlr_factor, 1e-12,
+        UNIT_OPEN, "reduce_lr_patience: the factor of each reduction, "
+        "applied to the rate the schedule gives"),
+    NUM("reduce_lr_min_delta", STRATA_OPT_FLOAT, "1e-4", T, rlr_min_delta, 0,
+        UNBOUNDED, "reduce_lr_patience: a change of the monitored metric "
+        "smaller than this is no improvement"),
+    NUM("reduce_lr_cooldown", STRATA_OPT_INT, "0", T, rlr_cooldown, 0,
+        UNBOUNDED, "reduce_lr_patience: epochs after a reduction before the "
+        "epochs without improvement count again"),
+    NUM("reduce_lr_min_lr", STRATA_OPT_FLOAT, "0", T, rlr_min_lr, 0,
+        UNBOUNDED, "reduce_lr_patience: the reductions never take the "
+        "learning rate below this (nor raise it above the schedule's)"),
     OPT("elastic_batch", STRATA_OPT_ENUM, "global", T, elastic_batch,
         "global|per_worker",
         "an elastic job whose workers change: global keeps the global batch "
@@ -144,6 +162,14 @@ static const strata_option_t k_data[] = {
         NULL, "validation labels (as train_labels); relative to dir"),
     OPT("shuffle", STRATA_OPT_BOOL, "true", T, shuffle, NULL,
         "reshuffle the training set every epoch (seeded)"),
+    OPT("augment_flip", STRATA_OPT_BOOL, "false", T, augment_flip, NULL,
+        "flip each training image horizontally with probability 0.5, drawn "
+        "from ([train] seed, epoch, sample); images only, never validation "
+        "or test samples"),
+    NUM("augment_crop_padding", STRATA_OPT_INT, "0", T, augment_crop_padding,
+        0, 1000000, "pad each training image with this many zero pixels on "
+        "every side, then crop a random window of its size (the CIFAR "
+        "recipe: 4); less than the image's height and width; 0 = none"),
     { 0 }
 };
 #undef T

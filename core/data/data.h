@@ -95,6 +95,8 @@ const char *strata__npy_type_name(int type);  /* "uint8", "float32", ... */
 /* 1 when `path` names a .npy file (by its extension), else 0 (IDX). */
 int  strata__data_is_npy(const char *path);
 
+struct strata__augment;
+
 /* A labelled image set: n samples of dim values, either uint8 pixels
  * (images; scaled by 1/255 per batch) or float32 values (images_f32, from
  * a float32 .npy; used as they are), and labels[n], class ids. */
@@ -108,6 +110,8 @@ typedef struct strata__dataset {
     uint8_t *images;      /* uint8 pixels; NULL when images_f32 is set    */
     float   *images_f32;  /* float32 values; NULL for uint8 data          */
     int32_t *labels;
+    /* the training set's augmentation (augment.c), not owned; NULL none */
+    const struct strata__augment *augment;
 } strata__dataset_t;
 
 /* Each file is read by its name: *.npy as NumPy (images '|u1' or '<f4' of
@@ -159,8 +163,60 @@ void strata__epoch_order(uint32_t *perm, size_t n, uint64_t seed,
 
 /* One slice of a batch: samples perm[first .. first + m) (perm NULL: samples
  * first .. first + m). x[m * dim] = pixel * (1/255.0f) (kc_u8_to_f32)
- * for uint8 images, the values themselves for float32; y[m] = label. Indices must be < d->n (the caller's contract). */
+ * for uint8 images, the values themselves for float32, augmented when the
+ * set has an augmentation; y[m] = label. Indices must be < d->n (the
+ * caller's contract). */
 void strata__batch_fill(const strata__dataset_t *d, const uint32_t *perm,
                         size_t first, size_t m, float *x, int32_t *y);
+
+/* ---- augment.c: random flips and crops of the training images ---------- */
+
+/* [data] augment_flip and augment_crop_padding, for one run: every draw a
+ * pure function of (seed, epoch, the sample's index in the set), so that
+ * replicas and workers that fill the same sample draw the same, however a
+ * batch is split, and a resumed run draws what the uninterrupted one did. */
+typedef struct strata__augment {
+    int        flip;   /* horizontal flip with probability 0.5             */
+    uint32_t   pad;    /* zero pixels on every side, then a random crop of
+                          the image's size; 0 none                         */
+    uint64_t   seed;   /* [train] seed                                     */
+    const int *epoch;  /* the epoch whose order the batches read (the run's
+                          cursor: strata__cursor_t.ordered)                */
+} strata__augment_t;
+
+/* One sample's draw: flip, then the crop's offset into the padded image
+ * (dy, dx in [-pad, pad]: output pixel (y, x) is input (y + dy, x + dx),
+ * zero outside; then the row is mirrored when flip). */
+typedef struct strata__augment_draw {
+    int flip, dy, dx;
+} strata__augment_draw_t;
+void strata__augment_draw(const strata__augment_t *a, uint64_t epoch,
+                          size_t sample, strata__augment_draw_t *out);
+/* One image (rows, cols, channels) of `elem`-byte values, in place. */
+void strata__augment_image(void *img, uint32_t rows, uint32_t cols,
+                           uint32_t channels, size_t elem,
+                           const strata__augment_draw_t *dr);
+/* Rows i < m of x (dim values of `elem` bytes each: float32 after
+ * batch_fill, or the file's uint8 / float32 as a device stages them) hold
+ * samples perm[first + i]: each augmented by its draw. Nothing without
+ * d->augment. Pixels move, none changes value, so augmenting before or
+ * after the uint8 -> float scaling gives the same bits. */
+void strata__augment_batch(const strata__dataset_t *d, const uint32_t *perm,
+                           size_t first, size_t m, void *x, size_t elem);
+
+/* The run's augmentation from [data] (augment_cfg.c): inactive (both keys
+ * off) or checked against the training set: images (not flat samples),
+ * padding below their height and width, CPU replicas only (gpu: the run
+ * has a GPU replica). One error line naming file:line and the key;
+ * STRATA_ECONFIG. */
+int strata__augment_init(strata__augment_t *a, const strata__cfg_t *c,
+                         const strata__data_cfg_t *dc, uint64_t seed,
+                         const int *epoch, const strata__dataset_t *train,
+                         int gpu);
+/* Any augmentation to apply? */
+static inline int strata__augment_on(const strata__augment_t *a)
+{
+    return a->flip || a->pad > 0;
+}
 
 #endif /* STRATA_CORE_DATA_H */

@@ -266,6 +266,7 @@ void strata__batch_fill(const strata__dataset_t *d, const uint32_t *perm,
 {
     if (d->images_f32) {
         batch_fill_f32(d, perm, first, m, x, y);
+        strata__augment_batch(d, perm, first, m, x, sizeof *x);
         return;
     }
     const float scale = 1.0f / 255.0f;
@@ -278,4 +279,5 @@ void strata__batch_fill(const strata__dataset_t *d, const uint32_t *perm,
         kc_u8_to_f32(d->dim, d->images + s * d->dim, scale, x + i * d->dim);
         y[i] = d->labels[s];
     }
+    strata__augment_batch(d, perm, first, m, x, sizeof *x);
 }

@@ -68,6 +68,7 @@ int strata__dataset_split(strata__dataset_t *train, double fraction,
     qsort(perm + (n - k), k, sizeof *perm, ascending);
     strata__dataset_t kept;
     int rc = take(train, perm + (n - k), k, val);
+    val->augment = NULL; /* validation samples are never augmented */
     if (rc == STRATA_OK && (rc = take(train, perm, n - k, &kept)) != STRATA_OK)
         strata__dataset_free(val);
     free(perm);

@@ -12,27 +12,39 @@ typedef struct metrics {
     int                    n;
 } metrics_t;
 
+/* The shortest text that reads back as the float32 `v` (Keras' CSVLogger
+ * writes numpy's repr: 0.001, not 0.00100000005). */
+static void float_text(float v, char *buf, size_t len)
+{
+    for (int p = 6; p <= 9; p++) {
+        snprintf(buf, len, "%.*g", p, (double)v);
+        if (strtof(buf, NULL) == v)
+            return;
+    }
+}
+
 static int write_csv(const metrics_t *m)
 {
-    size_t cap = 128 + (size_t)m->n * 180, len = 0;
+    size_t cap = 160 + (size_t)m->n * 200, len = 0;
     char *buf = malloc(cap);
     if (!buf)
         return STRATA_ENOMEM;
     len += (size_t)snprintf(buf, cap, "epoch,steps,train_loss,train_acc,"
                             "test_loss,test_acc,seconds,samples_per_s,"
-                            "wall_s\n");
+                            "wall_s,learning_rate\n");
     for (int i = 0; i < m->n; i++) {
         const strata__epoch_stats_t *e = &m->rows[i];
-        char tl[32] = "", ta[32] = "";
+        char tl[32] = "", ta[32] = "", lr[32];
+        float_text(e->lr, lr, sizeof lr);
         if (e->has_test) {
             snprintf(tl, sizeof tl, "%.6f", e->test_loss);
             snprintf(ta, sizeof ta, "%.6f", e->test_acc);
         }
         len += (size_t)snprintf(buf + len, cap - len,
-                                "%d,%lld,%.6f,%.6f,%s,%s,%.4f,%.1f,%.3f\n",
-                                e->epoch, (long long)e->steps, e->train_loss,
-                                e->train_acc, tl, ta, e->seconds,
-                                e->samples_per_s, e->wall_s);
+                                "%d,%lld,%.6f,%.6f,%s,%s,%.4f,%.1f,%.3f,"
+                                "%s\n", e->epoch, (long long)e->steps,
+                                e->train_loss, e->train_acc, tl, ta,
+                                e->seconds, e->samples_per_s, e->wall_s, lr);
     }
     int rc = strata__write_atomic(m->path, buf, len);
     free(buf);

@@ -18,15 +18,16 @@ static const char *origin(const strata__cfg_t *c, const char *section,
 int strata__monitor_check(const strata__cfg_t *c, const strata__settings_t *s)
 {
     const strata__train_cfg_t *t = &s->train;
-    const char *metric = t->monitor == STRATA__MONITOR_VAL_ACCURACY
-                             ? "val_accuracy" : "val_loss";
+    const char *metric = strata__monitor_metric(t->monitor);
     /* what watches the monitored metric: the first one set */
     const char *sec = t->es_patience > 0 ? "train"
                       : s->checkpoint.keep_best ? "checkpoint"
-                      : t->restore_best ? "train" : NULL;
+                      : t->restore_best || t->rlr_patience > 0 ? "train"
+                      : NULL;
     const char *key = t->es_patience > 0 ? "early_stopping_patience"
                       : s->checkpoint.keep_best ? "keep_best"
-                      : "restore_best_weights";
+                      : t->restore_best ? "restore_best_weights"
+                      : "reduce_lr_patience";
     if (!t->eval && sec) {
         strata__log(STRATA_LOG_ERROR, "config", "%s: [%s] %s watches [train] "
                     "monitor = %s, a validation metric: it needs [train] eval "
@@ -53,10 +54,15 @@ void strata__monitor_init(strata__monitor_t *m, const strata__settings_t *s)
     m->keep_best = s->checkpoint.keep_best || s->train.restore_best;
 }
 
+const char *strata__monitor_metric(int metric)
+{
+    return metric == STRATA__MONITOR_VAL_ACCURACY ? "val_accuracy"
+                                                  : "val_loss";
+}
+
 const char *strata__monitor_name(const strata__monitor_t *m)
 {
-    return m->metric == STRATA__MONITOR_VAL_ACCURACY ? "val_accuracy"
-                                                     : "val_loss";
+    return strata__monitor_metric(m->metric);
 }
 
 /* Is `v` better than `ref` by more than `delta`? Loss: lower; accuracy:
@@ -133,9 +139,8 @@ int strata__monitor_to_meta(const strata__monitor_t *m,
     return n;
 }
 
-/* A number of the metadata, or 0 when absent or not a number. */
-static int meta_num(const char *(*get)(const void *, const char *),
-                    const void *ctx, const char *key, double *out)
+int strata__meta_num(const char *(*get)(const void *, const char *),
+                     const void *ctx, const char *key, double *out)
 {
     const char *v = get(ctx, key);
     char *end = NULL;
@@ -156,16 +161,16 @@ void strata__monitor_from_meta(strata__monitor_t *m,
     if (!name || strcmp(name, strata__monitor_name(m)) != 0)
         return;
     double wait, best, best_epoch, kept, kept_epoch;
-    if (meta_num(get, ctx, "strata.es_wait", &wait) && wait >= 0)
+    if (strata__meta_num(get, ctx, "strata.es_wait", &wait) && wait >= 0)
         m->wait = (int64_t)wait;
-    if (meta_num(get, ctx, "strata.es_best", &best) &&
-        meta_num(get, ctx, "strata.es_best_epoch", &best_epoch)) {
+    if (strata__meta_num(get, ctx, "strata.es_best", &best) &&
+        strata__meta_num(get, ctx, "strata.es_best_epoch", &best_epoch)) {
         m->has_best = 1;
         m->best = best;
         m->best_epoch = (int)best_epoch;
     }
-    if (meta_num(get, ctx, "strata.best", &kept) &&
-        meta_num(get, ctx, "strata.best_epoch", &kept_epoch)) {
+    if (strata__meta_num(get, ctx, "strata.best", &kept) &&
+        strata__meta_num(get, ctx, "strata.best_epoch", &kept_epoch)) {
         m->has_kept = 1;
         m->kept = kept;
         m->kept_epoch = (int)kept_epoch;

@@ -27,13 +27,15 @@ typedef struct strata__monitor {
     int     kept_epoch;
 } strata__monitor_t;
 
-/* [train] early_stopping_patience > 0 or [checkpoint] keep_best need the
- * validation ([train] eval = true), and keep_best a [checkpoint] dir: one
- * error line naming file:line and the key; STRATA_ECONFIG. */
+/* [train] early_stopping_patience, reduce_lr_patience, restore_best_weights
+ * and [checkpoint] keep_best need the validation ([train] eval = true), and
+ * keep_best a [checkpoint] dir: one error line naming file:line and the
+ * key; STRATA_ECONFIG. */
 int  strata__monitor_check(const strata__cfg_t *c, const strata__settings_t *s);
 void strata__monitor_init(strata__monitor_t *m, const strata__settings_t *s);
-/* "val_loss" | "val_accuracy" */
+/* "val_loss" | "val_accuracy": of the monitor, of a STRATA__MONITOR_* */
 const char *strata__monitor_name(const strata__monitor_t *m);
+const char *strata__monitor_metric(int metric);
 
 /* Epoch `epoch` (1-based) ended with these validation figures. *save_best:
  * keep_best is on and the metric is the best so far; *stop: early stopping
@@ -52,6 +54,10 @@ void strata__monitor_stop_line(const strata__monitor_t *m, int epoch,
 int  strata__monitor_to_meta(const strata__monitor_t *m,
                              const char *keys[STRATA__MONITOR_NMETA],
                              char vals[STRATA__MONITOR_NMETA][32]);
+/* A number of a checkpoint's metadata (get(ctx, key): its value or NULL):
+ * 1 and *out, or 0 when absent or not a number. */
+int  strata__meta_num(const char *(*get)(const void *ctx, const char *key),
+                      const void *ctx, const char *key, double *out);
 /* The state back from a checkpoint's metadata (get(ctx, key): its value or
  * NULL); ignored when it was written for another metric. */
 void strata__monitor_from_meta(strata__monitor_t *m,

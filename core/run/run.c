@@ -43,6 +43,21 @@ static int setup_data(strata__run_t *run)
     return strata__cursor_init(&run->cur, run->train.n);
 }
 
+/* [data] augment_*: the training set's, its draws by the epoch whose
+ * order the cursor holds. */
+static int setup_augment(strata__run_t *run)
+{
+    int gpu = 0;
+    for (int r = 0; r < run->nreplicas; r++)
+        gpu |= STRATA_DEVICE_TYPE(run->devices[r]) != STRATA_DEV_CPU;
+    int rc = strata__augment_init(&run->aug, run->ctx->cfg, &run->s->data,
+                                  (uint64_t)run->s->train.seed,
+                                  &run->cur.ordered, &run->train, gpu);
+    if (rc == STRATA_OK && strata__augment_on(&run->aug))
+        run->train.augment = &run->aug;
+    return rc;
+}
+
 /* The run's geometry (geometry.c) and what follows from it: the
  * learning-rate schedule and the monitor. */
 static int setup_batches(strata__run_t *run)
@@ -56,8 +71,10 @@ static int setup_batches(strata__run_t *run)
         .elastic = run->elastic != NULL, .generation = -1,
     };
     int rc = strata__run_shape(run, &in, 1);
-    if (rc == STRATA_OK)
+    if (rc == STRATA_OK) {
         strata__monitor_init(&run->monitor, run->s);
+        strata__plateau_init(&run->plateau, run->s);
+    }
     return rc;
 }
 
@@ -412,9 +429,17 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
         rc = strata__devices_parse(run->s->train.devices, run->devices,
                                    STRATA_MAX_REPLICAS, &run->nreplicas);
     if (rc == STRATA_OK)
+        rc = setup_augment(run);
+    if (rc == STRATA_OK)
         rc = load_strategy(run);
     if (rc == STRATA_OK)
         rc = strata__best_check(run);
+    if (rc == STRATA_OK)
+        rc = strata__plateau_check(
+            run->s, run->strategy->name,
+            (run->strategy->caps &
+             (STRATA_CAP_DRIVES | STRATA_CAP_NEXT_STEP)) != 0,
+            run->elastic != NULL);
     if (rc == STRATA_OK)
         rc = setup_batches(run);
     if (rc == STRATA_OK)
@@ -465,6 +490,15 @@ void strata__run_banner(const strata__run_t *run)
                 "batch %d (%d per replica), %lld steps per epoch\n",
                 run->model.params, run->train.n, run->geo.batch,
                 run->geo.per_replica, (long long)run->geo.steps_per_epoch);
+    const strata__augment_t *aug = run->train.augment;
+    if (aug && aug->pad)
+        strata__out(ctx, "augmentation: %spad %u + random %u x %u crops, "
+                    "training samples only\n",
+                    aug->flip ? "random horizontal flips, " : "", aug->pad,
+                    run->train.rows, run->train.cols);
+    else if (aug)
+        strata__out(ctx, "augmentation: random horizontal flips, training "
+                    "samples only\n");
     char *summary = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&summary, &len);
@@ -478,7 +512,7 @@ void strata__run_banner(const strata__run_t *run)
      * warm-up that leads to it. */
     const strata__train_cfg_t *t = &run->s->train;
     const strata__optimizer_cfg_t *o = &run->s->optimizer;
-    char scaled[96] = "", warm[96] = "", sched[512], extra[160] = "";
+    char scaled[96] = "", warm[96] = "", sched[512], extra[256] = "";
     const double lr_target = strata__schedule_initial(&run->sched);
     if (t->lr_scaling)
         snprintf(scaled, sizeof scaled, " (%g x %d replicas: [train] "
@@ -493,8 +527,13 @@ void strata__run_banner(const strata__run_t *run)
         at = snprintf(extra, sizeof extra, "; decoupled weight decay %g",
                       o->weight_decay);
     if (o->clip_norm > 0 && at >= 0 && (size_t)at < sizeof extra)
-        snprintf(extra + at, sizeof extra - (size_t)at, "; gradients clipped "
-                 "to a global norm of %g", o->clip_norm);
+        at += snprintf(extra + at, sizeof extra - (size_t)at, "; gradients "
+                       "clipped to a global norm of %g", o->clip_norm);
+    if (t->rlr_patience > 0 && at >= 0 && (size_t)at < sizeof extra)
+        snprintf(extra + at, sizeof extra - (size_t)at, "; x %g after %lld "
+                 "epochs without improvement of %s (reduce_lr_patience)",
+                 t->rlr_factor, (long long)t->rlr_patience,
+                 strata__monitor_metric(t->monitor));
     strata__out(ctx, "optimizer: %s, learning rate %g%s%s%s%s\n",
                 strata__opt_name(o->name), lr_target, scaled, warm, sched,
                 extra);

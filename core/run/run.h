@@ -8,6 +8,7 @@
 #include "cursor.h"
 #include "geometry.h"
 #include "monitor.h"
+#include "plateau.h"
 #include "runtime.h"
 #include "schedule.h"
 #include "stepsum.h"
@@ -77,6 +78,7 @@ struct strata__run {
     /* the data and the model (setup) */
     strata__dataset_t         train, val, test; /* val.n == 0: none, the
                                                test set validates         */
+    strata__augment_t         aug;          /* train.augment, when on      */
     strata__model_t           model;
     float                    *init;         /* flat initial values         */
     float                    *init_states;  /* init_from's state tensors,
@@ -106,6 +108,9 @@ struct strata__run {
      * boundary) */
     strata__monitor_t         monitor;
     int                       halt, best_due;
+    /* reduce_lr_patience: the chief's count, every task's reductions
+     * (plateau.c; stopping.c applies the agreed decision) */
+    strata__plateau_t         plateau;
     /* restore_best_weights: the state at the best epoch (best.c) */
     strata_state_t            best;
     float                    *best_states;  /* and its state tensors       */
@@ -159,6 +164,14 @@ int strata__run_world_sum(strata__run_t *run, float *buf, int n);
 
 /* The sidecar evaluator's whole run (core/run/sidecar.c). */
 int strata__sidecar_run(strata__run_t *run);
+
+/* The learning rate of global step `step`: the schedule's, after the
+ * plateau's reductions. */
+static inline double strata__run_lr(const strata__run_t *run, int64_t step)
+{
+    return strata__plateau_lr(&run->plateau,
+                              strata__schedule_lr(&run->sched, step));
+}
 
 /* First sample, in the epoch's order, of batch b of this epoch. */
 static inline size_t strata__batch_sample(const strata__run_t *run, int64_t b)

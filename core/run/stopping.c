@@ -30,19 +30,26 @@ int strata__checkpoint_due(const strata__run_t *run, int epoch, int64_t batch,
 }
 
 int strata__run_monitor(strata__run_t *run, int epoch, double val_loss,
-                        double val_acc)
+                        double val_acc, int64_t next)
 {
-    float v[2] = { 0.0f, 0.0f };
+    float v[3] = { 0.0f, 0.0f, 0.0f };
     if (run->geo.chief) {
         int best, stop;
         strata__monitor_epoch(&run->monitor, epoch, val_loss, val_acc, &best,
                               &stop);
         v[0] = (float)best;
         v[1] = (float)stop;
+        if (next >= 0) {
+            double sched = strata__schedule_lr(&run->sched, next);
+            v[2] = (float)strata__plateau_epoch(&run->plateau, val_loss,
+                                                val_acc, sched);
+        }
     }
-    int rc = strata__run_world_sum(run, v, 2);
+    int rc = strata__run_world_sum(run, v, 3);
     run->best_due = rc == STRATA_OK && v[0] > 0.5f;
     run->halt = rc == STRATA_OK && v[1] > 0.5f;
+    if (rc == STRATA_OK && v[2] > 0.5f)
+        strata__plateau_reduce(&run->plateau);
     return rc;
 }
 
@@ -60,4 +67,12 @@ void strata__run_halt_line(strata__run_t *run, int epoch)
     char line[512];
     strata__monitor_stop_line(&run->monitor, epoch, line, sizeof line);
     strata__out(run->ctx, "%s\n", line);
+}
+
+void strata__run_plateau_line(strata__run_t *run, int epoch)
+{
+    char line[256];
+    if (run->geo.chief &&
+        strata__plateau_line(&run->plateau, epoch, line, sizeof line))
+        strata__out(run->ctx, "%s\n", line);
 }

@@ -24,17 +24,24 @@ int strata__run_epochs(const strata__run_t *run);
 int strata__checkpoint_due(const strata__run_t *run, int epoch, int64_t batch,
                            int64_t step, int stop, int end);
 
-/* Epoch `epoch` (1-based) has its validation figures: the chief's monitor
- * decides (keep_best, early stopping) and every task of the job takes the
- * chief's decision (a world sum), so that none can stop, or skip a
- * collective checkpoint, alone. Sets run->halt, and run->best_due when
- * the best checkpoint is due. Collective. stopping.c is the one writer of
- * both. */
+/* Epoch `epoch` (1-based) has its validation figures, and global step
+ * `next` runs next (-1: the epoch is not whole, max_steps ends the run in
+ * it, and the plateau waits for the run that completes it): the chief's
+ * monitor and plateau decide (keep_best, early stopping,
+ * reduce_lr_patience) and every task of the job takes the chief's
+ * decision (a world sum), so that none can stop, skip a collective
+ * checkpoint, or change its learning rate alone. Sets run->halt,
+ * run->best_due when the best checkpoint is due, and reduces the rate of
+ * the steps from `next` on. Collective. stopping.c is the one writer of
+ * halt and best_due. */
 int strata__run_monitor(strata__run_t *run, int epoch, double val_loss,
-                        double val_acc);
+                        double val_acc, int64_t next);
 /* Is the best checkpoint due (at this boundary)? Taken: due no more. */
 int strata__run_take_best(strata__run_t *run);
 /* The chief's one line that says why the training stopped after `epoch`. */
 void strata__run_halt_line(strata__run_t *run, int epoch);
+/* The chief's one line when the learning rate was reduced after `epoch`;
+ * nothing otherwise. */
+void strata__run_plateau_line(strata__run_t *run, int epoch);
 
 #endif

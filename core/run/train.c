@@ -34,10 +34,11 @@ static void fail(strata__run_t *run, int rc)
 static int failed(strata__run_t *run) { return atomic_load(&run->rc) != 0; }
 
 /* Learning rate of global step `step`: the schedule (schedule.c), with
- * the linear scaling rule and the warm-up. */
+ * the linear scaling rule and the warm-up, after the plateau's
+ * reductions. */
 static float lr_at(const strata__run_t *run, int64_t step)
 {
-    return (float)strata__schedule_lr(&run->sched, step);
+    return (float)strata__run_lr(run, step);
 }
 
 /* Every replica compares its variables with replica 0's (debug.check_sync). */
@@ -565,7 +566,7 @@ static int close_epoch(strata__run_t *run, int e, int64_t steps, int64_t full,
     if (rc == STRATA_OK && val)
         rc = evaluate(run, &vloss, &vacc);
     if (rc == STRATA_OK && val)
-        rc = strata__run_monitor(run, e + 1, vloss, vacc);
+        rc = strata__run_monitor(run, e + 1, vloss, vacc, whole ? step : -1);
     int best = strata__run_take_best(run);
     int end = last || run->halt;
     /* Where the job goes on: the next epoch, or (max_steps) past the
@@ -636,6 +637,7 @@ static int train_epochs(strata__run_t *run, strata__resume_t *at)
         rc = close_epoch(run, e, steps, full, step, stop);
         if (rc != STRATA_OK)
             return rc;
+        strata__run_plateau_line(run, e + 1);
         if (stop)
             return stopped(run, step);
         if (run->halt) {
@@ -772,17 +774,23 @@ static int host_report(strata__run_t *run, const strata_report_t *r)
     }
     case STRATA_REPORT_EPOCH_END: {
         double n = (double)r->steps * (double)run->geo.batch;
+        /* The step after the epoch; the rate of its last, next - 1, is
+         * the one its worker took from the step. */
+        int64_t next = (int64_t)(r->epoch + 1) * run->geo.steps_per_epoch;
+        if (next > strata__run_last_step(run))
+            next = strata__run_last_step(run);
         strata__epoch_stats_t st = {
             .epoch = r->epoch + 1, .steps = r->steps, .train_loss = r->loss,
             .train_acc = r->acc, .test_loss = r->val_loss,
             .test_acc = r->val_acc, .seconds = r->seconds,
             .samples_per_s = r->seconds > 0 ? n / r->seconds : 0.0,
-            .has_test = r->has_val,
+            .has_test = r->has_val, .lr = lr_at(run, next - 1),
         };
         /* The monitor decides here; the epoch's boundary() acts on it
          * (the best checkpoint) and training_done() tells the strategy. */
         int rc = r->has_val ? strata__run_monitor(run, r->epoch + 1,
-                                                  r->val_loss, r->val_acc)
+                                                  r->val_loss, r->val_acc,
+                                                  next)
                             : STRATA_OK;
         if (rc == STRATA_OK)
             rc = finish_epoch(run, &st);
