@@ -8,8 +8,7 @@
 
 int strata__augment_init(strata__augment_t *a, const strata__cfg_t *c,
                          const strata__data_cfg_t *dc, uint64_t seed,
-                         const int *epoch, const strata__dataset_t *train,
-                         int gpu)
+                         const int *epoch, const strata__dataset_t *train)
 {
     *a = (strata__augment_t){ .flip = dc->augment_flip, .seed = seed,
                               .epoch = epoch };
@@ -36,12 +35,6 @@ int strata__augment_init(strata__augment_t *a, const strata__cfg_t *c,
         strata__log(STRATA_LOG_ERROR, "data", "%s: [data] %s: the padding "
                     "must be less than the images' height and width (%u x "
                     "%u)", o ? o : "config", what, train->rows, train->cols);
-        return STRATA_ECONFIG;
-    }
-    if (gpu) {
-        strata__log(STRATA_LOG_ERROR, "data", "%s: [data] %s: augmentation "
-                    "runs on CPU replicas only for now ([train] devices "
-                    "names a GPU)", o ? o : "config", what);
         return STRATA_ECONFIG;
     }
     a->pad = (uint32_t)dc->augment_crop_padding;

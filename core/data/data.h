@@ -206,13 +206,11 @@ void strata__augment_batch(const strata__dataset_t *d, const uint32_t *perm,
 
 /* The run's augmentation from [data] (augment_cfg.c): inactive (both keys
  * off) or checked against the training set: images (not flat samples),
- * padding below their height and width, CPU replicas only (gpu: the run
- * has a GPU replica). One error line naming file:line and the key;
- * STRATA_ECONFIG. */
+ * padding below their height and width. One error line naming file:line
+ * and the key; STRATA_ECONFIG. */
 int strata__augment_init(strata__augment_t *a, const strata__cfg_t *c,
                          const strata__data_cfg_t *dc, uint64_t seed,
-                         const int *epoch, const strata__dataset_t *train,
-                         int gpu);
+                         const int *epoch, const strata__dataset_t *train);
 /* Any augmentation to apply? */
 static inline int strata__augment_on(const strata__augment_t *a)
 {

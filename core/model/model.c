@@ -274,6 +274,8 @@ int strata__model_load_batch(strata__work_t *w, const strata__dataset_t *d,
         memcpy(w->stage_x + i * row, src, row);
         w->stage_y[i] = d->labels[s];
     }
+    strata__augment_batch(d, perm, first, rows, w->stage_x,
+                          d->images_f32 ? sizeof(float) : 1);
     rc = o->copy(k, STRATA__H2D, d->images_f32 ? (void *)w->x : w->pixels,
                  w->stage_x, rows * row);
     if (rc == STRATA_OK)

@@ -47,12 +47,9 @@ static int setup_data(strata__run_t *run)
  * order the cursor holds. */
 static int setup_augment(strata__run_t *run)
 {
-    int gpu = 0;
-    for (int r = 0; r < run->nreplicas; r++)
-        gpu |= STRATA_DEVICE_TYPE(run->devices[r]) != STRATA_DEV_CPU;
     int rc = strata__augment_init(&run->aug, run->ctx->cfg, &run->s->data,
                                   (uint64_t)run->s->train.seed,
-                                  &run->cur.ordered, &run->train, gpu);
+                                  &run->cur.ordered, &run->train);
     if (rc == STRATA_OK && strata__augment_on(&run->aug))
         run->train.augment = &run->aug;
     return rc;
