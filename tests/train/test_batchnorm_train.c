@@ -11,6 +11,8 @@
  *    scores what the run's last evaluation scored;
  *  - a run resumed from a checkpoint at step 20 ends with the variables
  *    and the moving statistics of an uninterrupted one;
+ *  - etc/resnet.ini as shipped: Keras's parameter count, and mirrored
+ *    with 2 replicas and mwms with 2 workers end 2 steps on the same bits;
  *  - ps refuses the model with one line. */
 #include "check.h"
 #include "dumps.h"
@@ -187,6 +189,56 @@ static void resume(void)
            mp);
 }
 
+/* The whole of a file, or NULL. */
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 &&
+        fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n)) &&
+        fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    if (f)
+        fclose(f);
+    *len = n > 0 ? (size_t)n : 0;
+    return buf;
+}
+
+/* etc/resnet.ini as shipped: Keras's parameter count, and 2 steps of
+ * mirrored (2 replicas, as shipped) and of mwms with 2 workers end on the
+ * same bits. */
+static void shipped_resnet(void)
+{
+    const char *src = getenv("STRATA_SRC");
+    char ini[600], d2[700], dm[700], p2[700], pm[700];
+    snprintf(ini, sizeof ini, "%s/etc/resnet.ini", src ? src : ".");
+    snprintf(d2, sizeof d2, "debug.dump_vars=%s/resnet-two.bin", g_dir);
+    snprintf(dm, sizeof dm, "debug.dump_vars=%s/resnet-mwms.bin", g_dir);
+    const char *a[] = { "train.max_steps=2", "data.limit_train=640",
+                        "data.limit_test=64", d2, NULL };
+    CHECK(run("train", ini, a) == 0);
+    CHECKF(strstr(g_r.out, "total: 78090 parameters") &&
+               strstr(g_r.out, " s3_add ") && strstr(g_r.out, "(7, 7, 64)"),
+           "resnet.ini:\n%s", g_r.out);
+    const char *b[] = { "strategy.plugin=mwms", "train.devices=cpu:0",
+                        "train.max_steps=2", "data.limit_train=640",
+                        "data.limit_test=64", dm, NULL };
+    CHECK(run("launch", ini, b) == 0);
+    path_of(p2, sizeof p2, "resnet-two", ".bin");
+    path_of(pm, sizeof pm, "resnet-mwms", ".bin");
+    size_t n2 = 0, nm = 0;
+    char *x = slurp(p2, &n2), *y = slurp(pm, &nm);
+    CHECKF(x && y && n2 == 78090 * 4 && n2 == nm &&
+               memcmp(x, y, n2) == 0,
+           "resnet: mirrored 2 replicas and mwms 2 workers differ (%zu, %zu "
+           "bytes)", n2, nm);
+    free(x);
+    free(y);
+}
+
 static void ps_refused(void)
 {
     char *args[] = { "--ps", "1", "--workers", "1", "--chief", "-c", g_sync,
@@ -220,6 +272,7 @@ int main(int argc, char **argv)
     sync_equivalence();
     local_statistics();
     resume();
+    shipped_resnet();
     ps_refused();
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
