@@ -174,8 +174,8 @@ def read_metrics(path, what):
             rows = list(csv.DictReader(f))
     except OSError as e:
         raise BenchError("%s: no metrics CSV: %s" % (what, e))
-    need = ("epoch", "steps", "train_loss", "train_acc", "test_loss",
-            "test_acc", "seconds", "samples_per_s")
+    need = ("epoch", "steps", "loss", "accuracy", "val_loss",
+            "val_accuracy", "seconds", "samples_per_s")
     out = []
     for r in rows:
         try:
@@ -437,13 +437,13 @@ def accuracy(a, ctx, targets):
         progress("accuracy: torch 1 thread, seed %d" % seed)
         rows, _, _ = run_torch(a, ctx, "acc-torch-s%d" % seed, batch, epochs,
                                seed, ["--threads", "1"], 0)
-        t_acc.append(rows[-1]["test_acc"])
+        t_acc.append(rows[-1]["val_accuracy"])
         if not a.skip_strata:
             progress("accuracy: strata default run, seed %d" % seed)
             # devices left to strata's default: this is "the default run"
             rows, rss, _ = run_strata(a, ctx, "acc-strata-s%d" % seed, batch,
                                       epochs, seed, None)
-            s_acc.append(rows[-1]["test_acc"])
+            s_acc.append(rows[-1]["val_accuracy"])
             s_rss.append(rss)
     print()
     print("Accuracy (test set after %d epochs, batch %d, Adam lr 1e-3)"

@@ -23,7 +23,7 @@ Modes:
                               global batch, as strata's mirrored strategy does
 
 Output: one JSON line per epoch on stdout with strata's metrics-CSV fields
-(epoch, steps, train_loss, train_acc, test_loss, test_acc, seconds,
+(epoch, steps, loss, accuracy, val_loss, val_accuracy, seconds,
 samples_per_s) plus a few descriptive ones. `seconds` is the wall time of the
 epoch's training steps only (no evaluation). With --max-steps K (< steps per
 epoch) each epoch trains only its first K steps; `seconds` is then the measured
@@ -218,16 +218,16 @@ def train(a, rank, world):
         rec = {
             "epoch": epoch,
             "steps": steps,
-            "train_loss": stats[0].item() / samples,
-            "train_acc": stats[1].item() / samples,
-            "test_loss": None,
-            "test_acc": None,
+            "loss": stats[0].item() / samples,
+            "accuracy": stats[1].item() / samples,
+            "val_loss": None,
+            "val_accuracy": None,
             "seconds": measured * steps_per_epoch / steps,
             "samples_per_s": samples / measured,
         }
         if not a.no_eval:
             model.eval()
-            rec["test_loss"], rec["test_acc"] = evaluate(torch, model,
+            rec["val_loss"], rec["val_accuracy"] = evaluate(torch, model,
                                                          xte, yte)
         rec.update({
             "measured_seconds": measured,

@@ -29,9 +29,11 @@ static int write_csv(const metrics_t *m)
     char *buf = malloc(cap);
     if (!buf)
         return STRATA_ENOMEM;
-    len += (size_t)snprintf(buf, cap, "epoch,steps,train_loss,train_acc,"
-                            "test_loss,test_acc,seconds,samples_per_s,"
-                            "wall_s,learning_rate\n");
+    /* Keras's names (CSVLogger's logs): the val_ columns are the
+     * validation set's, or the test set's in a job without one. */
+    len += (size_t)snprintf(buf, cap, "epoch,steps,loss,accuracy,val_loss,"
+                            "val_accuracy,seconds,samples_per_s,wall_s,"
+                            "learning_rate\n");
     for (int i = 0; i < m->n; i++) {
         const strata__epoch_stats_t *e = &m->rows[i];
         char tl[32] = "", ta[32] = "", lr[32];

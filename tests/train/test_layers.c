@@ -88,7 +88,7 @@ static void cnn_equivalence(void)
                        k_cnn_counts, 6);
 }
 
-/* The train_loss column of the metrics CSV, one value per epoch. */
+/* The loss column of the metrics CSV, one value per epoch. */
 static int csv_losses(const char *path, double *loss, int max)
 {
     FILE *f = fopen(path, "r");

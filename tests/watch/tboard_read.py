@@ -87,11 +87,11 @@ for s, v in train.get("batch_step_time_ms", []):
     check(0 < v < 10000, "batch_step_time_ms %g at %d" % (v, s))
 
 # Per epoch (Keras: step = the epoch's index): the CSV's figures.
-pairs = [("epoch_loss", train, "train_loss"),
-         ("epoch_accuracy", train, "train_acc"),
+pairs = [("epoch_loss", train, "loss"),
+         ("epoch_accuracy", train, "accuracy"),
          ("epoch_samples_per_second", train, "samples_per_s"),
-         ("epoch_loss", val, "test_loss"),
-         ("epoch_accuracy", val, "test_acc")]
+         ("epoch_loss", val, "val_loss"),
+         ("epoch_accuracy", val, "val_accuracy")]
 for tag, run, col in pairs:
     got = run.get(tag, [])
     check([s for s, _ in got] == list(range(epochs)),

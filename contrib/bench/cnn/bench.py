@@ -458,7 +458,7 @@ def accuracy(a, ctx, targets):
         if len(rows) != epochs:
             raise BenchError("torch accuracy seed %d: %d epoch lines in %s"
                              % (seed, len(rows), log))
-        t_acc.append(rows[-1]["test_acc"])
+        t_acc.append(rows[-1]["val_accuracy"])
         if a.skip_strata:
             continue
         progress("accuracy: strata etc/cnn.ini (2 replicas), seed %d" % seed)
@@ -478,7 +478,7 @@ def accuracy(a, ctx, targets):
         if rc != 0:
             mb.fail_child("strata accuracy seed %d" % seed, rc, log)
         rows = mb.read_metrics(csv_path, "strata " + tag)
-        s_acc.append(rows[-1]["test_acc"])
+        s_acc.append(rows[-1]["val_accuracy"])
     print("Accuracy: Keras CNN, test set after %d epochs, global batch %d, "
           "Adam 1e-3 (strata: 2 replicas as etc/cnn.ini; torch: 1 process)%s"
           % (epochs, batch, "; only the first %d training samples"

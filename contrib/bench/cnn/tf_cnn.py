@@ -174,9 +174,9 @@ def main(argv):
             measured = time.perf_counter() - t0
             loss, acc = model.evaluate(xte, yte, batch_size=1000, verbose=0)
             rec = {"epoch": epoch, "steps": steps,
-                   "train_loss": h.history["loss"][-1],
-                   "train_acc": h.history["accuracy"][-1],
-                   "test_loss": loss, "test_acc": acc, "seconds": measured,
+                   "loss": h.history["loss"][-1],
+                   "accuracy": h.history["accuracy"][-1],
+                   "val_loss": loss, "val_accuracy": acc, "seconds": measured,
                    "samples_per_s": steps * a.batch / measured}
             rec.update(common)
             print(json.dumps(rec), flush=True)

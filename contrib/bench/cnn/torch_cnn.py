@@ -16,8 +16,8 @@ Two ways to run:
             epochs, reshuffled each time) and time the last S steps; prints
             one JSON line {"samples_per_s", "seconds", "steps", ...}.
   accuracy  --steps 0 --epochs E: whole epochs; one JSON line per epoch with
-            strata's metrics-CSV fields (epoch, steps, train_loss, train_acc,
-            test_loss, test_acc, seconds, samples_per_s).
+            strata's metrics-CSV fields (epoch, steps, loss, accuracy,
+            val_loss, val_accuracy, seconds, samples_per_s).
 
 Thread settings (as torch_mlp.py): --mode single --threads N [--blas-threads
 M]; --mode ddp --procs 2: DistributedDataParallel with gloo on 127.0.0.1,
@@ -297,11 +297,11 @@ def train(a, rank, world):
                 dist.all_reduce(stats)
             samples = steps_per_epoch * a.batch
             rec = {"epoch": epoch, "steps": steps_per_epoch,
-                   "train_loss": stats[0].item() / samples,
-                   "train_acc": stats[1].item() / samples,
+                   "loss": stats[0].item() / samples,
+                   "accuracy": stats[1].item() / samples,
                    "seconds": measured, "samples_per_s": samples / measured}
             model.eval()
-            rec["test_loss"], rec["test_acc"] = evaluate(torch, model, xte,
+            rec["val_loss"], rec["val_accuracy"] = evaluate(torch, model, xte,
                                                          yte, fmt)
             rec.update(common)
             if rank == 0:

@@ -109,8 +109,8 @@ def main(argv):
     print("-" * len(hdr))
     for fmt, (rows, wall) in res.items():
         print("%-6s %s %9.4f %8.1f" % (fmt, " ".join(
-            "%7.2f%%" % (100 * r["test_acc"]) for r in rows),
-            rows[-1]["test_loss"], sum(r["seconds"] for r in rows) / len(rows)))
+            "%7.2f%%" % (100 * r["val_accuracy"]) for r in rows),
+            rows[-1]["val_loss"], sum(r["seconds"] for r in rows) / len(rows)))
     if "none" in res:
         base = res["none"][0][-1]
         print()
@@ -118,10 +118,10 @@ def main(argv):
             if fmt != "none":
                 print("%s - none after %d epochs: test accuracy %+.2f points, "
                       "test loss %+.4f" % (fmt, a.epochs,
-                                           100 * (rows[-1]["test_acc"]
-                                                  - base["test_acc"]),
-                                           rows[-1]["test_loss"]
-                                           - base["test_loss"]))
+                                           100 * (rows[-1]["val_accuracy"]
+                                                  - base["val_accuracy"]),
+                                           rows[-1]["val_loss"]
+                                           - base["val_loss"]))
     print("total wall time: %.0f s" % (time.monotonic() - t0))
     return 0
 

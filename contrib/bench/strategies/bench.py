@@ -382,7 +382,7 @@ def run_once(a, ctx, strategy, n, cond, tag):
                 steps[int(m.group(1))] = int(m.group(2))
     return {"sec": min(r["seconds"] for r in rows),
             "sps": max(r["samples_per_s"] for r in rows),
-            "acc": rows[-1]["test_acc"], "wall": wall, "steps": steps}
+            "acc": rows[-1]["val_accuracy"], "wall": wall, "steps": steps}
 
 
 # ---- the table ------------------------------------------------------------
