@@ -179,6 +179,30 @@ static inline int spawn_strata(const char *cmd, char *const *args,
     return r->code;
 }
 
+/* `strata CMD -c JOB --set S...` (launch: with -n 2, 2 workers), the
+ * settings of the NULL-terminated lists `common` then `more`. */
+static inline int spawn_strata_job(const char *cmd, const char *job,
+                                   const char *const *common,
+                                   const char *const *more, int timeout_s,
+                                   spawn_result_t *r)
+{
+    char *args[64];
+    int a = 0;
+    if (!strcmp(cmd, "launch")) {
+        args[a++] = "-n";
+        args[a++] = "2";
+    }
+    args[a++] = "-c";
+    args[a++] = (char *)job;
+    for (const char *const *l = common; l; l = l == common ? more : NULL)
+        for (int i = 0; l[i] && a < 61; i++) {
+            args[a++] = "--set";
+            args[a++] = (char *)l[i];
+        }
+    args[a] = NULL;
+    return spawn_strata(cmd, args, timeout_s, r);
+}
+
 static char spawn_keys_dir_[64];
 
 static inline void spawn_keys_remove_(void)

@@ -43,6 +43,26 @@ TESTUTIL const char *tmp_path(const char *name)
     return p;
 }
 
+/* "KEY=" and the path of `name` inside the temp dir, for --set (8 static
+ * slots, rotated). */
+TESTUTIL char *set_path(const char *key, const char *name)
+{
+    static char slots[8][800];
+    static int next;
+    char *p = slots[next++ % 8];
+    snprintf(p, sizeof slots[0], "%s=%s", key, tmp_path(name));
+    return p;
+}
+
+/* How many times `what` occurs in `text`. */
+TESTUTIL int count_of(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)); p++)
+        n++;
+    return n;
+}
+
 /* Removes `dir` and everything below it (best effort, no links followed). */
 TESTUTIL void rm_tree(const char *dir)
 {

@@ -30,15 +30,6 @@ static spawn_result_t g_r;
 #define train(...) spawn_strata("train", (char *const[]){ COMMON,           \
                                 __VA_ARGS__, NULL }, 120, &g_r)
 
-static char *set(const char *key, const char *name)
-{
-    static char buf[8][800];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, sizeof buf[0], "%s=%s", key, tmp_path(name));
-    return p;
-}
-
 /* The newest checkpoint's step in `dir`, -1 none. */
 static long newest_step(const char *dir)
 {
@@ -70,21 +61,21 @@ static int rates_join(const char *a, const char *b, const char *whole)
 int main(void)
 {
     tmp_make("resume-plateau");
-    CHECK(train("--set", set("debug.dump_vars", "ref.bin"), "--set",
-                set("debug.dump_lr", "ref.txt")) == 0);
+    CHECK(train("--set", set_path("debug.dump_vars", "ref.bin"), "--set",
+                set_path("debug.dump_lr", "ref.txt")) == 0);
     CHECKF(strstr(g_r.out, "epoch 3: val_loss did not improve") &&
            strstr(g_r.out, "epoch 6: val_loss did not improve"), "%s",
            g_r.out);
 
     /* max_steps: to step 45, then on */
-    CHECK(train("--set", set("checkpoint.dir", "ck1"), "--set",
+    CHECK(train("--set", set_path("checkpoint.dir", "ck1"), "--set",
                 "train.max_steps=45", "--set",
-                set("debug.dump_lr", "a.txt")) == 0);
+                set_path("debug.dump_lr", "a.txt")) == 0);
     CHECKF(strstr(g_r.out, "epoch 3: ") && !strstr(g_r.out, "epoch 5: ") &&
            !strstr(g_r.out, "epoch 6: "), "%s", g_r.out);
-    CHECK(train("--set", set("checkpoint.dir", "ck1"), "--set",
-                set("debug.dump_vars", "got1.bin"), "--set",
-                set("debug.dump_lr", "b.txt")) == 0);
+    CHECK(train("--set", set_path("checkpoint.dir", "ck1"), "--set",
+                set_path("debug.dump_vars", "got1.bin"), "--set",
+                set_path("debug.dump_lr", "b.txt")) == 0);
     CHECKF(strstr(g_r.out, "resumed from ") && strstr(g_r.out, "step 45") &&
            strstr(g_r.out, "epoch 6: val_loss did not improve for 2 epochs; "
                            "learning rate 0.001 -> 0.0005") &&
@@ -97,7 +88,7 @@ int main(void)
     /* kill -9 after a checkpoint past the reduction (step >= 40), each
      * step slowed so that the kill lands before the end */
     char *argv[64] = { (char *)spawn_strata_bin(), "train" };
-    char *const args[] = { COMMON, "--set", set("checkpoint.dir", "ck2"),
+    char *const args[] = { COMMON, "--set", set_path("checkpoint.dir", "ck2"),
                            "--set", "checkpoint.every_steps=7", "--set",
                            "debug.step_delay_ms=20", NULL };
     int n = 2;
@@ -115,9 +106,9 @@ int main(void)
     CHECKF(c.code == 128 + SIGKILL && at >= 40 && at < 70,
            "killed run: exit %d, newest checkpoint step %ld: %s", c.code, at,
            err);
-    CHECK(train("--set", set("checkpoint.dir", "ck2"), "--set",
+    CHECK(train("--set", set_path("checkpoint.dir", "ck2"), "--set",
                 "checkpoint.every_steps=7", "--set",
-                set("debug.dump_vars", "got2.bin")) == 0);
+                set_path("debug.dump_vars", "got2.bin")) == 0);
     CHECKF(strstr(g_r.out, "resumed from ") && !strstr(g_r.out, "epoch 3: "),
            "%s", g_r.out);
     CHECKF(same_file(tmp_path("ref.bin"), tmp_path("got2.bin")),

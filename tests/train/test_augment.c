@@ -35,19 +35,7 @@ static int run_(const char *cmd, char *const *args)
 
 static char *dump(const char *name)
 {
-    static char buf[8][800];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, sizeof buf[0], "debug.dump_vars=%s", tmp_path(name));
-    return p;
-}
-
-static int count(const char *text, const char *what)
-{
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, what)); p++)
-        n++;
-    return n;
+    return set_path("debug.dump_vars", name);
 }
 
 /* An IDX file of u8 values: dims (big-endian), then the bytes. */
@@ -121,17 +109,17 @@ int main(void)
     CHECKF(strstr(g_r.err, "--set: [data] augment_flip = true needs images "
                            "(n, h, w) or (n, h, w, c); the training samples "
                            "are flat (n, 20)") &&
-           count(g_r.err, "error") == 1, "%s", g_r.err);
+           count_of(g_r.err, "error") == 1, "%s", g_r.err);
     /* a padding of the image's size, a negative one */
     CHECK(train("--set", "data.augment_crop_padding=28") == 2);
     CHECKF(strstr(g_r.err, "[data] augment_crop_padding = 28: the padding "
                            "must be less than the images' height and width "
-                           "(28 x 28)") && count(g_r.err, "error") == 1, "%s",
+                           "(28 x 28)") && count_of(g_r.err, "error") == 1, "%s",
            g_r.err);
     CHECK(train("--set", "data.augment_crop_padding=-1") == 2);
     CHECKF(strstr(g_r.err, "[data] augment_crop_padding = '-1': expected an "
                            "integer in [0, 1000000]") &&
-           count(g_r.err, "error") == 1, "%s", g_r.err);
+           count_of(g_r.err, "error") == 1, "%s", g_r.err);
 
     tmp_cleanup();
     return CHECK_DONE();

@@ -51,23 +51,10 @@ static void write_job(char *path, size_t len, const char *name,
 /* strata CMD -c JOB, the common settings, `more` (NULL-ended). */
 static int run(const char *cmd, const char *job, const char *const *more)
 {
-    char *args[40] = { "-c", (char *)job, "--set", "train.epochs=1",
-                       "--set", "train.batch_size=32", "--set",
-                       "train.progress=none", "--set",
-                       "debug.check_sync=true" };
-    int a = 10;
-    if (!strcmp(cmd, "launch")) {
-        memmove(args + 2, args, 10 * sizeof *args);
-        args[0] = "-n";
-        args[1] = "2";
-        a = 12;
-    }
-    for (int i = 0; more[i] && a < 38; i++) {
-        args[a++] = "--set";
-        args[a++] = (char *)more[i];
-    }
-    args[a] = NULL;
-    return spawn_strata(cmd, args, 300, &g_r);
+    static const char *const common[] = {
+        "train.epochs=1", "train.batch_size=32", "train.progress=none",
+        "debug.check_sync=true", NULL };
+    return spawn_strata_job(cmd, job, common, more, 300, &g_r);
 }
 
 static void path_of(char *out, size_t len, const char *name, const char *ext)

@@ -52,23 +52,10 @@ static void write_file(const char *path, const char *text)
 /* strata CMD -c FILE with the common settings and `more` (NULL-ended). */
 static int run(const char *cmd, const char *job, const char *const *more)
 {
-    char *args[40] = { "-c", (char *)job, "--set", "train.epochs=1",
-                       "--set", "train.batch_size=32", "--set",
-                       "train.eval=false", "--set", "train.progress=none",
-                       "--set", "debug.check_sync=true" };
-    int a = 12;
-    if (!strcmp(cmd, "launch")) {
-        memmove(args + 2, args, 12 * sizeof *args);
-        args[0] = "-n";
-        args[1] = "2";
-        a = 14;
-    }
-    for (int i = 0; more[i] && a < 38; i++) {
-        args[a++] = "--set";
-        args[a++] = (char *)more[i];
-    }
-    args[a] = NULL;
-    return spawn_strata(cmd, args, 300, &g_r);
+    static const char *const common[] = {
+        "train.epochs=1", "train.batch_size=32", "train.eval=false",
+        "train.progress=none", "debug.check_sync=true", NULL };
+    return spawn_strata_job(cmd, job, common, more, 300, &g_r);
 }
 
 static void dump_set(char *out, size_t len, const char *name)

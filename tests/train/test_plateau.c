@@ -32,23 +32,6 @@ static int run_(const char *cmd, char *const *args)
 #define train(...) run_("train", (char *const[]){ COMMON, __VA_ARGS__, NULL })
 #define launch(...) run_("launch", (char *const[]){ __VA_ARGS__, COMMON, NULL })
 
-static char *set(const char *key, const char *name)
-{
-    static char buf[8][800];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, sizeof buf[0], "%s=%s", key, tmp_path(name));
-    return p;
-}
-
-static int count(const char *text, const char *what)
-{
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, what)); p++)
-        n++;
-    return n;
-}
-
 /* debug.dump_lr: every step's rate, in order, is want[step / 10]. */
 static int rates(const char *file, const float *want, int epochs)
 {
@@ -75,15 +58,15 @@ int main(void)
 
     /* 1 replica: the lines, the rates, the CSV */
     CHECK(train("--set", "train.devices=cpu:0", "--set",
-                set("debug.dump_lr", "one.txt"), "--set",
-                set("train.metrics_csv", "m.csv")) == 0);
+                set_path("debug.dump_lr", "one.txt"), "--set",
+                set_path("train.metrics_csv", "m.csv")) == 0);
     CHECKF(strstr(g_r.out, "; x 0.1 after 2 epochs without improvement of "
                            "val_loss (reduce_lr_patience)"), "%s", g_r.out);
     CHECKF(strstr(g_r.out, "epoch 3: val_loss did not improve for 2 epochs; "
                            "learning rate 0.01 -> 0.001\n") &&
            strstr(g_r.out, "epoch 6: val_loss did not improve for 2 epochs; "
                            "learning rate 0.001 -> 0.0005\n") &&
-           count(g_r.out, "did not improve") == 2, "%s", g_r.out);
+           count_of(g_r.out, "did not improve") == 2, "%s", g_r.out);
     /* each line after its epoch's progress line */
     const char *e3 = strstr(g_r.out, "Epoch 3/7"), *e4 =
         strstr(g_r.out, "Epoch 4/7"), *l3 = strstr(g_r.out, "epoch 3: ");
@@ -116,14 +99,14 @@ int main(void)
                 "train.reduce_lr_cooldown=0", "--set",
                 "train.reduce_lr_factor=0.5", "--set",
                 "train.reduce_lr_min_lr=0.002", "--set",
-                set("debug.dump_lr", "acc.txt")) == 0);
+                set_path("debug.dump_lr", "acc.txt")) == 0);
     CHECKF(strstr(g_r.out, "epoch 2: val_accuracy did not improve for 1 "
                            "epoch; learning rate 0.01 -> 0.005\n") &&
            strstr(g_r.out, "epoch 3: val_accuracy did not improve for 1 "
                            "epoch; learning rate 0.005 -> 0.0025\n") &&
            strstr(g_r.out, "epoch 4: val_accuracy did not improve for 1 "
                            "epoch; learning rate 0.0025 -> 0.002\n") &&
-           count(g_r.out, "did not improve") == 3, "%s", g_r.out);
+           count_of(g_r.out, "did not improve") == 3, "%s", g_r.out);
     static const float want_acc[5] = { 0.01f, 0.01f, 0.005f, 0.0025f,
                                        0.002f };
     CHECK(rates(tmp_path("acc.txt"), want_acc, 5));
@@ -131,18 +114,18 @@ int main(void)
     /* mirrored, 2 replicas: every step at 1 replica's rate */
     CHECK(train("--set", "train.devices=cpu:0, cpu:1", "--set",
                 "debug.check_sync=true", "--set",
-                set("debug.dump_lr", "two.txt")) == 0);
+                set_path("debug.dump_lr", "two.txt")) == 0);
     CHECKF(same_file(tmp_path("one.txt"), tmp_path("two.txt")), "mirrored");
-    CHECK(count(g_r.out, "did not improve") == 2);
+    CHECK(count_of(g_r.out, "did not improve") == 2);
 
     /* mwms, 2 workers: the chief decides, both reduce; one line */
     CHECK(launch("-n", "2", "--set", "strategy.plugin=mwms", "--set",
                  "train.devices=cpu:0", "--set", "debug.hash_vars=true",
-                 "--set", set("debug.dump_lr", "mwms.txt")) == 0);
+                 "--set", set_path("debug.dump_lr", "mwms.txt")) == 0);
     CHECKF(same_file(tmp_path("one.txt"), tmp_path("mwms.txt.worker-0")) &&
            same_file(tmp_path("one.txt"), tmp_path("mwms.txt.worker-1")),
            "mwms workers' rates");
-    CHECKF(count(g_r.out, "did not improve") == 2, "%s", g_r.out);
+    CHECKF(count_of(g_r.out, "did not improve") == 2, "%s", g_r.out);
     const char *h0 = strstr(g_r.out, "hash (rank 0): "),
                *h1 = strstr(g_r.out, "hash (rank 1): ");
     CHECKF(h0 && h1 && !strncmp(h0 + 15, h1 + 15, 16), "%s", g_r.out);
@@ -158,7 +141,7 @@ int main(void)
     CHECK(train("--set", "train.reduce_lr_factor=0") == 2);
     CHECKF(strstr(g_r.err, "[train] reduce_lr_factor = '0': expected a number "
                            "in [1e-12, 0.999999]") &&
-           count(g_r.err, "error") == 1, "%s", g_r.err);
+           count_of(g_r.err, "error") == 1, "%s", g_r.err);
 
     tmp_cleanup();
     return CHECK_DONE();
