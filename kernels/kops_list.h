@@ -248,7 +248,7 @@ KOP(ln_fwd, 0, "layernorm forward",
 /* With xhat = (x - mean[r]) * invstd[r] and g = dy * gamma, per row in
  * double: dx = invstd * (g - sum_j g / c - xhat * sum_j (g xhat) / c)
  * (the row's sums in index order: the same bits on a GPU), when dx !=
- * NULL; dgamma[j] = sum_r dy xhat, dbeta[j] = sum_r dy, in double over the
+ * NULL (dx may be dy); dgamma[j] = sum_r dy xhat, dbeta[j] = sum_r dy, in double over the
  * rows in row order (on a GPU in a fixed tree: within rounding of the CPU,
  * not bitwise), rounded once and written, not accumulated. */
 KOP(ln_bwd, 0, "layernorm backward",

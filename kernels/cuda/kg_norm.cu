@@ -1,7 +1,7 @@
 /* Batch and layer normalisation, the twin of kernels/cpu/norm.c.
  * Sums over the rows (bn_sums, bn_bwd_sums, ln_bwd's dgamma and dbeta) run
  * in double in a fixed tree per channel, no atomics: the same input gives
- * the same bits on a given GPU, within rounding of the CPU's row-order sums,
+ * the same bits every time, within rounding of the CPU's row-order sums,
  * not bitwise. Everything else follows the CPU's arithmetic step for step
  * (-fmad=false, IEEE division and sqrt): bn_stats, bn_norm and bn_bwd_dx
  * from the same inputs, and layernorm's rows (one thread per row, in index
@@ -14,9 +14,8 @@
  * adds rows ty, ty + rl, ty + 2 rl, ... of its channel in row order (rl =
  * KG_THREADS / cl), then the rl lanes are added in a fixed tree in shared
  * memory. The order depends on rows and c only. F gives two terms per
- * (row, channel) and stores the channel's two sums. A batch with few
- * channels keeps few multiprocessors busy: the sums are a small part of a
- * step. */
+ * (row, channel) and stores the channel's two sums. One block per 32
+ * channels: a layer with few channels keeps few multiprocessors busy. */
 template <class F>
 __global__ void kg_colsum_k(size_t rows, int c, F f)
 {
