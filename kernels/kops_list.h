@@ -172,7 +172,10 @@ KOP(softmax_bwd, 0, "softmax backward",
  * image) by channel. Statistics are sums in double over the rows, in row
  * order, so that a SyncBatchNorm adds the sums of several replicas (and
  * workers) before it derives mean and variance, and gets one device's
- * figures on the whole batch. Every array of c is per channel.
+ * figures on the whole batch. Every array of c is per channel. A GPU adds
+ * the rows in another fixed order (a tree per channel): its sums are
+ * deterministic and within rounding of the CPU's, not bitwise; bn_stats,
+ * bn_norm and bn_bwd_dx give the CPU's bits from the same inputs.
  * bn_sums: sums[j] = sum_r x[r][j], sums[c + j] = sum_r x[r][j]^2. */
 KOP(bn_sums, 0, "batchnorm statistics",
     (size_t rows, int c, const float *x, double *sums),
@@ -225,6 +228,39 @@ KOP(bn_bwd_dx, 0, "batchnorm backward",
      KOP_DEV(invstd, KOP_F(c)) KOP_DEV(gamma, KOP_F(c))
      KOP_DEV(sums, 2 * (size_t)c * sizeof(double))
      KOP_DEV(dx, KOP_F(rows * (size_t)c))))
+
+/* ---- layer normalisation (Keras's LayerNormalization, axis -1) ----------
+ * x[rows][c]: each row (a sample's features, or one position of an image
+ * across its channels) is normalised over its own c values. Per row, in
+ * double: mean = sum / c, then var = sum (x - mean)^2 / c (biased, a
+ * second pass), invstd = 1 / sqrt(var + eps); mean[r] and invstd[r] are
+ * kept (floats) for the backward pass, and y = (x - mean) * invstd * gamma
+ * + beta in float, as bn_norm. y may be x. A row is summed in index order
+ * on every device: the same bits on a GPU. */
+KOP(ln_fwd, 0, "layernorm forward",
+    (size_t rows, int c, const float *x, const float *gamma,
+     const float *beta, float eps, float *y, float *mean, float *invstd),
+    (rows, c, x, gamma, beta, eps, y, mean, invstd),
+    (KOP_REQ(c >= 1) KOP_DEV(x, KOP_F(rows * (size_t)c))
+     KOP_DEV(gamma, KOP_F(c)) KOP_DEV(beta, KOP_F(c))
+     KOP_DEV(y, KOP_F(rows * (size_t)c)) KOP_DEV(mean, KOP_F(rows))
+     KOP_DEV(invstd, KOP_F(rows))))
+/* With xhat = (x - mean[r]) * invstd[r] and g = dy * gamma, per row in
+ * double: dx = invstd * (g - sum_j g / c - xhat * sum_j (g xhat) / c)
+ * (the row's sums in index order: the same bits on a GPU), when dx !=
+ * NULL (dx may be dy); dgamma[j] = sum_r dy xhat, dbeta[j] = sum_r dy, in double over the
+ * rows in row order (on a GPU in a fixed tree: within rounding of the CPU,
+ * not bitwise), rounded once and written, not accumulated. */
+KOP(ln_bwd, 0, "layernorm backward",
+    (size_t rows, int c, const float *x, const float *dy, const float *mean,
+     const float *invstd, const float *gamma, float *dx, float *dgamma,
+     float *dbeta),
+    (rows, c, x, dy, mean, invstd, gamma, dx, dgamma, dbeta),
+    (KOP_REQ(c >= 1) KOP_DEV(x, KOP_F(rows * (size_t)c))
+     KOP_DEV(dy, KOP_F(rows * (size_t)c)) KOP_DEV(mean, KOP_F(rows))
+     KOP_DEV(invstd, KOP_F(rows)) KOP_DEV(gamma, KOP_F(c))
+     KOP_OPT(dx, KOP_F(rows * (size_t)c)) KOP_DEV(dgamma, KOP_F(c))
+     KOP_DEV(dbeta, KOP_F(c))))
 
 /* ---- optimizer steps, in place, one fused pass ------------------------
  * wd: decoupled weight decay (Keras' weight_decay, AdamW / SGDW): each step

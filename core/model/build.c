@@ -19,6 +19,7 @@ static const strata__layer_kind_t *const k_kinds[] = {
     &strata__layer_tanh,      &strata__layer_sigmoid, &strata__layer_softmax,
     &strata__layer_add,       &strata__layer_concat,
     &strata__layer_batchnorm,
+    &strata__layer_layernorm,
 };
 #define NKINDS ((int)(sizeof k_kinds / sizeof k_kinds[0]))
 

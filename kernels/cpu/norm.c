@@ -94,3 +94,79 @@ KC_HOT void kc_bn_bwd_dx(size_t rows, int c, const float *x, const float *dy,
         }
     }
 }
+
+/* Layer normalisation: each row over its own c values (kops_list.h). */
+KC_HOT void kc_ln_fwd(size_t rows, int c, const float *x, const float *gamma,
+                      const float *beta, float eps, float *y, float *mean,
+                      float *invstd)
+{
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * (size_t)c;
+        float *yr = y + r * (size_t)c;
+        double s = 0.0, ss = 0.0;
+        for (int j = 0; j < c; j++)
+            s += xr[j];
+        double m = s / c;
+        for (int j = 0; j < c; j++) {
+            double d = xr[j] - m;
+            ss += d * d;
+        }
+        float mf = (float)m, is = (float)(1.0 / sqrt(ss / c + (double)eps));
+        mean[r] = mf;
+        invstd[r] = is;
+        for (int j = 0; j < c; j++)
+            yr[j] = (xr[j] - mf) * is * gamma[j] + beta[j];
+    }
+}
+
+/* dgamma and dbeta: column sums in row order, for blocks of channels at a
+ * time in double on the stack (kernels never allocate). */
+enum { KC_LN_BLOCK = 64 };
+
+static void ln_param_grads(size_t rows, int c, const float *x,
+                           const float *dy, const float *mean,
+                           const float *invstd, float *dgamma, float *dbeta)
+{
+    for (int j0 = 0; j0 < c; j0 += KC_LN_BLOCK) {
+        int nj = c - j0 < KC_LN_BLOCK ? c - j0 : KC_LN_BLOCK;
+        double sg[KC_LN_BLOCK] = { 0 }, sb[KC_LN_BLOCK] = { 0 };
+        for (size_t r = 0; r < rows; r++) {
+            const float *xr = x + r * (size_t)c + j0;
+            const float *dr = dy + r * (size_t)c + j0;
+            for (int j = 0; j < nj; j++) {
+                double xhat = ((double)xr[j] - mean[r]) * invstd[r];
+                sb[j] += dr[j];
+                sg[j] += dr[j] * xhat;
+            }
+        }
+        for (int j = 0; j < nj; j++) {
+            dgamma[j0 + j] = (float)sg[j];
+            dbeta[j0 + j] = (float)sb[j];
+        }
+    }
+}
+
+KC_HOT void kc_ln_bwd(size_t rows, int c, const float *x, const float *dy,
+                      const float *mean, const float *invstd,
+                      const float *gamma, float *dx, float *dgamma,
+                      float *dbeta)
+{
+    ln_param_grads(rows, c, x, dy, mean, invstd, dgamma, dbeta);
+    if (!dx)
+        return;
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * (size_t)c, *dr = dy + r * (size_t)c;
+        float *out = dx + r * (size_t)c;
+        double m = mean[r], is = invstd[r], s1 = 0.0, s2 = 0.0;
+        for (int j = 0; j < c; j++) {
+            double g = (double)dr[j] * gamma[j];
+            s1 += g;
+            s2 += g * (((double)xr[j] - m) * is);
+        }
+        for (int j = 0; j < c; j++) {
+            double g = (double)dr[j] * gamma[j];
+            double xhat = ((double)xr[j] - m) * is;
+            out[j] = (float)(is * (g - s1 / c - xhat * s2 / c));
+        }
+    }
+}

@@ -8,12 +8,6 @@
 
 #include "kg_internal.h"
 
-/* Launch kernel `k` over n items on stream s and check the launch. */
-#define KG_LAUNCH(k, n, s, ...) do { \
-    if ((n) == 0) return KG_OK; \
-    k<<<kg__blocks(n), KG_THREADS, 0, (s)>>>((n), __VA_ARGS__); \
-    return kg__launched(); } while (0)
-
 __global__ void kg_relu_fwd_k(size_t n, const float *x, float *y)
 {
     KG_FOR(i, n) y[i] = x[i] < 0.0f ? 0.0f : x[i];   /* keeps NaN, as kc */

@@ -30,6 +30,13 @@ static inline unsigned kg__blocks(size_t n)
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
          i += (size_t)gridDim.x * blockDim.x)
 
+/* In a kg_X function: launch kernel `k` over n items (its first argument)
+ * on stream s, return the launch's result; n == 0 returns KG_OK. */
+#define KG_LAUNCH(k, n, s, ...) do { \
+    if ((n) == 0) return KG_OK; \
+    k<<<kg__blocks(n), KG_THREADS, 0, (s)>>>((n), __VA_ARGS__); \
+    return kg__launched(); } while (0)
+
 /* A flat index into an NHWC tensor [n][h][w][c]: image i, row y, column x,
  * channel ch. */
 struct kg_nhwc { size_t i; int y, x, ch; };

@@ -4,6 +4,8 @@
  * x86-64, where neither side contracts a*b+c into an FMA), 1e-4 for GEMM
  * (dense, conv2d) and the loss gradient, 6 ulps for tanh / sigmoid forward,
  * 1e-5 relative for gelu and softmax forward (CUDA's erfcf / expf);
+ * 1e-6 for batchnorm and layernorm, whose sums over rows are a tree of
+ * doubles on the GPU (bn_stats: the same bits from the same sums);
  * maxpool2d, avgpool2d and dropout are bitwise equal everywhere. Without a CUDA device it prints the reason and
  * exits 77 (ctest: Skipped). `gpu_kernels --probe` only does that check
  * (exit 0 with a device), for the compute-sanitizer wrapper. */
@@ -123,18 +125,25 @@ static int same_bits(const void *a, const void *b, size_t bytes)
     return bytes == 0 || memcmp(a, b, bytes) == 0;
 }
 
-/* Elementwise result d (device) against CPU result want (host). */
-static void expect_elem(const char *what, size_t n, const float *want,
-                        const float *d)
+/* Elementwise result d (device) against CPU result want (host): within
+ * `tol` relative, and the same bits where the CPU does not contract. */
+static void expect_rel(const char *what, size_t n, const float *want,
+                       const float *d, double tol)
 {
     float *got = fill(n, 0, 0);
     to_host(got, d, n * sizeof *got);
     double e = max_rel(got, want, n, 1e-3);
-    CHECKF(e <= 1e-5, "%s n=%zu: relative error %g", what, n, e);
+    CHECKF(e <= tol, "%s n=%zu: relative error %g", what, n, e);
     if (SAME_BITS)
         CHECKF(same_bits(got, want, n * sizeof *got), "%s n=%zu: bits differ",
                what, n);
     free(got);
+}
+
+static void expect_elem(const char *what, size_t n, const float *want,
+                        const float *d)
+{
+    expect_rel(what, n, want, d, 1e-5);
 }
 
 /* ---- dense, bias ------------------------------------------------------------ */
@@ -823,6 +832,173 @@ static void test_softmax(int m, int c, float spread)
     dev_free(gx), dev_free(gy), dev_free(gdy), dev_free(gdx);
 }
 
+/* ---- batchnorm, layernorm ------------------------------------------------------ */
+/* Each op on the CPU's inputs against the CPU's result, 1e-6 relative and
+ * the same bits where the CPU does not contract; the sums over rows (a
+ * tree per channel on the GPU) within rounding, and the same bits when
+ * asked twice; bn_stats the same bits from the same sums. */
+static void expect_sums(const char *what, size_t n, const double *want,
+                        const double *d)
+{
+    double *got = calloc(n ? n : 1, sizeof *got), worst = 0.0;
+    to_host(got, d, n * sizeof *got);
+    for (size_t i = 0; i < n; i++)
+        worst = fmax(worst, fabs(got[i] - want[i]) / fmax(fabs(want[i]), 1.0));
+    CHECKF(worst <= 1e-9, "%s: relative error %g", what, worst);
+    free(got);
+}
+
+static void test_bn(size_t rows, int c)
+{
+    size_t n = rows * (size_t)c, nc = 2 * (size_t)c, sb = nc * sizeof(double);
+    const float eps = 1e-3f, mom = 0.99f;
+    float *x = fill(n, -2, 3), *dy = fill(n, -1, 1);
+    float *gamma = fill(c, 0.5f, 1.5f), *beta = fill(c, -1, 1);
+    float *mm = fill(c, -1, 1), *mv = fill(c, 0.5f, 2);
+    float *mm0 = copy_of(mm, c), *mv0 = copy_of(mv, c);
+    float *mean = fill(c, 0, 0), *invstd = fill(c, 0, 0), *y = fill(n, 0, 0);
+    float *dg = fill(c, 0, 0), *db = fill(c, 0, 0), *dx = fill(n, 0, 0);
+    double *sums = calloc(nc, sizeof *sums), *bsums = calloc(nc, sizeof *bsums);
+    double *twice = calloc(nc, sizeof *twice);
+    kc_bn_sums(rows, c, x, sums);
+    kc_bn_stats(c, sums, (double)rows, eps, mom, mean, invstd, mm, mv);
+    kc_bn_norm(rows, c, x, mean, invstd, gamma, beta, y);
+    kc_bn_bwd_sums(rows, c, x, dy, mean, invstd, bsums, dg, db);
+    kc_bn_bwd_dx(rows, c, x, dy, mean, invstd, gamma, bsums, (double)rows, dx);
+
+    float *gx = dev_from(x, n * 4), *gdy = dev_from(dy, n * 4);
+    float *ggamma = dev_from(gamma, c * 4), *gbeta = dev_from(beta, c * 4);
+    float *gmm = dev_from(mm0, c * 4), *gmv = dev_from(mv0, c * 4);
+    float *gmean = dev_from(mean, c * 4), *ginv = dev_from(invstd, c * 4);
+    float *gy = dev_from(NULL, n * 4), *gdx = dev_from(NULL, n * 4);
+    float *gdg = dev_from(NULL, c * 4), *gdb = dev_from(NULL, c * 4);
+    double *gsums = dev_from(NULL, sb), *gcpu = dev_from(sums, sb);
+    double *gbsums = dev_from(NULL, sb), *gbcpu = dev_from(bsums, sb);
+    float *gm2 = dev_from(NULL, c * 4), *gi2 = dev_from(NULL, c * 4);
+    char what[96];
+
+    CHECK(kg_memset(gsums, 0x7f, sb, S) == 0);       /* written, not added */
+    CHECK(kg_bn_sums(rows, c, gx, gsums, S) == 0);
+    snprintf(what, sizeof what, "bn_sums %zux%d", rows, c);
+    expect_sums(what, nc, sums, gsums);
+    to_host(twice, gsums, sb);
+    CHECK(kg_bn_sums(rows, c, gx, gsums, S) == 0);
+    double *back = calloc(nc, sizeof *back);
+    to_host(back, gsums, sb);
+    CHECKF(same_bits(back, twice, sb), "%s: not deterministic", what);
+
+    /* bn_stats from the CPU's sums: its bits, the moving update too. */
+    CHECK(kg_bn_stats(c, gcpu, (double)rows, eps, mom, gm2, gi2, gmm, gmv,
+                      S) == 0);
+    snprintf(what, sizeof what, "bn_stats %zux%d", rows, c);
+    float *got = fill(c, 0, 0);
+    to_host(got, gm2, c * 4);
+    CHECKF(same_bits(got, mean, c * 4), "%s: mean", what);
+    to_host(got, gi2, c * 4);
+    CHECKF(same_bits(got, invstd, c * 4), "%s: invstd", what);
+    to_host(got, gmm, c * 4);
+    CHECKF(same_bits(got, mm, c * 4), "%s: moving mean", what);
+    to_host(got, gmv, c * 4);
+    CHECKF(same_bits(got, mv, c * 4), "%s: moving variance", what);
+    /* Inference (sums NULL, count 0) and no moving statistics. */
+    float *im = fill(c, 0, 0), *ii = fill(c, 0, 0);
+    kc_bn_stats(c, NULL, 0.0, eps, mom, im, ii, mm, mv);
+    CHECK(kg_bn_stats(c, NULL, 0.0, eps, mom, gm2, gi2, gmm, gmv, S) == 0);
+    to_host(got, gi2, c * 4);
+    CHECKF(same_bits(got, ii, c * 4), "%s: inference invstd", what);
+    CHECK(kg_bn_stats(c, gcpu, 0.0, eps, mom, gm2, gi2, gmm, gmv, S) == 0);
+    to_host(got, gm2, c * 4);
+    CHECKF(same_bits(got, im, c * 4), "%s: count 0 mean", what);
+    kc_bn_stats(c, NULL, 0.0, eps, mom, im, ii, NULL, NULL);
+    CHECK(kg_bn_stats(c, NULL, 0.0, eps, mom, gm2, gi2, NULL, NULL, S) == 0);
+    to_host(got, gi2, c * 4);
+    CHECKF(same_bits(got, ii, c * 4), "%s: no statistics", what);
+    to_host(got, gmm, c * 4);
+    CHECKF(same_bits(got, mm, c * 4), "%s: inference moved the mean", what);
+
+    snprintf(what, sizeof what, "bn_norm %zux%d", rows, c);
+    CHECK(kg_bn_norm(rows, c, gx, gmean, ginv, ggamma, gbeta, gy, S) == 0);
+    expect_rel(what, n, y, gy, 1e-6);
+    CHECK(kg_memset(gbsums, 0x7f, sb, S) == 0);
+    CHECK(kg_bn_bwd_sums(rows, c, gx, gdy, gmean, ginv, gbsums, gdg, gdb,
+                         S) == 0);
+    snprintf(what, sizeof what, "bn_bwd_sums %zux%d", rows, c);
+    expect_sums(what, nc, bsums, gbsums);
+    CHECKF(dev_rel(dg, gdg, c, 1e-3) <= 1e-6, "%s: dgamma", what);
+    CHECKF(dev_rel(db, gdb, c, 1e-3) <= 1e-6, "%s: dbeta", what);
+    snprintf(what, sizeof what, "bn_bwd_dx %zux%d", rows, c);
+    CHECK(kg_bn_bwd_dx(rows, c, gx, gdy, gmean, ginv, ggamma, gbcpu,
+                       (double)rows, gdx, S) == 0);
+    expect_rel(what, n, dx, gdx, 1e-6);
+    snprintf(what, sizeof what, "bn_bwd_dx in place %zux%d", rows, c);
+    CHECK(kg_bn_bwd_dx(rows, c, gx, gdy, gmean, ginv, ggamma, gbcpu,
+                       (double)rows, gdy, S) == 0);          /* dx == dy */
+    expect_rel(what, n, dx, gdy, 1e-6);
+    free(x), free(dy), free(gamma), free(beta), free(mm), free(mv);
+    free(mm0), free(mv0), free(mean), free(invstd), free(y), free(dg);
+    free(db), free(dx), free(sums), free(bsums), free(twice), free(back);
+    free(got), free(im), free(ii);
+    dev_free(gx), dev_free(gdy), dev_free(ggamma), dev_free(gbeta);
+    dev_free(gmm), dev_free(gmv), dev_free(gmean), dev_free(ginv);
+    dev_free(gy), dev_free(gdx), dev_free(gdg), dev_free(gdb);
+    dev_free(gsums), dev_free(gcpu), dev_free(gbsums), dev_free(gbcpu);
+    dev_free(gm2), dev_free(gi2);
+}
+
+/* layernorm: the forward and dx are one thread per row in the CPU's
+ * order (its bits without FMA on the CPU); dgamma and dbeta are column
+ * sums in a tree, within rounding. */
+static void test_ln(size_t rows, int c)
+{
+    size_t n = rows * (size_t)c;
+    float *x = fill(n, -2, 3), *dy = fill(n, -1, 1);
+    float *gamma = fill(c, 0.5f, 1.5f), *beta = fill(c, -1, 1);
+    float *y = fill(n, 0, 0), *mean = fill(rows, 0, 0);
+    float *invstd = fill(rows, 0, 0), *dx = fill(n, 0, 0);
+    float *dg = fill(c, 0, 0), *db = fill(c, 0, 0);
+    kc_ln_fwd(rows, c, x, gamma, beta, 1e-3f, y, mean, invstd);
+    kc_ln_bwd(rows, c, x, dy, mean, invstd, gamma, dx, dg, db);
+
+    float *gx = dev_from(x, n * 4), *gdy = dev_from(dy, n * 4);
+    float *ggamma = dev_from(gamma, c * 4), *gbeta = dev_from(beta, c * 4);
+    float *gy = dev_from(NULL, n * 4), *gdx = dev_from(NULL, n * 4);
+    float *gmean = dev_from(NULL, rows * 4), *ginv = dev_from(NULL, rows * 4);
+    float *gdg = dev_from(NULL, c * 4), *gdb = dev_from(NULL, c * 4);
+    char what[96];
+    snprintf(what, sizeof what, "ln_fwd %zux%d", rows, c);
+    CHECK(kg_ln_fwd(rows, c, gx, ggamma, gbeta, 1e-3f, gy, gmean, ginv,
+                    S) == 0);
+    expect_rel(what, n, y, gy, 1e-6);
+    expect_rel(what, rows, mean, gmean, 1e-6);
+    expect_rel(what, rows, invstd, ginv, 1e-6);
+    /* The backward from the CPU's statistics. */
+    if (rows) {
+        CHECK(kg_memcpy_h2d(gmean, mean, rows * 4, S) == 0);
+        CHECK(kg_memcpy_h2d(ginv, invstd, rows * 4, S) == 0);
+    }
+    snprintf(what, sizeof what, "ln_bwd %zux%d", rows, c);
+    CHECK(kg_memset(gdg, 0x7f, c * 4, S) == 0);   /* written, not added */
+    CHECK(kg_ln_bwd(rows, c, gx, gdy, gmean, ginv, ggamma, gdx, gdg, gdb,
+                    S) == 0);
+    expect_rel(what, n, dx, gdx, 1e-6);
+    CHECKF(dev_rel(dg, gdg, c, 1e-3) <= 1e-6, "%s: dgamma", what);
+    CHECKF(dev_rel(db, gdb, c, 1e-3) <= 1e-6, "%s: dbeta", what);
+    snprintf(what, sizeof what, "ln_bwd without dx %zux%d", rows, c);
+    CHECK(kg_ln_bwd(rows, c, gx, gdy, gmean, ginv, ggamma, NULL, gdg, gdb,
+                    S) == 0);
+    CHECKF(dev_rel(dg, gdg, c, 1e-3) <= 1e-6, "%s: dgamma", what);
+    snprintf(what, sizeof what, "ln_bwd in place %zux%d", rows, c);
+    CHECK(kg_ln_bwd(rows, c, gx, gdy, gmean, ginv, ggamma, gdy, gdg, gdb,
+                    S) == 0);                                /* dx == dy */
+    expect_rel(what, n, dx, gdy, 1e-6);
+    CHECKF(dev_rel(db, gdb, c, 1e-3) <= 1e-6, "%s: dbeta", what);
+    free(x), free(dy), free(gamma), free(beta), free(y), free(mean);
+    free(invstd), free(dx), free(dg), free(db);
+    dev_free(gx), dev_free(gdy), dev_free(ggamma), dev_free(gbeta);
+    dev_free(gy), dev_free(gdx), dev_free(gmean), dev_free(ginv);
+    dev_free(gdg), dev_free(gdb);
+}
+
 /* ---- argument errors: a code and a reason, never a crash ------------------------ */
 static void test_errors(void)
 {
@@ -993,6 +1169,17 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof soft / sizeof *soft; i++) {
         test_softmax(soft[i][0], soft[i][1], 3.0f);
         test_softmax(soft[i][0], soft[i][1], 30.0f);
+    }
+
+    /* rows (positions) x channels: empty, one channel, a flat layer's
+     * features, an image's positions, channel groups of 32 and a tail */
+    static const int norm[][2] = {
+        { 0, 3 }, { 0, 1 }, { 1, 1 }, { 7, 1 }, { 5, 3 }, { 32, 128 },
+        { 32 * 26 * 26, 8 }, { 4099, 1 }, { 1000, 37 }, { 3, 70 },
+    };
+    for (size_t i = 0; i < sizeof norm / sizeof *norm; i++) {
+        test_bn((size_t)norm[i][0], norm[i][1]);
+        test_ln((size_t)norm[i][0], norm[i][1]);
     }
 
     test_errors();

@@ -16,8 +16,10 @@
  *     (conv2d, maxpool2d, dropout, tanh, sigmoid), one with avgpool2d,
  *     and two with the activation layers (relu, leaky_relu, gelu, tanh,
  *     sigmoid, softmax over channels and over features) and
- *     global_avgpool2d; the MLP with RMSprop (with momentum) and Adagrad
- *     too, whose accumulator opt_create fills on the device;
+ *     global_avgpool2d, two with batchnorm and layernorm (on an image's
+ *     channels and on features, layernorm first); the MLP with RMSprop
+ *     (with momentum) and Adagrad too, whose accumulator opt_create fills
+ *     on the device;
  *   - copies and comparisons between CPU and GPUs and GPU to GPU work;
  *   - nothing is left allocated, and no pointer was misused. */
 #include <dlfcn.h>
@@ -68,6 +70,14 @@ static const model_case_t k_cnn_avg = {
 static const model_case_t k_cnn_act = {
     "conv2d 4 3 padding=same, leaky_relu alpha=0.2, conv2d 6 2, gelu, "
     "softmax, global_avgpool2d, dense 12, softmax, relu, dense 10",
+    { 4, 5, 1, 1 }, NULL };
+static const model_case_t k_cnn_bn = {
+    "conv2d 4 3 padding=same, batchnorm, relu, global_avgpool2d, dense 10",
+    { 4, 5, 1, 1 }, NULL };
+static const model_case_t k_norm = {
+    "layernorm, conv2d 4 3 padding=same, layernorm epsilon=0.01, tanh, "
+    "batchnorm momentum=0.9, conv2d 3 2, flatten, dense 12, batchnorm, "
+    "layernorm, relu, dense 10",
     { 4, 5, 1, 1 }, NULL };
 /* A graph: a residual add, an add of one layer with itself, concats of
  * images and of features (channel_copy), a flatten read twice. */
@@ -370,6 +380,8 @@ int main(void)
     compare(&k_cnn_act, &k_adam);
     compare(&k_mlp_act, &k_adam);
     compare(&k_graph, &k_adam);
+    compare(&k_cnn_bn, &k_adam);
+    compare(&k_norm, &k_adam);
     compare(&k_mlp, &k_rmsprop);
     compare(&k_mlp, &k_adagrad);
     CHECKF(fk_live_blocks() == live0, "%zu device/page-locked blocks "

@@ -161,6 +161,7 @@ extern const strata__layer_kind_t strata__layer_global_avgpool2d;
 extern const strata__layer_kind_t strata__layer_add;
 extern const strata__layer_kind_t strata__layer_concat;
 extern const strata__layer_kind_t strata__layer_batchnorm;
+extern const strata__layer_kind_t strata__layer_layernorm;
 /* activation.c */
 extern const strata__layer_kind_t strata__layer_relu;
 extern const strata__layer_kind_t strata__layer_leaky_relu;
