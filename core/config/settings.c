@@ -121,7 +121,8 @@ static const strata_option_t k_model[] = {
         "KERNEL [stride=S] [padding=valid|same] [ACT], maxpool2d POOL "
         "[stride=S], avgpool2d POOL [stride=S], global_avgpool2d, flatten, "
         "dropout RATE, batchnorm [momentum=M] [epsilon=E] "
-        "[sync=true|false], and the activation layers relu, leaky_relu "
+        "[sync=true|false], layernorm [epsilon=E], and the activation "
+        "layers relu, leaky_relu "
         "[alpha=A], gelu, tanh, sigmoid, softmax (not last); ACT = "
         "relu|tanh|sigmoid|none; the last gives the logits. A model that "
         "is not a chain is a [graph] section instead (docs/models.md)"),
