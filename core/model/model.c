@@ -456,3 +456,30 @@ int strata__model_evaluate(const strata__model_t *m, int r, strata__work_t *w,
                                   1.0f, &w->acc);
     return rc == STRATA_OK ? read_back(w, loss, correct) : rc;
 }
+
+int strata__model_predict(const strata__model_t *m, int r, strata__work_t *w,
+                          int rows, int probs, float *out)
+{
+    strata__kdev_t *k = w->kd;
+    float *logits;
+    size_t c = (size_t)m->nclasses;
+    int rc = forward(m, r, w, rows, 0, &logits);
+    if (rc == STRATA_OK)
+        rc = k->ops->copy(k, STRATA__D2H, out, logits,
+                          (size_t)rows * c * sizeof *out);
+    if (rc == STRATA_OK)
+        rc = k->ops->sync(k);
+    if (rc == STRATA_OK)
+        w->staged = 0; /* the wait covered the batch's copies */
+    for (int i = 0; rc == STRATA_OK && probs && i < rows; i++) {
+        float *z = out + (size_t)i * c;
+        double max = z[0], sum = 0.0;
+        for (size_t j = 1; j < c; j++)
+            max = z[j] > max ? z[j] : max;
+        for (size_t j = 0; j < c; j++)
+            sum += exp((double)z[j] - max);
+        for (size_t j = 0; j < c; j++)
+            z[j] = (float)(exp((double)z[j] - max) / sum);
+    }
+    return rc;
+}

@@ -187,5 +187,11 @@ int strata__model_step(const strata__model_t *m, int r, strata__work_t *w,
 /* Forward only (evaluation: dropout off). */
 int strata__model_evaluate(const strata__model_t *m, int r, strata__work_t *w,
                            int rows, double *loss, int64_t *correct);
+/* Forward only (dropout off) of `rows` samples already in w->x: the last
+ * layer's outputs, rows x m->nclasses floats, into the host buffer `out`;
+ * probs: softmax over each row (in double, max subtracted), else the raw
+ * logits. Done when it returns (on a GPU: waits for the stream). */
+int strata__model_predict(const strata__model_t *m, int r, strata__work_t *w,
+                          int rows, int probs, float *out);
 
 #endif /* STRATA_CORE_MODEL_H */
