@@ -92,6 +92,13 @@ int  strata__npy_read_first(const char *path, int role, size_t max_items,
 int  strata__npy_read(const char *path, int role, strata__npy_t *out);
 void strata__npy_free(strata__npy_t *a);      /* zeroes; NULL / empty ok */
 const char *strata__npy_type_name(int type);  /* "uint8", "float32", ... */
+/* The bytes of a .npy file of a float32 (rows, cols) array, as numpy.save
+ * writes them (npy_write.c): *buf (malloc'd, *len bytes) holds the header,
+ * and *data (inside *buf, 64-byte aligned from its start) the rows * cols
+ * floats for the caller to fill. STRATA_EINVAL when the size overflows,
+ * STRATA_ENOMEM; nothing logged. */
+int  strata__npy_f32_alloc(uint64_t rows, uint64_t cols, void **buf,
+                           size_t *len, float **data);
 /* 1 when `path` names a .npy file (by its extension), else 0 (IDX). */
 int  strata__data_is_npy(const char *path);
 
@@ -125,6 +132,10 @@ typedef struct strata__dataset {
  * only the kept part is held). On failure *out is zeroed. */
 int  strata__dataset_load(const char *images_path, const char *labels_path,
                           size_t limit, strata__dataset_t *out);
+/* Images without labels (strata predict): `path` read as
+ * strata__dataset_load reads images, whole; labels[n] are 0 and nclasses
+ * 0. On failure *out is zeroed and one line naming the file logged. */
+int  strata__images_load(const char *path, strata__dataset_t *out);
 /* Training and test sets must agree on one sample's shape (rows, cols,
  * channels) and on its type (uint8 or float32): 0, or STRATA_EDATA after
  * one line naming both. */

@@ -102,6 +102,56 @@ static int check_labels(const char *path, arr_t *lab, int32_t *nclasses)
     return 0;
 }
 
+/* An images file of any supported rank (an IDX one is checked here; a
+ * .npy one was by its reader). */
+static int read_images(const char *path, size_t limit, arr_t *img)
+{
+    int rc = arr_read(path, STRATA__NPY_IMAGES, limit, img);
+    if (rc == 0 && (img->ndim < 2 || img->ndim > 4)) {
+        strata__log(STRATA_LOG_ERROR, WHO,
+                    "%s: images file has %d dimensions; expected 3 (n, rows, "
+                    "cols), 4 (n, rows, cols, channels) or 2 (n, dim)",
+                    path, img->ndim);
+        arr_free(img);
+        rc = STRATA_EDATA;
+    }
+    return rc;
+}
+
+/* The images of `img` (their ownership too) into the set's shape fields. */
+static void take_images(arr_t *img, strata__dataset_t *out)
+{
+    out->n = (size_t)img->dims[0];
+    out->dim = img->count / out->n;
+    out->rows = img->ndim >= 3 ? (uint32_t)img->dims[1] : 1;
+    out->cols = img->ndim >= 3 ? (uint32_t)img->dims[2]
+                               : (uint32_t)img->dims[1];
+    out->channels = img->ndim == 4 ? (uint32_t)img->dims[3]
+                                   : img->ndim == 3 ? 1 : 0;
+    if (img->type == STRATA__NPY_F4)
+        out->images_f32 = img->data;
+    else
+        out->images = img->data;
+    memset(img, 0, sizeof *img);
+}
+
+int strata__images_load(const char *path, strata__dataset_t *out)
+{
+    memset(out, 0, sizeof *out);
+    arr_t img;
+    int rc = read_images(path, 0, &img);
+    if (rc)
+        return rc;
+    take_images(&img, out);
+    out->labels = calloc(out->n ? out->n : 1, sizeof *out->labels);
+    if (!out->labels) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: out of memory", path);
+        strata__dataset_free(out);
+        return STRATA_ENOMEM;
+    }
+    return 0;
+}
+
 int strata__dataset_load(const char *images_path, const char *labels_path,
                          size_t limit, strata__dataset_t *out)
 {
@@ -119,18 +169,12 @@ int strata__dataset_load(const char *images_path, const char *labels_path,
         arr_free(&lab);
         return rc;
     }
-    rc = arr_read(images_path, STRATA__NPY_IMAGES, limit, &img);
+    rc = read_images(images_path, limit, &img);
     if (rc) {
         arr_free(&lab);
         return rc;
     }
-    if (img.ndim < 2 || img.ndim > 4) {   /* IDX; .npy checked by its reader */
-        strata__log(STRATA_LOG_ERROR, WHO,
-                    "%s: images file has %d dimensions; expected 3 (n, rows, "
-                    "cols), 4 (n, rows, cols, channels) or 2 (n, dim)",
-                    images_path, img.ndim);
-        rc = STRATA_EDATA;
-    } else if (img.file_items != lab.file_items) {
+    if (img.file_items != lab.file_items) {
         strata__log(STRATA_LOG_ERROR, WHO,
                     "%s holds %llu images but %s holds %llu labels",
                     images_path, (unsigned long long)img.file_items,
@@ -143,17 +187,8 @@ int strata__dataset_load(const char *images_path, const char *labels_path,
         return rc;
     }
 
-    out->n = (size_t)img.dims[0];
-    out->dim = img.count / out->n;
-    out->rows = img.ndim >= 3 ? (uint32_t)img.dims[1] : 1;
-    out->cols = img.ndim >= 3 ? (uint32_t)img.dims[2] : (uint32_t)img.dims[1];
-    out->channels = img.ndim == 4 ? (uint32_t)img.dims[3]
-                                  : img.ndim == 3 ? 1 : 0;
+    take_images(&img, out);
     out->nclasses = nclasses;
-    if (img.type == STRATA__NPY_F4)  /* ownership moves to the dataset */
-        out->images_f32 = img.data;
-    else
-        out->images = img.data;
     out->labels = lab.data;
     if (out->n < lab.count) {  /* limited */
         int32_t *p = realloc(lab.data, out->n * sizeof *p);
