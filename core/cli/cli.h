@@ -73,6 +73,32 @@ const char *cli_tasks_type(int t);
  * that would win over [cluster] cleared. 0 or -1. */
 int cli_tasks_env(const char *name);
 
+/* A subcommand's own flag: "--name VALUE" / "--name=VALUE" into *value,
+ * or, value NULL, a switch "--name" that sets *on to 1. */
+typedef struct cli_flag {
+    const char  *name;
+    const char **value;
+    int         *on;
+} cli_flag_t;
+/* Takes the flags f[0..nf) out of argv[0..argc) (flags.c); the other
+ * arguments go, in order, to rest[] (argc + 1 slots, NULL-ended) and
+ * *nrest. A value missing or given twice: one line and `usage` on stderr,
+ * returns 2 (bad command line); else 0. */
+int cli_take_flags(int argc, char **argv, const cli_flag_t *f, int nf,
+                   const char *usage, char **rest, int *nrest);
+
+/* strata predict (predict.c): the flags, checked by cli_predict_check
+ * (one line and `usage` on stderr, 2, when one is missing or bad; else 0,
+ * batch_size set), then the call: cli_predict returns strata_predict's
+ * code, its error said in one line. */
+typedef struct cli_predict {
+    const char *checkpoint, *data, *out, *batch;
+    int         logits;
+    int         batch_size;   /* of batch; 0: [train] batch_size */
+} cli_predict_t;
+int cli_predict_check(cli_predict_t *p, const char *usage);
+int cli_predict(strata_ctx_t *ctx, const cli_predict_t *p);
+
 /* strata compare [...]: returns the process exit code. */
 int cli_compare(int argc, char **argv);
 

@@ -29,7 +29,8 @@ static const char *const k_usage =
     "  compare   run one job under several strategies and compare them\n"
     "  keygen    make the CURVE keys of a job's tasks ([security] keys)\n"
     "  plugins   list the strategy and transport plugins on the search path\n"
-    "  eval      evaluate a checkpoint on the test set\n"
+    "  eval      evaluate a checkpoint on the test set, or on .npy data\n"
+    "  predict   a checkpoint's outputs for every sample of a data file\n"
     "  inspect   print a checkpoint's tensors, shapes and metadata\n"
     "\n"
     "`strata COMMAND --help` describes each command.\n"
@@ -214,9 +215,33 @@ static int cmd_train(int argc, char **argv)
 
 static const char *const k_eval_usage =
     "usage: strata eval [-c FILE] [--set SECTION.KEY=VALUE]... --checkpoint PATH\n"
+    "                   [--data IMAGES --labels LABELS]\n"
     "\n"
     "Evaluate the checkpoint PATH on the test set of the configuration (its\n"
-    "[model] layers must match the checkpoint's).\n";
+    "[model] layers must match the checkpoint's): test loss and accuracy.\n"
+    "\n"
+    "  --data IMAGES     score these samples instead of the test set: .npy\n"
+    "  --labels LABELS   (or IDX) images, uint8 (scaled by 1/255) or float32,\n"
+    "                    and their integer labels; every sample of the files\n";
+
+static const char *const k_predict_usage =
+    "usage: strata predict [-c FILE] [--set SECTION.KEY=VALUE]... --checkpoint PATH\n"
+    "                      --data X.npy --out Y.npy [--batch-size N] [--logits]\n"
+    "\n"
+    "The outputs of the configured model ([model] layers) with the variables\n"
+    "of the checkpoint PATH for every sample of X.npy, as Keras' predict:\n"
+    "a float32 .npy of shape (samples, units of the last layer) holding the\n"
+    "softmax probabilities. Y.npy is replaced atomically; a symbolic link or\n"
+    "a directory there is refused, and on any error nothing is written.\n"
+    "\n"
+    "  --checkpoint PATH  a checkpoint of any strategy (strata eval's)\n"
+    "  --data X.npy       .npy (or IDX) images as the training data: uint8\n"
+    "                     (scaled by 1/255) or float32, shaped as the\n"
+    "                     training samples\n"
+    "  --out Y.npy        the output file\n"
+    "  --batch-size N     samples per forward pass (default [train] batch_size)\n"
+    "  --logits           the last layer's raw outputs (the logits), not\n"
+    "                     softmax probabilities\n";
 
 static const char *const k_inspect_usage =
     "usage: strata inspect PATH\n"
@@ -226,35 +251,61 @@ static const char *const k_inspect_usage =
 
 static int cmd_eval(int argc, char **argv)
 {
-    /* --checkpoint PATH is ours; the rest is the usual -c/--set. */
-    const char *path = NULL;
+    const char *path = NULL, *data = NULL, *labels = NULL;
+    const cli_flag_t f[] = { { "--checkpoint", &path, NULL },
+                             { "--data", &data, NULL },
+                             { "--labels", &labels, NULL } };
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
     int n = 0;
-    for (int i = 0; rest && i < argc; i++) {
-        if (!strcmp(argv[i], "--checkpoint") && i + 1 < argc)
-            path = argv[++i];
-        else if (!strncmp(argv[i], "--checkpoint=", 13))
-            path = argv[i] + 13;
-        else
-            rest[n++] = argv[i];
-    }
+    int code = rest ? cli_take_flags(argc, argv, f, 3, k_eval_usage, rest, &n)
+                    : EXIT_FAILED;
     args_t a = { 0 };
-    int code = rest ? parse_args(n, rest, k_eval_usage, &a) : EXIT_FAILED;
-    if (code == 0 && !path) {
-        fprintf(stderr, "strata: eval needs --checkpoint PATH\n%s",
-                k_eval_usage);
+    if (code == 0)
+        code = parse_args(n, rest, k_eval_usage, &a);
+    if (code == 0 && (!path || !data != !labels)) {
+        fprintf(stderr, "strata: eval needs %s\n%s", !path ? "--checkpoint "
+                "PATH" : "--data and --labels together", k_eval_usage);
         code = EXIT_USAGE;
     }
     strata_ctx_t *ctx = NULL;
     if (code == 0)
         code = make_ctx(&a, &ctx);
     if (code == 0) {
-        int rc = strata_eval(ctx, path);
+        int rc = strata_eval_data(ctx, path, data, labels);
         if (rc != STRATA_OK)
             fprintf(stderr, "strata: eval failed: %s (%s)\n",
                     strata_strerror(rc), strata_err_name(rc));
         code = exit_code(rc);
     }
+    strata_ctx_destroy(ctx);
+    free(a.sets);
+    free(rest);
+    return code < 0 ? EXIT_OK : code;
+}
+
+static int cmd_predict(int argc, char **argv)
+{
+    cli_predict_t p = { 0 };
+    const cli_flag_t f[] = { { "--checkpoint", &p.checkpoint, NULL },
+                             { "--data", &p.data, NULL },
+                             { "--out", &p.out, NULL },
+                             { "--batch-size", &p.batch, NULL },
+                             { "--logits", NULL, &p.logits } };
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    int n = 0;
+    int code = rest ? cli_take_flags(argc, argv, f, 5, k_predict_usage, rest,
+                                     &n)
+                    : EXIT_FAILED;
+    args_t a = { 0 };
+    if (code == 0)
+        code = parse_args(n, rest, k_predict_usage, &a);
+    if (code == 0)
+        code = cli_predict_check(&p, k_predict_usage);
+    strata_ctx_t *ctx = NULL;
+    if (code == 0)
+        code = make_ctx(&a, &ctx);
+    if (code == 0)
+        code = exit_code(cli_predict(ctx, &p));
     strata_ctx_destroy(ctx);
     free(a.sets);
     free(rest);
@@ -359,6 +410,8 @@ int main(int argc, char **argv)
         return cmd_plugins(argc - 2, argv + 2);
     if (!strcmp(cmd, "eval"))
         return cmd_eval(argc - 2, argv + 2);
+    if (!strcmp(cmd, "predict"))
+        return cmd_predict(argc - 2, argv + 2);
     if (!strcmp(cmd, "inspect"))
         return cmd_inspect(argc - 2, argv + 2);
     fprintf(stderr, "strata: unknown command '%s'\n%s", cmd, k_usage);

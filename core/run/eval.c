@@ -1,5 +1,6 @@
-/* strata eval / strata inspect: a checkpoint on the test set, and its
- * contents. One thread, no strategy: the checkpoint holds the variables. */
+/* strata eval / strata inspect: a checkpoint on the test set (or on the
+ * images and labels given), and its contents. One thread, no strategy:
+ * the checkpoint holds the variables. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,7 @@ int strata_inspect(const char *path)
 
 /* The variables of `m` from checkpoint `ck` into `flat` (m->count). */
 static int load_vars(const strata__model_t *m, const strata__ckpt_t *ck,
-                     const char *path, float *flat)
+                     const char *path, const char *who, float *flat)
 {
     const char *layers = strata__ckpt_meta(ck, "strata.model");
     for (int i = 0; i < m->nvars; i++) {
@@ -25,7 +26,7 @@ static int load_vars(const strata__model_t *m, const strata__ckpt_t *ck,
         for (uint32_t d = 0; ok && d < v->ndim; d++)
             ok = t->shape[d] == v->shape[d];
         if (!ok) {
-            strata__log(STRATA_LOG_ERROR, "eval",
+            strata__log(STRATA_LOG_ERROR, who,
                         "%s: tensor %s %s the configured model%s%s%s", path,
                         v->name, t ? "does not fit" : "is missing for",
                         layers ? " (the checkpoint's model is '" : "",
@@ -43,27 +44,37 @@ int strata__scorer_open(strata_ctx_t *ctx, unsigned which,
                         strata__scorer_t *s)
 {
     memset(s, 0, sizeof *s);
-    int rc = strata__gemm_check();
+    strata__datasets_t sets;
+    int rc = strata__datasets_load(&ctx->s.data, (uint64_t)ctx->s.train.seed,
+                                   which, &sets);
     if (rc != STRATA_OK)
         return rc;
-    strata__datasets_t sets;
+    strata__dataset_t *set = which == STRATA__SET_VAL ? &sets.val : &sets.test;
+    const char *name = which == STRATA__SET_VAL ? "the validation set"
+                                                : "the test set";
+    rc = strata__scorer_open_set(ctx, "eval", set, name, EVAL_ROWS, s);
+    strata__datasets_free(&sets);
+    return rc;
+}
+
+int strata__scorer_open_set(strata_ctx_t *ctx, const char *who,
+                            strata__dataset_t *set, const char *name, int rows,
+                            strata__scorer_t *s)
+{
+    memset(s, 0, sizeof *s);
+    s->test = *set;
+    memset(set, 0, sizeof *set);
+    s->who = who;
+    s->name = name;
+    int rc = strata__gemm_check();
     s->model = calloc(1, sizeof *s->model);
-    rc = s->model ? strata__datasets_load(&ctx->s.data,
-                                          (uint64_t)ctx->s.train.seed, which,
-                                          &sets)
-                  : STRATA_ENOMEM;
-    if (rc == STRATA_OK) {
-        s->test = which == STRATA__SET_VAL ? sets.val : sets.test;
-        if (which == STRATA__SET_VAL) /* neither train nor test is held */
-            memset(&sets.val, 0, sizeof sets.val);
-        else
-            memset(&sets.test, 0, sizeof sets.test);
-        strata__datasets_free(&sets);
-    }
+    if (rc == STRATA_OK && !s->model)
+        rc = STRATA_ENOMEM;
     if (rc == STRATA_OK) {
         strata__shape_t in = strata__data_shape(&s->test);
         rc = strata__model_build_cfg(ctx->cfg, ctx->s.model.layers, &in,
-                                     s->test.nclasses, s->model);
+                                     s->test.nclasses ? s->test.nclasses : 2,
+                                     s->model);
     }
     if (rc == STRATA_OK) {
         s->flat = malloc(s->model->count * sizeof *s->flat + 1);
@@ -76,29 +87,51 @@ int strata__scorer_open(strata_ctx_t *ctx, unsigned which,
         else
             v->value[0] = s->flat + v->offset;
     }
-    if (rc == STRATA_OK)
-        rc = strata__work_alloc(s->model, EVAL_ROWS, &s->work);
+    if (rc == STRATA_OK &&
+        strata__work_alloc(s->model, rows, &s->work) != STRATA_OK) {
+        strata__log(STRATA_LOG_ERROR, who, "out of memory for the work "
+                    "of %d rows (%zu bytes a row)", rows,
+                    strata__work_row_bytes(s->model));
+        rc = STRATA_ENOMEM;
+    }
     if (rc != STRATA_OK)
         strata__scorer_close(s);
+    return rc;
+}
+
+int strata__scorer_load(strata__scorer_t *s, const strata__ckpt_t *ck,
+                        const char *path)
+{
+    /* A checkpoint of strata's says what its model was built for. */
+    const char *dim = strata__ckpt_meta(ck, "strata.input_dim");
+    if (dim && strtoll(dim, NULL, 10) != (long long)s->model->input_dim) {
+        strata__log(STRATA_LOG_ERROR, s->who, "%s: its model takes %s input "
+                    "features per sample (strata.input_dim); %s has %d",
+                    path, dim, s->name, s->model->input_dim);
+        return STRATA_EDATA;
+    }
+    int rc = load_vars(s->model, ck, path, s->who, s->flat);
+    /* the layers' state (batchnorm's moving statistics) */
+    float *states = malloc(s->model->state_count * sizeof *states + 1);
+    if (rc == STRATA_OK && !states)
+        rc = STRATA_ENOMEM;
+    if (rc == STRATA_OK)
+        rc = strata__ckpt_take_states(ck, s->who, path, s->model, states);
+    if (rc == STRATA_OK)
+        rc = strata__work_state_set(s->model, &s->work, states);
+    free(states);
     return rc;
 }
 
 int strata__scorer_run(strata__scorer_t *s, const strata__ckpt_t *ck,
                        const char *path, double *loss, double *acc)
 {
-    int rc = load_vars(s->model, ck, path, s->flat);
-    float *states = malloc(s->model->state_count * sizeof *states + 1);
-    if (rc == STRATA_OK && !states)
-        rc = STRATA_ENOMEM;
-    if (rc == STRATA_OK)
-        rc = strata__ckpt_take_states(ck, "eval", path, s->model, states);
-    if (rc == STRATA_OK)
-        rc = strata__work_state_set(s->model, &s->work, states);
-    free(states);
+    int rc = strata__scorer_load(s, ck, path);
     double sum = 0.0;
     int64_t correct = 0;
-    for (size_t i = 0; rc == STRATA_OK && i < s->test.n; i += EVAL_ROWS) {
-        size_t rows = s->test.n - i < EVAL_ROWS ? s->test.n - i : EVAL_ROWS;
+    size_t step = (size_t)s->work.rows;
+    for (size_t i = 0; rc == STRATA_OK && i < s->test.n; i += step) {
+        size_t rows = s->test.n - i < step ? s->test.n - i : step;
         strata__batch_fill(&s->test, NULL, i, rows, s->work.x, s->work.y);
         double part = 0.0;
         rc = strata__model_evaluate(s->model, 0, &s->work, (int)rows, &part,
@@ -121,7 +154,9 @@ void strata__scorer_close(strata__scorer_t *s)
     memset(s, 0, sizeof *s);
 }
 
-static int eval_checkpoint(strata_ctx_t *ctx, const char *path)
+/* The test set, or the samples of images/labels when they are given. */
+static int eval_checkpoint(strata_ctx_t *ctx, const char *path,
+                           const char *images, const char *labels)
 {
     int rc = strata__ctx_resolve(ctx);
     if (rc != STRATA_OK)
@@ -129,8 +164,16 @@ static int eval_checkpoint(strata_ctx_t *ctx, const char *path)
     strata__fpenv_fast();
     strata__ckpt_t *ck = NULL;
     strata__scorer_t s;
+    strata__dataset_t set;
     double loss = 0.0, acc = 0.0;
-    rc = strata__scorer_open(ctx, STRATA__SET_TEST, &s);
+    if (!images)
+        rc = strata__scorer_open(ctx, STRATA__SET_TEST, &s);
+    else if ((rc = strata__dataset_load(images, labels, 0, &set)) ==
+             STRATA_OK)
+        rc = strata__scorer_open_set(ctx, "eval", &set, images, EVAL_ROWS,
+                                     &s);
+    else
+        memset(&s, 0, sizeof s);
     if (rc == STRATA_OK)
         rc = strata__ckpt_read(path, &ck);
     if (rc == STRATA_OK)
@@ -145,10 +188,22 @@ static int eval_checkpoint(strata_ctx_t *ctx, const char *path)
 
 int strata_eval(strata_ctx_t *ctx, const char *path)
 {
+    return strata_eval_data(ctx, path, NULL, NULL);
+}
+
+int strata_eval_data(strata_ctx_t *ctx, const char *path, const char *images,
+                     const char *labels)
+{
     if (!ctx || !path)
         return STRATA_EINVAL;
     strata_ctx_t *prev = strata__log_bind(ctx);
-    int rc = eval_checkpoint(ctx, path);
+    int rc = STRATA_EINVAL;
+    if (!images != !labels)
+        strata__log(STRATA_LOG_ERROR, "eval", "%s without %s: the data to "
+                    "score is images and their labels", images ? "images"
+                    : "labels", images ? "labels" : "images");
+    else
+        rc = eval_checkpoint(ctx, path, images, labels);
     strata__log_bind(prev);
     return rc;
 }

@@ -174,6 +174,32 @@ STRATA_API int strata_plugins_list(strata_ctx_t *ctx, strata_plugin_cb cb,
 STRATA_API int strata_plugin_caps(strata_ctx_t *ctx, const char *name,
                                   uint32_t *caps, char *text, size_t cap);
 
+/* strata_eval on the samples of an images file and its labels file
+ * instead of the configured test set: read as [data] test_images and
+ * test_labels are (IDX or .npy by extension; uint8 pixels scaled by 1/255,
+ * float32 used as they are; integer labels), every sample, the paths as
+ * given. images and labels NULL: strata_eval. The same line goes to the
+ * text callback. */
+STRATA_API int strata_eval_data(strata_ctx_t *ctx, const char *path,
+                                const char *images, const char *labels);
+
+/* strata_predict's flags. */
+#define STRATA_PREDICT_LOGITS 1u /* the last layer's raw outputs (logits) */
+
+/* Keras' model.predict: the outputs of the configured model ([model]
+ * layers) with the variables of checkpoint `path` for every sample of the
+ * images file `data` (as strata_eval_data reads images; its features must
+ * be those the checkpoint's model was trained on), computed `batch_size`
+ * samples at a time (0: [train] batch_size; dropout off), written to `out`
+ * as a float32 .npy of shape (samples, units of the last layer): softmax
+ * probabilities, or with STRATA_PREDICT_LOGITS the logits. `out` is
+ * replaced atomically (temp file beside it, fsync, rename); a symbolic
+ * link or a directory there is refused; a FIFO, character device or socket
+ * is written in place. On any error nothing is written. */
+STRATA_API int strata_predict(strata_ctx_t *ctx, const char *path,
+                              const char *data, const char *out,
+                              int batch_size, unsigned flags);
+
 #ifdef __cplusplus
 }
 #endif
