@@ -10,10 +10,11 @@ SUDO=""
 # strata links no MPI library. Optional, not installed here: python3-torch,
 # whose torchrun tests/multinode also drives when it is present.
 # qemu-user: tests only (tests/cli/test_blas.c emulates a CPU that OpenBLAS
-# does not know).
+# does not know). python3-numpy: tests only (tests/checkpoint/predict.py
+# checks strata predict against a NumPy forward pass).
 PKGS="build-essential cmake pkg-config clang libinih-dev libopenblas-dev
       zlib1g-dev libzmq3-dev libsodium-dev libcjson-dev dataset-fashion-mnist
-      iproute2 openmpi-bin qemu-user"
+      iproute2 openmpi-bin qemu-user python3-numpy"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
