@@ -4,6 +4,9 @@
 
 #include <strata/strata.h>
 
+/* The text callback of the commands (main.c): a run's text to stdout,
+ * flushed at once. */
+void cli_print_text(void *user, const char *text);
 /* strata launch [...]: returns the process exit code. */
 int cli_launch(int argc, char **argv);
 /* Re-executes the command once with OPENBLAS_CORETYPE set where the BLAS

@@ -134,7 +134,7 @@ static int parse_args(int argc, char **argv, const char *usage, args_t *a)
 
 /* libstrata prints nothing: the command shows what a run reports on stdout,
  * at once (a pipe -- launch, a log collector -- sees each line as it comes). */
-static void print_text(void *user, const char *text)
+void cli_print_text(void *user, const char *text)
 {
     (void)user;
     fputs(text, stdout);
@@ -144,7 +144,7 @@ static void print_text(void *user, const char *text)
 static int make_ctx(const args_t *a, strata_ctx_t **ctx)
 {
     const strata_callbacks_t cb = { .struct_size = sizeof cb,
-                                    .text = print_text };
+                                    .text = cli_print_text };
     int rc = strata_ctx_create(a->config, ctx);
     if (rc == STRATA_OK)
         rc = strata_ctx_set_callbacks(*ctx, &cb);

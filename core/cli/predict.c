@@ -33,13 +33,6 @@ typedef struct logged {
     int errors;
 } logged_t;
 
-static void on_text(void *user, const char *text)
-{
-    (void)user;
-    fputs(text, stdout);
-    fflush(stdout);
-}
-
 /* Every line to stderr, as without a callback; errors counted. */
 static void on_log(void *user, int level, const char *line)
 {
@@ -52,7 +45,7 @@ int cli_predict(strata_ctx_t *ctx, const cli_predict_t *p)
 {
     logged_t l = { 0 };
     const strata_callbacks_t cb = { .struct_size = sizeof cb, .user = &l,
-                                    .text = on_text, .log = on_log };
+                                    .text = cli_print_text, .log = on_log };
     int rc = strata_ctx_set_callbacks(ctx, &cb);
     if (rc == STRATA_OK)
         rc = strata_predict(ctx, p->checkpoint, p->data, p->out,

@@ -88,12 +88,10 @@ int strata__scorer_open_set(strata_ctx_t *ctx, const char *who,
             v->value[0] = s->flat + v->offset;
     }
     if (rc == STRATA_OK &&
-        strata__work_alloc(s->model, rows, &s->work) != STRATA_OK) {
-        strata__log(STRATA_LOG_ERROR, who, "out of memory for the work "
-                    "of %d rows (%zu bytes a row)", rows,
+        (rc = strata__work_alloc(s->model, rows, &s->work)) == STRATA_ENOMEM)
+        strata__log(STRATA_LOG_ERROR, who, "out of memory for the work of "
+                    "%d samples at a time (%zu bytes each)", rows,
                     strata__work_row_bytes(s->model));
-        rc = STRATA_ENOMEM;
-    }
     if (rc != STRATA_OK)
         strata__scorer_close(s);
     return rc;
@@ -166,14 +164,13 @@ static int eval_checkpoint(strata_ctx_t *ctx, const char *path,
     strata__scorer_t s;
     strata__dataset_t set;
     double loss = 0.0, acc = 0.0;
+    memset(&s, 0, sizeof s);
     if (!images)
         rc = strata__scorer_open(ctx, STRATA__SET_TEST, &s);
     else if ((rc = strata__dataset_load(images, labels, 0, &set)) ==
              STRATA_OK)
         rc = strata__scorer_open_set(ctx, "eval", &set, images, EVAL_ROWS,
                                      &s);
-    else
-        memset(&s, 0, sizeof s);
     if (rc == STRATA_OK)
         rc = strata__ckpt_read(path, &ck);
     if (rc == STRATA_OK)
