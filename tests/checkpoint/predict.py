@@ -15,7 +15,7 @@ data (seconds):
                       scores on its last checkpoint is what predict's
                       probabilities give (loss and accuracy)
   predict.py hostile  each bad input is one error line naming it, a
-                      non-zero exit, and no file written
+                      non-zero exit, and no file written; the usage
   predict.py eval     eval --data --labels on a .npy set prints what eval
                       prints with those files as the test set
 
@@ -302,6 +302,11 @@ def error_lines(err):
 
 
 def hostile_scenario(d):
+    code, out, _ = strata("help")
+    check(code == 0 and "\n  predict " in out, "strata help lists predict")
+    code, out, _ = strata("predict", "--help")
+    check(code == 0 and "--logits" in out and "--batch-size N" in out,
+          "strata predict --help")
     make_data(d)
     ini = job(d, "mlp", MLP, "g")
     ckpt = train(ini)
