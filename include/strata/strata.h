@@ -187,15 +187,16 @@ STRATA_API int strata_eval_data(strata_ctx_t *ctx, const char *path,
 #define STRATA_PREDICT_LOGITS 1u /* the last layer's raw outputs (logits) */
 
 /* Keras' model.predict: the outputs of the configured model ([model]
- * layers) with the variables of checkpoint `path` for every sample of the
- * images file `data` (as strata_eval_data reads images; its features must
- * be those the checkpoint's model was trained on), computed `batch_size`
- * samples at a time (0: [train] batch_size; dropout off), written to `out`
- * as a float32 .npy of shape (samples, units of the last layer): softmax
- * probabilities, or with STRATA_PREDICT_LOGITS the logits. `out` is
- * replaced atomically (temp file beside it, fsync, rename); a symbolic
- * link or a directory there is refused; a FIFO, character device or socket
- * is written in place. On any error nothing is written. */
+ * layers or [graph]) with the variables of checkpoint `path` for every
+ * sample of the images file `data` (as strata_eval_data reads images; its
+ * features must be those the checkpoint's model was trained on), computed
+ * `batch_size` samples at a time (0: [train] batch_size; dropout off),
+ * written to `out` as a float32 .npy of shape (samples, units of the last
+ * layer): softmax probabilities, or with STRATA_PREDICT_LOGITS the logits.
+ * `out` is replaced atomically (temp file beside it, fsync, rename); a
+ * symbolic link or a directory there is refused, and so is the checkpoint
+ * or the data file itself; a FIFO, character device or socket is written
+ * in place. On any error nothing is written. */
 STRATA_API int strata_predict(strata_ctx_t *ctx, const char *path,
                               const char *data, const char *out,
                               int batch_size, unsigned flags);

@@ -9,8 +9,9 @@ data (seconds):
                       (n, 12, 12, 2) images: predict's probabilities and
                       logits equal a NumPy forward pass of the checkpoint
                       (read here from its safetensors bytes) within 1e-5
-                      relative; softmax(logits) equals the probabilities,
-                      and --batch-size does not change them
+                      relative, and so do a [graph]'s (add, concat);
+                      softmax(logits) equals the probabilities, and
+                      --batch-size does not change them
   predict.py ps       a ps job (strata launch --ps 1 -n 2): what eval
                       scores on its last checkpoint is what predict's
                       probabilities give (loss and accuracy)
@@ -44,6 +45,18 @@ MLP = "dense 16 relu, dense 3"
 CNN = ("conv2d 4 3 padding=same relu, maxpool2d 2, "
        "conv2d 6 3 stride=2 padding=same relu, conv2d 5 2 relu, flatten, "
        "dense 3")
+# A [graph]: a residual block beside a 1x1 convolution of the input,
+# concatenated.
+GRAPH = [("stem", "conv2d 4 3 padding=same relu"),
+         ("c1", "conv2d 4 3 padding=same"),
+         ("sum", "add <- c1, stem"),
+         ("act", "relu"),
+         ("pool", "maxpool2d 2"),
+         ("side", "conv2d 2 1 <- input"),
+         ("sidep", "maxpool2d 2"),
+         ("cat", "concat <- pool, sidep"),
+         ("flat", "flatten"),
+         ("logits", "dense 3")]
 failures = 0
 
 
@@ -81,17 +94,20 @@ def make_data(d):
 
 
 def job(d, name, layers, prefix):
-    """An INI for a model on the set `prefix` of d, checkpoints in d/name."""
+    """An INI for a model (a chain, or a [graph]: (name, line) pairs) on the
+    set `prefix` of d, checkpoints in d/name."""
     path = f"{d}/{name}.ini"
+    if isinstance(layers, str):
+        model = f"[model]\nlayers = {layers}\n"
+    else:
+        model = "[graph]\n" + "".join(f"{k} = {v}\n" for k, v in layers)
     with open(path, "w") as f:
         f.write(f"""[train]
 epochs = 6
 batch_size = 32
 devices = cpu:0
 progress = line
-[model]
-layers = {layers}
-[data]
+{model}[data]
 dir = {d}
 train_images = {prefix}_train.npy
 train_labels = {prefix}y_train.npy
@@ -194,6 +210,15 @@ def forward_cnn(t, x):
     return dense(h, t, "dense_5")
 
 
+def forward_graph(t, x):
+    x = inputs(x)
+    stem = relu(conv2d(x, t["stem/kernel"], t["stem/bias"], same=True))
+    c1 = conv2d(stem, t["c1/kernel"], t["c1/bias"], same=True)
+    pool = maxpool2d(relu(c1 + stem), 2)
+    side = maxpool2d(conv2d(x, t["side/kernel"], t["side/bias"]), 2)
+    return dense(np.concatenate([pool, side], axis=3), t, "logits")
+
+
 def softmax(z):
     e = np.exp(z - z.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
@@ -216,7 +241,9 @@ def predict(ini, ckpt, data, out, *more):
 def numpy_scenario(d):
     make_data(d)
     for name, layers, prefix, forward in (("mlp", MLP, "g", forward_mlp),
-                                          ("cnn", CNN, "f", forward_cnn)):
+                                          ("cnn", CNN, "f", forward_cnn),
+                                          ("graph", GRAPH, "f",
+                                           forward_graph)):
         ini = job(d, name, layers, prefix)
         ckpt = train(ini)
         x = np.load(f"{d}/{prefix}_test.npy")
