@@ -9,7 +9,8 @@ data (seconds):
                       (n, 12, 12, 2) images: predict's probabilities and
                       logits equal a NumPy forward pass of the checkpoint
                       (read here from its safetensors bytes) within 1e-5
-                      relative, and so do a [graph]'s (add, concat);
+                      relative, and so do a batchnorm model's (its moving
+                      statistics) and a [graph]'s (add, concat);
                       softmax(logits) equals the probabilities, and
                       --batch-size does not change them
   predict.py ps       a ps job (strata launch --ps 1 -n 2): what eval
@@ -45,6 +46,9 @@ MLP = "dense 16 relu, dense 3"
 CNN = ("conv2d 4 3 padding=same relu, maxpool2d 2, "
        "conv2d 6 3 stride=2 padding=same relu, conv2d 5 2 relu, flatten, "
        "dense 3")
+# batchnorm: inference normalises with the moving statistics, which the
+# checkpoint holds beside the variables (momentum 0.5: far from their start).
+BN = "dense 16, batchnorm momentum=0.5, relu, dense 3"
 # A [graph]: a residual block beside a 1x1 convolution of the input,
 # concatenated.
 GRAPH = [("stem", "conv2d 4 3 padding=same relu"),
@@ -210,6 +214,15 @@ def forward_cnn(t, x):
     return dense(h, t, "dense_5")
 
 
+def forward_bn(t, x):
+    h = dense(inputs(x), t, "dense_0")
+    inv = 1.0 / np.sqrt(t["batchnorm_1/moving_variance"].astype(np.float64)
+                        + np.float32(0.001))
+    h = (h - t["batchnorm_1/moving_mean"]) * inv * t["batchnorm_1/gamma"] \
+        + t["batchnorm_1/beta"]
+    return dense(relu(h), t, "dense_3")
+
+
 def forward_graph(t, x):
     x = inputs(x)
     stem = relu(conv2d(x, t["stem/kernel"], t["stem/bias"], same=True))
@@ -242,6 +255,7 @@ def numpy_scenario(d):
     make_data(d)
     for name, layers, prefix, forward in (("mlp", MLP, "g", forward_mlp),
                                           ("cnn", CNN, "f", forward_cnn),
+                                          ("bn", BN, "g", forward_bn),
                                           ("graph", GRAPH, "f",
                                            forward_graph)):
         ini = job(d, name, layers, prefix)
