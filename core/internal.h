@@ -123,6 +123,10 @@ int  strata__cfg_apply_keys(const strata__cfg_t *c, const char *section,
 int  strata__cfg_apply_outranking(const strata__cfg_t *c, const char *section,
                                   const char *other,
                                   const strata_option_t *opts, void *dst);
+/* 1 when section.key and other.key are both set and section's value
+ * comes from a source of higher precedence (the rule of apply_outranking). */
+int  strata__cfg_outranks(const strata__cfg_t *c, const char *section,
+                          const char *other, const char *key);
 /* Every section name that holds a value (NULL-terminated, owned by c). */
 const char *const *strata__cfg_sections(const strata__cfg_t *c);
 /* Levenshtein distance, for suggestions. */

@@ -186,6 +186,15 @@ void strata__plugin_fini(strata__plugin_t *p, void *pctx, strata_hctx_t *hc);
 int  strata__host_open_named(strata_ctx_t *ctx, const char *name,
                              const strata_group_t *group,
                              strata_transport_t **out);
+/* The list the core walks for a group of `scope` (STRATA_SCOPE_*):
+ * [transport] plugin when set, then the scope's own list, into buf[cap]. */
+void strata__transport_list(const strata_ctx_t *ctx, int32_t scope,
+                            char *buf, size_t cap);
+/* How the shared [transport] section's keys apply to transport `name`
+ * (STRATA__CFG_FLAT_*, below): not at all when the list ("local, nccl,
+ * zmq") does not name it, strictly when it names only it, else the keys it
+ * knows. */
+int  strata__transport_flat(const char *list, const char *name);
 /* Load (once per ctx) plugin `name` of `kind`; not found is logged at
  * `missing_level`. */
 int strata__ctx_plugin(strata_ctx_t *ctx, const char *name, uint32_t kind,

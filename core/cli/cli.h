@@ -105,6 +105,10 @@ int cli_predict(strata_ctx_t *ctx, const cli_predict_t *p);
 /* strata compare [...]: returns the process exit code. */
 int cli_compare(int argc, char **argv);
 
+/* strata config [...] (config_cmd.c): returns 0 or a STRATA_E* code for
+ * main's exit code (the detail already printed). */
+int cli_config(int argc, char **argv);
+
 /* strata keygen [...]: returns the process exit code. */
 int cli_keygen(int argc, char **argv);
 /* Make `dir` (0700) or check an existing one is not writable by others;

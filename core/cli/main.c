@@ -28,6 +28,7 @@ static const char *const k_usage =
     "            or with --nnodes one launch per machine\n"
     "  compare   run one job under several strategies and compare them\n"
     "  keygen    make the CURVE keys of a job's tasks ([security] keys)\n"
+    "  config    print every key of a job, its value and where it came from\n"
     "  plugins   list the strategy and transport plugins on the search path\n"
     "  eval      evaluate a checkpoint on the test set, or on .npy data\n"
     "  predict   a checkpoint's outputs for every sample of a data file\n"
@@ -407,6 +408,8 @@ int main(int argc, char **argv)
         return cli_compare(argc - 2, argv + 2);
     if (!strcmp(cmd, "keygen"))
         return cli_keygen(argc - 2, argv + 2);
+    if (!strcmp(cmd, "config"))
+        return exit_code(cli_config(argc - 2, argv + 2));
     if (!strcmp(cmd, "plugins"))
         return cmd_plugins(argc - 2, argv + 2);
     if (!strcmp(cmd, "eval"))

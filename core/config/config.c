@@ -919,15 +919,22 @@ void strata__cfg_deprecated(const strata__cfg_t *c, const char *section,
     }
 }
 
+int strata__cfg_outranks(const strata__cfg_t *c, const char *section,
+                         const char *other, const char *key)
+{
+    const entry_t *e = find(c, section, key), *f = find(c, other, key);
+    return e && f && e->prec > f->prec;
+}
+
 int strata__cfg_apply_outranking(const strata__cfg_t *c, const char *section,
                                  const char *other,
                                  const strata_option_t *opts, void *dst)
 {
     char why[512];
     for (const strata_option_t *o = opts; o && o->key; o++) {
-        const entry_t *e = find(c, section, o->key), *f = find(c, other, o->key);
-        if (!e || !f || e->prec <= f->prec)
+        if (!strata__cfg_outranks(c, section, other, o->key))
             continue;
+        const entry_t *e = find(c, section, o->key);
         if (strata__opt_parse(o, e->value, (char *)dst + o->offset, why,
                               sizeof why) != 0) {
             strata__log(STRATA_LOG_ERROR, WHO, "%s: [%s] %s = '%s': %s",

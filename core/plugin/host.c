@@ -194,20 +194,15 @@ static void host_opt_destroy(strata_hctx_t *hc, strata_opt_t *opt)
     strata__opt_destroy(opt);
 }
 
-/* The list the core walks for a group of `scope`: [transport] plugin when
- * set, then the scope's own list. */
-static void scope_list(const strata_ctx_t *ctx, int32_t scope, char *buf,
-                       size_t cap)
+void strata__transport_list(const strata_ctx_t *ctx, int32_t scope,
+                            char *buf, size_t cap)
 {
     const strata__transport_cfg_t *t = &ctx->s.transport;
     const char *own = scope == STRATA_SCOPE_LOCAL ? t->local : t->world;
     snprintf(buf, cap, "%s%s%s", t->plugin, t->plugin[0] ? ", " : "", own);
 }
 
-/* How the shared [transport] section's keys apply to transport `name`:
- * not at all when the list ("local, nccl, zmq") does not name it, strictly
- * when it names only it, else the keys it knows. */
-static int flat_mode(const char *list, const char *name)
+int strata__transport_flat(const char *list, const char *name)
 {
     size_t n = strlen(name);
     int found = 0, count = 0;
@@ -301,10 +296,10 @@ static int open_named(strata_ctx_t *ctx, strata_hctx_t *opener,
     /* [transport.NAME] is the transport's own; the shared [transport] keys
      * (deprecated) belong to the transports the group's list names. */
     char list[512];
-    scope_list(ctx, group->scope, list, sizeof list);
+    strata__transport_list(ctx, group->scope, list, sizeof list);
     if (rc == STRATA_OK)
-        rc = strata__plugin_cfg(ctx, p, "transport", flat_mode(list, name),
-                                &t->cfg);
+        rc = strata__plugin_cfg(ctx, p, "transport",
+                                strata__transport_flat(list, name), &t->cfg);
     if (rc == STRATA_OK) {
         t->env.struct_size = sizeof t->env;
         t->env.kind = STRATA_KIND_TRANSPORT;
@@ -357,7 +352,7 @@ static int host_t_open(strata_hctx_t *hc, const strata_group_t *group,
     const char *members = group->scope == STRATA_SCOPE_LOCAL
                               ? "local replicas" : "processes";
     char list[512], why[320] = "", name[64];
-    scope_list(ctx, group->scope, list, sizeof list);
+    strata__transport_list(ctx, group->scope, list, sizeof list);
     size_t used = 0;
     for (const char *p = list; *p;) {
         p += strspn(p, " ,");

@@ -201,6 +201,22 @@ STRATA_API int strata_predict(strata_ctx_t *ctx, const char *path,
                               const char *data, const char *out,
                               int batch_size, unsigned flags);
 
+/* Every key of the job with its effective value (the text the option
+ * parser reads) and the source that won: "job.ini:4", "env
+ * STRATA_TRAIN_EPOCHS", "--set", or "default" for a key nobody set. The
+ * keys: the core sections' ("train.epochs"); the selected strategy's and
+ * those of each installed transport that [transport]'s lists name
+ * ("strategy.mirrored.shard_optimizer"); the [graph] section's layer
+ * lines ("graph.LAYER"). First the checks strata_train() makes of those
+ * values: an invalid one is its error, logged with file:line. `keys`
+ * (NULL-terminated "SECTION.KEY" names, or NULL for every key) picks which
+ * are reported, in their order; an unknown one is STRATA_ECONFIG after an
+ * error naming the nearest valid key. The `config` command. */
+typedef void (*strata_config_cb)(void *user, const char *key,
+                                 const char *value, const char *origin);
+STRATA_API int strata_config_list(strata_ctx_t *ctx, const char *const *keys,
+                                  strata_config_cb cb, void *user);
+
 #ifdef __cplusplus
 }
 #endif
