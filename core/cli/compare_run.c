@@ -470,8 +470,9 @@ int cli_compare_run(const cmp_opts_t *o, cmp_run_t *r,
 
 enum { C_EPOCH, C_TRAIN_LOSS, C_TRAIN_ACC, C_TEST_LOSS, C_TEST_ACC,
        C_SECONDS, C_SPS, C_WALL, NCOLS };
+/* The train run's metrics CSV names them as Keras does. */
 static const char *const k_cols[NCOLS] = {
-    "epoch", "train_loss", "train_acc", "test_loss", "test_acc", "seconds",
+    "epoch", "loss", "accuracy", "val_loss", "val_accuracy", "seconds",
     "samples_per_s", "wall_s",
 };
 
