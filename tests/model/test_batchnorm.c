@@ -141,6 +141,7 @@ typedef struct half {
     net_t   *net;
     float   *grads;
     double   loss;
+    int      rc;          /* the step's; checked on the main thread */
 } half_t;
 
 static int pair_sum(void *arg, double *sums, size_t n, double *count)
@@ -161,8 +162,8 @@ static void *half_step(void *arg)
 {
     half_t *h = arg;
     int64_t correct = 0;
-    CHECK(strata__model_step(&h->net->m, 0, &h->net->w, ROWS / 2, h->grads,
-                             1.0f, &h->loss, &correct) == 0);
+    h->rc = strata__model_step(&h->net->m, 0, &h->net->w, ROWS / 2, h->grads,
+                               1.0f, &h->loss, &correct);
     return NULL;
 }
 
@@ -178,8 +179,10 @@ static void test_sync_pair(void)
     double lw = net_loss(&whole, gw);
     static pair_t pair;
     pthread_barrier_init(&pair.bar, NULL, 2);
-    half_t h[2] = { { &pair, 0, &a, calloc(a.m.count, sizeof(float)), 0 },
-                    { &pair, 1, &b, calloc(b.m.count, sizeof(float)), 0 } };
+    half_t h[2] = {
+        { &pair, 0, &a, calloc(a.m.count, sizeof(float)), 0, -1 },
+        { &pair, 1, &b, calloc(b.m.count, sizeof(float)), 0, -1 },
+    };
     size_t rows = ROWS / 2, dim = a.w.dim;
     for (int r = 0; r < 2; r++) {
         net_t *n = h[r].net;
@@ -195,6 +198,7 @@ static void test_sync_pair(void)
         CHECK(pthread_create(&t[r], NULL, half_step, &h[r]) == 0);
     for (int r = 0; r < 2; r++)
         pthread_join(t[r], NULL);
+    CHECK(h[0].rc == 0 && h[1].rc == 0);
     CHECKF(fabs(h[0].loss + h[1].loss - lw) < 1e-5 * lw,
            "halves %g + %g, whole %g", h[0].loss, h[1].loss, lw);
     double d2 = 0, n2 = 0;
