@@ -146,7 +146,7 @@ static int take_activation(strata__layer_t *l, char **w, int *n,
 static int parse_layer(build_t *b, int i, const char *spec)
 {
     strata__layer_t *l = &b->parsed[i];
-    char buf[256], why[320] = "";
+    char buf[256], why[768] = "";
     trim_copy(l->text, sizeof l->text, spec);
     trim_copy(buf, sizeof buf, spec);
     char *w[12];
@@ -177,7 +177,7 @@ static int parse_layer(build_t *b, int i, const char *spec)
     if (rc == 0)
         rc = l->kind->parse(l, w + 1, nargs, why, sizeof why);
     if (rc != 0) {
-        char full[448];
+        char full[896];
         snprintf(full, sizeof full, "%s; expected '%s'", why, l->kind->usage);
         return line_error(b, i, full);
     }
