@@ -1,7 +1,7 @@
 /* [strategy.mwms] overlap and bucket_bytes, end to end through strata
  * launch:
  *  - 3 workers (where the order of a sum matters), the MLP and a CNN, Adam:
- *    after 40 steps the overlapped run's variables are bitwise equal to
+ *    after 15 steps the overlapped run's variables are bitwise equal to
  *    the run that all-reduces the same buckets after the backward pass,
  *    and the log says how many buckets there were and that they were
  *    overlapped (and not when overlap = false);
@@ -39,7 +39,7 @@ static int launch(int n, const char *name, const char *const *sets)
                        "--set", "transport.plugin=zmq",
                        "--set", "train.progress=none", "--set",
                        "train.eval=false", "--set", "data.limit_train=3200",
-                       "--set", "train.max_steps=40", "--set",
+                       "--set", "train.max_steps=15", "--set",
                        "train.batch_size=48", "--set", dump };
     int a = 20;
     for (int i = 0; sets[i] && a < 62; i++) {
