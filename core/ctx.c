@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime.h"
+#include "model/loss.h"
 
 extern char **environ;
 
@@ -118,6 +119,16 @@ const char *strata_ctx_get(strata_ctx_t *ctx, const char *section,
 {
     return ctx && section && key ? strata__cfg_get(ctx->cfg, section, key)
                                  : NULL;
+}
+
+const char *strata_metric_name(strata_ctx_t *ctx)
+{
+    if (!ctx)
+        return NULL;
+    strata_ctx_t *prev = strata__log_bind(ctx);
+    int rc = strata__ctx_resolve(ctx);
+    strata__log_bind(prev);
+    return rc == STRATA_OK ? strata__metric_name(ctx->s.model.metric) : NULL;
 }
 
 int strata__ctx_resolve(strata_ctx_t *ctx)

@@ -165,12 +165,21 @@ typedef struct strata__train_cfg {
     const char *trace;          /* Chrome trace JSON file; "" = none         */
     int64_t     trace_steps;    /* steps the trace covers                   */
 } strata__train_cfg_t;
+/* [train] monitor: val_loss, or val_ + the job's metric (the order of the
+ * option's list, [model] metric's after "auto"). */
 enum { STRATA__MONITOR_VAL_LOSS = 0, STRATA__MONITOR_VAL_ACCURACY = 1 };
+/* [model] loss: kernels/kops_list.h's KOPS_LOSS_* (0: sparse). */
+enum { STRATA__METRIC_AUTO = 0, STRATA__METRIC_ACCURACY = 1,
+       STRATA__METRIC_SPARSE_TOPK = 2, STRATA__METRIC_TOPK = 3,
+       STRATA__METRIC_MAE = 4, STRATA__METRIC_MSE = 5 };
 enum { STRATA__BATCH_GLOBAL = 0, STRATA__BATCH_PER_WORKER = 1 };
 
 typedef struct strata__model_cfg {
     const char *layers;         /* "dense 128 relu, dense 10"              */
     const char *init_from;      /* safetensors file to start from; "" none */
+    int         loss;           /* 0 sparse CE, else KOPS_LOSS_*            */
+    int         metric;         /* STRATA__METRIC_* (AUTO resolved at check)*/
+    int         top_k;          /* of the top-k accuracies                  */
 } strata__model_cfg_t;
 
 enum { STRATA__ON_NAN_STOP = 0, STRATA__ON_NAN_IGNORE = 1 };
@@ -187,6 +196,8 @@ typedef struct strata__data_cfg {
     const char *validation_split_text;
     double      validation_split;
     const char *validation_images, *validation_labels;
+    int         labels_as;      /* STRATA__LABELS_*: of [model] loss (set
+                                   by the settings' check)                 */
     int         augment_flip;   /* random horizontal flips (training only)  */
     int64_t     augment_crop_padding; /* pad, then a random crop; 0: off    */
 } strata__data_cfg_t;

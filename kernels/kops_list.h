@@ -52,6 +52,11 @@ static inline size_t kops_n4(int a, int b, int c, int d)
 #define KOP_F(n) ((size_t)(n) * sizeof(float))
 #define KOP_MN(a, b) ((a) > 0 && (b) > 0 ? (size_t)(a) * (size_t)(b) : 0)
 
+/* ---- losses on dense targets (kc_dense_loss, kg_dense_loss) ------------- */
+enum { KOPS_LOSS_CATEGORICAL = 1, KOPS_LOSS_BINARY = 2, KOPS_LOSS_MSE = 3,
+       KOPS_LOSS_MAE = 4 };
+enum { KOPS_METRIC_ACCURACY = 0, KOPS_METRIC_MAE = 1, KOPS_METRIC_MSE = 2 };
+
 /* ---- convolution and pooling: NHWC tensors, row-major -------------------
  * Images are X[n][h][w][c]; a conv2d kernel is W[kh][kw][c][f] (Keras's
  * layout), its output Y[n][oh][ow][f]. Padding is given explicitly (the

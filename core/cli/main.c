@@ -219,11 +219,13 @@ static const char *const k_eval_usage =
     "                   [--data IMAGES --labels LABELS]\n"
     "\n"
     "Evaluate the checkpoint PATH on the test set of the configuration (its\n"
-    "[model] layers must match the checkpoint's): test loss and accuracy.\n"
+    "[model] layers must match the checkpoint's): test loss and the\n"
+    "[model] metric (accuracy, mae, ...).\n"
     "\n"
     "  --data IMAGES     score these samples instead of the test set: .npy\n"
     "  --labels LABELS   (or IDX) images, uint8 (scaled by 1/255) or float32,\n"
-    "                    and their integer labels; every sample of the files\n";
+    "                    and their labels as [model] loss reads them (class\n"
+    "                    ids, or float32 rows); every sample of the files\n";
 
 static const char *const k_predict_usage =
     "usage: strata predict [-c FILE] [--set SECTION.KEY=VALUE]... --checkpoint PATH\n"

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "model/loss.h"
 #include "run/monitor.h"
 #include "run/schedule.h"
 
@@ -60,9 +61,11 @@ static const strata_option_t k_train[] = {
         UNBOUNDED, "early stopping: a change of the monitored metric smaller "
         "than this is no improvement"),
     OPT("monitor", STRATA_OPT_ENUM, "val_loss", T, monitor,
-        "val_loss|val_accuracy", "metric of early stopping, "
-        "reduce_lr_patience and [checkpoint] keep_best: val_loss (lower is "
-        "better) or val_accuracy (higher is better); needs eval = true"),
+        "val_loss|val_accuracy|val_sparse_top_k_categorical_accuracy|"
+        "val_top_k_categorical_accuracy|val_mae|val_mse", "metric of early "
+        "stopping, reduce_lr_patience and [checkpoint] keep_best: val_loss "
+        "or val_ and [model] metric's name (lower is better for losses and "
+        "errors, higher for accuracies); needs eval = true"),
     OPT("on_nan", STRATA_OPT_ENUM, "stop", T, on_nan, "stop|ignore",
         "a non-finite training loss: stop ends the run at the next step "
         "boundary (at most 32 steps on) with one line and a non-zero exit "
@@ -130,6 +133,25 @@ static const strata_option_t k_model[] = {
         NULL, "start from the variables of this safetensors file (a strata "
         "checkpoint or any file with the model's tensor names, F32); "
         "empty = seeded init"),
+    OPT("loss", STRATA_OPT_ENUM, "sparse_categorical_crossentropy",
+        strata__model_cfg_t, loss, "sparse_categorical_crossentropy|"
+        "categorical_crossentropy|binary_crossentropy|mse|mae",
+        "the loss, Keras's names: sparse_categorical_crossentropy (integer "
+        "class ids), categorical_crossentropy (one-hot or soft float32 "
+        "label rows), binary_crossentropy (float32 or 0/1 rows, one "
+        "sigmoid per unit: multi-label), mse and mae (float32 targets of "
+        "any shape, one per unit of the last layer); the cross-entropies "
+        "apply softmax or sigmoid themselves (the last layer gives logits)"),
+    OPT("metric", STRATA_OPT_ENUM, "auto", strata__model_cfg_t, metric,
+        "auto|accuracy|sparse_top_k_categorical_accuracy|"
+        "top_k_categorical_accuracy|mae|mse",
+        "the metric reported beside the loss, under this name (progress, "
+        "metrics CSV, TensorBoard, val_NAME for [train] monitor): accuracy "
+        "(binary_crossentropy: per unit, sigmoid > 0.5), the top-k "
+        "accuracies (of their cross-entropy), mae, mse (of mse and mae); "
+        "auto: accuracy for the cross-entropies, mae for mse and mae"),
+    NUM("top_k", STRATA_OPT_INT, "5", strata__model_cfg_t, top_k, 1, 100000,
+        "k of the top-k accuracies (Keras's default 5)"),
     { 0 }
 };
 
@@ -143,7 +165,8 @@ static const strata_option_t k_data[] = {
         "float32; float32 is used unscaled), by extension; relative to dir"),
     OPT("train_labels", STRATA_OPT_STRING, "train-labels-idx1-ubyte.gz", T,
         train_labels, NULL,
-        "training labels: IDX or .npy (any integer dtype); relative to dir"),
+        "training labels: IDX or .npy (class ids of any integer dtype; "
+        "float32 rows for the other [model] losses); relative to dir"),
     OPT("test_images", STRATA_OPT_STRING, "t10k-images-idx3-ubyte.gz", T,
         test_images, NULL, "test images; relative to dir"),
     OPT("test_labels", STRATA_OPT_STRING, "t10k-labels-idx1-ubyte.gz", T,
@@ -540,6 +563,9 @@ int strata__settings_load(const strata__cfg_t *c, strata__settings_t *s)
     int rc = strata__schedule_check(c, &s->optimizer);
     if (rc == STRATA_OK)
         rc = validation_check(c, &s->data);
+    if (rc == STRATA_OK)
+        rc = strata__loss_check(c, &s->model);
+    s->data.labels_as = strata__loss_labels(s->model.loss);
     return rc == STRATA_OK ? strata__monitor_check(c, s) : rc;
 }
 

@@ -62,7 +62,8 @@ enum {
 enum {
     STRATA__NPY_ANY = 0,    /* any type above, any rank 1..4              */
     STRATA__NPY_IMAGES = 1, /* uint8 / float32; (n, h, w), (n, h, w, c), (n, dim) */
-    STRATA__NPY_LABELS = 2  /* integers; (n,)                             */
+    STRATA__NPY_LABELS = 2, /* integers; (n,)                             */
+    STRATA__NPY_TARGETS = 3 /* float32 or integers; (n, ...), rank 1..4  */
 };
 #define STRATA__NPY_MAX_DIMS 4
 
@@ -116,7 +117,9 @@ typedef struct strata__dataset {
     int32_t  nclasses;    /* max label + 1 over the whole labels file, >= 2 */
     uint8_t *images;      /* uint8 pixels; NULL when images_f32 is set    */
     float   *images_f32;  /* float32 values; NULL for uint8 data          */
-    int32_t *labels;
+    int32_t *labels;      /* class ids; NULL when targets is set           */
+    float   *targets;     /* float32 label rows of target_dim (the dense   */
+    uint32_t target_dim;  /* losses); target_dim 0: class ids              */
     /* the training set's augmentation (augment.c), not owned; NULL none */
     const struct strata__augment *augment;
 } strata__dataset_t;
@@ -132,6 +135,21 @@ typedef struct strata__dataset {
  * only the kept part is held). On failure *out is zeroed. */
 int  strata__dataset_load(const char *images_path, const char *labels_path,
                           size_t limit, strata__dataset_t *out);
+/* The width of the model's labels over the loaded sets (n > 0): the
+ * largest class count for class ids; the values per sample of targets,
+ * which must agree (else one line naming the sets, and -1). */
+int  strata__sets_label_width(const strata__dataset_t *train,
+                              const strata__dataset_t *val,
+                              const strata__dataset_t *test);
+/* How a labels file is read: class ids (the sparse loss), or float32 rows
+ * of any shape (n, ...) into targets (any finite values; PROBS: each in
+ * [0, 1], the labels of the cross-entropies); integer files are converted,
+ * float64 is refused. */
+enum { STRATA__LABELS_IDS = 0, STRATA__LABELS_VALUES = 1,
+       STRATA__LABELS_PROBS = 2 };
+int  strata__dataset_load_as(const char *images_path,
+                             const char *labels_path, size_t limit, int as,
+                             strata__dataset_t *out);
 /* Images without labels (strata predict): `path` read as
  * strata__dataset_load reads images, whole; labels[n] are 0 and nclasses
  * 0. On failure *out is zeroed and one line naming the file logged. */
@@ -175,10 +193,17 @@ void strata__epoch_order(uint32_t *perm, size_t n, uint64_t seed,
 /* One slice of a batch: samples perm[first .. first + m) (perm NULL: samples
  * first .. first + m). x[m * dim] = pixel * (1/255.0f) (kc_u8_to_f32)
  * for uint8 images, the values themselves for float32, augmented when the
- * set has an augmentation; y[m] = label. Indices must be < d->n (the
+ * set has an augmentation; y[m] = label (class id, or a target row).
+ * Indices must be < d->n (the
  * caller's contract). */
 void strata__batch_fill(const strata__dataset_t *d, const uint32_t *perm,
-                        size_t first, size_t m, float *x, int32_t *y);
+                        size_t first, size_t m, float *x, void *y);
+/* Bytes of one sample's label in a batch: an int32 id, or target_dim
+ * floats. */
+size_t strata__label_bytes(const strata__dataset_t *d);
+/* y[i] = the label of sample s, as strata__batch_fill writes it. */
+void strata__label_copy(const strata__dataset_t *d, size_t s, void *y,
+                        size_t i);
 
 /* ---- augment.c: random flips and crops of the training images ---------- */
 

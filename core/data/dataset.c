@@ -1,4 +1,5 @@
 /* Datasets from a pair of IDX or .npy files, the epoch's sample order, and batches. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,61 @@ static int check_labels(const char *path, arr_t *lab, int32_t *nclasses)
     return 0;
 }
 
+/* Label rows of `lab` (float32 or integers, any shape (n, ...)) as float32
+ * targets: *dim = floats per sample; each finite, and in [0, 1] for
+ * STRATA__LABELS_PROBS (a bad one names its sample index and position). */
+static int check_targets(const char *path, arr_t *lab, int as, uint32_t *dim)
+{
+    uint64_t per = 1;
+    for (int i = 1; i < lab->ndim; i++)
+        per *= lab->dims[i];
+    size_t n = lab->count;
+    float *dst = malloc((n ? n : 1) * sizeof *dst);
+    if (!dst)
+        return STRATA_ENOMEM;
+    int is_signed = lab->type == STRATA__NPY_I1 || lab->type == STRATA__NPY_I2
+                    || lab->type == STRATA__NPY_I4 || lab->type == STRATA__NPY_I8;
+    const unsigned char *src = lab->data;
+    for (size_t i = 0; i < n; i++) {
+        float v;
+        if (lab->type == STRATA__NPY_F4) {
+            memcpy(&v, src + i * 4, 4);
+        } else {
+            uint64_t u = 0;
+            for (size_t b = 0; b < lab->elem; b++)
+                u |= (uint64_t)src[i * lab->elem + b] << (8 * b);
+            if (is_signed && lab->elem < 8 && (u >> (8 * lab->elem - 1)) & 1)
+                u |= ~(uint64_t)0 << (8 * lab->elem);
+            v = is_signed ? (float)(int64_t)u : (float)u;
+        }
+        if (!isfinite(v) || (as == STRATA__LABELS_PROBS && !(v >= 0 && v <= 1))) {
+            strata__log(STRATA_LOG_ERROR, WHO, "%s: label %g of sample %llu "
+                        "(value %llu of its %llu) is out of range (%s)", path,
+                        (double)v, (unsigned long long)(i / per),
+                        (unsigned long long)(i % per),
+                        (unsigned long long)per,
+                        as == STRATA__LABELS_PROBS
+                            ? "the cross-entropies take labels in [0, 1]"
+                            : "labels must be finite");
+            free(dst);
+            return STRATA_EDATA;
+        }
+        dst[i] = v;
+    }
+    if (per > UINT32_MAX / sizeof(float)) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: %llu values per sample; at "
+                    "most %u", path, (unsigned long long)per,
+                    (unsigned)(UINT32_MAX / sizeof(float)));
+        free(dst);
+        return STRATA_EDATA;
+    }
+    free(lab->data);
+    lab->data = dst;
+    lab->elem = sizeof *dst;
+    *dim = (uint32_t)per;
+    return 0;
+}
+
 /* An images file of any supported rank (an IDX one is checked here; a
  * .npy one was by its reader). */
 static int read_images(const char *path, size_t limit, arr_t *img)
@@ -155,16 +211,27 @@ int strata__images_load(const char *path, strata__dataset_t *out)
 int strata__dataset_load(const char *images_path, const char *labels_path,
                          size_t limit, strata__dataset_t *out)
 {
+    return strata__dataset_load_as(images_path, labels_path, limit,
+                                   STRATA__LABELS_IDS, out);
+}
+
+int strata__dataset_load_as(const char *images_path, const char *labels_path,
+                            size_t limit, int as, strata__dataset_t *out)
+{
     memset(out, 0, sizeof *out);
     arr_t lab, img;
     int32_t nclasses = 0;
+    uint32_t tdim = 0;
 
     /* Labels are small: read and check them all, so nclasses and bad
      * labels do not depend on the limit. */
-    int rc = arr_read(labels_path, STRATA__NPY_LABELS, 0, &lab);
+    int ids = as == STRATA__LABELS_IDS;
+    int rc = arr_read(labels_path, ids ? STRATA__NPY_LABELS
+                                       : STRATA__NPY_TARGETS, 0, &lab);
     if (rc)
         return rc;
-    rc = check_labels(labels_path, &lab, &nclasses);
+    rc = ids ? check_labels(labels_path, &lab, &nclasses)
+             : check_targets(labels_path, &lab, as, &tdim);
     if (rc) {
         arr_free(&lab);
         return rc;
@@ -189,12 +256,14 @@ int strata__dataset_load(const char *images_path, const char *labels_path,
 
     take_images(&img, out);
     out->nclasses = nclasses;
-    out->labels = lab.data;
-    if (out->n < lab.count) {  /* limited */
-        int32_t *p = realloc(lab.data, out->n * sizeof *p);
-        if (p)
-            out->labels = p;
-    }
+    out->target_dim = tdim;
+    size_t keep = out->n * (ids ? 1 : tdim) * 4;
+    void *p = keep < lab.count * 4 ? realloc(lab.data, keep) : NULL;
+    void *data = p ? p : lab.data;  /* limited: the kept part */
+    if (ids)
+        out->labels = data;
+    else
+        out->targets = data;
     return 0;
 }
 
@@ -233,6 +302,7 @@ void strata__dataset_free(strata__dataset_t *d)
     free(d->images);
     free(d->images_f32);
     free(d->labels);
+    free(d->targets);
     memset(d, 0, sizeof *d);
 }
 
@@ -281,8 +351,23 @@ static void prefetch_row_f32(const strata__dataset_t *d, const uint32_t *perm,
 }
 
 /* float32 images: the values as they are (no scaling). */
+size_t strata__label_bytes(const strata__dataset_t *d)
+{
+    return d->target_dim ? d->target_dim * sizeof(float) : sizeof(int32_t);
+}
+
+void strata__label_copy(const strata__dataset_t *d, size_t s, void *y,
+                        size_t i)
+{
+    if (d->target_dim)
+        memcpy((float *)y + i * d->target_dim, d->targets + s * d->target_dim,
+               d->target_dim * sizeof(float));
+    else
+        ((int32_t *)y)[i] = d->labels[s];
+}
+
 static void batch_fill_f32(const strata__dataset_t *d, const uint32_t *perm,
-                           size_t first, size_t m, float *x, int32_t *y)
+                           size_t first, size_t m, float *x, void *y)
 {
     for (size_t i = 0; i < m && i < PREFETCH_ROWS; i++)
         prefetch_row_f32(d, perm, first + i);
@@ -292,12 +377,12 @@ static void batch_fill_f32(const strata__dataset_t *d, const uint32_t *perm,
         size_t s = sample_at(perm, first + i);
         memcpy(x + i * d->dim, d->images_f32 + s * d->dim,
                d->dim * sizeof *x);
-        y[i] = d->labels[s];
+        strata__label_copy(d, s, y, i);
     }
 }
 
 void strata__batch_fill(const strata__dataset_t *d, const uint32_t *perm,
-                        size_t first, size_t m, float *x, int32_t *y)
+                        size_t first, size_t m, float *x, void *y)
 {
     if (d->images_f32) {
         batch_fill_f32(d, perm, first, m, x, y);
@@ -312,7 +397,7 @@ void strata__batch_fill(const strata__dataset_t *d, const uint32_t *perm,
             prefetch_row(d, perm, first + i + PREFETCH_ROWS);
         size_t s = sample_at(perm, first + i);
         kc_u8_to_f32(d->dim, d->images + s * d->dim, scale, x + i * d->dim);
-        y[i] = d->labels[s];
+        strata__label_copy(d, s, y, i);
     }
     strata__augment_batch(d, perm, first, m, x, sizeof *x);
 }

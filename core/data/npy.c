@@ -216,9 +216,11 @@ static int get_descr(const char *path, const char *d, int *type, size_t *size)
         *size = k_types[i].size;
         return 0;
     }
-    return bad(path, "unsupported dtype '%s'; supported: '|u1' (uint8), "
+    return bad(path, "unsupported dtype '%s'%s; supported: '|u1' (uint8), "
                "'<f4' (float32) and, for labels, '|i1', '<i2', '<u2', "
-               "'<i4', '<u4', '<i8', '<u8'", d);
+               "'<i4', '<u4', '<i8', '<u8'", d,
+               strstr(d, "f8") ? " (float64: save it as float32, numpy: "
+                                 "a.astype('<f4'))" : "");
 }
 
 /* The dict: exactly 'descr', 'fortran_order' and 'shape', once each. */
@@ -312,6 +314,10 @@ static int check_role(const char *path, int role, const strata__npy_t *a)
         if (a->ndim < 2 || a->ndim > 4)
             return bad(path, "images of shape %s; expected (n, h, w), "
                        "(n, h, w, c) or (n, dim)", shape_str(a, sb, sizeof sb));
+    } else if (role == STRATA__NPY_TARGETS) {
+        if (a->ndim < 1 || a->ndim > 4)
+            return bad(path, "labels of shape %s; expected (n,) or (n, ...) "
+                       "of at most 4 dimensions", shape_str(a, sb, sizeof sb));
     } else if (role == STRATA__NPY_LABELS) {
         if (a->type == STRATA__NPY_F4)
             return bad(path, "labels of dtype float32; expected integers "

@@ -28,7 +28,8 @@ static int load(const strata__data_cfg_t *d, const char *images,
     int rc = path_of(d, images, ip, sizeof ip);
     if (rc == STRATA_OK)
         rc = path_of(d, labels, lp, sizeof lp);
-    return rc == STRATA_OK ? strata__dataset_load(ip, lp, (size_t)limit, out)
+    return rc == STRATA_OK ? strata__dataset_load_as(ip, lp, (size_t)limit,
+                                                     d->labels_as, out)
                            : rc;
 }
 
@@ -81,4 +82,30 @@ void strata__datasets_free(strata__datasets_t *s)
     strata__dataset_free(&s->train);
     strata__dataset_free(&s->val);
     strata__dataset_free(&s->test);
+}
+
+int strata__sets_label_width(const strata__dataset_t *train,
+                             const strata__dataset_t *val,
+                             const strata__dataset_t *test)
+{
+    const strata__dataset_t *set[] = { train, val, test };
+    static const char *const name[] = { "training", "validation", "test" };
+    int width = 0, first = -1;
+    for (int i = 0; i < 3; i++) {
+        if (!set[i]->n)
+            continue;
+        int w = set[i]->target_dim ? (int)set[i]->target_dim
+                                   : set[i]->nclasses;
+        if (first >= 0 && set[i]->target_dim && w != width) {
+            strata__log(STRATA_LOG_ERROR, "data", "the %s labels have %d "
+                        "values per sample, the %s labels %d", name[first],
+                        width, name[i], w);
+            return -1;
+        }
+        if (first < 0 || w > width)
+            width = w;
+        if (first < 0)
+            first = i;
+    }
+    return width;
 }

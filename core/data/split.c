@@ -19,11 +19,13 @@ static int take(const strata__dataset_t *d, const uint32_t *idx, size_t k,
     out->n = k;
     out->images = NULL;
     out->images_f32 = NULL;
-    out->labels = malloc(k * sizeof *out->labels);
+    void *y = malloc(k * strata__label_bytes(d));
+    out->labels = NULL;
+    out->targets = NULL;
     size_t row = d->dim * (d->images_f32 ? sizeof(float) : 1);
     void *x = strata__data_payload_alloc(k * row);
-    if (!out->labels || !x) {
-        free(out->labels);
+    if (!y || !x) {
+        free(y);
         free(x);
         memset(out, 0, sizeof *out);
         return STRATA_ENOMEM;
@@ -32,8 +34,12 @@ static int take(const strata__dataset_t *d, const uint32_t *idx, size_t k,
                                        : d->images;
     for (size_t i = 0; i < k; i++) {
         memcpy((uint8_t *)x + i * row, src + (size_t)idx[i] * row, row);
-        out->labels[i] = d->labels[idx[i]];
+        strata__label_copy(d, idx[i], y, i);
     }
+    if (d->target_dim)
+        out->targets = y;
+    else
+        out->labels = y;
     if (d->images_f32)
         out->images_f32 = x;
     else

@@ -35,13 +35,24 @@ typedef struct strata__kdev {
     int32_t               device;   /* STRATA_DEVICE(type, index) */
 } strata__kdev_t;
 
-/* Loss and correct predictions of a step, accumulated on the device and
- * read back once (xent_read). */
+/* The loss of a model and the metric read off it: kind is
+ * STRATA__LOSS_SPARSE (softmax cross-entropy of int32 class ids) or a
+ * KOPS_LOSS_* of kernels/kops_list.h (float32 targets, one row of c per
+ * sample); metric a KOPS_METRIC_* (-1: none); top_k > 0 makes the metric
+ * top-k accuracy instead (class ids, or the targets' first maxima). */
+enum { STRATA__LOSS_SPARSE = 0 };
+typedef struct strata__lossfn {
+    int kind, metric, top_k;
+} strata__lossfn_t;
+
+/* Loss and metric of a step, accumulated on the device and read back once
+ * (xent_read). */
 typedef struct strata__xacc {
     double  loss;      /* after xent_read: summed loss                     */
-    int64_t correct;   /* after xent_read: correct predictions             */
+    double  metric;    /* after xent_read: summed metric (a count for the
+                          accuracies)                                      */
     void   *dev;       /* GPU: the device accumulator (kg_xent_acc_t)      */
-    void   *host;      /* GPU: page-locked read-back of loss and correct   */
+    void   *host;      /* GPU: page-locked read-back of loss and metric    */
 } strata__xacc_t;
 
 /* Copy directions of kops->copy. */
@@ -74,16 +85,18 @@ struct strata__kops {
 #undef KOP
 
     /* ---- the members whose CPU and GPU forms differ -------------------- */
-    /* Softmax cross-entropy: xent_zero starts a step's sums, softmax_xent
-     * adds one batch to them (dlogits as kc_softmax_xent), xent_read brings
-     * them to a->loss / a->correct: on a GPU this waits for the stream, the
-     * one host synchronisation of a training step. */
+    /* The loss: xent_zero starts a step's sums, loss adds one batch to
+     * them (the outputs x[m x c], the labels y: int32 ids or float32 rows
+     * as f says; dx, which may alias x, the loss's gradient times scale, or
+     * NULL), xent_read brings them to a->loss / a->metric: on a GPU this
+     * waits for the stream, the one host synchronisation of a training
+     * step. */
     int  (*xacc_init)(strata__kdev_t *k, strata__xacc_t *a);
     void (*xacc_fini)(strata__kdev_t *k, strata__xacc_t *a);
     int  (*xent_zero)(strata__kdev_t *k, strata__xacc_t *a);
-    int  (*softmax_xent)(strata__kdev_t *k, int m, int c, const float *logits,
-                         const int32_t *labels, float *dlogits, float scale,
-                         strata__xacc_t *a);
+    int  (*loss)(strata__kdev_t *k, const strata__lossfn_t *f, int m, int c,
+                 const float *x, const void *y, float *dx, float scale,
+                 strata__xacc_t *a);
     int  (*xent_read)(strata__kdev_t *k, strata__xacc_t *a);
 
     /* *out = sum of x[i]^2 (double), deterministic on a given device; done

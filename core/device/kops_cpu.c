@@ -53,17 +53,30 @@ static int cpu_xent_zero(strata__kdev_t *k, strata__xacc_t *a)
 {
     (void)k;
     a->loss = 0.0;
-    a->correct = 0;
+    a->metric = 0.0;
     return STRATA_OK;
 }
 
-static int cpu_softmax_xent(strata__kdev_t *k, int m, int c,
-                            const float *logits, const int32_t *labels,
-                            float *dlogits, float scale, strata__xacc_t *a)
+static int cpu_loss(strata__kdev_t *k, const strata__lossfn_t *f, int m,
+                    int c, const float *x, const void *y, float *dx,
+                    float scale, strata__xacc_t *a)
 {
     (void)k;
-    a->loss += kc_softmax_xent(m, c, logits, labels, dlogits, scale,
-                               &a->correct);
+    int sparse = f->kind == STRATA__LOSS_SPARSE;
+    if (f->top_k > 0)   /* before the loss: dx may overwrite x */
+        a->metric += (double)kc_topk_count(m, c, f->top_k, x,
+                                           sparse ? y : NULL,
+                                           sparse ? NULL : y);
+    int metric = f->top_k > 0 ? -1 : f->metric;
+    if (sparse) {
+        int64_t n = 0;
+        a->loss += kc_softmax_xent(m, c, x, y, dx, scale,
+                                   metric >= 0 ? &n : NULL);
+        a->metric += (double)n;
+    } else {
+        a->loss += kc_dense_loss(f->kind, metric, m, c, x, y, dx, scale,
+                                 &a->metric);
+    }
     return STRATA_OK;
 }
 
@@ -103,7 +116,7 @@ const strata__kops_t strata__kops_cpu = {
     .xacc_init = cpu_xacc_init,
     .xacc_fini = cpu_xacc_fini,
     .xent_zero = cpu_xent_zero,
-    .softmax_xent = cpu_softmax_xent,
+    .loss = cpu_loss,
     .xent_read = cpu_xent_read,
     .sumsq = cpu_sumsq,
 #define KOP(name, blas, what, params, args, data) .name = cpu_##name,

@@ -35,6 +35,7 @@ typedef struct build {
     strata__layer_t *parsed;
     int             *pos;
     char            *softmax;   /* a trailing 'softmax' word was dropped   */
+    int              loss;      /* [model] loss: 0 sparse, KOPS_LOSS_*     */
 } build_t;
 
 /* ---- words ---------------------------------------------------------------- */
@@ -493,9 +494,54 @@ static int place_layers(const build_t *b, const int *order,
     return STRATA_OK;
 }
 
+/* The output of a dense loss: as many units as the labels have values;
+ * the cross-entropies take logits (binary_crossentropy fuses a last
+ * 'sigmoid' as the sparse one fuses 'softmax'), the regressions any
+ * activation. */
+static int check_dense_output(const build_t *b, int out_line,
+                              strata__model_t *m, int width)
+{
+    strata__layer_t *last = &m->layers[m->nlayers - 1];
+    const strata__shape_t *o = &last->out;
+    const char *loss = b->loss == KOPS_LOSS_CATEGORICAL
+                           ? "categorical_crossentropy"
+                       : b->loss == KOPS_LOSS_BINARY ? "binary_crossentropy"
+                       : b->loss == KOPS_LOSS_MSE ? "mse" : "mae";
+    char why[320] = "";
+    int gives = last->kind->nvars || last->kind->merge;
+    if (o->spatial || !gives)
+        snprintf(why, sizeof why, "the last layer must give one unit per "
+                 "label value (e.g. 'dense %d'), not a %s output", width,
+                 o->spatial ? "spatial" : last->kind->name);
+    else if (width > 0 && o->c != width)
+        snprintf(why, sizeof why, "the last layer has %d units but the "
+                 "labels have %d values per sample ([model] loss = %s)",
+                 o->c, width, loss);
+    else if (b->softmax[out_line] && b->loss != KOPS_LOSS_CATEGORICAL)
+        snprintf(why, sizeof why, "'softmax' on the last layer: %s %s",
+                 loss, b->loss == KOPS_LOSS_BINARY
+                           ? "applies a sigmoid per unit; end with "
+                             "'sigmoid' or nothing"
+                           : "reads the outputs as they are; drop it");
+    else if (b->loss == KOPS_LOSS_BINARY &&
+             last->act != STRATA__ACT_NONE && last->act != STRATA__ACT_SIGMOID)
+        snprintf(why, sizeof why, "activation '%s' on the last layer: "
+                 "binary_crossentropy takes 'sigmoid' or none (it applies "
+                 "the sigmoid itself)", k_acts[last->act]);
+    else if (b->loss == KOPS_LOSS_CATEGORICAL && last->act != STRATA__ACT_NONE)
+        snprintf(why, sizeof why, "activation '%s' on the last layer: "
+                 "expected 'softmax' or none (the loss applies softmax)",
+                 k_acts[last->act]);
+    if (why[0])
+        return line_error(b, out_line, why);
+    if (b->loss == KOPS_LOSS_BINARY)
+        last->act = STRATA__ACT_NONE;   /* the loss applies it to logits */
+    return STRATA_OK;
+}
+
 /* The output gives the class scores; 'softmax' words only there. */
 static int check_output(const build_t *b, int out_line,
-                        const strata__model_t *m, int nclasses)
+                        strata__model_t *m, int nclasses)
 {
     for (int i = 0; i < b->n; i++)
         if (b->softmax[i] && i != out_line)
@@ -507,6 +553,8 @@ static int check_output(const build_t *b, int out_line,
     const strata__shape_t *o = &last->out;
     char why[320] = "";
     int gives = last->kind->nvars || last->kind->merge;
+    if (b->loss != STRATA__LOSS_SPARSE && last->kind != &strata__layer_softmax)
+        return check_dense_output(b, out_line, m, nclasses);
     if (last->kind == &strata__layer_softmax)
         snprintf(why, sizeof why, "a softmax layer cannot be the last one: "
                  "the last layer gives the logits, and the loss applies "
@@ -641,6 +689,14 @@ int strata__model_build(const char *spec, const char *origin,
                         const strata__shape_t *input, int nclasses,
                         strata__model_t *m)
 {
+    return strata__model_build_for(spec, origin, input, nclasses,
+                                   STRATA__LOSS_SPARSE, m);
+}
+
+int strata__model_build_for(const char *spec, const char *origin,
+                            const strata__shape_t *input, int nclasses,
+                            int loss, strata__model_t *m)
+{
     const char *where = origin ? origin : "", *sep = origin ? ": " : "";
     char *copy = strdup(spec ? spec : "");
     strata__layer_line_t *lines = calloc(STRATA_MAX_LAYERS, sizeof *lines);
@@ -668,7 +724,7 @@ int strata__model_build(const char *spec, const char *origin,
         rc = STRATA_ECONFIG;
     }
     if (rc == STRATA_OK) {
-        build_t b = { .lines = lines, .n = n, .graph = 0 };
+        build_t b = { .lines = lines, .n = n, .graph = 0, .loss = loss };
         rc = build(&b, input, nclasses, m);
     } else {
         memset(m, 0, sizeof *m);
@@ -682,6 +738,14 @@ int strata__model_build_graph(const strata__layer_line_t *lines, int n,
                               const strata__shape_t *input, int nclasses,
                               strata__model_t *m)
 {
+    return strata__model_build_graph_for(lines, n, input, nclasses,
+                                         STRATA__LOSS_SPARSE, m);
+}
+
+int strata__model_build_graph_for(const strata__layer_line_t *lines, int n,
+                                  const strata__shape_t *input, int nclasses,
+                                  int loss, strata__model_t *m)
+{
     if (n < 1 || n > STRATA_MAX_LAYERS) {
         memset(m, 0, sizeof *m);
         strata__log(STRATA_LOG_ERROR, "model", "%s%s[graph]: %d layers; "
@@ -690,6 +754,6 @@ int strata__model_build_graph(const strata__layer_line_t *lines, int n,
                     ? ": " : "", n, STRATA_MAX_LAYERS);
         return STRATA_ECONFIG;
     }
-    build_t b = { .lines = lines, .n = n, .graph = 1 };
+    build_t b = { .lines = lines, .n = n, .graph = 1, .loss = loss };
     return build(&b, input, nclasses, m);
 }

@@ -4,10 +4,11 @@
 #include <string.h>
 
 #include "runtime.h"
+#include "model/loss.h"
 
-int strata__model_build_cfg(const strata__cfg_t *cfg, const char *layers,
-                            const strata__shape_t *input, int nclasses,
-                            strata__model_t *m)
+static int build_cfg(const strata__cfg_t *cfg, const char *layers, int loss,
+                     const strata__shape_t *input, int nclasses,
+                     strata__model_t *m)
 {
     const char *key, *value, *origin;
     int n = 0;
@@ -15,7 +16,7 @@ int strata__model_build_cfg(const strata__cfg_t *cfg, const char *layers,
         n++;
     const char *lo = strata__cfg_origin(cfg, "model", "layers");
     if (n == 0)
-        return strata__model_build(layers, lo, input, nclasses, m);
+        return strata__model_build_for(layers, lo, input, nclasses, loss, m);
     memset(m, 0, sizeof *m);
     (void)strata__cfg_entry(cfg, "graph", 0, &key, &value, &origin);
     if (lo) {
@@ -39,7 +40,19 @@ int strata__model_build_cfg(const strata__cfg_t *cfg, const char *layers,
                                 &origin);
         lines[i] = (strata__layer_line_t){ key, value, origin };
     }
-    int rc = strata__model_build_graph(lines, n, input, nclasses, m);
+    int rc = strata__model_build_graph_for(lines, n, input, nclasses, loss,
+                                           m);
     free(lines);
+    return rc;
+}
+
+int strata__model_build_cfg(const strata__cfg_t *cfg,
+                            const strata__model_cfg_t *mc,
+                            const strata__shape_t *input, int nclasses,
+                            strata__model_t *m)
+{
+    int rc = build_cfg(cfg, mc->layers, mc->loss, input, nclasses, m);
+    if (rc == STRATA_OK)
+        m->loss = strata__lossfn(mc);
     return rc;
 }

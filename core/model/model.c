@@ -118,6 +118,12 @@ uint64_t strata__model_step_seed(uint64_t seed, int64_t step)
 
 /* ---- per-replica work -------------------------------------------------- */
 
+size_t strata__model_label_bytes(const strata__model_t *m)
+{
+    return m->loss.kind == STRATA__LOSS_SPARSE
+               ? sizeof(int32_t) : (size_t)m->nclasses * sizeof(float);
+}
+
 int strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
                           strata__work_t *w)
 {
@@ -131,7 +137,7 @@ int strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
     const strata__kops_t *o = w->kd->ops;
     size_t r = (size_t)(rows > 0 ? rows : 1);
     w->x = strata__dev_alloc(device, r * w->dim * sizeof(float));
-    w->y = strata__dev_alloc(device, r * sizeof(int32_t));
+    w->y = strata__dev_alloc(device, r * strata__model_label_bytes(m));
     int ok = w->x && w->y;
     for (int i = 0; ok && i < m->nlayers; i++) {
         const strata__layer_t *l = &m->layers[i];
@@ -165,7 +171,7 @@ int strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
          * floats cross the bus). */
         ok = (w->stage_x = o->host_alloc(w->kd,
                                          r * w->dim * sizeof(float))) &&
-             (w->stage_y = o->host_alloc(w->kd, r * sizeof(int32_t))) &&
+             (w->stage_y = o->host_alloc(w->kd, r * strata__model_label_bytes(m))) &&
              (w->pixels = strata__dev_alloc(device, r * w->dim));
     }
     if (ok)
@@ -272,14 +278,15 @@ int strata__model_load_batch(strata__work_t *w, const strata__dataset_t *d,
                               ? (const void *)(d->images_f32 + s * d->dim)
                               : (const void *)(d->images + s * d->dim);
         memcpy(w->stage_x + i * row, src, row);
-        w->stage_y[i] = d->labels[s];
+        strata__label_copy(d, s, w->stage_y, i);
     }
     strata__augment_batch(d, perm, first, rows, w->stage_x,
                           d->images_f32 ? sizeof(float) : 1);
     rc = o->copy(k, STRATA__H2D, d->images_f32 ? (void *)w->x : w->pixels,
                  w->stage_x, rows * row);
     if (rc == STRATA_OK)
-        rc = o->copy(k, STRATA__H2D, w->y, w->stage_y, rows * sizeof(int32_t));
+        rc = o->copy(k, STRATA__H2D, w->y, w->stage_y,
+                     rows * strata__label_bytes(d));
     w->staged = 1;
     if (rc == STRATA_OK && !d->images_f32)
         rc = o->u8_to_f32(k, rows * d->dim, w->pixels, 1.0f / 255.0f, w->x);
@@ -411,20 +418,20 @@ static int backward(const strata__model_t *m, int r, strata__work_t *w,
 }
 
 /* The step's sums reach the host: on a GPU this waits for the stream. */
-static int read_back(strata__work_t *w, double *loss, int64_t *correct)
+static int read_back(strata__work_t *w, double *loss, double *metric)
 {
     int rc = w->kd->ops->xent_read(w->kd, &w->acc);
     if (rc == STRATA_OK) {
         w->staged = 0; /* the wait covered the batch's copies */
         *loss = w->acc.loss;
-        *correct += w->acc.correct;
+        *metric += w->acc.metric;
     }
     return rc;
 }
 
 int strata__model_step(const strata__model_t *m, int r, strata__work_t *w,
                        int rows, float *grads, float scale, double *loss,
-                       int64_t *correct)
+                       double *metric)
 {
     strata__kdev_t *k = w->kd;
     float *logits;
@@ -433,17 +440,17 @@ int strata__model_step(const strata__model_t *m, int r, strata__work_t *w,
     if (rc == STRATA_OK)
         rc = forward(m, r, w, rows, 1, &logits);
     if (rc == STRATA_OK)
-        rc = k->ops->softmax_xent(k, rows, m->nclasses, logits, w->y,
-                                  w->delta[0], scale, &w->acc);
+        rc = k->ops->loss(k, &m->loss, rows, m->nclasses, logits, w->y,
+                          w->delta[0], scale, &w->acc);
     if (w->timed)
         w->t_forward = strata__now();
     if (rc == STRATA_OK)
         rc = backward(m, r, w, rows, grads);
-    return rc == STRATA_OK ? read_back(w, loss, correct) : rc;
+    return rc == STRATA_OK ? read_back(w, loss, metric) : rc;
 }
 
 int strata__model_evaluate(const strata__model_t *m, int r, strata__work_t *w,
-                           int rows, double *loss, int64_t *correct)
+                           int rows, double *loss, double *metric)
 {
     strata__kdev_t *k = w->kd;
     float *logits;
@@ -452,9 +459,9 @@ int strata__model_evaluate(const strata__model_t *m, int r, strata__work_t *w,
     if (rc == STRATA_OK)
         rc = forward(m, r, w, rows, 0, &logits);
     if (rc == STRATA_OK)
-        rc = k->ops->softmax_xent(k, rows, m->nclasses, logits, w->y, NULL,
-                                  1.0f, &w->acc);
-    return rc == STRATA_OK ? read_back(w, loss, correct) : rc;
+        rc = k->ops->loss(k, &m->loss, rows, m->nclasses, logits, w->y, NULL,
+                          1.0f, &w->acc);
+    return rc == STRATA_OK ? read_back(w, loss, metric) : rc;
 }
 
 int strata__model_predict(const strata__model_t *m, int r, strata__work_t *w,
@@ -471,7 +478,12 @@ int strata__model_predict(const strata__model_t *m, int r, strata__work_t *w,
         rc = k->ops->sync(k);
     if (rc == STRATA_OK)
         w->staged = 0; /* the wait covered the batch's copies */
-    for (int i = 0; rc == STRATA_OK && probs && i < rows; i++) {
+    if (probs && m->loss.kind == KOPS_LOSS_BINARY)  /* a sigmoid per unit */
+        for (size_t i = 0; rc == STRATA_OK && i < (size_t)rows * c; i++)
+            out[i] = (float)(1.0 / (1.0 + exp(-(double)out[i])));
+    int softmax = m->loss.kind == STRATA__LOSS_SPARSE ||
+                  m->loss.kind == KOPS_LOSS_CATEGORICAL;
+    for (int i = 0; rc == STRATA_OK && probs && softmax && i < rows; i++) {
         float *z = out + (size_t)i * c;
         double max = z[0], sum = 0.0;
         for (size_t j = 1; j < c; j++)

@@ -26,6 +26,7 @@ typedef struct strata__model {
     strata__shape_t input;          /* one sample, as the data gives it      */
     int             input_dim;      /* its floats                            */
     int             nclasses;       /* units of the last layer               */
+    strata__lossfn_t loss;          /* [model] loss and metric               */
     size_t          max_width;      /* floats of the widest layer input or
                                        output, per sample                    */
     /* The backward pass's plan, made at build: the gradient of a layer's
@@ -85,9 +86,22 @@ int  strata__model_build(const char *spec, const char *origin,
 int  strata__model_build_graph(const strata__layer_line_t *lines, int n,
                                const strata__shape_t *input, int nclasses,
                                strata__model_t *m);
+/* The same for [model] loss `loss` (0: sparse, as above; a KOPS_LOSS_*:
+ * the last layer has exactly nclasses units, one per label value, and
+ * binary_crossentropy also takes 'sigmoid' there, which it applies). */
+int  strata__model_build_for(const char *spec, const char *origin,
+                             const strata__shape_t *input, int nclasses,
+                             int loss, strata__model_t *m);
+int  strata__model_build_graph_for(const strata__layer_line_t *lines, int n,
+                                   const strata__shape_t *input,
+                                   int nclasses, int loss,
+                                   strata__model_t *m);
 /* The job's model: its [graph] section when it has one, else [model]
- * layers (`layers`, its resolved value). */
-int  strata__model_build_cfg(const strata__cfg_t *cfg, const char *layers,
+ * layers (`layers`, its resolved value), for its [model] loss and metric
+ * (m->loss); nclasses: the labels' classes, or values per sample of a
+ * dense loss (0: any, for images without labels). */
+int  strata__model_build_cfg(const strata__cfg_t *cfg,
+                             const strata__model_cfg_t *mc,
                              const strata__shape_t *input, int nclasses,
                              strata__model_t *m);
 /* Glorot-uniform kernels (Keras's fans), zero biases, drawn from `seed`,
@@ -105,7 +119,7 @@ uint64_t strata__model_step_seed(uint64_t seed, int64_t step);
 typedef struct strata__work {
     int      rows;
     float   *x;                     /* rows x input_dim                     */
-    int32_t *y;                     /* rows                                 */
+    void    *y;                     /* rows labels: int32 ids or float rows */
     float   *act[STRATA_MAX_LAYERS];/* rows x out, outputs of each layer
                                        (NULL for alias layers: flatten)     */
     void    *aux[STRATA_MAX_LAYERS];/* per-layer scratch (pool argmax,
@@ -145,7 +159,7 @@ typedef struct strata__work {
     size_t          dim;            /* input_dim                            */
     uint8_t        *stage_x;        /* GPU: rows x dim pixels (floats for
                                        float32 data), page-locked            */
-    int32_t        *stage_y;        /* GPU: rows labels, page-locked        */
+    void           *stage_y;        /* GPU: rows labels, page-locked        */
     uint8_t        *pixels;         /* GPU: rows x dim pixels on the device */
     int             staged;         /* GPU: copies from stage_* in flight   */
     strata__xacc_t  acc;
@@ -156,6 +170,9 @@ int  strata__work_alloc(const strata__model_t *m, int rows, strata__work_t *w);
  * deltas and the layers' scratch. */
 size_t strata__work_row_bytes(const strata__model_t *m);
 /* The same on `device`, the replica's device (work_alloc uses cpu:0). */
+/* Bytes of one sample's label for the model's loss: an int32 class id,
+ * or a float per unit of the last layer. */
+size_t strata__model_label_bytes(const strata__model_t *m);
 int  strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
                            strata__work_t *w);
 void strata__work_free(strata__work_t *w);
@@ -177,16 +194,16 @@ int  strata__model_load_batch(strata__work_t *w, const strata__dataset_t *d,
 /* Forward + backward (training: dropout on) of `rows` samples already in
  * w->x / w->y, with the variables of replica `r` (m->vars[i].value[r]);
  * gradients go to the flat buffer `grads` (m->count), scaled by `scale`
- * (1 / global batch for a mean loss). *loss = the summed loss, *correct +=
- * correct predictions. On a GPU the variables, `grads` and the work must be
- * on the work's device; loss and correct come back to the host once per
+ * (1 / global batch for a mean loss). *loss = the summed loss, *metric +=
+ * the summed metric (correct rows for the accuracies). On a GPU the variables, `grads` and the work must be
+ * on the work's device; loss and metric come back to the host once per
  * call, the call's only wait for the GPU. */
 int strata__model_step(const strata__model_t *m, int r, strata__work_t *w,
                        int rows, float *grads, float scale, double *loss,
-                       int64_t *correct);
+                       double *metric);
 /* Forward only (evaluation: dropout off). */
 int strata__model_evaluate(const strata__model_t *m, int r, strata__work_t *w,
-                           int rows, double *loss, int64_t *correct);
+                           int rows, double *loss, double *metric);
 /* Forward only (dropout off) of `rows` samples already in w->x: the last
  * layer's outputs, rows x m->nclasses floats, into the host buffer `out`;
  * probs: softmax over each row (in double, max subtracted), else the raw

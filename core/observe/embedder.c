@@ -29,18 +29,18 @@ static void steps(const strata_callbacks_t *cb, const strata__event_t *ev,
 {
     for (int i = 0; i < ev->nrec; i++) {
         const strata__step_rec_t *r0 = &ev->rec[0][i];
-        double loss = 0.0, correct = 0.0, n = 0.0, t0 = r0->t0, t1 = r0->upd;
+        double loss = 0.0, metric = 0.0, n = 0.0, t0 = r0->t0, t1 = r0->upd;
         for (int r = 0; r < ev->nreps; r++) {
             const strata__step_rec_t *x = &ev->rec[r][i];
             loss += x->loss;
-            correct += (double)x->correct;
+            metric += x->metric;
             n += (double)x->samples;
             t0 = x->t0 < t0 ? x->t0 : t0;
             t1 = x->upd > t1 ? x->upd : t1;
         }
         pe->step = r0->step;
         pe->loss = n > 0 ? loss / n : 0.0;
-        pe->accuracy = n > 0 ? correct / n : 0.0;
+        pe->accuracy = n > 0 ? metric / n : 0.0;
         pe->learning_rate = r0->lr;
         pe->seconds = t1 - t0;
         cb->event(cb->user, pe);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "model/loss.h"
 #include "run/run.h"
 
 typedef struct metrics {
@@ -31,9 +32,10 @@ static int write_csv(const metrics_t *m)
         return STRATA_ENOMEM;
     /* Keras's names (CSVLogger's logs): the val_ columns are the
      * validation set's, or the test set's in a job without one. */
-    len += (size_t)snprintf(buf, cap, "epoch,steps,loss,accuracy,val_loss,"
-                            "val_accuracy,seconds,samples_per_s,wall_s,"
-                            "learning_rate\n");
+    const char *mn = strata__metric_name(m->run->s->model.metric);
+    len += (size_t)snprintf(buf, cap, "epoch,steps,loss,%s,val_loss,val_%s,"
+                            "seconds,samples_per_s,wall_s,learning_rate\n",
+                            mn, mn);
     for (int i = 0; i < m->n; i++) {
         const strata__epoch_stats_t *e = &m->rows[i];
         char tl[32] = "", ta[32] = "", lr[32];

@@ -148,7 +148,8 @@ typedef struct strata__step_rec {
     double  red;         /* reduce done                                     */
     double  upd;         /* update done                                     */
     double  loss;        /* summed over the replica's slice                 */
-    int64_t correct;
+    double  metric;      /* summed over the slice: correct rows for
+                            the accuracies (observe's "accuracy")      */
     int64_t samples;     /* rows of the replica's slice                     */
     float   lr;
 } strata__step_rec_t;

@@ -6,6 +6,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "model/loss.h"
 #include "run/run.h"
 #include "run/stopping.h"
 
@@ -17,6 +18,12 @@ typedef struct progress {
     int64_t total;           /* steps in this epoch                         */
     double  t0, last;        /* epoch start, last redraw (seconds)          */
 } progress_t;
+
+/* Keras's name of the job's metric ("accuracy", "mae", ...). */
+static const char *metric_name(const progress_t *p)
+{
+    return strata__metric_name(p->run->s->model.metric);
+}
 
 /* Only the chief speaks (an elastic job's chief may change between
  * epochs); AUTO is a redrawn bar when stdout is a terminal, else a line
@@ -83,11 +90,11 @@ static void step(progress_t *p, int64_t done, double loss, double acc)
      * redraw. The bar takes what the counters and figures leave of the
      * width (at most 30 like Keras', at least 5); on a very narrow
      * terminal the accuracy goes first. */
-    char head[48], tail[96], b[31];
+    char head[48], tail[128], b[31];
     snprintf(head, sizeof head, "%lld/%lld [", (long long)done,
              (long long)p->total);
-    snprintf(tail, sizeof tail, "] - ETA: %.0fs - loss: %.4f - accuracy: "
-             "%.4f", eta, loss, acc);
+    snprintf(tail, sizeof tail, "] - ETA: %.0fs - loss: %.4f - %s: %.4f", eta,
+             loss, metric_name(p), acc);
     int room = columns() - 1 - (int)strlen(head) - (int)strlen(tail);
     if (room < 5) {
         snprintf(tail, sizeof tail, "] - ETA: %.0fs - loss: %.4f", eta, loss);
@@ -107,11 +114,12 @@ static void end(progress_t *p, int64_t done, double secs, double loss,
 {
     if (p->mode == STRATA__PROGRESS_NONE)
         return;
-    char val[128] = "";
+    char val[192] = "";
     int n = 0;
+    const char *mn = metric_name(p);
     if (has_val)
-        n = snprintf(val, sizeof val, " - val_loss: %.4f - val_accuracy: %.4f",
-                     val_loss, val_acc);
+        n = snprintf(val, sizeof val, " - val_loss: %.4f - val_%s: %.4f",
+                     val_loss, mn, val_acc);
     /* Last, so that the figures Keras shows keep their places. */
     if (comm >= 0.0 && n >= 0 && (size_t)n < sizeof val)
         snprintf(val + n, sizeof val - (size_t)n, " - comm: %.0f%%",
@@ -121,13 +129,14 @@ static void end(progress_t *p, int64_t done, double secs, double loss,
         char b[31];
         draw_bar(b, 30, done, done);
         strata__out(p->ctx, "\r%lld/%lld [%s] - %.0fs %.2fms/step - loss: "
-                    "%.4f - accuracy: %.4f%s\n", (long long)done,
-                    (long long)p->total, b, secs, per_step_ms, loss, acc, val);
+                    "%.4f - %s: %.4f%s\n", (long long)done,
+                    (long long)p->total, b, secs, per_step_ms, loss, mn, acc,
+                    val);
     } else {
         strata__out(p->ctx, "Epoch %d/%d - %lld steps - %.1fs %.2fms/step - "
-                    "loss: %.4f - accuracy: %.4f%s\n", p->epoch + 1,
-                    p->epochs, (long long)done, secs, per_step_ms, loss, acc,
-                    val);
+                    "loss: %.4f - %s: %.4f%s\n", p->epoch + 1,
+                    p->epochs, (long long)done, secs, per_step_ms, loss, mn,
+                    acc, val);
     }
 }
 

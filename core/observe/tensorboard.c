@@ -4,6 +4,7 @@
  * where the replicas' time went. */
 #include <stdlib.h>
 
+#include "model/loss.h"
 #include "run/run.h"
 
 typedef struct tensorboard {
@@ -19,13 +20,13 @@ static void step_point(tensorboard_t *t, const strata__event_t *ev, int i)
 {
     const strata__step_rec_t *r0 = &ev->rec[0][i];
     double start = r0->t0, end = r0->upd, loss = 0.0, samples = 0.0;
-    int64_t correct = 0;
+    double metric = 0.0;
     for (int r = 0; r < ev->nreps; r++) {
         const strata__step_rec_t *x = &ev->rec[r][i];
         start = x->t0 < start ? x->t0 : start;
         end = x->upd > end ? x->upd : end;
         loss += x->loss;
-        correct += x->correct;
+        metric += x->metric;
         samples += (double)x->samples;
     }
     t->span_sum += end - start;
@@ -33,12 +34,15 @@ static void step_point(tensorboard_t *t, const strata__event_t *ev, int i)
     int64_t every = t->run->s->train.log_every_steps;
     if (every <= 0 || (r0->step + 1) % every != 0 || samples <= 0)
         return;
-    static const char *const tags[] = {
-        "batch_loss", "batch_accuracy", "batch_learning_rate",
+    char metric_tag[64];
+    snprintf(metric_tag, sizeof metric_tag, "batch_%s",
+             strata__metric_name(t->run->s->model.metric));
+    const char *const tags[] = {
+        "batch_loss", metric_tag, "batch_learning_rate",
         "batch_step_time_ms",
     };
     const float v[] = {
-        (float)(loss / samples), (float)((double)correct / samples), r0->lr,
+        (float)(loss / samples), (float)(metric / samples), r0->lr,
         (float)(t->span_sum / (double)t->span_n * 1e3),
     };
     strata__tboard_scalars(&t->tb, STRATA__TB_TRAIN, r0->step + 1, tags, v, 4);
@@ -50,8 +54,11 @@ static void step_point(tensorboard_t *t, const strata__event_t *ev, int i)
  * wait + reduce). */
 static int epoch_points(tensorboard_t *t, const strata__epoch_stats_t *st)
 {
+    char metric_tag[64];
+    snprintf(metric_tag, sizeof metric_tag, "epoch_%s",
+             strata__metric_name(t->run->s->model.metric));
     const char *tags[] = {
-        "epoch_loss", "epoch_accuracy", "epoch_samples_per_second",
+        "epoch_loss", metric_tag, "epoch_samples_per_second",
         "epoch_learning_rate", "epoch_compute_seconds",
         "epoch_wait_seconds", "epoch_reduce_seconds", "epoch_comm_share",
     };

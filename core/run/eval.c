@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/loss.h"
 #include "checkpoint/states.h"
 #include "eval.h"
 
@@ -72,8 +73,11 @@ int strata__scorer_open_set(strata_ctx_t *ctx, const char *who,
         rc = STRATA_ENOMEM;
     if (rc == STRATA_OK) {
         strata__shape_t in = strata__data_shape(&s->test);
-        rc = strata__model_build_cfg(ctx->cfg, ctx->s.model.layers, &in,
-                                     s->test.nclasses ? s->test.nclasses : 2,
+        /* images without labels (predict): any width of a dense loss */
+        int width = s->test.target_dim ? (int)s->test.target_dim
+                    : ctx->s.model.loss != STRATA__LOSS_SPARSE ? 0
+                    : s->test.nclasses ? s->test.nclasses : 2;
+        rc = strata__model_build_cfg(ctx->cfg, &ctx->s.model, &in, width,
                                      s->model);
     }
     if (rc == STRATA_OK) {
@@ -126,18 +130,18 @@ int strata__scorer_run(strata__scorer_t *s, const strata__ckpt_t *ck,
 {
     int rc = strata__scorer_load(s, ck, path);
     double sum = 0.0;
-    int64_t correct = 0;
+    double metric = 0.0;
     size_t step = (size_t)s->work.rows;
     for (size_t i = 0; rc == STRATA_OK && i < s->test.n; i += step) {
         size_t rows = s->test.n - i < step ? s->test.n - i : step;
         strata__batch_fill(&s->test, NULL, i, rows, s->work.x, s->work.y);
         double part = 0.0;
         rc = strata__model_evaluate(s->model, 0, &s->work, (int)rows, &part,
-                                    &correct);
+                                    &metric);
         sum += part;
     }
     *loss = s->test.n ? sum / (double)s->test.n : 0.0;
-    *acc = s->test.n ? (double)correct / (double)s->test.n : 0.0;
+    *acc = s->test.n ? metric / (double)s->test.n : 0.0;
     return rc;
 }
 
@@ -167,7 +171,8 @@ static int eval_checkpoint(strata_ctx_t *ctx, const char *path,
     memset(&s, 0, sizeof s);
     if (!images)
         rc = strata__scorer_open(ctx, STRATA__SET_TEST, &s);
-    else if ((rc = strata__dataset_load(images, labels, 0, &set)) ==
+    else if ((rc = strata__dataset_load_as(images, labels, 0,
+                                           ctx->s.data.labels_as, &set)) ==
              STRATA_OK)
         rc = strata__scorer_open_set(ctx, "eval", &set, images, EVAL_ROWS,
                                      &s);
@@ -176,8 +181,9 @@ static int eval_checkpoint(strata_ctx_t *ctx, const char *path,
     if (rc == STRATA_OK)
         rc = strata__scorer_run(&s, ck, path, &loss, &acc);
     if (rc == STRATA_OK)
-        strata__out(ctx, "eval: %s: test loss %.4f, test accuracy %.4f (%zu "
-                    "samples)\n", path, loss, acc, s.test.n);
+        strata__out(ctx, "eval: %s: test loss %.4f, test %s %.4f (%zu "
+                    "samples)\n", path, loss,
+                    strata__metric_name(ctx->s.model.metric), acc, s.test.n);
     strata__ckpt_free(ck);
     strata__scorer_close(&s);
     return rc;

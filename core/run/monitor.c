@@ -28,6 +28,17 @@ int strata__monitor_check(const strata__cfg_t *c, const strata__settings_t *s)
                       : s->checkpoint.keep_best ? "keep_best"
                       : t->restore_best ? "restore_best_weights"
                       : "reduce_lr_patience";
+    int job = s->model.metric;
+    if (t->monitor != STRATA__MONITOR_VAL_LOSS && t->monitor != job) {
+        strata__log(STRATA_LOG_ERROR, "config", "%s: [train] monitor = %s, "
+                    "but the job's metric is %s ([model] metric, %s): "
+                    "monitor val_loss or %s", origin(c, "train", "monitor"),
+                    strata__monitor_metric(t->monitor),
+                    strata__monitor_metric(job) + 4,
+                    origin(c, "model", "metric"),
+                    strata__monitor_metric(job));
+        return STRATA_ECONFIG;
+    }
     if (!t->eval && sec) {
         strata__log(STRATA_LOG_ERROR, "config", "%s: [%s] %s watches [train] "
                     "monitor = %s, a validation metric: it needs [train] eval "
@@ -56,8 +67,16 @@ void strata__monitor_init(strata__monitor_t *m, const strata__settings_t *s)
 
 const char *strata__monitor_metric(int metric)
 {
-    return metric == STRATA__MONITOR_VAL_ACCURACY ? "val_accuracy"
-                                                  : "val_loss";
+    static const char *const names[] = {
+        "val_loss", "val_accuracy", "val_sparse_top_k_categorical_accuracy",
+        "val_top_k_categorical_accuracy", "val_mae", "val_mse",
+    };
+    return metric >= 0 && metric < 6 ? names[metric] : "val_loss";
+}
+
+int strata__monitor_higher(int metric)
+{
+    return metric >= STRATA__METRIC_ACCURACY && metric <= STRATA__METRIC_TOPK;
 }
 
 const char *strata__monitor_name(const strata__monitor_t *m)
@@ -70,18 +89,18 @@ const char *strata__monitor_name(const strata__monitor_t *m)
 static int better(const strata__monitor_t *m, double v, double ref,
                   double delta)
 {
-    return m->metric == STRATA__MONITOR_VAL_ACCURACY ? v - delta > ref
-                                                     : v + delta < ref;
+    return strata__monitor_higher(m->metric) ? v - delta > ref
+                                             : v + delta < ref;
 }
 
 void strata__monitor_epoch(strata__monitor_t *m, int epoch, double val_loss,
                            double val_acc, int *save_best, int *stop)
 {
-    double v = m->metric == STRATA__MONITOR_VAL_ACCURACY ? val_acc : val_loss;
+    double v = m->metric != STRATA__MONITOR_VAL_LOSS ? val_acc : val_loss;
     *save_best = 0;
     *stop = 0;
     if (isnan(v))
-        v = m->metric == STRATA__MONITOR_VAL_ACCURACY ? -INFINITY : INFINITY;
+        v = strata__monitor_higher(m->metric) ? -INFINITY : INFINITY;
     if (m->keep_best && (!m->has_kept || better(m, v, m->kept, 0.0))) {
         m->has_kept = 1;
         m->kept = v;

@@ -33,9 +33,12 @@ typedef struct strata__monitor {
  * key; STRATA_ECONFIG. */
 int  strata__monitor_check(const strata__cfg_t *c, const strata__settings_t *s);
 void strata__monitor_init(strata__monitor_t *m, const strata__settings_t *s);
-/* "val_loss" | "val_accuracy": of the monitor, of a STRATA__MONITOR_* */
+/* "val_loss" | "val_accuracy" | "val_mae" ...: of the monitor, of a
+ * STRATA__MONITOR_VAL_LOSS or STRATA__METRIC_*; higher: 1 when more is
+ * better (the accuracies) */
 const char *strata__monitor_name(const strata__monitor_t *m);
 const char *strata__monitor_metric(int metric);
+int         strata__monitor_higher(int metric);
 
 /* Epoch `epoch` (1-based) ended with these validation figures. *save_best:
  * keep_best is on and the metric is the best so far; *stop: early stopping

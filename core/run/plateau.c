@@ -51,7 +51,7 @@ double strata__plateau_lr(const strata__plateau_t *p, double lr)
  * (accuracy); anything beats no best, NaN nothing. */
 static int improved(const strata__plateau_t *p, double v)
 {
-    if (p->metric == STRATA__MONITOR_VAL_ACCURACY)
+    if (strata__monitor_higher(p->metric))
         return v > (p->has_best ? p->best : -INFINITY) + p->min_delta;
     return v < (p->has_best ? p->best : INFINITY) - p->min_delta;
 }
@@ -59,7 +59,7 @@ static int improved(const strata__plateau_t *p, double v)
 int strata__plateau_epoch(strata__plateau_t *p, double val_loss,
                           double val_acc, double sched_next)
 {
-    double v = p->metric == STRATA__MONITOR_VAL_ACCURACY ? val_acc : val_loss;
+    double v = p->metric != STRATA__MONITOR_VAL_LOSS ? val_acc : val_loss;
     if (p->patience <= 0)
         return 0;
     if (p->cooling > 0) {

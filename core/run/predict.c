@@ -72,8 +72,10 @@ static int predict(strata_ctx_t *ctx, const char *path, const char *data,
         strata__out(ctx, "predict: %s: %zu samples of %s -> %s (%zu x %d "
                     "%s)\n", path, s.test.n, data, out, s.test.n,
                     s.model->nclasses,
-                    flags & STRATA_PREDICT_LOGITS ? "logits"
-                                                  : "probabilities");
+                    s.model->loss.kind == KOPS_LOSS_MSE ||
+                    s.model->loss.kind == KOPS_LOSS_MAE ? "outputs"
+                    : flags & STRATA_PREDICT_LOGITS ? "logits"
+                                                    : "probabilities");
     free(file);
     strata__ckpt_free(ck);
     strata__scorer_close(&s);

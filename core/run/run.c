@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/loss.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/states.h"
 #include "member/elastic.h"
@@ -403,14 +404,12 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
     if (rc == STRATA_OK)
         rc = setup_data(run);
     if (rc == STRATA_OK) {
-        int nclasses = run->train.nclasses;
-        if (run->val.nclasses > nclasses)
-            nclasses = run->val.nclasses;
-        if (run->test.nclasses > nclasses)
-            nclasses = run->test.nclasses;
+        int nclasses = strata__sets_label_width(&run->train, &run->val,
+                                                &run->test);
         strata__shape_t in = strata__data_shape(&run->train);
-        rc = strata__model_build_cfg(run->ctx->cfg, run->s->model.layers,
-                                     &in, nclasses, &run->model);
+        rc = nclasses < 0 ? STRATA_EDATA
+             : strata__model_build_cfg(run->ctx->cfg, &run->s->model, &in,
+                                       nclasses, &run->model);
     }
     if (rc == STRATA_OK) {
         run->init = malloc(run->model.count * sizeof(float));
@@ -612,27 +611,30 @@ int strata__run_finish(strata__run_t *run)
     if (run->geo.chief && run->stats.nclosed > 0) {
         const strata__epoch_stats_t *e = &run->stats.last;
         const char *s = e->epoch == 1 ? "" : "s";
+        const char *mn = strata__metric_name(run->s->model.metric);
         if (run->stats.tested && run->restored)
-            strata__out(run->ctx, "done: %d epoch%s, test accuracy %.4f, test "
+            strata__out(run->ctx, "done: %d epoch%s, test %s %.4f, test "
                         "loss %.4f (the variables of epoch %d)\n", e->epoch, s,
-                        run->stats.test_acc, run->stats.test_loss,
+                        mn, run->stats.test_acc, run->stats.test_loss,
                         run->best_epoch);
         else if (run->stats.tested)
-            strata__out(run->ctx, "done: %d epoch%s, test accuracy %.4f, test "
-                        "loss %.4f (val_accuracy %.4f, val_loss %.4f)\n",
-                        e->epoch, s, run->stats.test_acc,
-                        run->stats.test_loss, e->test_acc, e->test_loss);
+            strata__out(run->ctx, "done: %d epoch%s, test %s %.4f, test "
+                        "loss %.4f (val_%s %.4f, val_loss %.4f)\n",
+                        e->epoch, s, mn, run->stats.test_acc,
+                        run->stats.test_loss, mn, e->test_acc, e->test_loss);
         else if (e->has_test && run->val.n)
-            strata__out(run->ctx, "done: %d epoch%s, val_accuracy %.4f, "
+            strata__out(run->ctx, "done: %d epoch%s, val_%s %.4f, "
                         "val_loss %.4f (strategy %s scores no test set: "
                         "strata eval scores a checkpoint on it)\n", e->epoch,
-                        s, e->test_acc, e->test_loss, run->strategy->name);
+                        s, mn, e->test_acc, e->test_loss,
+                        run->strategy->name);
         else if (e->has_test)
-            strata__out(run->ctx, "done: %d epoch%s, test accuracy %.4f, test "
-                        "loss %.4f\n", e->epoch, s, e->test_acc, e->test_loss);
+            strata__out(run->ctx, "done: %d epoch%s, test %s %.4f, test "
+                        "loss %.4f\n", e->epoch, s, mn, e->test_acc,
+                        e->test_loss);
         else
-            strata__out(run->ctx, "done: %d epoch%s, train accuracy %.4f, "
-                        "train loss %.4f\n", e->epoch, s, e->train_acc,
+            strata__out(run->ctx, "done: %d epoch%s, train %s %.4f, "
+                        "train loss %.4f\n", e->epoch, s, mn, e->train_acc,
                         e->train_loss);
     }
     return STRATA_OK;

@@ -25,11 +25,11 @@ typedef struct strata__replica {
     float           *grads;          /* flat, model.count elements         */
     int              no_ready;       /* the strategy declined reduce_ready */
     double           loss_sum;       /* this epoch                         */
-    int64_t          correct;
+    double           metric;         /* this epoch                         */
     double           step_loss;      /* the last step                      */
-    int64_t          step_correct;
+    double           step_metric;
     double           eval_loss;
-    int64_t          eval_correct;
+    double           eval_metric;
     int64_t          done;           /* steps applied here (elastic)       */
     int64_t          nonfinite;      /* first step with a non-finite loss, */
                                      /* + 1; 0 none                        */
@@ -41,7 +41,7 @@ typedef struct strata__replica {
 } strata__replica_t;
 
 /* The run's figures, beside the replicas' running sums (loss_sum,
- * correct, samples): written by the training loop (train.c) only. */
+ * metric, samples): written by the training loop (train.c) only. */
 typedef struct strata__run_stats {
     int                   epoch;      /* of the replicas' running sums (an */
                                       /* epoch goes on across a regroup),  */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/loss.h"
 #include "eval.h"
 #include "run.h"
 #include "observe/observe.h"
@@ -90,8 +91,9 @@ static int report(sidecar_t *sc, const char *path, const scored_t *row)
     const char *set = strata__datasets_has_val(&sc->run->s->data)
                           ? "validation" : "test";
     strata__out(sc->run->ctx, "evaluator: %s (epoch %d, step %" PRId64 "): "
-                "%s loss %.4f, %s accuracy %.4f\n", path, row->epoch,
-                row->step, set, row->loss, set, row->acc);
+                "%s loss %.4f, %s %s %.4f\n", path, row->epoch,
+                row->step, set, row->loss, set,
+                strata__metric_name(sc->run->s->model.metric), row->acc);
     const strata_callbacks_t *cb = &sc->run->ctx->cb;
     if (cb->epoch) {
         strata_epoch_report_t e = {
@@ -102,7 +104,10 @@ static int report(sidecar_t *sc, const char *path, const scored_t *row)
     }
     int rc = STRATA_OK;
     if (sc->tb_on) { /* as Keras' SidecarEvaluator: at the training step */
-        static const char *const tags[] = { "epoch_loss", "epoch_accuracy" };
+        char metric_tag[64];
+        snprintf(metric_tag, sizeof metric_tag, "epoch_%s",
+                 strata__metric_name(sc->run->s->model.metric));
+        const char *const tags[] = { "epoch_loss", metric_tag };
         const float v[] = { (float)row->loss, (float)row->acc };
         strata__tboard_scalars(&sc->tb, STRATA__TB_EVALUATION, row->step, tags,
                                v, 2);

@@ -140,10 +140,10 @@ static void step_applied(strata__replica_t *rep, strata__step_rec_t *w,
 {
     strata__run_t *run = rep->run;
     rep->step_loss = w->loss;
-    rep->step_correct = w->correct;
+    rep->step_metric = w->metric;
     rep->nrec++;
     rep->loss_sum += w->loss;
-    rep->correct += w->correct;
+    rep->metric += w->metric;
     rep->samples += w->samples;
     rep->done = w->step + 1;
     if (!isfinite(w->loss) && !rep->nonfinite)
@@ -201,7 +201,7 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
     rep->work.ready_arg = overlap ? &ra : NULL;
     if (rc == STRATA_OK)
         rc = strata__model_step(&run->model, rep->r, &rep->work, (int)sl.rows,
-                                rep->grads, sl.scale, &w->loss, &w->correct);
+                                rep->grads, sl.scale, &w->loss, &w->metric);
     rep->work.on_ready = NULL;
     rep->work.ready_arg = NULL;
     w->fwd = rep->work.t_forward;
@@ -241,7 +241,7 @@ static void eval_share(strata__replica_t *rep)
     size_t g = (size_t)run->geo.shard0 + (size_t)rep->r;
     size_t lo = n * g / R, hi = n * (g + 1) / R;
     rep->eval_loss = 0.0;
-    rep->eval_correct = 0;
+    rep->eval_metric = 0.0;
     rep->eval_t0 = strata__now();
     for (size_t i = lo; i < hi; i += (size_t)rep->work.rows) {
         size_t rows = hi - i < (size_t)rep->work.rows ? hi - i
@@ -250,7 +250,7 @@ static void eval_share(strata__replica_t *rep)
         int rc = strata__model_load_batch(&rep->work, set, NULL, i, rows);
         if (rc == STRATA_OK)
             rc = strata__model_evaluate(&run->model, rep->r, &rep->work,
-                                        (int)rows, &loss, &rep->eval_correct);
+                                        (int)rows, &loss, &rep->eval_metric);
         if (rc != STRATA_OK) {
             fail(run, rc);
             return;
@@ -316,20 +316,20 @@ static void publish_steps(strata__run_t *run, int64_t done_in_epoch)
     const strata__event_t progress = {
         .kind = STRATA__EV_PROGRESS, .epoch = run->cur.epoch,
         .steps = done_in_epoch, .loss = r0->loss_sum / rows,
-        .acc = (double)r0->correct / rows,
+        .acc = r0->metric / rows,
     };
     strata__emit(&run->bus, &progress);
 }
 
 /* samples: NULL, or also summed. */
-static int world_sum(strata__run_t *run, double *loss, int64_t *correct,
+static int world_sum(strata__run_t *run, double *loss, double *metric,
                      int64_t *samples)
 {
-    float buf[3] = { (float)*loss, (float)*correct,
+    float buf[3] = { (float)*loss, (float)*metric,
                      samples ? (float)*samples : 0.0f };
     int rc = strata__run_world_sum(run, buf, samples ? 3 : 2);
     *loss = buf[0];
-    *correct = (int64_t)buf[1];
+    *metric = buf[1];
     if (samples)
         *samples = (int64_t)buf[2];
     return rc;
@@ -342,15 +342,14 @@ static int score(strata__run_t *run, const strata__dataset_t *set,
 {
     run->scored = set;
     run_phase(run, PHASE_EVAL);
-    double l = 0.0;
-    int64_t c = 0;
+    double l = 0.0, c = 0.0;
     for (int r = 0; r < run->nreplicas; r++) {
         l += run->reps[r].eval_loss;
-        c += run->reps[r].eval_correct;
+        c += run->reps[r].eval_metric;
     }
     int rc = world_sum(run, &l, &c, NULL);
     *loss = set->n ? l / (double)set->n : 0.0;
-    *acc = set->n ? (double)c / (double)set->n : 0.0;
+    *acc = set->n ? c / (double)set->n : 0.0;
     return rc;
 }
 
@@ -481,7 +480,7 @@ static void begin_epoch(strata__run_t *run, int e, int64_t first,
     if (fresh) {
         for (int r = 0; r < run->nreplicas; r++) {
             run->reps[r].loss_sum = 0.0;
-            run->reps[r].correct = 0;
+            run->reps[r].metric = 0.0;
             run->reps[r].samples = 0;
         }
         run->stats.epoch = e;
@@ -541,17 +540,17 @@ static int close_epoch(strata__run_t *run, int e, int64_t steps, int64_t full,
 {
     const strata__train_cfg_t *t = &run->s->train;
     int64_t done = steps - run->cur.first;
-    double loss = 0.0, vloss = 0.0, vacc = 0.0;
-    int64_t correct = 0, samples = 0;
+    double loss = 0.0, vloss = 0.0, vacc = 0.0, metric = 0.0;
+    int64_t samples = 0;
     for (int r = 0; r < run->nreplicas; r++) {
         loss += run->reps[r].loss_sum;
-        correct += run->reps[r].correct;
+        metric += run->reps[r].metric;
         samples += run->reps[r].samples;
     }
     double n = (double)done * (double)run->geo.batch;
     /* Elastic: the samples the members of now trained (a lost one's
      * figures went with it). */
-    int rc = world_sum(run, &loss, &correct, run->elastic ? &samples : NULL);
+    int rc = world_sum(run, &loss, &metric, run->elastic ? &samples : NULL);
     if (run->elastic)
         n = samples > 0 ? (double)samples : 1.0;
     /* A whole epoch, or the run's last step (max_steps): validated,
@@ -586,7 +585,7 @@ static int close_epoch(strata__run_t *run, int e, int64_t steps, int64_t full,
     }
     strata__epoch_stats_t st = {
         .epoch = e + 1, .steps = done, .train_loss = loss / n,
-        .train_acc = (double)correct / n, .test_loss = vloss,
+        .train_acc = metric / n, .test_loss = vloss,
         .test_acc = vacc, .seconds = run->stats.secs,
         .samples_per_s = run->stats.secs > 0 ? n / run->stats.secs : 0.0,
         .has_test = val,
@@ -732,11 +731,12 @@ static int step_loop(strata__run_t *run)
         st.has_result = 1;
         st.samples = run->geo.batch;
         st.loss_sum = 0.0;
-        st.correct = 0;
+        st.metric_sum = 0.0;
         for (int r = 0; r < run->nreplicas; r++) {
             st.loss_sum += run->reps[r].step_loss;
-            st.correct += run->reps[r].step_correct;
+            st.metric_sum += run->reps[r].step_metric;
         }
+        st.correct = llround(st.metric_sum); /* a count for the accuracies */
     }
     return atomic_load(&run->rc);
 }

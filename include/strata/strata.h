@@ -61,6 +61,14 @@ STRATA_API int strata_ctx_set_task(strata_ctx_t *ctx, const char *task);
 STRATA_API const char *strata_ctx_get(strata_ctx_t *ctx, const char *section,
                                       const char *key);
 
+/* Keras's name of the job's metric ([model] metric, auto resolved by
+ * [model] loss): "accuracy", "mae", "sparse_top_k_categorical_accuracy",
+ * ... The `accuracy` and `val_accuracy` figures of the reports and events
+ * below are this metric's values. NULL when the job's settings are
+ * invalid (the error was logged). Valid until the ctx is destroyed.
+ * (Appended with plugin ABI 2.6.) */
+STRATA_API const char *strata_metric_name(strata_ctx_t *ctx);
+
 /* What a run reports reaches the application through callbacks set on its
  * context: libstrata writes nothing to stdout itself, and a context with no
  * callbacks trains silently (the `strata` command sets callbacks that print
@@ -75,7 +83,8 @@ typedef struct strata_epoch_report {
     int32_t epochs;         /* the run touches: [train] epochs, or fewer     */
                             /* when max_steps ends it in an earlier one      */
     int64_t steps;          /* steps run in this epoch                       */
-    double  loss, accuracy; /* training, over the epoch's steps              */
+    double  loss, accuracy; /* training, over the epoch's steps; accuracy: */
+                            /* the job's metric (strata_metric_name)         */
     int32_t has_val;        /* 1: val_* hold the test-set evaluation         */
     double  val_loss, val_accuracy;
     double  seconds;        /* of training steps                             */

@@ -39,6 +39,28 @@ double kc_softmax_xent(int m, int c, const float *logits, const int32_t *labels,
 /* Rows of logits[m x c] whose argmax (first on ties) equals the label. */
 int64_t kc_count_correct(int m, int c, const float *logits, const int32_t *labels);
 
+/* ---- losses on dense targets --------------------------------------------
+ * x[m x c] the last layer's outputs (logits for the cross-entropies), y[m x
+ * c] the targets (float32); kind and metric as in kops_list.h. Returns the
+ * SUM over rows of the row loss:
+ *   KOPS_LOSS_CATEGORICAL  -sum_j y_j log softmax(x)_j (one-hot or soft)
+ *   KOPS_LOSS_BINARY       mean_j of sigmoid cross-entropy (multi-label)
+ *   KOPS_LOSS_MSE          mean_j (x_j - y_j)^2
+ *   KOPS_LOSS_MAE          mean_j |x_j - y_j|
+ * dx (may be NULL, may alias x) = d(row loss)/dx * scale. When metric >= 0
+ * and msum != NULL, adds the sum over rows of the row metric:
+ *   KOPS_METRIC_ACCURACY   categorical: argmax x == argmax y (first on ties);
+ *                        binary: mean_j [x_j > 0 (sigmoid > 0.5)] ==
+ *                        [y_j >= 0.5]
+ *   KOPS_METRIC_MAE / MSE  mean_j |x_j - y_j| / (x_j - y_j)^2 */
+double kc_dense_loss(int kind, int metric, int m, int c, const float *x,
+                     const float *y, float *dx, float scale, double *msum);
+/* Rows whose label is in the top k of x[m x c] (fewer than k scores
+ * strictly larger): the label labels[r], or with labels NULL the first
+ * maximum of y[r]. */
+int64_t kc_topk_count(int m, int c, int k, const float *x,
+                      const int32_t *labels, const float *y);
+
 /* Sum of x[i]^2 in double: 16 partial sums, element i into sum i % 16 in
  * index order, then added in lane order. Deterministic: the same bytes give
  * the same bits whatever the vector width (the global gradient norm that

@@ -107,24 +107,37 @@ int kg_bias_grad(int m, int n, const float *dY, float *db, kg_stream_t s);
  * [0, c) makes that row's loss NaN and its gradient softmax * scale. */
 #define KG_XENT_MAX_BLOCKS 256
 typedef struct kg_xent_acc {
-    double  loss_sum;  /* += sum over rows of -log softmax(logits)[label] */
-    int64_t correct;   /* += rows whose argmax (first on ties) == label  */
+    double  loss_sum;  /* += sum over rows of the row loss                 */
+    int64_t correct;   /* += rows counted (argmax == label, top-k)         */
+    double  metric;    /* += sum over rows of kg_dense_loss's row metric   */
     /* scratch of one call; ticket must start at 0 (kg_memset of the whole
      * struct) and each call leaves it at 0 again */
     double  part_loss[KG_XENT_MAX_BLOCKS];
     int64_t part_correct[KG_XENT_MAX_BLOCKS];
+    double  part_metric[KG_XENT_MAX_BLOCKS];
     uint32_t ticket;
     uint32_t pad_;
 } kg_xent_acc_t;
-#define KG_XENT_ACC_RESULT_BYTES (sizeof(double) + sizeof(int64_t))
+#define KG_XENT_ACC_RESULT_BYTES (2 * sizeof(double) + sizeof(int64_t))
 
-/* dlogits (may be NULL, may alias logits) = (softmax - onehot) * scale. */
+/* dlogits (may be NULL, may alias logits) = (softmax - onehot) * scale.
+ * count: 1 adds the rows whose argmax == label to acc->correct, 0 not. */
 int kg_softmax_xent(int m, int c, const float *logits, const int32_t *labels,
-                    float *dlogits, float scale, kg_xent_acc_t *acc,
-                    kg_stream_t s);
+                    float *dlogits, float scale, int count,
+                    kg_xent_acc_t *acc, kg_stream_t s);
 /* *correct (device int64) += rows whose argmax (first on ties) == label. */
 int kg_count_correct(int m, int c, const float *logits, const int32_t *labels,
                      int64_t *correct, kg_stream_t s);
+/* kc_dense_loss on the device (its kinds and metrics, the same formulas in
+ * the same precision): loss and metric accumulated into acc as
+ * kg_softmax_xent's, deterministic for a given m and c. */
+int kg_dense_loss(int kind, int metric, int m, int c, const float *x,
+                  const float *y, float *dx, float scale, kg_xent_acc_t *acc,
+                  kg_stream_t s);
+/* acc->correct += kc_topk_count(m, c, k, x, labels, y) (integer atomics:
+ * order-free). Call before a loss that overwrites x. */
+int kg_topk_count(int m, int c, int k, const float *x, const int32_t *labels,
+                  const float *y, kg_xent_acc_t *acc, kg_stream_t s);
 
 /* scratch[0] (device) = sum of x[i]^2 in double: KG_SUMSQ_BLOCKS blocks of
  * partial sums in scratch[1..], added in a fixed tree order, so the same

@@ -123,5 +123,24 @@ int main(void)
     /* Cleared: silent again. */
     CHECK(strata_ctx_set_callbacks(ctx, NULL) == 0);
     strata_ctx_destroy(ctx);
+
+    /* The metric's name, resolved from the loss; NULL for a bad pair. */
+    strata_ctx_t *named = NULL;
+    CHECK(strata_ctx_create(NULL, &named) == 0);
+    const char *name = strata_metric_name(named);
+    CHECK(name && strcmp(name, "accuracy") == 0);
+    strata_ctx_destroy(named);
+    named = NULL;
+    CHECK(strata_ctx_create(NULL, &named) == 0 &&
+          strata_ctx_set(named, "model.loss=mse") == 0);
+    CHECK((name = strata_metric_name(named)) && strcmp(name, "mae") == 0);
+    strata_ctx_destroy(named);
+    named = NULL;
+    CHECK(strata_ctx_create(NULL, &named) == 0 &&
+          strata_ctx_set(named, "model.loss=mse") == 0 &&
+          strata_ctx_set(named, "model.metric=accuracy") == 0);
+    CHECK(strata_metric_name(named) == NULL);
+    strata_ctx_destroy(named);
+    CHECK(strata_metric_name(NULL) == NULL);
     return CHECK_DONE();
 }

@@ -267,8 +267,8 @@ int kg_blas_destroy(kg_blas_t h) { free(h); return KG_OK; }
 #define MN(a, b) ((size_t)(a) * (size_t)(b))
 
 int kg_softmax_xent(int m, int c, const float *logits, const int32_t *labels,
-                    float *dlogits, float scale, kg_xent_acc_t *acc,
-                    kg_stream_t s)
+                    float *dlogits, float scale, int count,
+                    kg_xent_acc_t *acc, kg_stream_t s)
 {
     if (!stream_ok(s) || !on_dev("xent logits", logits, F(MN(m, c))) ||
         !on_dev("xent labels", labels, (size_t)m * sizeof(int32_t)) ||
@@ -278,7 +278,38 @@ int kg_softmax_xent(int m, int c, const float *logits, const int32_t *labels,
     if (acc->ticket != 0)
         violation("xent acc: not zeroed (ticket)", acc);
     acc->loss_sum += kc_softmax_xent(m, c, logits, labels, dlogits, scale,
-                                     &acc->correct);
+                                     count ? &acc->correct : NULL);
+    return KG_OK;
+}
+
+int kg_dense_loss(int kind, int metric, int m, int c, const float *x,
+                  const float *y, float *dx, float scale, kg_xent_acc_t *acc,
+                  kg_stream_t s)
+{
+    if (!stream_ok(s) || !on_dev("loss outputs", x, F(MN(m, c))) ||
+        !on_dev("loss targets", y, F(MN(m, c))) ||
+        (dx && !on_dev("loss dx", dx, F(MN(m, c)))) ||
+        !on_dev("loss acc", acc, sizeof *acc))
+        return KG_EINVAL;
+    if (kind < KOPS_LOSS_CATEGORICAL || kind > KOPS_LOSS_MAE)
+        return KG_EINVAL;
+    if (acc->ticket != 0)
+        violation("loss acc: not zeroed (ticket)", acc);
+    acc->loss_sum += kc_dense_loss(kind, metric, m, c, x, y, dx, scale,
+                                   &acc->metric);
+    return KG_OK;
+}
+
+int kg_topk_count(int m, int c, int k, const float *x, const int32_t *labels,
+                  const float *y, kg_xent_acc_t *acc, kg_stream_t s)
+{
+    if (!stream_ok(s) || !on_dev("top-k outputs", x, F(MN(m, c))) ||
+        (labels && !on_dev("top-k labels", labels,
+                           (size_t)m * sizeof(int32_t))) ||
+        (!labels && !on_dev("top-k targets", y, F(MN(m, c)))) ||
+        !on_dev("top-k acc", acc, sizeof *acc))
+        return KG_EINVAL;
+    acc->correct += kc_topk_count(m, c, k, x, labels, y);
     return KG_OK;
 }
 

@@ -271,7 +271,7 @@ static void test_xent(int m, int c, int ties, int bad, int alias)
     CHECKF(cc == want_cc, "count_correct %dx%d: %lld, want %lld", m, c,
            (long long)cc, (long long)want_cc);
 
-    int rc = kg_softmax_xent(m, c, gx, glab, gdl, scale, acc, S);
+    int rc = kg_softmax_xent(m, c, gx, glab, gdl, scale, 1, acc, S);
     CHECKF(rc == 0, "kg_softmax_xent: %s", kg_last_error());
     to_host(res, acc, KG_XENT_ACC_RESULT_BYTES);
     double loss = res->loss_sum;
@@ -293,7 +293,7 @@ static void test_xent(int m, int c, int ties, int bad, int alias)
 
     if (!alias) {
         /* Accumulates, bitwise deterministic: a second call adds the same. */
-        CHECK(kg_softmax_xent(m, c, gx, glab, NULL, scale, acc, S) == 0);
+        CHECK(kg_softmax_xent(m, c, gx, glab, NULL, scale, 1, acc, S) == 0);
         to_host(res, acc, KG_XENT_ACC_RESULT_BYTES);
         double twice = loss + loss;
         CHECKF(bad ? isnan(res->loss_sum) : same_bits(&res->loss_sum, &twice, 8),
@@ -304,6 +304,64 @@ static void test_xent(int m, int c, int ties, int bad, int alias)
     CHECK(kg_free_host(res) == 0);
     free(x), free(lab), free(dl), free(got);
     dev_free(glab), dev_free(acc), dev_free(gcc);
+    if (!alias)
+        dev_free(gdl);
+    dev_free(gx);
+}
+
+/* ---- losses on dense targets, top-k ------------------------------------ */
+/* kind's loss, metric and dx (aliasing x when alias) against kc_dense_loss;
+ * then top-k from integer labels and from the targets' first maxima. */
+static void test_dense_loss(int kind, int metric, int m, int c, int alias)
+{
+    size_t mc = (size_t)m * c;
+    float *x = fill(mc, -4, 4), *y = fill(mc, 0, 1);
+    if (kind == KOPS_LOSS_CATEGORICAL)          /* soft labels summing to 1 */
+        for (int r = 0; r < m; r++) {
+            float t = 0;
+            for (int j = 0; j < c; j++)
+                t += y[(size_t)r * c + j];
+            for (int j = 0; j < c; j++)
+                y[(size_t)r * c + j] /= t;
+        }
+    float scale = 1.0f / (float)m;
+    float *dl = fill(mc, 0, 0), *got = fill(mc, 0, 0);
+    double want_m = 0.0;
+    double want = kc_dense_loss(kind, metric, m, c, x, y, dl, scale, &want_m);
+    int32_t *lab = malloc((size_t)m * sizeof *lab);
+    for (int r = 0; r < m; r++)
+        lab[r] = (int32_t)(rnd() % (uint32_t)c);
+    int k = c > 3 ? 3 : 1;
+    int64_t want_k = kc_topk_count(m, c, k, x, lab, NULL) +
+                     kc_topk_count(m, c, k, x, NULL, y);
+
+    float *gx = dev_from(x, mc * 4), *gy = dev_from(y, mc * 4);
+    int32_t *glab = dev_from(lab, (size_t)m * sizeof *lab);
+    float *gdl = alias ? gx : dev_from(NULL, mc * 4);
+    kg_xent_acc_t *acc = dev_from(NULL, sizeof *acc);
+    kg_xent_acc_t res;
+    CHECK(kg_memset(acc, 0, sizeof *acc, S) == 0);
+    CHECK(kg_topk_count(m, c, k, gx, glab, NULL, acc, S) == 0);
+    CHECK(kg_topk_count(m, c, k, gx, NULL, gy, acc, S) == 0);
+    int rc = kg_dense_loss(kind, metric, m, c, gx, gy, gdl, scale, acc, S);
+    CHECKF(rc == 0, "kg_dense_loss: %s", kg_last_error());
+    to_host(&res, acc, KG_XENT_ACC_RESULT_BYTES);
+    CHECKF(fabs(res.loss_sum - want) <= 1e-5 * fmax(fabs(want), 1e-6),
+           "dense loss %d %dx%d: %.9g, want %.9g", kind, m, c, res.loss_sum,
+           want);
+    CHECKF(fabs(res.metric - want_m) <= 1e-6 * fmax(fabs(want_m), 1.0),
+           "dense loss %d metric %d %dx%d: %.9g, want %.9g", kind, metric, m,
+           c, res.metric, want_m);
+    CHECKF(res.correct == want_k, "top-%d %dx%d: %lld, want %lld", k, m, c,
+           (long long)res.correct, (long long)want_k);
+    to_host(got, gdl, mc * 4);
+    double worst = 0.0;
+    for (size_t i = 0; i < mc; i++)
+        worst = fmax(worst, fabs((double)got[i] - dl[i]) / scale);
+    CHECKF(worst <= 1e-5, "dense loss %d %dx%d: dx error %g (units of scale)",
+           kind, m, c, worst);
+    free(x), free(y), free(dl), free(got), free(lab);
+    dev_free(gy), dev_free(glab), dev_free(acc);
     if (!alias)
         dev_free(gdl);
     dev_free(gx);
@@ -1004,7 +1062,10 @@ static void test_errors(void)
 {
     CHECK(kg_device_count(NULL) == KG_EINVAL);
     CHECK(strlen(kg_last_error()) > 0);
-    CHECK(kg_softmax_xent(4, 3, NULL, NULL, NULL, 1.0f, NULL, S) == KG_EINVAL);
+    CHECK(kg_softmax_xent(4, 3, NULL, NULL, NULL, 1.0f, 1, NULL, S) == KG_EINVAL);
+    CHECK(kg_dense_loss(KOPS_LOSS_MSE, -1, 4, 3, NULL, NULL, NULL, 1.0f, NULL, S)
+          == KG_EINVAL);
+    CHECK(kg_topk_count(4, 3, 2, NULL, NULL, NULL, NULL, S) == KG_EINVAL);
     CHECK(kg_count_correct(4, 3, NULL, NULL, NULL, S) == KG_EINVAL);
     CHECK(kg_dense_fwd(NULL, 2, 2, 2, NULL, NULL, NULL, NULL, S) == KG_EINVAL);
     CHECK(kg_memcpy_h2d(NULL, "x", 1, S) == KG_EINVAL);
@@ -1092,6 +1153,16 @@ int main(int argc, char **argv)
         test_xent(xent[i][0], xent[i][1], 0, 0, 1);
     }
     test_xent(4, 3, 0, 1, 0);
+    static const int dense_loss[][2] = {
+        { KOPS_LOSS_CATEGORICAL, KOPS_METRIC_ACCURACY },
+        { KOPS_LOSS_BINARY, KOPS_METRIC_ACCURACY },
+        { KOPS_LOSS_MSE, KOPS_METRIC_MAE }, { KOPS_LOSS_MAE, KOPS_METRIC_MSE },
+        { KOPS_LOSS_MSE, -1 },
+    };
+    for (size_t i = 0; i < sizeof dense_loss / sizeof *dense_loss; i++)
+        for (size_t j = 0; j < sizeof xent / sizeof *xent; j++)
+            test_dense_loss(dense_loss[i][0], dense_loss[i][1], xent[j][0],
+                            xent[j][1], (int)(j & 1));
 
     static const int nsrcs[] = { 1, 2, 3, 4, 7, 40 };
     for (size_t i = 0; i < sizeof nsrcs / sizeof *nsrcs; i++) {

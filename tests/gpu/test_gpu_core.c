@@ -100,7 +100,7 @@ typedef struct result {
     size_t   count;
     float   *vars;              /* host copy of the final variables  */
     double   loss[STEPS], eval_loss;
-    int64_t  correct, eval_correct;
+    double   correct, eval_correct; /* the accuracy metric: counts */
     int      x_dev;             /* fake device of work.x             */
 } result_t;
 
@@ -357,7 +357,7 @@ static void compare(const model_case_t *mc, const strata__optimizer_cfg_t *opt)
     CHECK(cpu.eval_correct == gpu.eval_correct);
     printf("%s, %s: losses %.6f %.6f %.6f; eval %.6f, %lld correct\n",
            mc->spec, strata__opt_name(opt->name), gpu.loss[0], gpu.loss[1],
-           gpu.loss[2], gpu.eval_loss, (long long)gpu.eval_correct);
+           gpu.loss[2], gpu.eval_loss, (long long)llround(gpu.eval_correct));
     free(cpu.vars);
     free(gpu.vars);
 }

@@ -154,6 +154,101 @@ static void test_correct(void)
     CHECK(all_finite(2 * C, d));
 }
 
+
+/* ---- the dense losses ---------------------------------------------------- */
+
+struct dense_case {
+    int kind, m, c;
+    float *x;
+    const float *y;
+    float scale;
+};
+
+static double dense_loss(void *vctx)
+{
+    struct dense_case *k = vctx;
+    return kc_dense_loss(k->kind, -1, k->m, k->c, k->x, k->y, NULL, 0, NULL) *
+           k->scale;
+}
+
+/* Each kind's dx against central differences of its loss (mae away from
+ * its kink: |x - y| >= 0.05), dx aliasing x the same bits, and the loss and
+ * metric against the formulas in double. */
+static void test_dense(int kind)
+{
+    enum { M = 5, C = 4 };
+    float x[M * C], y[M * C], d[M * C], d2[M * C];
+    kc_fill(M * C, x, -2, 2);
+    kc_fill(M * C, y, 0, 1);
+    for (int i = 0; kind == KOPS_LOSS_MAE && i < M * C; i++)
+        if (fabsf(x[i] - y[i]) < 0.05f)
+            x[i] = y[i] + 0.1f;
+    struct dense_case k = { kind, M, C, x, y, 0.29f };
+    double metric = 0.0;
+    int mk = kind == KOPS_LOSS_MSE || kind == KOPS_LOSS_MAE
+                 ? KOPS_METRIC_MAE : KOPS_METRIC_ACCURACY;
+    double loss = kc_dense_loss(kind, mk, M, C, x, y, d, k.scale, &metric);
+    char what[64];
+    snprintf(what, sizeof what, "dense loss %d dx", kind);
+    kc_grad_check(what, M * C, x, d, dense_loss, &k, 1e-3);
+
+    double want = 0.0, want_m = 0.0;
+    for (int r = 0; r < M; r++) {
+        const float *xr = x + r * C, *yr = y + r * C;
+        double mx = xr[0], se = 0.0, rl = 0.0, rm = 0.0;
+        int ax = 0, ay = 0;
+        for (int j = 1; j < C; j++) {
+            if (xr[j] > xr[ax]) ax = j;
+            if (yr[j] > yr[ay]) ay = j;
+        }
+        mx = xr[ax];
+        for (int j = 0; j < C; j++)
+            se += exp(xr[j] - mx);
+        for (int j = 0; j < C; j++) {
+            double v = xr[j], t = yr[j], p = 1.0 / (1.0 + exp(-v));
+            switch (kind) {
+            case KOPS_LOSS_CATEGORICAL: rl -= t * (v - mx - log(se)); break;
+            case KOPS_LOSS_BINARY:
+                rl -= (t * log(p) + (1 - t) * log(1 - p)) / C;
+                rm += ((v > 0) == (t >= 0.5)) / (double)C;
+                break;
+            case KOPS_LOSS_MSE: rl += (v - t) * (v - t) / C; break;
+            default: rl += fabs(v - t) / C; break;
+            }
+            if (mk == KOPS_METRIC_MAE)
+                rm += fabs(v - t) / C;
+        }
+        if (kind == KOPS_LOSS_CATEGORICAL)
+            rm = ax == ay;
+        want += rl;
+        want_m += rm;
+    }
+    CHECKF(kc_close(loss, want, 1e-6, 1e-6), "dense loss %d: %.12g want %.12g",
+           kind, loss, want);
+    CHECKF(kc_close(metric, want_m, 1e-6, 1e-6),
+           "dense loss %d metric: %.12g want %.12g", kind, metric, want_m);
+    memcpy(d2, x, sizeof x);
+    double m2 = 0.0;
+    CHECK(kc_dense_loss(kind, mk, M, C, d2, y, d2, k.scale, &m2) == loss);
+    CHECK(m2 == metric && memcmp(d, d2, sizeof d) == 0);
+}
+
+/* Top-k: ties count in; a label row's first maximum; invalid labels never. */
+static void test_topk(void)
+{
+    const float x[] = { 1, 3, 3, 0,   5, 1, 2, 2,   0, 0, 0, 0 };
+    const int32_t lab[] = { 2, 3, -1 };
+    CHECK(kc_topk_count(3, 4, 1, x, lab, NULL) == 1);  /* row 0: a tie */
+    CHECK(kc_topk_count(3, 4, 2, x, lab, NULL) == 2);  /* row 1: 1 above */
+    CHECK(kc_topk_count(3, 4, 4, x, lab, NULL) == 2);
+    const float y[] = { 0, 1, 0, 0,   0, 0, 0.5f, 0.5f,   1, 0, 0, 0 };
+    /* rows' labels 1, 2 (first maximum), 0 */
+    CHECK(kc_topk_count(3, 4, 1, x, NULL, y) == 2);
+    CHECK(kc_topk_count(3, 4, 2, x, NULL, y) == 3);
+    int64_t n = 0;
+    CHECK(kc_softmax_xent(2, 4, x, lab, NULL, 0, &n) > 0 && n == 0);
+}
+
 int main(void)
 {
     kc_seed(3);
@@ -161,5 +256,8 @@ int main(void)
     test_grad();
     test_stability();
     test_correct();
+    for (int kind = KOPS_LOSS_CATEGORICAL; kind <= KOPS_LOSS_MAE; kind++)
+        test_dense(kind);
+    test_topk();
     return CHECK_DONE();
 }

@@ -62,7 +62,7 @@ static inline int net_ready(net_t *n)
     for (size_t i = 0; i < (size_t)ROWS * n->w.dim; i++)
         n->w.x[i] = (float)strata__rng_uniform(&rng);
     for (int i = 0; i < ROWS; i++)
-        n->w.y[i] = (int32_t)strata__rng_below(&rng, NCLS);
+        ((int32_t *)n->w.y)[i] = (int32_t)strata__rng_below(&rng, NCLS);
     n->w.noise_seed = strata__model_step_seed(42, 5);
     n->w.row0 = 0;
     return 0;
@@ -77,7 +77,7 @@ static inline void net_free(net_t *n)
 static inline double net_loss(net_t *n, float *grads)
 {
     double loss = 0.0;
-    int64_t correct = 0;
+    double correct = 0.0;
     CHECK(strata__model_step(&n->m, 0, &n->w, ROWS, grads, 1.0f, &loss,
                              &correct) == 0);
     return loss;
@@ -150,10 +150,10 @@ static inline void net_split_adds_up(net_t *whole, net_t *half,
         size_t rows = ROWS / 2, dim = half->w.dim;
         memcpy(half->w.x, whole->w.x + part * rows * dim,
                rows * dim * sizeof(float));
-        memcpy(half->w.y, whole->w.y + part * rows, rows * sizeof(int32_t));
+        memcpy(half->w.y, (int32_t *)whole->w.y + part * rows, rows * sizeof(int32_t));
         half->w.row0 = part * rows;
         double l = 0.0;
-        int64_t cc = 0;
+        double cc = 0.0;
         CHECK(strata__model_step(&half->m, 0, &half->w, (int)rows, g2, 1.0f,
                                  &l, &cc) == 0);
         total += l;

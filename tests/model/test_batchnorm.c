@@ -73,7 +73,7 @@ static void test_forward(void)
     static net_t n;
     CHECK(make(&n, "batchnorm epsilon=0.001, flatten, dense 5") == 0);
     double loss = 0.0;
-    int64_t correct = 0;
+    double correct = 0.0;
     float *grads = calloc(n.m.count, sizeof(float));
     CHECK(strata__model_step(&n.m, 0, &n.w, ROWS, grads, 1.0f, &loss,
                              &correct) == 0);
@@ -161,7 +161,7 @@ static int pair_sum(void *arg, double *sums, size_t n, double *count)
 static void *half_step(void *arg)
 {
     half_t *h = arg;
-    int64_t correct = 0;
+    double correct = 0.0;
     h->rc = strata__model_step(&h->net->m, 0, &h->net->w, ROWS / 2, h->grads,
                                1.0f, &h->loss, &correct);
     return NULL;
@@ -188,7 +188,7 @@ static void test_sync_pair(void)
         net_t *n = h[r].net;
         memcpy(n->flat, whole.flat, whole.m.count * sizeof(float));
         memcpy(n->w.x, whole.w.x + r * rows * dim, rows * dim * sizeof(float));
-        memcpy(n->w.y, whole.w.y + r * rows, rows * sizeof(int32_t));
+        memcpy(n->w.y, (int32_t *)whole.w.y + r * rows, rows * sizeof(int32_t));
         n->w.row0 = r * rows;
         n->w.sum_replicas = pair_sum;
         n->w.sum_arg = &h[r];

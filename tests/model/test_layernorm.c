@@ -96,7 +96,7 @@ static void check_chain(const char *spec, int min_checked)
     float *grads = calloc(n.m.count, sizeof(float));
     double base = net_check_gradients(&n, spec, min_checked, grads);
     double e = 0;
-    int64_t correct = 0;
+    double correct = 0.0;
     CHECK(strata__model_evaluate(&n.m, 0, &n.w, ROWS, &e, &correct) == 0);
     CHECKF(e == base, "%s: evaluation %.9g, training %.9g", spec, e, base);
     CHECK(net_make(&half, spec) == 0);

@@ -159,7 +159,7 @@ static void test_gradients(void)
     /* Evaluation passes dropout through: deterministic, and not the
      * training loss. */
     double e1 = 0, e2 = 0;
-    int64_t c = 0;
+    double c = 0.0;
     CHECK(strata__model_evaluate(&n.m, 0, &n.w, ROWS, &e1, &c) == 0);
     CHECK(strata__model_evaluate(&n.m, 0, &n.w, ROWS, &e2, &c) == 0);
     CHECK(e1 == e2 && e1 != base);
@@ -247,7 +247,7 @@ static void test_avgpool_trains(void)
     for (int s = 0; s < STEPS; s++) {
         for (int r = 0; r < B; r++) {
             int label = (int)strata__rng_below(&rng, 2);
-            w.y[r] = label;
+            ((int32_t *)w.y)[r] = label;
             for (int y = 0; y < 8; y++)
                 for (int x = 0; x < 8; x++)
                     w.x[(r * 8 + y) * 8 + x] =
@@ -257,7 +257,7 @@ static void test_avgpool_trains(void)
         w.noise_seed = strata__model_step_seed(1, s);
         w.row0 = 0;
         double loss = 0.0;
-        int64_t correct = 0;
+        double correct = 0.0;
         CHECK(strata__model_step(&m, 0, &w, B, grads, 1.0f / B, &loss,
                                  &correct) == 0);
         loss /= B;

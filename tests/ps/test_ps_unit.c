@@ -212,12 +212,16 @@ static void wire(void)
     ps_wire_pack(&bad, c);
     CHECK(unpack(c, sizeof c, &o) == -1);
     ps_hdr_t q = { .type = PS_STEP_REQ, .c = 1, .step = 4, .attempt = 1,
-                   .a = 32, .b = 33, .f = 1.0 };
+                   .a = 32, .f = 1.0 };
+    static const double bad_metric[] = { -1.0, NAN, INFINITY };
+    for (int i = 0; i < 3; i++) {
+        ps_wire_set_metric(&q, bad_metric[i]);
+        ps_wire_pack(&q, c);
+        CHECK(unpack(c, PS_HDR_SIZE, &o) == -1);
+    }
+    ps_wire_set_metric(&q, 30.25);   /* a mean error may exceed samples */
     ps_wire_pack(&q, c);
-    CHECK(unpack(c, PS_HDR_SIZE, &o) == -1);   /* correct > samples */
-    q.b = 30;
-    ps_wire_pack(&q, c);
-    CHECK(unpack(c, PS_HDR_SIZE, &o) == 0);
+    CHECK(unpack(c, PS_HDR_SIZE, &o) == 0 && ps_wire_metric(&o) == 30.25);
     q.c = 2;
     ps_wire_pack(&q, c);
     CHECK(unpack(c, PS_HDR_SIZE, &o) == -1);   /* has_result not 0/1 */
@@ -246,7 +250,7 @@ static void sched(void)
     CHECK(ps_sched_done(&s, 1, 10.0, 3, 4) == 1);
     CHECK(ps_sched_done(&s, 1, 99.0, 4, 4) == 0);
     CHECK(ps_sched_done(&s, 7, 1.0, 1, 1) == -1);
-    CHECK(s.loss == 10.0 && s.correct == 3 && s.samples == 4);
+    CHECK(s.loss == 10.0 && s.metric == 3.0 && s.samples == 4);
     /* batch 0 re-queued, then reported done by its old worker while it
      * waited: it is skipped, never handed out again */
     CHECK(ps_sched_requeue(&s, 0) == 1);

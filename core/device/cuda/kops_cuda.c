@@ -153,17 +153,28 @@ static int cu_xent_zero(strata__kdev_t *k, strata__xacc_t *a)
               kg_memset(a->dev, 0, sizeof(kg_xent_acc_t), c->stream));
 }
 
-static int cu_softmax_xent(strata__kdev_t *k, int m, int nc,
-                           const float *logits, const int32_t *labels,
-                           float *dlogits, float scale, strata__xacc_t *a)
+static int cu_loss(strata__kdev_t *k, const strata__lossfn_t *f, int m,
+                   int nc, const float *x, const void *y, float *dx,
+                   float scale, strata__xacc_t *a)
 {
     kdev_cuda_t *c = cu(k);
-    return KG(c, "softmax cross-entropy",
-              kg_softmax_xent(m, nc, logits, labels, dlogits, scale, a->dev,
-                              c->stream));
+    int sparse = f->kind == STRATA__LOSS_SPARSE, rc = STRATA_OK;
+    if (f->top_k > 0)   /* before the loss: dx may overwrite x */
+        rc = KG(c, "top-k accuracy",
+                kg_topk_count(m, nc, f->top_k, x, sparse ? y : NULL,
+                              sparse ? NULL : y, a->dev, c->stream));
+    int metric = f->top_k > 0 ? -1 : f->metric;
+    if (rc == STRATA_OK && sparse)
+        rc = KG(c, "softmax cross-entropy",
+                kg_softmax_xent(m, nc, x, y, dx, scale, metric >= 0, a->dev,
+                                c->stream));
+    else if (rc == STRATA_OK)
+        rc = KG(c, "loss", kg_dense_loss(f->kind, metric, m, nc, x, y, dx,
+                                         scale, a->dev, c->stream));
+    return rc;
 }
 
-/* The step's one host synchronisation: loss and correct come back. */
+/* The step's one host synchronisation: loss and metric come back. */
 static int cu_xent_read(strata__kdev_t *k, strata__xacc_t *a)
 {
     kdev_cuda_t *c = cu(k);
@@ -174,10 +185,14 @@ static int cu_xent_read(strata__kdev_t *k, strata__xacc_t *a)
         rc = KG(c, "wait for the step", kg_stream_sync(c->stream));
     if (rc == STRATA_OK) {
         const char *h = a->host;
+        int64_t counted;
+        double summed;
         memcpy(&a->loss, h + offsetof(kg_xent_acc_t, loss_sum),
                sizeof a->loss);
-        memcpy(&a->correct, h + offsetof(kg_xent_acc_t, correct),
-               sizeof a->correct);
+        memcpy(&counted, h + offsetof(kg_xent_acc_t, correct),
+               sizeof counted);
+        memcpy(&summed, h + offsetof(kg_xent_acc_t, metric), sizeof summed);
+        a->metric = (double)counted + summed;
     }
     return rc;
 }
@@ -230,7 +245,7 @@ static const strata__kops_t k_kops_cuda = {
     .xacc_init = cu_xacc_init,
     .xacc_fini = cu_xacc_fini,
     .xent_zero = cu_xent_zero,
-    .softmax_xent = cu_softmax_xent,
+    .loss = cu_loss,
     .xent_read = cu_xent_read,
     .sumsq = cu_sumsq,
 #define KOP(name, blas, what, params, args, data) .name = cu_##name,

@@ -201,7 +201,12 @@ typedef struct strata_step {
     int32_t  has_result;  /* in: the fields below describe the last step    */
     int32_t  samples;     /* in: samples of the last step (this worker)     */
     double   loss_sum;    /* in: summed loss of those samples               */
-    int64_t  correct;     /* in: correct predictions among them             */
+    int64_t  correct;     /* in: correct predictions among them (the        */
+                          /* metric_sum rounded)                            */
+    /* ---- ABI 2.6 ---- */
+    double   metric_sum;  /* in: the job's metric ([model] metric) summed   */
+                          /* over those samples: correct rows for the       */
+                          /* accuracies, or a sum of per-sample means (mae) */
 } strata_step_t;
 
 /* What drive() is told about the job. */

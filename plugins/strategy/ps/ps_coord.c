@@ -130,7 +130,7 @@ static void progress(ps_t *p)
     strata_report_t r = {
         .struct_size = sizeof r, .kind = STRATA_REPORT_STEP,
         .epoch = s->epoch, .steps = s->ndone, .loss = s->loss / n,
-        .acc = (double)s->correct / n,
+        .acc = s->metric / n,
     };
     (void)p->host->report(p->hc, &r);
 }
@@ -146,7 +146,7 @@ static void result(ps_t *p, int wi, const ps_hdr_t *h)
     if (epoch != co->s.epoch || b >= co->s.n)
         return; /* an epoch that is over: a late duplicate */
     if (h->status == PS_OK) {
-        if (ps_sched_done(&co->s, b, h->f, h->b, h->a) == 1) {
+        if (ps_sched_done(&co->s, b, h->f, ps_wire_metric(h), h->a) == 1) {
             co->total_done++;
             w->steps++;
             progress(p);
@@ -568,7 +568,7 @@ static int run_epoch(ps_t *p, const strata_drive_t *d, int epoch,
     double samples = co->s.samples > 0 ? (double)co->s.samples : 1.0;
     r.kind = STRATA_REPORT_EPOCH_END;
     r.loss = co->s.loss / samples;
-    r.acc = (double)co->s.correct / samples;
+    r.acc = co->s.metric / samples;
     rc = p->host->report(p->hc, &r);
     /* Every epoch ends at a boundary (every_epochs, the run's end, the best
      * checkpoint); an epoch cut short by max_steps ends the run there. */

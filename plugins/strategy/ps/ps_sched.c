@@ -41,7 +41,8 @@ void ps_sched_begin(ps_sched_t *s, int32_t epoch, int64_t n, int64_t first)
     s->len = n - first;
     s->ndone = first;
     s->loss = 0.0;
-    s->correct = s->samples = 0;
+    s->metric = 0.0;
+    s->samples = 0;
     for (int64_t b = 0; b < n; b++) {
         s->state[b] = b < first ? PS_B_DONE : PS_B_PENDING;
         s->attempt[b] = 0;
@@ -86,7 +87,7 @@ int ps_sched_requeue(ps_sched_t *s, int64_t batch)
     return 1;
 }
 
-int ps_sched_done(ps_sched_t *s, int64_t batch, double loss, int64_t correct,
+int ps_sched_done(ps_sched_t *s, int64_t batch, double loss, double metric,
                   int64_t samples)
 {
     if (batch < 0 || batch >= s->n)
@@ -97,7 +98,7 @@ int ps_sched_done(ps_sched_t *s, int64_t batch, double loss, int64_t correct,
     s->owner[batch] = -1;
     s->ndone++;
     s->loss += loss;
-    s->correct += correct;
+    s->metric += metric;
     s->samples += samples;
     return 1;
 }

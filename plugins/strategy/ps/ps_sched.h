@@ -24,7 +24,8 @@ typedef struct ps_sched {
     int64_t  head, len, cap;
     int64_t  ndone;
     double   loss;         /* sums over the done batches              */
-    int64_t  correct, samples;
+    double   metric;      /* summed over the batches done */
+    int64_t  samples;
 } ps_sched_t;
 
 /* Room for epochs of up to `max_n` batches. 0 or -1 (out of memory). */
@@ -43,7 +44,7 @@ int  ps_sched_next(ps_sched_t *s, int32_t worker, int64_t *batch,
 int  ps_sched_requeue(ps_sched_t *s, int64_t batch);
 /* Batch reported done: 1 the first time (its figures are added), 0 for a
  * late duplicate, -1 when batch is out of range. */
-int  ps_sched_done(ps_sched_t *s, int64_t batch, double loss, int64_t correct,
+int  ps_sched_done(ps_sched_t *s, int64_t batch, double loss, double metric,
                    int64_t samples);
 /* Every batch of the epoch is done. */
 int  ps_sched_complete(const ps_sched_t *s);

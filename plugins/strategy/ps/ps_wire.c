@@ -102,8 +102,9 @@ static const char *check_fields(const ps_hdr_t *h)
         if (h->c != 0 && h->c != 1)
             return "has_result is not 0 or 1";
         if (h->c == 1 && (h->step < 0 || h->attempt < 1 || h->a < 0
-                          || h->b < 0 || h->b > h->a || h->f < 0))
-            return "bad result (step, attempt, samples, correct or loss)";
+                          || !(ps_wire_metric(h) >= 0) || isinf(ps_wire_metric(h))
+                          || h->f < 0))
+            return "bad result (step, attempt, samples, metric or loss)";
         break;
     case PS_WAIT:
         if (h->a < 0 || h->a > 60000)

@@ -12,7 +12,7 @@
  *
  *   off size field        meaning
  *    0   4   magic        'S' 'T' 'P' 'S'
- *    4   2   version      PS_WIRE_VERSION (2); another version is dropped
+ *    4   2   version      PS_WIRE_VERSION (3); another version is dropped
  *    6   1   type         enum ps_type
  *    7   1   status       replies: enum ps_status; requests: 0
  *    8   4   sender       group member of the sender (its cluster task index)
@@ -30,7 +30,8 @@
  *   76   4   epoch        STEP: 0-based epoch; else 0
  *
  *   type          from -> to          a                b        c        f
- *   STEP_REQ   1  worker -> coord     samples          correct  has_res  loss_sum
+ *   STEP_REQ   1  worker -> coord     samples          metric   has_res  loss_sum
+ *                 (metric: the float64 bits of the summed metric, >= 0)
  *                 (status: PS_OK / PS_STALE / PS_FAILED of the previous step
  *                  `step`/`attempt` when has_res = 1)
  *   STEP       2  coord -> worker     batch (epoch in `epoch`); c = lease
@@ -89,8 +90,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
-#define PS_WIRE_VERSION 2
+#define PS_WIRE_VERSION 3
 #define PS_HDR_SIZE     80
 #define PS_MAX_SLOTS    4   /* optimizer slots a STATE part may name */
 
@@ -127,5 +129,17 @@ int ps_wire_unpack(const void *msg, size_t len, ps_hdr_t *h,
 
 /* "PUSH", ...; "?" for an unknown type. */
 const char *ps_wire_type_name(int type);
+
+/* STEP_REQ's summed metric travels as the bits of a float64 in `b`. */
+static inline double ps_wire_metric(const ps_hdr_t *h)
+{
+    double v;
+    memcpy(&v, &h->b, sizeof v);
+    return v;
+}
+static inline void ps_wire_set_metric(ps_hdr_t *h, double v)
+{
+    memcpy(&h->b, &v, sizeof v);
+}
 
 #endif /* PS_WIRE_H */

@@ -247,7 +247,9 @@ int ps_worker_next_step(ps_t *p, strata_step_t *st)
         q.attempt = k->attempt;
         q.status = (uint8_t)k->status;
         q.a = st->samples;
-        q.b = st->correct;
+        ps_wire_set_metric(&q, st->struct_size > offsetof(strata_step_t,
+                                                          metric_sum)
+                                   ? st->metric_sum : (double)st->correct);
         q.f = st->loss_sum;
         if (k->status == PS_OK)
             k->steps_run++;
