@@ -178,6 +178,12 @@ static int eval_checkpoint(strata_ctx_t *ctx, const char *path,
     if (rc == STRATA_OK)
         strata__out(ctx, "eval: %s: test loss %.4f, test accuracy %.4f (%zu "
                     "samples)\n", path, loss, acc, s.test.n);
+    if (rc == STRATA_OK && ctx->cb.event) {   /* the full-precision result */
+        strata_event_t ev = { .struct_size = sizeof ev,
+                              .kind = STRATA_EVENT_EVAL, .loss = loss,
+                              .accuracy = acc, .steps = (int64_t)s.test.n };
+        ctx->cb.event(ctx->cb.user, &ev);
+    }
     strata__ckpt_free(ck);
     strata__scorer_close(&s);
     return rc;
