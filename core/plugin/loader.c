@@ -166,13 +166,14 @@ static void path_add_exe_relative(struct sbuf *b)
 static void path_add_lib_relative(struct sbuf *b)
 {
     Dl_info info;
+    char lib[PATH_MAX];
+    /* the name dlopen was given, perhaps relative to the cwd of then */
     if (dladdr((void *)(uintptr_t)&path_add_lib_relative, &info) == 0 ||
-        !info.dli_fname || info.dli_fname[0] != '/')
+        !info.dli_fname || !realpath(info.dli_fname, lib))
         return;
-    const char *slash = strrchr(info.dli_fname, '/');
+    const char *slash = strrchr(lib, '/');
     char dir[PATH_MAX + sizeof STRATA_PLUGIN_LIBRELDIR + 1];
-    int len = snprintf(dir, sizeof dir, "%.*s/%s",
-                       (int)(slash - info.dli_fname), info.dli_fname,
+    int len = snprintf(dir, sizeof dir, "%.*s/%s", (int)(slash - lib), lib,
                        STRATA_PLUGIN_LIBRELDIR);
     if (len > 0 && (size_t)len < sizeof dir)
         path_add_dir(b, dir, (size_t)len);

@@ -151,7 +151,9 @@ STRATA_API int strata_train(strata_ctx_t *ctx);
 /* Ask a running strata_train() to stop at the next step boundary (every
  * worker of the job agrees on which), write a last checkpoint when
  * [checkpoint] dir is set, and return STRATA_ESTOPPED. Async-signal-safe:
- * call it from a SIGTERM/SIGINT handler. */
+ * call it from a SIGTERM/SIGINT handler. The request ends with the
+ * strata_train() it was made during (or before): a later strata_train()
+ * of the context runs afresh. */
 STRATA_API void strata_request_stop(strata_ctx_t *ctx);
 
 /* Evaluate the checkpoint at `path` on the configured test set; the loss
