@@ -27,6 +27,7 @@ static float    g_fimg[NTRAIN][H * W], g_tfimg[NTEST][H * W];
 static int64_t  g_lab[NTRAIN];
 static uint8_t  g_tlab[NTEST];
 static char     g_dir[64];
+static const char *g_extra = "";   /* one more --set of the jobs, or "" */
 
 /* A learnable 3-class set: class k lights rows 2k and 2k + 1. */
 static void make_data(void)
@@ -120,6 +121,8 @@ static strata_ctx_t *job_test(const char *p, const char *img,
         CHECK(strata_ctx_set(ctx, sets[i]) == 0);
     for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
         CHECK(strata_ctx_set(ctx, fixed[i]) == 0);
+    if (g_extra[0])
+        CHECK(strata_ctx_set(ctx, g_extra) == 0);
     strata_callbacks_t cb = { .struct_size = sizeof cb, .event = on_event,
                               .log = on_log };
     CHECK(strata_ctx_set_callbacks(ctx, &cb) == 0);
@@ -336,7 +339,9 @@ int main(void)
     save_npy("test_labels.npy", "|u1", "(96,)", g_tlab, sizeof g_tlab);
 
     train_both("train_images.npy", "train_images", "u8");
+    g_extra = "data.limit_train=200";   /* the first items only */
     train_both("train_f32.npy", "train_f32", "f32");
+    g_extra = "";
     score_both();
     bad_inputs();
 
