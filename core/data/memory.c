@@ -4,7 +4,6 @@
  * shape (the same role checks, the same copy of the first items, finite
  * float32), so training on either gives the same bits. */
 #include <inttypes.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,7 +110,7 @@ int strata_ctx_set_array(strata_ctx_t *ctx, const char *name,
         return STRATA_EINVAL;
     strata_ctx_t *prev = strata__log_bind(ctx);
     int rc = STRATA_OK;
-    strata__npy_t a;
+    strata__npy_t a = { 0 };
     if (!name_ok(name)) {
         strata__log(STRATA_LOG_ERROR, WHO, "array name '%s': expected 1 to "
                     "%d of A-Z a-z 0-9 _ - .", name, NAME_MAX_LEN);
@@ -129,7 +128,7 @@ int strata_ctx_set_array(strata_ctx_t *ctx, const char *name,
             rc = STRATA_ENOMEM;
         } else {
             snprintf((*p)->name, sizeof (*p)->name, "%s", name);
-            a.data = (void *)(uintptr_t)data;
+            a.data = (void *)(uintptr_t)data;   /* only ever read */
             (*p)->arr = a;
         }
     }

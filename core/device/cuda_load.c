@@ -9,9 +9,9 @@
  * The module is found as the plugins are: beside libstrata first,
  * <dir of libstrata.so>/strata/ (the Python package, any embedder), then
  * relative to the binary, <exe>/../STRATA_CUDA_RELDIR/, which is the build
- * tree and a relocated install, then STRATA_CUDA_DIR, the install dir. A build without CUDA
- * (no STRATA_HAVE_CUDA) looks for nothing and refuses GPUs with the
- * reason. */
+ * tree and a relocated install, then STRATA_CUDA_DIR, the install dir
+ * (none in a relocatable build). A build without CUDA (no
+ * STRATA_HAVE_CUDA) looks for nothing and refuses GPUs with the reason. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

@@ -18,7 +18,11 @@ Logs = Dict[str, float]
 
 
 class Callback:
-    """Base class: every hook does nothing."""
+    """Base class: every hook does nothing. ``job`` is the strata.Job
+    whose fit() runs it (set by fit; ``self.job.stop_training = True``
+    stops the run)."""
+
+    job: Any = None
 
     def on_train_begin(self, logs: Optional[Logs] = None) -> None:
         pass

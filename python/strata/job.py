@@ -21,6 +21,7 @@ import numpy as np
 
 from . import _lib
 from .callbacks import Callback, History, LambdaCallback, ProgressBar
+from . import errors
 from .errors import StrataError, error_for
 
 _log = logging.getLogger("strata")
@@ -63,7 +64,9 @@ def _capture_stderr(fn):
     return result, lines
 
 
-def _destroy(ctx: "ctypes_ctx", tmp: List[str]) -> None:  # noqa: F821
+def _destroy(ctx: _lib.c_ctx_p, tmp: List[str]) -> None:
+    # no callback of a collected job may run while the context goes
+    _lib.ctx_set_callbacks(ctx, None)
     _lib.ctx_destroy(ctx)
     for d in tmp:
         shutil.rmtree(d, ignore_errors=True)
@@ -136,7 +139,7 @@ class Job:
         """fn(*args): 0, or the STRATA_E* code as its exception."""
         self._errors = []
         rc = fn(*args)
-        if rc != 0 and rc != -19:   # ESTOPPED is the caller's to judge
+        if rc != 0 and rc != errors.Stopped.code:   # the caller judges
             raise error_for(rc, self._errors,
                             "%s (%s)" % (_lib.strerror(rc).decode(),
                                          _lib.err_name(rc).decode()))
@@ -144,7 +147,7 @@ class Job:
 
     def _alive(self):
         if not self._finalizer.alive:
-            raise error_for(-16, [], "strata.Job: the job was closed")
+            raise errors.StateError("strata.Job: the job was closed")
         return self._ctx
 
     def set(self, assignment: str) -> None:
@@ -205,9 +208,9 @@ class Job:
             a = a.astype(a.dtype.newbyteorder("<"))
         dtype = _lib.DTYPES.get(a.dtype.name)
         if dtype is None:
-            raise error_for(-1, [], "%s: dtype %s is not supported (images: "
-                            "uint8 or float32; labels: integers)" %
-                            (what, a.dtype))
+            raise errors.InvalidArgument(
+                "%s: dtype %s is not supported (images: uint8 or float32; "
+                "labels: integers)" % (what, a.dtype))
         dims = (_lib.ctypes.c_int64 * max(a.ndim, 1))(*a.shape)
         self._call(_lib.ctx_set_array, ctx, name.encode(),
                    a.ctypes.data_as(_lib.ctypes.c_void_p), dtype, a.ndim,
@@ -282,8 +285,8 @@ class Job:
         raised."""
         ctx = self._alive()
         if (x is None) != (y is None):
-            raise error_for(-1, [], "fit: x and y go together (images and "
-                            "their labels)")
+            raise errors.InvalidArgument(
+                "fit: x and y go together (images and their labels)")
         keys = {"train.batch_size": batch_size, "train.epochs": epochs,
                 "data.validation_split": validation_split,
                 "data.shuffle": shuffle}
@@ -299,7 +302,7 @@ class Job:
             self._data("train_labels", "fit_y", y)
         if validation_data is not None:
             if len(validation_data) != 2:
-                raise error_for(-1, [], "fit: validation_data is (x, y)")
+                raise errors.InvalidArgument("fit: validation_data is (x, y)")
             self._data("validation_images", "val_x", validation_data[0])
             self._data("validation_labels", "val_y", validation_data[1])
         if x is not None:
@@ -331,9 +334,9 @@ class Job:
         for cb in callbacks:
             if not isinstance(cb, Callback):
                 if not callable(cb):
-                    raise error_for(-1, [], "fit: callback %r is neither a "
-                                    "strata.callbacks.Callback nor "
-                                    "callable" % (cb,))
+                    raise errors.InvalidArgument(
+                        "fit: callback %r is neither a strata.Callback nor "
+                        "callable" % (cb,))
                 cb = LambdaCallback(cb)
             cb.job = self
             hooks.append(cb)
@@ -393,8 +396,8 @@ class Job:
     def _ckpt(self, checkpoint: Optional[str]) -> bytes:
         ck = checkpoint or self.checkpoint
         if not ck:
-            raise error_for(-16, [], "no checkpoint: fit() first, or name "
-                            "one (checkpoint=PATH)")
+            raise errors.StateError(
+                "no checkpoint: fit() first, or name one (checkpoint=PATH)")
         return os.fspath(ck).encode()
 
     def evaluate(self, x: Optional[np.ndarray] = None,
@@ -408,7 +411,7 @@ class Job:
         ctx = self._alive()
         ck = self._ckpt(checkpoint)
         if (x is None) != (y is None):
-            raise error_for(-1, [], "evaluate: x and y go together")
+            raise errors.InvalidArgument("evaluate: x and y go together")
         self._evals = []
         if x is None:
             self._call(_lib.eval_, ctx, ck)
@@ -421,8 +424,8 @@ class Job:
                 self.set_array("eval_x", None)
                 self.set_array("eval_y", None)
         if len(self._evals) != 1:
-            raise error_for(-17, [], "evaluate: libstrata reported %d "
-                            "results" % len(self._evals))
+            raise errors.InternalError(
+                "evaluate: libstrata reported %d results" % len(self._evals))
         loss, acc, _ = self._evals[0]
         return {"loss": loss, "accuracy": acc} if return_dict else [loss, acc]
 

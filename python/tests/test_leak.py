@@ -5,7 +5,6 @@ process's resident memory flat (measured from /proc/self/statm)."""
 import gc
 import os
 
-import numpy as np
 
 import strata
 from conftest import SMALL
