@@ -11,10 +11,12 @@ SUDO=""
 # whose torchrun tests/multinode also drives when it is present.
 # qemu-user: tests only (tests/cli/test_blas.c emulates a CPU that OpenBLAS
 # does not know). python3-numpy: tests only (tests/checkpoint/predict.py
-# checks strata predict against a NumPy forward pass).
+# checks strata predict against a NumPy forward pass). python3-pip,
+# python3-venv: the Python package (pip install ./python, in a virtual
+# environment: Debian's own Python is externally managed).
 PKGS="build-essential cmake pkg-config clang libinih-dev libopenblas-dev
       zlib1g-dev libzmq3-dev libsodium-dev libcjson-dev dataset-fashion-mnist
-      iproute2 openmpi-bin qemu-user python3-numpy"
+      iproute2 openmpi-bin qemu-user python3-numpy python3-pip python3-venv"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

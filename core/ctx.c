@@ -48,6 +48,7 @@ void strata_ctx_destroy(strata_ctx_t *ctx)
     for (int i = ctx->nplugins - 1; i >= 0; i--)
         strata__plugin_close(ctx->plugins[i]);
     strata__cfg_free(ctx->cfg);
+    strata__mem_clear(ctx);
     free(ctx->config_path);
     free(ctx->search_path);
     free(ctx->task);

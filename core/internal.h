@@ -42,6 +42,9 @@ void strata__vlog_ctx(strata_ctx_t *ctx, int level, const char *who,
 /* The calling thread now works for `ctx` (NULL: none); returns the context
  * it worked for, to restore on the way out. */
 strata_ctx_t *strata__log_bind(strata_ctx_t *ctx);
+/* The context the calling thread works for, or NULL (the data layer finds
+ * its in-memory arrays there). */
+strata_ctx_t *strata__log_ctx(void);
 /* Level of the lines of threads bound to no context (default: info). */
 void strata__log_set_level(int level);
 /* Parse "error|warn|info|debug"; -1 when unknown. */
@@ -327,8 +330,8 @@ typedef struct strata__plugin {
 } strata__plugin_t;
 
 /* The plugin search path, ':'-separated, in order: `ini_path` ([plugins]
- * path), $STRATA_PLUGIN_PATH, <dir of the running binary>/../lib/strata/
- * plugins, the install dir. Returned string is malloc'd. */
+ * path), $STRATA_PLUGIN_PATH, <dir of libstrata.so>/strata/plugins, <dir
+ * of the running binary>/../lib/strata/plugins, the install dir. Returned string is malloc'd. */
 char *strata__plugin_search_path(const char *ini_path);
 /* Open <name>.so of `kind` along `search_path`: its strata_plugin_v2
  * symbol, else strata_plugin_v1 (served through the v1 adapter). Refuses,

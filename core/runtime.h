@@ -170,6 +170,8 @@ struct strata_ctx {
     /* The job's keys while a run of several processes is secured: the
      * core hands them to every WORLD group it opens. NULL: plaintext. */
     strata__keys_t     *keys;
+    /* Arrays in place of data files (strata_ctx_set_array, memory.c). */
+    struct strata__mem *arrays;
 };
 
 /* The host table of ABI 2, handed with &ctx->hc to every plugin. */

@@ -24,11 +24,12 @@ jobs=${JOBS:-$(nproc)}
 
 contrib/debian-deps.sh
 # The checkpoint interop test opens strata's files with Python's safetensors,
-# and tests/watch reads the TensorBoard event files with TensorBoard's own
-# reader; without the packages those tests are reported as skipped.
-python3 -m pip install -q safetensors numpy tensorboard 2>/dev/null ||
-    echo "run_all: pip install safetensors numpy tensorboard failed;" \
-         "the interop tests will skip"
+# tests/watch reads the TensorBoard event files with TensorBoard's own
+# reader, and the Python package's tests (tests/python) run under pytest;
+# without the packages those tests are reported as skipped.
+python3 -m pip install -q safetensors numpy tensorboard pytest 2>/dev/null ||
+    echo "run_all: pip install safetensors numpy tensorboard pytest failed;" \
+         "the interop and Python tests will skip"
 
 step() { printf '\n==== %s\n' "$*"; }
 

@@ -25,6 +25,8 @@ strata_ctx_t *strata__log_bind(strata_ctx_t *ctx)
     return old;
 }
 
+strata_ctx_t *strata__log_ctx(void) { return t_ctx; }
+
 int strata__log_level_parse(const char *s)
 {
     static const char *const names[] = { "error", "warn", "info", "debug" };

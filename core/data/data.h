@@ -102,6 +102,26 @@ int  strata__npy_f32_alloc(uint64_t rows, uint64_t cols, void **buf,
                            size_t *len, float **data);
 /* 1 when `path` names a .npy file (by its extension), else 0 (IDX). */
 int  strata__data_is_npy(const char *path);
+/* The checks a .npy file's header gets for `role` (dtype, rank, no zero
+ * dimension, at most 2^32 - 1 items), and its float32 values (finite): 0,
+ * or STRATA_EDATA after one line naming `path`. */
+int  strata__npy_check_role(const char *path, int role, const strata__npy_t *a);
+int  strata__npy_check_finite(const char *path, const strata__npy_t *a);
+
+/* ---- memory.c: arrays in memory (strata_ctx_set_array) ----------------- */
+
+/* A data path "mem:NAME" names the array NAME registered on the context
+ * the calling thread works for (strata__log_bind), in place of a file. */
+#define STRATA__MEM_PREFIX "mem:"
+int  strata__mem_is(const char *path);
+/* As strata__npy_read_first reads a .npy file of the array's dtype and
+ * shape: the same checks and messages, the first `max_items` items copied
+ * into memory *out owns. STRATA_ENOENT (logged) for an unknown name. */
+int  strata__mem_read_first(const char *path, int role, size_t max_items,
+                            strata__npy_t *out);
+/* Forget every array of ctx (strata_ctx_destroy); the data stay the
+ * caller's. */
+void strata__mem_clear(strata_ctx_t *ctx);
 
 struct strata__augment;
 

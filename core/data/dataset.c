@@ -25,9 +25,11 @@ typedef struct arr {
 static int arr_read(const char *path, int role, size_t limit, arr_t *a)
 {
     memset(a, 0, sizeof *a);
-    if (strata__data_is_npy(path)) {
-        strata__npy_t npy;
-        int rc = strata__npy_read_first(path, role, limit, &npy);
+    if (strata__data_is_npy(path) || strata__mem_is(path)) {
+        strata__npy_t npy;   /* an in-memory array reads as a .npy file */
+        int rc = strata__mem_is(path)
+                     ? strata__mem_read_first(path, role, limit, &npy)
+                     : strata__npy_read_first(path, role, limit, &npy);
         if (rc)
             return rc;
         *a = (arr_t){ .is_npy = 1, .type = npy.type, .elem = npy.elem,

@@ -303,8 +303,7 @@ static const char *shape_str(const strata__npy_t *a, char *buf, size_t cap)
     return buf;
 }
 
-/* The role's dtypes and ranks. */
-static int check_role(const char *path, int role, const strata__npy_t *a)
+int strata__npy_check_role(const char *path, int role, const strata__npy_t *a)
 {
     char sb[128];
     if (role == STRATA__NPY_IMAGES) {
@@ -397,7 +396,7 @@ static int read_file(int fd, const char *path, const struct stat *st,
         rc = parse_dict(path, h, hlen, out);
     free(h);
     if (!rc)
-        rc = check_role(path, role, out);
+        rc = strata__npy_check_role(path, role, out);
     if (rc)
         return rc;
 
@@ -444,14 +443,19 @@ static int read_file(int fd, const char *path, const struct stat *st,
         return rc;
     out->dims[0] = keep_items;
     out->count = (size_t)(count / out->file_items * keep_items);
-    if (out->type == STRATA__NPY_F4) {
-        const float *f = out->data;
-        size_t per = out->count / (size_t)keep_items;
-        for (size_t i = 0; i < out->count; i++)
-            if (!isfinite(f[i]))
-                return bad(path, "value %g at sample %zu (element %zu) is "
-                           "not finite", (double)f[i], i / per, i % per);
-    }
+    return strata__npy_check_finite(path, out);
+}
+
+int strata__npy_check_finite(const char *path, const strata__npy_t *a)
+{
+    if (a->type != STRATA__NPY_F4 || a->count == 0)
+        return 0;
+    const float *f = a->data;
+    size_t per = a->count / (size_t)a->dims[0];
+    for (size_t i = 0; i < a->count; i++)
+        if (!isfinite(f[i]))
+            return bad(path, "value %g at sample %zu (element %zu) is "
+                       "not finite", (double)f[i], i / per, i % per);
     return 0;
 }
 

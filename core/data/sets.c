@@ -7,11 +7,12 @@
 
 #include "data.h"
 
-/* A file of [data]: absolute, or relative to [data] dir. */
+/* A file of [data]: absolute, or relative to [data] dir; an in-memory
+ * array ("mem:NAME") as it is. */
 static int path_of(const strata__data_cfg_t *d, const char *name, char *buf,
                    size_t len)
 {
-    int abs = name[0] == '/' || !d->dir[0];
+    int abs = name[0] == '/' || !d->dir[0] || strata__mem_is(name);
     int n = snprintf(buf, len, "%s%s%s", abs ? "" : d->dir, abs ? "" : "/",
                      name);
     if (n < 0 || (size_t)n >= len) {

@@ -6,11 +6,12 @@
  * A CPU run of a CUDA build thus maps none of CUDA: its peak memory is
  * that of a build without CUDA.
  *
- * The module is found as the plugins are: relative to the binary first,
- * <exe>/../STRATA_CUDA_RELDIR/, which is the build tree and a relocated
- * install, then STRATA_CUDA_DIR, the install dir. A build without CUDA
- * (no STRATA_HAVE_CUDA) looks for nothing and refuses GPUs with the
- * reason. */
+ * The module is found as the plugins are: beside libstrata first,
+ * <dir of libstrata.so>/strata/ (the Python package, any embedder), then
+ * relative to the binary, <exe>/../STRATA_CUDA_RELDIR/, which is the build
+ * tree and a relocated install, then STRATA_CUDA_DIR, the install dir
+ * (none in a relocatable build). A build without CUDA (no
+ * STRATA_HAVE_CUDA) looks for nothing and refuses GPUs with the reason. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "cuda_module.h"
@@ -112,14 +114,32 @@ static int exe_relative(char *buf, size_t len)
     return w > 0 && (size_t)w < len ? 0 : -1;
 }
 
+/* <dir of libstrata.so>/strata/STRATA_CUDA_MODULE (dladdr; linked
+ * statically, the executable's dir, where it is simply absent). */
+static int lib_relative(char *buf, size_t len)
+{
+    Dl_info info;
+    char lib[PATH_MAX];
+    if (dladdr((void *)(uintptr_t)&lib_relative, &info) == 0 ||
+        !info.dli_fname || !realpath(info.dli_fname, lib))
+        return -1;
+    *strrchr(lib, '/') = '\0';
+    int w = snprintf(buf, len, "%s/strata/%s", lib, STRATA_CUDA_MODULE);
+    return w > 0 && (size_t)w < len ? 0 : -1;
+}
+
 static void load(void)
 {
     static const char installed[] = STRATA_CUDA_DIR "/" STRATA_CUDA_MODULE;
-    char rel[PATH_MAX + 64];
-    int have_rel = exe_relative(rel, sizeof rel) == 0;
-    if (have_rel && try_module(rel) == 0)
+    char rel[PATH_MAX + 64], beside[PATH_MAX + 64] = "";
+    if (lib_relative(beside, sizeof beside) == 0 && access(beside, F_OK) == 0
+        && try_module(beside) == 0)
         return;
-    if ((!have_rel || strcmp(rel, installed) != 0) &&
+    int have_rel = exe_relative(rel, sizeof rel) == 0;
+    if (have_rel && strcmp(rel, beside) != 0 && try_module(rel) == 0)
+        return;
+    if (sizeof STRATA_CUDA_DIR > 1 &&   /* "": a relocatable build */
+        (!have_rel || strcmp(rel, installed) != 0) &&
         try_module(installed) == 0)
         return;
     /* Each place's dlerror() names the file. */

@@ -23,6 +23,9 @@
 #ifndef STRATA_PLUGIN_RELDIR
 #error "STRATA_PLUGIN_RELDIR (lib/strata/plugins) comes from core/CMakeLists.txt"
 #endif
+#ifndef STRATA_PLUGIN_LIBRELDIR
+#error "STRATA_PLUGIN_LIBRELDIR (strata/plugins) comes from core/CMakeLists.txt"
+#endif
 
 #define WHO "loader"
 #define NAME_MAX_LEN (sizeof(((strata__plugin_t *)0)->name) - 1)
@@ -155,6 +158,27 @@ static void path_add_exe_relative(struct sbuf *b)
         path_add_dir(b, dir, (size_t)len);
 }
 
+/* <dir of libstrata>/strata/plugins: the plugins installed with this
+ * library, whatever program loaded it (python, an embedder's binary: their
+ * own directory says nothing of where libstrata lives). dladdr on a
+ * function of the library names the file it was mapped from; linked
+ * statically, that is the executable, and the directory is simply absent. */
+static void path_add_lib_relative(struct sbuf *b)
+{
+    Dl_info info;
+    char lib[PATH_MAX];
+    /* the name dlopen was given, perhaps relative to the cwd of then */
+    if (dladdr((void *)(uintptr_t)&path_add_lib_relative, &info) == 0 ||
+        !info.dli_fname || !realpath(info.dli_fname, lib))
+        return;
+    const char *slash = strrchr(lib, '/');
+    char dir[PATH_MAX + sizeof STRATA_PLUGIN_LIBRELDIR + 1];
+    int len = snprintf(dir, sizeof dir, "%.*s/%s", (int)(slash - lib), lib,
+                       STRATA_PLUGIN_LIBRELDIR);
+    if (len > 0 && (size_t)len < sizeof dir)
+        path_add_dir(b, dir, (size_t)len);
+}
+
 char *strata__plugin_search_path(const char *ini_path)
 {
     struct sbuf b = { 0 };
@@ -164,6 +188,7 @@ char *strata__plugin_search_path(const char *ini_path)
     const char *env = getenv("STRATA_PLUGIN_PATH");
     if (env)
         path_add_list(&b, env);
+    path_add_lib_relative(&b);
     path_add_exe_relative(&b);
     path_add_dir(&b, STRATA_PLUGIN_DIR, strlen(STRATA_PLUGIN_DIR));
     if (b.oom) {

@@ -184,6 +184,12 @@ static int eval_checkpoint(strata_ctx_t *ctx, const char *path,
         strata__out(ctx, "eval: %s: test loss %.4f, test %s %.4f (%zu "
                     "samples)\n", path, loss,
                     strata__metric_name(ctx->s.model.metric), acc, s.test.n);
+    if (rc == STRATA_OK && ctx->cb.event) {   /* the full-precision result */
+        strata_event_t ev = { .struct_size = sizeof ev,
+                              .kind = STRATA_EVENT_EVAL, .loss = loss,
+                              .accuracy = acc, .steps = (int64_t)s.test.n };
+        ctx->cb.event(ctx->cb.user, &ev);
+    }
     strata__ckpt_free(ck);
     strata__scorer_close(&s);
     return rc;

@@ -957,6 +957,9 @@ int strata_train(strata_ctx_t *ctx)
     int rc = strata__ctx_resolve(ctx);
     if (rc == STRATA_OK)
         rc = train(ctx);
+    /* A stop request is served by the run it stopped (or that ended
+     * first): the context's next strata_train() runs afresh. */
+    atomic_store(&ctx->stop, 0);
     strata__log_bind(prev);
     return rc;
 }

@@ -103,7 +103,9 @@ enum {
                                   /* process's samples of it, its learning */
                                   /* rate, seconds (its wall time here)    */
     STRATA_EVENT_EVAL        = 3, /* the test set was evaluated: step (the */
-                                  /* steps done), loss, accuracy, seconds  */
+                                  /* steps done), loss, accuracy, seconds; */
+                                  /* strata_eval*() deliver one too: loss, */
+                                  /* accuracy, steps (the samples scored)  */
     STRATA_EVENT_CHECKPOINT  = 4, /* a checkpoint was written: step (the   */
                                   /* steps it holds), seconds              */
     STRATA_EVENT_EPOCH_END   = 5, /* as strata_epoch_report_t, on every    */
@@ -158,7 +160,9 @@ STRATA_API int strata_train(strata_ctx_t *ctx);
 /* Ask a running strata_train() to stop at the next step boundary (every
  * worker of the job agrees on which), write a last checkpoint when
  * [checkpoint] dir is set, and return STRATA_ESTOPPED. Async-signal-safe:
- * call it from a SIGTERM/SIGINT handler. */
+ * call it from a SIGTERM/SIGINT handler. The request ends with the
+ * strata_train() it was made during (or before): a later strata_train()
+ * of the context runs afresh. */
 STRATA_API void strata_request_stop(strata_ctx_t *ctx);
 
 /* Evaluate the checkpoint at `path` on the configured test set; the loss
@@ -225,6 +229,37 @@ typedef void (*strata_config_cb)(void *user, const char *key,
                                  const char *value, const char *origin);
 STRATA_API int strata_config_list(strata_ctx_t *ctx, const char *const *keys,
                                   strata_config_cb cb, void *user);
+
+/* In-memory data (appended in 0.4): arrays in place of data files.
+ * Element types of strata_ctx_set_array, as NumPy's dtypes. */
+enum {
+    STRATA_DTYPE_UINT8 = 1, STRATA_DTYPE_INT8 = 2,  STRATA_DTYPE_INT16 = 3,
+    STRATA_DTYPE_UINT16 = 4, STRATA_DTYPE_INT32 = 5, STRATA_DTYPE_UINT32 = 6,
+    STRATA_DTYPE_INT64 = 7, STRATA_DTYPE_UINT64 = 8, STRATA_DTYPE_FLOAT32 = 9
+};
+
+/* Register the C-order array `data` of `dtype` and shape dims[0..ndim)
+ * (1 to 4 dimensions, each > 0; native byte order, i.e. little-endian on
+ * the hosts strata builds for) under `name` (1 to 63 of A-Z a-z 0-9 _ - .)
+ * on ctx. Wherever a data file is named -- [data] train_images,
+ * train_labels, test_*, validation_*, strata_eval_data()'s images and
+ * labels, strata_predict()'s data -- "mem:NAME" reads this array exactly
+ * as a .npy file of the same dtype and shape is read: the same checks
+ * (images uint8 or float32 of 2 to 4 dimensions, finite; labels integers
+ * of shape (n,); as many labels as images), the same messages naming
+ * "mem:NAME", the same training to the bit. A "mem:" path is never joined
+ * to [data] dir.
+ * Borrowed, not copied: `data` must stay valid and unchanged until the
+ * name is registered again or cleared, or ctx destroyed. A run copies what
+ * it uses when it loads its data (at the start of strata_train(),
+ * strata_eval*(), strata_predict()), as it reads a file, and never writes
+ * to it. Not while a run of ctx is in progress. data NULL: clear the name
+ * (none: no error). Returns 0, STRATA_EINVAL (a bad name, dtype, rank or
+ * dimension, or over 1 GiB; one line logged) or STRATA_ENOMEM. An unknown
+ * name is found when a run reads it: STRATA_ENOENT, logged. */
+STRATA_API int strata_ctx_set_array(strata_ctx_t *ctx, const char *name,
+                                    const void *data, int dtype, int ndim,
+                                    const int64_t *dims);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,60 @@
+"""Shared data for the package's tests: a tiny learnable 3-class set
+(uint8 (n, 8, 8) images, class k lights rows 2k and 2k + 1), saved as .npy
+and held in memory, and a job INI over the files. Run by CTest
+(tests/python) against the build tree: STRATA_LIBRARY names its
+libstrata.so, STRATA_BIN its strata command."""
+
+import os
+
+import numpy as np
+import pytest
+
+BIN = os.environ.get("STRATA_BIN", "strata")
+
+
+def make_set(rng, n):
+    y = rng.integers(0, 3, n)
+    x = rng.integers(0, 90, (n, 8, 8))
+    for k in range(3):
+        x[y == k, 2 * k:2 * k + 2, :] += 150
+    return x.astype(np.uint8), y.astype(np.int64)
+
+
+@pytest.fixture(scope="session")
+def data():
+    rng = np.random.default_rng(11)
+    x, y = make_set(rng, 320)
+    xt, yt = make_set(rng, 96)
+    return {"x": x, "y": y, "xt": xt, "yt": yt}
+
+
+def write_job(d, data, epochs=3, extra=""):
+    """The data as .npy files in d and a job INI over them; its path."""
+    for k, name in (("x", "train_images"), ("y", "train_labels"),
+                    ("xt", "test_images"), ("yt", "test_labels")):
+        np.save(os.path.join(d, name + ".npy"), data[k])
+    ini = os.path.join(d, "job.ini")
+    with open(ini, "w") as f:
+        f.write(f"""[train]
+epochs = {epochs}
+batch_size = 32
+devices = cpu:0
+progress = none
+[model]
+layers = dense 16 relu, dense 3
+[data]
+dir = {d}
+train_images = train_images.npy
+train_labels = train_labels.npy
+test_images = test_images.npy
+test_labels = test_labels.npy
+validation_split = 0.25
+[optimizer]
+lr = 0.01
+{extra}""")
+    return ini
+
+
+SMALL = {"model": {"layers": "dense 16 relu, dense 3"},
+         "train": {"devices": "cpu:0", "batch_size": 32, "epochs": 2},
+         "optimizer": {"lr": 0.01}}
