@@ -6,9 +6,11 @@
  *
  * What is refused, one line each, naming the file and what to do: a key
  * directory or public key file that is group- or world-writable or owned
- * by another user (someone could swap a key), a secret file that others
- * may read, a file that is not a certificate, a key that is not 40
- * characters of Z85. */
+ * by another user (someone could swap a key), a directory above it that
+ * others could write (they could move the key directory away and put
+ * theirs there: base/trustdir.h), a secret file that others may read, a
+ * file that is not a certificate, a key that is not 40 characters of
+ * Z85. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "base/trustdir.h"
 
 #define WHO "security"
 #define CERT_MAX 4096 /* a certificate is a few hundred bytes */
@@ -167,6 +170,13 @@ int strata__keys_load(const char *dir, const char *self, strata__keys_t *k)
     int rc = check_owner_mode(dir, &st, 0);
     if (rc != STRATA_OK)
         return rc;
+    strata__untrusted_t bad;
+    if (strata__trust_dirs(dir, &bad) != 0) {
+        char why[PATH_MAX * 2 + 200];
+        strata__log(STRATA_LOG_ERROR, WHO, "[security] keys = '%s': refused: "
+                    "%s", dir, strata__untrusted_why(&bad, why, sizeof why));
+        return STRATA_ECONFIG;
+    }
     char path[4096], stem[96], text[CERT_MAX];
     /* Every public key in the directory: the job's members. */
     DIR *d = opendir(dir);

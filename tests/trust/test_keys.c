@@ -152,6 +152,19 @@ static void refusals(void)
            "writable dir: exit %d\n%s", r[0].code, r[0].err);
     chmod(keys, 0700);
 
+    /* A directory above the keys that others may write (the checks
+     * stopped at the key directory): refused, naming it. /tmp above
+     * g_dir is sticky, and the jobs above ran with it. */
+    char above[300];
+    snprintf(above, sizeof above, "refused: %s is world-writable (mode "
+             "0777), so others could have replaced what is under it: chmod "
+             "go-w %s", g_dir, g_dir);
+    chmod(g_dir, 0777);
+    job(good, 60, r);
+    CHECKF(r[0].code == 2 && r[1].code == 2 && strstr(r[0].err, above),
+           "writable parent: exit %d/%d\n%s", r[0].code, r[1].code, r[0].err);
+    chmod(g_dir, 0700);
+
     snprintf(f, sizeof f, "%s/worker-0.key", keys);
     char moved[220];
     snprintf(moved, sizeof moved, "%s.away", f);
