@@ -218,9 +218,15 @@ static void wire(void)
     q.b = 30;
     ps_wire_pack(&q, c);
     CHECK(unpack(c, PS_HDR_SIZE, &o) == 0);
-    q.c = 2;
+    q.c = 2; /* a result whose loss was not finite (f = 0) */
     ps_wire_pack(&q, c);
-    CHECK(unpack(c, PS_HDR_SIZE, &o) == -1);   /* has_result not 0/1 */
+    CHECK(unpack(c, PS_HDR_SIZE, &o) == 0 && o.c == 2);
+    q.c = 3;
+    ps_wire_pack(&q, c);
+    CHECK(unpack(c, PS_HDR_SIZE, &o) == -1);   /* has_result not 0/1/2 */
+    q.c = -1;
+    ps_wire_pack(&q, c);
+    CHECK(unpack(c, PS_HDR_SIZE, &o) == -1);
     ps_hdr_t ack = { .type = PS_PUSH_ACK, .status = PS_DUPLICATE };
     ps_wire_pack(&ack, c);
     CHECK(unpack(c, PS_HDR_SIZE, &o) == 0 && o.status == PS_DUPLICATE);
