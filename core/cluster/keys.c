@@ -194,9 +194,8 @@ static int take_secret(strata__keys_t *k, const char *self, const char *stem,
     if (rc == STRATA_OK)
         rc = cert_key(path, text, "public-key", mine);
     if (rc == STRATA_OK && (!pub || strcmp(pub, mine) != 0)) {
-        strata__log(STRATA_LOG_ERROR, WHO, "%s: its public key is %s %s.key "
-                    "of the directory", path, pub ? "not the one in" : "not in",
-                    stem);
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: its public key is %s %s.key",
+                    path, pub ? "not the one in" : "not in", stem);
         rc = STRATA_EDATA;
     }
     return rc;

@@ -422,8 +422,8 @@ static int diverged(const strata__run_t *run, int epoch, int64_t step)
 {
     strata__log(STRATA_LOG_ERROR, "train", "epoch %d, step %lld: the "
                 "training loss is not finite: training stopped ([train] "
-                "on_nan = stop), no checkpoint written; lower [optimizer] lr "
-                "(now %g)", epoch + 1, (long long)step,
+                "on_nan = stop), no checkpoint of it written; lower "
+                "[optimizer] lr (now %g)", epoch + 1, (long long)step,
                 run->s->optimizer.lr);
     return STRATA_EDIVERGED;
 }
