@@ -562,19 +562,19 @@ static void test_trust(void)
     /* The directories above (OpenSSH's StrictModes): one that others may
      * write is refused, naming it; a sticky one (/tmp) is not, as others
      * may neither rename nor remove what is ours in it. */
-    char deep[300], deep_so[330];
+    char deep[300], deep_so[330], why2[1024];
     snprintf(deep, sizeof deep, "%s/deep", dir);
     snprintf(deep_so, sizeof deep_so, "%s/fake_ok.so", deep);
     CHECK(mkdir(deep, 0755) == 0);
     copy_file(D1 "/fake_ok.so", deep_so);
     CHECK(chmod(dir, 0777) == 0);
-    snprintf(why, sizeof why, "%s: not loaded: above its directory: %s is "
-             "world-writable (mode 0777), so others could have replaced what "
-             "is under it: chmod go-w %s, or set [plugins] trust_path = yes",
-             deep_so, dir, dir);
-    expect_fail("fake_ok", STRATA_KIND_STRATEGY, deep, STRATA_EUNTRUSTED, why,
+    snprintf(why2, sizeof why2, "%s: not loaded: above its directory: %s "
+             "is world-writable (mode 0777), so others could have replaced "
+             "what is under it: chmod go-w %s, or set [plugins] trust_path = "
+             "yes", deep_so, dir, dir);
+    expect_fail("fake_ok", STRATA_KIND_STRATEGY, deep, STRATA_EUNTRUSTED, why2,
                 NULL);
-    expect_scan(deep, 0, STRATA_EUNTRUSTED, why);
+    expect_scan(deep, 0, STRATA_EUNTRUSTED, why2);
     expect_trusted_ok(deep);
     CHECK(chmod(dir, 0775) == 0);
     expect_fail("fake_ok", STRATA_KIND_STRATEGY, deep, STRATA_EUNTRUSTED,
@@ -588,9 +588,9 @@ static void test_trust(void)
     snprintf(target, sizeof target, "%s/deep/fake_ok.so", other);
     copy_file(D1 "/fake_ok.so", target);
     CHECK(unlink(deep_so) == 0 && symlink(target, deep_so) == 0);
-    snprintf(why, sizeof why, "%s: not loaded: above the directory of its "
-             "target: %s is world-writable", deep_so, other);
-    expect_fail("fake_ok", STRATA_KIND_STRATEGY, deep, STRATA_EUNTRUSTED, why,
+    snprintf(why2, sizeof why2, "%s: not loaded: above the directory of "
+             "its target: %s is world-writable", deep_so, other);
+    expect_fail("fake_ok", STRATA_KIND_STRATEGY, deep, STRATA_EUNTRUSTED, why2,
                 NULL);
     CHECK(chmod(other, 0755) == 0);
     strata__plugin_close(expect_ok("fake_ok", STRATA_KIND_STRATEGY, deep));
