@@ -3,7 +3,8 @@
  * sealed memfd, and holds no other task's), and the tasks are gone within
  * seconds (PR_SET_PDEATHSIG), reaped here as their subreaper. Before, a
  * strata-keys-XXXXXX directory with every task's secret key stayed in
- * $TMPDIR. */
+ * $TMPDIR. A task refuses a STRATA_LAUNCH_KEYS_FD that is not a number or
+ * not such a memfd (a closed fd here), naming it. */
 #include <dirent.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -81,6 +82,29 @@ static int entries(const char *dir)
     return n;
 }
 
+/* Worker 0 of a 2-worker job with STRATA_LAUNCH_KEYS_FD=value: it
+ * refuses at once, its error into err. */
+static int bad_fd(const char *value, char *err, size_t cap)
+{
+    char tf[300], env_fd[100];
+    snprintf(tf, sizeof tf, "TF_CONFIG={\"cluster\": {\"worker\": "
+             "[\"127.0.0.1:%d\", \"127.0.0.1:%d\"]}, \"task\": {\"type\": "
+             "\"worker\", \"index\": 0}}", spawn_free_port(),
+             spawn_free_port());
+    snprintf(env_fd, sizeof env_fd, "STRATA_LAUNCH_KEYS_FD=%s", value);
+    char *argv[] = { (char *)spawn_strata_bin(), "train", "--set",
+                     "strategy.plugin=mwms", "--set", "train.devices=cpu:0",
+                     "--set", "data.limit_train=320", NULL };
+    char *env[] = { tf, env_fd, NULL };
+    spawn_child_t c;
+    char out[8192];
+    if (spawn_start(argv, env, &c) != 0)
+        return -1;
+    spawn_wait(&c, 60);
+    spawn_collect(&c, out, sizeof out, err, cap);
+    return c.code;
+}
+
 int main(void)
 {
     if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz",
@@ -148,6 +172,13 @@ int main(void)
     CHECKF(entries(tmp) == 0, "launch left %d files in %s", entries(tmp), tmp);
     char err[16384];
     spawn_collect(&launch, out, sizeof out, err, sizeof err);
+
+    CHECKF(bad_fd("3x", err, sizeof err) == 2 &&
+           strstr(err, "STRATA_LAUNCH_KEYS_FD = '3x': not a file descriptor"),
+           "%s", err);
+    CHECKF(bad_fd("200", err, sizeof err) == 2 &&
+           strstr(err, "launch's keys (fd 200): not the keys strata launch "
+                       "hands its tasks"), "%s", err);
     tmp_cleanup();
     return CHECK_DONE();
 }
