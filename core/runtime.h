@@ -97,6 +97,9 @@ typedef struct strata__keys {
 /* Every public key of `dir` and the secret key of task `self`, checked
  * (owner, mode, format); one error line for what is wrong. */
 int strata__keys_load(const char *dir, const char *self, strata__keys_t *k);
+/* The same from the memfd strata launch hands task `self`
+ * (base/keybundle.h): every public key and its secret one. */
+int strata__keys_load_fd(int fd, const char *self, strata__keys_t *k);
 /* The public key of task `name`, or NULL. */
 const char *strata__keys_public(const strata__keys_t *k, const char *name);
 

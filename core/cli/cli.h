@@ -116,5 +116,21 @@ int cli_keygen(int argc, char **argv);
 int cli_keygen_dir(const char *dir);
 /* One task's key pair (TYPE-INDEX.key and .key_secret) in dir; 0 or 1. */
 int cli_keygen_task(const char *dir, const char *type, long index, int force);
+/* A new key pair for task TYPE:INDEX as its public and secret certificates
+ * (text of at most CLI_CERT_MAX bytes each, NUL-terminated); 0 or -1 after
+ * a message. */
+#define CLI_CERT_MAX 1024
+int cli_keygen_pair(const char *type, long index, char *pub_cert,
+                    char *sec_cert, size_t cap);
+
+/* launch_keys.c: launch's own keys for its n tasks TYPE:INDEX, one sealed
+ * memfd each (close-on-exec) into fd[n]; 0, or -1 after a message. */
+int cli_launch_keys(int n, const char *const type[], const int index[],
+                    int fd[]);
+/* In a task's child, before exec: its memfd (-1: none) survives the exec
+ * and is named in the environment; 0 or -1. */
+int cli_launch_keys_pass(int fd);
+/* Closes the n fds (-1 skipped) and sets them to -1. */
+void cli_launch_keys_close(int fd[], int n);
 
 #endif

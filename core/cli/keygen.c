@@ -50,15 +50,16 @@ static int parse_task(const char *s, char *type, size_t cap, long *first,
                ? -1 : 0;
 }
 
-/* One certificate file, written whole or not at all. */
-static int write_cert(const char *path, int secret, const char *name,
-                      const char *pub, const char *sec, int force)
+/* A certificate's text into text[cap]; its length, or -1 when it does
+ * not fit. */
+static int cert_text(char *text, size_t cap, int secret, const char *name,
+                     const char *pub, const char *sec)
 {
-    char tmp[4200], stamp[64], text[1024];
+    char stamp[64];
     time_t now = time(NULL);
     struct tm tm;
     strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", gmtime_r(&now, &tm));
-    int n = snprintf(text, sizeof text,
+    int n = snprintf(text, cap,
         "#   ****  Generated on %s UTC by strata keygen  ****\n"
         "#   ZeroMQ CURVE %s Certificate\n"
         "#   %s\n"
@@ -74,6 +75,32 @@ static int write_cert(const char *path, int secret, const char *name,
                  "the contents of this file after exchange.",
         name, pub, secret ? "    secret-key = \"" : "", secret ? sec : "",
         secret ? "\"\n" : "");
+    return n > 0 && (size_t)n < cap ? n : -1;
+}
+
+int cli_keygen_pair(const char *type, long index, char *pub_cert,
+                    char *sec_cert, size_t cap)
+{
+    char name[96], pub[41], sec[41];
+    snprintf(name, sizeof name, "%s:%ld", type, index);
+    if (zmq_curve_keypair(pub, sec) != 0) {
+        fprintf(stderr, "strata: keygen: no CURVE in this libzmq (%s): "
+                "install a libzmq built with libsodium\n",
+                zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    int ok = cert_text(sec_cert, cap, 1, name, pub, sec) > 0 &&
+             cert_text(pub_cert, cap, 0, name, pub, NULL) > 0;
+    memset(sec, 0, sizeof sec);
+    return ok ? 0 : -1;
+}
+
+/* One certificate file, written whole or not at all. */
+static int write_cert(const char *path, int secret, const char *text,
+                      int force)
+{
+    char tmp[4200];
+    int n = (int)strlen(text);
     /* Anything at the name (a link too, dangling or not) is kept. */
     struct stat st;
     if (!force && lstat(path, &st) == 0) {
@@ -107,21 +134,16 @@ static int write_cert(const char *path, int secret, const char *name,
 
 int cli_keygen_task(const char *dir, const char *type, long index, int force)
 {
-    char name[96], stem[96], path[4096], pub[41], sec[41];
-    snprintf(name, sizeof name, "%s:%ld", type, index);
+    char stem[96], path[4096], pub[CLI_CERT_MAX], sec[CLI_CERT_MAX];
     snprintf(stem, sizeof stem, "%s-%ld", type, index);
-    if (zmq_curve_keypair(pub, sec) != 0) {
-        fprintf(stderr, "strata: keygen: no CURVE in this libzmq (%s): "
-                "install a libzmq built with libsodium\n",
-                zmq_strerror(zmq_errno()));
+    if (cli_keygen_pair(type, index, pub, sec, sizeof pub) != 0)
         return 1;
-    }
     /* The secret one first: a public key without its secret is no use. */
     snprintf(path, sizeof path, "%s/%s.key_secret", dir, stem);
-    int rc = write_cert(path, 1, name, pub, sec, force);
+    int rc = write_cert(path, 1, sec, force);
     snprintf(path, sizeof path, "%s/%s.key", dir, stem);
     if (rc == 0)
-        rc = write_cert(path, 0, name, pub, NULL, force);
+        rc = write_cert(path, 0, pub, force);
     memset(sec, 0, sizeof sec);
     return rc;
 }

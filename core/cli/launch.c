@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -40,6 +39,7 @@ typedef struct child {
     int   restarts;      /* times this task was restarted alone */
     double restart_at;   /* > 0: due to be started again then */
     int   lost;          /* a ps worker gone for good: not the job's end */
+    int   keyfd;         /* its keys (launch_keys.c), -1: the job's own */
 } child_t;
 
 /* How launch supervises one start of the job. */
@@ -231,6 +231,8 @@ static int start_child(child_t *c, int n, int self, char **train_argv)
                                         c[self].port) != 0
             : g_nodes.nnodes ? cli_nodes_env(&g_nodes, c[self].index) != 0
                              : setenv("TF_CONFIG", tf, 1) != 0)
+            _exit(1);
+        if (cli_launch_keys_pass(c[self].keyfd) != 0)
             _exit(1);
         /* The parent's choice of terminal rules the progress display. */
         setenv("STRATA_LAUNCHED", c[self].name, 1);
@@ -559,6 +561,7 @@ static int run_job(child_t *c, int n, const plan_t *pl, int *started)
         memcpy(c[i].name, keep.name, sizeof c[i].name);
         memcpy(c[i].type, keep.type, sizeof c[i].type);
         c[i].index = keep.index;
+        c[i].keyfd = keep.keyfd;
         c[i].fd[0] = c[i].fd[1] = -1;
         c[i].port = free_port();
         for (int j = 0; j < i; j++)
@@ -583,37 +586,28 @@ static int run_job(child_t *c, int n, const plan_t *pl, int *started)
     return code ? code : sup;
 }
 
-/* Ephemeral CURVE keys for the job's tasks in a private directory (0700,
- * secret files 0600), so that a job on one machine is authenticated and
- * encrypted with no setup. The tasks use them when [security] keys is not
- * set (STRATA_LAUNCH_KEYS); launch removes them when the job is over. */
-static int make_job_keys(const child_t *c, int n, char *dir, size_t cap)
+/* Ephemeral CURVE keys for the job's tasks (launch_keys.c: never on
+ * disk), so that a job on one machine is authenticated and encrypted with
+ * no setup; the tasks use them when [security] keys is not set. */
+static int make_job_keys(child_t *c, int n)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, cap, "%s/strata-keys-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
-        fprintf(stderr, "strata: launch: cannot make a key directory %s: "
-                "%s\n", dir, strerror(errno));
-        dir[0] = '\0';
-        return -1;
+    const char *type[MAX_TASKS];
+    int index[MAX_TASKS], fd[MAX_TASKS];
+    for (int i = 0; i < n; i++) {
+        type[i] = c[i].type;
+        index[i] = c[i].index;
     }
-    int rc = cli_keygen_dir(dir);
-    for (int i = 0; rc == 0 && i < n; i++)
-        rc = cli_keygen_task(dir, c[i].type, c[i].index, 0);
-    return rc == 0 && setenv("STRATA_LAUNCH_KEYS", dir, 1) == 0 ? 0 : -1;
+    if (cli_launch_keys(n, type, index, fd) != 0)
+        return -1;
+    for (int i = 0; i < n; i++)
+        c[i].keyfd = fd[i];
+    return 0;
 }
 
-static void remove_job_keys(const char *dir)
+static void close_job_keys(child_t *c, int n)
 {
-    DIR *d = dir[0] ? opendir(dir) : NULL;
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.')
-            unlinkat(dirfd(d), e->d_name, 0);
-    if (d) {
-        closedir(d);
-        rmdir(dir);
-    }
+    for (int i = 0; i < n; i++)
+        cli_launch_keys_close(&c[i].keyfd, 1);
 }
 
 static int parse_count(const char *flag, const char *v, int *out)
@@ -773,11 +767,10 @@ int cli_launch(int argc, char **argv)
         .max_restarts = restarts,
         .has_chief = g_tasks.n ? g_tasks.has_chief : chief,
         .elastic = g_elastic, .svc = g_svc };
-    char keys[4096] = "";
+    for (int i = 0; i < n; i++)
+        c[i].keyfd = -1;
     /* Several machines share the keys of [security] keys, not launch's. */
-    if (g_nodes.nnodes <= 1 && !g_tasks.n &&
-        make_job_keys(c, n, keys, sizeof keys) != 0) {
-        remove_job_keys(keys);
+    if (g_nodes.nnodes <= 1 && !g_tasks.n && make_job_keys(c, n) != 0) {
         esvc_close(g_svc);
         free(c);
         free(targv);
@@ -803,7 +796,7 @@ int cli_launch(int argc, char **argv)
            code == 75 ? "stopped, run it again to resume" : code ? "failed"
                                                               : "done",
            started, started == 1 ? "" : "s", code);
-    remove_job_keys(keys);
+    close_job_keys(c, n);
     esvc_close(g_svc);
     g_svc = NULL;
     free(c);

@@ -6,9 +6,11 @@
  *
  * What is refused, one line each, naming the file and what to do: a key
  * directory or public key file that is group- or world-writable or owned
- * by another user (someone could swap a key), a secret file that others
- * may read, a file that is not a certificate, a key that is not 40
- * characters of Z85. */
+ * by another user (someone could swap a key), a directory above it that
+ * others could write (they could move the key directory away and put
+ * theirs there: base/trustdir.h), a secret file that others may read, a
+ * file that is not a certificate, a key that is not 40 characters of
+ * Z85. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +21,8 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "base/keybundle.h"
+#include "base/trustdir.h"
 
 #define WHO "security"
 #define CERT_MAX 4096 /* a certificate is a few hundred bytes */
@@ -153,6 +157,50 @@ static int cert_key(const char *path, const char *text, const char *key,
     return STRATA_OK;
 }
 
+/* The public certificate `text` (read from `path`) as key k->n. */
+static int add_public(strata__keys_t *k, const char *path, const char *text)
+{
+    if (k->n == STRATA__MAX_KEYS) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: more than %d keys", path,
+                    STRATA__MAX_KEYS);
+        return STRATA_ECONFIG;
+    }
+    strata__key_t *key = &k->key[k->n];
+    int rc = cert_key(path, text, "public-key", key->pub);
+    if (rc == STRATA_OK &&
+        cert_value(text, "name", key->name, sizeof key->name) != 0) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: no name = \"TYPE:INDEX\" "
+                    "in its metadata", path);
+        rc = STRATA_EDATA;
+    }
+    for (int i = 0; rc == STRATA_OK && i < k->n; i++)
+        if (strcmp(k->key[i].name, key->name) == 0) {
+            strata__log(STRATA_LOG_ERROR, WHO, "%s: a second key for %s",
+                        path, key->name);
+            rc = STRATA_EDATA;
+        }
+    k->n += rc == STRATA_OK;
+    return rc;
+}
+
+/* Task `self`'s secret certificate `text` (from `path`), whose public key
+ * must be the one its public certificate holds (file `stem`.key). */
+static int take_secret(strata__keys_t *k, const char *self, const char *stem,
+                       const char *path, const char *text)
+{
+    const char *pub = strata__keys_public(k, self);
+    char mine[41];
+    int rc = cert_key(path, text, "secret-key", k->secret);
+    if (rc == STRATA_OK)
+        rc = cert_key(path, text, "public-key", mine);
+    if (rc == STRATA_OK && (!pub || strcmp(pub, mine) != 0)) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: its public key is %s %s.key",
+                    path, pub ? "not the one in" : "not in", stem);
+        rc = STRATA_EDATA;
+    }
+    return rc;
+}
+
 int strata__keys_load(const char *dir, const char *self, strata__keys_t *k)
 {
     memset(k, 0, sizeof *k);
@@ -167,6 +215,13 @@ int strata__keys_load(const char *dir, const char *self, strata__keys_t *k)
     int rc = check_owner_mode(dir, &st, 0);
     if (rc != STRATA_OK)
         return rc;
+    strata__untrusted_t bad;
+    if (strata__trust_dirs(dir, &bad) != 0) {
+        char why[PATH_MAX * 2 + 200];
+        strata__log(STRATA_LOG_ERROR, WHO, "[security] keys = '%s': refused: "
+                    "%s", dir, strata__untrusted_why(&bad, why, sizeof why));
+        return STRATA_ECONFIG;
+    }
     char path[4096], stem[96], text[CERT_MAX];
     /* Every public key in the directory: the job's members. */
     DIR *d = opendir(dir);
@@ -180,30 +235,10 @@ int strata__keys_load(const char *dir, const char *self, strata__keys_t *k)
         size_t len = strlen(e->d_name);
         if (len <= 4 || strcmp(e->d_name + len - 4, ".key") != 0)
             continue;
-        if (k->n == STRATA__MAX_KEYS) {
-            strata__log(STRATA_LOG_ERROR, WHO, "%s: more than %d keys", dir,
-                        STRATA__MAX_KEYS);
-            rc = STRATA_ECONFIG;
-            break;
-        }
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        strata__key_t *key = &k->key[k->n];
         rc = read_cert(path, 0, text, sizeof text);
         if (rc == STRATA_OK)
-            rc = cert_key(path, text, "public-key", key->pub);
-        if (rc == STRATA_OK &&
-            cert_value(text, "name", key->name, sizeof key->name) != 0) {
-            strata__log(STRATA_LOG_ERROR, WHO, "%s: no name = \"TYPE:INDEX\" "
-                        "in its metadata", path);
-            rc = STRATA_EDATA;
-        }
-        for (int i = 0; rc == STRATA_OK && i < k->n; i++)
-            if (strcmp(k->key[i].name, key->name) == 0) {
-                strata__log(STRATA_LOG_ERROR, WHO, "%s: a second key for %s",
-                            path, key->name);
-                rc = STRATA_EDATA;
-            }
-        k->n += rc == STRATA_OK;
+            rc = add_public(k, path, text);
     }
     closedir(d);
     if (rc != STRATA_OK)
@@ -211,23 +246,99 @@ int strata__keys_load(const char *dir, const char *self, strata__keys_t *k)
     /* This task's own secret key, which must match its public one. */
     file_stem(self, stem, sizeof stem);
     snprintf(path, sizeof path, "%s/%s.key_secret", dir, stem);
-    const char *pub = strata__keys_public(k, self);
-    char mine[41];
     rc = read_cert(path, 1, text, sizeof text);
     if (rc == STRATA_OK)
-        rc = cert_key(path, text, "secret-key", k->secret);
-    if (rc == STRATA_OK)
-        rc = cert_key(path, text, "public-key", mine);
-    if (rc == STRATA_OK && (!pub || strcmp(pub, mine) != 0)) {
-        strata__log(STRATA_LOG_ERROR, WHO, "%s: its public key is %s %s.key "
-                    "of the directory", path, pub ? "not the one in" : "not in",
-                    stem);
-        rc = STRATA_EDATA;
-    }
+        rc = take_secret(k, self, stem, path, text);
     if (rc == STRATA_ENOENT)
         strata__log(STRATA_LOG_ERROR, WHO, "no key for task %s in %s "
                     "(strata keygen %s %s adds one)", self, dir, dir, self);
     return rc == STRATA_ENOENT ? STRATA_ECONFIG : rc;
+}
+
+/* A launch's memfd: a regular file of ours, read whole from offset 0 (a
+ * task launch restarts inherits the same open file, offset included). */
+static int read_bundle(int fd, const char *what, char **out, size_t *len)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != geteuid() ||
+        st.st_size > (off_t)(STRATA__MAX_KEYS + 1) * CERT_MAX) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: not the keys strata launch "
+                    "hands its tasks", what);
+        return STRATA_ECONFIG;
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    if (!buf)
+        return STRATA_ENOMEM;
+    ssize_t n = pread(fd, buf, (size_t)st.st_size, 0);
+    if (n != (ssize_t)st.st_size) {
+        strata__log(STRATA_LOG_ERROR, WHO, "cannot read %s: %s", what,
+                    n < 0 ? strerror(errno) : "short read");
+        free(buf);
+        return STRATA_EIO;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = (size_t)n;
+    return STRATA_OK;
+}
+
+int strata__keys_load_fd(int fd, const char *self, strata__keys_t *k)
+{
+    memset(k, 0, sizeof *k);
+    char what[64], stem[96], secret_name[112], path[200], text[CERT_MAX];
+    snprintf(what, sizeof what, "launch's keys (fd %d)", fd);
+    file_stem(self, stem, sizeof stem);
+    snprintf(secret_name, sizeof secret_name, "%s.key_secret", stem);
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = read_bundle(fd, what, &buf, &len), secret = 0;
+    /* Records "strata-key NAME LEN\n" + LEN bytes (base/keybundle.h). */
+    for (size_t at = 0; rc == STRATA_OK && at < len;) {
+        char line[128], name[96];
+        size_t n = 0;
+        int used = -1;
+        const char *nl = memchr(buf + at, '\n', len - at);
+        size_t ll = nl ? (size_t)(nl - (buf + at)) : 0;
+        if (nl && ll < sizeof line) {
+            memcpy(line, buf + at, ll);
+            line[ll] = '\0';
+            sscanf(line, STRATA__KEYS_REC_SCAN "%n", name, &n, &used);
+        }
+        if (used != (int)ll || n >= sizeof text ||
+            n > len - (size_t)(nl + 1 - buf)) {
+            strata__log(STRATA_LOG_ERROR, WHO, "%s: malformed at byte %zu",
+                        what, at);
+            rc = STRATA_EDATA;
+            break;
+        }
+        memcpy(text, nl + 1, n);
+        text[n] = '\0';
+        at = (size_t)(nl + 1 - buf) + n;
+        snprintf(path, sizeof path, "%s: %s", what, name);
+        if (!strcmp(name, secret_name)) {
+            secret = 1;
+            rc = take_secret(k, self, stem, path, text);
+        } else if (!secret) {
+            rc = add_public(k, path, text);
+        } else {
+            strata__log(STRATA_LOG_ERROR, WHO, "%s: after the secret key",
+                        path);
+            rc = STRATA_EDATA;
+        }
+    }
+    if (buf)
+        memset(buf, 0, len);
+    free(buf);
+    if (rc == STRATA_OK && !secret) {
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: no secret key for task %s",
+                    what, self);
+        rc = STRATA_ECONFIG;
+    }
+    memset(text, 0, sizeof text);
+    /* Read once; no program this task runs needs it. */
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    return rc;
 }
 
 const char *strata__keys_public(const strata__keys_t *k, const char *name)

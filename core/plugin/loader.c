@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "base/trustdir.h"
 
 #ifndef STRATA_PLUGIN_DIR
 #error "STRATA_PLUGIN_DIR (the install plugin dir) comes from core/CMakeLists.txt"
@@ -352,15 +353,33 @@ static int trusted(const char *path, const char *what, const char *p,
     return 0;
 }
 
-/* The file, the directory that holds it and, when it is a symbolic link,
- * the directory of its target. Ancestors are not checked. */
+/* Every directory above `dir` up to / (base/trustdir.h; `dir` itself was
+ * checked by trusted()): `what` names `dir` for the log line. */
+static int trusted_dirs(const char *path, const char *what, const char *dir,
+                        int level)
+{
+    strata__untrusted_t bad;
+    if (strata__trust_dirs(dir, &bad) == 0)
+        return 0;
+    char why[2 * PATH_MAX + 200];
+    strata__log(level, WHO, "%s: not loaded: above %s: %s, or set [plugins] "
+                "trust_path = yes to load it anyway", path, what,
+                strata__untrusted_why(&bad, why, sizeof why));
+    return STRATA_EUNTRUSTED;
+}
+
+/* The file, the directory that holds it and every one above it and, when
+ * it is a symbolic link, the directories of its target too. */
 static int check_trust(const char *path, int level)
 {
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
+    const char *d = dirname(dir); /* "." when path has no slash */
     int rc = trusted(path, NULL, path, level);
     if (rc == 0)
-        rc = trusted(path, "its directory", dirname(dir), level);
+        rc = trusted(path, "its directory", d, level);
+    if (rc == 0)
+        rc = trusted_dirs(path, "its directory", d, level);
     struct stat st;
     if (rc == 0 && lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
         char *real = realpath(path, NULL);
@@ -371,8 +390,10 @@ static int check_trust(const char *path, int level)
         }
         snprintf(dir, sizeof dir, "%s", real);
         free(real);
-        rc = trusted(path, "the directory of its target", dirname(dir),
-                     level);
+        d = dirname(dir);
+        rc = trusted(path, "the directory of its target", d, level);
+        if (rc == 0)
+            rc = trusted_dirs(path, "the directory of its target", d, level);
     }
     return rc;
 }

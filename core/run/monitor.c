@@ -165,9 +165,21 @@ int strata__meta_num(const char *(*get)(const void *, const char *),
     char *end = NULL;
     errno = 0;
     double x = v && *v ? strtod(v, &end) : 0.0;
-    if (!v || !*v || *end || errno)
+    if (!v || !*v || *end || errno || !isfinite(x))
         return 0;
     *out = x;
+    return 1;
+}
+
+int strata__meta_count(const char *(*get)(const void *, const char *),
+                       const void *ctx, const char *key, int64_t *out)
+{
+    double x;
+    /* checked before the conversion: 1e300 would be undefined there */
+    if (!strata__meta_num(get, ctx, key, &x) || !(x >= 0 && x <= INT32_MAX) ||
+        x != trunc(x))
+        return 0;
+    *out = (int64_t)x;
     return 1;
 }
 
@@ -179,17 +191,18 @@ void strata__monitor_from_meta(strata__monitor_t *m,
     const char *name = get(ctx, "strata.monitor");
     if (!name || strcmp(name, strata__monitor_name(m)) != 0)
         return;
-    double wait, best, best_epoch, kept, kept_epoch;
-    if (strata__meta_num(get, ctx, "strata.es_wait", &wait) && wait >= 0)
-        m->wait = (int64_t)wait;
+    double best, kept;
+    int64_t wait, best_epoch, kept_epoch;
+    if (strata__meta_count(get, ctx, "strata.es_wait", &wait))
+        m->wait = wait;
     if (strata__meta_num(get, ctx, "strata.es_best", &best) &&
-        strata__meta_num(get, ctx, "strata.es_best_epoch", &best_epoch)) {
+        strata__meta_count(get, ctx, "strata.es_best_epoch", &best_epoch)) {
         m->has_best = 1;
         m->best = best;
         m->best_epoch = (int)best_epoch;
     }
     if (strata__meta_num(get, ctx, "strata.best", &kept) &&
-        strata__meta_num(get, ctx, "strata.best_epoch", &kept_epoch)) {
+        strata__meta_count(get, ctx, "strata.best_epoch", &kept_epoch)) {
         m->has_kept = 1;
         m->kept = kept;
         m->kept_epoch = (int)kept_epoch;

@@ -61,6 +61,10 @@ int  strata__monitor_to_meta(const strata__monitor_t *m,
  * 1 and *out, or 0 when absent or not a number. */
 int  strata__meta_num(const char *(*get)(const void *ctx, const char *key),
                       const void *ctx, const char *key, double *out);
+/* The same for a count (epochs, waits): 1 and *out when a whole number in
+ * [0, INT32_MAX], else 0 (never converted out of range). */
+int  strata__meta_count(const char *(*get)(const void *ctx, const char *key),
+                        const void *ctx, const char *key, int64_t *out);
 /* The state back from a checkpoint's metadata (get(ctx, key): its value or
  * NULL); ignored when it was written for another metric. */
 void strata__monitor_from_meta(strata__monitor_t *m,

@@ -143,12 +143,12 @@ void strata__plateau_from_meta(strata__plateau_t *p,
     const char *name = get(ctx, "strata.monitor");
     if (!name || strcmp(name, strata__monitor_metric(p->metric)) != 0)
         return;
-    double wait, cooling, best;
-    if (strata__meta_num(get, ctx, "strata.lr_wait", &wait) && wait >= 0)
-        p->wait = (int64_t)wait;
-    if (strata__meta_num(get, ctx, "strata.lr_cooldown", &cooling) &&
-        cooling >= 0)
-        p->cooling = (int64_t)cooling;
+    double best;
+    int64_t wait, cooling;
+    if (strata__meta_count(get, ctx, "strata.lr_wait", &wait))
+        p->wait = wait;
+    if (strata__meta_count(get, ctx, "strata.lr_cooldown", &cooling))
+        p->cooling = cooling;
     if (strata__meta_num(get, ctx, "strata.lr_best", &best)) {
         p->has_best = 1;
         p->best = best;
@@ -159,7 +159,7 @@ int64_t strata__plateau_meta_reductions(const char *(*get)(const void *ctx,
                                                            const char *key),
                                         const void *ctx)
 {
-    double n;
-    return strata__meta_num(get, ctx, "strata.lr_reductions", &n) && n >= 0 &&
-           n < 1e6 ? (int64_t)n : 0;
+    int64_t n;
+    return strata__meta_count(get, ctx, "strata.lr_reductions", &n) &&
+           n < 1000000 ? n : 0;
 }

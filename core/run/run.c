@@ -1,9 +1,11 @@
 /* Setting a run up (data, model, devices, the strategy and its variables),
  * its outputs (banner, metrics CSV, variable dump) and tearing it down. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/keybundle.h"
 #include "model/loss.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/states.h"
@@ -342,9 +344,17 @@ static int setup_security(strata__run_t *run)
                     "and forge its messages", talking);
         return STRATA_OK;
     }
-    /* strata launch makes keys for its job when the user gave none. */
-    const char *dir = sec->keys[0] ? sec->keys : getenv("STRATA_LAUNCH_KEYS");
-    if (!dir || !dir[0]) {
+    /* strata launch makes keys for its job when the user gave none, and
+     * hands them over in a memfd (base/keybundle.h). */
+    const char *dir = sec->keys, *fds = getenv(STRATA__KEYS_FD_ENV);
+    char *end = NULL;
+    long fd = !dir[0] && fds && *fds ? strtol(fds, &end, 10) : -1;
+    if (fd >= 0 && (*end || fd > INT_MAX)) {
+        strata__log(STRATA_LOG_ERROR, "security", "%s = '%s': not a file "
+                    "descriptor", STRATA__KEYS_FD_ENV, fds);
+        return STRATA_ECONFIG;
+    }
+    if (!dir[0] && fd < 0) {
         strata__log(STRATA_LOG_ERROR, "security", "this job has %d processes "
                     "and no keys: make them with `strata keygen DIR TASK...` "
                     "and set [security] keys = DIR (strata launch makes its "
@@ -355,7 +365,9 @@ static int setup_security(strata__run_t *run)
     char self[48];
     strata__task_name(&c->tasks[c->self], self, sizeof self);
     strata__keys_t *k = malloc(sizeof *k);
-    int rc = k ? strata__keys_load(dir, self, k) : STRATA_ENOMEM;
+    int rc = !k       ? STRATA_ENOMEM
+             : dir[0] ? strata__keys_load(dir, self, k)
+                      : strata__keys_load_fd((int)fd, self, k);
     if (rc != STRATA_OK) {
         free(k);
         return rc == STRATA_EIO || rc == STRATA_ENOMEM ? rc : STRATA_ECONFIG;

@@ -415,6 +415,18 @@ static int64_t nonfinite_step(const strata__run_t *run)
     return first;
 }
 
+/* The one line of a run stopped by a non-finite loss (on_nan = stop), by
+ * step `step` of epoch `epoch` (0-based); STRATA_EDIVERGED. */
+static int diverged(const strata__run_t *run, int epoch, int64_t step)
+{
+    strata__log(STRATA_LOG_ERROR, "train", "epoch %d, step %lld: the "
+                "training loss is not finite: training stopped ([train] "
+                "on_nan = stop), no checkpoint of it written; lower "
+                "[optimizer] lr (now %g)", epoch + 1, (long long)step,
+                run->s->optimizer.lr);
+    return STRATA_EDIVERGED;
+}
+
 /* Has anybody asked the job to stop, seen a non-finite loss, or (an
  * elastic job) heard that a resize is due? Agreed by every worker: one of
  * them saw it, all act. A diverged run ends here: STRATA_EDIVERGED, after
@@ -428,14 +440,10 @@ static int stop_requested(strata__run_t *run, int *stop, int *resize)
     int rc = strata__run_world_sum(run, flag, run->elastic ? 3 : 2);
     *stop = flag[0] > 0.5f;
     *resize = flag[2] > 0.5f && !*stop;
-    if (rc == STRATA_OK && flag[1] > 0.5f) {
-        if (run->geo.chief)
-            strata__log(STRATA_LOG_ERROR, "train", "step %lld: the training "
-                        "loss is not finite: training stopped ([train] on_nan "
-                        "= stop; is the learning rate too large?)",
-                        (long long)run->reps[0].done);
-        return STRATA_EDIVERGED;
-    }
+    if (rc == STRATA_OK && flag[1] > 0.5f)
+        return run->geo.chief ? diverged(run, run->cur.epoch,
+                                         run->reps[0].done)
+                              : STRATA_EDIVERGED;
     return rc;
 }
 
@@ -760,6 +768,12 @@ static int host_report(strata__run_t *run, const strata_report_t *r)
 {
     if (!live(run) || !r)
         return live(run) ? STRATA_EINVAL : STRATA_ESTATE;
+    /* A strategy that drives the job (ps: its coordinator) reports the
+     * losses its workers computed: the core's on_nan decides. */
+    if ((r->kind == STRATA_REPORT_STEP || r->kind == STRATA_REPORT_EPOCH_END)
+        && !isfinite(r->loss) && run->s->train.on_nan == STRATA__ON_NAN_STOP)
+        return diverged(run, r->epoch, (int64_t)r->epoch *
+                        run->geo.steps_per_epoch + r->steps);
     switch (r->kind) {
     case STRATA_REPORT_EPOCH_BEGIN: {
         const strata__event_t ev = { .kind = STRATA__EV_EPOCH_BEGIN,

@@ -1,5 +1,6 @@
 /* strata_kit_cfg: a plugin's option struct from its own table, defaults
  * then "key=value" overrides, as the core fills it before init(). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,10 +19,17 @@ static int bad(const strata_plugin_v2_t *vt, const char *key,
     return STRATA_ECONFIG;
 }
 
+/* Refused before any conversion, as the core refuses them: a value that
+ * is not finite (strtod reads "nan" and "inf"), outside the option's
+ * bounds, or for an integer option, not a whole number that int64_t holds
+ * (an unbounded INT of 1e300 reached an undefined conversion). */
 static int in_bounds(const strata_option_t *o, double v)
 {
     int bounded = !(o->min > o->max) && !(o->min == 0 && o->max == 0);
-    return !bounded || (v >= o->min && v <= o->max);
+    if (!isfinite(v) || (bounded && !(v >= o->min && v <= o->max)))
+        return 0;
+    return o->type == STRATA_OPT_FLOAT ||
+           (v == trunc(v) && v >= -0x1p63 && v < 0x1p63);
 }
 
 static int parse(const strata_plugin_v2_t *vt, const strata_option_t *o,

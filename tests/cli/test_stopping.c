@@ -11,9 +11,12 @@
  *    exactly once);
  *  - early stopping without validation is a configuration error (exit 2);
  *  - a non-finite loss (Keras' TerminateOnNaN, [train] on_nan = stop):
- *    the run stops within a segment of steps with one line and exit 1, no
- *    checkpoint after it, every mwms worker alike; on_nan = ignore trains
- *    on. */
+ *    the run stops within a segment of steps with one line (naming the
+ *    epoch and step, suggesting a lower lr) and exit 1, no checkpoint
+ *    after it, under mirrored, central, mwms (every worker alike) and ps
+ *    (the coordinator's core decides on the losses its workers report;
+ *    the wire carried no non-finite loss, and the job hung until its
+ *    timeout); on_nan = ignore trains on. */
 #include "check.h"
 #include "dumps.h"
 #include "spawn.h"
@@ -47,6 +50,13 @@ static int has_ckpt(const char *dir, long step)
     char p[900];
     snprintf(p, sizeof p, "%s/%s/ckpt-%010ld.safetensors", g_dir, dir, step);
     return file_exists(p);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static int count(const char *text, const char *what)
@@ -165,12 +175,38 @@ static void diverged(void)
                 "--set", "train.on_nan=ignore") == 0);
     CHECKF(strstr(g_r.out, "done: 1 epoch") && !strstr(g_r.err, "error"),
            "%s%s", g_r.out, g_r.err);
+    /* central: the same line */
+    CHECK(train("--set", "strategy.plugin=central", "--set",
+                "optimizer.lr=1e30", "--set", "train.epochs=2") == 1);
+    CHECKF(count(g_r.err, "error:") == 1 &&
+           strstr(g_r.err, "epoch 1, step ") &&
+           strstr(g_r.err, "lower [optimizer] lr (now 1e+30)"), "%s%s",
+           g_r.out, g_r.err);
     /* mwms, 2 workers: both stop at the same boundary, exit 1 */
     CHECK(launch("-n", "2", "--set", "strategy.plugin=mwms", "--set",
                  "optimizer.lr=1e30", "--set", "train.epochs=2") == 1);
     CHECKF(count(g_r.err, "the training loss is not finite") == 1 &&
            count(g_r.err, "(STRATA_EDIVERGED)") >= 1 &&
            !strstr(g_r.err, "peer"), "%s%s", g_r.out, g_r.err);
+    /* ps, 2 workers and a ps: the coordinator stops the job at the first
+     * non-finite loss reported, every task ends with its code at once
+     * (it waited for strategy.timeout_s), no checkpoint */
+    double t0 = now_s();
+    CHECK(launch("-n", "2", "--ps", "1", "--set", "strategy.plugin=ps",
+                 "--set", "optimizer.lr=1e30", "--set", "train.epochs=2",
+                 "--set", ckdir("nanps"), "--set",
+                 "checkpoint.every_steps=64") == 1);
+    CHECKF(count(g_r.err, "error:") == 1 &&
+           count(g_r.err, "the training loss is not finite: training "
+                          "stopped") == 1 &&
+           count(g_r.err, "(STRATA_EDIVERGED)") >= 1 &&
+           !strstr(g_r.err, "malformed message from") && now_s() - t0 < 20,
+           "%.1f s\n%s%s", now_s() - t0, g_r.out, g_r.err);
+    CHECK(!has_ckpt("nanps", 64) && !has_ckpt("nanps", 50));
+    /* ps, on_nan = ignore: trains on to the end */
+    CHECK(launch("-n", "2", "--ps", "1", "--set", "strategy.plugin=ps",
+                 "--set", "optimizer.lr=1e30", "--set", "train.epochs=1",
+                 "--set", "train.on_nan=ignore") == 0);
 }
 
 int main(void)

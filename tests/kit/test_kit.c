@@ -14,7 +14,9 @@
  *    applied where the minor has grad_clip (2.2 on), skipped before;
  *  - the services: STRATA_ENOTSUP without hooks, the hook's answer with;
  *  - strata_kit_cfg: local.so's defaults, an override, a bad value and an
- *    unknown key refused; an unreleased minor refused. */
+ *    unknown key refused; an unreleased minor refused; unbounded options
+ *    refuse what is not finite and integers what int64_t cannot hold,
+ *    before any conversion (UBSan: 1e300 reached one). */
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
@@ -535,6 +537,41 @@ static void misc_checks(void)
     }
 }
 
+/* Options without bounds: hostile numbers are refused, not converted. */
+static void unbounded(void)
+{
+    struct opts { int64_t n, size; double x; };
+    static const strata_option_t o[] = {
+        { .key = "n", .type = STRATA_OPT_INT, .def = "1",
+          .offset = offsetof(struct opts, n) },
+        { .key = "size", .type = STRATA_OPT_SIZE, .def = "1K",
+          .offset = offsetof(struct opts, size) },
+        { .key = "x", .type = STRATA_OPT_FLOAT, .def = "0.5",
+          .offset = offsetof(struct opts, x) },
+        { .key = NULL }
+    };
+    strata_plugin_v2_t vt = { .options = o, .cfg_size = sizeof(struct opts) };
+    vt.hdr.name = "unbounded";
+    static const char *const bad[] = {
+        "n=1e300", "n=-1e300", "n=9223372036854775808", "n=nan", "n=inf",
+        "n=1.5", "size=1e300G", "size=nan", "x=nan", "x=-inf", "x=1e999",
+    };
+    void *c = NULL;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *over[] = { bad[i] };
+        CHECKF(strata_kit_cfg(&vt, over, 1, &c) == STRATA_ECONFIG && !c,
+               "%s accepted", bad[i]);
+    }
+    const char *good[] = { "n=-9007199254740992", "size=2M", "x=1e300" };
+    CHECK(strata_kit_cfg(&vt, good, 3, &c) == STRATA_OK && c);
+    if (c) {
+        const struct opts *v = c;
+        CHECK(v->n == -9007199254740992LL && v->size == 2 << 20 &&
+              v->x == 1e300);
+    }
+    free(c);
+}
+
 int main(void)
 {
     const char *dir = getenv("STRATA_PLUGIN_PATH");
@@ -576,6 +613,7 @@ int main(void)
         strategy_checks(minor, 0.5);   /* the mean gradient's norm is ~3 */
     }
     misc_checks();
+    unbounded();
     if (core_t)
         strata__host_v2.t_close(&core->hc, core_t);
     strata_ctx_destroy(core);

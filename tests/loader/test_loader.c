@@ -562,6 +562,54 @@ static void test_trust(void)
         printf("skipped: the owner checks need root (chown)\n");
     }
 
+    /* The directories above (OpenSSH's StrictModes): one that others may
+     * write is refused, naming it; a sticky one (/tmp) is not, as others
+     * may neither rename nor remove what is ours in it. */
+    char deep[300], deep_so[330], why2[1024];
+    snprintf(deep, sizeof deep, "%s/deep", dir);
+    snprintf(deep_so, sizeof deep_so, "%s/fake_ok.so", deep);
+    CHECK(mkdir(deep, 0755) == 0);
+    copy_file(D1 "/fake_ok.so", deep_so);
+    CHECK(chmod(dir, 0777) == 0);
+    snprintf(why2, sizeof why2, "%s: not loaded: above its directory: %s "
+             "is world-writable (mode 0777), so others could have replaced "
+             "what is under it: chmod go-w %s, or set [plugins] trust_path = "
+             "yes", deep_so, dir, dir);
+    expect_fail("fake_ok", STRATA_KIND_STRATEGY, deep, STRATA_EUNTRUSTED, why2,
+                NULL);
+    expect_scan(deep, 0, STRATA_EUNTRUSTED, why2);
+    expect_trusted_ok(deep);
+    CHECK(chmod(dir, 0775) == 0);
+    expect_fail("fake_ok", STRATA_KIND_STRATEGY, deep, STRATA_EUNTRUSTED,
+                "is group-writable (mode 0775)", NULL);
+    CHECK(chmod(dir, 01777) == 0);
+    strata__plugin_close(expect_ok("fake_ok", STRATA_KIND_STRATEGY, deep));
+    /* ... and above a link's target. */
+    CHECK(chmod(dir, 0755) == 0 && chmod(other, 0777) == 0);
+    snprintf(target, sizeof target, "%s/deep", other);
+    CHECK(mkdir(target, 0755) == 0);
+    snprintf(target, sizeof target, "%s/deep/fake_ok.so", other);
+    copy_file(D1 "/fake_ok.so", target);
+    CHECK(unlink(deep_so) == 0 && symlink(target, deep_so) == 0);
+    snprintf(why2, sizeof why2, "%s: not loaded: above the directory of "
+             "its target: %s is world-writable", deep_so, other);
+    expect_fail("fake_ok", STRATA_KIND_STRATEGY, deep, STRATA_EUNTRUSTED, why2,
+                NULL);
+    CHECK(chmod(other, 0755) == 0);
+    strata__plugin_close(expect_ok("fake_ok", STRATA_KIND_STRATEGY, deep));
+    if (geteuid() == 0) {
+        CHECK(chown(dir, 65534, 65534) == 0);
+        snprintf(why, sizeof why, "above its directory: %s is owned by uid "
+                 "65534, neither root nor you (uid 0)", dir);
+        expect_fail("fake_ok", STRATA_KIND_STRATEGY, deep, STRATA_EUNTRUSTED,
+                    why, NULL);
+        CHECK(chown(dir, 0, 0) == 0);
+    }
+    CHECK(unlink(deep_so) == 0 && unlink(target) == 0 && rmdir(deep) == 0);
+    snprintf(target, sizeof target, "%s/deep", other);
+    CHECK(rmdir(target) == 0);
+    snprintf(target, sizeof target, "%s/fake_ok.so", other);
+
     unlink(so);
     unlink(target);
     CHECK(rmdir(dir) == 0 && rmdir(other) == 0);

@@ -222,9 +222,15 @@ static void wire(void)
     ps_wire_set_metric(&q, 30.25);   /* a mean error may exceed samples */
     ps_wire_pack(&q, c);
     CHECK(unpack(c, PS_HDR_SIZE, &o) == 0 && ps_wire_metric(&o) == 30.25);
-    q.c = 2;
+    q.c = 2; /* a result whose loss was not finite (f = 0) */
     ps_wire_pack(&q, c);
-    CHECK(unpack(c, PS_HDR_SIZE, &o) == -1);   /* has_result not 0/1 */
+    CHECK(unpack(c, PS_HDR_SIZE, &o) == 0 && o.c == 2);
+    q.c = 3;
+    ps_wire_pack(&q, c);
+    CHECK(unpack(c, PS_HDR_SIZE, &o) == -1);   /* has_result not 0/1/2 */
+    q.c = -1;
+    ps_wire_pack(&q, c);
+    CHECK(unpack(c, PS_HDR_SIZE, &o) == -1);
     ps_hdr_t ack = { .type = PS_PUSH_ACK, .status = PS_DUPLICATE };
     ps_wire_pack(&ack, c);
     CHECK(unpack(c, PS_HDR_SIZE, &o) == 0 && o.status == PS_DUPLICATE);

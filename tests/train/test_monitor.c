@@ -127,6 +127,19 @@ static void metadata(void)
     init(&b, STRATA__MONITOR_VAL_ACCURACY, 3, 0.0, 1);
     strata__monitor_from_meta(&b, get, &kv);
     CHECK(!b.has_best && !b.has_kept && b.wait == 0);
+    /* hostile numbers: ignored, never converted (1e300 reached an
+     * undefined float-to-integer conversion) */
+    static const char *const hostile[] = { "1e300", "-1e300", "nan", "inf",
+                                           "2.5", "-1", "4294967296" };
+    for (size_t h = 0; h < sizeof hostile / sizeof *hostile; h++) {
+        for (int i = 0; i < kv.n; i++)
+            if (strcmp(kv.k[i], "strata.monitor") != 0)
+                snprintf(vals[i], sizeof vals[i], "%s", hostile[h]);
+        init(&b, STRATA__MONITOR_VAL_LOSS, 3, 0.0, 1);
+        strata__monitor_from_meta(&b, get, &kv);
+        CHECKF(!b.has_best && !b.has_kept && b.wait == 0, "%s taken",
+               hostile[h]);
+    }
 }
 
 int main(void)

@@ -4,7 +4,7 @@
  * several processes with no keys at all), [security] mode = off (a warning,
  * then plaintext), a task whose key is not the job's (refused by its
  * neighbour's ZAP handler: the job does not form, and says so), and
- * `strata launch` (keys of its own, removed afterwards). */
+ * `strata launch` (keys of its own, never on disk). */
 #include <glob.h>
 #include <time.h>
 #include <sys/stat.h>
@@ -152,6 +152,19 @@ static void refusals(void)
            "writable dir: exit %d\n%s", r[0].code, r[0].err);
     chmod(keys, 0700);
 
+    /* A directory above the keys that others may write (the checks
+     * stopped at the key directory): refused, naming it. /tmp above
+     * g_dir is sticky, and the jobs above ran with it. */
+    char above[300];
+    snprintf(above, sizeof above, "refused: %s is world-writable (mode "
+             "0777), so others could have replaced what is under it: chmod "
+             "go-w %s", g_dir, g_dir);
+    chmod(g_dir, 0777);
+    job(good, 60, r);
+    CHECKF(r[0].code == 2 && r[1].code == 2 && strstr(r[0].err, above),
+           "writable parent: exit %d/%d\n%s", r[0].code, r[1].code, r[0].err);
+    chmod(g_dir, 0700);
+
     snprintf(f, sizeof f, "%s/worker-0.key", keys);
     char moved[220];
     snprintf(moved, sizeof moved, "%s.away", f);
@@ -227,10 +240,12 @@ static void given_address_only(void)
            "a foreign address: exit %d\n%s", c.code, g_r.err);
 }
 
-/* launch makes the keys of its job itself and removes them afterwards. */
+/* launch makes the keys of its job itself and hands them to its tasks in
+ * memfds: no key directory, ever (test_launch_kill.c: not even after a
+ * kill -9). */
 static void launched(void)
 {
-    /* launch's key directory goes under TMPDIR: this test's own, so that
+    /* launch's key directory went under TMPDIR: this test's own, so that
      * other jobs' directories in /tmp do not count */
     glob_t before, after;
     char pattern[200];
@@ -264,7 +279,7 @@ int main(void)
                R_OK) != 0)
         CHECK_SKIP("Fashion-MNIST not installed");
     CHECK(mkdtemp(g_dir) != NULL);
-    unsetenv("STRATA_LAUNCH_KEYS");
+    unsetenv("STRATA_LAUNCH_KEYS_FD");
     keygen();
     refusals();
     given_address_only();

@@ -2,7 +2,9 @@
  * copy of a real strategy in a world-writable directory first on the search
  * path is refused before it is loaded (exit 3, one line naming the
  * directory, its mode and the fixes), listed as BROKEN by `strata plugins`,
- * and loaded once [plugins] trust_path = yes says so. */
+ * and loaded once [plugins] trust_path = yes says so; so is one whose
+ * directory is safe but a directory above it is not (OpenSSH's
+ * StrictModes), while a sticky one above it (/tmp) is fine. */
 #include <sys/stat.h>
 
 #include "check.h"
@@ -43,7 +45,7 @@ int main(void)
     write_file(copy, so, n);
     free(so);
     CHECK(chmod(copy, 0755) == 0 && chmod(dir, 0777) == 0);
-    char path_set[600], why[1200];
+    char path_set[600], why[2400];
     snprintf(path_set, sizeof path_set, "plugins.path=%s", dir);
 
     /* Refused: exit 3, one line that says where, why and what to do. */
@@ -80,6 +82,33 @@ int main(void)
     CHECK(run("train", TINY, "--set", path_set, "--set",
               "strategy.plugin=mirrored", "--set", "log.level=debug") == 0);
     CHECKF(strstr(R.err, loaded), "%s", R.err);
+
+    /* A world-writable directory above: refused naming it (the checks
+     * stopped at the plugin's own directory). */
+    const char *deep = tmp_path("deep");
+    char deep_so[600], deep_set[620];
+    snprintf(deep_so, sizeof deep_so, "%s/mirrored.so", deep);
+    snprintf(deep_set, sizeof deep_set, "plugins.path=%s", deep);
+    CHECK(mkdir(deep, 0755) == 0 && rename(copy, deep_so) == 0);
+    CHECK(chmod(dir, 0777) == 0);
+    CHECK(run("train", TINY, "--set", deep_set, "--set",
+              "strategy.plugin=mirrored") == 3);
+    snprintf(why, sizeof why, "strata: loader: error: %s: not loaded: above "
+             "its directory: %s is world-writable (mode 0777), so others "
+             "could have replaced what is under it: chmod go-w %s, or set "
+             "[plugins] trust_path = yes to load it anyway", deep_so, dir,
+             dir);
+    CHECKF(strstr(R.err, why) != NULL, "%s", R.err);
+    CHECK(run("plugins", "--set", deep_set) == 0);
+    CHECKF(strstr(R.out, "BROKEN: not trusted") && strstr(R.out, deep_so),
+           "%s", R.out);
+    /* Sticky, as /tmp is: others can neither rename nor remove ours. */
+    CHECK(chmod(dir, 01777) == 0);
+    snprintf(loaded, sizeof loaded, "from %s", deep_so);
+    CHECK(run("train", TINY, "--set", deep_set, "--set",
+              "strategy.plugin=mirrored", "--set", "log.level=debug") == 0);
+    CHECKF(strstr(R.err, loaded), "%s", R.err);
+    CHECK(chmod(dir, 0700) == 0);
 
     tmp_cleanup();
     return CHECK_DONE();

@@ -115,6 +115,10 @@ int  ps_net_send(ps_t *p, int member, ps_hdr_t *h, const float *payload,
 int  ps_net_recv(ps_t *p, int64_t deadline, ps_msg_t *m);
 /* The text of a STRATA_E* code (plugins do not link the core). */
 const char *ps_strerror(int rc);
+/* An ABORT from the coordinator (m) ends this task: one line, and the
+ * code to end with (the coordinator's own when its core stopped a
+ * diverged run, which said so once; else STRATA_EPEER). */
+int ps_aborted(ps_t *p, const ps_msg_t *m);
 /* The task name of a member ("ps:1") and its address, for messages. */
 const char *ps_name(const ps_t *p, int member);
 const char *ps_addr(const ps_t *p, int member);

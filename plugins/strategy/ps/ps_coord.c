@@ -7,6 +7,7 @@
  * answering for strategy.timeout_s stops the job. At the end every worker
  * is told DONE, every ps FINISH, and each ps's count of applied steps must
  * equal the steps scheduled: exactly once. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,7 +124,9 @@ static void seen(ps_t *p, int wi, uint64_t inc)
     w->last_seen = p->co->last_worker = ps_now_ms();
 }
 
-static void progress(ps_t *p)
+/* The running figures to the core; its answer (a non-finite loss under
+ * [train] on_nan = stop: STRATA_EDIVERGED) ends the job. */
+static int progress(ps_t *p)
 {
     const ps_sched_t *s = &p->co->s;
     double n = s->samples > 0 ? (double)s->samples : 1.0;
@@ -132,11 +135,12 @@ static void progress(ps_t *p)
         .epoch = s->epoch, .steps = s->ndone, .loss = s->loss / n,
         .acc = s->metric / n,
     };
-    (void)p->host->report(p->hc, &r);
+    return p->host->report(p->hc, &r);
 }
 
-/* The result of worker wi's previous step (STEP_REQ with has_result). */
-static void result(ps_t *p, int wi, const ps_hdr_t *h)
+/* The result of worker wi's previous step (STEP_REQ with has_result: 2,
+ * its loss was not finite). */
+static int result(ps_t *p, int wi, const ps_hdr_t *h)
 {
     ps_coord_t *co = p->co;
     co_worker_t *w = &co->w[wi];
@@ -144,14 +148,15 @@ static void result(ps_t *p, int wi, const ps_hdr_t *h)
     if (w->batch == b && epoch == co->s.epoch)
         w->batch = -1;
     if (epoch != co->s.epoch || b >= co->s.n)
-        return; /* an epoch that is over: a late duplicate */
+        return STRATA_OK; /* an epoch that is over: a late duplicate */
     if (h->status == PS_OK) {
-        if (ps_sched_done(&co->s, b, h->f, ps_wire_metric(h), h->a) == 1) {
+        if (ps_sched_done(&co->s, b, h->c == 2 ? NAN : h->f,
+                          ps_wire_metric(h), h->a) == 1) {
             co->total_done++;
             w->steps++;
-            progress(p);
+            return progress(p);
         }
-        return;
+        return STRATA_OK;
     }
     if (co->s.state[b] == PS_B_RUNNING && co->s.owner[b] == wi) {
         w->batch = b;
@@ -162,6 +167,7 @@ static void result(ps_t *p, int wi, const ps_hdr_t *h)
                       h->status == PS_STALE ? "a ps refused its push as stale "
                       "(strategy.max_staleness)" : "the worker failed it");
     }
+    return STRATA_OK;
 }
 
 /* Before the next fresh batch goes out: does the core want a boundary
@@ -236,14 +242,16 @@ static int handle(ps_t *p, const ps_msg_t *m)
         return STRATA_OK;
     }
     seen(p, wi, m->h.incarnation);
+    int rc = STRATA_OK;
     if (m->h.type == PS_STEP_REQ) {
-        if (m->h.c == 1)
-            result(p, wi, &m->h);
+        if (m->h.c >= 1)
+            rc = result(p, wi, &m->h);
         else if (co->w[wi].batch >= 0) /* our STEP never reached it */
             reschedule(p, wi, "the worker asks again without its result");
-        assign(p, wi, m);
+        if (rc == STRATA_OK)
+            assign(p, wi, m);
     }
-    return STRATA_OK;
+    return rc;
 }
 
 /* Pings, and who is gone: a silent worker is lost (its step goes back),

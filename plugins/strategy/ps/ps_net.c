@@ -23,6 +23,15 @@ int64_t ps_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int ps_aborted(ps_t *p, const ps_msg_t *m)
+{
+    int diverged = m->h.a == STRATA_EDIVERGED;
+    ps_log(p, diverged ? STRATA_LOG_INFO : STRATA_LOG_ERROR, "%s: the "
+           "coordinator %s stopped the job (%s)", ps_name(p, p->self),
+           ps_name(p, m->from), ps_strerror((int)m->h.a));
+    return diverged ? STRATA_EDIVERGED : STRATA_EPEER;
+}
+
 const char *ps_strerror(int rc)
 {
     switch (rc) {

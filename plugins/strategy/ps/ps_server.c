@@ -348,10 +348,7 @@ static int handle(ps_t *p, const ps_msg_t *m)
             refuse(p, m, "not from the coordinator");
             return 0;
         }
-        ps_log(p, STRATA_LOG_ERROR, "%s: the coordinator %s stopped the job "
-               "(%s)", ps_name(p, p->self), ps_name(p, m->from),
-               ps_strerror((int)m->h.a));
-        return STRATA_EPEER;
+        return ps_aborted(p, m);
     default:
         refuse(p, m, "not a request a ps serves");
         return 0;

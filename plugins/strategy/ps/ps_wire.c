@@ -99,11 +99,11 @@ static const char *check_fields(const ps_hdr_t *h)
             return "bad step, attempt, learning rate or version";
         break;
     case PS_STEP_REQ:
-        if (h->c != 0 && h->c != 1)
-            return "has_result is not 0 or 1";
-        if (h->c == 1 && (h->step < 0 || h->attempt < 1 || h->a < 0
-                          || !(ps_wire_metric(h) >= 0) || isinf(ps_wire_metric(h))
-                          || h->f < 0))
+        if (h->c < 0 || h->c > 2)
+            return "has_result is not 0, 1 or 2";
+        if (h->c >= 1 && (h->step < 0 || h->attempt < 1 || h->a < 0
+                          || !(ps_wire_metric(h) >= 0)
+                          || isinf(ps_wire_metric(h)) || h->f < 0))
             return "bad result (step, attempt, samples, metric or loss)";
         break;
     case PS_WAIT:

@@ -33,7 +33,8 @@
  *   STEP_REQ   1  worker -> coord     samples          metric   has_res  loss_sum
  *                 (metric: the float64 bits of the summed metric, >= 0)
  *                 (status: PS_OK / PS_STALE / PS_FAILED of the previous step
- *                  `step`/`attempt` when has_res = 1)
+ *                  `step`/`attempt` when has_res = 1, or 2: the same with a
+ *                  loss that was not finite, f = 0)
  *   STEP       2  coord -> worker     batch (epoch in `epoch`); c = lease
  *   WAIT       3  coord -> worker     retry after a ms
  *   DONE       4  coord -> worker     1: the job stopped on request (SIGTERM), 0: training is over

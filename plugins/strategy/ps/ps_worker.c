@@ -4,6 +4,7 @@
  * in process and pushes the gradients: one fused message per ps, acked
  * each; it never waits for other workers. A heartbeat thread tells the
  * coordinator it is alive while it computes. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,12 +114,8 @@ static void *heartbeat_main(void *arg)
  * belong to a worker (counted as malformed). */
 static int other(ps_t *p, const ps_msg_t *m)
 {
-    if (m->from == p->coord && m->h.type == PS_ABORT) {
-        ps_log(p, STRATA_LOG_ERROR, "%s: the coordinator %s stopped the job "
-               "(%s)", ps_name(p, p->self), ps_name(p, m->from),
-               ps_strerror((int)m->h.a));
-        return STRATA_EPEER;
-    }
+    if (m->from == p->coord && m->h.type == PS_ABORT)
+        return ps_aborted(p, m);
     int late = (m->from == p->coord && (m->h.type == PS_STEP
                 || m->h.type == PS_WAIT || m->h.type == PS_DONE))
                || (p->member_ps[m->from] >= 0 && (m->h.type == PS_PARAMS
@@ -242,15 +239,20 @@ int ps_worker_next_step(ps_t *p, strata_step_t *st)
     }
     ps_hdr_t q = { .type = PS_STEP_REQ, .step = -1 };
     if (k->have_step && st->has_result) {
-        q.c = 1;
+        /* The wire carries finite floats only: a loss that is not says
+         * so in has_result (the coordinator's core decides, [train]
+         * on_nan). */
+        int finite = isfinite(st->loss_sum);
+        q.c = finite ? 1 : 2;
         q.step = k->step;
         q.attempt = k->attempt;
         q.status = (uint8_t)k->status;
         q.a = st->samples;
-        ps_wire_set_metric(&q, st->struct_size > offsetof(strata_step_t,
-                                                          metric_sum)
+        ps_wire_set_metric(&q, !finite ? 0.0
+                               : st->struct_size > offsetof(strata_step_t,
+                                                            metric_sum)
                                    ? st->metric_sum : (double)st->correct);
-        q.f = st->loss_sum;
+        q.f = finite ? st->loss_sum : 0.0;
         if (k->status == PS_OK)
             k->steps_run++;
     }
