@@ -26,6 +26,7 @@
 
 #include "member/elastic.h"
 #include "checkpoint/resume.h"
+#include "stepsum.h"
 
 #define WHO "elastic"
 /* Generations one failure may take to mend: each attempt that fails
@@ -123,6 +124,25 @@ static int strategy_ctl(strata__run_t *run, int op, void *arg)
                : STRATA_ENOTSUP;
 }
 
+/* The layers' state tensors (batchnorm's moving statistics) are not the
+ * strategy's: rank 0's go to every member beside the variables. */
+static int move_layer_states(strata__run_t *run)
+{
+    const strata__model_t *m = &run->model;
+    if (!m->state_count)
+        return STRATA_OK;
+    float *host = calloc(m->state_count, sizeof *host);
+    if (!host)
+        return STRATA_ENOMEM;
+    int rc = run->geo.chief
+                 ? strata__work_state_get(m, &run->reps[0].work, host)
+                 : STRATA_OK;
+    if (rc == STRATA_OK)
+        rc = strata__run_states_set(run, host, 1);
+    free(host);
+    return rc;
+}
+
 /* Rank 0 holds the state of the step the generation goes on from; every
  * member that had applied another number of steps receives it. */
 static int move_state(strata__run_t *run, const strata_membership_t *g)
@@ -140,7 +160,7 @@ static int move_state(strata__run_t *run, const strata_membership_t *g)
     if (rc == STRATA_OK)
         rc = strategy_ctl(run, STRATA_CTL_STATE_SET, &st);
     strata__state_free(&st);
-    return rc;
+    return rc == STRATA_OK ? move_layer_states(run) : rc;
 }
 
 /* Where training goes on: where rank 0's data stood after the steps it

@@ -117,9 +117,9 @@ static int setup_stepsum(strata__run_t *run)
 {
     const strata__model_t *m = &run->model;
     const char *why = !m->nstates ? NULL
-        : run->elastic
-        ? "an elastic job: a worker that joins gets the variables, not the "
-          "moving statistics"
+        : run->elastic && !(run->strategy->caps & STRATA_CAP_STEP_SUM)
+        ? "an elastic job whose strategy cannot hand rank 0's moving "
+          "statistics to a worker that joins (STRATA_CAP_STEP_SUM)"
         : run->strategy->caps & (STRATA_CAP_DRIVES | STRATA_CAP_NEXT_STEP)
         ? "its strategy drives the job: the task that writes checkpoints "
           "trains no batch, so its moving statistics would not move"
@@ -585,6 +585,24 @@ static uint64_t fnv1a(const void *data, size_t n)
     return h;
 }
 
+/* debug.hash_vars: replica 0's layer states (batchnorm's moving
+ * statistics) hashed too, as the variables. */
+static int hash_states(const strata__run_t *run)
+{
+    const strata__model_t *m = &run->model;
+    float *st = malloc(m->state_count * sizeof *st);
+    if (!st)
+        return STRATA_ENOMEM;
+    int rc = strata__work_state_get(m, (strata__work_t *)&run->reps[0].work,
+                                    st);
+    if (rc == STRATA_OK)
+        strata__out(run->ctx, "states hash (rank %d): %016llx\n",
+                    run->geo.rank,
+                    (unsigned long long)fnv1a(st, m->state_count * sizeof *st));
+    free(st);
+    return rc;
+}
+
 /* A word, from a task that ran steps, when clip_norm was asked of a
  * strategy that never clipped. */
 static void check_clipped(const strata__run_t *run)
@@ -614,6 +632,8 @@ int strata__run_finish(strata__run_t *run)
             strata__out(run->ctx, "variables hash (rank %d): %016llx\n",
                         run->geo.rank,
                         (unsigned long long)fnv1a(vars, total * sizeof *vars));
+        if (d->hash_vars && run->model.state_count)
+            rc = hash_states(run);
         free(vars);
         if (rc != STRATA_OK)
             return rc;

@@ -5,10 +5,12 @@
  *             the very bits (debug.dump_vars) of the same job without
  *             --elastic
  *   kill      3 workers (--elastic 1:3 --max-restarts 1, a global batch of
- *             32 that 3 does not divide): worker:1 killed with -9 mid-epoch;
+ *             32 that 3 does not divide; a model with a SyncBatchNorm):
+ *             worker:1 killed with -9 mid-epoch;
  *             the others re-form without it, launch restarts it and it
  *             joins at a step boundary with the survivors' state; the job
- *             ends with exit 0, the three workers with equal variables, and
+ *             ends with exit 0, the three workers with equal variables
+ *             and moving statistics, and
  *             debug.step_log shows every sample of every epoch trained
  *             exactly once across both resizes (the step the kill broke
  *             counts once, in the generation that applied it)
@@ -327,7 +329,12 @@ static void kill_one(int share)
                      share ? "train.elastic_batch=per_worker"
                            : "train.elastic_batch=global",
                      share ? "train.lr_scaling=linear" : "train.seed=42",
-                     share ? lr_dump : "train.seed=42", NULL };
+                     share ? lr_dump : "train.seed=42",
+                     /* a model with moving statistics: the joiner gets
+                      * rank 0's beside the variables */
+                     share ? "train.seed=42"
+                           : "model.layers=dense 64, batchnorm sync=true, "
+                             "relu, dense 10", NULL };
     spawn_child_t c;
     launch_start(args, sets, &c);
     /* Mid-epoch: 50 steps into the second epoch. */
@@ -364,6 +371,21 @@ static void kill_one(int share)
     CHECKF(hash[0][0] && !strcmp(hash[0], hash[1]) &&
            !strcmp(hash[0], hash[2]), "hashes differ: %s %s %s", hash[0],
            hash[1], hash[2]);
+    /* and the same batchnorm moving statistics */
+    char shash[3][17] = { "", "", "" };
+    for (int w = 0; !share && w < 3; w++) {
+        char key[48];
+        snprintf(key, sizeof key, "[worker:%d] states hash (rank ", w);
+        const char *p = strstr(g_out, key);
+        p = p ? strstr(p, "): ") : NULL;
+        if (p)
+            snprintf(shash[w], sizeof shash[w], "%.16s", p + 3);
+        CHECKF(p, "worker:%d printed no states hash", w);
+    }
+    CHECKF(share || (shash[0][0] && !strcmp(shash[0], shash[1]) &&
+                     !strcmp(shash[0], shash[2])),
+           "moving statistics differ: %s %s %s", shash[0], shash[1],
+           shash[2]);
     exactly_once(in_dir("steps.log"), epochs, share);
     if (share) { /* the global batch followed the workers */
         char two[96], three[96];
