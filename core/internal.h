@@ -174,7 +174,8 @@ enum { STRATA__MONITOR_VAL_LOSS = 0, STRATA__MONITOR_VAL_ACCURACY = 1 };
 /* [model] loss: kernels/kops_list.h's KOPS_LOSS_* (0: sparse). */
 enum { STRATA__METRIC_AUTO = 0, STRATA__METRIC_ACCURACY = 1,
        STRATA__METRIC_SPARSE_TOPK = 2, STRATA__METRIC_TOPK = 3,
-       STRATA__METRIC_MAE = 4, STRATA__METRIC_MSE = 5 };
+       STRATA__METRIC_MAE = 4, STRATA__METRIC_MSE = 5,
+       STRATA__METRIC_AUC = 6 };
 enum { STRATA__BATCH_GLOBAL = 0, STRATA__BATCH_PER_WORKER = 1 };
 
 typedef struct strata__model_cfg {

@@ -55,7 +55,39 @@ static inline size_t kops_n4(int a, int b, int c, int d)
 /* ---- losses on dense targets (kc_dense_loss, kg_dense_loss) ------------- */
 enum { KOPS_LOSS_CATEGORICAL = 1, KOPS_LOSS_BINARY = 2, KOPS_LOSS_MSE = 3,
        KOPS_LOSS_MAE = 4 };
-enum { KOPS_METRIC_ACCURACY = 0, KOPS_METRIC_MAE = 1, KOPS_METRIC_MSE = 2 };
+enum { KOPS_METRIC_ACCURACY = 0, KOPS_METRIC_MAE = 1, KOPS_METRIC_MSE = 2,
+       KOPS_METRIC_AUC = 3 /* not a row sum: kc_auc_hist */ };
+
+/* Keras's AUC (num_thresholds = 200): thresholds t_0 = -1e-7, t_i = i / 199
+ * (i = 1 .. 198, as float32), t_199 = 1 + 1e-7. A prediction p = sigmoid(x)
+ * falls in bin k = the number of thresholds below it (0 .. 200); hist[k]
+ * adds its label y (the positive weight), hist[KOPS_AUC_BINS + k] 1 - y. */
+#define KOPS_AUC_THRESHOLDS 200
+#define KOPS_AUC_BINS (KOPS_AUC_THRESHOLDS + 1)
+#ifdef __CUDACC__
+#define KOPS_HD __host__ __device__
+#else
+#define KOPS_HD
+#endif
+static inline KOPS_HD float kops_auc_threshold(int i)
+{
+    return i == 0 ? -1e-7f
+           : i == KOPS_AUC_THRESHOLDS - 1 ? 1.0f + 1e-7f
+           : (float)((double)i / (KOPS_AUC_THRESHOLDS - 1));
+}
+/* The bin of p: thresholds strictly below it (binary search). */
+static inline KOPS_HD int kops_auc_bin(float p)
+{
+    int lo = 0, hi = KOPS_AUC_THRESHOLDS;  /* answer in [lo, hi] */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (kops_auc_threshold(mid) < p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
 
 /* ---- convolution and pooling: NHWC tensors, row-major -------------------
  * Images are X[n][h][w][c]; a conv2d kernel is W[kh][kw][c][f] (Keras's

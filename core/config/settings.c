@@ -62,7 +62,8 @@ static const strata_option_t k_train[] = {
         "than this is no improvement"),
     OPT("monitor", STRATA_OPT_ENUM, "val_loss", T, monitor,
         "val_loss|val_accuracy|val_sparse_top_k_categorical_accuracy|"
-        "val_top_k_categorical_accuracy|val_mae|val_mse", "metric of early "
+        "val_top_k_categorical_accuracy|val_mae|val_mse|val_auc",
+        "metric of early "
         "stopping, reduce_lr_patience and [checkpoint] keep_best: val_loss "
         "or val_ and [model] metric's name (lower is better for losses and "
         "errors, higher for accuracies); needs eval = true"),
@@ -144,12 +145,14 @@ static const strata_option_t k_model[] = {
         "apply softmax or sigmoid themselves (the last layer gives logits)"),
     OPT("metric", STRATA_OPT_ENUM, "auto", strata__model_cfg_t, metric,
         "auto|accuracy|sparse_top_k_categorical_accuracy|"
-        "top_k_categorical_accuracy|mae|mse",
+        "top_k_categorical_accuracy|mae|mse|auc",
         "the metric reported beside the loss, under this name (progress, "
         "metrics CSV, TensorBoard, val_NAME for [train] monitor): accuracy "
         "(binary_crossentropy: per unit, sigmoid > 0.5), the top-k "
-        "accuracies (of their cross-entropy), mae, mse (of mse and mae); "
-        "auto: accuracy for the cross-entropies, mae for mse and mae"),
+        "accuracies (of their cross-entropy), mae, mse (of mse and mae), "
+        "auc (binary_crossentropy's ROC area, Keras's AUC: 200 thresholds; "
+        "synchronous strategies); auto: accuracy for the cross-entropies, "
+        "mae for mse and mae"),
     NUM("top_k", STRATA_OPT_INT, "5", strata__model_cfg_t, top_k, 1, 100000,
         "k of the top-k accuracies (Keras's default 5)"),
     { 0 }

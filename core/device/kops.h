@@ -38,8 +38,9 @@ typedef struct strata__kdev {
 /* The loss of a model and the metric read off it: kind is
  * STRATA__LOSS_SPARSE (softmax cross-entropy of int32 class ids) or a
  * KOPS_LOSS_* of kernels/kops_list.h (float32 targets, one row of c per
- * sample); metric a KOPS_METRIC_* (-1: none); top_k > 0 makes the metric
- * top-k accuracy instead (class ids, or the targets' first maxima). */
+ * sample); metric a KOPS_METRIC_* (-1: none; AUC: binary_crossentropy's,
+ * into the accumulator's hist); top_k > 0 makes the metric top-k accuracy
+ * instead (class ids, or the targets' first maxima). */
 enum { STRATA__LOSS_SPARSE = 0 };
 typedef struct strata__lossfn {
     int kind, metric, top_k;
@@ -50,7 +51,8 @@ typedef struct strata__lossfn {
 typedef struct strata__xacc {
     double  loss;      /* after xent_read: summed loss                     */
     double  metric;    /* after xent_read: summed metric (a count for the
-                          accuracies)                                      */
+                          accuracies; 0 for the AUC)                       */
+    double  hist[2 * KOPS_AUC_BINS]; /* after xent_read: the AUC's bins    */
     void   *dev;       /* GPU: the device accumulator (kg_xent_acc_t)      */
     void   *host;      /* GPU: page-locked read-back of loss and metric    */
 } strata__xacc_t;

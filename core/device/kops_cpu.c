@@ -54,6 +54,7 @@ static int cpu_xent_zero(strata__kdev_t *k, strata__xacc_t *a)
     (void)k;
     a->loss = 0.0;
     a->metric = 0.0;
+    memset(a->hist, 0, sizeof a->hist);
     return STRATA_OK;
 }
 
@@ -67,7 +68,10 @@ static int cpu_loss(strata__kdev_t *k, const strata__lossfn_t *f, int m,
         a->metric += (double)kc_topk_count(m, c, f->top_k, x,
                                            sparse ? y : NULL,
                                            sparse ? NULL : y);
-    int metric = f->top_k > 0 ? -1 : f->metric;
+    if (f->metric == KOPS_METRIC_AUC)   /* before the loss, as top-k */
+        kc_auc_hist(m, c, x, y, a->hist);
+    int metric = f->top_k > 0 || f->metric == KOPS_METRIC_AUC ? -1
+                                                              : f->metric;
     if (sparse) {
         int64_t n = 0;
         a->loss += kc_softmax_xent(m, c, x, y, dx, scale,

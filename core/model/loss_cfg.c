@@ -19,9 +19,9 @@ const char *strata__metric_name(int metric)
 {
     static const char *const names[] = {
         "accuracy", "accuracy", "sparse_top_k_categorical_accuracy",
-        "top_k_categorical_accuracy", "mae", "mse",
+        "top_k_categorical_accuracy", "mae", "mse", "auc",
     };
-    return metric >= 0 && metric <= STRATA__METRIC_MSE ? names[metric] : "?";
+    return metric >= 0 && metric <= STRATA__METRIC_AUC ? names[metric] : "?";
 }
 
 int strata__loss_check(const strata__cfg_t *c, strata__model_cfg_t *m)
@@ -50,6 +50,11 @@ int strata__loss_check(const strata__cfg_t *c, strata__model_cfg_t *m)
                          : "sparse_categorical_crossentropy's is "
                            "sparse_top_k_categorical_accuracy")
                   : NULL;
+        break;
+    case STRATA__METRIC_AUC:
+        why = m->loss == KOPS_LOSS_BINARY ? NULL
+              : "auc is binary_crossentropy's (the ROC of per-unit "
+                "probabilities)";
         break;
     default:
         why = ce ? "mae and mse are metrics of the regression losses; a "
@@ -82,6 +87,8 @@ strata__lossfn_t strata__lossfn(const strata__model_cfg_t *m)
         f.metric = KOPS_METRIC_MAE;
     else if (m->metric == STRATA__METRIC_MSE)
         f.metric = KOPS_METRIC_MSE;
+    else if (m->metric == STRATA__METRIC_AUC)
+        f.metric = KOPS_METRIC_AUC;
     else if (m->metric == STRATA__METRIC_SPARSE_TOPK ||
              m->metric == STRATA__METRIC_TOPK)
         f.top_k = m->top_k;

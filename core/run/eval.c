@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels_cpu.h"
 #include "model/loss.h"
 #include "checkpoint/states.h"
 #include "eval.h"
@@ -130,7 +131,8 @@ int strata__scorer_run(strata__scorer_t *s, const strata__ckpt_t *ck,
 {
     int rc = strata__scorer_load(s, ck, path);
     double sum = 0.0;
-    double metric = 0.0;
+    double metric = 0.0, hist[2 * KOPS_AUC_BINS] = { 0 };
+    int auc = s->model->loss.metric == KOPS_METRIC_AUC;
     size_t step = (size_t)s->work.rows;
     for (size_t i = 0; rc == STRATA_OK && i < s->test.n; i += step) {
         size_t rows = s->test.n - i < step ? s->test.n - i : step;
@@ -138,10 +140,12 @@ int strata__scorer_run(strata__scorer_t *s, const strata__ckpt_t *ck,
         double part = 0.0;
         rc = strata__model_evaluate(s->model, 0, &s->work, (int)rows, &part,
                                     &metric);
+        for (int k = 0; auc && k < 2 * KOPS_AUC_BINS; k++)
+            hist[k] += s->work.acc.hist[k];
         sum += part;
     }
     *loss = s->test.n ? sum / (double)s->test.n : 0.0;
-    *acc = s->test.n ? metric / (double)s->test.n : 0.0;
+    *acc = auc ? kc_auc(hist) : s->test.n ? metric / (double)s->test.n : 0.0;
     return rc;
 }
 

@@ -69,14 +69,15 @@ const char *strata__monitor_metric(int metric)
 {
     static const char *const names[] = {
         "val_loss", "val_accuracy", "val_sparse_top_k_categorical_accuracy",
-        "val_top_k_categorical_accuracy", "val_mae", "val_mse",
+        "val_top_k_categorical_accuracy", "val_mae", "val_mse", "val_auc",
     };
-    return metric >= 0 && metric < 6 ? names[metric] : "val_loss";
+    return metric >= 0 && metric < 7 ? names[metric] : "val_loss";
 }
 
 int strata__monitor_higher(int metric)
 {
-    return metric >= STRATA__METRIC_ACCURACY && metric <= STRATA__METRIC_TOPK;
+    return (metric >= STRATA__METRIC_ACCURACY &&
+            metric <= STRATA__METRIC_TOPK) || metric == STRATA__METRIC_AUC;
 }
 
 const char *strata__monitor_name(const strata__monitor_t *m)

@@ -146,6 +146,22 @@ static int setup_stepsum(strata__run_t *run)
     return rc;
 }
 
+/* The AUC is read off bins summed over the whole job: a strategy that
+ * drives the job (ps) hands the core per-step sums only. */
+static int check_metric(const strata__run_t *run)
+{
+    if (run->model.loss.metric != KOPS_METRIC_AUC ||
+        !(run->strategy->caps & (STRATA_CAP_DRIVES | STRATA_CAP_NEXT_STEP)))
+        return STRATA_OK;
+    const char *o = strata__cfg_origin(run->ctx->cfg, "model", "metric");
+    strata__log(STRATA_LOG_ERROR, "train", "%s: [model] metric = auc needs a "
+                "strategy whose replicas the core steps (mirrored, central, "
+                "mwms): strategy %s reports per-step sums, from which no AUC "
+                "can be read; use accuracy", o ? o : "default",
+                run->strategy->name);
+    return STRATA_ECONFIG;
+}
+
 static int check_role(strata__run_t *run);
 
 static int load_strategy(strata__run_t *run)
@@ -460,6 +476,8 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
         rc = setup_strategy(run);
     if (rc == STRATA_OK)
         rc = setup_stepsum(run);
+    if (rc == STRATA_OK)
+        rc = check_metric(run);
     return rc;
 }
 

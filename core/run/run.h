@@ -30,6 +30,10 @@ typedef struct strata__replica {
     double           step_metric;
     double           eval_loss;
     double           eval_metric;
+    /* [model] metric = auc: its bins, this epoch's and the evaluation's
+     * (kops_list.h); the metrics above hold the AUC times the samples */
+    double           hist[2 * KOPS_AUC_BINS];
+    double           eval_hist[2 * KOPS_AUC_BINS];
     int64_t          done;           /* steps applied here (elastic)       */
     int64_t          nonfinite;      /* first step with a non-finite loss, */
                                      /* + 1; 0 none                        */

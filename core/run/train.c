@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels_cpu.h"
 #include "member/elastic.h"
 #include "checkpoint/resume.h"
 #include "stopping.h"
@@ -20,6 +21,33 @@
 extern void openblas_set_num_threads(int n);
 
 enum { PHASE_TRAIN, PHASE_STEP, PHASE_EVAL, PHASE_EXIT };
+
+/* [model] metric = auc: the metric is read off summed bins. */
+static int is_auc(const strata__run_t *run)
+{
+    return run->model.loss.metric == KOPS_METRIC_AUC;
+}
+
+/* sum += part; the AUC of part (nothing when not summing) */
+static double hist_add(double *sum, const double *part)
+{
+    for (int i = 0; i < 2 * KOPS_AUC_BINS; i++)
+        sum[i] += part[i];
+    return kc_auc(part);
+}
+
+/* The bins summed over the job's workers (as float32, as world_sum: the
+ * counts are exact up to 2^24 a bin). */
+static int world_hist(strata__run_t *run, double *hist)
+{
+    float buf[2 * KOPS_AUC_BINS];
+    for (int i = 0; i < 2 * KOPS_AUC_BINS; i++)
+        buf[i] = (float)hist[i];
+    int rc = strata__run_world_sum(run, buf, 2 * KOPS_AUC_BINS);
+    for (int i = 0; i < 2 * KOPS_AUC_BINS; i++)
+        hist[i] = buf[i];
+    return rc;
+}
 
 static void fail(strata__run_t *run, int rc)
 {
@@ -202,6 +230,8 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
     if (rc == STRATA_OK)
         rc = strata__model_step(&run->model, rep->r, &rep->work, (int)sl.rows,
                                 rep->grads, sl.scale, &w->loss, &w->metric);
+    if (rc == STRATA_OK && is_auc(run)) /* the step's own AUC, as a sum */
+        w->metric = hist_add(rep->hist, rep->work.acc.hist) * (double)sl.rows;
     rep->work.on_ready = NULL;
     rep->work.ready_arg = NULL;
     w->fwd = rep->work.t_forward;
@@ -242,6 +272,7 @@ static void eval_share(strata__replica_t *rep)
     size_t lo = n * g / R, hi = n * (g + 1) / R;
     rep->eval_loss = 0.0;
     rep->eval_metric = 0.0;
+    memset(rep->eval_hist, 0, sizeof rep->eval_hist);
     rep->eval_t0 = strata__now();
     for (size_t i = lo; i < hi; i += (size_t)rep->work.rows) {
         size_t rows = hi - i < (size_t)rep->work.rows ? hi - i
@@ -251,6 +282,8 @@ static void eval_share(strata__replica_t *rep)
         if (rc == STRATA_OK)
             rc = strata__model_evaluate(&run->model, rep->r, &rep->work,
                                         (int)rows, &loss, &rep->eval_metric);
+        if (rc == STRATA_OK && is_auc(run))
+            hist_add(rep->eval_hist, rep->work.acc.hist);
         if (rc != STRATA_OK) {
             fail(run, rc);
             return;
@@ -316,7 +349,7 @@ static void publish_steps(strata__run_t *run, int64_t done_in_epoch)
     const strata__event_t progress = {
         .kind = STRATA__EV_PROGRESS, .epoch = run->cur.epoch,
         .steps = done_in_epoch, .loss = r0->loss_sum / rows,
-        .acc = r0->metric / rows,
+        .acc = is_auc(run) ? kc_auc(r0->hist) : r0->metric / rows,
     };
     strata__emit(&run->bus, &progress);
 }
@@ -342,14 +375,17 @@ static int score(strata__run_t *run, const strata__dataset_t *set,
 {
     run->scored = set;
     run_phase(run, PHASE_EVAL);
-    double l = 0.0, c = 0.0;
+    double l = 0.0, c = 0.0, hist[2 * KOPS_AUC_BINS] = { 0 };
     for (int r = 0; r < run->nreplicas; r++) {
         l += run->reps[r].eval_loss;
         c += run->reps[r].eval_metric;
+        hist_add(hist, run->reps[r].eval_hist);
     }
     int rc = world_sum(run, &l, &c, NULL);
+    if (rc == STRATA_OK && is_auc(run))
+        rc = world_hist(run, hist);
     *loss = set->n ? l / (double)set->n : 0.0;
-    *acc = set->n ? c / (double)set->n : 0.0;
+    *acc = is_auc(run) ? kc_auc(hist) : set->n ? c / (double)set->n : 0.0;
     return rc;
 }
 
@@ -489,6 +525,7 @@ static void begin_epoch(strata__run_t *run, int e, int64_t first,
         for (int r = 0; r < run->nreplicas; r++) {
             run->reps[r].loss_sum = 0.0;
             run->reps[r].metric = 0.0;
+            memset(run->reps[r].hist, 0, sizeof run->reps[r].hist);
             run->reps[r].samples = 0;
         }
         run->stats.epoch = e;
@@ -549,16 +586,20 @@ static int close_epoch(strata__run_t *run, int e, int64_t steps, int64_t full,
     const strata__train_cfg_t *t = &run->s->train;
     int64_t done = steps - run->cur.first;
     double loss = 0.0, vloss = 0.0, vacc = 0.0, metric = 0.0;
+    double hist[2 * KOPS_AUC_BINS] = { 0 };
     int64_t samples = 0;
     for (int r = 0; r < run->nreplicas; r++) {
         loss += run->reps[r].loss_sum;
         metric += run->reps[r].metric;
         samples += run->reps[r].samples;
+        hist_add(hist, run->reps[r].hist);
     }
     double n = (double)done * (double)run->geo.batch;
     /* Elastic: the samples the members of now trained (a lost one's
      * figures went with it). */
     int rc = world_sum(run, &loss, &metric, run->elastic ? &samples : NULL);
+    if (rc == STRATA_OK && is_auc(run))
+        rc = world_hist(run, hist);
     if (run->elastic)
         n = samples > 0 ? (double)samples : 1.0;
     /* A whole epoch, or the run's last step (max_steps): validated,
@@ -593,7 +634,8 @@ static int close_epoch(strata__run_t *run, int e, int64_t steps, int64_t full,
     }
     strata__epoch_stats_t st = {
         .epoch = e + 1, .steps = done, .train_loss = loss / n,
-        .train_acc = metric / n, .test_loss = vloss,
+        .train_acc = is_auc(run) ? kc_auc(hist) : metric / n,
+        .test_loss = vloss,
         .test_acc = vacc, .seconds = run->stats.secs,
         .samples_per_s = run->stats.secs > 0 ? n / run->stats.secs : 0.0,
         .has_test = val,

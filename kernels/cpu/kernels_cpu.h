@@ -55,6 +55,13 @@ int64_t kc_count_correct(int m, int c, const float *logits, const int32_t *label
  *   KOPS_METRIC_MAE / MSE  mean_j |x_j - y_j| / (x_j - y_j)^2 */
 double kc_dense_loss(int kind, int metric, int m, int c, const float *x,
                      const float *y, float *dx, float scale, double *msum);
+/* Keras's AUC, accumulated: for each of the m x c logits x (sigmoid) and
+ * labels y in [0, 1], hist[bin] += y and hist[KOPS_AUC_BINS + bin] += 1 - y
+ * (kops_list.h's bins); kc_auc reads the ROC area off such a histogram
+ * (trapezoids over the 200 thresholds, Keras's summation_method =
+ * 'interpolation'; 0 without positives or negatives). */
+void   kc_auc_hist(int m, int c, const float *x, const float *y, double *hist);
+double kc_auc(const double *hist);
 /* Rows whose label is in the top k of x[m x c] (fewer than k scores
  * strictly larger): the label labels[r], or with labels NULL the first
  * maximum of y[r]. */

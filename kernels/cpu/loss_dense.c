@@ -143,3 +143,37 @@ int64_t kc_topk_count(int m, int c, int k, const float *x,
     }
     return n;
 }
+
+void kc_auc_hist(int m, int c, const float *x, const float *y, double *hist)
+{
+    size_t n = m > 0 && c > 0 ? (size_t)m * (size_t)c : 0;
+    for (size_t i = 0; i < n; i++) {
+        int k = kops_auc_bin(1.0f / (1.0f + expf(-x[i])));
+        hist[k] += y[i];
+        hist[KOPS_AUC_BINS + k] += 1.0 - y[i];
+    }
+}
+
+double kc_auc(const double *hist)
+{
+    /* TP_i, FP_i: the weights of bins above threshold i (p > t_i) */
+    double pos = 0.0, neg = 0.0;
+    for (int k = 0; k < KOPS_AUC_BINS; k++) {
+        pos += hist[k];
+        neg += hist[KOPS_AUC_BINS + k];
+    }
+    if (!(pos > 0.0) || !(neg > 0.0))
+        return 0.0;
+    double tp = pos, fp = neg, auc = 0.0;
+    double tpr_prev = 0.0, fpr_prev = 0.0;
+    for (int i = 0; i < KOPS_AUC_THRESHOLDS; i++) {
+        tp -= hist[i];               /* bins 0 .. i are at or below t_i */
+        fp -= hist[KOPS_AUC_BINS + i];
+        double tpr = tp / pos, fpr = fp / neg;
+        if (i > 0)
+            auc += (fpr_prev - fpr) * (tpr_prev + tpr) / 2.0;
+        tpr_prev = tpr;
+        fpr_prev = fpr;
+    }
+    return auc;
+}

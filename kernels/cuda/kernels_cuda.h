@@ -110,6 +110,7 @@ typedef struct kg_xent_acc {
     double  loss_sum;  /* += sum over rows of the row loss                 */
     int64_t correct;   /* += rows counted (argmax == label, top-k)         */
     double  metric;    /* += sum over rows of kg_dense_loss's row metric   */
+    double  hist[2 * KOPS_AUC_BINS]; /* += kg_auc_hist's                   */
     /* scratch of one call; ticket must start at 0 (kg_memset of the whole
      * struct) and each call leaves it at 0 again */
     double  part_loss[KG_XENT_MAX_BLOCKS];
@@ -118,7 +119,8 @@ typedef struct kg_xent_acc {
     uint32_t ticket;
     uint32_t pad_;
 } kg_xent_acc_t;
-#define KG_XENT_ACC_RESULT_BYTES (2 * sizeof(double) + sizeof(int64_t))
+#define KG_XENT_ACC_RESULT_BYTES \
+    ((2 + 2 * KOPS_AUC_BINS) * sizeof(double) + sizeof(int64_t))
 
 /* dlogits (may be NULL, may alias logits) = (softmax - onehot) * scale.
  * count: 1 adds the rows whose argmax == label to acc->correct, 0 not. */
@@ -134,6 +136,10 @@ int kg_count_correct(int m, int c, const float *logits, const int32_t *labels,
 int kg_dense_loss(int kind, int metric, int m, int c, const float *x,
                   const float *y, float *dx, float scale, kg_xent_acc_t *acc,
                   kg_stream_t s);
+/* acc->hist += kc_auc_hist(m, c, x, y) (double atomics: the order of the
+ * additions varies, exact for 0/1 labels). */
+int kg_auc_hist(int m, int c, const float *x, const float *y,
+                kg_xent_acc_t *acc, kg_stream_t s);
 /* acc->correct += kc_topk_count(m, c, k, x, labels, y) (integer atomics:
  * order-free). Call before a loss that overwrites x. */
 int kg_topk_count(int m, int c, int k, const float *x, const int32_t *labels,

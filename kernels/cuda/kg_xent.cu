@@ -341,3 +341,28 @@ int kg_topk_count(int m, int c, int k, const float *x, const int32_t *labels,
         m, c, k, x, labels, y, acc);
     return kg__launched();
 }
+
+__global__ void kg_auc_hist_k(size_t n, const float *x, const float *y,
+                              double *hist)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        int k = kops_auc_bin(1.0f / (1.0f + expf(-x[i])));
+        atomicAdd(&hist[k], (double)y[i]);
+        atomicAdd(&hist[KOPS_AUC_BINS + k], 1.0 - (double)y[i]);
+    }
+}
+
+int kg_auc_hist(int m, int c, const float *x, const float *y,
+                kg_xent_acc_t *acc, kg_stream_t s)
+{
+    if (!acc || !x || !y)
+        return kg__fail(KG_EINVAL, "kg_auc_hist: a pointer is NULL");
+    if (m <= 0 || c <= 0)
+        return KG_OK;
+    size_t n = (size_t)m * (size_t)c;
+    unsigned blocks = (unsigned)((n + 255) / 256 < 1024 ? (n + 255) / 256
+                                                         : 1024);
+    kg_auc_hist_k<<<blocks, 256, 0, s>>>(n, x, y, acc->hist);
+    return kg__launched();
+}

@@ -300,6 +300,17 @@ int kg_dense_loss(int kind, int metric, int m, int c, const float *x,
     return KG_OK;
 }
 
+int kg_auc_hist(int m, int c, const float *x, const float *y,
+                kg_xent_acc_t *acc, kg_stream_t s)
+{
+    if (!stream_ok(s) || !on_dev("auc outputs", x, F(MN(m, c))) ||
+        !on_dev("auc targets", y, F(MN(m, c))) ||
+        !on_dev("auc acc", acc, sizeof *acc))
+        return KG_EINVAL;
+    kc_auc_hist(m, c, x, y, acc->hist);
+    return KG_OK;
+}
+
 int kg_topk_count(int m, int c, int k, const float *x, const int32_t *labels,
                   const float *y, kg_xent_acc_t *acc, kg_stream_t s)
 {

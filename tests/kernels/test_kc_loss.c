@@ -249,6 +249,72 @@ static void test_topk(void)
     CHECK(kc_softmax_xent(2, 4, x, lab, NULL, 0, &n) > 0 && n == 0);
 }
 
+/* Keras's AUC, computed as Keras does (each threshold's TP, FP, TN, FN
+ * from every prediction, float32 comparisons, trapezoids), against the
+ * bins; and near the exact area (the pairs ranked right) for scores that
+ * are not too close. */
+static double keras_auc(int n, const float *x, const float *y)
+{
+    double tpr[KOPS_AUC_THRESHOLDS], fpr[KOPS_AUC_THRESHOLDS];
+    for (int i = 0; i < KOPS_AUC_THRESHOLDS; i++) {
+        float t = i == 0 ? -1e-7f : i == KOPS_AUC_THRESHOLDS - 1
+                                        ? 1.0f + 1e-7f
+                                        : (float)(i / 199.0);
+        double tp = 0, fp = 0, fn = 0, tn = 0;
+        for (int j = 0; j < n; j++) {
+            float p = 1.0f / (1.0f + expf(-x[j]));
+            if (p > t) {
+                tp += y[j];
+                fp += 1 - y[j];
+            } else {
+                fn += y[j];
+                tn += 1 - y[j];
+            }
+        }
+        tpr[i] = tp / (tp + fn);
+        fpr[i] = fp / (fp + tn);
+    }
+    double auc = 0;
+    for (int i = 0; i + 1 < KOPS_AUC_THRESHOLDS; i++)
+        auc += (fpr[i] - fpr[i + 1]) * (tpr[i] + tpr[i + 1]) / 2;
+    return auc;
+}
+
+static void test_auc(void)
+{
+    enum { M = 300, C = 3 };
+    static float x[M * C], y[M * C];
+    for (int i = 0; i < M * C; i++) {
+        y[i] = kc_unif(0, 1) < 0.4 ? 1.0f : 0.0f;
+        x[i] = (float)(kc_unif(-3, 3) + (y[i] > 0 ? 1.2 : 0.0));
+    }
+    double hist[2 * KOPS_AUC_BINS] = { 0 };
+    kc_auc_hist(M / 2, C, x, y, hist);       /* two batches add up */
+    kc_auc_hist(M - M / 2, C, x + M / 2 * C, y + M / 2 * C, hist);
+    double got = kc_auc(hist), want = keras_auc(M * C, x, y);
+    CHECKF(fabs(got - want) < 1e-12, "auc %.15f, Keras's way %.15f", got,
+           want);
+    double right = 0, pairs = 0;
+    for (int i = 0; i < M * C; i++)
+        for (int j = 0; j < M * C; j++)
+            if (y[i] > 0 && y[j] == 0) {
+                pairs++;
+                right += x[i] > x[j] ? 1.0 : x[i] == x[j] ? 0.5 : 0.0;
+            }
+    CHECKF(fabs(got - right / pairs) < 0.01, "auc %.4f, exact %.4f", got,
+           right / pairs);
+    /* soft labels weigh both ways; no positives: 0 */
+    double soft[2 * KOPS_AUC_BINS] = { 0 };
+    const float sx[] = { 2.0f, -2.0f }, sy[] = { 0.75f, 0.25f };
+    kc_auc_hist(2, 1, sx, sy, soft);
+    CHECKF(fabs(kc_auc(soft) - keras_auc(2, sx, sy)) < 1e-12,
+           "soft labels: %.6f", kc_auc(soft));
+    double none[2 * KOPS_AUC_BINS] = { 0 };
+    const float zy[] = { 0.0f, 0.0f };
+    kc_auc_hist(2, 1, sx, zy, none);
+    CHECK(kc_auc(none) == 0.0);
+}
+
 int main(void)
 {
     kc_seed(3);
@@ -259,5 +325,6 @@ int main(void)
     for (int kind = KOPS_LOSS_CATEGORICAL; kind <= KOPS_LOSS_MAE; kind++)
         test_dense(kind);
     test_topk();
+    test_auc();
     return CHECK_DONE();
 }

@@ -208,6 +208,28 @@ static float *predict(const char *labels, const char *const *more,
     return v;
 }
 
+/* Keras's AUC (200 thresholds, trapezoids) of probabilities p, labels y. */
+static double keras_auc(const float *p, const float *y, int n)
+{
+    double tpr[200], fpr[200], auc = 0;
+    for (int i = 0; i < 200; i++) {
+        float t = i == 0 ? -1e-7f : i == 199 ? 1.0f + 1e-7f
+                                             : (float)(i / 199.0);
+        double tp = 0, fp = 0, pos = 0, neg = 0;
+        for (int j = 0; j < n; j++) {
+            pos += y[j];
+            neg += 1 - y[j];
+            tp += p[j] > t ? y[j] : 0;
+            fp += p[j] > t ? 1 - y[j] : 0;
+        }
+        tpr[i] = tp / pos;
+        fpr[i] = fp / neg;
+    }
+    for (int i = 0; i + 1 < 200; i++)
+        auc += (fpr[i] - fpr[i + 1]) * (tpr[i] + tpr[i + 1]) / 2;
+    return auc;
+}
+
 /* The figure after `label` in the last line that has it; -1 none. */
 static double figure(const char *text, const char *label)
 {
@@ -294,6 +316,21 @@ static void regression(void)
     double val_mae = figure(g_r.out, "val_mae ");
     CHECKF(val_mae > 0 && val_mae < 2.0 && strstr(g_r.out, " - mae: "),
            "ps: val_mae %g:\n%s", val_mae, g_r.out);
+    /* its per-step sums give no AUC: refused by name */
+    char *ps_auc[] = { "--chief", "-n", "2", "--ps", "1", "-c", job,
+                       "--set", set("data.dir", g_dir),
+                       "--set", "data.train_images=x.npy",
+                       "--set", "data.test_images=x.npy",
+                       "--set", "data.train_labels=bin.npy",
+                       "--set", "data.test_labels=bin.npy",
+                       "--set", "model.layers=dense 16 tanh, dense 3",
+                       "--set", "model.loss=binary_crossentropy",
+                       "--set", "model.metric=auc",
+                       "--set", "strategy.plugin=ps", NULL };
+    int code = spawn_strata("launch", ps_auc, 120, &g_r);
+    CHECKF(code != 0 && strstr(g_r.err, "metric = auc needs a strategy whose "
+                               "replicas the core steps"),
+           "ps with auc: exit %d\n%s", code, g_r.err);
 }
 
 static void classes(void)
@@ -318,6 +355,29 @@ static void classes(void)
            "predict: binary accuracy %.6f, the run reported %.6f",
            hits / (N * 3), acc);
     free(p);
+
+    /* the AUC: what the run reports is Keras's AUC of predict's output on
+     * the test set (x); mwms's summed bins are mirrored's */
+    const char *auc[] = { "model.layers=dense 16 relu, dense 3 sigmoid",
+                          "model.loss=binary_crossentropy", "model.metric=auc",
+                          "train.devices=cpu:0, cpu:1",
+                          set("checkpoint.dir", path("auc-ck")), NULL };
+    CHECK(run("train", "bin.npy", auc) == 0);
+    double test_auc = figure(g_r.out, "test auc ");
+    CHECKF(test_auc > 0.9 && strstr(g_r.out, " - auc: ") &&
+           strstr(g_r.out, " - val_auc: "), "auc %g:\n%s", test_auc, g_r.out);
+    p = predict("bin.npy", auc, path("auc-ck"), path("auc-p.npy"), N * 3);
+    double keras = p ? keras_auc(p, &g_bin[0][0], N * 3) : -1;
+    CHECKF(fabs(keras - test_auc) < 1e-3, "Keras's AUC of predict's output "
+           "%.6f, the run reported %.6f", keras, test_auc);
+    free(p);
+    const char *auc_mw[] = { "model.layers=dense 16 relu, dense 3 sigmoid",
+                             "model.loss=binary_crossentropy",
+                             "model.metric=auc", "strategy.plugin=mwms",
+                             "transport.plugin=zmq", NULL };
+    CHECK(run("launch", "bin.npy", auc_mw) == 0);
+    CHECKF(figure(g_r.out, "test auc ") == test_auc, "mwms: test auc %g, "
+           "mirrored %g", figure(g_r.out, "test auc "), test_auc);
 
     /* one-hot rows are the class ids */
     const char *cat[] = { "model.layers=dense 16 relu, dense 4",
@@ -380,6 +440,9 @@ static void refusals(void)
                            "model.loss=binary_crossentropy", NULL };
     refused("softmax before sigmoid", "bin.npy", smax, "'softmax' on the last "
             "layer: binary_crossentropy applies a sigmoid per unit");
+    const char *auc[] = { "model.layers=dense 2", "model.loss=mse",
+                          "model.metric=auc", NULL };
+    refused("auc of mse", "reg.npy", auc, "auc is binary_crossentropy's");
     const char *mon[] = { "model.layers=dense 2", "model.loss=mse",
                           "train.monitor=val_accuracy",
                           "train.early_stopping_patience=2", NULL };

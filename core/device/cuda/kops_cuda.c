@@ -163,7 +163,10 @@ static int cu_loss(strata__kdev_t *k, const strata__lossfn_t *f, int m,
         rc = KG(c, "top-k accuracy",
                 kg_topk_count(m, nc, f->top_k, x, sparse ? y : NULL,
                               sparse ? NULL : y, a->dev, c->stream));
-    int metric = f->top_k > 0 ? -1 : f->metric;
+    if (rc == STRATA_OK && f->metric == KOPS_METRIC_AUC)
+        rc = KG(c, "AUC bins", kg_auc_hist(m, nc, x, y, a->dev, c->stream));
+    int metric = f->top_k > 0 || f->metric == KOPS_METRIC_AUC ? -1
+                                                              : f->metric;
     if (rc == STRATA_OK && sparse)
         rc = KG(c, "softmax cross-entropy",
                 kg_softmax_xent(m, nc, x, y, dx, scale, metric >= 0, a->dev,
@@ -193,6 +196,7 @@ static int cu_xent_read(strata__kdev_t *k, strata__xacc_t *a)
                sizeof counted);
         memcpy(&summed, h + offsetof(kg_xent_acc_t, metric), sizeof summed);
         a->metric = (double)counted + summed;
+        memcpy(a->hist, h + offsetof(kg_xent_acc_t, hist), sizeof a->hist);
     }
     return rc;
 }
