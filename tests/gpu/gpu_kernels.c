@@ -343,6 +343,8 @@ static void test_dense_loss(int kind, int metric, int m, int c, int alias)
     CHECK(kg_memset(acc, 0, sizeof *acc, S) == 0);
     CHECK(kg_topk_count(m, c, k, gx, glab, NULL, acc, S) == 0);
     CHECK(kg_topk_count(m, c, k, gx, NULL, gy, acc, S) == 0);
+    if (kind == KOPS_LOSS_BINARY)   /* the AUC's bins, before dx */
+        CHECK(kg_auc_hist(m, c, gx, gy, acc, S) == 0);
     int rc = kg_dense_loss(kind, metric, m, c, gx, gy, gdl, scale, acc, S);
     CHECKF(rc == 0, "kg_dense_loss: %s", kg_last_error());
     to_host(&res, acc, KG_XENT_ACC_RESULT_BYTES);
@@ -354,6 +356,17 @@ static void test_dense_loss(int kind, int metric, int m, int c, int alias)
            c, res.metric, want_m);
     CHECKF(res.correct == want_k, "top-%d %dx%d: %lld, want %lld", k, m, c,
            (long long)res.correct, (long long)want_k);
+    if (kind == KOPS_LOSS_BINARY) {
+        double want_h[2 * KOPS_AUC_BINS] = { 0 };
+        kc_auc_hist(m, c, x, y, want_h);
+        double worst_h = 0.0;
+        for (int i = 0; i < 2 * KOPS_AUC_BINS; i++)
+            worst_h = fmax(worst_h, fabs(res.hist[i] - want_h[i]));
+        /* a sigmoid a rounding away from a threshold may change bins */
+        CHECKF(worst_h <= 1.0 + 1e-9 && fabs(kc_auc(res.hist) -
+                                             kc_auc(want_h)) < 1e-3,
+               "auc bins %dx%d: off by %g", m, c, worst_h);
+    }
     to_host(got, gdl, mc * 4);
     double worst = 0.0;
     for (size_t i = 0; i < mc; i++)
