@@ -54,6 +54,16 @@ TESTUTIL char *set_path(const char *key, const char *name)
     return p;
 }
 
+/* "KEY=VALUE", for --set (16 static slots, rotated). */
+TESTUTIL char *set_value(const char *key, const char *value)
+{
+    static char slots[16][800];
+    static int next;
+    char *p = slots[next++ % 16];
+    snprintf(p, sizeof slots[0], "%s=%s", key, value);
+    return p;
+}
+
 /* How many times `what` occurs in `text`. */
 TESTUTIL int count_of(const char *text, const char *what)
 {
