@@ -261,6 +261,63 @@ STRATA_API int strata_ctx_set_array(strata_ctx_t *ctx, const char *name,
                                     const void *data, int dtype, int ndim,
                                     const int64_t *dims);
 
+/* Collectives for any framework (appended in 0.5): a communicator over the
+ * training processes of the job (its chief and workers, in rank order),
+ * joined as strata_train() joins them -- the cluster from [cluster],
+ * TF_CONFIG, strata launch, torchrun, Open MPI or SLURM (the rendezvous
+ * where addresses are not known), the transports of [transport] world
+ * (zmq, nccl; [transport.NAME] keys), and, for a job of several processes,
+ * the job's CURVE keys: every connection authenticated and encrypted, a
+ * stranger's bytes dropped ([security] as for a run). A collective blocks
+ * until every member has called it, bounded by the transport's timeout
+ * ([transport.zmq] timeout_s): STRATA_ETIMEDOUT or STRATA_EPEER, logged,
+ * naming the member that failed. Every member calls the same collectives
+ * in the same order with the same counts. Buffers are host float32 arrays
+ * owned by the caller; the calls are in place. A comm may be used from
+ * any thread, one collective at a time (calls from several threads are
+ * serialised). In a job of one process every collective returns at once:
+ * the buffer already holds the result. */
+typedef struct strata_comm strata_comm_t;
+
+/* Reduction of strata_comm_allreduce / strata_comm_reduce_scatter. */
+#define STRATA_COMM_SUM  0
+#define STRATA_COMM_MEAN 1
+
+/* Join the job's world described by ctx's configuration and environment
+ * (strata_ctx_set_task picks the task, as for a run). Blocks while the
+ * members connect (up to the transport's timeout). The task's own address
+ * is bound: not while a run of ctx (or another comm of the task) is open.
+ * A task that does not train (ps, evaluator) is refused (STRATA_ECONFIG).
+ * ctx must outlive the comm. */
+STRATA_API int  strata_comm_open(strata_ctx_t *ctx, strata_comm_t **out);
+/* Leave the world (bounded); accepts NULL. */
+STRATA_API void strata_comm_close(strata_comm_t *comm);
+/* This process's rank, 0 .. size - 1, and the members; STRATA_EINVAL for a
+ * NULL comm. */
+STRATA_API int strata_comm_rank(const strata_comm_t *comm);
+STRATA_API int strata_comm_size(const strata_comm_t *comm);
+/* The transport plugin the comm runs over ("zmq"; "none" alone). */
+STRATA_API const char *strata_comm_transport(const strata_comm_t *comm);
+
+/* buf[0..count): the sum (or mean) of every member's, bitwise equal on
+ * every member. */
+STRATA_API int strata_comm_allreduce(strata_comm_t *comm, float *buf,
+                                     size_t count, int op);
+/* buf[0..count) of member `root` on every member. */
+STRATA_API int strata_comm_broadcast(strata_comm_t *comm, float *buf,
+                                     size_t count, int root);
+/* buf holds size * count floats, member m's block at m * count: each
+ * member fills its own block; on return every block holds its owner's. */
+STRATA_API int strata_comm_allgather(strata_comm_t *comm, float *buf,
+                                     size_t count);
+/* buf holds size * count floats on every member; on return this member's
+ * block (at rank * count) holds the sum (or mean) of every member's values
+ * of that block; the other blocks are scratch. */
+STRATA_API int strata_comm_reduce_scatter(strata_comm_t *comm, float *buf,
+                                          size_t count, int op);
+/* Every member meets. */
+STRATA_API int strata_comm_barrier(strata_comm_t *comm);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,233 @@
+/* strata_comm_*: the collectives of the public API, as users run them.
+ *
+ * The driver (no argument) checks a job of one process (every collective
+ * returns at once, bad arguments refused one by one), then runs this
+ * program as a job of 3 tasks under `strata launch -n 3 test_comm task`,
+ * secured with keys of strata keygen. Each task (argument "task") checks
+ * every collective against the sum computed here (values exact in float32,
+ * so any order of addition gives the same bits; counts odd and not a
+ * multiple of 3), attacks its own port as a stranger would (garbage, HTTP,
+ * a ZeroMQ client, a CURVE client whose key is not the job's) between two
+ * collectives, which go on unharmed, and at the end rank 0 waits in an
+ * all-reduce that the others never join: bounded by the transport's
+ * timeout ([transport.zmq] timeout_s, set on the context). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <strata/strata.h>
+
+#include "check.h"
+#include "hostile.h"
+#include "spawn.h"
+
+#define N 3          /* tasks */
+#define COUNT 10007  /* odd, not a multiple of N */
+#define TIMEOUT_S 2  /* [transport.zmq] timeout_s of the job */
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Member r's value at i: a multiple of 1/4 below 2^11, exact in float32,
+ * and so is any sum of N of them. */
+static float val(int r, size_t i) { return (float)((r + 1) * 3 + (int)(i % 97)) * 0.25f; }
+
+static float sum_at(size_t i)
+{
+    float s = 0;
+    for (int r = 0; r < N; r++)
+        s += val(r, i);
+    return s;
+}
+
+/* Every collective refuses bad arguments alike, in any job. */
+static void bad_arguments(strata_comm_t *c)
+{
+    float x[4] = { 0 };
+    CHECK(strata_comm_allreduce(NULL, x, 4, STRATA_COMM_SUM) == STRATA_EINVAL);
+    CHECK(strata_comm_allreduce(c, NULL, 4, STRATA_COMM_SUM) == STRATA_EINVAL);
+    CHECK(strata_comm_allreduce(c, x, 4, 7) == STRATA_EINVAL);
+    CHECK(strata_comm_reduce_scatter(c, x, 1, -1) == STRATA_EINVAL);
+    CHECK(strata_comm_broadcast(c, x, 4, -1) == STRATA_EINVAL);
+    CHECK(strata_comm_broadcast(c, x, 4, strata_comm_size(c)) == STRATA_EINVAL);
+    CHECK(strata_comm_allgather(c, NULL, 1) == STRATA_EINVAL);
+    CHECK(strata_comm_allgather(c, x, SIZE_MAX / 2) == STRATA_EINVAL);
+    CHECK(strata_comm_barrier(NULL) == STRATA_EINVAL);
+    CHECK(strata_comm_rank(NULL) == STRATA_EINVAL);
+    CHECK(strata_comm_size(NULL) == STRATA_EINVAL);
+    CHECK(strata_comm_open(NULL, &c) == STRATA_EINVAL);
+    strata_comm_close(NULL);
+}
+
+static void alone(void)
+{
+    strata_ctx_t *ctx = NULL;
+    strata_comm_t *c = NULL;
+    CHECK(strata_ctx_create(NULL, &ctx) == 0);
+    CHECK(strata_comm_open(ctx, &c) == 0 && c);
+    CHECK(strata_comm_rank(c) == 0 && strata_comm_size(c) == 1);
+    CHECK(!strcmp(strata_comm_transport(c), "none"));
+    float x[3] = { 1, 2, 3 };
+    CHECK(strata_comm_allreduce(c, x, 3, STRATA_COMM_MEAN) == 0 && x[2] == 3);
+    CHECK(strata_comm_broadcast(c, x, 3, 0) == 0 && x[0] == 1);
+    CHECK(strata_comm_allgather(c, x, 3) == 0 && x[1] == 2);
+    CHECK(strata_comm_reduce_scatter(c, x, 3, STRATA_COMM_SUM) == 0);
+    CHECK(strata_comm_barrier(c) == 0);
+    bad_arguments(c);
+    strata_comm_close(c);
+    strata_ctx_destroy(ctx);
+}
+
+/* This task's port: its entry in launch's TF_CONFIG worker list. */
+static int my_port(int rank)
+{
+    const char *tf = getenv("TF_CONFIG"), *p = tf ? strstr(tf, "\"worker\"") : NULL;
+    for (int i = 0; p && (p = strstr(p, "127.0.0.1:")); i++, p++)
+        if (i == rank)
+            return atoi(p + 10);
+    return -1;
+}
+
+static void attack_self(int rank)
+{
+    int port = my_port(rank);
+    CHECKF(port > 0, "no port for rank %d in TF_CONFIG", rank);
+    static const char garbage[] = "\x01\xff\x00\x7fnot a greeting at all";
+    static const char http[] = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    char path[256], key[41];
+    snprintf(path, sizeof path, "%s/worker-%d.key",
+             getenv("STRATA_SECURITY_KEYS"), rank);
+    CHECK(hostile_cert_key(path, key) == 0);
+    CHECK(hostile_raw(port, garbage, sizeof garbage - 1) == 0);
+    CHECK(hostile_raw(port, http, sizeof http - 1) == 0);
+    CHECK(hostile_zmq(port, NULL) == 0);
+    CHECK(hostile_zmq(port, key) == 0);
+}
+
+static int task(void)
+{
+    strata_ctx_t *ctx = NULL;
+    strata_comm_t *c = NULL;
+    CHECK(strata_ctx_create(NULL, &ctx) == 0);
+    char timeout[64];
+    snprintf(timeout, sizeof timeout, "transport.zmq.timeout_s=%d", TIMEOUT_S);
+    CHECK(strata_ctx_set(ctx, timeout) == 0);
+    int rc = strata_comm_open(ctx, &c);
+    CHECKF(rc == 0, "strata_comm_open: %s", strata_strerror(rc));
+    if (rc != 0)
+        return CHECK_DONE();
+    int rank = strata_comm_rank(c);
+    CHECK(strata_comm_size(c) == N && rank >= 0 && rank < N);
+    float *buf = malloc(N * COUNT * sizeof *buf);
+
+    /* all-reduce, sum then mean */
+    for (size_t i = 0; i < COUNT; i++)
+        buf[i] = val(rank, i);
+    CHECK(strata_comm_allreduce(c, buf, COUNT, STRATA_COMM_SUM) == 0);
+    int bad = 0;
+    for (size_t i = 0; i < COUNT; i++)
+        bad += buf[i] != sum_at(i);
+    CHECKF(bad == 0, "rank %d: %d sums differ", rank, bad);
+
+    attack_self(rank); /* a stranger between two collectives */
+    CHECK(strata_comm_barrier(c) == 0);
+
+    for (size_t i = 0; i < COUNT; i++)
+        buf[i] = val(rank, i);
+    CHECK(strata_comm_allreduce(c, buf, COUNT, STRATA_COMM_MEAN) == 0);
+    bad = 0;
+    for (size_t i = 0; i < COUNT; i++)
+        bad += buf[i] != sum_at(i) / N;
+    CHECKF(bad == 0, "rank %d: %d means differ", rank, bad);
+
+    /* broadcast from the last rank */
+    for (size_t i = 0; i < COUNT; i++)
+        buf[i] = val(rank, i);
+    CHECK(strata_comm_broadcast(c, buf, COUNT, N - 1) == 0);
+    bad = 0;
+    for (size_t i = 0; i < COUNT; i++)
+        bad += buf[i] != val(N - 1, i);
+    CHECKF(bad == 0, "rank %d: %d broadcast values differ", rank, bad);
+
+    /* all-gather: each fills its block */
+    for (size_t i = 0; i < N * COUNT; i++)
+        buf[i] = -1;
+    for (size_t i = 0; i < COUNT; i++)
+        buf[(size_t)rank * COUNT + i] = val(rank, i);
+    CHECK(strata_comm_allgather(c, buf, COUNT) == 0);
+    bad = 0;
+    for (int r = 0; r < N; r++)
+        for (size_t i = 0; i < COUNT; i++)
+            bad += buf[(size_t)r * COUNT + i] != val(r, i);
+    CHECKF(bad == 0, "rank %d: %d gathered values differ", rank, bad);
+
+    /* reduce-scatter: block m of every member's buffer, summed on m */
+    for (size_t i = 0; i < N * COUNT; i++)
+        buf[i] = val(rank, i);
+    CHECK(strata_comm_reduce_scatter(c, buf, COUNT, STRATA_COMM_SUM) == 0);
+    bad = 0;
+    for (size_t i = 0; i < COUNT; i++)
+        bad += buf[(size_t)rank * COUNT + i] != sum_at((size_t)rank * COUNT + i);
+    CHECKF(bad == 0, "rank %d: %d scattered sums differ", rank, bad);
+
+    bad_arguments(c);
+    CHECK(strata_comm_barrier(c) == 0);
+
+    /* Members that are there but never call: rank 0's wait ends with the
+     * transport's timeout (the others stay connected past it). */
+    if (rank == 0) {
+        double t0 = now_s();
+        rc = strata_comm_allreduce(c, buf, COUNT, STRATA_COMM_SUM);
+        double took = now_s() - t0;
+        CHECKF(rc == STRATA_ETIMEDOUT, "allreduce without the others: %s",
+               strata_strerror(rc));
+        CHECKF(took > 0.9 * TIMEOUT_S && took < 3 * TIMEOUT_S,
+               "it waited %.1f s (timeout %d s)", took, TIMEOUT_S);
+        printf("rank 0: alone in an all-reduce for %.1f s: %s\n", took,
+               strata_err_name(rc));
+    } else {
+        sleep(3 * TIMEOUT_S);
+    }
+    free(buf);
+    strata_comm_close(c);
+    strata_ctx_destroy(ctx);
+    if (!check_failed_)
+        printf("rank %d: collectives ok\n", rank);
+    return CHECK_DONE();
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "task"))
+        return task();
+    alone();
+    CHECK(spawn_job_keys() == 0);
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    CHECK(n > 0);
+    self[n > 0 ? n : 0] = '\0';
+    char *args[] = { "-n", "3", self, "task", NULL };
+    spawn_result_t *r = malloc(sizeof *r);
+    double t0 = now_s();
+    spawn_strata("launch", args, 120, r);
+    printf("3 tasks under strata launch: exit %d in %.1f s\n", r->code,
+           now_s() - t0);
+    CHECKF(r->code == 0, "launch exit %d", r->code);
+    for (int k = 0; k < N; k++) {
+        char want[64];
+        snprintf(want, sizeof want, "[worker:%d] rank %d: collectives ok", k, k);
+        CHECKF(strstr(r->out, want), "no '%s' in:\n%s", want, r->out);
+    }
+    CHECKF(strstr(r->out, "alone in an all-reduce for"), "rank 0 did not "
+           "time out:\n%s", r->out);
+    /* every task's stranger was refused and reported, the job went on */
+    CHECKF(strstr(r->err, "refused by ZAP"), "no stranger reported:\n%s", r->err);
+    free(r);
+    return CHECK_DONE();
+}
