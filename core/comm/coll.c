@@ -11,12 +11,17 @@
 
 static const int32_t k_cpu = STRATA_DEVICE(STRATA_DEV_CPU, 0);
 
-/* NULL comm, NULL buffer, a count beyond what the buffer can hold. */
-static int check(const strata_comm_t *c, const char *call, const void *buf,
-                 size_t count, size_t members)
+static int no_comm(const char *call)
 {
-    const char *why = !c ? "comm is NULL"
-        : !buf && count > 0 ? "buf is NULL with count > 0"
+    strata__log(STRATA_LOG_ERROR, WHO, "%s: comm is NULL", call);
+    return STRATA_EINVAL;
+}
+
+/* A NULL buffer, a count beyond what the buffer can hold. */
+static int check(const char *call, const void *buf, size_t count,
+                 size_t members)
+{
+    const char *why = !buf && count > 0 ? "buf is NULL with count > 0"
         : count > SIZE_MAX / sizeof(float) / members ? "count too large"
         : NULL;
     if (!why)
@@ -27,14 +32,17 @@ static int check(const strata_comm_t *c, const char *call, const void *buf,
 
 static int check_op(const char *call, int op)
 {
-    if (op == STRATA_COMM_SUM || op == STRATA_COMM_MEAN)
+    int how = op & ~STRATA_COMM_GRADIENT;
+    if (how == STRATA_COMM_SUM || how == STRATA_COMM_MEAN)
         return STRATA_OK;
     strata__log(STRATA_LOG_ERROR, WHO, "%s: op %d: expected STRATA_COMM_SUM "
-                "(0) or STRATA_COMM_MEAN (1)", call, op);
+                "(0) or STRATA_COMM_MEAN (1), with STRATA_COMM_GRADIENT "
+                "(0x100) or not", call, op);
     return STRATA_EINVAL;
 }
 
-/* One collective at a time, logging to the comm's context. */
+/* One collective at a time, logging to the comm's context (its log
+ * callback), its arguments' errors too. */
 static strata_ctx_t *enter(strata_comm_t *c)
 {
     pthread_mutex_lock(&c->lock);
@@ -56,50 +64,64 @@ static const size_t *blocks(strata_comm_t *c, size_t count)
     return c->bounds;
 }
 
-static strata_op_t op_of(float *buf, size_t count, int reduce_op, int root)
+/* STRATA_COMM_GRADIENT becomes the op's flag: the transport may then
+ * carry the values in 16 bits ([transport.zmq] compression). */
+static strata_op_t op_of(float *buf, size_t count, int op, int root)
 {
-    return (strata_op_t){ .struct_size = sizeof(strata_op_t), .buf = buf,
-                          .count = count, .device = k_cpu,
-                          .reduce_op = reduce_op, .root = root };
+    return (strata_op_t){
+        .struct_size = sizeof(strata_op_t), .buf = buf, .count = count,
+        .device = k_cpu, .reduce_op = op & ~STRATA_COMM_GRADIENT,
+        .root = root,
+        .flags = op & STRATA_COMM_GRADIENT ? STRATA_OP_GRADIENT : 0u };
 }
 
 int strata_comm_allreduce(strata_comm_t *c, float *buf, size_t count, int op)
 {
-    int rc = check(c, "strata_comm_allreduce", buf, count, 1);
-    if (rc == STRATA_OK)
-        rc = check_op("strata_comm_allreduce", op);
-    if (rc != STRATA_OK || !c->t || count == 0)
-        return rc;
+    static const char call[] = "strata_comm_allreduce";
+    if (!c)
+        return no_comm(call);
     strata_ctx_t *prev = enter(c);
-    strata_op_t o = op_of(buf, count, op, 0);
-    return leave(c, prev, strata__host_v2.t_reduce(c->hc, c->t, &o));
+    int rc = check(call, buf, count, 1);
+    if (rc == STRATA_OK)
+        rc = check_op(call, op);
+    if (rc == STRATA_OK && c->t && count > 0) {
+        strata_op_t o = op_of(buf, count, op, 0);
+        rc = strata__host_v2.t_reduce(c->hc, c->t, &o);
+    }
+    return leave(c, prev, rc);
 }
 
 int strata_comm_broadcast(strata_comm_t *c, float *buf, size_t count,
                           int root)
 {
-    int rc = check(c, "strata_comm_broadcast", buf, count, 1);
+    static const char call[] = "strata_comm_broadcast";
+    if (!c)
+        return no_comm(call);
+    strata_ctx_t *prev = enter(c);
+    int rc = check(call, buf, count, 1);
     if (rc == STRATA_OK && (root < 0 || root >= c->size)) {
-        strata__log(STRATA_LOG_ERROR, WHO, "strata_comm_broadcast: root %d "
-                    "is not a rank of this job (0 to %d)", root, c->size - 1);
+        strata__log(STRATA_LOG_ERROR, WHO, "%s: root %d is not a rank of "
+                    "this job (0 to %d)", call, root, c->size - 1);
         rc = STRATA_EINVAL;
     }
-    if (rc != STRATA_OK || !c->t || count == 0)
-        return rc;
-    strata_ctx_t *prev = enter(c);
-    strata_op_t o = op_of(buf, count, STRATA_COMM_SUM, root);
-    return leave(c, prev, strata__host_v2.t_update(c->hc, c->t, &o));
+    if (rc == STRATA_OK && c->t && count > 0) {
+        strata_op_t o = op_of(buf, count, STRATA_COMM_SUM, root);
+        rc = strata__host_v2.t_update(c->hc, c->t, &o);
+    }
+    return leave(c, prev, rc);
 }
 
 /* Without the halves (zmq over shared memory): each member broadcasts its
  * block. */
 int strata_comm_allgather(strata_comm_t *c, float *buf, size_t count)
 {
-    int rc = check(c, "strata_comm_allgather", buf, count,
-                   c ? (size_t)c->size : 1);
-    if (rc != STRATA_OK || !c->t || count == 0)
-        return rc;
+    static const char call[] = "strata_comm_allgather";
+    if (!c)
+        return no_comm(call);
     strata_ctx_t *prev = enter(c);
+    int rc = check(call, buf, count, (size_t)c->size);
+    if (rc != STRATA_OK || !c->t || count == 0)
+        return leave(c, prev, rc);
     if (c->caps & STRATA_CAP_SHARDS) {
         strata_op_t o = op_of(buf, count * (size_t)c->size, 0, 0);
         rc = strata__host_v2.t_all_gather(c->hc, c->t, &o, blocks(c, count));
@@ -117,30 +139,33 @@ int strata_comm_allgather(strata_comm_t *c, float *buf, size_t count)
 int strata_comm_reduce_scatter(strata_comm_t *c, float *buf, size_t count,
                                int op)
 {
-    int rc = check(c, "strata_comm_reduce_scatter", buf, count,
-                   c ? (size_t)c->size : 1);
-    if (rc == STRATA_OK)
-        rc = check_op("strata_comm_reduce_scatter", op);
-    if (rc != STRATA_OK || !c->t || count == 0)
-        return rc;
+    static const char call[] = "strata_comm_reduce_scatter";
+    if (!c)
+        return no_comm(call);
     strata_ctx_t *prev = enter(c);
-    strata_op_t o = op_of(buf, count * (size_t)c->size, op, 0);
-    rc = c->caps & STRATA_CAP_SHARDS
-        ? strata__host_v2.t_reduce_scatter(c->hc, c->t, &o, blocks(c, count))
-        : strata__host_v2.t_reduce(c->hc, c->t, &o);
+    int rc = check(call, buf, count, (size_t)c->size);
+    if (rc == STRATA_OK)
+        rc = check_op(call, op);
+    if (rc == STRATA_OK && c->t && count > 0) {
+        strata_op_t o = op_of(buf, count * (size_t)c->size, op, 0);
+        rc = c->caps & STRATA_CAP_SHARDS
+            ? strata__host_v2.t_reduce_scatter(c->hc, c->t, &o,
+                                               blocks(c, count))
+            : strata__host_v2.t_reduce(c->hc, c->t, &o);
+    }
     return leave(c, prev, rc);
 }
 
 /* A transport without a barrier meets in an all-reduce of one float. */
 int strata_comm_barrier(strata_comm_t *c)
 {
-    int rc = check(c, "strata_comm_barrier", NULL, 0, 1);
-    if (rc != STRATA_OK || !c->t)
-        return rc;
+    if (!c)
+        return no_comm("strata_comm_barrier");
     strata_ctx_t *prev = enter(c);
-    if (c->caps & STRATA_CAP_BARRIER) {
+    int rc = STRATA_OK;
+    if (c->t && (c->caps & STRATA_CAP_BARRIER)) {
         rc = strata__host_v2.t_barrier(c->hc, c->t, 0);
-    } else {
+    } else if (c->t) {
         float one = 1.0f;
         strata_op_t o = op_of(&one, 1, STRATA_COMM_SUM, 0);
         rc = strata__host_v2.t_reduce(c->hc, c->t, &o);

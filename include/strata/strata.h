@@ -279,9 +279,14 @@ STRATA_API int strata_ctx_set_array(strata_ctx_t *ctx, const char *name,
  * the buffer already holds the result. */
 typedef struct strata_comm strata_comm_t;
 
-/* Reduction of strata_comm_allreduce / strata_comm_reduce_scatter. */
-#define STRATA_COMM_SUM  0
-#define STRATA_COMM_MEAN 1
+/* Reduction of strata_comm_allreduce / strata_comm_reduce_scatter, with
+ * STRATA_COMM_GRADIENT or'ed in when buf holds gradients: the transport
+ * may then carry them in 16 bits per value, summed in float32, as the
+ * job's [transport.zmq] compression = fp16 | bf16 says (Horovod's
+ * Compression.fp16); without the flag, or without compression, exact. */
+#define STRATA_COMM_SUM      0
+#define STRATA_COMM_MEAN     1
+#define STRATA_COMM_GRADIENT 0x100
 
 /* Join the job's world described by ctx's configuration and environment
  * (strata_ctx_set_task picks the task, as for a run). Blocks while the
