@@ -1,0 +1,99 @@
+"""One process of test_torch.py's job, run by `strata launch -n 2 python3
+torch_job.py OUT PORT`: a small model trained 50 steps on this process's
+half of each global batch, three ways -- strata.torch.DistributedOptimizer
+(small buckets, so that several overlap backward), PyTorch DDP over gloo
+(when this torch has it), and DistributedOptimizer with fp16 compression --
+each from rank 0's initial variables (broadcast_parameters: every rank
+starts from another seed). Checks that the ranks end bitwise equal; rank 0
+writes each run's variables to OUT/<way>.npz."""
+
+import os
+import sys
+
+import numpy as np
+import torch
+
+import strata.collectives as sc
+import strata.torch as st
+
+STEPS, BATCH = 50, 64
+
+
+def data():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((STEPS * BATCH, 10)).astype(np.float32)
+    y = (x[:, :3].argmax(1) + (x[:, 3] > 1)) % 3
+    return torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+
+
+def model(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.ReLU(),
+                               torch.nn.Linear(32, 32), torch.nn.Tanh(),
+                               torch.nn.Linear(32, 3))
+
+
+def train(net, opt, rank, size, x, y):
+    per = BATCH // size
+    for s in range(STEPS):
+        lo = s * BATCH + rank * per
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(net(x[lo:lo + per]),
+                                          y[lo:lo + per]).backward()
+        opt.step()
+    return {k: v.detach().numpy().copy() for k, v in net.state_dict().items()}
+
+
+def same_on_every_rank(state):
+    flat = np.concatenate([v.reshape(-1) for v in state.values()])
+    every = sc.allgather(flat).reshape(sc.size(), -1)
+    assert all((every[k] == every[0]).all() for k in range(sc.size())), \
+        "the ranks' variables differ"
+
+
+def strata_run(x, y, compression=None):
+    net = model(seed=sc.rank())   # rank 0: the reference's seed
+    st.broadcast_parameters(net.state_dict(), root_rank=0)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    opt = st.DistributedOptimizer(opt, net.named_parameters(),
+                                  compression=compression, bucket_bytes=1024)
+    assert len(opt._strata.buckets) > 2, len(opt._strata.buckets)
+    state = train(net, opt, sc.rank(), sc.size(), x, y)
+    same_on_every_rank(state)
+    return state
+
+
+def ddp_run(x, y, port, rank, size):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%s" % port,
+                            rank=rank, world_size=size)
+    net = model(seed=0)
+    ddp = torch.nn.parallel.DistributedDataParallel(net)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+    state = train(ddp, opt, rank, size, x, y)
+    dist.destroy_process_group()
+    return {k[len("module."):] if k.startswith("module.") else k: v
+            for k, v in state.items()}
+
+
+def main():
+    out, port = sys.argv[1], sys.argv[2]
+    x, y = data()
+    runs = {}
+    comm = sc.init()
+    rank, size = comm.rank, comm.size
+    runs["strata"] = strata_run(x, y)
+    sc.shutdown()
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_gloo_available():
+        runs["ddp"] = ddp_run(x, y, port, rank, size)
+    sc.init(compression="fp16")
+    runs["fp16"] = strata_run(x, y, compression="fp16")
+    if sc.rank() == 0:
+        for way, state in runs.items():
+            np.savez(os.path.join(out, way + ".npz"), **state)
+    sc.shutdown()
+    print("torch job: %s done" % ", ".join(runs), flush=True)
+
+
+main()
