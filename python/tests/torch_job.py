@@ -1,5 +1,5 @@
 """One process of test_torch.py's job, run by `strata launch -n 2 python3
-torch_job.py OUT PORT`: a small model trained 50 steps on this process's
+torch_job.py OUT PORT`: the collectives on tensors, then a small model trained 50 steps on this process's
 half of each global batch, three ways -- strata.torch.DistributedOptimizer
 (small buckets, so that several overlap backward), PyTorch DDP over gloo
 (when this torch has it), and DistributedOptimizer with fp16 compression --
@@ -51,6 +51,23 @@ def same_on_every_rank(state):
         "the ranks' variables differ"
 
 
+def tensors(rank, size):
+    """The collectives on CPU tensors: in their own memory, no copy."""
+    t = torch.full((3, 5), float(rank + 1), requires_grad=True)
+    ptr = t.data_ptr()
+    assert sc.allreduce(t, op="sum") is t and t.data_ptr() == ptr
+    assert (t == size * (size + 1) / 2).all()
+    b = torch.arange(7, dtype=torch.int64) * (rank + 1)
+    sc.broadcast(b, root=1)
+    assert (b == 2 * torch.arange(7)).all()
+    g = sc.allgather(torch.tensor([rank, rank], dtype=torch.float16))
+    assert torch.is_tensor(g) and g.tolist() == [k for k in range(size)
+                                                 for _ in range(2)]
+    h = torch.full((size * 2,), float(rank), dtype=torch.float64)
+    part = sc.reduce_scatter(h, op="mean")
+    assert part.dtype == torch.float64 and (part == (size - 1) / 2).all()
+
+
 def strata_run(x, y, compression=None):
     net = model(seed=sc.rank())   # rank 0: the reference's seed
     st.broadcast_parameters(net.state_dict(), root_rank=0)
@@ -82,6 +99,7 @@ def main():
     runs = {}
     comm = sc.init()
     rank, size = comm.rank, comm.size
+    tensors(rank, size)
     runs["strata"] = strata_run(x, y)
     sc.shutdown()
     import torch.distributed as dist
