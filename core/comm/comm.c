@@ -163,6 +163,29 @@ void strata_comm_close(strata_comm_t *c)
 int strata_comm_rank(const strata_comm_t *c) { return c ? c->rank : STRATA_EINVAL; }
 int strata_comm_size(const strata_comm_t *c) { return c ? c->size : STRATA_EINVAL; }
 
+/* The host of "host:port" or "[v6]:port": its length. */
+static size_t host_len(const char *addr)
+{
+    const char *colon = addr ? strrchr(addr, ':') : NULL;
+    return colon ? (size_t)(colon - addr) : addr ? strlen(addr) : 0;
+}
+
+int strata_comm_hosts(const strata_comm_t *c)
+{
+    if (!c)
+        return STRATA_EINVAL;
+    int hosts = 0;
+    for (int m = 0; m < c->size; m++) {
+        size_t n = host_len(c->addrs[m]);
+        int seen = 0;
+        for (int k = 0; !seen && k < m; k++)
+            seen = host_len(c->addrs[k]) == n &&
+                   (!n || !strncmp(c->addrs[k], c->addrs[m], n));
+        hosts += !seen;
+    }
+    return hosts;
+}
+
 const char *strata_comm_transport(const strata_comm_t *c)
 {
     return !c ? NULL : c->t ? strata__host_v2.t_name(c->hc, c->t) : "none";

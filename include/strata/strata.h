@@ -301,6 +301,10 @@ STRATA_API void strata_comm_close(strata_comm_t *comm);
  * NULL comm. */
 STRATA_API int strata_comm_rank(const strata_comm_t *comm);
 STRATA_API int strata_comm_size(const strata_comm_t *comm);
+/* How many hosts the members are on (by their addresses): 1 when they
+ * share this machine's cores, where overlapping collectives with compute
+ * slows both down. STRATA_EINVAL for a NULL comm. */
+STRATA_API int strata_comm_hosts(const strata_comm_t *comm);
 /* The transport plugin the comm runs over ("zmq"; "none" alone). */
 STRATA_API const char *strata_comm_transport(const strata_comm_t *comm);
 

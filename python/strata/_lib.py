@@ -116,6 +116,7 @@ comm_open = _proto("strata_comm_open", ctypes.c_int, c_ctx_p,
 comm_close = _proto("strata_comm_close", None, c_comm_p)
 comm_rank = _proto("strata_comm_rank", ctypes.c_int, c_comm_p)
 comm_size = _proto("strata_comm_size", ctypes.c_int, c_comm_p)
+comm_hosts = _proto("strata_comm_hosts", ctypes.c_int, c_comm_p)
 comm_transport = _proto("strata_comm_transport", _c, c_comm_p)
 comm_allreduce = _proto("strata_comm_allreduce", ctypes.c_int, c_comm_p,
                         _f32p, ctypes.c_size_t, ctypes.c_int)

@@ -116,6 +116,7 @@ class Communicator:
         self.rank: int = _lib.comm_rank(self._comm)
         self.size: int = _lib.comm_size(self._comm)
         self.transport: str = _lib.comm_transport(self._comm).decode()
+        self.hosts: int = _lib.comm_hosts(self._comm)
         self.compression: str = self._job.effective(
             "transport.zmq.compression") if self.size > 1 else "none"
 

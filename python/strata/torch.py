@@ -13,8 +13,9 @@ notes when backward has accumulated its gradient; the parameters are cut
 into buckets (about bucket_bytes of gradients each, the last layers first,
 as backward produces them), and a bucket whose gradients are all there is
 all-reduced on a background thread while backward goes on with the earlier
-layers (libstrata releases the GIL). step() waits for the buckets, writes
-the means into .grad and steps. Buckets go out in one fixed order on every
+layers (libstrata releases the GIL) -- by default when the processes are on
+several hosts; on one host they are all-reduced at step(). step() waits for
+the buckets, writes the means into .grad and steps. Buckets go out in one fixed order on every
 process. CPU tensors of float32 (others through a float32 copy).
 
 This module imports torch; strata itself does not need it."""
@@ -41,8 +42,9 @@ class _Reducer:
     """The buckets of one optimizer and the thread that all-reduces them."""
 
     def __init__(self, params: List[Tuple[str, torch.Tensor]],
-                 comm: _coll.Communicator, bucket_bytes: int, op: str):
-        self.comm, self.op = comm, op
+                 comm: _coll.Communicator, bucket_bytes: int, op: str,
+                 overlap: bool):
+        self.comm, self.op, self.overlap = comm, op, overlap
         # reverse registration order: roughly the order backward fills them
         self.buckets: List[List[torch.Tensor]] = []
         size = 0
@@ -97,6 +99,8 @@ class _Reducer:
             self.error = errors.StateError(
                 "strata.torch.DistributedOptimizer: a second backward pass "
                 "before step(): gradients are all-reduced once per step")
+        if not self.overlap:   # synchronize() sends them all
+            return
         while self.next < len(self.buckets) and self.missing[self.next] == 0:
             self._flatten(self.next)
             self.jobs.put(self.next)
@@ -146,7 +150,8 @@ def _hook(p: torch.Tensor, fn) -> Any:
 class _DistributedOptimizer(torch.optim.Optimizer):
     """Mixed into the class of the optimizer DistributedOptimizer wraps."""
 
-    def _strata_init(self, named_parameters, comm, bucket_bytes, op):
+    def _strata_init(self, named_parameters, comm, bucket_bytes, op,
+                     overlap):
         named = list(named_parameters) if named_parameters is not None else [
             ("param.%d" % i, p) for i, p in enumerate(
                 q for g in self.param_groups for q in g["params"])]
@@ -161,7 +166,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if p.device.type != "cpu":
                 raise TypeError("strata.torch.DistributedOptimizer: %s is on "
                                 "%s: CPU parameters only" % (n, p.device))
-        self._strata = _Reducer(trained, comm, bucket_bytes, op)
+        self._strata = _Reducer(trained, comm, bucket_bytes, op, overlap)
         self._strata_hooks = [_hook(p, (lambda q: lambda: self._strata.ready(
             q))(p)) for _, p in trained]
 
@@ -179,7 +184,8 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
                              Tuple[str, torch.Tensor]]] = None,
                          compression: Optional[str] = None,
                          bucket_bytes: int = 1 << 20, op: str = "mean",
-                         comm: Optional[_coll.Communicator] = None
+                         comm: Optional[_coll.Communicator] = None,
+                         overlap: Optional[bool] = None
                          ) -> torch.optim.Optimizer:
     """`optimizer` (any torch.optim.Optimizer) made data-parallel: its
     step() applies the mean (op='sum': the sum) of every process's
@@ -189,7 +195,11 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
     'fp16' or 'bf16' when the world was joined with it
     (strata.collectives.init(job, compression='fp16')): gradients travel
     in 16 bits per value; None: as the job says. comm: the world of
-    strata.collectives.init() unless given."""
+    strata.collectives.init() unless given. overlap: all-reduce each bucket
+    while backward goes on (True), or every bucket at step() (False);
+    None: when the processes are on several hosts (on one they share its
+    cores, and overlap slowed the step down 2-4x in contrib/bench/
+    torch_optimizer)."""
     world = _world(comm)
     if compression not in (None, "none") and compression != world.compression:
         raise ValueError("strata.torch.DistributedOptimizer: compression %r, "
@@ -204,7 +214,9 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
     # the class's own __init__ on the wrapped one's groups, whose
     # hyper-parameters it keeps (as Horovod's)
     opt = cls(optimizer.param_groups)
-    opt._strata_init(named_parameters, world, bucket_bytes, op)
+    if overlap is None:
+        overlap = world.hosts > 1
+    opt._strata_init(named_parameters, world, bucket_bytes, op, overlap)
     return opt
 
 

@@ -1,8 +1,9 @@
 """One process of test_torch.py's job, run by `strata launch -n 2 python3
 torch_job.py OUT PORT`: the collectives on tensors, then a small model trained 50 steps on this process's
 half of each global batch, three ways -- strata.torch.DistributedOptimizer
-(small buckets, so that several overlap backward), PyTorch DDP over gloo
-(when this torch has it), and DistributedOptimizer with fp16 compression --
+(small buckets, overlap on: several are all-reduced during backward),
+PyTorch DDP over gloo (when this torch has it), and DistributedOptimizer
+with fp16 compression (overlap by default: off on one host) --
 each from rank 0's initial variables (broadcast_parameters: every rank
 starts from another seed). Checks that the ranks end bitwise equal; rank 0
 writes each run's variables to OUT/<way>.npz."""
@@ -68,12 +69,13 @@ def tensors(rank, size):
     assert part.dtype == torch.float64 and (part == (size - 1) / 2).all()
 
 
-def strata_run(x, y, compression=None):
+def strata_run(x, y, compression=None, overlap=None):
     net = model(seed=sc.rank())   # rank 0: the reference's seed
     st.broadcast_parameters(net.state_dict(), root_rank=0)
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     opt = st.DistributedOptimizer(opt, net.named_parameters(),
-                                  compression=compression, bucket_bytes=1024)
+                                  compression=compression, bucket_bytes=1024,
+                                  overlap=overlap)
     assert len(opt._strata.buckets) > 2, len(opt._strata.buckets)
     state = train(net, opt, sc.rank(), sc.size(), x, y)
     same_on_every_rank(state)
@@ -100,13 +102,14 @@ def main():
     comm = sc.init()
     rank, size = comm.rank, comm.size
     tensors(rank, size)
-    runs["strata"] = strata_run(x, y)
+    assert comm.hosts == 1
+    runs["strata"] = strata_run(x, y, overlap=True)  # buckets in backward
     sc.shutdown()
     import torch.distributed as dist
     if dist.is_available() and dist.is_gloo_available():
         runs["ddp"] = ddp_run(x, y, port, rank, size)
     sc.init(compression="fp16")
-    runs["fp16"] = strata_run(x, y, compression="fp16")
+    runs["fp16"] = strata_run(x, y, compression="fp16")  # at step()
     if sc.rank() == 0:
         for way, state in runs.items():
             np.savez(os.path.join(out, way + ".npz"), **state)

@@ -61,6 +61,7 @@ static void bad_arguments(strata_comm_t *c)
     CHECK(strata_comm_barrier(NULL) == STRATA_EINVAL);
     CHECK(strata_comm_rank(NULL) == STRATA_EINVAL);
     CHECK(strata_comm_size(NULL) == STRATA_EINVAL);
+    CHECK(strata_comm_hosts(NULL) == STRATA_EINVAL);
     CHECK(strata_comm_open(NULL, &c) == STRATA_EINVAL);
     strata_comm_close(NULL);
 }
@@ -73,6 +74,7 @@ static void alone(void)
     CHECK(strata_comm_open(ctx, &c) == 0 && c);
     CHECK(strata_comm_rank(c) == 0 && strata_comm_size(c) == 1);
     CHECK(!strcmp(strata_comm_transport(c), "none"));
+    CHECK(strata_comm_hosts(c) == 1);
     float x[3] = { 1, 2, 3 };
     CHECK(strata_comm_allreduce(c, x, 3, STRATA_COMM_MEAN) == 0 && x[2] == 3);
     CHECK(strata_comm_broadcast(c, x, 3, 0) == 0 && x[0] == 1);
@@ -124,6 +126,7 @@ static int task(void)
         return CHECK_DONE();
     int rank = strata_comm_rank(c);
     CHECK(strata_comm_size(c) == N && rank >= 0 && rank < N);
+    CHECK(strata_comm_hosts(c) == 1 && !strcmp(strata_comm_transport(c), "zmq"));
     float *buf = malloc(N * COUNT * sizeof *buf);
 
     /* all-reduce, sum then mean */
