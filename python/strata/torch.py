@@ -198,7 +198,7 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
     strata.collectives.init() unless given. overlap: all-reduce each bucket
     while backward goes on (True), or every bucket at step() (False);
     None: when the processes are on several hosts (on one they share its
-    cores, and overlap slowed the step down 2-4x in contrib/bench/
+    cores, and overlap slowed the step down 1.5-3x in contrib/bench/
     torch_optimizer)."""
     world = _world(comm)
     if compression not in (None, "none") and compression != world.compression:

@@ -110,9 +110,9 @@ def main():
               "buckets %d KiB, %d steps x %d rounds" % (
                   size, a.threads, a.batch, params / 1e6,
                   a.bucket_bytes // 1024, a.steps, a.rounds))
-        print("%-40s %10s %12s" % ("way", "ms/step", "samples/s"))
+        print("%-50s %10s %12s" % ("way", "ms/step", "samples/s"))
         for way, t in rows:
-            print("%-40s %10.2f %12.0f" % (way, t * 1e3, a.batch / t))
+            print("%-50s %10.2f %12.0f" % (way, t * 1e3, a.batch / t))
 
 
 main()
