@@ -1,7 +1,8 @@
 /* strata_comm_*: the collectives of the public API, as users run them.
  *
  * The driver (no argument) checks a job of one process (every collective
- * returns at once, bad arguments refused one by one), then runs this
+ * returns at once, bad arguments refused one by one), the refusals of a
+ * ps task and of a job without keys, then runs this
  * program as a job of 3 tasks under `strata launch -n 3 test_comm task`,
  * secured with keys of strata keygen. Each task (argument "task") checks
  * every collective against the sum computed here (values exact in float32,
@@ -64,6 +65,22 @@ static void bad_arguments(strata_comm_t *c)
     CHECK(strata_comm_hosts(NULL) == STRATA_EINVAL);
     CHECK(strata_comm_open(NULL, &c) == STRATA_EINVAL);
     strata_comm_close(NULL);
+}
+
+/* Refused before any connection: a task that does not train, a job of
+ * several processes without keys (secured by default). */
+static void refusals(void)
+{
+    strata_ctx_t *ctx = NULL;
+    strata_comm_t *c = NULL;
+    CHECK(strata_ctx_create(NULL, &ctx) == 0);
+    CHECK(strata_ctx_set(ctx, "cluster.worker=127.0.0.1:1, 127.0.0.1:2") == 0);
+    CHECK(strata_ctx_set(ctx, "cluster.ps=127.0.0.1:3") == 0);
+    CHECK(strata_ctx_set_task(ctx, "ps:0") == 0);
+    CHECK(strata_comm_open(ctx, &c) == STRATA_ECONFIG && !c);
+    CHECK(strata_ctx_set_task(ctx, "worker:1") == 0);
+    CHECK(strata_comm_open(ctx, &c) == STRATA_ECONFIG && !c); /* no keys */
+    strata_ctx_destroy(ctx);
 }
 
 static void alone(void)
@@ -210,6 +227,7 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "task"))
         return task();
     alone();
+    refusals();   /* before the keys exist */
     CHECK(spawn_job_keys() == 0);
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
