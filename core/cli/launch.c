@@ -1,9 +1,9 @@
 /* strata launch: start a whole job on this machine. Every task is a child
  * `strata train` process, or the command given after the options (a
  * Python script of strata.collectives), that learns the cluster from
- * TF_CONFIG (free loopback ports picked here). Output lines are prefixed with the task
- * name; SIGINT/SIGTERM are forwarded; when one task fails the others are
- * stopped; every child is reaped. */
+ * TF_CONFIG (free loopback ports picked here). Output lines are prefixed
+ * with the task name; SIGINT/SIGTERM are forwarded; when one task fails
+ * the others are stopped; every child is reaped. */
 #include <errno.h>
 #include <stdarg.h>
 #include <netinet/in.h>

@@ -13,21 +13,28 @@ extern char **environ;
 
 #define WHO "collectives"
 
-/* The training tasks in rank order (as mwms's world). */
-static int members(strata_comm_t *c)
+/* This task's rank, or a refusal for one that does not train. */
+static int role(strata_comm_t *c)
 {
     const strata_cluster_t *pc = &c->cluster->pub;
     const strata_task_t *me = &pc->tasks[pc->self];
-    if (me->rank < 0) {
-        char name[48];
-        strata__log(STRATA_LOG_ERROR, WHO, "task %s does not train: only "
-                    "the chief and the workers are members of the job's "
-                    "collectives (cluster from %s)",
-                    strata__task_name(me, name, sizeof name), pc->source);
-        return STRATA_ECONFIG;
-    }
     c->size = pc->nworkers;
     c->rank = me->rank;
+    if (me->rank >= 0)
+        return STRATA_OK;
+    char name[48];
+    strata__log(STRATA_LOG_ERROR, WHO, "task %s does not train: only the "
+                "chief and the workers are members of the job's collectives "
+                "(cluster from %s)", strata__task_name(me, name, sizeof name),
+                pc->source);
+    return STRATA_ECONFIG;
+}
+
+/* The training tasks in rank order (as mwms's world), with the addresses
+ * the rendezvous filled in. */
+static int members(strata_comm_t *c)
+{
+    const strata_cluster_t *pc = &c->cluster->pub;
     c->addrs = calloc((size_t)c->size, sizeof *c->addrs);
     c->names = calloc((size_t)c->size, sizeof *c->names);
     c->name_buf = calloc((size_t)c->size, 48);
@@ -80,9 +87,9 @@ static int open_comm(strata_comm_t *c)
         return STRATA_ENOMEM;
     rc = strata__cluster_resolve(ctx->cfg, ctx->task, environ, c->cluster);
     if (rc == STRATA_OK)
-        rc = members(c);
+        rc = role(c);
     if (rc != STRATA_OK || c->size == 1) /* alone: nothing to connect */
-        return rc;
+        return rc == STRATA_OK ? members(c) : rc;
     rc = strata__job_keys(&ctx->s.security, &c->cluster->pub, &c->keys);
     if (rc == STRATA_OK) {
         const strata__rdzv_opts_t o = {
@@ -90,14 +97,10 @@ static int open_comm(strata_comm_t *c)
             .hello_s = STRATA_RDZV_HELLO_S, .stop = &ctx->stop };
         rc = strata__rendezvous(c->cluster, &o);
     }
-    if (rc == STRATA_OK) {
-        for (int i = 0; i < c->cluster->pub.ntasks; i++) {
-            const strata_task_t *t = &c->cluster->pub.tasks[i];
-            if (t->rank >= 0)  /* the rendezvous filled them in */
-                c->addrs[t->rank] = t->address;
-        }
+    if (rc == STRATA_OK)
+        rc = members(c);
+    if (rc == STRATA_OK)
         rc = open_world(c);
-    }
     if (rc == STRATA_OK)
         strata__log(STRATA_LOG_INFO, WHO, "%s, rank %d of %d, through %s%s",
                     c->names[c->rank], c->rank, c->size,
