@@ -163,8 +163,15 @@ void strata_comm_close(strata_comm_t *c)
     free(c);
 }
 
-int strata_comm_rank(const strata_comm_t *c) { return c ? c->rank : STRATA_EINVAL; }
-int strata_comm_size(const strata_comm_t *c) { return c ? c->size : STRATA_EINVAL; }
+int strata_comm_rank(const strata_comm_t *c)
+{
+    return c ? c->rank : STRATA_EINVAL;
+}
+
+int strata_comm_size(const strata_comm_t *c)
+{
+    return c ? c->size : STRATA_EINVAL;
+}
 
 /* The host of "host:port" or "[v6]:port": its length. */
 static size_t host_len(const char *addr)

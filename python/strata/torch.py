@@ -8,15 +8,16 @@
     for x, y in shard_of_the_data:              # each process its own part
         opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
 
-Each gradient is averaged over the processes: a hook on each parameter
-notes when backward has accumulated its gradient; the parameters are cut
-into buckets (about bucket_bytes of gradients each, the last layers first,
-as backward produces them), and a bucket whose gradients are all there is
+Each gradient is averaged over the processes: a hook on each parameter notes
+when backward has accumulated its gradient; the parameters are cut into
+buckets (about bucket_bytes of gradients each, the last layers first, as
+backward produces them), and a bucket whose gradients are all there is
 all-reduced on a background thread while backward goes on with the earlier
 layers (libstrata releases the GIL) -- by default when the processes are on
 several hosts; on one host they are all-reduced at step(). step() waits for
-the buckets, writes the means into .grad and steps. Buckets go out in one fixed order on every
-process. CPU tensors of float32 (others through a float32 copy).
+the buckets, writes the means into .grad and steps. Buckets go out in one
+fixed order on every process. CPU tensors of float32 (others through a
+float32 copy).
 
 This module imports torch; strata itself does not need it."""
 

@@ -16,22 +16,15 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed")
 from conftest import BIN  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 
 
 def reference():
     """The same model on the whole batch, one process, plain SGD."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "torch_job_defs", os.path.join(HERE, "torch_job.py"))
-    src = open(os.path.join(HERE, "torch_job.py")).read()
-    defs = src[:src.index("\ndef main")]   # the helpers, not the run
-    ns = {"__name__": "torch_job_defs", "__file__": spec.origin}
-    exec(compile(defs, spec.origin, "exec"), ns)
-    x, y = ns["data"]()
-    net = ns["model"](seed=0)
+    import torch_job   # beside this file: its data, model and loop
+    x, y = torch_job.data()
+    net = torch_job.model(seed=0)
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
-    return ns["train"](net, opt, 0, 1, x, y)
+    return torch_job.train(net, opt, 0, 1, x, y)
 
 
 def rel_l2(a, b):

@@ -1,12 +1,12 @@
 """One process of test_torch.py's job, run by `strata launch -n 2 python3
-torch_job.py OUT PORT`: the collectives on tensors, then a small model trained 50 steps on this process's
-half of each global batch, three ways -- strata.torch.DistributedOptimizer
-(small buckets, overlap on: several are all-reduced during backward),
-PyTorch DDP over gloo (when this torch has it), and DistributedOptimizer
-with fp16 compression (overlap by default: off on one host) --
-each from rank 0's initial variables (broadcast_parameters: every rank
-starts from another seed). Checks that the ranks end bitwise equal; rank 0
-writes each run's variables to OUT/<way>.npz."""
+torch_job.py OUT PORT`: the collectives on tensors, then a small model
+trained 50 steps on this process's half of each global batch, three ways --
+strata.torch.DistributedOptimizer (small buckets, overlap on: several are
+all-reduced during backward), PyTorch DDP over gloo (when this torch has
+it), and DistributedOptimizer with fp16 compression (overlap by default: off
+on one host) -- each from rank 0's initial variables (broadcast_parameters:
+every rank starts from another seed). Checks that the ranks end bitwise
+equal; rank 0 writes each run's variables to OUT/<way>.npz."""
 
 import os
 import sys
@@ -117,4 +117,5 @@ def main():
     print("torch job: %s done" % ", ".join(runs), flush=True)
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -11,7 +11,6 @@ samples per second. The model: an MLP 784 -> hidden -> hidden -> 10
 (--hidden, default 1024: 1.8 M parameters, 7 MB of gradients a step)."""
 
 import argparse
-import os
 import socket
 import statistics
 import time
