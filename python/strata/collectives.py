@@ -155,12 +155,11 @@ class Communicator:
         """x of process `root` on every process, bitwise, any dtype; in
         place (a copy written back when x is not contiguous); returns x."""
         a = _view(x)
+        if not a.flags.writeable:
+            raise ValueError("strata.collectives.broadcast: x is read-only")
         w = _words(a)
         self._call(_lib.comm_broadcast, w.ctypes.data, w.size, root)
         if not np.shares_memory(w, a):
-            if not a.flags.writeable:
-                raise ValueError("strata.collectives.broadcast: x is "
-                                 "read-only")
             a[...] = w.view(np.uint8)[:a.nbytes].view(a.dtype).reshape(
                 a.shape)
         return x
