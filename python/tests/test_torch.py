@@ -62,3 +62,31 @@ def test_distributed_optimizer_two_processes(tmp_path):
         strata_ = np.load(tmp_path / "strata.npz")
         for name in ref:
             assert rel_l2(strata_[name], ddp[name]) <= 1e-6, name
+
+
+def test_refusals_alone():
+    """One process: a world of one, and DistributedOptimizer's refusals."""
+    import strata
+    import strata.collectives as sc
+    import strata.torch as st
+    with sc.Communicator() as comm:
+        net = torch.nn.Linear(3, 2)
+        base = torch.optim.SGD(net.parameters(), lr=0.1)
+        with pytest.raises(ValueError, match="compression 'fp16'"):
+            st.DistributedOptimizer(base, net.named_parameters(),
+                                    compression="fp16", comm=comm)
+        with pytest.raises(ValueError, match="op 'max'"):
+            st.DistributedOptimizer(base, net.named_parameters(), op="max",
+                                    comm=comm)
+        opt = st.DistributedOptimizer(base, net.named_parameters(),
+                                      comm=comm, overlap=True)
+        assert isinstance(opt, torch.optim.SGD)
+        net(torch.ones(1, 3)).sum().backward()
+        net(torch.ones(1, 3)).sum().backward()   # a second pass: refused
+        with pytest.raises(strata.errors.StateError, match="second backward"):
+            opt.step()
+        opt.zero_grad()
+        before = net.weight.detach().clone()
+        net(torch.ones(1, 3)).sum().backward()
+        opt.step()                               # and it goes on
+        assert torch.allclose(net.weight, before - 0.1)

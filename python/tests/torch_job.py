@@ -69,6 +69,24 @@ def tensors(rank, size):
     assert part.dtype == torch.float64 and (part == (size - 1) / 2).all()
 
 
+def optimizer_state(rank, size):
+    """broadcast_optimizer_state: Adam's moments and step, rank 0's
+    everywhere after a step on gradients that differ by rank."""
+    net = torch.nn.Linear(4, 2)
+    opt = torch.optim.Adam(net.parameters(), lr=0.1)
+    for p in net.parameters():
+        p.grad = torch.full_like(p, float(rank + 1))
+    opt.step()
+    st.broadcast_optimizer_state(opt, root_rank=0)
+    for state in opt.state_dict()["state"].values():
+        for v in state.values():
+            if torch.is_tensor(v):
+                every = sc.allgather(v.reshape(1, -1)).reshape(size, -1)
+                assert (every == every[0]).all(), "optimizer state differs"
+    exp_avg = opt.state[net.weight]["exp_avg"]
+    assert torch.allclose(exp_avg, torch.full_like(exp_avg, 0.1))  # rank 0's
+
+
 def strata_run(x, y, compression=None, overlap=None):
     net = model(seed=sc.rank())   # rank 0: the reference's seed
     st.broadcast_parameters(net.state_dict(), root_rank=0)
@@ -102,6 +120,7 @@ def main():
     comm = sc.init()
     rank, size = comm.rank, comm.size
     tensors(rank, size)
+    optimizer_state(rank, size)
     assert comm.hosts == 1
     runs["strata"] = strata_run(x, y, overlap=True)  # buckets in backward
     sc.shutdown()
