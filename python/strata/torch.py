@@ -23,6 +23,7 @@ This module imports torch; strata itself does not need it."""
 
 import queue
 import threading
+import weakref
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
@@ -168,6 +169,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 raise TypeError("strata.torch.DistributedOptimizer: %s is on "
                                 "%s: CPU parameters only" % (n, p.device))
         self._strata = _Reducer(trained, comm, bucket_bytes, op, overlap)
+        weakref.finalize(self, self._strata.close)   # ends its thread
         self._strata_hooks = [_hook(p, (lambda q: lambda: self._strata.ready(
             q))(p)) for _, p in trained]
 
