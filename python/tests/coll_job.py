@@ -1,8 +1,8 @@
 """One process of test_collectives.py's job, run by `strata launch -n N
-python3 coll_job.py`: every collective of strata.collectives on NumPy
-arrays against the sum computed here (values exact in float32), a
-stranger's bytes at its own port between two collectives, then
-"rank R: ok" on stdout."""
+python3 coll_job.py N` (test_torch.py: by torchrun too): every collective
+of strata.collectives on NumPy arrays against the sum computed here (values
+exact in float32), under launch a stranger's bytes at its own port between
+two collectives, then "rank R: ok" on stdout."""
 
 import json
 import os
@@ -19,6 +19,22 @@ def val(r, shape, dtype=np.float32):
     n = int(np.prod(shape))
     return (((np.arange(n) % 97) + 3 * (r + 1)) * 0.25).astype(dtype).reshape(
         shape)
+
+
+def stranger(port):
+    """A ZeroMQ 3.0 greeting of the NULL mechanism (not the job's CURVE)
+    at "host:port", read until the task hangs up on it."""
+    greeting = (b"\xff" + b"\0" * 8 + b"\x7f" + b"\x03\x00" +
+                b"NULL".ljust(20, b"\0") + b"\0" * 32)
+    with socket.create_connection(("127.0.0.1",
+                                   int(port.split(":")[1]))) as s:
+        s.sendall(greeting)
+        s.settimeout(5)
+        try:
+            while s.recv(4096):
+                pass
+        except OSError:
+            pass
 
 
 def main():
@@ -41,20 +57,12 @@ def main():
                                   sum(val(k, (4, 6)) for k in range(n))[:, ::2])
     np.testing.assert_array_equal(x64[:, 1::2], val(r, (4, 6))[:, 1::2])
 
-    # a stranger at this task's port: dropped, the job goes on
-    port = json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"][r]
-    # a ZeroMQ 3.0 greeting of the NULL mechanism: not the job's CURVE
-    greeting = (b"\xff" + b"\0" * 8 + b"\x7f" + b"\x03\x00" +
-                b"NULL".ljust(20, b"\0") + b"\0" * 32)
-    with socket.create_connection(("127.0.0.1", int(port.split(":")[1]))) as s:
-        s.sendall(greeting)
-        s.settimeout(5)
-        try:
-            while s.recv(4096):   # until the task hangs up on it
-                pass
-        except OSError:
-            pass
+    # a stranger at this task's port (strata launch's TF_CONFIG names it):
+    # dropped, the job goes on
+    if "TF_CONFIG" in os.environ:
+        stranger(json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"][r])
     sc.barrier()
+
 
     # broadcast, any dtype, bitwise
     b = np.arange(11, dtype=np.int64) * (r + 1)
