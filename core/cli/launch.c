@@ -126,7 +126,8 @@ static const char *const k_usage =
     "With a COMMAND, every task runs it instead of `strata train` (found\n"
     "along PATH), in the same environment: a program that joins the job\n"
     "itself, e.g. `python3 train.py` calling strata.collectives.init();\n"
-    "-c and --set are then its own business (not accepted here).\n"
+    "-c and --set are then its own business (not accepted here); with\n"
+    "--elastic it re-forms its world itself (strata_comm_regroup).\n"
     "With --evaluator, a sidecar evaluator task scores each new checkpoint of\n"
     "[checkpoint] dir; its failure is reported and becomes launch's exit\n"
     "code, but never stops training.\n"
@@ -710,10 +711,10 @@ int cli_launch(int argc, char **argv)
         }
     }
     /* The options below read the job's INI from targv: strata train's. */
-    if (g_command && (emax || g_tasks.n || g_nodes.nnodes ||
+    if (g_command && (g_tasks.n || g_nodes.nnodes ||
                       g_nodes.node_rank >= 0 || g_nodes.host[0])) {
         fprintf(stderr, "strata: launch: a COMMAND runs as a one-machine "
-                "job: no --elastic, --tasks or --nnodes with it\n");
+                "job: no --tasks or --nnodes with it\n");
         goto usage;
     }
     if (emax > 0) { /* an elastic mwms job: workers only */
@@ -729,7 +730,8 @@ int cli_launch(int argc, char **argv)
             goto usage;
         }
         g_elastic = 1;
-        if (esvc_job_args(targv, &nt, emin, emax) != 0) {
+        /* a COMMAND joins the service itself (strata_comm_regroup) */
+        if (!g_command && esvc_job_args(targv, &nt, emin, emax) != 0) {
             free(targv);
             return 2;
         }

@@ -3,6 +3,7 @@
  * strata launch, the rendezvous where addresses are unknown, the job's
  * CURVE keys, a WORLD group of the training tasks (chief, workers) in rank
  * order opened through the transports [transport] world lists. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,15 +55,16 @@ static int members(strata_comm_t *c)
 }
 
 /* The WORLD group: the transport admits the listed keys only. */
-static int open_world(strata_comm_t *c)
+int strata__comm_open_world(strata_comm_t *c)
 {
     static const int32_t cpu = STRATA_DEVICE(STRATA_DEV_CPU, 0);
     const strata_group_t g = {
         .struct_size = sizeof g, .scope = STRATA_SCOPE_WORLD,
         .size = c->size, .rank = c->rank, .nlocal = 1, .devices = &cpu,
-        .addrs = c->addrs, .names = c->names, .tag = WHO,
+        .addrs = c->addrs, .names = c->names, .tag = c->tag,
     };
-    c->hc = strata__hctx_new(c->ctx, WHO, "transport", NULL);
+    if (!c->hc) /* one for every generation's group */
+        c->hc = strata__hctx_new(c->ctx, WHO, "transport", NULL);
     if (!c->hc)
         return STRATA_ENOMEM;
     /* The host hands a WORLD group the context's keys: this comm's, for
@@ -91,20 +93,22 @@ static int open_comm(strata_comm_t *c)
     if (rc != STRATA_OK || c->size == 1) /* alone: nothing to connect */
         return rc == STRATA_OK ? members(c) : rc;
     rc = strata__job_keys(&ctx->s.security, &c->cluster->pub, &c->keys);
-    if (rc == STRATA_OK) {
+    if (rc == STRATA_OK)
+        rc = strata__comm_join(c, -1);   /* an elastic job's generation */
+    if (rc == STRATA_OK && !c->el) {
         const strata__rdzv_opts_t o = {
             .timeout_s = c->cluster->rendezvous_timeout_s,
             .hello_s = STRATA_RDZV_HELLO_S, .stop = &ctx->stop };
         rc = strata__rendezvous(c->cluster, &o);
+        if (rc == STRATA_OK)
+            rc = members(c);
     }
-    if (rc == STRATA_OK)
-        rc = members(c);
-    if (rc == STRATA_OK)
-        rc = open_world(c);
+    if (rc == STRATA_OK && c->size > 1)
+        rc = strata__comm_open_world(c);
     if (rc == STRATA_OK)
         strata__log(STRATA_LOG_INFO, WHO, "%s, rank %d of %d, through %s%s",
                     c->names[c->rank], c->rank, c->size,
-                    strata__host_v2.t_name(c->hc, c->t),
+                    c->t ? strata__host_v2.t_name(c->hc, c->t) : "none",
                     c->keys ? ", CURVE" : ", plaintext");
     return rc;
 }
@@ -131,6 +135,8 @@ int strata_comm_open(strata_ctx_t *ctx, strata_comm_t **out)
         rc = STRATA_ENOMEM;
     if (rc == STRATA_OK) {
         c->ctx = ctx;
+        c->resume_step = -1;
+        snprintf(c->tag, sizeof c->tag, "%s", WHO);
         pthread_mutex_init(&c->lock, NULL);
         rc = open_comm(c);
         if (rc == STRATA_OK)
@@ -149,6 +155,7 @@ void strata_comm_close(strata_comm_t *c)
     strata_ctx_t *prev = strata__log_bind(c->ctx);
     if (c->t)
         strata__host_v2.t_close(c->hc, c->t);
+    strata__elastic_close(c->el);
     strata__log_bind(prev);
     free(c->hc);
     free(c->keys);

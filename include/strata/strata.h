@@ -327,6 +327,30 @@ STRATA_API int strata_comm_reduce_scatter(strata_comm_t *comm, float *buf,
 /* Every member meets. */
 STRATA_API int strata_comm_barrier(strata_comm_t *comm);
 
+/* An elastic job (strata launch --elastic MIN:MAX COMMAND): the world is
+ * the generation of workers the job's membership service formed, as for
+ * an elastic mwms run. A member that dies fails the others' collective
+ * (STRATA_EPEER or STRATA_ETIMEDOUT); each of them then calls
+ * strata_comm_regroup with the steps it has applied, and goes on in the
+ * next generation (new rank and size), where rank 0 holds the newest
+ * state: *resume_step (-1: no member holds one) is the step every member
+ * goes on from, after taking rank 0's state (a broadcast). A worker that
+ * launch restarts, or that joins, opens its comm into a generation whose
+ * strata_comm_resume_step() is >= 0 when the job is under way (it takes
+ * the state from rank 0 too); the members learn of it through
+ * strata_comm_resize_due() (1: a later generation is due; never blocks),
+ * agree on it at a step boundary (an all-reduce of the flag) and regroup
+ * there. strata_comm_finish(comm, steps) tells the service training is
+ * over (workers still to join are told so), before strata_comm_close.
+ * Outside an elastic job regroup is STRATA_ENOTSUP (logged), resize_due 0,
+ * finish nothing. Blocks while the generation forms, bounded by [cluster]
+ * rendezvous_timeout_s. */
+STRATA_API int strata_comm_regroup(strata_comm_t *comm, int64_t committed,
+                                   int64_t *resume_step);
+STRATA_API int64_t strata_comm_resume_step(const strata_comm_t *comm);
+STRATA_API int strata_comm_resize_due(strata_comm_t *comm);
+STRATA_API void strata_comm_finish(strata_comm_t *comm, int64_t steps);
+
 #ifdef __cplusplus
 }
 #endif

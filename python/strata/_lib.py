@@ -127,3 +127,9 @@ comm_allgather = _proto("strata_comm_allgather", ctypes.c_int, c_comm_p,
 comm_reduce_scatter = _proto("strata_comm_reduce_scatter", ctypes.c_int,
                              c_comm_p, _f32p, ctypes.c_size_t, ctypes.c_int)
 comm_barrier = _proto("strata_comm_barrier", ctypes.c_int, c_comm_p)
+comm_regroup = _proto("strata_comm_regroup", ctypes.c_int, c_comm_p,
+                      ctypes.c_int64, ctypes.POINTER(ctypes.c_int64))
+comm_resume_step = _proto("strata_comm_resume_step", ctypes.c_int64,
+                          c_comm_p)
+comm_resize_due = _proto("strata_comm_resize_due", ctypes.c_int, c_comm_p)
+comm_finish = _proto("strata_comm_finish", None, c_comm_p, ctypes.c_int64)

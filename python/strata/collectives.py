@@ -206,6 +206,43 @@ class Communicator:
         """Every process meets."""
         self._call(_lib.comm_barrier)
 
+    # ---- an elastic job (strata launch --elastic MIN:MAX COMMAND) ---------
+
+    @property
+    def resume_step(self) -> int:
+        """The step the generation joined last goes on from (rank 0 holds
+        that state; take it with broadcast), or -1: no member holds one (a
+        fresh job, or not an elastic one)."""
+        return _lib.comm_resume_step(self._comm)
+
+    def regroup(self, committed: int) -> int:
+        """After a collective failed because a member was lost (PeerError,
+        Timeout) or where resize_agreed(): join the next generation with
+        the steps this process has applied; rank, size change. Returns
+        resume_step. NotSupported outside an elastic job."""
+        resume = ctypes.c_int64(-1)
+        self._call(_lib.comm_regroup, committed, ctypes.byref(resume))
+        self.rank = _lib.comm_rank(self._comm)
+        self.size = _lib.comm_size(self._comm)
+        self.transport = _lib.comm_transport(self._comm).decode()
+        return resume.value
+
+    def resize_due(self) -> bool:
+        """This process has heard that a later generation is due (a worker
+        joins); never blocks. See resize_agreed()."""
+        return bool(_lib.comm_resize_due(self._comm))
+
+    def resize_agreed(self) -> bool:
+        """Collective: whether any member has heard that a resize is due
+        (then all of them regroup() at this step)."""
+        flag = np.array([1.0 if self.resize_due() else 0.0], np.float32)
+        return bool(self.allreduce(flag, op="sum")[0] > 0)
+
+    def finish(self, steps: int) -> None:
+        """Training is over after `steps` steps: the membership service
+        tells workers still to join (an elastic job; else nothing)."""
+        _lib.comm_finish(self._comm, steps)
+
 
 _world: Optional[Communicator] = None
 

@@ -48,3 +48,20 @@ def test_three_processes_under_launch():
     for r in range(3):
         assert "[worker:%d] rank %d: ok" % (r, r) in p.stdout, p.stdout
     assert "the job goes on" in p.stderr, p.stderr   # the stranger, dropped
+
+
+def test_elastic_under_launch(tmp_path):
+    """strata launch --elastic 2:3: a worker dies and comes back; the
+    others regroup without it and with it, the state goes on (elastic_job.py
+    checks it)."""
+    p = subprocess.run([BIN, "launch", "--elastic", "2:3", "-n", "3",
+                        "--max-restarts", "2", sys.executable,
+                        os.path.join(HERE, "elastic_job.py"), str(tmp_path)],
+                       capture_output=True, text=True, timeout=150)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert (tmp_path / "died").exists(), out
+    assert "[worker:2] worker:2 joined at step" in p.stdout, out
+    for w in range(3):
+        assert "[worker:%d] worker:%d: ok at step" % (w, w) in p.stdout, out
+    assert "sizes [3, 2, 3]" in p.stdout, out
