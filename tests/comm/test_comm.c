@@ -11,7 +11,10 @@
  * a ZeroMQ client, a CURVE client whose key is not the job's) between two
  * collectives, which go on unharmed, and at the end rank 0 waits in an
  * all-reduce that the others never join: bounded by the transport's
- * timeout ([transport.zmq] timeout_s, set on the context). */
+ * timeout ([transport.zmq] timeout_s, set on the context). Then an elastic
+ * job (launch --elastic 2:3 -n 3 test_comm elastic DIR): worker:2 dies at
+ * step 8, the others regroup without it, launch restarts it, it joins the
+ * job under way and they regroup with it; the state goes on to the end. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,10 +225,128 @@ static int task(void)
     return CHECK_DONE();
 }
 
+/* ---- an elastic job: launch --elastic 2:3 -n 3 test_comm elastic DIR ---- */
+
+#define STEPS 40
+#define DEADLINE_S 40.0
+
+typedef struct elastic {
+    strata_comm_t *c;
+    float state[4], step; /* step: exact in float32 this far */
+    char sizes[64];
+} elastic_t;
+
+/* Go on in the next generation from rank 0's state. */
+static int regroup(elastic_t *e)
+{
+    int64_t resume = -1;
+    int rc = strata_comm_regroup(e->c, (int64_t)e->step, &resume);
+    if (rc == 0)
+        rc = strata_comm_broadcast(e->c, e->state, 4, 0);
+    if (rc == 0)
+        rc = strata_comm_broadcast(e->c, &e->step, 1, 0);
+    size_t n = strlen(e->sizes);
+    snprintf(e->sizes + n, sizeof e->sizes - n, " %d", strata_comm_size(e->c));
+    CHECKF(rc == 0 && resume == (int64_t)e->step, "regroup: %s, resume %lld "
+           "at step %g", strata_strerror(rc), (long long)resume, e->step);
+    return rc;
+}
+
+/* One step: the members agree on a resize, else add the mean of step + 1
+ * (the same whoever computes it). worker:2 dies at step 8 the first time
+ * (a marker file in dir). */
+static int elastic_step(elastic_t *e, const char *me, const char *marker)
+{
+    float due = strata_comm_resize_due(e->c) ? 1.0f : 0.0f;
+    int rc = strata_comm_allreduce(e->c, &due, 1, STRATA_COMM_SUM);
+    if (rc == 0 && due > 0)
+        return regroup(e);
+    float g[4] = { e->step + 1, e->step + 1, e->step + 1, e->step + 1 };
+    if (rc == 0)
+        rc = strata_comm_allreduce(e->c, g, 4, STRATA_COMM_MEAN);
+    if (rc == STRATA_EPEER || rc == STRATA_ETIMEDOUT || rc == STRATA_ECANCELED)
+        return regroup(e);   /* a member was lost */
+    for (int i = 0; rc == 0 && i < 4; i++)
+        e->state[i] += g[i];
+    e->step += rc == 0;
+    usleep(50 * 1000);
+    if (!strcmp(me, "worker:2") && e->step == 8 && access(marker, F_OK) != 0) {
+        FILE *f = fopen(marker, "w");
+        if (f)
+            fclose(f);
+        _exit(1);            /* launch restarts it */
+    }
+    return rc;
+}
+
+static int elastic_task(const char *dir)
+{
+    const char *me = getenv("STRATA_LAUNCHED");
+    char marker[4096];
+    snprintf(marker, sizeof marker, "%s/died", dir);
+    strata_ctx_t *ctx = NULL;
+    elastic_t e = { .step = 0 };
+    CHECK(me && strata_ctx_create(NULL, &ctx) == 0);
+    int rc = strata_comm_open(ctx, &e.c);
+    CHECKF(rc == 0, "strata_comm_open: %s", strata_strerror(rc));
+    snprintf(e.sizes, sizeof e.sizes, "%d", strata_comm_size(e.c));
+    if (rc == 0 && strata_comm_resume_step(e.c) >= 0) { /* under way */
+        rc = strata_comm_broadcast(e.c, e.state, 4, 0);
+        if (rc == 0)
+            rc = strata_comm_broadcast(e.c, &e.step, 1, 0);
+        printf("%s joined at step %g\n", me, e.step);
+    }
+    double t0 = now_s();
+    while (rc == 0 && (e.step < STEPS || (strata_comm_size(e.c) < 3 &&
+                                          now_s() - t0 < DEADLINE_S)))
+        rc = elastic_step(&e, me, marker);
+    CHECKF(rc == 0, "%s: %s", me, strata_strerror(rc));
+    for (int i = 0; i < 4; i++)
+        CHECK(e.state[i] == e.step * (e.step + 1) / 2);
+    strata_comm_finish(e.c, (int64_t)e.step);
+    strata_comm_close(e.c);
+    strata_ctx_destroy(ctx);
+    if (!check_failed_)
+        printf("%s: ok at step %g, sizes %s\n", me, e.step, e.sizes);
+    return CHECK_DONE();
+}
+
+static void elastic(void)
+{
+    char self[4096], dir[] = "/tmp/strata-test-elasticXXXXXX";
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+    CHECK(n > 0 && mkdtemp(dir));
+    char *args[] = { "--elastic", "2:3", "-n", "3", "--max-restarts", "2",
+                     self, "elastic", dir, NULL };
+    spawn_result_t *r = malloc(sizeof *r);
+    double t0 = now_s();
+    spawn_strata("launch", args, 150, r);
+    printf("elastic job of 2 to 3 tasks: exit %d in %.1f s\n", r->code,
+           now_s() - t0);
+    CHECKF(r->code == 0, "launch --elastic exit %d", r->code);
+    CHECKF(strstr(r->out, "[worker:2] worker:2 joined at step"),
+           "worker:2 did not rejoin:\n%s", r->out);
+    for (int k = 0; k < N; k++) {
+        char want[64];
+        snprintf(want, sizeof want, "[worker:%d] worker:%d: ok at step", k, k);
+        CHECKF(strstr(r->out, want), "no '%s' in:\n%s", want, r->out);
+    }
+    CHECKF(strstr(r->out, "sizes 3 2 3"), "no regroup 3 -> 2 -> 3:\n%s",
+           r->out);
+    char marker[64];
+    snprintf(marker, sizeof marker, "%s/died", dir);
+    unlink(marker);
+    rmdir(dir);
+    free(r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "task"))
         return task();
+    if (argc > 2 && !strcmp(argv[1], "elastic"))
+        return elastic_task(argv[2]);
     alone();
     refusals();   /* before the keys exist */
     CHECK(spawn_job_keys() == 0);
@@ -252,5 +373,6 @@ int main(int argc, char **argv)
     /* every task's stranger was refused and reported, the job went on */
     CHECKF(strstr(r->err, "refused by ZAP"), "no stranger reported:\n%s", r->err);
     free(r);
+    elastic();
     return CHECK_DONE();
 }
