@@ -225,6 +225,7 @@ class Communicator:
         self.rank = _lib.comm_rank(self._comm)
         self.size = _lib.comm_size(self._comm)
         self.transport = _lib.comm_transport(self._comm).decode()
+        self.hosts = _lib.comm_hosts(self._comm)
         return resume.value
 
     def resize_due(self) -> bool:
