@@ -101,6 +101,11 @@ static void alone(void)
     CHECK(strata_comm_allgather(c, x, 3) == 0 && x[1] == 2);
     CHECK(strata_comm_reduce_scatter(c, x, 3, STRATA_COMM_SUM) == 0);
     CHECK(strata_comm_barrier(c) == 0);
+    int64_t resume = 7;   /* not an elastic job: */
+    CHECK(strata_comm_regroup(c, 0, &resume) == STRATA_ENOTSUP && resume == -1);
+    CHECK(strata_comm_resize_due(c) == 0 && strata_comm_resume_step(c) == -1);
+    strata_comm_finish(c, 0);
+    CHECK(strata_comm_regroup(NULL, 0, NULL) == STRATA_EINVAL);
     bad_arguments(c);
     strata_comm_close(c);
     strata_ctx_destroy(ctx);
