@@ -102,6 +102,12 @@ int strata__keys_load(const char *dir, const char *self, strata__keys_t *k);
 int strata__keys_load_fd(int fd, const char *self, strata__keys_t *k);
 /* The public key of task `name`, or NULL. */
 const char *strata__keys_public(const strata__keys_t *k, const char *name);
+/* security.c: the keys of a job of several processes ([security] keys,
+ * else strata launch's memfd) into *out, the task's own secret included;
+ * *out NULL when the job has no connections to secure or [security] mode
+ * = off (a warning). One error line for what is missing or wrong. */
+int strata__job_keys(const strata__security_cfg_t *sec,
+                     const strata_cluster_t *c, strata__keys_t **out);
 
 /* ---- ctx.c / host.c ---------------------------------------------------- */
 

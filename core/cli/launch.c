@@ -1,8 +1,9 @@
 /* strata launch: start a whole job on this machine. Every task is a child
- * `strata train` process that learns the cluster from TF_CONFIG (free
- * loopback ports picked here). Output lines are prefixed with the task
- * name; SIGINT/SIGTERM are forwarded; when one task fails the others are
- * stopped; every child is reaped. */
+ * `strata train` process, or the command given after the options (a
+ * Python script of strata.collectives), that learns the cluster from
+ * TF_CONFIG (free loopback ports picked here). Output lines are prefixed
+ * with the task name; SIGINT/SIGTERM are forwarded; when one task fails
+ * the others are stopped; every child is reaped. */
 #include <errno.h>
 #include <stdarg.h>
 #include <netinet/in.h>
@@ -64,6 +65,7 @@ static pid_t g_launch_pid;              /* for the children's parent check */
 static esvc_t *g_svc;                   /* --elastic: the membership service */
 static cli_nodes_t g_nodes = CLI_NODES_INIT; /* --nnodes: launch_nodes.c */
 static int g_elastic;                   /* --elastic */
+static int g_command;                   /* the tasks run the given command */
 static char g_self_host[256];           /* --elastic --nnodes: our address */
 static char g_token[80];                /* --elastic --nnodes: the service's */
 static cli_tasks_t g_tasks;             /* --tasks: launch_tasks.c */
@@ -81,6 +83,7 @@ static const char *const k_usage =
     "usage: strata launch [-n WORKERS | --workers N] [--ps M] [--chief]\n"
     "                     [--evaluator] [--max-restarts R] [--elastic MIN:MAX]\n"
     "                     [-c FILE] [--set SECTION.KEY=VALUE]...\n"
+    "       strata launch [-n WORKERS] [--chief] ... [--] COMMAND [ARG]...\n"
     "       strata launch --nnodes N --node-rank K --rendezvous HOST:PORT -n M ...\n"
     "\n"
     "Start a job of N workers (and M parameter servers, and a separate chief\n"
@@ -120,6 +123,11 @@ static const char *const k_usage =
     "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR/PORT; rank 0 (node\n"
     "0) serves the rendezvous at exactly HOST:PORT. Workers only; the job's\n"
     "keys ([security] keys) must be shared by every machine.\n"
+    "With a COMMAND, every task runs it instead of `strata train` (found\n"
+    "along PATH), in the same environment: a program that joins the job\n"
+    "itself, e.g. `python3 train.py` calling strata.collectives.init();\n"
+    "-c and --set are then its own business (not accepted here); with\n"
+    "--elastic it re-forms its world itself (strata_comm_regroup).\n"
     "With --evaluator, a sidecar evaluator task scores each new checkpoint of\n"
     "[checkpoint] dir; its failure is reported and becomes launch's exit\n"
     "code, but never stops training.\n"
@@ -238,8 +246,12 @@ static int start_child(child_t *c, int n, int self, char **train_argv)
         setenv("STRATA_LAUNCHED", c[self].name, 1);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
-        execv("/proc/self/exe", train_argv);
-        fprintf(stderr, "strata: launch: exec: %s\n", strerror(errno));
+        if (g_command)
+            execvp(train_argv[0], train_argv);
+        else
+            execv("/proc/self/exe", train_argv);
+        fprintf(stderr, "strata: launch: exec %s: %s\n",
+                g_command ? train_argv[0] : "strata", strerror(errno));
         _exit(127);
     }
     close(out[1]);
@@ -674,11 +686,36 @@ int cli_launch(int argc, char **argv)
             }
             targv[nt++] = argv[i];
             targv[nt++] = argv[++i];
+        } else if (!strcmp(a, "--") || a[0] != '-') {
+            /* the command: the rest of the line, as it is */
+            if (nt > 2) {
+                fprintf(stderr, "strata: launch: -c and --set are for "
+                        "strata train; a COMMAND reads its own "
+                        "configuration\n%s", k_usage);
+                goto usage;
+            }
+            i += !strcmp(a, "--");
+            if (i >= argc) {
+                fprintf(stderr, "strata: launch: -- needs a COMMAND\n%s",
+                        k_usage);
+                goto usage;
+            }
+            nt = 0;
+            while (i < argc)
+                targv[nt++] = argv[i++];
+            g_command = 1;
         } else {
             fprintf(stderr, "strata: launch: unknown argument '%s'\n%s", a,
                     k_usage);
             goto usage;
         }
+    }
+    /* The options below read the job's INI from targv: strata train's. */
+    if (g_command && (g_tasks.n || g_nodes.nnodes ||
+                      g_nodes.node_rank >= 0 || g_nodes.host[0])) {
+        fprintf(stderr, "strata: launch: a COMMAND runs as a one-machine "
+                "job: no --tasks or --nnodes with it\n");
+        goto usage;
     }
     if (emax > 0) { /* an elastic mwms job: workers only */
         int machines = g_nodes.nnodes > 1 ? g_nodes.nnodes : 1;
@@ -693,7 +730,8 @@ int cli_launch(int argc, char **argv)
             goto usage;
         }
         g_elastic = 1;
-        if (esvc_job_args(targv, &nt, emin, emax) != 0) {
+        /* a COMMAND joins the service itself (strata_comm_regroup) */
+        if (!g_command && esvc_job_args(targv, &nt, emin, emax) != 0) {
             free(targv);
             return 2;
         }

@@ -261,6 +261,96 @@ STRATA_API int strata_ctx_set_array(strata_ctx_t *ctx, const char *name,
                                     const void *data, int dtype, int ndim,
                                     const int64_t *dims);
 
+/* Collectives for any framework (appended in 0.5): a communicator over the
+ * training processes of the job (its chief and workers, in rank order),
+ * joined as strata_train() joins them -- the cluster from [cluster],
+ * TF_CONFIG, strata launch, torchrun, Open MPI or SLURM (the rendezvous
+ * where addresses are not known), the transports of [transport] world
+ * (zmq, nccl; [transport.NAME] keys), and, for a job of several processes,
+ * the job's CURVE keys: every connection authenticated and encrypted, a
+ * stranger's bytes dropped ([security] as for a run). A collective blocks
+ * until every member has called it, bounded by the transport's timeout
+ * ([transport.zmq] timeout_s): STRATA_ETIMEDOUT or STRATA_EPEER, logged,
+ * naming the member that failed. Every member calls the same collectives
+ * in the same order with the same counts. Buffers are host float32 arrays
+ * owned by the caller; the calls are in place. A comm may be used from
+ * any thread, one collective at a time (calls from several threads are
+ * serialised). In a job of one process every collective returns at once:
+ * the buffer already holds the result. */
+typedef struct strata_comm strata_comm_t;
+
+/* Reduction of strata_comm_allreduce / strata_comm_reduce_scatter, with
+ * STRATA_COMM_GRADIENT or'ed in when buf holds gradients: the transport
+ * may then carry them in 16 bits per value, summed in float32, as the
+ * job's [transport.zmq] compression = fp16 | bf16 says (Horovod's
+ * Compression.fp16); without the flag, or without compression, exact. */
+#define STRATA_COMM_SUM      0
+#define STRATA_COMM_MEAN     1
+#define STRATA_COMM_GRADIENT 0x100
+
+/* Join the job's world described by ctx's configuration and environment
+ * (strata_ctx_set_task picks the task, as for a run). Blocks while the
+ * members connect (up to the transport's timeout). The task's own address
+ * is bound: not while a run of ctx (or another comm of the task) is open.
+ * A task that does not train (ps, evaluator) is refused (STRATA_ECONFIG).
+ * ctx must outlive the comm. */
+STRATA_API int  strata_comm_open(strata_ctx_t *ctx, strata_comm_t **out);
+/* Leave the world (bounded); accepts NULL. */
+STRATA_API void strata_comm_close(strata_comm_t *comm);
+/* This process's rank, 0 .. size - 1, and the members; STRATA_EINVAL for a
+ * NULL comm. */
+STRATA_API int strata_comm_rank(const strata_comm_t *comm);
+STRATA_API int strata_comm_size(const strata_comm_t *comm);
+/* How many hosts the members are on (by their addresses): 1 when they
+ * share this machine's cores, where overlapping collectives with compute
+ * slows both down. STRATA_EINVAL for a NULL comm. */
+STRATA_API int strata_comm_hosts(const strata_comm_t *comm);
+/* The transport plugin the comm runs over ("zmq"; "none" alone). */
+STRATA_API const char *strata_comm_transport(const strata_comm_t *comm);
+
+/* buf[0..count): the sum (or mean) of every member's, bitwise equal on
+ * every member. */
+STRATA_API int strata_comm_allreduce(strata_comm_t *comm, float *buf,
+                                     size_t count, int op);
+/* buf[0..count) of member `root` on every member. */
+STRATA_API int strata_comm_broadcast(strata_comm_t *comm, float *buf,
+                                     size_t count, int root);
+/* buf holds size * count floats, member m's block at m * count: each
+ * member fills its own block; on return every block holds its owner's. */
+STRATA_API int strata_comm_allgather(strata_comm_t *comm, float *buf,
+                                     size_t count);
+/* buf holds size * count floats on every member; on return this member's
+ * block (at rank * count) holds the sum (or mean) of every member's values
+ * of that block; the other blocks are scratch. */
+STRATA_API int strata_comm_reduce_scatter(strata_comm_t *comm, float *buf,
+                                          size_t count, int op);
+/* Every member meets. */
+STRATA_API int strata_comm_barrier(strata_comm_t *comm);
+
+/* An elastic job (strata launch --elastic MIN:MAX COMMAND): the world is
+ * the generation of workers the job's membership service formed, as for
+ * an elastic mwms run. A member that dies fails the others' collective
+ * (STRATA_EPEER or STRATA_ETIMEDOUT); each of them then calls
+ * strata_comm_regroup with the steps it has applied, and goes on in the
+ * next generation (new rank and size), where rank 0 holds the newest
+ * state: *resume_step (-1: no member holds one) is the step every member
+ * goes on from, after taking rank 0's state (a broadcast). A worker that
+ * launch restarts, or that joins, opens its comm into a generation whose
+ * strata_comm_resume_step() is >= 0 when the job is under way (it takes
+ * the state from rank 0 too); the members learn of it through
+ * strata_comm_resize_due() (1: a later generation is due; never blocks),
+ * agree on it at a step boundary (an all-reduce of the flag) and regroup
+ * there. strata_comm_finish(comm, steps) tells the service training is
+ * over (workers still to join are told so), before strata_comm_close.
+ * Outside an elastic job regroup is STRATA_ENOTSUP (logged), resize_due 0,
+ * finish nothing. Blocks while the generation forms, bounded by [cluster]
+ * rendezvous_timeout_s. */
+STRATA_API int strata_comm_regroup(strata_comm_t *comm, int64_t committed,
+                                   int64_t *resume_step);
+STRATA_API int64_t strata_comm_resume_step(const strata_comm_t *comm);
+STRATA_API int strata_comm_resize_due(strata_comm_t *comm);
+STRATA_API void strata_comm_finish(strata_comm_t *comm, int64_t steps);
+
 #ifdef __cplusplus
 }
 #endif

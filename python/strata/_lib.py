@@ -106,3 +106,30 @@ config_list = _proto("strata_config_list", ctypes.c_int, c_ctx_p,
                      ctypes.c_void_p)
 predict = _proto("strata_predict", ctypes.c_int, c_ctx_p, _c, _c, _c,
                  ctypes.c_int, ctypes.c_uint)
+
+# Collectives (strata_comm_*): the comm is an opaque pointer.
+c_comm_p = ctypes.c_void_p
+COMM_SUM, COMM_MEAN, COMM_GRADIENT = 0, 1, 0x100
+_f32p = ctypes.c_void_p   # float *, passed as an address
+comm_open = _proto("strata_comm_open", ctypes.c_int, c_ctx_p,
+                   ctypes.POINTER(c_comm_p))
+comm_close = _proto("strata_comm_close", None, c_comm_p)
+comm_rank = _proto("strata_comm_rank", ctypes.c_int, c_comm_p)
+comm_size = _proto("strata_comm_size", ctypes.c_int, c_comm_p)
+comm_hosts = _proto("strata_comm_hosts", ctypes.c_int, c_comm_p)
+comm_transport = _proto("strata_comm_transport", _c, c_comm_p)
+comm_allreduce = _proto("strata_comm_allreduce", ctypes.c_int, c_comm_p,
+                        _f32p, ctypes.c_size_t, ctypes.c_int)
+comm_broadcast = _proto("strata_comm_broadcast", ctypes.c_int, c_comm_p,
+                        _f32p, ctypes.c_size_t, ctypes.c_int)
+comm_allgather = _proto("strata_comm_allgather", ctypes.c_int, c_comm_p,
+                        _f32p, ctypes.c_size_t)
+comm_reduce_scatter = _proto("strata_comm_reduce_scatter", ctypes.c_int,
+                             c_comm_p, _f32p, ctypes.c_size_t, ctypes.c_int)
+comm_barrier = _proto("strata_comm_barrier", ctypes.c_int, c_comm_p)
+comm_regroup = _proto("strata_comm_regroup", ctypes.c_int, c_comm_p,
+                      ctypes.c_int64, ctypes.POINTER(ctypes.c_int64))
+comm_resume_step = _proto("strata_comm_resume_step", ctypes.c_int64,
+                          c_comm_p)
+comm_resize_due = _proto("strata_comm_resize_due", ctypes.c_int, c_comm_p)
+comm_finish = _proto("strata_comm_finish", None, c_comm_p, ctypes.c_int64)
