@@ -144,21 +144,42 @@ static const char *const k_usage =
     "      --tasks LIST     this machine's tasks of the job's [cluster]\n"
     "  -c, --config FILE, -s, --set K=V   passed to every task\n";
 
-/* A free TCP port on 127.0.0.1, as the kernel hands them out. */
-static int free_port(void)
+/* 1 when `port` (0: any) can be bound on 127.0.0.1 now; *got: which. */
+static int bindable(int port, int *got)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return -1;
+        return 0;
     struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     socklen_t len = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+             getsockname(fd, (struct sockaddr *)&a, &len) == 0;
+    if (ok)
+        *got = ntohs(a.sin_port);
     close(fd);
-    return port;
+    return ok;
+}
+
+/* A free TCP port on 127.0.0.1 for a task to listen on, drawn at random
+ * below Linux's ephemeral range (32768 and up): the kernel hands a port
+ * that launch probed and let go to the next bind(0) or outgoing connection
+ * of any process, and another job starting beside this one (or a test
+ * suite's) took a task's port that way; a random draw from 12k ports
+ * rarely meets another. Falls back to the kernel's choice. */
+static int free_port(void)
+{
+    static unsigned seed;
+    if (!seed)
+        seed = (unsigned)getpid() ^ (unsigned)time(NULL) * 2654435761u;
+    int port = -1;
+    for (int tries = 0; tries < 64; tries++) {
+        int want = 20000 + (int)(rand_r(&seed) % 12768u);
+        if (bindable(want, &port))
+            return port;
+    }
+    return bindable(0, &port) ? port : -1;
 }
 
 /* Append to a bounded string; returns -1 once it no longer fits. */
