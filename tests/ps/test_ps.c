@@ -27,6 +27,12 @@
  *                  do not match (its counters say so)
  *   stranger       the secured job: a plaintext socket and a CURVE client
  *                  with a foreign key reach nothing (ZAP refuses the key)
+ *   lossy          the secured job with worker:0's link to ps:0 through a
+ *                  proxy of the test's that replays an earlier CURVE frame
+ *                  before a push, drops a push's frame and resets, and
+ *                  resets in the middle of one: each costs worker:0 a
+ *                  resend (resend_ms), not its life; every step is applied
+ *                  once
  *   ckpt_pskill    ps:1 killed (-9) after the coordinator's checkpoint of
  *                  step 300: the job fails; restarted whole, it resumes
  *                  from that checkpoint (every ps takes its shards back),
@@ -39,6 +45,9 @@
  *
  * Free ports, bounded waits, every child reaped. */
 #include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <zmq.h>
 
 #include "check.h"
@@ -647,6 +656,220 @@ static void stranger(void)
     job_free(&j);
 }
 
+/* ---- a lossy link ------------------------------------------------------- */
+
+/* A TCP proxy in front of ps:0 for worker:0. It reads the worker's side as
+ * ZMTP 3 (a 64-byte greeting, then frames: flags, a 1- or 8-byte size, the
+ * body) and forwards whole frames; the big ones (> 64 KiB) are pushes'
+ * gradients. At big frame FAULT_AT[k] it does fault k: replays the
+ * previous big frame first (CurveZMQ refuses an old nonce and drops the
+ * link), drops the frame and resets both sides, or forwards half of it and
+ * resets. A dropped link is accepted again: zmq reconnects. */
+enum { F_REPLAY, F_DROP, F_HALF, NFAULTS };
+static const long k_fault_at[NFAULTS] = { 4, 10, 16 };
+
+typedef struct proxy {
+    int        lfd, port, target;
+    atomic_int stop;
+    int        done[NFAULTS];
+    long       big;
+    uint8_t   *prev;         /* the last big frame */
+    size_t     prev_len;
+    pthread_t  th;
+} proxy_t;
+
+static void hard_close(int fd)
+{
+    struct linger l = { 1, 0 }; /* RST, as a reset link */
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    close(fd);
+}
+
+static int send_all(int fd, const uint8_t *b, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
+        if (k <= 0)
+            return -1;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* One connection of worker:0 until either side closes or a fault. */
+static void proxy_conn(proxy_t *x, int c)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)x->target),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (s >= 0)
+            close(s);
+        close(c);
+        return;
+    }
+    size_t cap = 1 << 20, got = 0, greeting = 0;
+    uint8_t *in = malloc(cap), buf[65536];
+    int alive = in != NULL;
+    while (alive && !atomic_load(&x->stop)) {
+        struct pollfd p[2] = { { c, POLLIN, 0 }, { s, POLLIN, 0 } };
+        if (poll(p, 2, 100) <= 0)
+            continue;
+        if (p[1].revents) { /* ps -> worker: as it is */
+            ssize_t n = read(s, buf, sizeof buf);
+            alive = n > 0 && send_all(c, buf, (size_t)n) == 0;
+        }
+        if (!alive || !p[0].revents)
+            continue;
+        if (got == cap && !(in = realloc(in, cap *= 2)))
+            break;
+        ssize_t n = read(c, in + got, cap - got);
+        alive = n > 0;
+        got += n > 0 ? (size_t)n : 0;
+        if (greeting < 64) { /* forwarded as it comes: zmq negotiates */
+            size_t g = got < 64 - greeting ? got : 64 - greeting;
+            alive = alive && send_all(s, in, g) == 0;
+            memmove(in, in + g, got - g);
+            got -= g;
+            greeting += g;
+        }
+        while (alive && greeting == 64 && got >= 2) {
+            size_t hl = in[0] & 0x02 ? 9 : 2, len = 0;
+            if (got < hl)
+                break;
+            for (size_t i = 1; i < hl; i++)
+                len = len << 8 | in[i];
+            if (len > (64u << 20)) { /* not ZMTP: give up */
+                alive = 0;
+                break;
+            }
+            if (got < hl + len)
+                break;
+            size_t n_fr = hl + len;
+            int fault = -1;
+            if (len > 65536) {
+                x->big++;
+                for (int k = 0; k < NFAULTS; k++)
+                    if (x->big == k_fault_at[k] && !x->done[k])
+                        fault = k;
+            }
+            if (fault == F_REPLAY && x->prev)
+                send_all(s, x->prev, x->prev_len); /* then goes on */
+            if (fault == F_DROP || fault == F_HALF) {
+                if (fault == F_HALF)
+                    send_all(s, in, n_fr / 2);
+                x->done[fault] = 1;
+                alive = 0;
+                break;
+            }
+            if (fault == F_REPLAY)
+                x->done[fault] = x->prev != NULL;
+            if (len > 65536 && (x->prev = realloc(x->prev, n_fr))) {
+                memcpy(x->prev, in, n_fr);
+                x->prev_len = n_fr;
+            }
+            alive = send_all(s, in, n_fr) == 0;
+            memmove(in, in + n_fr, got - n_fr);
+            got -= n_fr;
+        }
+    }
+    free(in);
+    hard_close(c);
+    hard_close(s);
+}
+
+static void *proxy_main(void *arg)
+{
+    proxy_t *x = arg;
+    while (!atomic_load(&x->stop)) {
+        struct pollfd p = { x->lfd, POLLIN, 0 };
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        int c = accept(x->lfd, NULL, NULL);
+        if (c >= 0)
+            proxy_conn(x, c);
+    }
+    return NULL;
+}
+
+static int proxy_start(proxy_t *x, int target)
+{
+    memset(x, 0, sizeof *x);
+    x->target = target;
+    x->port = spawn_free_port();
+    x->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)x->port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    int one = 1;
+    setsockopt(x->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(x->lfd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        listen(x->lfd, 8) != 0)
+        return -1;
+    return pthread_create(&x->th, NULL, proxy_main, x);
+}
+
+static void proxy_stop(proxy_t *x)
+{
+    atomic_store(&x->stop, 1);
+    pthread_join(x->th, NULL);
+    close(x->lfd);
+    free(x->prev);
+}
+
+/* worker:0 reaches ps:0 at `port` (the proxy); the others as they are. */
+static void through(job_t *j, int worker, int ps, int port)
+{
+    char from[32], to[32];
+    snprintf(from, sizeof from, "\"127.0.0.1:%d\"", j->t[ps].port);
+    snprintf(to, sizeof to, "\"127.0.0.1:%d\"", port);
+    char *tf = j->t[worker].tf, *at = strstr(tf, from), out[sizeof j->t[0].tf];
+    if (!at)
+        return;
+    snprintf(out, sizeof out, "%.*s%s%s", (int)(at - tf), tf, to,
+             at + strlen(from));
+    memcpy(tf, out, sizeof out);
+}
+
+static void lossy(void)
+{
+    char *more[] = { "train.epochs=1", "data.limit_train=9600",
+                     "strategy.ps.timeout_s=10", "strategy.ps.resend_ms=300" };
+    char *sets[JOB_SETS];
+    int n;
+    sets_with(sets, &n, more, 4);
+    job_t j;
+    job_init(&j, 2, 1, sets, n);
+    int ps0 = job_task(&j, "ps", 0), w0 = job_task(&j, "worker", 0);
+    proxy_t x;
+    CHECK(proxy_start(&x, j.t[ps0].port) == 0);
+    through(&j, w0, ps0, x.port);
+    job_start_all(&j);
+    job_wait_all(&j, 240);
+    proxy_stop(&x);
+    all_ok(&j);
+    exactly_once(&j, 300, 1);
+    long long resent = -1;
+    const char *r = strstr(j.t[w0].err, "pushes refused as stale, ");
+    if (r)
+        resent = atoll(r + strlen("pushes refused as stale, "));
+    printf("proxy: %ld big frames, faults replay %d drop %d half %d; "
+           "worker:0 sent %lld requests again\n", x.big, x.done[F_REPLAY],
+           x.done[F_DROP], x.done[F_HALF], resent);
+    CHECKF(x.done[F_REPLAY] && x.done[F_DROP] && x.done[F_HALF],
+           "the proxy did not get to every fault (%ld big frames)", x.big);
+    CHECKF(resent >= NFAULTS && strstr(j.t[w0].err, "to PUSH ") &&
+           strstr(j.t[w0].err, ": sent again"),
+           "worker:0 sent %lld requests again", resent);
+    double acc = test_accuracy(j.t[0].out);
+    CHECKF(acc > 0.6, "accuracy %.4f", acc);
+    if (check_failed_ || getenv("PS_TEST_VERBOSE"))
+        dump(&j);
+    job_free(&j);
+}
+
 /* ---- checkpoints ------------------------------------------------------ */
 
 /* The step a job resumed from ("resumed from DIR/ckpt-N...: ..., step S"),
@@ -826,6 +1049,8 @@ int main(int argc, char **argv)
         replay();
     else if (!strcmp(g_scenario, "stranger"))
         stranger();
+    else if (!strcmp(g_scenario, "lossy"))
+        lossy();
     else if (!strcmp(g_scenario, "ckpt_pskill"))
         ckpt_pskill();
     else if (!strcmp(g_scenario, "ckpt_stop"))

@@ -31,6 +31,7 @@ typedef struct ps_cfg {
     double      timeout_s;
     int64_t     heartbeat_ms;
     int64_t     min_workers;
+    int64_t     resend_ms;
 } ps_cfg_t;
 
 enum ps_role { PS_ROLE_COORD = 1, PS_ROLE_WORKER, PS_ROLE_PS, PS_ROLE_IDLE };
@@ -67,6 +68,7 @@ typedef struct ps {
     uint64_t                incarnation;
     atomic_ullong           next_req;
     atomic_llong            malformed;     /* dropped by ps_net_recv       */
+    int64_t                 resent;        /* PUSH/PULL sent again         */
     /* leases (ps_lease.c): the coordinator's key, which ps tasks learn */
     unsigned char           lease_key[16];
     int                     lease_key_set;
