@@ -378,7 +378,7 @@ def zmq_seeds():
 # ---- ps wire message (plugins/strategy/ps/ps_wire.h) --------------------------
 
 def ps(type_, status=0, sender=0, attempt=0, step=-1, req=0, inc=0, a=0, b=0,
-       c=0, f=0.0, count=0, epoch=0, magic=b"STPS", version=2, payload=None):
+       c=0, f=0.0, count=0, epoch=0, magic=b"STPS", version=4, payload=None):
     h = struct.pack("<4sHBBiiqQQqqqdIi", magic, version, type_, status,
                     sender, attempt, step, req, inc, a, b, c, f, count, epoch)
     if payload is None:

@@ -22,9 +22,12 @@
  *                  the whole job
  *   replay         in plaintext ([security] mode = off): malformed
  *                  messages, replayed pushes (one with a step id not run
- *                  yet), and a worker's STATE_PUT/STATE_REQ sent to ps:0
- *                  with a raw zmq socket change nothing: the pushes' leases
- *                  do not match (its counters say so)
+ *                  yet), a worker's STATE_PUT/STATE_REQ, and the
+ *                  coordinator's STATE_PUT, FINISH, ABORT and a PING with
+ *                  another lease key forged in its name, sent to ps:0 with
+ *                  a raw zmq socket change nothing: the pushes' leases and
+ *                  the control messages' tags do not match (its counters
+ *                  say so)
  *   stranger       the secured job: a plaintext socket and a CURVE client
  *                  with a foreign key reach nothing (ZAP refuses the key)
  *   lossy          the secured job with worker:0's link to ps:0 through a
@@ -541,6 +544,25 @@ static void replay(void)
     size_t len = PS_HDR_SIZE + count * sizeof(float);
     unsigned char *msg = calloc(1, len);
     zmq_send(s, "junk", 4, 0);                    /* transport drops it   */
+    /* In the coordinator's name (member 0), without its lease key: a
+     * state of 1e3 everywhere, the end of the job, an abort, a new key. */
+    ps_hdr_t cput = { .type = PS_STATE_PUT, .sender = 0, .step = 0, .req = 7,
+                      .count = (uint32_t)count };
+    for (size_t i = 0; i < count; i++)
+        memcpy(msg + PS_HDR_SIZE + 4 * i, &(float){ 1e3f }, 4);
+    ps_wire_pack(&cput, msg);
+    raw(s, 0, msg, len);
+    ps_hdr_t fin = { .type = PS_FINISH, .sender = 0, .step = -1, .req = 8 };
+    ps_wire_pack(&fin, msg);
+    raw(s, 0, msg, PS_HDR_SIZE);
+    ps_hdr_t ab = { .type = PS_ABORT, .sender = 0, .step = -1, .req = 9,
+                    .a = -1 };
+    ps_wire_pack(&ab, msg);
+    raw(s, 0, msg, PS_HDR_SIZE);
+    ps_hdr_t pk = { .type = PS_PING, .sender = 0, .step = -1, .req = 10,
+                    .a = 1, .b = 2 };
+    ps_wire_pack(&pk, msg);
+    raw(s, 0, msg, PS_HDR_SIZE);
     ps_hdr_t push = { .type = PS_PUSH, .sender = w0, .attempt = 1, .step = 0,
                       .req = 1, .a = 0, .f = 0.5, .count = (uint32_t)count };
     ps_wire_pack(&push, msg);
@@ -581,10 +603,19 @@ static void replay(void)
     printf("ps:0: applied %lld, %lld duplicates, %lld malformed\n", c.applied,
            c.dups, c.malformed);
     /* Every forged push is refused by its lease (none is a duplicate):
-     * bad magic, short count, PING, the three pushes, STATE_PUT, STATE_REQ. */
-    CHECKF(c.dups == 0 && c.malformed == 8, "ps:0 counters");
+     * bad magic, short count, PING, the three pushes, STATE_PUT, STATE_REQ;
+     * the coordinator's forged STATE_PUT, FINISH, ABORT and PING by
+     * their tags. */
+    CHECKF(c.dups == 0 && c.malformed == 12, "ps:0 counters");
     CHECKF(strstr(j.t[ps0].err, "its lease is not the coordinator's"),
            "the ps did not name the lease");
+    CHECKF(strstr(j.t[ps0].err, "dropped STATE_PUT from chief:0: its tag is "
+                                "not the coordinator's (forged)") &&
+           strstr(j.t[ps0].err, "dropped FINISH from chief:0: its tag") &&
+           strstr(j.t[ps0].err, "dropped ABORT from chief:0: its tag") &&
+           strstr(j.t[ps0].err, "dropped PING from chief:0: a lease key "
+                                "other than the coordinator's"),
+           "the ps did not name the forged control messages");
     CHECKF(strstr(j.t[ps0].err, "p2p: dropped a malformed message") != NULL,
            "the transport did not report the junk frame");
     double acc = test_accuracy(j.t[0].out);

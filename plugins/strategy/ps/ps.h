@@ -168,5 +168,13 @@ void    ps_lease_key_in(ps_t *p, int64_t a, int64_t b);
 int64_t ps_lease(const ps_t *p, int64_t step, int32_t attempt, int member);
 /* A step id mixed over 64 bits: the digest of a set of steps is the XOR. */
 uint64_t ps_step_mix(int64_t step);
+/* The coordinator's control messages are bound to the lease key
+ * (ps_wire.h): is `type` one, and the tag of header h as sent by group
+ * member `sender` of `incarnation`. */
+int      ps_ctl_bound(int type);
+uint64_t ps_ctl_tag(const ps_t *p, const ps_hdr_t *h, int sender,
+                    uint64_t incarnation);
+/* A request id for h: its tag when bound, else a fresh id. */
+uint64_t ps_ctl_req(ps_t *p, const ps_hdr_t *h);
 
 #endif /* PS_H */
