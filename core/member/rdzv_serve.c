@@ -36,6 +36,8 @@
 #define LOG_FIRST   10   /* strangers logged one by one, then           */
 #define LOG_EVERY   1000 /* one line per this many                      */
 #define LINGER_S    3.0  /* after two claims of a rank: tell late tasks   */
+#define RESOLVE_FIRST_S 0.2 /* rank 0's own name: first wait, doubled ...  */
+#define RESOLVE_MAX_S   5.0 /* ... up to this                             */
 
 typedef struct conn {
     int            fd;
@@ -65,6 +67,7 @@ typedef struct server {
     int               complete;     /* the table is out: keep addr as is  */
     unsigned long long strangers;
     const strata__rdzv_auth_t *auth; /* NULL: not authenticated           */
+    double            deadline;     /* of the whole rendezvous            */
     char              fatal[768];   /* two claims of a rank: why          */
 } server_t;
 
@@ -437,10 +440,27 @@ static int serve_listen(server_t *s, int *fam, char *host, size_t hn)
     struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
                               .ai_flags = AI_NUMERICSERV };
     struct addrinfo *ai = NULL;
-    int g = getaddrinfo(ep->host, ep->port, &hints, &ai);
+    /* Its own name may not resolve yet (a starting pod's DNS record, a
+     * headless Service): again with a bounded back-off until the
+     * rendezvous's deadline, as the other tasks retry theirs. */
+    double wait = RESOLVE_FIRST_S;
+    int g, said = 0;
+    while ((g = getaddrinfo(ep->host, ep->port, &hints, &ai)) != 0 &&
+           (g == EAI_NONAME || g == EAI_AGAIN || g == EAI_FAIL) &&
+           strata__rdzv_now() + wait < s->deadline) {
+        if (!said++)
+            strata__log(STRATA_LOG_WARN, WHO, "rank 0 cannot resolve its "
+                        "own name '%s' yet (%s): trying again for up to %.0f "
+                        "s ([cluster] rendezvous_timeout_s)", ep->host,
+                        gai_strerror(g), s->deadline - strata__rdzv_now());
+        if (strata__rdzv_pause(strata__rdzv_now() + wait, s->o) != 0)
+            return STRATA_ESTOPPED;
+        wait = wait * 2 < RESOLVE_MAX_S ? wait * 2 : RESOLVE_MAX_S;
+    }
     if (g != 0) {
-        ERR("rank 0 cannot serve the rendezvous at %s: cannot resolve '%s': "
-            "%s", ep->text, ep->host, gai_strerror(g));
+        ERR("rank 0 cannot serve the rendezvous at %s: cannot resolve '%s'%s: "
+            "%s", ep->text, ep->host, said ? " within the rendezvous timeout"
+                                           : "", gai_strerror(g));
         return STRATA_ECONFIG;
     }
     int in_use = 0;
@@ -547,6 +567,7 @@ int strata__rdzv_serve(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
                    .world = (uint32_t)c->pub.ntasks };
     double fatal_at = 0;
     double t0 = strata__rdzv_now(), deadline = t0 + o->timeout_s;
+    s.deadline = deadline;
     s.cap = c->pub.ntasks + EXTRA_CONNS;
     s.addr = STRATA_FAULT(ALLOC) ? NULL : calloc(s.world, sizeof *s.addr);
     s.conns = STRATA_FAULT(ALLOC) ? NULL : calloc((size_t)s.cap, sizeof *s.conns);

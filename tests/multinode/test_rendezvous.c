@@ -23,7 +23,8 @@
  *   forged     rank 0 answers garbage, a wrong table, another address for
  *              us, duplicate addresses, a huge length, nothing: one error
  *   stop       a stop request ends a waiting task and rank 0
- *   bind       rank 0 not on the rendezvous host; the port in use
+ *   bind       rank 0 not on the rendezvous host; its own name that does
+ *              not resolve: tried again until the timeout; the port in use
  * Every wait is bounded by the rendezvous's own timeout (short here). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -764,6 +765,28 @@ static void test_bind(void)
     CHECKF(rc == STRATA_ECONFIG && errors(log) == 1
            && has(log, "'203.0.113.77' (203.0.113.77) is not an address of "
                        "this machine"), "rc %d: %s", rc, log);
+    strata__cluster_free(&t->c);
+    free(t);
+
+    /* its own name does not resolve (yet): again, bounded by the timeout
+     * (a pod whose DNS record comes late), then one error naming it */
+    t = calloc(1, sizeof *t);
+    char *late[] = { "RANK=0", "WORLD_SIZE=2",
+                     "MASTER_ADDR=strata-test-no-such-pod.invalid",
+                     "MASTER_PORT=29400", NULL };
+    CHECK(strata__cluster_resolve(NULL, NULL, late, &t->c) == 0);
+    t->o = (strata__rdzv_opts_t){ .timeout_s = 1.5, .hello_s = 1 };
+    capture_begin();
+    double t0 = now_s();
+    rc = strata__rendezvous(&t->c, &t->o);
+    double took = now_s() - t0;
+    log = capture_end();
+    CHECKF(rc == STRATA_ECONFIG && errors(log) == 1 && took > 1.0 &&
+           took < 5.0 && has(log, "rank 0 cannot resolve its own name "
+                                  "'strata-test-no-such-pod.invalid' yet")
+           && has(log, "cannot resolve 'strata-test-no-such-pod.invalid' "
+                       "within the rendezvous timeout"),
+           "rc %d after %.1f s: %s", rc, took, log);
     strata__cluster_free(&t->c);
     free(t);
 
