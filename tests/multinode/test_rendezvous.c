@@ -87,14 +87,20 @@ static void task_start(task_t *t)
         exit(2);
 }
 
-static int task_end(task_t *t)
+/* A task whose thread has ended or never started. */
+static int task_free(task_t *t)
 {
-    pthread_join(t->th, NULL);
     int rc = t->rc;
     strata__cluster_free(&t->c);
     strata__rdzv_auth_free(&t->auth);
     free(t);
     return rc;
+}
+
+static int task_end(task_t *t)
+{
+    pthread_join(t->th, NULL);
+    return task_free(t);
 }
 
 /* ---- the job's keys, as rdzv_auth.c derives them from its certificates -- */
@@ -514,11 +520,8 @@ static void test_keys(void)
     const char *log = capture_end();
     check_tables(t, 3);
     CHECKF(has(log, "3 tasks registered") && !errors(log), "%s", log);
-    for (int r = 0; r < 3; r++) {
-        strata__cluster_free(&t[r]->c);
-        strata__rdzv_auth_free(&t[r]->auth);
-        free(t[r]);
-    }
+    for (int r = 0; r < 3; r++)
+        task_free(t[r]);
 
     capture_begin();
     task_start(r0);
@@ -542,10 +545,10 @@ static void test_keys(void)
     const char *p = strstr(log, what);
     CHECKF(p && strstr(p + 1, what) && has(log, "dropped 127.0.0.1:")
            && has(log, "(2 so far; the rendezvous goes on)"), "%s", log);
-    task_end(r0);
-    task_end(r1);
-    task_end(s);
-    task_end(rp);
+    task_free(r0); /* joined above */
+    task_free(r1);
+    task_free(s);  /* never started: their keys only */
+    task_free(rp);
 }
 
 static void test_token(void)
