@@ -30,6 +30,12 @@
  *                  say so)
  *   stranger       the secured job: a plaintext socket and a CURVE client
  *                  with a foreign key reach nothing (ZAP refuses the key)
+ *   stranger_kinds the secured job, and N connections of each kind of
+ *                  stranger at ps:0's port: silent, an HTTP request, a
+ *                  ZeroMQ client of another mechanism (NULL), a CURVE
+ *                  client with a key of its own: ps:0's end-of-run line
+ *                  counts N of each, by kind (1000 garbage connections
+ *                  went uncounted before)
  *   lossy          the secured job with worker:0's link to ps:0 through a
  *                  proxy of the test's that replays an earlier CURVE frame
  *                  before a push, drops a push's frame and resets, and
@@ -687,6 +693,100 @@ static void stranger(void)
     job_free(&j);
 }
 
+/* ---- strangers, by kind ------------------------------------------------ */
+
+#define KINDS_N 10
+
+static int tcp_to(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* A ZeroMQ client that tries once (no reconnect) and gives up. */
+static void zmq_once(void *zc, const char *ep, const char *pspub)
+{
+    void *s = zmq_socket(zc, ZMQ_DEALER);
+    int no = -1, linger = 0;
+    zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &no, sizeof no);
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    if (pspub) {
+        char pub[41], sec[41];
+        zmq_curve_keypair(pub, sec);
+        zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, pspub, 41);
+        zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 41);
+        zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 41);
+    }
+    zmq_connect(s, ep);
+    usleep(50000); /* the handshake is refused meanwhile */
+    zmq_close(s);
+}
+
+static void stranger_kinds(void)
+{
+    /* long enough for the strangers: they come while it trains */
+    char *more[] = { "train.epochs=10", "data.limit_train=12000" };
+    job_t j;
+    job_run(&j, 2, 1, more, 2);
+    CHECK(job_await(&j, 0, 1, "Epoch 1/10", 120) == 0);
+    int ps0 = job_task(&j, "ps", 0), port = j.t[ps0].port;
+    char ep[64], pspub[41] = "", path[128];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    snprintf(path, sizeof path, "%s/ps-0.key", spawn_keys_dir_);
+    CHECK(hostile_cert_key(path, pspub) == 0);
+    void *zc = zmq_ctx_new();
+    static const char http[] = "GET / HTTP/1.0\r\n\r\n";
+    for (int i = 0; i < KINDS_N; i++) {
+        int fd = tcp_to(port); /* silent */
+        if (fd >= 0)
+            close(fd);
+        fd = tcp_to(port);     /* garbage */
+        if (fd >= 0 && write(fd, http, sizeof http - 1) < 0)
+            perror("write");
+        if (fd >= 0) {
+            usleep(20000);
+            close(fd);
+        }
+        zmq_once(zc, ep, NULL);  /* NULL mechanism at a CURVE server */
+        zmq_once(zc, ep, pspub); /* a key that is not the job's */
+    }
+    zmq_ctx_term(zc);
+    job_wait_all(&j, 240);
+    all_ok(&j);
+    exactly_once(&j, 10 * 375, 1);
+    const char *line = strstr(j.t[ps0].err, "from outside the job were "
+                                            "dropped: ");
+    long long n = -1, key = -1, early = -1, garbage = -1, msgs = -1;
+    if (line) {
+        while (line > j.t[ps0].err && line[-1] != '\n')
+            line--;
+        sscanf(line, "strata: zmq: warning: %lld messages or connections "
+               "from outside the job were dropped: %lld refused by their key, "
+               "%lld closed before a handshake, %lld not ZeroMQ or of another "
+               "mechanism, %lld messages", &n, &key, &early, &garbage, &msgs);
+    }
+    printf("ps:0: %lld strangers: %lld key, %lld early, %lld garbage or "
+           "another mechanism, %lld messages\n", n, key, early, garbage, msgs);
+    /* the HTTP requests and the NULL clients are one kind (strz.h) */
+    CHECKF(key == KINDS_N && early == KINDS_N && garbage == 2 * KINDS_N &&
+           msgs == 0 && n == 4 * KINDS_N,
+           "ps:0's strangers by kind (want %d of each): %s", KINDS_N,
+           line ? line : "no line");
+    CHECKF(strstr(j.t[ps0].err, "dropped a connection from 127.0.0.1") &&
+           strstr(j.t[ps0].err, "closed before its handshake"),
+           "the ps did not warn about the strangers");
+    if (check_failed_ || getenv("PS_TEST_VERBOSE"))
+        dump(&j);
+    job_free(&j);
+}
+
 /* ---- a lossy link ------------------------------------------------------- */
 
 /* A TCP proxy in front of ps:0 for worker:0. It reads the worker's side as
@@ -697,7 +797,7 @@ static void stranger(void)
  * link), drops the frame and resets both sides, or forwards half of it and
  * resets. A dropped link is accepted again: zmq reconnects. */
 enum { F_REPLAY, F_DROP, F_HALF, NFAULTS };
-static const long k_fault_at[NFAULTS] = { 4, 10, 16 };
+static const long k_fault_at[NFAULTS] = { 3, 6, 9 };
 
 typedef struct proxy {
     int        lfd, port, target;
@@ -872,7 +972,7 @@ static void lossy(void)
     int n;
     sets_with(sets, &n, more, 4);
     job_t j;
-    job_init(&j, 2, 1, sets, n);
+    job_init(&j, 1, 1, sets, n); /* every push through the proxy */
     int ps0 = job_task(&j, "ps", 0), w0 = job_task(&j, "worker", 0);
     proxy_t x;
     CHECK(proxy_start(&x, j.t[ps0].port) == 0);
@@ -1082,6 +1182,8 @@ int main(int argc, char **argv)
         stranger();
     else if (!strcmp(g_scenario, "lossy"))
         lossy();
+    else if (!strcmp(g_scenario, "stranger_kinds"))
+        stranger_kinds();
     else if (!strcmp(g_scenario, "ckpt_pskill"))
         ckpt_pskill();
     else if (!strcmp(g_scenario, "ckpt_stop"))
