@@ -142,8 +142,7 @@ static void unauthenticated(server_t *s, conn_t *k, uint32_t rank)
              "with %s (a stranger, or a node with other keys or another "
              "token)", rank, strata__rdzv_auth_name(s->auth->kind));
     size_t n = strata__rdzv_refused(k->refusal, STRATA_RDZV_WHY_AUTH, why);
-    if (send(k->fd, k->refusal, n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-        (void)0; /* a stranger that is gone: nothing to tell */
+    (void)send(k->fd, k->refusal, n, MSG_DONTWAIT | MSG_NOSIGNAL);
     stranger(s, k, "%s", why);
 }
 
