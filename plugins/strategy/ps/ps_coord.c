@@ -371,6 +371,7 @@ static int pump(ps_t *p, int64_t until, const co_want_t *want, ps_msg_t *got)
 static int request(ps_t *p, int member, ps_hdr_t *h, const float *payload,
                    uint32_t count, int type, int64_t deadline, ps_msg_t *m)
 {
+    h->count = count; /* as ps_net_send will: the tag covers it */
     h->req = ps_ctl_req(p, h);
     co_want_t want = { type, member, h->req };
     int rc = ps_net_send(p, member, h, payload, count, reply_ms(p));
@@ -716,9 +717,10 @@ int ps_coord_drive(ps_t *p, const strata_drive_t *d)
     int64_t step0 = first_epoch * co->spe + first_batch;
     co->total_done = step0;
     int rc = hand_lease_key(p);
-    if (rc == STRATA_OK && co->rs)
-        rc = push_state(p, step0);
-    co->restored = rc == STRATA_OK && co->rs; /* each ps once */
+    if (rc == STRATA_OK && co->rs) {
+        rc = push_state(p, step0); /* (frees co->rs) */
+        co->restored = rc == STRATA_OK; /* each ps once */
+    }
     int64_t left = d->max_steps > 0 ? d->max_steps - step0 : INT64_MAX;
     for (int e = first_epoch; rc == STRATA_OK && e < d->epochs && left > 0;
          e++) {
