@@ -238,6 +238,7 @@ enum { STRATA__SEC_AUTO = 0, STRATA__SEC_CURVE = 1, STRATA__SEC_OFF = 2 };
 typedef struct strata__security_cfg {
     int         mode;           /* STRATA__SEC_*                            */
     const char *keys;           /* key directory; "" = none                 */
+    const char *token;          /* mode off: the shared secret; "" = none   */
 } strata__security_cfg_t;
 
 typedef struct strata__log_cfg {

@@ -285,6 +285,11 @@ static const strata_option_t k_security[] = {
     OPT("keys", STRATA_OPT_STRING, "", T, keys, NULL,
         "directory of the job's CURVE keys (strata keygen DIR); "
         "strata launch makes its own when empty"),
+    OPT("token", STRATA_OPT_STRING, "", T, token, NULL,
+        "mode = off: a secret of 16 to 256 printable characters, the same "
+        "for every task, that authenticates the rendezvous (--nnodes, "
+        "torchrun, Open MPI); better given as STRATA_SECURITY_TOKEN than "
+        "written in a file"),
     { 0 }
 };
 #undef T

@@ -1,6 +1,7 @@
 /* The rendezvous, every other task's side (rendezvous.h): reach rank 0
- * (again and again until the deadline), register a free port of the
- * interface that routes to it, and take the table -- or rank 0's verdict. */
+ * (again and again until the deadline), take its challenge, register a
+ * free port of the interface that routes to it (tagged), and take the
+ * table (its tag checked) -- or rank 0's verdict. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* accept4, struct ucred */
 #endif
@@ -123,25 +124,28 @@ static int refused(const strata__rdzv_ep_t *ep, uint32_t rank,
     ERR("at %s: rank 0 refused rank %u: %s", ep->text, rank,
         reason[0] ? reason : "(no reason given)");
     return why == STRATA_RDZV_WHY_TIMEOUT ? STRATA_ETIMEDOUT
+           : why == STRATA_RDZV_WHY_AUTH  ? STRATA_ECONFIG
            : why == STRATA_RDZV_WHY_STOPPED ? STRATA_EPEER
                                             : STRATA_ECONFIG;
 }
 
-int strata__rdzv_answer(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
-                        int fd, const char *mine, double deadline,
-                        const strata__rdzv_opts_t *o, char *why, size_t wn)
+/* A header from rank 0: 0, 1 (gone or late: why says so, naming `what`
+ * was awaited, or saying `late`), or the error (logged). */
+static int read_hdr(const strata__rdzv_ep_t *ep, int fd, uint32_t world,
+                    double deadline, const strata__rdzv_opts_t *o,
+                    strata__rdzv_hdr_t *hdr, char *why, size_t wn,
+                    const char *what, const char *late)
 {
-    uint32_t world = (uint32_t)c->pub.ntasks, rank = (uint32_t)c->pub.self;
     uint8_t h[STRATA_RDZV_HDR];
-    strata__rdzv_hdr_t hdr;
     int x = xfer(fd, h, sizeof h, 0, deadline, o);
-    if (x != 0) {
-        snprintf(why, wn, x == -1 ? "rank 0 closed the connection before "
-                 "sending the table" : "rank %u registered as %s, but no "
-                 "table came", rank, mine);
+    if (x == -1)
+        snprintf(why, wn, "rank 0 closed the connection before sending %s",
+                 what);
+    else if (x != 0)
+        snprintf(why, wn, "%s", late);
+    if (x != 0)
         return 1;
-    }
-    int rc = strata__rdzv_get_hdr(h, world, &hdr);
+    int rc = strata__rdzv_get_hdr(h, world, hdr);
     if (rc == -1) {
         ERR("at %s: this is not a strata rendezvous (it answered %02x %02x "
             "%02x %02x)", ep->text, h[0], h[1], h[2], h[3]);
@@ -149,24 +153,78 @@ int strata__rdzv_answer(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
     }
     if (rc == -2) {
         ERR("at %s: rank 0 speaks rendezvous protocol version %d, this task "
-            "%d: run the same strata on every node", ep->text, hdr.version,
+            "%d: run the same strata on every node", ep->text, hdr->version,
             STRATA_RDZV_VERSION);
         return STRATA_ECONFIG;
     }
-    if (rc != 0 || hdr.type == STRATA_RDZV_REGISTER) {
+    if (rc != 0 || hdr->type == STRATA_RDZV_REGISTER) {
         ERR("at %s: rank 0 sent %s (type %d, %u bytes)", ep->text,
             rc == -4 ? "an oversized message" : "an unexpected message",
-            hdr.type, hdr.len);
+            hdr->type, hdr->len);
         return STRATA_EPROTO;
     }
+    return 0;
+}
+
+/* rank 0's CHALLENGE: 0 with the nonce, 1 to try again, else the error. */
+static int challenge(const strata__rdzv_ep_t *ep, int fd, uint32_t world,
+                     uint32_t rank, double deadline, const strata__rdzv_opts_t *o,
+                     uint8_t nonce[STRATA_RDZV_NONCE], char *why, size_t wn)
+{
+    strata__rdzv_hdr_t hdr;
+    int rc = read_hdr(ep, fd, world, deadline, o, &hdr, why, wn,
+                      "its challenge", "rank 0 sent no challenge");
+    if (rc != 0)
+        return rc;
+    uint8_t body[1 + STRATA_RDZV_NONCE + STRATA_RDZV_MAX_REASON];
+    if (hdr.len > sizeof body ||
+        xfer(fd, body, hdr.len, 0, deadline, o) != 0) {
+        snprintf(why, wn, "rank 0's challenge stopped after its header");
+        return 1;
+    }
+    if (hdr.type == STRATA_RDZV_REFUSED)
+        return refused(ep, rank, body, hdr.len);
+    int auth, mine = o->auth ? o->auth->kind : STRATA_RDZV_AUTH_NONE;
+    char bad[160];
+    if (hdr.type != STRATA_RDZV_CHALLENGE ||
+        strata__member_challenge_decode(body, hdr.len, &auth, nonce, bad,
+                                        sizeof bad) != 0) {
+        ERR("at %s: rank 0 opened with %s", ep->text,
+            hdr.type != STRATA_RDZV_CHALLENGE ? "another message than its "
+                                                "challenge" : bad);
+        return STRATA_EPROTO;
+    }
+    if (auth != mine) {
+        ERR("at %s: rank 0 authenticates the rendezvous with %s, this task "
+            "with %s: give every node the same [security] mode, keys and "
+            "token", ep->text, strata__rdzv_auth_name(auth),
+            strata__rdzv_auth_name(mine));
+        return STRATA_ECONFIG;
+    }
+    return 0;
+}
+
+int strata__rdzv_answer(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
+                        int fd, const char *mine, const uint8_t *nonce,
+                        double deadline, const strata__rdzv_opts_t *o,
+                        char *why, size_t wn)
+{
+    uint32_t world = (uint32_t)c->pub.ntasks, rank = (uint32_t)c->pub.self;
+    strata__rdzv_hdr_t hdr;
+    char gone[160];
+    snprintf(gone, sizeof gone, "rank %u registered as %s, but no table "
+             "came", rank, mine);
+    int rc = read_hdr(ep, fd, world, deadline, o, &hdr, why, wn, "the table",
+                      gone);
+    if (rc != 0)
+        return rc;
     uint8_t *body = STRATA_FAULT(ALLOC) ? NULL : malloc(hdr.len + 1);
     if (!body) {
         ERR("at %s: out of memory for rank 0's answer (%u bytes)", ep->text,
             hdr.len);
         return STRATA_ENOMEM;
     }
-    x = xfer(fd, body, hdr.len, 0, deadline, o);
-    if (x != 0) {
+    if (xfer(fd, body, hdr.len, 0, deadline, o) != 0) {
         free(body);
         snprintf(why, wn, "rank 0's answer stopped after its header");
         return 1;
@@ -176,9 +234,20 @@ int strata__rdzv_answer(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
         free(body);
         return rc;
     }
+    size_t len = hdr.len;
+    if (o->auth && (len < STRATA_RDZV_TAG || !nonce ||
+                    !strata__rdzv_tag_ok(o->auth, 0, STRATA_RDZV_TABLE, nonce,
+                                         body, len - STRATA_RDZV_TAG,
+                                         body + len - STRATA_RDZV_TAG))) {
+        ERR("at %s: the table is not authenticated with %s: not rank 0's, "
+            "refused", ep->text, strata__rdzv_auth_name(o->auth->kind));
+        free(body);
+        return STRATA_EPROTO;
+    }
+    len -= o->auth ? STRATA_RDZV_TAG : 0;
     char **addrs = STRATA_FAULT(ALLOC) ? NULL : calloc(world, sizeof *addrs);
     char bad[256] = "out of memory for the table";
-    rc = addrs ? strata__rdzv_table_parse(body, hdr.len, world, addrs, bad,
+    rc = addrs ? strata__rdzv_table_parse(body, len, world, addrs, bad,
                                           sizeof bad)
                : STRATA_ENOMEM;
     free(body);
@@ -226,9 +295,20 @@ int strata__rdzv_join(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
             continue;
         }
         char host[NI_MAXHOST] = "?";
-        int fam, rc = 1;
         uint8_t msg[STRATA_RDZV_HDR + STRATA_RDZV_REG_MAX];
+        uint8_t nonce[STRATA_RDZV_NONCE];
         size_t len = 0;
+        int fam, rc = challenge(ep, fd, world, rank, deadline, o, nonce, why,
+                                sizeof why);
+        if (rc != 0) {
+            close(fd);
+            if (rc != 1)
+                return rc;
+            if (strata__rdzv_pause(strata__rdzv_now() + RETRY_S, o) != 0)
+                break;
+            continue;
+        }
+        rc = 1;
         if (strata__rdzv_local_host(fd, &fam, host, sizeof host) != 0 ||
             strata__rdzv_own_address(fam, host, mine, sizeof mine) != 0 ||
             !(len = strata__rdzv_register(msg, world, rank, mine))) {
@@ -237,9 +317,17 @@ int strata__rdzv_join(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
             close(fd);
             return STRATA_EIO;
         }
+        if (o->auth) { /* the tag after the body, in the length */
+            strata__rdzv_put_hdr(msg, STRATA_RDZV_REGISTER, (uint32_t)(
+                len - STRATA_RDZV_HDR + STRATA_RDZV_TAG));
+            strata__rdzv_tag(o->auth, 0, STRATA_RDZV_REGISTER, nonce,
+                             msg + STRATA_RDZV_HDR, len - STRATA_RDZV_HDR,
+                             msg + len);
+            len += STRATA_RDZV_TAG;
+        }
         if (xfer(fd, msg, len, 1, deadline, o) == 0)
-            rc = strata__rdzv_answer(c, ep, fd, mine, deadline, o, why,
-                                     sizeof why);
+            rc = strata__rdzv_answer(c, ep, fd, mine, nonce, deadline, o,
+                                     why, sizeof why);
         else
             snprintf(why, sizeof why, "rank 0 took no REGISTER");
         close(fd);

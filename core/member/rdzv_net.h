@@ -32,10 +32,12 @@ int strata__rdzv_join(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
 /* rank 0's answer to this task's REGISTER, read from fd and decoded (a
  * TABLE, or a REFUSED): 0 with c's addresses installed, 1 to try again
  * (the connection went away; why[wn] says so), else the error (logged).
- * `mine`: the address this task registered. */
+ * `mine`: the address this task registered; `nonce`: rank 0's challenge
+ * on fd (the table's tag is checked against it when o->auth). */
 int strata__rdzv_answer(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
-                        int fd, const char *mine, double deadline,
-                        const strata__rdzv_opts_t *o, char *why, size_t wn);
+                        int fd, const char *mine, const uint8_t *nonce,
+                        double deadline, const strata__rdzv_opts_t *o,
+                        char *why, size_t wn);
 
 /* Monotonic seconds. */
 double strata__rdzv_now(void);

@@ -1,8 +1,9 @@
 /* The rendezvous, rank 0's side (rendezvous.h): serve at exactly the
- * rendezvous address, take REGISTERs from every other task, drop
- * strangers, refuse what does not fit, and send the table once every rank
- * is in -- or, at the deadline, tell every registered task who is
- * missing. */
+ * rendezvous address, challenge every connection, take authenticated
+ * REGISTERs from every other task, drop strangers, refuse what does not
+ * fit, end at once when two tasks claim one rank, and send the table once
+ * every rank is in -- or, at the deadline, tell every registered task who
+ * is missing. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* accept4, struct ucred */
 #endif
@@ -13,6 +14,7 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,8 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <sodium.h>
 
 #include "base/fault.h"
 #include "rdzv_net.h"
@@ -31,11 +35,17 @@
 #define EXTRA_CONNS 64   /* connections beyond one per task             */
 #define LOG_FIRST   10   /* strangers logged one by one, then           */
 #define LOG_EVERY   1000 /* one line per this many                      */
+#define LINGER_S    3.0  /* after two claims of a rank: tell late tasks   */
+#define RESOLVE_FIRST_S 0.2 /* rank 0's own name: first wait, doubled ...  */
+#define RESOLVE_MAX_S   5.0 /* ... up to this                             */
 
 typedef struct conn {
     int            fd;
     char           from[96];
     double         hello_by;  /* must have registered by then             */
+    uint8_t        nonce[STRATA_RDZV_NONCE]; /* this connection's       */
+    uint8_t        chal[STRATA_RDZV_HDR + 1 + STRATA_RDZV_NONCE];
+    uint8_t       *table;     /* its own TABLE (tagged for it), malloc'd  */
     uint8_t        in[STRATA_RDZV_HDR + STRATA_RDZV_REG_MAX];
     size_t         got;
     strata__rdzv_hdr_t hdr;
@@ -56,6 +66,9 @@ typedef struct server {
     int               nconns, cap;
     int               complete;     /* the table is out: keep addr as is  */
     unsigned long long strangers;
+    const strata__rdzv_auth_t *auth; /* NULL: not authenticated           */
+    double            deadline;     /* of the whole rendezvous            */
+    char              fatal[768];   /* two claims of a rank: why          */
 } server_t;
 
 /* A connection that is not one of the job's tasks: dropped and counted,
@@ -82,7 +95,7 @@ static void stranger(server_t *s, conn_t *k, const char *fmt, ...)
  * is free again (a restarted task takes it). */
 static void withdraw(server_t *s, conn_t *k, const char *what)
 {
-    if (k->rank > 0 && !s->complete) {
+    if (k->rank > 0 && !s->complete && !s->fatal[0]) {
         strata__log(STRATA_LOG_WARN, WHO, "at %s: rank %d (%s) %s before "
                     "every task had registered; its rank is free again",
                     s->ep->text, (int)k->rank, k->from, what);
@@ -93,6 +106,15 @@ static void withdraw(server_t *s, conn_t *k, const char *what)
     }
     close(k->fd);
     k->fd = -1;
+}
+
+/* Queue a REFUSED on k and close once it is sent. */
+static void tell(conn_t *k, int why, const char *reason)
+{
+    k->out_len = strata__rdzv_refused(k->refusal, why, reason);
+    k->out = k->refusal;
+    k->out_at = 0;
+    k->closing = 1;
 }
 
 /* Answer with REFUSED and close once it is sent; rank 0 goes on. */
@@ -107,21 +129,80 @@ static void refuse(server_t *s, conn_t *k, const char *fmt, ...)
     va_end(ap);
     strata__log(STRATA_LOG_WARN, WHO, "at %s: refused %s: %s (the "
                 "rendezvous goes on)", s->ep->text, k->from, why);
-    k->out_len = strata__rdzv_refused(k->refusal, STRATA_RDZV_WHY_CONFIG,
-                                      why);
-    k->out = k->refusal;
-    k->out_at = 0;
-    k->closing = 1;
+    tell(k, STRATA_RDZV_WHY_CONFIG, why);
+}
+
+/* A REGISTER whose tag does not verify: a stranger (counted, named, rate-
+ * limited), told so in one best-effort write (a task of this job with
+ * other keys then ends at once instead of at the deadline). */
+static void unauthenticated(server_t *s, conn_t *k, uint32_t rank)
+{
+    char why[STRATA_RDZV_MAX_REASON];
+    snprintf(why, sizeof why, "its REGISTER as rank %u is not authenticated "
+             "with %s (a stranger, or a node with other keys or another "
+             "token)", rank, strata__rdzv_auth_name(s->auth->kind));
+    size_t n = strata__rdzv_refused(k->refusal, STRATA_RDZV_WHY_AUTH, why);
+    (void)send(k->fd, k->refusal, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    stranger(s, k, "%s", why);
+}
+
+/* The connection that holds `rank`, or NULL. */
+static conn_t *holder(server_t *s, uint32_t rank)
+{
+    for (int i = 0; i < s->nconns; i++)
+        if (s->conns[i].fd >= 0 && s->conns[i].rank == (int32_t)rank)
+            return &s->conns[i];
+    return NULL;
+}
+
+/* k's peer hung up (a task that restarts leaves before it comes back). */
+static int gone(const conn_t *k)
+{
+    char c;
+    ssize_t n = recv(k->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+                      errno != EINTR);
+}
+
+/* A second authenticated claim of `rank`: not a stranger but two tasks of
+ * the job with one rank. The rendezvous ends for everyone (rendezvous.h). */
+static void two_claims(server_t *s, conn_t *k, uint32_t rank,
+                       const char *addr)
+{
+    conn_t *old = holder(s, rank);
+    snprintf(s->fatal, sizeof s->fatal, "rank %u is claimed twice: by %.96s "
+             "(address %.100s) and by %.96s (address %.100s): two nodes given "
+             "the same --node-rank, or a task started twice? The rendezvous "
+             "ends here", rank, old ? old->from : "?", s->addr[rank], k->from,
+             addr);
+    ERR("at %s: %s", s->ep->text, s->fatal);
+    tell(k, STRATA_RDZV_WHY_CONFIG, s->fatal);
 }
 
 static void on_register(server_t *s, conn_t *k)
 {
     uint32_t world, rank;
     char addr[STRATA_RDZV_MAX_ADDR + 1], why[256];
-    if (strata__rdzv_register_parse(k->in + STRATA_RDZV_HDR, k->hdr.len,
-                                    &world, &rank, addr, why,
+    const uint8_t *body = k->in + STRATA_RDZV_HDR;
+    size_t len = k->hdr.len;
+    if (s->auth && len <= STRATA_RDZV_TAG) {
+        stranger(s, k, "a REGISTER of %zu bytes, without its tag", len);
+        return;
+    }
+    len -= s->auth ? STRATA_RDZV_TAG : 0;
+    if (strata__rdzv_register_parse(body, len, &world, &rank, addr, why,
                                     sizeof why) != 0) {
         stranger(s, k, "malformed REGISTER: %s", why);
+        return;
+    }
+    if (s->auth && rank > 0 && rank < s->world &&
+        !strata__rdzv_tag_ok(s->auth, rank, STRATA_RDZV_REGISTER, k->nonce,
+                             body, len, body + len)) {
+        unauthenticated(s, k, rank);
+        return;
+    }
+    if (s->fatal[0]) { /* two claims of a rank ended it: say why */
+        tell(k, STRATA_RDZV_WHY_CONFIG, s->fatal);
         return;
     }
     if (world != s->world) {
@@ -141,13 +222,11 @@ static void on_register(server_t *s, conn_t *k)
             refuse(s, k, "its address %s is already rank %u's", addr, r);
             return;
         }
+    conn_t *old = s->addr[rank] ? holder(s, rank) : NULL;
+    if (old && gone(old))
+        withdraw(s, old, "left");
     if (s->addr[rank]) {
-        const char *by = "?";
-        for (int i = 0; i < s->nconns; i++)
-            if (s->conns[i].fd >= 0 && s->conns[i].rank == (int32_t)rank)
-                by = s->conns[i].from;
-        refuse(s, k, "rank %u is already registered by %s (address %s): two "
-               "tasks with the same rank?", rank, by, s->addr[rank]);
+        two_claims(s, k, rank, addr);
         return;
     }
     assert(rank > 0 && rank < s->world && !s->addr[rank]); /* checked above */
@@ -250,12 +329,20 @@ static void on_accept(server_t *s)
         strata__rdzv_peer_text((struct sockaddr *)&ss, len, fd, k.from,
                                sizeof k.from);
         unsigned uid = 0;
-        if (s->nconns == s->cap)
+        if (s->nconns == s->cap) {
             stranger(s, &k, "too many connections at once (%d)", s->cap);
-        else if (s->ep->local && !strata__rdzv_peer_is_us(fd, &uid))
+        } else if (s->ep->local && !strata__rdzv_peer_is_us(fd, &uid)) {
             stranger(s, &k, "uid %u is not this job's user", uid);
-        else
-            s->conns[s->nconns++] = k;
+        } else {
+            /* Every connection starts with its own challenge. */
+            conn_t *c = &s->conns[s->nconns++];
+            *c = k;
+            randombytes_buf(c->nonce, sizeof c->nonce);
+            c->out_len = strata__member_challenge_encode(
+                c->chal, s->auth ? s->auth->kind : STRATA_RDZV_AUTH_NONE,
+                c->nonce);
+            c->out = c->chal;
+        }
     }
 }
 
@@ -303,9 +390,25 @@ static void serve_round(server_t *s, double until)
             stranger(s, k, "sent nothing in %g s", s->o->hello_s);
     }
     int j = 0; /* forget the closed ones */
-    for (int i = 0; i < s->nconns; i++)
-        if (s->conns[i].fd >= 0)
-            s->conns[j++] = s->conns[i];
+    for (int i = 0; i < s->nconns; i++) {
+        conn_t *k = &s->conns[i];
+        if (k->fd < 0) {
+            free(k->table);
+            k->table = NULL;
+            continue;
+        }
+        /* a reply queued from the struct itself (challenge, refusal)
+         * moves with it */
+        uintptr_t at = (uintptr_t)k->out, base = (uintptr_t)k;
+        int inside = k->out && at >= base && at < base + sizeof *k;
+        size_t in = inside ? (size_t)(at - base) : 0;
+        if (j != i) {
+            s->conns[j] = *k;
+            if (inside)
+                s->conns[j].out = (const uint8_t *)&s->conns[j] + in;
+        }
+        j++;
+    }
     s->nconns = j;
 }
 
@@ -336,10 +439,27 @@ static int serve_listen(server_t *s, int *fam, char *host, size_t hn)
     struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
                               .ai_flags = AI_NUMERICSERV };
     struct addrinfo *ai = NULL;
-    int g = getaddrinfo(ep->host, ep->port, &hints, &ai);
+    /* Its own name may not resolve yet (a starting pod's DNS record, a
+     * headless Service): again with a bounded back-off until the
+     * rendezvous's deadline, as the other tasks retry theirs. */
+    double wait = RESOLVE_FIRST_S;
+    int g, said = 0;
+    while ((g = getaddrinfo(ep->host, ep->port, &hints, &ai)) != 0 &&
+           (g == EAI_NONAME || g == EAI_AGAIN || g == EAI_FAIL) &&
+           strata__rdzv_now() + wait < s->deadline) {
+        if (!said++)
+            strata__log(STRATA_LOG_WARN, WHO, "rank 0 cannot resolve its "
+                        "own name '%s' yet (%s): trying again for up to %.0f "
+                        "s ([cluster] rendezvous_timeout_s)", ep->host,
+                        gai_strerror(g), s->deadline - strata__rdzv_now());
+        if (strata__rdzv_pause(strata__rdzv_now() + wait, s->o) != 0)
+            return STRATA_ESTOPPED;
+        wait = wait * 2 < RESOLVE_MAX_S ? wait * 2 : RESOLVE_MAX_S;
+    }
     if (g != 0) {
-        ERR("rank 0 cannot serve the rendezvous at %s: cannot resolve '%s': "
-            "%s", ep->text, ep->host, gai_strerror(g));
+        ERR("rank 0 cannot serve the rendezvous at %s: cannot resolve '%s'%s: "
+            "%s", ep->text, ep->host, said ? " within the rendezvous timeout"
+                                           : "", gai_strerror(g));
         return STRATA_ECONFIG;
     }
     int in_use = 0;
@@ -442,9 +562,11 @@ static void notify(server_t *s, int why, const char *reason)
 int strata__rdzv_serve(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
                        const strata__rdzv_opts_t *o)
 {
-    server_t s = { .o = o, .ep = ep, .lfd = -1,
+    server_t s = { .o = o, .ep = ep, .lfd = -1, .auth = o->auth,
                    .world = (uint32_t)c->pub.ntasks };
+    double fatal_at = 0;
     double t0 = strata__rdzv_now(), deadline = t0 + o->timeout_s;
+    s.deadline = deadline;
     s.cap = c->pub.ntasks + EXTRA_CONNS;
     s.addr = STRATA_FAULT(ALLOC) ? NULL : calloc(s.world, sizeof *s.addr);
     s.conns = STRATA_FAULT(ALLOC) ? NULL : calloc((size_t)s.cap, sizeof *s.conns);
@@ -454,6 +576,10 @@ int strata__rdzv_serve(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
                                         : STRATA_ENOMEM;
     if (rc == STRATA_ENOMEM)
         ERR("rank 0 at %s: out of memory for %u tasks", ep->text, s.world);
+    if (rc == 0 && sodium_init() < 0) {
+        ERR("rank 0 at %s: libsodium cannot start", ep->text);
+        rc = STRATA_EINTERNAL;
+    }
     if (rc == 0 && strata__rdzv_own_address(fam, host, own, sizeof own) != 0) {
         ERR("rank 0: no free port on %s for its own transports", host);
         rc = STRATA_EIO;
@@ -463,10 +589,22 @@ int strata__rdzv_serve(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
         rc = STRATA_ENOMEM;
     }
     s.nreg = rc == 0;
-    while (rc == 0 && s.nreg < s.world) {
+    while (rc == 0 && (s.nreg < s.world || s.fatal[0])) {
         char list[256], reason[STRATA_RDZV_MAX_REASON];
         uint32_t n;
-        if (strata__rdzv_stopped(o)) {
+        if (s.fatal[0] && !fatal_at) {
+            /* Two claims of a rank: every registered task hears it now,
+             * those still to come for LINGER_S (on_register). */
+            fatal_at = strata__rdzv_now();
+            for (int i = 0; i < s.nconns; i++)
+                if (s.conns[i].fd >= 0 && s.conns[i].rank > 0 &&
+                    !s.conns[i].closing)
+                    tell(&s.conns[i], STRATA_RDZV_WHY_CONFIG, s.fatal);
+        }
+        if (fatal_at && strata__rdzv_now() >= fatal_at + LINGER_S) {
+            notify(&s, STRATA_RDZV_WHY_CONFIG, s.fatal);
+            rc = STRATA_ECONFIG;
+        } else if (strata__rdzv_stopped(o)) {
             strata__log(STRATA_LOG_WARN, WHO, "at %s: stopped on request "
                         "while waiting for the tasks", ep->text);
             notify(&s, STRATA_RDZV_WHY_STOPPED, "rank 0 was stopped");
@@ -491,13 +629,28 @@ int strata__rdzv_serve(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
         s.complete = 1;
         size_t len;
         uint8_t *table = strata__rdzv_table(s.addr, s.world, &len);
-        for (int i = 0; table && i < s.nconns; i++)
-            if (s.conns[i].rank > 0) {
-                s.conns[i].out = table;
-                s.conns[i].out_len = len;
-                s.conns[i].out_at = 0;
-                s.conns[i].closing = 1;
+        for (int i = 0; table && i < s.nconns; i++) {
+            conn_t *k = &s.conns[i];
+            if (k->rank <= 0)
+                continue;
+            k->out = table;
+            k->out_len = len;
+            if (s.auth && (k->table = malloc(len + STRATA_RDZV_TAG))) {
+                /* its own copy, tagged for its connection */
+                memcpy(k->table, table, len);
+                strata__rdzv_put_hdr(k->table, STRATA_RDZV_TABLE, (uint32_t)(
+                    len - STRATA_RDZV_HDR + STRATA_RDZV_TAG));
+                strata__rdzv_tag(s.auth, (uint32_t)k->rank, STRATA_RDZV_TABLE,
+                                 k->nonce, table + STRATA_RDZV_HDR,
+                                 len - STRATA_RDZV_HDR, k->table + len);
+                k->out = k->table;
+                k->out_len = len + STRATA_RDZV_TAG;
+            } else if (s.auth) {
+                k->out = NULL; /* out of memory: it hears nothing */
             }
+            k->out_at = 0;
+            k->closing = 1;
+        }
         if (table)
             flush_all(&s, strata__rdzv_now() + o->timeout_s);
         for (int i = 0; i < s.nconns; i++)
@@ -522,9 +675,11 @@ int strata__rdzv_serve(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
                     "%.1f s; this one is %s", ep->text, s.world,
                     strata__rdzv_now() - t0, c->tasks[0].address);
     }
-    for (int i = 0; i < s.nconns; i++)
+    for (int i = 0; i < s.nconns; i++) {
         if (s.conns[i].fd >= 0)
             close(s.conns[i].fd);
+        free(s.conns[i].table);
+    }
     if (s.lfd >= 0)
         close(s.lfd);
     for (uint32_t r = 0; s.addr && r < s.world; r++)

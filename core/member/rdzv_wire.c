@@ -19,7 +19,7 @@ void strata__rdzv_put_hdr(uint8_t *p, int type, uint32_t len)
 static int is_rdzv(int type)
 {
     return type == STRATA_RDZV_REGISTER || type == STRATA_RDZV_TABLE ||
-           type == STRATA_RDZV_REFUSED;
+           type == STRATA_RDZV_REFUSED || type == STRATA_RDZV_CHALLENGE;
 }
 
 size_t strata__rdzv_body_max(int type, uint32_t world)

@@ -176,12 +176,17 @@ int strata__rdzv_local_host(int fd, int *fam, char *host, size_t n)
                        0, NI_NUMERICHOST) == 0 ? 0 : -1;
 }
 
-int strata__rendezvous(strata__cluster_t *c, const strata__rdzv_opts_t *o)
+int strata__rendezvous_wanted(const strata__cluster_t *c)
 {
     int unknown = 0;
     for (int i = 0; i < c->pub.ntasks; i++)
         unknown |= c->tasks[i].address == NULL;
-    if (c->pub.ntasks < 2 || !unknown || !c->pub.rendezvous)
+    return c->pub.ntasks >= 2 && unknown && c->pub.rendezvous;
+}
+
+int strata__rendezvous(strata__cluster_t *c, const strata__rdzv_opts_t *o)
+{
+    if (!strata__rendezvous_wanted(c))
         return 0;
     strata__rdzv_ep_t ep;
     if (parse_endpoint(c->pub.rendezvous, &ep) != 0) {

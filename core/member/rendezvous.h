@@ -11,12 +11,32 @@
  * registers (world size, rank, host:port) and receives the whole table;
  * rank 0 itself takes a free port on the address it serves at. Then every
  * task's address is known and the transports open as with any other
- * source. The table carries addresses only: whether connections are
- * authenticated and encrypted is each task's own [security] setting, and
- * under CURVE a forged address fails the handshake.
+ * source.
  *
- * Wire: the membership frames of member/wire.h (REGISTER, TABLE, REFUSED;
- * the elastic service speaks the same frames with kinds of its own).
+ * Only the job's tasks take part. Rank 0 opens every connection with a
+ * CHALLENGE (a fresh nonce, and how it authenticates); a REGISTER and the
+ * TABLE carry a tag over that nonce and their body, keyed with what rank 0
+ * and that task share (rdzv_auth.c): with the job's CURVE keys
+ * ([security] keys, launch's memfd), the X25519 key of rank 0's and the
+ * task's key pairs, so that only the holder of rank r's secret key can
+ * register as rank r and only rank 0 can hand out the table; in plaintext
+ * mode with [security] token, a key derived from that token (a member can
+ * then speak for another; a stranger cannot). A REGISTER whose tag does not
+ * verify is a stranger's: dropped, counted, named in a (rate-limited)
+ * warning, and told REFUSED (why = AUTH) so that a task with other keys
+ * ends at once. A replay fails on the nonce. Both sides must agree on how
+ * they authenticate, else the task names both. Without keys or token (mode
+ * off, no token) the rendezvous is as open as plaintext mode's network.
+ *
+ * Two claims of one rank, both authenticated (two nodes given the same
+ * --node-rank, a task started twice), are not a stranger: rank 0 ends the
+ * rendezvous with one error naming both addresses, tells every task that
+ * registered and, for LINGER_S more, every task that comes, so that every
+ * node ends within seconds with that line.
+ *
+ * Wire: the membership frames of member/wire.h (CHALLENGE, REGISTER,
+ * TABLE, REFUSED; the elastic service speaks the same frames with kinds of
+ * its own).
  * Every address must pass strata__cluster_check_addr. A peer whose header
  * is not ours, whose length is over the limit, or whose message does not
  * parse is dropped and logged (rate-limited), never fatal. A REGISTER of another version,
@@ -44,19 +64,63 @@
 #define STRATA_RDZV_MAX_REASON STRATA_MEMBER_MAX_REASON
 #define STRATA_RDZV_REG_MAX    STRATA_MEMBER_REG_MAX
 
+#define STRATA_RDZV_TAG        STRATA_MEMBER_TAG
+#define STRATA_RDZV_NONCE      STRATA_MEMBER_NONCE
+
 enum { STRATA_RDZV_REGISTER = STRATA_MEMBER_REGISTER,
        STRATA_RDZV_TABLE = STRATA_MEMBER_TABLE,
-       STRATA_RDZV_REFUSED = STRATA_MEMBER_REFUSED };
+       STRATA_RDZV_REFUSED = STRATA_MEMBER_REFUSED,
+       STRATA_RDZV_CHALLENGE = STRATA_MEMBER_CHALLENGE };
 /* Why a REFUSED: the task's error code follows from it. */
 enum { STRATA_RDZV_WHY_CONFIG = 1,  /* version, world size, rank taken  */
        STRATA_RDZV_WHY_TIMEOUT = 2, /* ranks missing at the deadline    */
-       STRATA_RDZV_WHY_STOPPED = 3 };
+       STRATA_RDZV_WHY_STOPPED = 3,
+       STRATA_RDZV_WHY_AUTH = 4 };  /* the REGISTER's tag did not verify */
+
+/* How the rendezvous authenticates (a CHALLENGE's auth byte). */
+enum { STRATA_RDZV_AUTH_NONE = 0, STRATA_RDZV_AUTH_KEYS = 1,
+       STRATA_RDZV_AUTH_TOKEN = 2 };
+
+/* What this task shares with the others (rdzv_auth.c makes it). */
+typedef struct strata__rdzv_auth {
+    int            kind;        /* STRATA_RDZV_AUTH_*                      */
+    uint32_t       world;
+    /* KEYS: rank 0 holds key[r] for every rank r >= 1, rank r key[0];
+     * TOKEN: every entry is the token's key. world x 32 bytes. */
+    unsigned char (*key)[32];
+} strata__rdzv_auth_t;
 
 typedef struct strata__rdzv_opts {
     double            timeout_s; /* bound on the whole rendezvous        */
     double            hello_s;   /* a connection registers within this   */
     const atomic_int *stop;      /* set: give up (STRATA_ESTOPPED); NULL */
+    const strata__rdzv_auth_t *auth; /* NULL: not authenticated          */
 } strata__rdzv_opts_t;
+
+/* ---- rdzv_auth.c ------------------------------------------------------ */
+
+/* The keys of task rank `self` of `c` with the job's CURVE keys `k`
+ * (every rank's public key must be there). 0, or STRATA_ECONFIG (a key
+ * missing or not Z85: logged) / STRATA_ENOMEM. */
+struct strata__keys;
+int  strata__rdzv_auth_keys(strata__rdzv_auth_t *a, const strata__cluster_t *c,
+                            const struct strata__keys *k);
+/* The key of a shared token (16 to 256 printable characters). */
+int  strata__rdzv_auth_token(strata__rdzv_auth_t *a, uint32_t world,
+                             const char *token);
+/* Wipes and frees; accepts a zeroed struct. */
+void strata__rdzv_auth_free(strata__rdzv_auth_t *a);
+/* The tag of message kind `kind` with `body` on the connection of `nonce`,
+ * under the key shared with rank `peer`. */
+void strata__rdzv_tag(const strata__rdzv_auth_t *a, uint32_t peer, int kind,
+                      const uint8_t *nonce, const uint8_t *body, size_t len,
+                      uint8_t tag[STRATA_RDZV_TAG]);
+/* The tag verifies: 1, else 0 (in constant time). */
+int  strata__rdzv_tag_ok(const strata__rdzv_auth_t *a, uint32_t peer, int kind,
+                         const uint8_t *nonce, const uint8_t *body, size_t len,
+                         const uint8_t tag[STRATA_RDZV_TAG]);
+/* "not authenticated", "the job's keys", "[security] token". */
+const char *strata__rdzv_auth_name(int kind);
 
 #define STRATA_RDZV_HELLO_S 5.0  /* hello_s of a real job */
 
@@ -69,6 +133,9 @@ typedef struct strata__rdzv_opts {
  * back is not a valid table), STRATA_EIO (a socket failed: port in use),
  * STRATA_ESTOPPED (*stop was set), STRATA_ENOMEM. */
 int strata__rendezvous(strata__cluster_t *c, const strata__rdzv_opts_t *o);
+/* The job needs the rendezvous (what strata__rendezvous does nothing
+ * without): 1, else 0. */
+int strata__rendezvous_wanted(const strata__cluster_t *c);
 
 /* ---- the wire (rdzv_wire.c: the rendezvous's view of member/wire.h,
  * with its addresses checked by strata__cluster_check_addr), also for

@@ -78,6 +78,7 @@ const char *strata__member_kind_name(int kind)
     case STRATA_MEMBER_REGISTER: return "REGISTER";
     case STRATA_MEMBER_TABLE:    return "TABLE";
     case STRATA_MEMBER_REFUSED:  return "REFUSED";
+    case STRATA_MEMBER_CHALLENGE: return "CHALLENGE";
     case STRATA_MEMBER_JOIN:     return "JOIN";
     case STRATA_MEMBER_GEN:      return "GEN";
     case STRATA_MEMBER_RESIZE:   return "RESIZE";
@@ -102,8 +103,10 @@ size_t strata__member_body_max(int kind, uint32_t world)
     switch (kind) {
     case STRATA_MEMBER_REGISTER: return STRATA_MEMBER_REG_MAX;
     case STRATA_MEMBER_TABLE:
-        return 4 + (size_t)world * (2 + STRATA_MEMBER_MAX_ADDR);
+        return 4 + (size_t)world * (2 + STRATA_MEMBER_MAX_ADDR) +
+               STRATA_MEMBER_TAG;
     case STRATA_MEMBER_REFUSED:  return 1 + STRATA_MEMBER_MAX_REASON;
+    case STRATA_MEMBER_CHALLENGE: return 1 + STRATA_MEMBER_NONCE;
     case STRATA_MEMBER_JOIN:     return JOIN_MAX;
     case STRATA_MEMBER_GEN:      return GEN_MAX;
     case STRATA_MEMBER_RESIZE:   return 4;
@@ -260,6 +263,32 @@ static int take_addr(rd_t *r, const char *field, char *out,
 }
 
 /* ---- rendezvous ------------------------------------------------------------ */
+
+size_t strata__member_challenge_encode(uint8_t *out, int auth,
+                                       const uint8_t nonce[STRATA_MEMBER_NONCE])
+{
+    strata__member_put_hdr(out, STRATA_MEMBER_CHALLENGE,
+                           1 + STRATA_MEMBER_NONCE);
+    out[STRATA_MEMBER_HDR] = (uint8_t)auth;
+    memcpy(out + STRATA_MEMBER_HDR + 1, nonce, STRATA_MEMBER_NONCE);
+    return STRATA_MEMBER_HDR + 1 + STRATA_MEMBER_NONCE;
+}
+
+int strata__member_challenge_decode(const uint8_t *body, size_t len,
+                                    int *auth,
+                                    uint8_t nonce[STRATA_MEMBER_NONCE],
+                                    char *why, size_t wn)
+{
+    if (len != 1 + STRATA_MEMBER_NONCE)
+        return bad(why, wn, "a CHALLENGE of %zu bytes, not %d", len,
+                   1 + STRATA_MEMBER_NONCE);
+    if (body[0] > 2)
+        return bad(why, wn, "a CHALLENGE of authentication kind %d, which "
+                   "this strata does not know", body[0]);
+    *auth = body[0];
+    memcpy(nonce, body + 1, STRATA_MEMBER_NONCE);
+    return 0;
+}
 
 size_t strata__member_register_encode(uint8_t *out, uint32_t world,
                                       uint32_t rank, const char *addr)

@@ -7,18 +7,24 @@
  * hides its internal symbols). A decoder is total: every length is checked
  * before it is used, and a refusal fills `why` naming the field.
  *
- * Frame, version 1. A 12-byte header and a body:
+ * Frame, version 2. A 12-byte header and a body:
  *    0  4  magic "SRDV"
- *    4  1  version (1)
+ *    4  1  version (2: the rendezvous's CHALLENGE and tags; 1 had neither)
  *    5  1  kind (below)
  *    6  2  reserved (0; ignored)
  *    8  4  body length, big-endian, at most the kind's limit
  * All integers big-endian; strings are a u16 length and that many
- * printable bytes (no NUL). Rendezvous kinds (unchanged from the binary
- * rendezvous of before, byte for byte):
- *  REGISTER  task -> rank 0: u32 world, u32 rank, str addr
+ * printable bytes (no NUL). Rendezvous kinds:
+ *  CHALLENGE rank 0 -> task, first on every connection: u8 auth (how
+ *            rank 0 authenticates: 0 not, 1 the job's keys, 2 the shared
+ *            token), 24 bytes nonce (random, this connection's)
+ *  REGISTER  task -> rank 0: u32 world, u32 rank, str addr [, tag]
  *  TABLE     rank 0 -> task: u32 world, world x str addr (rank order)
+ *            [, tag]
  *  REFUSED   rank 0 -> task: u8 why, the reason as the rest of the body
+ * The tag (32 bytes, when auth is not 0) binds the body to the
+ * connection's nonce under the key rank 0 and that task share
+ * (member/rdzv_auth.c); the codec below reads bodies without it.
  * Elastic kinds (they replace the text lines of before):
  *  JOIN      member -> service: str token, str name, str addr,
  *            i64 committed (-1: none), u32 timeout_ms (>= 1)
@@ -36,7 +42,7 @@
 #include <stdint.h>
 
 /* ---- the shared limits (the one place for them) ----------------------- */
-#define STRATA_MEMBER_VERSION     1
+#define STRATA_MEMBER_VERSION     2
 #define STRATA_MEMBER_HDR         12
 #define STRATA_MEMBER_MAX_ADDR    263  /* a host of 255 characters, ':', port */
 #define STRATA_MEMBER_MAX_REASON  512  /* REFUSED and STOP                     */
@@ -47,11 +53,13 @@
 /* A whole message from a member to the elastic service (JOIN, DONE): what
  * the service reads before it knows the peer. */
 #define STRATA_MEMBER_CLIENT_MAX  512
-#define STRATA_MEMBER_REG_MAX     (10 + STRATA_MEMBER_MAX_ADDR)
+#define STRATA_MEMBER_TAG         32   /* a rendezvous message's tag         */
+#define STRATA_MEMBER_NONCE       24   /* a CHALLENGE's nonce                */
+#define STRATA_MEMBER_REG_MAX     (10 + STRATA_MEMBER_MAX_ADDR + STRATA_MEMBER_TAG)
 
 enum strata__member_kind {
     STRATA_MEMBER_REGISTER = 1, STRATA_MEMBER_TABLE = 2,
-    STRATA_MEMBER_REFUSED = 3,
+    STRATA_MEMBER_REFUSED = 3, STRATA_MEMBER_CHALLENGE = 4,
     STRATA_MEMBER_JOIN = 16, STRATA_MEMBER_GEN = 17,
     STRATA_MEMBER_RESIZE = 18, STRATA_MEMBER_STOP = 19,
     STRATA_MEMBER_END = 20, STRATA_MEMBER_DONE = 21,
@@ -87,6 +95,14 @@ typedef int (*strata__member_addr_check_fn)(const char *addr, char *why,
 
 /* ---- rendezvous ------------------------------------------------------- */
 
+/* A whole CHALLENGE into out[HDR + 1 + NONCE]: its length. */
+size_t strata__member_challenge_encode(uint8_t *out, int auth,
+                                       const uint8_t nonce[STRATA_MEMBER_NONCE]);
+/* *auth (0, 1 or 2) and nonce[NONCE]: 0, or STRATA_EPROTO with why. */
+int strata__member_challenge_decode(const uint8_t *body, size_t len,
+                                    int *auth,
+                                    uint8_t nonce[STRATA_MEMBER_NONCE],
+                                    char *why, size_t wn);
 /* A whole REGISTER into out[HDR + REG_MAX]: its length, 0 when addr is
  * too long. */
 size_t strata__member_register_encode(uint8_t *out, uint32_t world,

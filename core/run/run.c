@@ -332,10 +332,43 @@ static int setup_cluster(strata__run_t *run)
  * been reported by then, and the ports picked are bound soon after. */
 static int setup_rendezvous(strata__run_t *run)
 {
+    if (!strata__rendezvous_wanted(&run->cluster))
+        return STRATA_OK;
+    /* Authenticated with the job's keys, or in plaintext mode with its
+     * token (rendezvous.h). */
+    strata__rdzv_auth_t auth = { 0 };
+    const char *token = run->s->security.token;
+    uint32_t world = (uint32_t)run->cluster.pub.ntasks;
+    int rc = STRATA_OK, authed = 1;
+    if (run->ctx->keys) {
+        rc = strata__rdzv_auth_keys(&auth, &run->cluster, run->ctx->keys);
+    } else if (token[0]) {
+        size_t n = strlen(token);
+        int ok = n >= 16 && n <= 256;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = token[i] > ' ' && token[i] <= '~';
+        if (!ok)
+            strata__log(STRATA_LOG_ERROR, "security", "[security] token: "
+                        "16 to 256 printable characters without blanks "
+                        "(it has %zu)", n);
+        rc = ok ? strata__rdzv_auth_token(&auth, world, token)
+                : STRATA_ECONFIG;
+    } else {
+        authed = 0;
+        strata__log(STRATA_LOG_WARN, "security", "the rendezvous at %s is "
+                    "not authenticated ([security] mode = off without a "
+                    "token): whoever reaches it can take a rank; set "
+                    "STRATA_SECURITY_TOKEN, the same on every node",
+                    run->cluster.pub.rendezvous);
+    }
     const strata__rdzv_opts_t o = {
         .timeout_s = run->cluster.rendezvous_timeout_s,
-        .hello_s = STRATA_RDZV_HELLO_S, .stop = &run->ctx->stop };
-    return strata__rendezvous(&run->cluster, &o);
+        .hello_s = STRATA_RDZV_HELLO_S, .stop = &run->ctx->stop,
+        .auth = authed ? &auth : NULL };
+    if (rc == STRATA_OK)
+        rc = strata__rendezvous(&run->cluster, &o);
+    strata__rdzv_auth_free(&auth);
+    return rc;
 }
 
 /* [security]: the processes of a job authenticate and encrypt every

@@ -428,7 +428,7 @@ static int rdzv_op(void *arg)
     (void)arg;
     static const strata__rdzv_opts_t o = { .timeout_s = 5, .hello_s = 5 };
     char why[256];
-    return strata__rdzv_answer(&g_cl, &g_ep, g_sp[0], "127.0.0.1:2002",
+    return strata__rdzv_answer(&g_cl, &g_ep, g_sp[0], "127.0.0.1:2002", NULL,
                                strata__rdzv_now() + 5, &o, why, sizeof why);
 }
 

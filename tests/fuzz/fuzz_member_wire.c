@@ -61,6 +61,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char addr[STRATA_MEMBER_MAX_ADDR + 1];
         rc = strata__member_register_decode(body, len, &w, &r, addr, NULL,
                                             why, sizeof why);
+        /* an authenticated rendezvous reads it without its tag */
+        if (rc != 0 && len > STRATA_MEMBER_TAG &&
+            strata__member_register_decode(body, len - STRATA_MEMBER_TAG, &w,
+                                           &r, addr, NULL, why,
+                                           sizeof why) == 0)
+            FUZZ_CHECK(same(out, strata__member_register_encode(out, w, r,
+                                                                 addr),
+                            body, len - STRATA_MEMBER_TAG));
         if (rc == 0)
             FUZZ_CHECK(same(out, strata__member_register_encode(out, w, r,
                                                                  addr),
@@ -80,6 +88,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (uint32_t i = 0; i < world; i++)
                 free(addrs[i]);
         }
+        break;
+    }
+    case STRATA_MEMBER_CHALLENGE: {
+        int auth;
+        uint8_t nonce[STRATA_MEMBER_NONCE];
+        rc = strata__member_challenge_decode(body, len, &auth, nonce, why,
+                                             sizeof why);
+        if (rc == 0)
+            FUZZ_CHECK(auth >= 0 && auth <= 2 &&
+                       same(out, strata__member_challenge_encode(out, auth,
+                                                                 nonce),
+                            body, len));
         break;
     }
     case STRATA_MEMBER_REFUSED: {

@@ -378,7 +378,7 @@ def zmq_seeds():
 # ---- ps wire message (plugins/strategy/ps/ps_wire.h) --------------------------
 
 def ps(type_, status=0, sender=0, attempt=0, step=-1, req=0, inc=0, a=0, b=0,
-       c=0, f=0.0, count=0, epoch=0, magic=b"STPS", version=2, payload=None):
+       c=0, f=0.0, count=0, epoch=0, magic=b"STPS", version=4, payload=None):
     h = struct.pack("<4sHBBiiqQQqqqdIi", magic, version, type_, status,
                     sender, attempt, step, req, inc, a, b, c, f, count, epoch)
     if payload is None:
@@ -432,7 +432,7 @@ def ps_seeds():
 
 # ---- membership wire message (core/member/wire.h) -----------------------------
 
-def mframe(kind, body, magic=b"SRDV", version=1, length=None):
+def mframe(kind, body, magic=b"SRDV", version=2, length=None):
     n = len(body) if length is None else length
     return struct.pack(">4sBBHI", magic, version, kind, 0, n) + body
 
@@ -443,7 +443,7 @@ def mstr(s):
 
 
 def member_seeds():
-    (REGISTER, TABLE, REFUSED) = (1, 2, 3)
+    (REGISTER, TABLE, REFUSED, CHALLENGE) = (1, 2, 3, 4)
     (JOIN, GEN, RESIZE, STOP, END, DONE) = range(16, 22)
     tok = "0123456789abcdef0123456789abcdef"
     addrs = ["127.0.0.1:2001", "10.0.0.2:2002", "[fd00::3]:2003"]
@@ -459,6 +459,9 @@ def member_seeds():
                            mstr("127.0.0.1:2003")),
         "table": mframe(TABLE, table),
         "refused": mframe(REFUSED, b"\x02ranks 1, 2 did not arrive"),
+        "challenge": mframe(CHALLENGE, b"\x01" + bytes(range(24))),
+        "register-tagged": mframe(REGISTER, struct.pack(">II", 3, 2) +
+                                  mstr("127.0.0.1:2003") + bytes(32)),
         "join": mframe(JOIN, join),
         "gen": mframe(GEN, gen),
         "resize": mframe(RESIZE, struct.pack(">I", 8)),
@@ -469,8 +472,9 @@ def member_seeds():
     for k, v in seeds.items():
         put("member_wire", "valid-" + k, v)
     put("member_wire", "bad-magic", mframe(END, b"", magic=b"JOIN"))
-    put("member_wire", "bad-version", mframe(END, b"", version=2))
-    put("member_wire", "bad-kind", mframe(4, b""))
+    put("member_wire", "bad-version", mframe(END, b"", version=1))
+    put("member_wire", "bad-kind", mframe(5, b""))
+    put("member_wire", "bad-challenge", mframe(CHALLENGE, b"\x03" + bytes(24)))
     put("member_wire", "bad-length", mframe(JOIN, b"", length=501))
     put("member_wire", "bad-short", mframe(GEN, gen)[:-1])
     put("member_wire", "bad-trailing", mframe(DONE, struct.pack(">q", 1) + b"x"))

@@ -135,7 +135,24 @@ static void rendezvous_kinds(void)
     big[STRATA_MEMBER_MAX_ADDR] = '\0'; /* the longest one fits */
     n = strata__member_register_encode(m, 4, 3, big);
     CHECK(framed(m, n, 0, STRATA_MEMBER_REGISTER, &b, &len) == 0 &&
-          dec_register(b, len) == 0 && len == STRATA_MEMBER_REG_MAX);
+          dec_register(b, len) == 0 &&
+          len + STRATA_MEMBER_TAG == STRATA_MEMBER_REG_MAX);
+    /* a CHALLENGE: how rank 0 authenticates, and a nonce */
+    uint8_t nonce[STRATA_MEMBER_NONCE], back[STRATA_MEMBER_NONCE];
+    int auth = -1;
+    memset(nonce, 0xa5, sizeof nonce);
+    n = strata__member_challenge_encode(m, 1, nonce);
+    CHECK(framed(m, n, 0, STRATA_MEMBER_CHALLENGE, &b, &len) == 0 &&
+          strata__member_challenge_decode(b, len, &auth, back, g_why,
+                                          sizeof g_why) == 0 &&
+          auth == 1 && !memcmp(back, nonce, sizeof nonce));
+    m[STRATA_MEMBER_HDR] = 3;
+    CHECK(strata__member_challenge_decode(b, len, &auth, back, g_why,
+                                          sizeof g_why) == STRATA_EPROTO &&
+          strstr(g_why, "authentication kind 3"));
+    CHECK(strata__member_challenge_decode(b, len - 1, &auth, back, g_why,
+                                          sizeof g_why) == STRATA_EPROTO &&
+          strstr(g_why, "a CHALLENGE of 24 bytes, not 25"));
 
     char *in[3] = { "10.0.0.1:1", "10.0.0.2:2", "[fd00::3]:3" }, *out[3];
     uint8_t *t = strata__member_table_encode(in, 3, &n);
@@ -339,7 +356,7 @@ static void headers(void)
     strata__member_put_hdr(m, STRATA_MEMBER_TABLE, 0xffffffffu);
     CHECK(strata__member_get_hdr(m, 1000, &h, g_why, sizeof g_why) != 0 &&
           h.bad == STRATA_MEMBER_BAD_LENGTH);
-    static const int unknown[] = { 0, 4, 15, 22, 99, 255 };
+    static const int unknown[] = { 0, 5, 15, 22, 99, 255 };
     for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++) {
         strata__member_put_hdr(m, unknown[i], 0);
         CHECKF(strata__member_get_hdr(m, 2, &h, g_why, sizeof g_why) ==
@@ -349,10 +366,10 @@ static void headers(void)
         CHECK(strata__member_body_max(unknown[i], 2) == 0);
     }
     strata__member_put_hdr(m, STRATA_MEMBER_END, 0);
-    m[4] = 2;
+    m[4] = 1; /* before the rendezvous's challenge */
     CHECK(strata__member_get_hdr(m, 2, &h, g_why, sizeof g_why) ==
               STRATA_EPROTO && h.bad == STRATA_MEMBER_BAD_VERSION &&
-          h.version == 2 && strstr(g_why, "version 2"));
+          h.version == 1 && strstr(g_why, "version 1"));
     memcpy(m, "JOIN", 4); /* the text protocol of before */
     CHECK(strata__member_get_hdr(m, 2, &h, g_why, sizeof g_why) ==
               STRATA_EPROTO && h.bad == STRATA_MEMBER_BAD_MAGIC &&

@@ -15,10 +15,15 @@
  *              are not the job's or go with -n: exit 2, one line, nothing
  *              started;
  *              node 0 alone: every task names the ranks that never came.
- *   forged     a rendezvous that hands a CURVE task a table naming a
- *              listener of the test's: the task's first bytes there are a
- *              ZMTP greeting asking for CURVE, never plaintext (and, with
- *              [security] mode = off, NULL: the check can tell them apart).
+ *   forged     a rendezvous that hands a task a table naming a listener of
+ *              the test's: a CURVE task refuses it (not tagged with the
+ *              job's keys) and never connects there; with [security] mode
+ *              = off and no token it asks there for ZMTP's NULL mechanism.
+ *   rdzv_trust strata launch --nnodes as users run it, with the job's keys:
+ *              a stranger's well-formed REGISTER for rank 1 is dropped and
+ *              named, and the job's own node 1 then takes rank 1 (the
+ *              squatter took it before); two nodes given --node-rank 1 of
+ *              3: every node ends within seconds naming both addresses.
  * A case whose launcher is not installed is skipped with the reason.
  * usage: test_launchers CASE */
 #include <arpa/inet.h>
@@ -28,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -251,7 +257,7 @@ static void case_torchrun_real(const char *ref)
 
 typedef struct forger {
     int       rdzv, evil;     /* listeners */
-    int       evil_port;
+    int       evil_port, auth;
     char      mechanism[21];  /* what the task asked for at `evil` */
     pthread_t th;
 } forger_t;
@@ -284,13 +290,17 @@ static ssize_t read_full(int fd, uint8_t *buf, size_t n)
 
 /* Rank 0 as an attacker plays it: the task's REGISTER is answered with a
  * table whose rank 0 is the attacker's listener, where the task's
- * greeting is read. */
+ * greeting is read. It claims to authenticate as the task does, but
+ * cannot tag the table. */
 static void *forger_main(void *arg)
 {
     forger_t *f = arg;
-    uint8_t in[512];
+    uint8_t in[512], nonce[STRATA_RDZV_NONCE] = { 0 };
     int fd = accept(f->rdzv, NULL, NULL);
-    ssize_t n = fd >= 0 ? read(fd, in, sizeof in) : -1;
+    size_t cl = strata__member_challenge_encode(in, f->auth, nonce);
+    ssize_t n = fd >= 0 && write(fd, in, cl) == (ssize_t)cl
+                    ? read(fd, in, sizeof in) : -1;
+    n -= f->auth && n > STRATA_RDZV_TAG ? STRATA_RDZV_TAG : 0;
     uint32_t w, r;
     char mine[STRATA_RDZV_MAX_ADDR + 1], why[256], evil[64];
     if (n > STRATA_RDZV_HDR &&
@@ -322,7 +332,9 @@ static void *forger_main(void *arg)
 /* The mechanism the task asked the forged rank 0 for. */
 static void forged_job(const char *mode, char mechanism[21])
 {
-    forger_t f = { .evil_port = spawn_free_port() };
+    forger_t f = { .evil_port = spawn_free_port(),
+                   .auth = strcmp(mode, "off") ? STRATA_RDZV_AUTH_KEYS
+                                               : STRATA_RDZV_AUTH_NONE };
     int port = spawn_free_port();
     f.rdzv = listen_on(port);
     f.evil = listen_on(f.evil_port);
@@ -352,9 +364,13 @@ static void forged_job(const char *mode, char mechanism[21])
 static void case_forged(void)
 {
     char mech[21] = "";
+    /* with the job's keys the forged table is refused at the rendezvous:
+     * the task never reaches the forger's listener */
     forged_job("curve", mech);
-    CHECKF(strcmp(mech, "CURVE") == 0, "a CURVE task asked the forged peer "
-           "for mechanism '%s'; stderr: %s", mech, g_err[0]);
+    CHECKF(mech[0] == '\0' && strstr(g_err[0], "the table is not "
+           "authenticated with the job's keys: not rank 0's, refused"),
+           "a CURVE task took the forged table (mechanism '%s'); stderr: %s",
+           mech, g_err[0]);
     forged_job("off", mech);
     CHECKF(strcmp(mech, "NULL") == 0, "mode off: mechanism '%s'", mech);
 }
@@ -484,6 +500,115 @@ static void case_launch_args(void)
     free(r);
 }
 
+/* ---- the rendezvous through strata launch --nnodes ---------------------------- */
+
+static char **node_argv(char **argv, int nnodes, int rank, const char *rdzv)
+{
+    static char nn[8][8], nr[8][8];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(nn[k], sizeof nn[k], "%d", nnodes);
+    snprintf(nr[k], sizeof nr[k], "%d", rank);
+    char *a[] = { (char *)spawn_strata_bin(), "launch", "--nnodes", nn[k],
+                  "--node-rank", nr[k], "--rendezvous", (char *)rdzv, "-n",
+                  "1", "--set", "cluster.rendezvous_timeout_s=30", "--set",
+                  "train.eval=false", "--set", "train.max_steps=4", "--set",
+                  "data.limit_train=512", "--set", "train.progress=none", "--set",
+                  "train.batch_size=48",
+                  NULL };
+    memcpy(argv, a, sizeof a);
+    return argv;
+}
+
+/* Connected to port once someone listens there, else -1. */
+static int dial_when_up(int port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    for (int i = 0; i < 600; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0)
+            return fd;
+        if (fd >= 0)
+            close(fd);
+        usleep(50000);
+    }
+    return -1;
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void case_rdzv_trust(void)
+{
+    /* a squatter first: a well-formed REGISTER for rank 1 of 2, with a tag
+     * it cannot compute */
+    int port = spawn_free_port();
+    char rdzv[32], *argv[32];
+    snprintf(rdzv, sizeof rdzv, "127.0.0.1:%d", port);
+    spawn_child_t n0, n1;
+    CHECK(spawn_start(node_argv(argv, 2, 0, rdzv), NULL, &n0) == 0);
+    int fd = dial_when_up(port);
+    uint8_t m[1024];
+    ssize_t got = fd >= 0 ? read_full(fd, m, STRATA_RDZV_HDR + 1 +
+                                               STRATA_RDZV_NONCE) : -1;
+    CHECK(got == STRATA_RDZV_HDR + 1 + STRATA_RDZV_NONCE &&
+          m[5] == STRATA_RDZV_CHALLENGE);
+    size_t n = strata__rdzv_register(m, 2, 1, "127.0.0.1:9");
+    strata__rdzv_put_hdr(m, STRATA_RDZV_REGISTER,
+                         (uint32_t)(n - STRATA_RDZV_HDR + STRATA_RDZV_TAG));
+    memset(m + n, 0x5a, STRATA_RDZV_TAG);
+    n += STRATA_RDZV_TAG;
+    CHECK(fd >= 0 && write(fd, m, n) == (ssize_t)n);
+    got = fd >= 0 ? read_full(fd, m, STRATA_RDZV_HDR + 1) : -1;
+    CHECKF(got == STRATA_RDZV_HDR + 1 && m[5] == STRATA_RDZV_REFUSED &&
+           m[STRATA_RDZV_HDR] == STRATA_RDZV_WHY_AUTH, "got %zd", got);
+    if (fd >= 0)
+        close(fd);
+    CHECK(spawn_start(node_argv(argv, 2, 1, rdzv), NULL, &n1) == 0);
+    spawn_wait(&n0, 300);
+    spawn_wait(&n1, 300);
+    spawn_collect(&n0, g_out[0], sizeof g_out[0], g_err[0], sizeof g_err[0]);
+    spawn_collect(&n1, g_out[1], sizeof g_out[1], g_err[1], sizeof g_err[1]);
+    CHECKF(n0.code == 0 && n1.code == 0, "exit %d %d: %s\n---\n%s", n0.code,
+           n1.code, g_err[0], g_err[1]);
+    CHECKF(strstr(g_err[0], "rendezvous: warning: at 127.0.0.1:") &&
+           strstr(g_err[0], ": dropped 127.0.0.1:") &&
+           strstr(g_err[0], "its REGISTER as rank 1 is not authenticated "
+                            "with the job's keys"), "%s", g_err[0]);
+
+    /* two nodes given --node-rank 1 of 3 */
+    port = spawn_free_port();
+    snprintf(rdzv, sizeof rdzv, "127.0.0.1:%d", port);
+    spawn_child_t ch[3];
+    double t0 = mono_s();
+    CHECK(spawn_start(node_argv(argv, 3, 0, rdzv), NULL, &ch[0]) == 0);
+    CHECK(spawn_start(node_argv(argv, 3, 1, rdzv), NULL, &ch[1]) == 0);
+    CHECK(spawn_start(node_argv(argv, 3, 1, rdzv), NULL, &ch[2]) == 0);
+    static char err[3][65536];
+    for (int i = 0; i < 3; i++) {
+        spawn_wait(&ch[i], 120);
+        spawn_collect(&ch[i], g_out[0], sizeof g_out[0], err[i],
+                      sizeof err[i]);
+    }
+    double took = mono_s() - t0;
+    for (int i = 0; i < 3; i++) {
+        const char *e = strstr(err[i], "rank 1 is claimed twice: by 127.0.0.1:");
+        int lines = 0;
+        for (const char *p = err[i]; (p = strstr(p, "error: ")); p++)
+            lines++;
+        CHECKF(ch[i].code != 0 && e && strstr(e, ") and by 127.0.0.1:") &&
+               lines == 1, "node %d: exit %d, %d error lines: %s", i,
+               ch[i].code, lines, err[i]);
+    }
+    CHECKF(took < 20, "the nodes ended after %.1f s", took);
+}
+
 /* Why `which` cannot run here, or NULL. */
 static const char *missing(const char *which)
 {
@@ -510,9 +635,9 @@ int main(int argc, char **argv)
     const char *which = argc > 1 ? argv[1] : "";
     if (strcmp(which, "torchrun") && strcmp(which, "mpirun") &&
         strcmp(which, "torchrun_real") && strcmp(which, "forged") &&
-        strcmp(which, "launch_args")) {
+        strcmp(which, "launch_args") && strcmp(which, "rdzv_trust")) {
         fprintf(stderr, "usage: test_launchers torchrun|mpirun|"
-                "torchrun_real|forged|launch_args\n");
+                "torchrun_real|forged|launch_args|rdzv_trust\n");
         return 2;
     }
     const char *why = missing(which);
@@ -525,6 +650,8 @@ int main(int argc, char **argv)
         case_forged();
     else if (!strcmp(which, "launch_args"))
         case_launch_args();
+    else if (!strcmp(which, "rdzv_trust"))
+        case_rdzv_trust();
     else if (reference_dump(ref) != 0)
         CHECK(!"the reference run");
     else if (!strcmp(which, "torchrun"))

@@ -8,13 +8,23 @@
  *   hostile    garbage, HTTP, silence, a byte and silence, a huge length,
  *              another version: dropped or refused, the job's tasks meet
  *   world      a task of another world size: refused, the others meet
- *   duplicate  a second rank 1: refused, naming the first
+ *   duplicate  a second rank 1: every task, rank 0 and one that comes
+ *              later end within seconds with one error naming both
+ *   keys       authenticated with the job's keys: they meet; a stranger's
+ *              REGISTER (its own key) and a replay (another connection's
+ *              nonce) are dropped, counted and named, and told REFUSED
+ *   token      plaintext mode's token: a task with another token ends at
+ *              once, naming why; the job's meet
+ *   mismatch   rank 0 with keys, a task without: the task names both
+ *   forged_tag a fake rank 0 hands an authenticated task a table without
+ *              its tag: refused
  *   timeout    a rank that never comes: every task names it
  *   no_rank0   nobody serves: the task says so
  *   forged     rank 0 answers garbage, a wrong table, another address for
  *              us, duplicate addresses, a huge length, nothing: one error
  *   stop       a stop request ends a waiting task and rank 0
- *   bind       rank 0 not on the rendezvous host; the port in use
+ *   bind       rank 0 not on the rendezvous host; its own name that does
+ *              not resolve: tried again until the timeout; the port in use
  * Every wait is bounded by the rendezvous's own timeout (short here). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -26,6 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "check.h"
 #include "member/rendezvous.h"
 #include "spawn.h"
@@ -36,6 +48,7 @@
 typedef struct task {
     strata__cluster_t   c;
     strata__rdzv_opts_t o;
+    strata__rdzv_auth_t auth;
     atomic_int          stop;
     int                 rc;
     pthread_t           th;
@@ -74,19 +87,65 @@ static void task_start(task_t *t)
         exit(2);
 }
 
+/* A task whose thread has ended or never started. */
+static int task_free(task_t *t)
+{
+    int rc = t->rc;
+    strata__cluster_free(&t->c);
+    strata__rdzv_auth_free(&t->auth);
+    free(t);
+    return rc;
+}
+
 static int task_end(task_t *t)
 {
     pthread_join(t->th, NULL);
-    int rc = t->rc;
-    strata__cluster_free(&t->c);
-    free(t);
-    return rc;
+    return task_free(t);
+}
+
+/* ---- the job's keys, as rdzv_auth.c derives them from its certificates -- */
+
+#define NKEYS 4
+static unsigned char g_pk[NKEYS][32], g_sk[NKEYS][32];
+
+static void make_keys(void)
+{
+    CHECK(sodium_init() >= 0);
+    for (int r = 0; r < NKEYS; r++)
+        crypto_box_keypair(g_pk[r], g_sk[r]);
+}
+
+/* Task rank `self` of `world` authenticates with the job's keys; `sk`: its
+ * secret key (another's: a stranger). */
+static void use_keys(task_t *t, int world, int self, const unsigned char *sk)
+{
+    strata__rdzv_auth_t *a = &t->auth;
+    a->kind = STRATA_RDZV_AUTH_KEYS;
+    a->world = (uint32_t)world;
+    a->key = calloc((size_t)world, sizeof *a->key);
+    for (int r = 0; r < world; r++)
+        if ((self == 0 && r > 0) || (self > 0 && r == 0))
+            CHECK(crypto_box_beforenm(a->key[r], g_pk[r], sk) == 0);
+    t->o.auth = a;
+}
+
+static void use_token(task_t *t, int world, const char *token)
+{
+    CHECK(strata__rdzv_auth_token(&t->auth, (uint32_t)world, token) == 0);
+    t->o.auth = &t->auth;
 }
 
 static void nap(double s)
 {
     struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
     nanosleep(&ts, NULL);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static int has(const char *log, const char *what)
@@ -191,8 +250,8 @@ static void test_wire(void)
     strata__rdzv_put_hdr(m, 9, 0);
     CHECK(strata__rdzv_get_hdr(m, 2, &h) == -3);
     strata__rdzv_put_hdr(m, STRATA_RDZV_REGISTER, 10);
-    m[4] = 2;
-    CHECK(strata__rdzv_get_hdr(m, 2, &h) == -2 && h.version == 2);
+    m[4] = 1; /* the version before the challenge */
+    CHECK(strata__rdzv_get_hdr(m, 2, &h) == -2 && h.version == 1);
     memcpy(m, "GET ", 4);
     CHECK(strata__rdzv_get_hdr(m, 2, &h) == -1);
 
@@ -332,13 +391,17 @@ static void test_hostile(void)
     uint8_t back[1024];
     ssize_t got = drain(old, back, sizeof back, 3);
     strata__rdzv_hdr_t h;
-    CHECKF(got > STRATA_RDZV_HDR && strata__rdzv_get_hdr(back, 2, &h) == 0
+    /* every connection begins with rank 0's challenge */
+    enum { CH = STRATA_RDZV_HDR + 1 + STRATA_RDZV_NONCE };
+    CHECKF(got > CH + STRATA_RDZV_HDR && strata__rdzv_get_hdr(back, 2, &h) == 0
+           && h.type == STRATA_RDZV_CHALLENGE
+           && strata__rdzv_get_hdr(back + CH, 2, &h) == 0
            && h.type == STRATA_RDZV_REFUSED
            && memmem(back, (size_t)got, "version 7", 9), "got %zd", got);
     /* rank 0 closes the silent ones after hello_s (0.3 s) */
-    CHECK(drain(silent, back, sizeof back, 3) == 0);
-    CHECK(drain(one, back, sizeof back, 3) == 0);
-    CHECK(drain(huge, back, sizeof back, 3) == 0);
+    CHECK(drain(silent, back, sizeof back, 3) == CH);
+    CHECK(drain(one, back, sizeof back, 3) == CH);
+    CHECK(drain(huge, back, sizeof back, 3) == CH);
     close(silent);
     close(one);
     close(huge);
@@ -351,7 +414,7 @@ static void test_hostile(void)
            && has(log, "sent nothing in 0.3 s")
            && has(log, "sent 1 byte of a message in 0.3 s")
            && has(log, "a body of 4294967295 bytes announced")
-           && has(log, "rendezvous protocol version 7; rank 0 speaks 1")
+           && has(log, "rendezvous protocol version 7; rank 0 speaks 2")
            && has(log, "the rendezvous goes on") && !errors(log),
            "%s", log);
 }
@@ -380,22 +443,152 @@ static void test_duplicate(void)
 {
     int port = spawn_free_port();
     task_t *r0 = task_new(3, 0, port, 20), *a = task_new(3, 1, port, 20),
-           *b = task_new(3, 1, port, 20);
+           *b = task_new(3, 1, port, 20), *r2 = task_new(3, 2, port, 20);
     capture_begin();
+    double t0 = now_s();
     task_start(r0);
     task_start(a);
     nap(0.5); /* a has registered */
     task_start(b);
     int rcb = task_end(b);
-    task_t *r2 = task_new(3, 2, port, 20);
-    task_start(r2);
-    int rc0 = task_end(r0), rca = task_end(a), rc2 = task_end(r2);
+    task_start(r2); /* comes after: told too */
+    int rc2 = task_end(r2), rca = task_end(a);
+    double ta = now_s() - t0;
+    int rc0 = task_end(r0);
     const char *log = capture_end();
-    CHECKF(rcb == STRATA_ECONFIG && rc0 == 0 && rca == 0 && rc2 == 0,
+    CHECKF(rcb == STRATA_ECONFIG && rc0 == STRATA_ECONFIG &&
+           rca == STRATA_ECONFIG && rc2 == STRATA_ECONFIG,
            "rc %d %d %d %d", rcb, rc0, rca, rc2);
-    CHECKF(errors(log) == 1 && has(log, "rank 0 refused rank 1: rank 1 is "
-                                        "already registered by 127.0.0.1:"),
-           "%s", log);
+    CHECKF(ta < 3.0, "rank 1's first claimer ended after %.1f s", ta);
+    /* rank 0 says it once, and each of the three tasks repeats it */
+    const char *what = "rank 1 is claimed twice: by 127.0.0.1:";
+    int n = 0;
+    for (const char *p = log; (p = strstr(p, what)); p++)
+        n++;
+    CHECKF(errors(log) == 4 && n == 4 && has(log, ") and by 127.0.0.1:")
+           && has(log, "rank 0 refused rank 2: rank 1 is claimed twice"),
+           "%d claims: %s", n, log);
+}
+
+/* ---- authenticated --------------------------------------------------------------- */
+
+/* A peer of the test: reads rank 0's CHALLENGE, sends a REGISTER of rank
+ * `rank` tagged under `a` with `nonce` (NULL: the challenge's), returns
+ * the answer's why byte (REFUSED), or -1. */
+static int register_as(int port, strata__rdzv_auth_t *a, uint32_t rank,
+                       const uint8_t *nonce)
+{
+    int fd = dial(port);
+    uint8_t ch[STRATA_RDZV_HDR + 1 + STRATA_RDZV_NONCE], m[1024];
+    ssize_t got = fd >= 0 ? drain(fd, ch, sizeof ch, 3) : -1;
+    CHECK(got == (ssize_t)sizeof ch && ch[5] == STRATA_RDZV_CHALLENGE);
+    size_t n = strata__rdzv_register(m, 2, rank, "127.0.0.1:7");
+    strata__rdzv_put_hdr(m, STRATA_RDZV_REGISTER,
+                         (uint32_t)(n - STRATA_RDZV_HDR + STRATA_RDZV_TAG));
+    strata__rdzv_tag(a, 0, STRATA_RDZV_REGISTER,
+                     nonce ? nonce : ch + STRATA_RDZV_HDR + 1,
+                     m + STRATA_RDZV_HDR, n - STRATA_RDZV_HDR, m + n);
+    n += STRATA_RDZV_TAG;
+    CHECK(write(fd, m, n) == (ssize_t)n);
+    got = drain(fd, m, sizeof m, 3);
+    close(fd);
+    return got > STRATA_RDZV_HDR && m[5] == STRATA_RDZV_REFUSED
+               ? m[STRATA_RDZV_HDR] : -1;
+}
+
+static void test_keys(void)
+{
+    int port = spawn_free_port();
+    task_t *t[3];
+    for (int r = 0; r < 3; r++) {
+        t[r] = task_new(3, r, port, 20);
+        use_keys(t[r], 3, r, g_sk[r]);
+    }
+    task_t *r0 = task_new(2, 0, port, 20), *r1 = task_new(2, 1, port, 20);
+    use_keys(r0, 2, 0, g_sk[0]);
+    use_keys(r1, 2, 1, g_sk[1]);
+    /* a stranger with a key pair of its own; a replay: rank 1's key, but a
+     * tag made for another connection's nonce */
+    task_t *s = task_new(2, 1, port, 20), *rp = task_new(2, 1, port, 20);
+    use_keys(s, 2, 1, g_sk[3]);
+    use_keys(rp, 2, 1, g_sk[1]);
+    capture_begin();
+    for (int r = 2; r >= 0; r--)
+        task_start(t[r]);
+    for (int r = 0; r < 3; r++)
+        pthread_join(t[r]->th, NULL);
+    const char *log = capture_end();
+    check_tables(t, 3);
+    CHECKF(has(log, "3 tasks registered") && !errors(log), "%s", log);
+    for (int r = 0; r < 3; r++)
+        task_free(t[r]);
+
+    capture_begin();
+    task_start(r0);
+    uint8_t other[STRATA_RDZV_NONCE] = { 1 };
+    int w1 = register_as(port, &s->auth, 1, NULL);
+    int w2 = register_as(port, &rp->auth, 1, other);
+    task_start(r1);
+    pthread_join(r0->th, NULL);
+    pthread_join(r1->th, NULL);
+    log = capture_end();
+    CHECKF(w1 == STRATA_RDZV_WHY_AUTH && w2 == STRATA_RDZV_WHY_AUTH,
+           "the strangers were told %d %d", w1, w2);
+    CHECKF(r0->rc == 0 && r1->rc == 0 && !errors(log), "rc %d %d: %s",
+           r0->rc, r1->rc, log);
+    const char *a1 = r0->c.tasks[1].address;
+    CHECKF(a1 && strcmp(a1, "127.0.0.1:7") && r1->c.tasks[1].address &&
+           !strcmp(a1, r1->c.tasks[1].address), "rank 1 is %s",
+           a1 ? a1 : "NULL");
+    const char *what = "its REGISTER as rank 1 is not authenticated with "
+                       "the job's keys";
+    const char *p = strstr(log, what);
+    CHECKF(p && strstr(p + 1, what) && has(log, "dropped 127.0.0.1:")
+           && has(log, "(2 so far; the rendezvous goes on)"), "%s", log);
+    task_free(r0); /* joined above */
+    task_free(r1);
+    task_free(s);  /* never started: their keys only */
+    task_free(rp);
+}
+
+static void test_token(void)
+{
+    int port = spawn_free_port();
+    task_t *r0 = task_new(2, 0, port, 20), *r1 = task_new(2, 1, port, 20),
+           *bad = task_new(2, 1, port, 20);
+    use_token(r0, 2, "the job's own token, 16+");
+    use_token(r1, 2, "the job's own token, 16+");
+    use_token(bad, 2, "another token, also 16+");
+    capture_begin();
+    task_start(r0);
+    task_start(bad);
+    int rcb = task_end(bad);
+    task_start(r1);
+    int rc0 = task_end(r0), rc1 = task_end(r1);
+    const char *log = capture_end();
+    CHECKF(rcb == STRATA_ECONFIG && rc0 == 0 && rc1 == 0, "rc %d %d %d", rcb,
+           rc0, rc1);
+    CHECKF(errors(log) == 1 && has(log, "rank 0 refused rank 1: its REGISTER "
+           "as rank 1 is not authenticated with [security] token"), "%s",
+           log);
+}
+
+static void test_mismatch(void)
+{
+    int port = spawn_free_port();
+    task_t *r0 = task_new(2, 0, port, 20), *r1 = task_new(2, 1, port, 20);
+    use_keys(r0, 2, 0, g_sk[0]);
+    capture_begin();
+    task_start(r0);
+    task_start(r1);
+    int rc1 = task_end(r1);
+    atomic_store(&r0->stop, 1);
+    int rc0 = task_end(r0);
+    const char *log = capture_end();
+    CHECKF(rc1 == STRATA_ECONFIG && rc0 == STRATA_ESTOPPED && errors(log) == 1
+           && has(log, "rank 0 authenticates the rendezvous with the job's "
+                       "keys, this task with no authentication"),
+           "rc %d %d: %s", rc1, rc0, log);
 }
 
 static void test_timeout(void)
@@ -434,7 +627,7 @@ static void test_no_rank0(void)
 /* ---- rank 0 is hostile --------------------------------------------------------- */
 
 typedef struct fake {
-    int      lfd, kind;
+    int      lfd, kind, auth;
     char     registered[STRATA_RDZV_MAX_ADDR + 1];
     pthread_t th;
 } fake_t;
@@ -446,7 +639,12 @@ static void *fake_main(void *arg)
     fake_t *f = arg;
     int fd = accept(f->lfd, NULL, NULL);
     uint8_t in[STRATA_RDZV_HDR + STRATA_RDZV_REG_MAX], out[2048];
-    ssize_t n = fd >= 0 ? read(fd, in, sizeof in) : -1;
+    uint8_t nonce[STRATA_RDZV_NONCE] = { 0 };
+    size_t cl = strata__member_challenge_encode(out, f->auth, nonce);
+    ssize_t n = fd >= 0 && write(fd, out, cl) == (ssize_t)cl
+                    ? read(fd, in, sizeof in) : -1;
+    if (f->auth && n > STRATA_RDZV_HDR + STRATA_RDZV_TAG)
+        n -= STRATA_RDZV_TAG;
     uint32_t w, r;
     char why[256];
     if (n > STRATA_RDZV_HDR)
@@ -478,10 +676,11 @@ static void *fake_main(void *arg)
     return NULL;
 }
 
-static void forged(int kind, int want, const char *what)
+static void forged_as(int kind, int auth, int want, const char *what)
 {
     int port = spawn_free_port();
-    fake_t f = { .kind = kind, .lfd = socket(AF_INET, SOCK_STREAM, 0) };
+    fake_t f = { .kind = kind, .auth = auth,
+                 .lfd = socket(AF_INET, SOCK_STREAM, 0) };
     struct sockaddr_in a = { .sin_family = AF_INET,
                              .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -491,6 +690,8 @@ static void forged(int kind, int want, const char *what)
         listen(f.lfd, 4) != 0)
         exit(2);
     task_t *r1 = task_new(2, 1, port, 0.5);
+    if (auth)
+        use_keys(r1, 2, 1, g_sk[1]);
     capture_begin();
     pthread_create(&f.th, NULL, fake_main, &f);
     task_start(r1);
@@ -501,6 +702,11 @@ static void forged(int kind, int want, const char *what)
     const char *log = capture_end();
     CHECKF(rc == want && errors(log) == 1 && has(log, what),
            "kind %d: rc %d, want %d and '%s': %s", kind, rc, want, what, log);
+}
+
+static void forged(int kind, int want, const char *what)
+{
+    forged_as(kind, STRATA_RDZV_AUTH_NONE, want, what);
 }
 
 static void test_forged(void)
@@ -516,6 +722,14 @@ static void test_forged(void)
     forged(F_SILENT, STRATA_ETIMEDOUT, "registered as 127.0.0.1:");
     forged(F_TRUNCATED, STRATA_ETIMEDOUT, "rank 0's answer stopped after its "
                                           "header");
+}
+
+static void test_forged_tag(void)
+{
+    /* a well-formed table for us, untagged: anyone could have sent it */
+    forged_as(F_NOT_US, STRATA_RDZV_AUTH_KEYS, STRATA_EPROTO,
+              "the table is not authenticated with the job's keys: not rank "
+              "0's, refused");
 }
 
 /* ---- stop, bind ------------------------------------------------------------------ */
@@ -557,6 +771,28 @@ static void test_bind(void)
     strata__cluster_free(&t->c);
     free(t);
 
+    /* its own name does not resolve (yet): again, bounded by the timeout
+     * (a pod whose DNS record comes late), then one error naming it */
+    t = calloc(1, sizeof *t);
+    char *late[] = { "RANK=0", "WORLD_SIZE=2",
+                     "MASTER_ADDR=strata-test-no-such-pod.invalid",
+                     "MASTER_PORT=29400", NULL };
+    CHECK(strata__cluster_resolve(NULL, NULL, late, &t->c) == 0);
+    t->o = (strata__rdzv_opts_t){ .timeout_s = 1.5, .hello_s = 1 };
+    capture_begin();
+    double t0 = now_s();
+    rc = strata__rendezvous(&t->c, &t->o);
+    double took = now_s() - t0;
+    log = capture_end();
+    CHECKF(rc == STRATA_ECONFIG && errors(log) == 1 && took > 1.0 &&
+           took < 5.0 && has(log, "rank 0 cannot resolve its own name "
+                                  "'strata-test-no-such-pod.invalid' yet")
+           && has(log, "cannot resolve 'strata-test-no-such-pod.invalid' "
+                       "within the rendezvous timeout"),
+           "rc %d after %.1f s: %s", rc, took, log);
+    strata__cluster_free(&t->c);
+    free(t);
+
     int port = spawn_free_port();
     int hold = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = { .sin_family = AF_INET,
@@ -585,6 +821,11 @@ int main(void)
     test_hostile();
     test_world();
     test_duplicate();
+    make_keys();
+    test_keys();
+    test_token();
+    test_mismatch();
+    test_forged_tag();
     test_timeout();
     test_no_rank0();
     test_forged();

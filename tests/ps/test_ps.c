@@ -22,11 +22,26 @@
  *                  the whole job
  *   replay         in plaintext ([security] mode = off): malformed
  *                  messages, replayed pushes (one with a step id not run
- *                  yet), and a worker's STATE_PUT/STATE_REQ sent to ps:0
- *                  with a raw zmq socket change nothing: the pushes' leases
- *                  do not match (its counters say so)
+ *                  yet), a worker's STATE_PUT/STATE_REQ, and the
+ *                  coordinator's STATE_PUT, FINISH, ABORT and a PING with
+ *                  another lease key forged in its name, sent to ps:0 with
+ *                  a raw zmq socket change nothing: the pushes' leases and
+ *                  the control messages' tags do not match (its counters
+ *                  say so)
  *   stranger       the secured job: a plaintext socket and a CURVE client
  *                  with a foreign key reach nothing (ZAP refuses the key)
+ *   stranger_kinds the secured job, and N connections of each kind of
+ *                  stranger at ps:0's port: silent, an HTTP request, a
+ *                  ZMTP greeting of another mechanism (NULL), a CURVE
+ *                  client with a key of its own: ps:0's end-of-run line
+ *                  counts N of each, by kind (1000 garbage connections
+ *                  went uncounted before)
+ *   lossy          the secured job with worker:0's link to ps:0 through a
+ *                  proxy of the test's that replays an earlier CURVE frame
+ *                  before a push, drops a push's frame and resets, and
+ *                  resets in the middle of one: each costs worker:0 a
+ *                  resend (resend_ms), not its life; every step is applied
+ *                  once
  *   ckpt_pskill    ps:1 killed (-9) after the coordinator's checkpoint of
  *                  step 300: the job fails; restarted whole, it resumes
  *                  from that checkpoint (every ps takes its shards back),
@@ -39,6 +54,9 @@
  *
  * Free ports, bounded waits, every child reaped. */
 #include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <zmq.h>
 
 #include "check.h"
@@ -532,6 +550,25 @@ static void replay(void)
     size_t len = PS_HDR_SIZE + count * sizeof(float);
     unsigned char *msg = calloc(1, len);
     zmq_send(s, "junk", 4, 0);                    /* transport drops it   */
+    /* In the coordinator's name (member 0), without its lease key: a
+     * state of 1e3 everywhere, the end of the job, an abort, a new key. */
+    ps_hdr_t cput = { .type = PS_STATE_PUT, .sender = 0, .step = 0, .req = 7,
+                      .count = (uint32_t)count };
+    for (size_t i = 0; i < count; i++)
+        memcpy(msg + PS_HDR_SIZE + 4 * i, &(float){ 1e3f }, 4);
+    ps_wire_pack(&cput, msg);
+    raw(s, 0, msg, len);
+    ps_hdr_t fin = { .type = PS_FINISH, .sender = 0, .step = -1, .req = 8 };
+    ps_wire_pack(&fin, msg);
+    raw(s, 0, msg, PS_HDR_SIZE);
+    ps_hdr_t ab = { .type = PS_ABORT, .sender = 0, .step = -1, .req = 9,
+                    .a = -1 };
+    ps_wire_pack(&ab, msg);
+    raw(s, 0, msg, PS_HDR_SIZE);
+    ps_hdr_t pk = { .type = PS_PING, .sender = 0, .step = -1, .req = 10,
+                    .a = 1, .b = 2 };
+    ps_wire_pack(&pk, msg);
+    raw(s, 0, msg, PS_HDR_SIZE);
     ps_hdr_t push = { .type = PS_PUSH, .sender = w0, .attempt = 1, .step = 0,
                       .req = 1, .a = 0, .f = 0.5, .count = (uint32_t)count };
     ps_wire_pack(&push, msg);
@@ -572,10 +609,19 @@ static void replay(void)
     printf("ps:0: applied %lld, %lld duplicates, %lld malformed\n", c.applied,
            c.dups, c.malformed);
     /* Every forged push is refused by its lease (none is a duplicate):
-     * bad magic, short count, PING, the three pushes, STATE_PUT, STATE_REQ. */
-    CHECKF(c.dups == 0 && c.malformed == 8, "ps:0 counters");
+     * bad magic, short count, PING, the three pushes, STATE_PUT, STATE_REQ;
+     * the coordinator's forged STATE_PUT, FINISH, ABORT and PING by
+     * their tags. */
+    CHECKF(c.dups == 0 && c.malformed == 12, "ps:0 counters");
     CHECKF(strstr(j.t[ps0].err, "its lease is not the coordinator's"),
            "the ps did not name the lease");
+    CHECKF(strstr(j.t[ps0].err, "dropped STATE_PUT from chief:0: its tag is "
+                                "not the coordinator's (forged)") &&
+           strstr(j.t[ps0].err, "dropped FINISH from chief:0: its tag") &&
+           strstr(j.t[ps0].err, "dropped ABORT from chief:0: its tag") &&
+           strstr(j.t[ps0].err, "dropped PING from chief:0: a lease key "
+                                "other than the coordinator's"),
+           "the ps did not name the forged control messages");
     CHECKF(strstr(j.t[ps0].err, "p2p: dropped a malformed message") != NULL,
            "the transport did not report the junk frame");
     double acc = test_accuracy(j.t[0].out);
@@ -642,6 +688,329 @@ static void stranger(void)
            "the ps did not report the stranger's key");
     double acc = test_accuracy(j.t[0].out);
     CHECKF(acc > 0.75, "accuracy %.4f: a stranger's push did harm", acc);
+    if (check_failed_ || getenv("PS_TEST_VERBOSE"))
+        dump(&j);
+    job_free(&j);
+}
+
+/* ---- strangers, by kind ------------------------------------------------ */
+
+#define KINDS_N 10
+
+static int tcp_to(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* A CURVE client with a key of its own that tries once (no reconnect). */
+static void zmq_once(void *zc, const char *ep, const char *pspub)
+{
+    void *s = zmq_socket(zc, ZMQ_DEALER);
+    int no = -1, linger = 0;
+    zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &no, sizeof no);
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    if (pspub) {
+        char pub[41], sec[41];
+        zmq_curve_keypair(pub, sec);
+        zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, pspub, 41);
+        zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 41);
+        zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 41);
+    }
+    zmq_connect(s, ep);
+    usleep(50000); /* the handshake is refused meanwhile */
+    zmq_close(s);
+}
+
+/* `len` bytes on a fresh connection, then read until the ps hangs up. */
+static void said_until_eof(int port, const void *bytes, size_t len)
+{
+    int fd = tcp_to(port);
+    if (fd < 0)
+        return;
+    if (write(fd, bytes, len) < 0)
+        perror("write");
+    struct timeval tv = { 3, 0 };
+    char junk[64];
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    while (read(fd, junk, sizeof junk) > 0) {
+    }
+    close(fd);
+}
+
+/* A ZMTP 3.0 greeting asking for the NULL mechanism (a CURVE server's
+ * peer must ask for CURVE). */
+static const unsigned char null_greeting[64] = {
+    0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3, 0, 'N', 'U', 'L', 'L' };
+
+static void stranger_kinds(void)
+{
+    /* long enough for the strangers: they come while it trains */
+    char *more[] = { "train.epochs=5", "data.limit_train=12000" };
+    job_t j;
+    job_run(&j, 2, 1, more, 2);
+    CHECK(job_await(&j, 0, 1, "Epoch 1/5", 120) == 0);
+    int ps0 = job_task(&j, "ps", 0), port = j.t[ps0].port;
+    char ep[64], pspub[41] = "", path[128];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    snprintf(path, sizeof path, "%s/ps-0.key", spawn_keys_dir_);
+    CHECK(hostile_cert_key(path, pspub) == 0);
+    void *zc = zmq_ctx_new();
+    static const char http[] = "GET / HTTP/1.0\r\n\r\n";
+    for (int i = 0; i < KINDS_N; i++) {
+        int fd = tcp_to(port); /* silent */
+        if (fd >= 0)
+            close(fd);
+        said_until_eof(port, http, sizeof http - 1); /* garbage */
+        said_until_eof(port, null_greeting, sizeof null_greeting);
+        zmq_once(zc, ep, pspub); /* a key that is not the job's */
+    }
+    zmq_ctx_term(zc);
+    job_wait_all(&j, 240);
+    all_ok(&j);
+    exactly_once(&j, 5 * 375, 1);
+    const char *line = strstr(j.t[ps0].err, "from outside the job were "
+                                            "dropped: ");
+    long long n = -1, key = -1, early = -1, garbage = -1, msgs = -1;
+    if (line) {
+        while (line > j.t[ps0].err && line[-1] != '\n')
+            line--;
+        sscanf(line, "strata: zmq: warning: %lld messages or connections "
+               "from outside the job were dropped: %lld refused by their key, "
+               "%lld closed before a handshake, %lld not ZeroMQ or of another "
+               "mechanism, %lld messages", &n, &key, &early, &garbage, &msgs);
+    }
+    printf("ps:0: %lld strangers: %lld key, %lld early, %lld garbage or "
+           "another mechanism, %lld messages\n", n, key, early, garbage, msgs);
+    /* the HTTP requests and the NULL clients are one kind (strz.h) */
+    CHECKF(key == KINDS_N && early == KINDS_N && garbage == 2 * KINDS_N &&
+           msgs == 0 && n == 4 * KINDS_N,
+           "ps:0's strangers by kind (want %d of each): %s", KINDS_N,
+           line ? line : "no line");
+    CHECKF(strstr(j.t[ps0].err, "dropped a connection from 127.0.0.1") &&
+           strstr(j.t[ps0].err, "closed before its handshake"),
+           "the ps did not warn about the strangers");
+    if (check_failed_ || getenv("PS_TEST_VERBOSE"))
+        dump(&j);
+    job_free(&j);
+}
+
+/* ---- a lossy link ------------------------------------------------------- */
+
+/* A TCP proxy in front of ps:0 for worker:0. It reads the worker's side as
+ * ZMTP 3 (a 64-byte greeting, then frames: flags, a 1- or 8-byte size, the
+ * body) and forwards whole frames; the big ones (> 64 KiB) are pushes'
+ * gradients. At big frame FAULT_AT[k] it does fault k: replays the
+ * previous big frame first (CurveZMQ refuses an old nonce and drops the
+ * link), drops the frame and resets both sides, or forwards half of it and
+ * resets. A dropped link is accepted again: zmq reconnects. */
+enum { F_REPLAY, F_DROP, F_HALF, NFAULTS };
+static const long k_fault_at[NFAULTS] = { 3, 6, 9 };
+
+typedef struct proxy {
+    int        lfd, port, target;
+    atomic_int stop;
+    int        done[NFAULTS];
+    long       big;
+    uint8_t   *prev;         /* the last big frame */
+    size_t     prev_len;
+    pthread_t  th;
+} proxy_t;
+
+static void hard_close(int fd)
+{
+    struct linger l = { 1, 0 }; /* RST, as a reset link */
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    close(fd);
+}
+
+static int send_all(int fd, const uint8_t *b, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
+        if (k <= 0)
+            return -1;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* One connection of worker:0 until either side closes or a fault. */
+static void proxy_conn(proxy_t *x, int c)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)x->target),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (s >= 0)
+            close(s);
+        close(c);
+        return;
+    }
+    size_t cap = 1 << 20, got = 0, greeting = 0;
+    uint8_t *in = malloc(cap), buf[65536];
+    int alive = in != NULL;
+    while (alive && !atomic_load(&x->stop)) {
+        struct pollfd p[2] = { { c, POLLIN, 0 }, { s, POLLIN, 0 } };
+        if (poll(p, 2, 100) <= 0)
+            continue;
+        if (p[1].revents) { /* ps -> worker: as it is */
+            ssize_t n = read(s, buf, sizeof buf);
+            alive = n > 0 && send_all(c, buf, (size_t)n) == 0;
+        }
+        if (!alive || !p[0].revents)
+            continue;
+        if (got == cap && !(in = realloc(in, cap *= 2)))
+            break;
+        ssize_t n = read(c, in + got, cap - got);
+        alive = n > 0;
+        got += n > 0 ? (size_t)n : 0;
+        if (greeting < 64) { /* forwarded as it comes: zmq negotiates */
+            size_t g = got < 64 - greeting ? got : 64 - greeting;
+            alive = alive && send_all(s, in, g) == 0;
+            memmove(in, in + g, got - g);
+            got -= g;
+            greeting += g;
+        }
+        while (alive && greeting == 64 && got >= 2) {
+            size_t hl = in[0] & 0x02 ? 9 : 2, len = 0;
+            if (got < hl)
+                break;
+            for (size_t i = 1; i < hl; i++)
+                len = len << 8 | in[i];
+            if (len > (64u << 20)) { /* not ZMTP: give up */
+                alive = 0;
+                break;
+            }
+            if (got < hl + len)
+                break;
+            size_t n_fr = hl + len;
+            int fault = -1;
+            if (len > 65536) {
+                x->big++;
+                for (int k = 0; k < NFAULTS; k++)
+                    if (x->big == k_fault_at[k] && !x->done[k])
+                        fault = k;
+            }
+            if (fault == F_REPLAY && x->prev)
+                send_all(s, x->prev, x->prev_len); /* then goes on */
+            if (fault == F_DROP || fault == F_HALF) {
+                if (fault == F_HALF)
+                    send_all(s, in, n_fr / 2);
+                x->done[fault] = 1;
+                alive = 0;
+                break;
+            }
+            if (fault == F_REPLAY)
+                x->done[fault] = x->prev != NULL;
+            if (len > 65536 && (x->prev = realloc(x->prev, n_fr))) {
+                memcpy(x->prev, in, n_fr);
+                x->prev_len = n_fr;
+            }
+            alive = send_all(s, in, n_fr) == 0;
+            memmove(in, in + n_fr, got - n_fr);
+            got -= n_fr;
+        }
+    }
+    free(in);
+    hard_close(c);
+    hard_close(s);
+}
+
+static void *proxy_main(void *arg)
+{
+    proxy_t *x = arg;
+    while (!atomic_load(&x->stop)) {
+        struct pollfd p = { x->lfd, POLLIN, 0 };
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        int c = accept(x->lfd, NULL, NULL);
+        if (c >= 0)
+            proxy_conn(x, c);
+    }
+    return NULL;
+}
+
+static int proxy_start(proxy_t *x, int target)
+{
+    memset(x, 0, sizeof *x);
+    x->target = target;
+    x->port = spawn_free_port();
+    x->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)x->port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    int one = 1;
+    setsockopt(x->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(x->lfd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        listen(x->lfd, 8) != 0)
+        return -1;
+    return pthread_create(&x->th, NULL, proxy_main, x);
+}
+
+static void proxy_stop(proxy_t *x)
+{
+    atomic_store(&x->stop, 1);
+    pthread_join(x->th, NULL);
+    close(x->lfd);
+    free(x->prev);
+}
+
+/* worker:0 reaches ps:0 at `port` (the proxy); the others as they are. */
+static void through(job_t *j, int worker, int ps, int port)
+{
+    char from[32], to[32];
+    snprintf(from, sizeof from, "\"127.0.0.1:%d\"", j->t[ps].port);
+    snprintf(to, sizeof to, "\"127.0.0.1:%d\"", port);
+    char *tf = j->t[worker].tf, *at = strstr(tf, from), out[sizeof j->t[0].tf];
+    if (!at)
+        return;
+    snprintf(out, sizeof out, "%.*s%s%s", (int)(at - tf), tf, to,
+             at + strlen(from));
+    memcpy(tf, out, sizeof out);
+}
+
+static void lossy(void)
+{
+    char *more[] = { "train.epochs=1", "data.limit_train=9600",
+                     "strategy.ps.timeout_s=10", "strategy.ps.resend_ms=300" };
+    char *sets[JOB_SETS];
+    int n;
+    sets_with(sets, &n, more, 4);
+    job_t j;
+    job_init(&j, 1, 1, sets, n); /* every push through the proxy */
+    int ps0 = job_task(&j, "ps", 0), w0 = job_task(&j, "worker", 0);
+    proxy_t x;
+    CHECK(proxy_start(&x, j.t[ps0].port) == 0);
+    through(&j, w0, ps0, x.port);
+    job_start_all(&j);
+    job_wait_all(&j, 240);
+    proxy_stop(&x);
+    all_ok(&j);
+    exactly_once(&j, 300, 1);
+    long long resent = -1;
+    const char *r = strstr(j.t[w0].err, "pushes refused as stale, ");
+    if (r)
+        resent = atoll(r + strlen("pushes refused as stale, "));
+    printf("proxy: %ld big frames, faults replay %d drop %d half %d; "
+           "worker:0 sent %lld requests again\n", x.big, x.done[F_REPLAY],
+           x.done[F_DROP], x.done[F_HALF], resent);
+    CHECKF(x.done[F_REPLAY] && x.done[F_DROP] && x.done[F_HALF],
+           "the proxy did not get to every fault (%ld big frames)", x.big);
+    CHECKF(resent >= NFAULTS && strstr(j.t[w0].err, "to PUSH ") &&
+           strstr(j.t[w0].err, ": sent again"),
+           "worker:0 sent %lld requests again", resent);
+    double acc = test_accuracy(j.t[0].out);
+    CHECKF(acc > 0.6, "accuracy %.4f", acc);
     if (check_failed_ || getenv("PS_TEST_VERBOSE"))
         dump(&j);
     job_free(&j);
@@ -826,6 +1195,10 @@ int main(int argc, char **argv)
         replay();
     else if (!strcmp(g_scenario, "stranger"))
         stranger();
+    else if (!strcmp(g_scenario, "lossy"))
+        lossy();
+    else if (!strcmp(g_scenario, "stranger_kinds"))
+        stranger_kinds();
     else if (!strcmp(g_scenario, "ckpt_pskill"))
         ckpt_pskill();
     else if (!strcmp(g_scenario, "ckpt_stop"))

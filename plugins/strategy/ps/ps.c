@@ -38,6 +38,11 @@ static const strata_option_t ps_options[] = {
       .help = "the job goes on while at least this many workers are alive; "
               "below it for timeout_s, the coordinator stops the job with an "
               "error" },
+    { .key = "resend_ms", .type = STRATA_OPT_INT, .def = "2000",
+      .offset = offsetof(ps_cfg_t, resend_ms), .min = 10, .max = 600000,
+      .help = "a worker sends a PUSH or PULL again when no answer came in "
+              "this long (one lost with its connection: a reset, a replayed "
+              "or dropped frame); the ps applies a step once" },
     { .key = NULL },
 };
 

@@ -31,6 +31,7 @@ typedef struct ps_cfg {
     double      timeout_s;
     int64_t     heartbeat_ms;
     int64_t     min_workers;
+    int64_t     resend_ms;
 } ps_cfg_t;
 
 enum ps_role { PS_ROLE_COORD = 1, PS_ROLE_WORKER, PS_ROLE_PS, PS_ROLE_IDLE };
@@ -67,6 +68,7 @@ typedef struct ps {
     uint64_t                incarnation;
     atomic_ullong           next_req;
     atomic_llong            malformed;     /* dropped by ps_net_recv       */
+    int64_t                 resent;        /* PUSH/PULL sent again         */
     /* leases (ps_lease.c): the coordinator's key, which ps tasks learn */
     unsigned char           lease_key[16];
     int                     lease_key_set;
@@ -166,5 +168,13 @@ void    ps_lease_key_in(ps_t *p, int64_t a, int64_t b);
 int64_t ps_lease(const ps_t *p, int64_t step, int32_t attempt, int member);
 /* A step id mixed over 64 bits: the digest of a set of steps is the XOR. */
 uint64_t ps_step_mix(int64_t step);
+/* The coordinator's control messages are bound to the lease key
+ * (ps_wire.h): is `type` one, and the tag of header h as sent by group
+ * member `sender` of `incarnation`. */
+int      ps_ctl_bound(int type);
+uint64_t ps_ctl_tag(const ps_t *p, const ps_hdr_t *h, int sender,
+                    uint64_t incarnation);
+/* A request id for h: its tag when bound, else a fresh id. */
+uint64_t ps_ctl_req(ps_t *p, const ps_hdr_t *h);
 
 #endif /* PS_H */

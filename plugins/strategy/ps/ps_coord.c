@@ -33,6 +33,7 @@ struct ps_coord {
     int64_t      last_worker; /* when a worker was last alive            */
     int64_t      last_enough; /* when min_workers were last alive        */
     int          finishing;
+    int32_t      restored;    /* times each ps's state was put (0, 1)   */
     int64_t      total_done;
     int64_t      rescheduled, stale;
     int32_t      batch;       /* global batch, for the figures           */
@@ -263,8 +264,9 @@ static int tick(ps_t *p)
     if (now >= co->next_ping) {
         co->next_ping = now + p->cfg.heartbeat_ms;
         for (int j = 0; j < p->nps; j++) {
-            ps_hdr_t h = { .type = PS_PING, .step = -1, .req = ps_net_req(p) };
+            ps_hdr_t h = { .type = PS_PING, .step = -1 };
             ps_lease_key_out(p, &h.a, &h.b);
+            h.req = ps_ctl_req(p, &h);
             (void)ps_net_send(p, p->ps_member[j], &h, NULL, 0, 50);
         }
         now = ps_now_ms();
@@ -369,7 +371,8 @@ static int pump(ps_t *p, int64_t until, const co_want_t *want, ps_msg_t *got)
 static int request(ps_t *p, int member, ps_hdr_t *h, const float *payload,
                    uint32_t count, int type, int64_t deadline, ps_msg_t *m)
 {
-    h->req = ps_net_req(p);
+    h->count = count; /* as ps_net_send will: the tag covers it */
+    h->req = ps_ctl_req(p, h);
     co_want_t want = { type, member, h->req };
     int rc = ps_net_send(p, member, h, payload, count, reply_ms(p));
     while (rc == STRATA_OK) {
@@ -639,7 +642,16 @@ static int finish_ps(ps_t *p)
         if (rc != STRATA_OK)
             break;
         dups += m.h.b;
-        if (m.h.a == co->total_done && (uint64_t)m.h.step != want) {
+        if (m.h.epoch != co->restored) {
+            /* the ledger counts steps; state put there from outside it
+             * (a STATE_PUT the coordinator did not send) voids the claim */
+            bad++;
+            ps_log(p, STRATA_LOG_ERROR, "exactly once cannot be claimed: "
+                   "%s's state was replaced %d time%s, the coordinator "
+                   "restored it %d: state came from outside the ledger",
+                   ps_name(p, member), m.h.epoch, m.h.epoch == 1 ? "" : "s",
+                   co->restored);
+        } else if (m.h.a == co->total_done && (uint64_t)m.h.step != want) {
             bad++;
             ps_log(p, STRATA_LOG_ERROR, "exactly once: %s applied %lld steps, "
                    "as many as were scheduled, but not the same ones (digest "
@@ -676,6 +688,7 @@ static void abort_all(ps_t *p, int code)
         if (i == p->self || (p->member_ps[i] < 0 && p->member_worker[i] < 0))
             continue;
         ps_hdr_t h = { .type = PS_ABORT, .step = -1, .a = code };
+        h.req = ps_ctl_req(p, &h);
         (void)ps_net_send(p, i, &h, NULL, 0, 100);
     }
 }
@@ -704,8 +717,10 @@ int ps_coord_drive(ps_t *p, const strata_drive_t *d)
     int64_t step0 = first_epoch * co->spe + first_batch;
     co->total_done = step0;
     int rc = hand_lease_key(p);
-    if (rc == STRATA_OK && co->rs)
-        rc = push_state(p, step0);
+    if (rc == STRATA_OK && co->rs) {
+        rc = push_state(p, step0); /* (frees co->rs) */
+        co->restored = rc == STRATA_OK; /* each ps once */
+    }
     int64_t left = d->max_steps > 0 ? d->max_steps - step0 : INT64_MAX;
     for (int e = first_epoch; rc == STRATA_OK && e < d->epochs && left > 0;
          e++) {

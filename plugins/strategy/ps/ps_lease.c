@@ -11,9 +11,14 @@
  * CURVE), and no stranger can see a lease; in plaintext ([security] mode =
  * off) both are on the wire, and the network is trusted.
  *
- * At FINISH each ps reports a digest of the step ids it applied, which the
- * coordinator compares with the steps it scheduled: exactly once means the
- * same steps, not only as many. */
+ * The coordinator's control messages (PING, FINISH, ABORT, STATE_REQ,
+ * STATE_PUT) carry as their request id a keyed hash of their header (d):
+ * one nobody holding the key sent is refused, in plaintext too.
+ *
+ * At FINISH each ps reports a digest of the step ids it applied, and how
+ * often its state was restored, which the coordinator compares with the
+ * steps it scheduled and the restores it made: exactly once means the same
+ * steps, not only as many, and no state from outside that ledger. */
 #include <sodium.h>
 #include <string.h>
 
@@ -52,6 +57,34 @@ int64_t ps_lease(const ps_t *p, int64_t step, int32_t attempt, int member)
     int64_t lease;
     memcpy(&lease, out, 8);
     return lease;
+}
+
+int ps_ctl_bound(int type)
+{
+    return type == PS_PING || type == PS_FINISH || type == PS_ABORT ||
+           type == PS_STATE_REQ || type == PS_STATE_PUT;
+}
+
+uint64_t ps_ctl_tag(const ps_t *p, const ps_hdr_t *h, int sender,
+                    uint64_t incarnation)
+{
+    unsigned char in[64], out[crypto_shorthash_BYTES];
+    int64_t v[6] = { h->type | (int64_t)sender << 8, (int64_t)incarnation,
+                     h->step, h->a, h->b, h->c };
+    uint32_t n = h->count;
+    memcpy(in, v, sizeof v);
+    memcpy(in + sizeof v, &n, 4);
+    crypto_shorthash(out, in, sizeof v + 4, p->lease_key);
+    uint64_t tag;
+    memcpy(&tag, out, 8);
+    return tag;
+}
+
+uint64_t ps_ctl_req(ps_t *p, const ps_hdr_t *h)
+{
+    return ps_ctl_bound(h->type) && p->lease_key_set
+               ? ps_ctl_tag(p, h, p->self, p->incarnation)
+               : ps_net_req(p);
 }
 
 /* splitmix64's finaliser: a step id spread over 64 bits, so that XORs of

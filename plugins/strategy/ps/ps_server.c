@@ -21,6 +21,8 @@ struct ps_server {
     int64_t        nsteps;
     int64_t        version;    /* steps applied here                       */
     int64_t        ndup, nstale, nrefused;
+    int64_t        pushed;     /* pushes applied by this process           */
+    int32_t        restores;   /* states installed by STATE_PUT            */
     uint64_t       digest;     /* XOR of ps_step_mix over applied steps   */
     int64_t        last_coord; /* when the coordinator last spoke          */
     /* checkpoints: parts of the state, slot-major, count values each     */
@@ -174,6 +176,7 @@ static int on_push(ps_t *p, const ps_msg_t *m)
         s->applied[h->step >> 3] |= bit;
         s->digest ^= ps_step_mix(h->step);
         s->version++;
+        s->pushed++;
     }
     r.a = s->version;
     (void)ps_net_send(p, m->from, &r, NULL, 0, reply_ms(p));
@@ -280,6 +283,7 @@ static void on_state_put(ps_t *p, const ps_msg_t *m)
             rc = state_slots_io(p, 1, &steps);
         if (rc == STRATA_OK) {
             restored_version(p, m->h.step);
+            s->restores++;
             ps_log(p, STRATA_LOG_INFO, "%s: state restored at step %lld",
                    ps_name(p, p->self), (long long)m->h.step);
         }
@@ -300,6 +304,36 @@ static void counters(const ps_t *p, ps_hdr_t *r)
     r->a = p->srv->version;
     r->b = p->srv->ndup;
     r->c = atomic_load(&p->malformed);
+    r->epoch = p->srv->restores;
+}
+
+/* A control message from the coordinator carries its tag (ps_wire.h): 1
+ * when it does (a PING teaches the key first), else 0 after refusing it. */
+static int bound(ps_t *p, const ps_msg_t *m)
+{
+    const ps_hdr_t *h = &m->h;
+    int learnt = 0;
+    if (h->type == PS_PING && !p->lease_key_set) {
+        ps_lease_key_in(p, h->a, h->b);
+        learnt = 1;
+    }
+    int64_t a, b;
+    ps_lease_key_out(p, &a, &b);
+    const char *why =
+        !p->lease_key_set ? "no lease key yet: the coordinator's PING comes "
+                            "first"
+        : h->type == PS_PING && (h->a != a || h->b != b)
+            ? "a lease key other than the coordinator's"
+        : h->req != ps_ctl_tag(p, h, m->from, h->incarnation)
+            ? "its tag is not the coordinator's (forged)"
+        : h->type == PS_STATE_PUT && p->srv->pushed > 0
+            ? "state replaced after training began"
+            : NULL;
+    if (why && learnt)
+        p->lease_key_set = 0; /* not the coordinator's key after all */
+    if (why)
+        refuse(p, m, why);
+    return why == NULL;
 }
 
 /* One message; 1 when the coordinator says FINISH, 2 when it says FINISH
@@ -307,6 +341,8 @@ static void counters(const ps_t *p, ps_hdr_t *r)
 static int handle(ps_t *p, const ps_msg_t *m)
 {
     int from_coord = m->from == p->coord;
+    if (ps_ctl_bound(m->h.type) && from_coord && !bound(p, m))
+        return 0; /* a forgery is no sign of the coordinator's life */
     if (from_coord)
         p->srv->last_coord = ps_now_ms();
     switch (m->h.type) {
@@ -324,8 +360,6 @@ static int handle(ps_t *p, const ps_msg_t *m)
             refuse(p, m, "not from the coordinator");
             return 0;
         }
-        if (m->h.type == PS_PING && !p->lease_key_set)
-            ps_lease_key_in(p, m->h.a, m->h.b);
         ps_hdr_t r = { .type = m->h.type == PS_PING ? PS_PONG : PS_FIN_ACK,
                        .req = m->h.req, .step = -1 };
         if (m->h.type == PS_FINISH) /* which steps, not only how many */

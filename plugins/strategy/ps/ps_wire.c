@@ -112,7 +112,7 @@ static const char *check_fields(const ps_hdr_t *h)
         break;
     case PS_PONG:
     case PS_FIN_ACK:
-        if (h->a < 0 || h->b < 0 || h->c < 0)
+        if (h->a < 0 || h->b < 0 || h->c < 0 || h->epoch < 0)
             return "negative counter";
         break;
     case PS_DONE:

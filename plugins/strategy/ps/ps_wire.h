@@ -12,14 +12,15 @@
  *
  *   off size field        meaning
  *    0   4   magic        'S' 'T' 'P' 'S'
- *    4   2   version      PS_WIRE_VERSION (3); another version is dropped
+ *    4   2   version      PS_WIRE_VERSION (4); another version is dropped
  *    6   1   type         enum ps_type
  *    7   1   status       replies: enum ps_status; requests: 0
  *    8   4   sender       group member of the sender (its cluster task index)
  *   12   4   attempt      STEP, PUSH, STEP_REQ's result: 1, 2, ... ; else 0
  *   16   8   step         job-wide step id (STEP, PUSH, PUSH_ACK, STEP_REQ's
  *                         result); -1 when none
- *   24   8   req          request id; a reply echoes its request's
+ *   24   8   req          request id; a reply echoes its request's (the
+ *                         coordinator's control messages: their tag, below)
  *   32   8   incarnation  random id of the sending process (a restarted
  *                         task has a new one)
  *   40   8   a            per type (below)
@@ -50,7 +51,9 @@
  *   PONG      11  ps -> coord         applied          duplicates malformed
  *   FINISH    12  coord -> ps         1: the job stopped on request, else 0
  *   FIN_ACK   13  ps -> coord         applied          duplicates malformed
- *                                     (`step`: digest of the applied step ids)
+ *                                     (`step`: digest of the applied step ids;
+ *                                      `epoch`: how often its state was
+ *                                      restored by STATE_PUT)
  *   ABORT     14  coord -> any        STRATA_E* code of the failure
  *   STATE_REQ 15  coord -> ps         part             nslots
  *   STATE     16  ps -> coord         part             optimizer steps
@@ -65,6 +68,14 @@
  * coordinator's keyed hash of its step, attempt and sender, as the STEP
  * that handed the step out carried it: a push replayed with another step
  * id, or one nobody was handed, is refused and counted.
+ *
+ * Control messages (ps_lease.c): PING, FINISH, ABORT, STATE_REQ and
+ * STATE_PUT from the coordinator carry as `req` a keyed hash of their
+ * header under the lease key (what a ps learns from the first PING): a ps
+ * refuses, counts and names one whose tag does not match, so that a forged
+ * FINISH, ABORT or STATE_PUT is refused in plaintext too, and a forged
+ * reply cannot guess the request it would answer. A ps takes STATE_PUT
+ * only before it applied its first push. Version 4 (3 had no tags).
  *
  * Checkpoints (STATE_*): at a step boundary the coordinator gathers the
  * training state of every ps, part by part: part 0 is the values of its
@@ -93,7 +104,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define PS_WIRE_VERSION 3
+#define PS_WIRE_VERSION 4
 #define PS_HDR_SIZE     80
 #define PS_MAX_SLOTS    4   /* optimizer slots a STATE part may name */
 

@@ -3,7 +3,13 @@
  * core run forward and backward on the batch, reduces its local replicas
  * in process and pushes the gradients: one fused message per ps, acked
  * each; it never waits for other workers. A heartbeat thread tells the
- * coordinator it is alive while it computes. */
+ * coordinator it is alive while it computes.
+ *
+ * A PUSH or PULL lost with its connection (a reset; a replayed or dropped
+ * frame, after which CurveZMQ drops the link and zmq reconnects) is sent
+ * again, the same request, every resend_ms until timeout_s: a pull is a
+ * read, and a ps applies a step once and acks a copy as a duplicate
+ * (ps-lite's resender). A STEP_REQ is not: it reports a result. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,8 +80,9 @@ void ps_worker_fini(ps_t *p)
     stop_heartbeats(k);
     if (k->steps_run > 0 || k->have_step)
         ps_log(p, STRATA_LOG_INFO, "%s ran %lld steps (%lld pushes refused "
-               "as stale)", ps_name(p, p->self), (long long)k->steps_run,
-               (long long)k->stale);
+               "as stale, %lld requests sent again)", ps_name(p, p->self),
+               (long long)k->steps_run, (long long)k->stale,
+               (long long)p->resent);
     for (int j = 0; k->stage && j < p->nps; j++)
         p->host->free(p->hc, p->cpu, k->stage[j]);
     free(k->stage);
@@ -156,24 +163,60 @@ static int missing(ps_t *p, const int *pending, const char *what)
     return STRATA_ETIMEDOUT;
 }
 
+/* The next answer by `deadline`; every resend_ms without one, what is
+ * still pending goes again (h[j], with `count` values of stage[j] when
+ * stage). STRATA_ETIMEDOUT at the deadline, naming who did not answer. */
+static int recv_resending(ps_t *p, int64_t deadline, int64_t *again,
+                          const int *pending, ps_hdr_t *h,
+                          float *const *stage, const char *what,
+                          ps_msg_t *m)
+{
+    for (;;) {
+        int64_t until = *again < deadline ? *again : deadline;
+        int rc = ps_net_recv(p, until, m);
+        if (rc != STRATA_ETIMEDOUT)
+            return rc;
+        if (ps_now_ms() >= deadline)
+            return missing(p, pending, what);
+        for (int j = 0; j < p->nps; j++) {
+            if (!pending[j])
+                continue;
+            ps_log(p, STRATA_LOG_INFO, "%s: no answer from %s (%s) to %s "
+                   "%llu in %lld ms: sent again", ps_name(p, p->self),
+                   ps_name(p, p->ps_member[j]), ps_addr(p, p->ps_member[j]),
+                   what, (unsigned long long)h[j].req,
+                   (long long)p->cfg.resend_ms);
+            p->resent++;
+            rc = ps_net_send(p, p->ps_member[j], &h[j],
+                             stage ? stage[j] : NULL,
+                             stage ? (uint32_t)p->place.ps_count[j] : 0, 0);
+            if (rc != STRATA_OK)
+                return rc;
+        }
+        *again = ps_now_ms() + p->cfg.resend_ms;
+    }
+}
+
 int ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other_fn)
 {
     int *pending = calloc((size_t)p->nps, sizeof *pending);
     uint64_t *req = calloc((size_t)p->nps, sizeof *req);
-    int rc = pending && req ? STRATA_OK : STRATA_ENOMEM, left = 0;
+    ps_hdr_t *sent = calloc((size_t)p->nps, sizeof *sent);
+    int rc = pending && req && sent ? STRATA_OK : STRATA_ENOMEM, left = 0;
     for (int j = 0; rc == STRATA_OK && j < p->nps; j++) {
         ps_hdr_t h = { .type = PS_PULL, .step = -1, .req = ps_net_req(p) };
         req[j] = h.req;
+        sent[j] = h;
         rc = ps_net_send(p, p->ps_member[j], &h, NULL, 0, 0);
         pending[j] = 1;
         left++;
     }
-    int64_t deadline = ps_now_ms() + p->timeout_ms;
+    int64_t deadline = ps_now_ms() + p->timeout_ms,
+            again = ps_now_ms() + p->cfg.resend_ms;
     while (rc == STRATA_OK && left > 0) {
         ps_msg_t m;
-        rc = ps_net_recv(p, deadline, &m);
-        if (rc == STRATA_ETIMEDOUT)
-            rc = missing(p, pending, "PULL");
+        rc = recv_resending(p, deadline, &again, pending, sent, NULL, "PULL",
+                            &m);
         if (rc != STRATA_OK)
             break;
         int j = ps_reply(p, &m, PS_PARAMS, req, pending);
@@ -196,6 +239,7 @@ int ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other_fn)
                            p->slab[0], p->model_count * sizeof(float));
     free(pending);
     free(req);
+    free(sent);
     return rc;
 }
 
@@ -304,25 +348,27 @@ int ps_worker_push(ps_t *p, const strata_op_t *op)
         return STRATA_ESTATE;
     }
     int *pending = calloc((size_t)p->nps, sizeof *pending);
-    int rc = pending ? STRATA_OK : STRATA_ENOMEM, left = 0;
+    ps_hdr_t *sent = calloc((size_t)p->nps, sizeof *sent);
+    int rc = pending && sent ? STRATA_OK : STRATA_ENOMEM, left = 0;
     for (int j = 0; rc == STRATA_OK && j < p->nps; j++) {
         rc = ps_gather(p, j, op->buf, op->device, k->stage[j]);
         ps_hdr_t h = { .type = PS_PUSH, .step = k->step, .attempt = k->attempt,
                        .req = ps_net_req(p), .a = k->version[j], .f = op->lr,
                        .c = k->lease };
         k->req[j] = h.req;
+        sent[j] = h;
         if (rc == STRATA_OK)
             rc = ps_net_send(p, p->ps_member[j], &h, k->stage[j],
                              (uint32_t)p->place.ps_count[j], 0);
         pending[j] = 1;
         left++;
     }
-    int64_t deadline = ps_now_ms() + p->timeout_ms;
+    int64_t deadline = ps_now_ms() + p->timeout_ms,
+            again = ps_now_ms() + p->cfg.resend_ms;
     while (rc == STRATA_OK && left > 0) {
         ps_msg_t m;
-        rc = ps_net_recv(p, deadline, &m);
-        if (rc == STRATA_ETIMEDOUT)
-            rc = missing(p, pending, "PUSH");
+        rc = recv_resending(p, deadline, &again, pending, sent, k->stage,
+                            "PUSH", &m);
         if (rc != STRATA_OK)
             break;
         int j = ps_reply(p, &m, PS_PUSH_ACK, k->req, pending);
@@ -344,5 +390,6 @@ int ps_worker_push(ps_t *p, const strata_op_t *op)
         left--;
     }
     free(pending);
+    free(sent);
     return rc;
 }

@@ -109,13 +109,54 @@ int strz_curve_member(const strz_ctx_t *c, zmq_msg_t *m)
     return -1;
 }
 
-void strz_stranger(strz_ctx_t *c, const char *what, const char *from,
-                   const char *why)
+void strz_stranger(strz_ctx_t *c, int kind, const char *what,
+                   const char *from, const char *why)
 {
     unsigned long long n = atomic_fetch_add(&c->strangers, 1) + 1;
+    atomic_fetch_add(&c->sk[kind], 1);
     if (n <= LOG_FIRST || n % LOG_EVERY == 0)
         strz_log(c, STRATA_LOG_WARN, "dropped %s %s: %s (%llu so far; the job "
                  "goes on)", what, from ? from : "?", why, n);
+}
+
+void strz_monitor_event(strz_ctx_t *c, int id, const char *where)
+{
+    if (id == ZMQ_EVENT_ACCEPTED)
+        atomic_fetch_add(&c->accepted, 1);
+    else if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+        atomic_fetch_add(&c->handshaken, 1);
+    else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        atomic_fetch_add(&c->auth_failed, 1); /* ZAP counted it */
+    else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        strz_stranger(c, STRZ_SK_EARLY, "a connection to", where,
+                      "closed before its handshake");
+}
+
+void strz_strangers_summary(strz_ctx_t *c)
+{
+    /* Connections that neither completed a handshake nor were refused by
+     * ZAP or closed before one: garbage (an HTTP request), another
+     * mechanism (strz.h says why they are not told apart). */
+    unsigned long long acc = atomic_load(&c->accepted),
+                       known = atomic_load(&c->handshaken) +
+                               atomic_load(&c->auth_failed) +
+                               atomic_load(&c->sk[STRZ_SK_EARLY]);
+    if (acc > known) {
+        atomic_fetch_add(&c->sk[STRZ_SK_GARBAGE], acc - known);
+        atomic_fetch_add(&c->strangers, acc - known);
+    }
+    unsigned long long n = atomic_load(&c->strangers);
+    if (n == 0)
+        return;
+    strz_log(c, STRATA_LOG_WARN, "%llu message%s or connection%s from outside "
+             "the job %s dropped: %llu refused by their key, %llu closed "
+             "before a handshake, %llu not ZeroMQ or of another mechanism, "
+             "%llu messages", n, n == 1 ? "" : "s",
+             n == 1 ? "" : "s", n == 1 ? "was" : "were",
+             (unsigned long long)atomic_load(&c->sk[STRZ_SK_KEY]),
+             (unsigned long long)atomic_load(&c->sk[STRZ_SK_EARLY]),
+             (unsigned long long)atomic_load(&c->sk[STRZ_SK_GARBAGE]),
+             (unsigned long long)atomic_load(&c->sk[STRZ_SK_MESSAGE]));
 }
 
 /* ---- the ZAP handler --------------------------------------------------- */
@@ -165,7 +206,7 @@ static void zap_answer(struct strz_zap *z)
         text = "not a CURVE client";
     }
     if (status[0] != '2')
-        strz_stranger(c, "a connection from", addr, curve ? "its CURVE key is not one of this "
+        strz_stranger(c, STRZ_SK_KEY, "a connection from", addr, curve ? "its CURVE key is not one of this "
                       "job's (refused by ZAP)" : "not a CURVE client "
                       "(refused by ZAP)");
     /* Reply: version, request id, status code, status text, user id,

@@ -128,7 +128,7 @@ int strz_zrecv(strz_ctx_t *c, strz_rmsg_t *m)
             strz_peer_address(&m->part[m->nparts > 1 ? 1 : 0], from,
                               sizeof from);
             strz_rmsg_close(m);
-            strz_stranger(c, "a message from", from,
+            strz_stranger(c, STRZ_SK_MESSAGE, "a message from", from,
                           bad ? why : "not the left neighbour");
             continue;
         }
@@ -311,38 +311,52 @@ static int right_rx(strz_ctx_t *c)
 
 /* ---- waiting --------------------------------------------------------- */
 
+static void read_monitor(strz_ctx_t *c, void *mon, int is_tx);
+
+int strz_monitor_read(void *mon, int *id, uint32_t *value, char *where,
+                      size_t wn)
+{
+    zmq_msg_t ev, ep;
+    zmq_msg_init(&ev);
+    if (zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&ev);
+        return 0;
+    }
+    uint16_t id16 = 0;
+    *value = 0;
+    if (zmq_msg_size(&ev) >= 6) {
+        memcpy(&id16, zmq_msg_data(&ev), 2);
+        memcpy(value, (char *)zmq_msg_data(&ev) + 2, 4);
+    }
+    *id = id16;
+    int more = zmq_msg_more(&ev);
+    zmq_msg_close(&ev);
+    where[0] = '\0';
+    if (more) { /* the endpoint part */
+        zmq_msg_init(&ep);
+        if (zmq_msg_recv(&ep, mon, ZMQ_DONTWAIT) >= 0)
+            snprintf(where, wn, "%.*s",
+                     (int)(zmq_msg_size(&ep) < 80 ? zmq_msg_size(&ep) : 80),
+                     (const char *)zmq_msg_data(&ep));
+        zmq_msg_close(&ep);
+    }
+    return 1;
+}
+
+void strz_monitor_drain(strz_ctx_t *c)
+{
+    if (c->mon_rx)
+        read_monitor(c, c->mon_rx, 0);
+}
+
 static void read_monitor(strz_ctx_t *c, void *mon, int is_tx)
 {
-    for (;;) {
-        zmq_msg_t ev, ep;
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            return;
-        }
-        uint16_t id = 0;
-        uint32_t value = 0;
-        if (zmq_msg_size(&ev) >= 6) {
-            memcpy(&id, zmq_msg_data(&ev), 2);
-            memcpy(&value, (char *)zmq_msg_data(&ev) + 2, 4);
-        }
-        int more = zmq_msg_more(&ev);
-        zmq_msg_close(&ev);
-        char where[96] = "";
-        if (more) { /* the endpoint part */
-            zmq_msg_init(&ep);
-            if (zmq_msg_recv(&ep, mon, ZMQ_DONTWAIT) >= 0)
-                snprintf(where, sizeof where, "%.*s",
-                         (int)(zmq_msg_size(&ep) < 80 ? zmq_msg_size(&ep) : 80),
-                         (const char *)zmq_msg_data(&ep));
-            zmq_msg_close(&ep);
-        }
-        if (!is_tx && (id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
-                       id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL))
-            strz_stranger(c, "a connection to", where, c->secure
-                          ? "its handshake failed (not a CURVE client of "
-                            "this job, or not ZeroMQ at all)"
-                          : "its handshake failed (not ZeroMQ)");
+    int id;
+    uint32_t value;
+    char where[96];
+    while (strz_monitor_read(mon, &id, &value, where, sizeof where)) {
+        if (!is_tx)
+            strz_monitor_event(c, id, where);
         if (id != ZMQ_EVENT_DISCONNECTED)
             continue;
         if (is_tx && c->right_up && !c->right_gone_at)

@@ -120,7 +120,7 @@ static int hello_rx(strz_ctx_t *c)
                  "authenticated as another member", (int)h.sender);
     if (w[0] && !ours) {
         strz_close_parts(part, np);
-        strz_stranger(c, "a message from", from, w);
+        strz_stranger(c, STRZ_SK_MESSAGE, "a message from", from, w);
         return 0;
     }
     size_t idlen = zmq_msg_size(&part[0]);
@@ -254,8 +254,7 @@ static int monitor(strz_ctx_t *c, void *s, const char *which, void **mon)
      * (those refused by ZAP are counted by the handler itself). */
     int events = ZMQ_EVENT_DISCONNECTED;
     if (s == c->rx)
-        events |= ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
-                  | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL;
+        events |= STRZ_MONITOR_EVENTS;
     if (zmq_socket_monitor(s, ep, events) != 0
         || (*mon = zmq_socket(c->zctx, ZMQ_PAIR)) == NULL
         || opt_int(c, *mon, ZMQ_LINGER, 0, "LINGER") != 0

@@ -28,6 +28,7 @@ struct strz_p2p {
     void           *zctx;
     struct strz_zap *zap;  /* who may connect, in a secured group */
     void           *rx;    /* ROUTER bound on our address */
+    void           *mon;   /* PAIR: rx's monitor events (strangers) */
     char           *self_ep;
     pthread_mutex_t rx_lock;
     p2p_peer_t     *peer;  /* c->n entries */
@@ -38,6 +39,8 @@ struct strz_p2p {
     uint64_t        nonce;
     int64_t         maxmsg;
 };
+
+static void p2p_monitor(strz_p2p_t *p);
 
 int strz_p2p_group(const strata_group_t *g)
 {
@@ -169,6 +172,21 @@ int strz_p2p_open(strz_ctx_t *c, strz_p2p_t **out)
         rc = strz_curve_server(c, p->rx);
     if (rc == 0)
         rc = bind_rx(p);
+    if (rc == 0 && c->ep[c->rank] && strncmp(p->self_ep, "inproc:", 7)) {
+        /* Strangers at our port are counted by kind (strz.h). */
+        char mep[64];
+        int hwm = 0; /* every event kept until read */
+        snprintf(mep, sizeof mep, "inproc://strz-p2p-mon-%p", (void *)p);
+        if (zmq_socket_monitor(p->rx, mep, STRZ_MONITOR_EVENTS) != 0
+            || (p->mon = zmq_socket(p->zctx, ZMQ_PAIR)) == NULL
+            || sockopt(p, p->mon, ZMQ_LINGER, 0, "LINGER")
+            || zmq_setsockopt(p->mon, ZMQ_RCVHWM, &hwm, sizeof hwm)
+            || zmq_connect(p->mon, mep) != 0) {
+            strz_log(c, STRATA_LOG_ERROR, "p2p: socket monitor: %s",
+                     zmq_strerror(zmq_errno()));
+            rc = STRATA_EINTERNAL;
+        }
+    }
     if (rc != 0) {
         strz_p2p_close(p);
         return rc;
@@ -186,6 +204,13 @@ void strz_p2p_close(strz_p2p_t *p)
             zmq_close(p->peer[i].tx);
         pthread_mutex_destroy(&p->peer[i].lock);
     }
+    pthread_mutex_lock(&p->rx_lock);
+    p2p_monitor(p); /* the last events, for the summary */
+    pthread_mutex_unlock(&p->rx_lock);
+    if (p->rx)
+        (void)zmq_socket_monitor(p->rx, NULL, 0);
+    if (p->mon)
+        zmq_close(p->mon);
     if (p->rx)
         zmq_close(p->rx);
     strz_zap_stop(p->zap);
@@ -222,8 +247,21 @@ static int deadline_of(const strz_p2p_t *p, int timeout_ms)
     return timeout_ms > 0 ? timeout_ms : (int)p->c->timeout_ms;
 }
 
-/* Wait for `events` on socket s (or the wake pipe) until `until`.
- * Returns 0 (look again), STRATA_ETIMEDOUT or STRATA_ECANCELED. */
+/* rx's monitor: connections that are not the job's (strz.h), counted.
+ * With rx_lock held (a PAIR is one thread's at a time). */
+static void p2p_monitor(strz_p2p_t *p)
+{
+    int id;
+    uint32_t value;
+    char where[96];
+    while (p->mon && strz_monitor_read(p->mon, &id, &value, where,
+                                       sizeof where))
+        strz_monitor_event(p->c, id, where);
+}
+
+/* Wait for `events` on socket s (or the wake pipe; rx's monitor too when s
+ * is rx, whose lock is held) until `until`. Returns 0 (look again),
+ * STRATA_ETIMEDOUT or STRATA_ECANCELED. */
 static int wait_sock(strz_p2p_t *p, void *s, short events, int64_t until)
 {
     if (atomic_load(&p->canceled))
@@ -231,12 +269,16 @@ static int wait_sock(strz_p2p_t *p, void *s, short events, int64_t until)
     int64_t left = until - strz_now_ms();
     if (left <= 0)
         return STRATA_ETIMEDOUT;
-    zmq_pollitem_t it[2] = {
+    int mon = s == p->rx && p->mon;
+    zmq_pollitem_t it[3] = {
         { .socket = s, .events = events },
         { .fd = p->wake[0], .events = ZMQ_POLLIN },
+        { .socket = mon ? p->mon : NULL, .events = ZMQ_POLLIN },
     };
-    if (zmq_poll(it, 2, (long)left) < 0 && zmq_errno() != EINTR)
+    if (zmq_poll(it, mon ? 3 : 2, (long)left) < 0 && zmq_errno() != EINTR)
         return STRATA_EIO;
+    if (mon && (it[2].revents & ZMQ_POLLIN))
+        p2p_monitor(p);
     return atomic_load(&p->canceled) ? STRATA_ECANCELED : 0;
 }
 
@@ -422,6 +464,7 @@ int strz_p2p_recv(strz_p2p_t *p, int *peer, void *buf, size_t cap,
         }
         rc = read_message(p->rx, part, &np, &extra);
         if (rc == STRATA_EAGAIN) {
+            p2p_monitor(p);
             if ((rc = wait_sock(p, p->rx, ZMQ_POLLIN, until)) == 0)
                 rc = STRATA_EAGAIN;
             continue;

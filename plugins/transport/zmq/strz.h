@@ -67,6 +67,13 @@ enum { STRZ_COMP_NONE = 0, STRZ_COMP_FP16 = 1, STRZ_COMP_BF16 = 2 };
 /* A connection must finish its ZMTP (and CURVE) handshake this fast. */
 #define STRZ_HANDSHAKE_MS 5000
 
+/* Kinds of strangers (strz_stranger), counted apart. */
+enum { STRZ_SK_KEY,      /* refused by ZAP: not a job's CURVE key       */
+       STRZ_SK_EARLY,    /* closed before its handshake                 */
+       STRZ_SK_GARBAGE,  /* not ZeroMQ, or another security mechanism   */
+       STRZ_SK_MESSAGE,  /* a message from outside the group, malformed */
+       STRZ_SK_N };
+
 typedef struct strz_ctx {
     const strata_host_v2_t *host;
     strata_hctx_t          *hc;    /* first argument of every host call */
@@ -125,6 +132,9 @@ typedef struct strz_ctx {
     char     sec[41];      /* this member's secret key, Z85                 */
     struct strz_zap *zap;  /* the ring's ZAP handler                        */
     atomic_ullong strangers; /* messages and connections dropped            */
+    atomic_ullong sk[STRZ_SK_N]; /* the same, per kind (STRZ_SK_*)          */
+    /* what the listening sockets' monitors saw (strz_monitor_event) */
+    atomic_ullong accepted, handshaken, auth_failed;
 } strz_ctx_t;
 
 #define strz_log(c, lvl, ...)                                                \
@@ -322,10 +332,31 @@ int  strz_curve_member(const strz_ctx_t *c, zmq_msg_t *m);
  * plaintext group); stopped before zmq_ctx_term. */
 int  strz_zap_start(strz_ctx_t *c, void *zctx, struct strz_zap **out);
 void strz_zap_stop(struct strz_zap *z);
-/* A message or connection that is not the job's: counted, logged
- * (rate-limited) as "dropped WHAT FROM: WHY"; never fatal. */
-void strz_stranger(strz_ctx_t *c, const char *what, const char *from,
-                   const char *why);
+/* A message or connection that is not the job's, of kind STRZ_SK_*:
+ * counted, logged (rate-limited) as "dropped WHAT FROM: WHY"; never
+ * fatal. */
+void strz_stranger(strz_ctx_t *c, int kind, const char *what,
+                   const char *from, const char *why);
+/* The monitor events of a listening socket (ZMQ_EVENT_*) that tell
+ * strangers: a connection closed before its handshake is one; accepted,
+ * handshaken and ZAP-refused ones are counted, so that
+ * strz_strangers_summary counts the rest: garbage (zmq reports no
+ * handshake failure for an HTTP request) and another mechanism. Not
+ * HANDSHAKE_FAILED_PROTOCOL: with it, libzmq 4.3.4 aborts ("!_io_error",
+ * stream_engine_base.cpp:331) when an established CURVE link fails to
+ * decrypt a replayed frame (tests/ps/test_ps.c lossy). */
+#define STRZ_MONITOR_EVENTS (ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED \
+    | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+void strz_monitor_event(strz_ctx_t *c, int id, const char *where);
+/* One event of monitor PAIR `mon`, not waiting (io.c): 1 with its id,
+ * value and endpoint, 0 when none is pending. */
+int  strz_monitor_read(void *mon, int *id, uint32_t *value, char *where,
+                       size_t wn);
+/* What rx's monitor holds still (before the summary). */
+void strz_monitor_drain(strz_ctx_t *c);
+/* The end-of-run line: how many of each kind were dropped (nothing when
+ * none). */
+void strz_strangers_summary(strz_ctx_t *c);
 
 /* ---- sum.c ----------------------------------------------------------- */
 

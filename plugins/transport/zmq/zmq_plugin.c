@@ -78,14 +78,10 @@ static void zmqt_fini(void *pctx)
     strz_ctx_t *c = pctx;
     if (c == NULL)
         return;
+    strz_monitor_drain(c);
     strz_p2p_close(P2P_OF(c));
     strz_link_close(c);
-    unsigned long long strangers = atomic_load(&c->strangers);
-    if (strangers > 0)
-        strz_log(c, STRATA_LOG_WARN, "%llu message%s or connection%s from "
-                 "outside the job %s dropped", strangers,
-                 strangers == 1 ? "" : "s", strangers == 1 ? "" : "s",
-                 strangers == 1 ? "was" : "were");
+    strz_strangers_summary(c);
     strz_curve_forget(c);
     if (c->stage)
         c->host->free(c->hc, STRATA_DEVICE(STRATA_DEV_CPU, 0), c->stage);
@@ -235,6 +231,11 @@ static int zmqt_init(const strata_host_v2_t *host, strata_hctx_t *hc,
     if (c->timeout_ms < 1)
         c->timeout_ms = 1;
     atomic_init(&c->strangers, 0);
+    for (int k = 0; k < STRZ_SK_N; k++)
+        atomic_init(&c->sk[k], 0);
+    atomic_init(&c->accepted, 0);
+    atomic_init(&c->handshaken, 0);
+    atomic_init(&c->auth_failed, 0);
     if ((rc = take_group(c, g)) != 0 || (rc = strz_curve_take(c, g)) != 0)
         goto fail;
     if (strz_p2p_group(g)) {
