@@ -130,6 +130,11 @@ void strz_monitor_event(strz_ctx_t *c, int id, const char *where)
     else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
         strz_stranger(c, STRZ_SK_EARLY, "a connection to", where,
                       "closed before its handshake");
+    else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) /* the ring's only */
+        strz_stranger(c, STRZ_SK_GARBAGE, "a connection to", where, c->secure
+                      ? "its handshake failed (not a CURVE client of this "
+                        "job, or not ZeroMQ at all)"
+                      : "its handshake failed (not ZeroMQ)");
 }
 
 void strz_strangers_summary(strz_ctx_t *c)
@@ -140,7 +145,8 @@ void strz_strangers_summary(strz_ctx_t *c)
     unsigned long long acc = atomic_load(&c->accepted),
                        known = atomic_load(&c->handshaken) +
                                atomic_load(&c->auth_failed) +
-                               atomic_load(&c->sk[STRZ_SK_EARLY]);
+                               atomic_load(&c->sk[STRZ_SK_EARLY]) +
+                               atomic_load(&c->sk[STRZ_SK_GARBAGE]);
     if (acc > known) {
         atomic_fetch_add(&c->sk[STRZ_SK_GARBAGE], acc - known);
         atomic_fetch_add(&c->strangers, acc - known);

@@ -251,10 +251,13 @@ static int monitor(strz_ctx_t *c, void *s, const char *which, void **mon)
     char ep[96];
     snprintf(ep, sizeof ep, "inproc://strz-%p-%s", (void *)c, which);
     /* rx also reports connections that fail their handshake: strangers
-     * (those refused by ZAP are counted by the handler itself). */
+     * (those refused by ZAP are counted by the handler itself), each named
+     * as it comes -- HANDSHAKE_FAILED_PROTOCOL too on the ring, where it
+     * names a task started with another job's keys (strz.h says why ps's
+     * point-to-point port does without it). */
     int events = ZMQ_EVENT_DISCONNECTED;
     if (s == c->rx)
-        events |= STRZ_MONITOR_EVENTS;
+        events |= STRZ_MONITOR_EVENTS | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL;
     if (zmq_socket_monitor(s, ep, events) != 0
         || (*mon = zmq_socket(c->zctx, ZMQ_PAIR)) == NULL
         || opt_int(c, *mon, ZMQ_LINGER, 0, "LINGER") != 0

@@ -342,9 +342,11 @@ void strz_stranger(strz_ctx_t *c, int kind, const char *what,
  * handshaken and ZAP-refused ones are counted, so that
  * strz_strangers_summary counts the rest: garbage (zmq reports no
  * handshake failure for an HTTP request) and another mechanism. Not
- * HANDSHAKE_FAILED_PROTOCOL: with it, libzmq 4.3.4 aborts ("!_io_error",
- * stream_engine_base.cpp:331) when an established CURVE link fails to
- * decrypt a replayed frame (tests/ps/test_ps.c lossy). */
+ * HANDSHAKE_FAILED_PROTOCOL on ps's point-to-point port: with it, libzmq
+ * 4.3.4 aborts ("!_io_error", stream_engine_base.cpp:331) when an
+ * established CURVE link fails to decrypt a replayed frame
+ * (tests/ps/test_ps.c lossy); the ring's port (link.c) asks for it, as it
+ * names a task started with another job's keys at once. */
 #define STRZ_MONITOR_EVENTS (ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED \
     | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
 void strz_monitor_event(strz_ctx_t *c, int id, const char *where);
