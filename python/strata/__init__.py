@@ -12,9 +12,11 @@ the job's secured collectives. See docs/python.md.
 from . import callbacks, collectives, errors
 from .callbacks import Callback, History, LambdaCallback, ProgressBar
 from .checkpoint import load as load_checkpoint
+from .checkpoint import save as save_checkpoint
 from .errors import StrataError
 from .job import Job, version
 
 __version__ = "0.1.0"
 __all__ = ["Job", "version", "callbacks", "collectives", "errors", "Callback", "History",
-           "LambdaCallback", "ProgressBar", "StrataError", "load_checkpoint"]
+           "LambdaCallback", "ProgressBar", "StrataError", "load_checkpoint",
+           "save_checkpoint"]

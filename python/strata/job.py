@@ -473,6 +473,22 @@ class Job:
         from .checkpoint import load
         return load(self._ckpt(checkpoint).decode())
 
+    def set_weights(self, weights: Dict[str, np.ndarray]) -> str:
+        """Keras's set_weights: the variables (name -> array, as
+        get_weights gives them) that evaluate and predict score next and
+        the next fit starts from ([model] init_from; its optimizer state
+        starts afresh). Written as a checkpoint in the job's directory
+        (strata.save_checkpoint); returns its path."""
+        from .checkpoint import save
+        self._alive()
+        self._weights = getattr(self, "_weights", 0) + 1
+        path = os.path.join(self._workdir(),
+                            "weights-%d.safetensors" % self._weights)
+        save(path, weights)
+        self.set("model.init_from=" + path)
+        self.checkpoint = path
+        return path
+
 
 def version() -> str:
     """libstrata's version."""
