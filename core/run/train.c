@@ -28,12 +28,11 @@ static int is_auc(const strata__run_t *run)
     return run->model.loss.metric == KOPS_METRIC_AUC;
 }
 
-/* sum += part; the AUC of part (nothing when not summing) */
-static double hist_add(double *sum, const double *part)
+/* sum += part (the AUC's bins) */
+static void hist_add(double *sum, const double *part)
 {
     for (int i = 0; i < 2 * KOPS_AUC_BINS; i++)
         sum[i] += part[i];
-    return kc_auc(part);
 }
 
 /* The bins summed over the job's workers (as float32, as world_sum: the
@@ -172,6 +171,8 @@ static void step_applied(strata__replica_t *rep, strata__step_rec_t *w,
     rep->nrec++;
     rep->loss_sum += w->loss;
     rep->metric += w->metric;
+    if (is_auc(run)) /* the bins of the step, still in the work's sums */
+        hist_add(rep->hist, rep->work.acc.hist);
     rep->samples += w->samples;
     rep->done = w->step + 1;
     if (!isfinite(w->loss) && !rep->nonfinite)
@@ -231,7 +232,7 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
         rc = strata__model_step(&run->model, rep->r, &rep->work, (int)sl.rows,
                                 rep->grads, sl.scale, &w->loss, &w->metric);
     if (rc == STRATA_OK && is_auc(run)) /* the step's own AUC, as a sum */
-        w->metric = hist_add(rep->hist, rep->work.acc.hist) * (double)sl.rows;
+        w->metric = kc_auc(rep->work.acc.hist) * (double)sl.rows;
     rep->work.on_ready = NULL;
     rep->work.ready_arg = NULL;
     w->fwd = rep->work.t_forward;
