@@ -53,6 +53,8 @@ typedef struct strata__xacc {
     double  metric;    /* after xent_read: summed metric (a count for the
                           accuracies; 0 for the AUC)                       */
     double  hist[2 * KOPS_AUC_BINS]; /* after xent_read: the AUC's bins    */
+    int     hist_on;   /* set after xacc_init: the bins are zeroed and read
+                          back only for a model whose metric is the AUC   */
     void   *dev;       /* GPU: the device accumulator (kg_xent_acc_t)      */
     void   *host;      /* GPU: page-locked read-back of loss and metric    */
 } strata__xacc_t;

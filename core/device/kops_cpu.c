@@ -54,7 +54,8 @@ static int cpu_xent_zero(strata__kdev_t *k, strata__xacc_t *a)
     (void)k;
     a->loss = 0.0;
     a->metric = 0.0;
-    memset(a->hist, 0, sizeof a->hist);
+    if (a->hist_on)
+        memset(a->hist, 0, sizeof a->hist);
     return STRATA_OK;
 }
 

@@ -176,6 +176,8 @@ int strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
     }
     if (ok)
         ok = o->xacc_init(w->kd, &w->acc) == STRATA_OK;
+    if (ok)
+        w->acc.hist_on = m->loss.metric == KOPS_METRIC_AUC;
     if (!ok) {
         strata__work_free(w);
         return STRATA_ENOMEM;

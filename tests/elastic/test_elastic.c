@@ -311,6 +311,26 @@ static void lr_follows(const char *path)
            "%d at other rates", path, n[0], n[1], n[2], other);
 }
 
+/* Each of the 3 workers printed "WHAT hash (rank R): H" (debug.hash_vars),
+ * all the same H: 1 and H in *out, else 0 after a line naming them. */
+static int same_hashes(const char *what, char out[17])
+{
+    char h[3][17] = { "", "", "" };
+    for (int w = 0; w < 3; w++) {
+        char key[64];
+        snprintf(key, sizeof key, "[worker:%d] %s hash (rank ", w, what);
+        const char *p = strstr(g_out, key);
+        p = p ? strstr(p, "): ") : NULL;
+        if (p)
+            snprintf(h[w], sizeof h[w], "%.16s", p + 3);
+        CHECKF(p, "worker:%d printed no %s hash", w, what);
+    }
+    int same = h[0][0] && !strcmp(h[0], h[1]) && !strcmp(h[0], h[2]);
+    CHECKF(same, "%s hashes differ: %s %s %s", what, h[0], h[1], h[2]);
+    snprintf(out, 17, "%s", h[0]);
+    return same;
+}
+
 /* share 0: keep the global batch (32); else per_worker with a global
  * batch of 3 x share. */
 static void kill_one(int share)
@@ -357,35 +377,12 @@ static void kill_one(int share)
            "the restarted worker:1 did not join the job");
     CHECKF(!strstr(g_err, "restart 1/1: the job failed"),
            "the job was restarted whole");
-    /* The survivors and the rejoined worker hold the same variables. */
-    char hash[3][17] = { "", "", "" };
-    for (int w = 0; w < 3; w++) {
-        char key[48];
-        snprintf(key, sizeof key, "[worker:%d] variables hash (rank ", w);
-        const char *p = strstr(g_out, key);
-        p = p ? strstr(p, "): ") : NULL;
-        if (p)
-            snprintf(hash[w], sizeof hash[w], "%.16s", p + 3);
-        CHECKF(p, "worker:%d printed no hash", w);
-    }
-    CHECKF(hash[0][0] && !strcmp(hash[0], hash[1]) &&
-           !strcmp(hash[0], hash[2]), "hashes differ: %s %s %s", hash[0],
-           hash[1], hash[2]);
-    /* and the same batchnorm moving statistics */
-    char shash[3][17] = { "", "", "" };
-    for (int w = 0; !share && w < 3; w++) {
-        char key[48];
-        snprintf(key, sizeof key, "[worker:%d] states hash (rank ", w);
-        const char *p = strstr(g_out, key);
-        p = p ? strstr(p, "): ") : NULL;
-        if (p)
-            snprintf(shash[w], sizeof shash[w], "%.16s", p + 3);
-        CHECKF(p, "worker:%d printed no states hash", w);
-    }
-    CHECKF(share || (shash[0][0] && !strcmp(shash[0], shash[1]) &&
-                     !strcmp(shash[0], shash[2])),
-           "moving statistics differ: %s %s %s", shash[0], shash[1],
-           shash[2]);
+    /* The survivors and the rejoined worker hold the same variables and,
+     * with batchnorm, the same moving statistics. */
+    char hash[17] = "", shash[17] = "";
+    (void)same_hashes("variables", hash);
+    if (!share)
+        (void)same_hashes("states", shash);
     exactly_once(in_dir("steps.log"), epochs, share);
     if (share) { /* the global batch followed the workers */
         char two[96], three[96];
@@ -399,7 +396,7 @@ static void kill_one(int share)
     }
     printf("kill%s: worker:1 killed at step 150, restarted, rejoined; 3 "
            "workers end with variables %s\n", share ? " (per_worker)" : "",
-           hash[0]);
+           hash);
 }
 
 static void below_min(void)

@@ -182,7 +182,9 @@ static int cu_xent_read(strata__kdev_t *k, strata__xacc_t *a)
 {
     kdev_cuda_t *c = cu(k);
     int rc = KG(c, "read the loss back",
-                kg_memcpy_d2h(a->host, a->dev, KG_XENT_ACC_RESULT_BYTES,
+                kg_memcpy_d2h(a->host, a->dev, a->hist_on
+                                  ? KG_XENT_ACC_RESULT_BYTES
+                                  : offsetof(kg_xent_acc_t, hist),
                               c->stream));
     if (rc == STRATA_OK)
         rc = KG(c, "wait for the step", kg_stream_sync(c->stream));
@@ -196,7 +198,9 @@ static int cu_xent_read(strata__kdev_t *k, strata__xacc_t *a)
                sizeof counted);
         memcpy(&summed, h + offsetof(kg_xent_acc_t, metric), sizeof summed);
         a->metric = (double)counted + summed;
-        memcpy(a->hist, h + offsetof(kg_xent_acc_t, hist), sizeof a->hist);
+        if (a->hist_on)
+            memcpy(a->hist, h + offsetof(kg_xent_acc_t, hist),
+                   sizeof a->hist);
     }
     return rc;
 }
