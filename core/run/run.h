@@ -165,6 +165,7 @@ void strata__best_free(strata__run_t *run);
 /* Sum n floats across every training process (the strategy's
  * STRATA_CTL_WORLD_SUM); a no-op for a job of one process (world.c). */
 int strata__run_world_sum(strata__run_t *run, float *buf, int n);
+int strata__run_world_sum_f64(strata__run_t *run, double *buf, int n);
 
 /* The sidecar evaluator's whole run (core/run/sidecar.c). */
 int strata__sidecar_run(strata__run_t *run);

@@ -39,13 +39,7 @@ static void hist_add(double *sum, const double *part)
  * counts are exact up to 2^24 a bin). */
 static int world_hist(strata__run_t *run, double *hist)
 {
-    float buf[2 * KOPS_AUC_BINS];
-    for (int i = 0; i < 2 * KOPS_AUC_BINS; i++)
-        buf[i] = (float)hist[i];
-    int rc = strata__run_world_sum(run, buf, 2 * KOPS_AUC_BINS);
-    for (int i = 0; i < 2 * KOPS_AUC_BINS; i++)
-        hist[i] = buf[i];
-    return rc;
+    return strata__run_world_sum_f64(run, hist, 2 * KOPS_AUC_BINS);
 }
 
 static void fail(strata__run_t *run, int rc)
@@ -359,9 +353,8 @@ static void publish_steps(strata__run_t *run, int64_t done_in_epoch)
 static int world_sum(strata__run_t *run, double *loss, double *metric,
                      int64_t *samples)
 {
-    float buf[3] = { (float)*loss, (float)*metric,
-                     samples ? (float)*samples : 0.0f };
-    int rc = strata__run_world_sum(run, buf, samples ? 3 : 2);
+    double buf[3] = { *loss, *metric, samples ? (double)*samples : 0.0 };
+    int rc = strata__run_world_sum_f64(run, buf, samples ? 3 : 2);
     *loss = buf[0];
     *metric = buf[1];
     if (samples)

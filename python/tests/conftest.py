@@ -5,6 +5,7 @@ and held in memory, and a job INI over the files. Run by CTest
 libstrata.so, STRATA_BIN its strata command."""
 
 import os
+import socket
 
 import numpy as np
 import pytest
@@ -58,3 +59,26 @@ lr = 0.01
 SMALL = {"model": {"layers": "dense 16 relu, dense 3"},
          "train": {"devices": "cpu:0", "batch_size": 32, "epochs": 2},
          "optimizer": {"lr": 0.01}}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_ports(n):
+    """P with P .. P + n - 1 free a moment ago (torchrun's agent takes P,
+    its workers P + 1 + i on one node)."""
+    for _ in range(200):
+        p, ok = free_port(), True
+        for k in range(1, n):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", p + k))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return p
+    raise RuntimeError("no %d free ports in a row" % n)

@@ -5,7 +5,6 @@ compression within 5e-2 (16-bit gradients); the collectives' script under
 torchrun. Skipped without torch."""
 
 import os
-import socket
 import subprocess
 import sys
 
@@ -14,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed")
 
-from conftest import BIN  # noqa: E402
+from conftest import BIN, free_port, free_ports  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -31,29 +30,6 @@ def reference():
 def rel_l2(a, b):
     return float(np.linalg.norm(a.astype(np.float64) - b) /
                  max(np.linalg.norm(b.astype(np.float64)), 1e-30))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def free_ports(n):
-    """P with P .. P + n - 1 free a moment ago (torchrun's agent takes P,
-    its workers P + 1 + i on one node)."""
-    for _ in range(200):
-        p, ok = free_port(), True
-        for k in range(1, n):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", p + k))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return p
-    raise RuntimeError("no %d free ports in a row" % n)
 
 
 def test_distributed_optimizer_two_processes(tmp_path):
