@@ -12,6 +12,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -285,6 +286,7 @@ def run_strata_speed(a, ctx, tag, model, batch, devices, workers=1):
     rc, rss, _ = mb.run_child(cmd, log_path)
     if rc != 0:
         mb.fail_child("strata " + tag, rc, log_path)
+    check_strata_params(log_path, tag, model)
     rows = read_speed_csv(csv_path, "strata " + tag)
     if len(rows) != epochs or rows[-1]["steps"] != per_epoch:
         raise BenchError("strata %s: %d epoch rows in %s, expected %d of %d "
@@ -293,6 +295,17 @@ def run_strata_speed(a, ctx, tag, model, batch, devices, workers=1):
     timed = rows[1:]
     secs = sum(r["seconds"] for r in timed)
     return sum(r["steps"] for r in timed) * batch / secs, (rss, None)
+
+
+def check_strata_params(log_path, tag, model):
+    """The model summary's 'total: N parameters' line, when there is one,
+    against the model's count (a wrong ini or override shows here)."""
+    with open(log_path, errors="replace") as f:
+        totals = re.findall(r"total: (\d+) parameters", f.read())
+    if totals and any(int(t) != MODELS[model][2] for t in totals):
+        raise BenchError("strata %s: the model has %s parameters, expected "
+                         "%d (%s)" % (tag, ", ".join(sorted(set(totals))),
+                                      MODELS[model][2], log_path))
 
 
 def run_anchor(a, ctx, tag, model, batch, python, script, extra):
