@@ -12,6 +12,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -21,6 +22,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
 REPO = os.path.dirname(BENCH)
+ROOT = os.path.dirname(REPO)   # the repository (REPO is contrib/)
+RESNET_INI = os.path.join(ROOT, "etc", "resnet.ini")
 TORCH_CNN = os.path.join(HERE, "torch_cnn.py")
 TF_CNN = os.path.join(HERE, "tf_cnn.py")
 SGEMM_SRC = os.path.join(HERE, "sgemm_rate.c")
@@ -41,7 +44,11 @@ BenchError = mb.BenchError
 progress = mb.progress
 ratio, fmt_ratio = mb.ratio, mb.fmt_ratio
 
-# name -> (title, layers, parameters, samples per timed run by default)
+# name -> (title, layers, parameters, samples per timed run by default).
+# The ResNet is a [graph] (etc/resnet.ini), not a layers string: its
+# "layers" are sgemm_rate's chain of its convolutions (`side`: a projection
+# shortcut, counted on the block's input), the anchors build it with
+# --model resnet8 and strata reads the ini.
 MODELS = {
     "keras": ("Keras MNIST CNN",
               "conv2d 32 3 relu, maxpool2d 2, conv2d 64 3 relu, maxpool2d 2, "
@@ -49,7 +56,16 @@ MODELS = {
     "seeds": ("seeds' CNN",
               "conv2d 32 3 relu, conv2d 64 3 relu, flatten, dense 64 relu, "
               "dense 10 softmax", 2378826, 6400),
+    "resnet": ("ResNet-8",
+               "conv2d 16 3 padding=same, "
+               "conv2d 16 3 padding=same, conv2d 16 3 padding=same, "
+               "conv2d 32 1 stride=2 side, "
+               "conv2d 32 3 stride=2 padding=same, conv2d 32 3 padding=same, "
+               "conv2d 64 1 stride=2 side, "
+               "conv2d 64 3 stride=2 padding=same, conv2d 64 3 padding=same, "
+               "global_avgpool2d, dense 10", 78090, 3840),
 }
+GRAPH_MODELS = ("resnet",)
 TRAIN_SAMPLES = 60000
 
 # Targets from the benchmark issue (global batch 64, strata 2 replicas).
@@ -58,6 +74,10 @@ T_KERAS_TF = 5.0        # Keras CNN: / TF MirroredStrategy
 T_SEEDS_TORCH = 1.5     # seeds' CNN: / best torch single process
 T_SEEDS_DDP = 3.0       # seeds' CNN: mwms 2 workers / torch DDP (gloo)
 T_ACC_PP = 0.5          # accuracy: at most 0.5 points below torch's median
+
+
+def default_samples_text():
+    return ", ".join("%d for the %s" % (m[3], m[0]) for m in MODELS.values())
 
 
 def default_tf_python():
@@ -78,15 +98,16 @@ def parse_args(argv):
                         "$BENCH_VENV/bin/python, else .venv/bin/python "
                         "beside this file: %(default)s)")
     p.add_argument("--data", default=mb.DEFAULT_DATA)
-    p.add_argument("--models", default="keras,seeds",
-                   help="models of the speed runs: keras, seeds "
+    p.add_argument("--models", default="keras,seeds,resnet",
+                   help="models of the speed runs: keras, seeds, resnet "
                         "(%(default)s)")
     p.add_argument("--batches", default="64,256",
                    help="global batches of the speed runs (%(default)s)")
     p.add_argument("--max-steps", type=int, default=0,
                    help="timed steps of every speed run (default 0: "
                         "12800 samples for the Keras CNN, 6400 for the "
-                        "seeds' CNN, at least 10 steps)")
+                        "seeds' CNN, 3840 for the ResNet-8, at least 10 "
+                        "steps)")
     p.add_argument("--warmup", type=int, default=0,
                    help="untimed steps before them for torch and TF "
                         "(default 0: a tenth of the timed steps, at least 3); "
@@ -240,14 +261,23 @@ def run_strata_speed(a, ctx, tag, model, batch, devices, workers=1):
     epochs = 1 + math.ceil(steps / per_epoch)
     csv_path = os.path.join(ctx["dir"], tag + ".csv")
     log_path = os.path.join(ctx["dir"], tag + ".log")
-    sets = ["model.layers=" + MODELS[model][1], "train.devices=" + devices,
+    ini, model_sets = ctx["ini"], ["model.layers=" + MODELS[model][1]]
+    if model in GRAPH_MODELS:
+        # etc/resnet.ini's model as shipped; the benchmark's plain training
+        # step as for the other models: no validation split (every sample
+        # of `limit` trains), no augmentation, constant Adam 1e-3
+        ini = RESNET_INI
+        model_sets = ["data.validation_split=", "data.augment_flip=false",
+                      "data.augment_crop_padding=0",
+                      "optimizer.schedule=constant"]
+    sets = model_sets + ["train.devices=" + devices,
             "train.batch_size=%d" % batch, "train.epochs=%d" % epochs,
             "train.seed=%d" % a.seed, "train.eval=false",
             "train.progress=none", "train.metrics_csv=" + csv_path,
             "data.limit_train=%d" % limit, "data.dir=" + a.data,
             "optimizer.name=adam", "optimizer.lr=0.001",
             "strategy.plugin=mirrored", "transport.plugin=local"]
-    cmd = [ctx["strata"], "train", "-c", ctx["ini"]]
+    cmd = [ctx["strata"], "train", "-c", ini]
     if workers > 1:
         sets[-2:] = ["strategy.plugin=mwms", "transport.world=zmq"]
         cmd[1:2] = ["launch", "-n", str(workers)]
@@ -256,6 +286,7 @@ def run_strata_speed(a, ctx, tag, model, batch, devices, workers=1):
     rc, rss, _ = mb.run_child(cmd, log_path)
     if rc != 0:
         mb.fail_child("strata " + tag, rc, log_path)
+    check_strata_params(log_path, tag, model)
     rows = read_speed_csv(csv_path, "strata " + tag)
     if len(rows) != epochs or rows[-1]["steps"] != per_epoch:
         raise BenchError("strata %s: %d epoch rows in %s, expected %d of %d "
@@ -266,10 +297,23 @@ def run_strata_speed(a, ctx, tag, model, batch, devices, workers=1):
     return sum(r["steps"] for r in timed) * batch / secs, (rss, None)
 
 
+def check_strata_params(log_path, tag, model):
+    """The model summary's 'total: N parameters' line, when there is one,
+    against the model's count (a wrong ini or override shows here)."""
+    with open(log_path, errors="replace") as f:
+        totals = re.findall(r"total: (\d+) parameters", f.read())
+    if totals and any(int(t) != MODELS[model][2] for t in totals):
+        raise BenchError("strata %s: the model has %s parameters, expected "
+                         "%d (%s)" % (tag, ", ".join(sorted(set(totals))),
+                                      MODELS[model][2], log_path))
+
+
 def run_anchor(a, ctx, tag, model, batch, python, script, extra):
     steps, warmup, limit = plan(a, model, batch)
     log_path = os.path.join(ctx["dir"], tag + ".log")
-    cmd = [python, script, "--layers", MODELS[model][1], "--batch",
+    what = (["--model", "resnet8"] if model in GRAPH_MODELS
+            else ["--layers", MODELS[model][1]])
+    cmd = [python, script] + what + ["--batch",
            str(batch), "--steps", str(steps), "--warmup", str(warmup),
            "--limit-train", str(limit), "--seed", str(a.seed),
            "--data", a.data] + extra
@@ -288,6 +332,10 @@ def run_anchor(a, ctx, tag, model, batch, python, script, extra):
     if rec is None:
         raise BenchError("%s: no result line in %s:\n%s"
                          % (tag, log_path, mb.tail(log_path)))
+    trained = rec.get("trainable_params", rec.get("params"))
+    if trained is not None and trained != MODELS[model][2]:
+        raise BenchError("%s: the model has %s parameters trained, expected "
+                         "%d (%s)" % (tag, trained, MODELS[model][2], log_path))
     if ddp is not None:  # the workers' peaks, not the small launcher's
         return rec["samples_per_s"], (ddp["rss_max_mib"], ddp["rss_sum_mib"])
     return rec["samples_per_s"], (rss, None)
@@ -375,8 +423,7 @@ def report_speed(a, res, bounds, targets, peak):
     print()
     print("Speed: samples/s of steady-state steps (%s), best of %d round(s)"
           % ("%d timed steps" % a.max_steps if a.max_steps else
-             "12800 samples for the Keras CNN, 6400 for the seeds' CNN",
-             a.rounds))
+             "samples: " + default_samples_text(), a.rounds))
     hdr = "%-6s %5s  %-36s %5s %10s %15s %8s %8s %9s %7s %7s" % (
         "model", "batch", "run", "cores", "samples/s", "peak RSS MiB",
         "of GEMM", "of FMA", "vs torch", "vs DDP", "vs TF")
@@ -410,7 +457,8 @@ def report_speed(a, res, bounds, targets, peak):
                          fmt_ratio(ratio(r["sps"], tf))))
             print("%-6s %5s  best torch single process: %s (%.0f samples/s)"
                   % ("", "", res[(model, batch, t_best)]["label"], best))
-            if a.skip_strata or batch != 64:
+            if a.skip_strata or batch != 64 or model not in ("keras",
+                                                             "seeds"):
                 continue
             s2 = res[(model, batch, "s2")]["sps"]
             if model == "keras":
@@ -424,7 +472,7 @@ def report_speed(a, res, bounds, targets, peak):
                                 "%.1fx TF MirroredStrategy" % T_KERAS_TF,
                                 fmt_ratio(r),
                                 None if r is None else r >= T_KERAS_TF))
-            else:
+            elif model == "seeds":
                 r = ratio(s2, best)
                 targets.append(("seeds' CNN, batch 64: strata 2 replicas >= "
                                 "%.1fx best torch single process"

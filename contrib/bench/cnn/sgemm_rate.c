@@ -7,8 +7,12 @@
  *
  * Layers use strata's [model] layers syntax (NHWC): conv2d F K [stride=S]
  * [padding=valid|same] [ACT], maxpool2d P [stride=S], flatten, dropout R,
- * dense U [ACT]. Every conv2d is counted as an im2col GEMM, every dense as a
- * plain one; per layer of a training step:
+ * global_avgpool2d, dense U [ACT]. Every conv2d is counted as an im2col
+ * GEMM, every dense as a plain one. A graph that is not a chain (a ResNet's
+ * projection shortcut) is written as its chain plus `side` convolutions:
+ * `conv2d F K ... side` is counted on the current input and leaves the
+ * chain's shape as it was (write it before the chain's layers that read the
+ * same input). Per layer of a training step:
  *
  *   conv2d  forward  Y[M,F]    = col[M,K] . W[K,F]     M = N*oh*ow, K = k*k*c
  *           backward dW[K,F]   = col^T . dY
@@ -106,13 +110,17 @@ static void parse(const char *layers, long h, long w, long c)
             if (nw < 3 || flat)
                 die("bad conv2d layer (conv2d F K after an image)", word[0]);
             long f = atol(word[1]), k = atol(word[2]), s = 1;
-            int same = 0;
+            int same = 0, side = 0;
             for (int i = 3; i < nw; i++) {
                 if (!strncmp(word[i], "stride=", 7))
                     s = atol(word[i] + 7);
                 else if (!strcmp(word[i], "padding=same"))
                     same = 1;
+                else if (!strcmp(word[i], "side"))
+                    side = 1;
             }
+            if (side && first)
+                die("a side conv2d cannot be the first layer", name);
             if (f < 1 || k < 1 || s < 1)
                 die("bad conv2d numbers", word[1]);
             long oh = same ? (h + s - 1) / s : (h - k) / s + 1;
@@ -124,6 +132,8 @@ static void parse(const char *layers, long h, long w, long c)
             add(name, "bwd dW=col^T.dY", 1, 0, kk, f, m); /* m: K side */
             if (!first)
                 add(name, "bwd dcol=dY.W^T", 0, 1, m, kk, f);
+            if (side)
+                continue;
             h = oh;
             w = ow;
             c = f;
@@ -141,6 +151,10 @@ static void parse(const char *layers, long h, long w, long c)
             w = (w - p) / s + 1;
         } else if (!strcmp(word[0], "flatten")) {
             flat = h * w * c;
+        } else if (!strcmp(word[0], "global_avgpool2d")) {
+            if (flat)
+                die("global_avgpool2d after a flat layer", name);
+            flat = c;
         } else if (!strcmp(word[0], "dropout")) {
             /* no GEMM */
         } else if (!strcmp(word[0], "dense")) {

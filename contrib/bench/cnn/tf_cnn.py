@@ -20,6 +20,14 @@ step function. Prints one JSON line {"samples_per_s", "seconds", ...}.
 With --steps 0: --epochs whole epochs and the test accuracy (not used by
 the benchmark, for checking the model).
 
+--model resnet8 instead of --layers: the ResNet-8 of etc/resnet.ini, the
+Keras functional definition in that file's header (Conv2D padding "same",
+BatchNormalization(momentum=0.9) with Keras's epsilon 1e-3 after every
+convolution, 1x1 stride-2 projection shortcuts, GlobalAveragePooling2D,
+Dense(10) logits with from_logits cross-entropy), its BatchNormalization
+synchronized=True under MirroredStrategy (as strata's sync=true: the
+statistics of the global batch; --bn-local for per-replica ones).
+
 Runs under the venv that contrib/bench/cnn/run.sh makes (tensorflow-cpu
 from PyPI); TensorFlow's own thread pools keep their defaults (one
 intra-op pool shared by the logical devices, sized to the cores) unless
@@ -43,6 +51,13 @@ KERAS_CNN = ("conv2d 32 3 relu, maxpool2d 2, conv2d 64 3 relu, maxpool2d 2, "
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--layers", default=KERAS_CNN)
+    p.add_argument("--model", choices=("layers", "resnet8"),
+                   default="layers",
+                   help="layers: the --layers string; resnet8: etc/resnet.ini"
+                        "'s ResNet-8 (the file's Keras definition)")
+    p.add_argument("--bn-local", action="store_true",
+                   help="resnet8: BatchNormalization per replica (default: "
+                        "synchronized=True, as strata's sync=true)")
     p.add_argument("--batch", type=int, default=64, help="global batch")
     p.add_argument("--steps", type=int, default=50,
                    help="timed batches (0: --epochs whole epochs)")
@@ -110,6 +125,30 @@ def keras_layers(keras, spec):
     return out
 
 
+def resnet8(keras, sync=True):
+    """etc/resnet.ini's header, line for line (78 090 trainable)."""
+    L = keras.layers
+
+    def bn():
+        return L.BatchNormalization(momentum=0.9, synchronized=sync)
+
+    def block(x, f, stride):
+        y = L.Conv2D(f, 3, strides=stride, padding="same")(x)
+        y = L.ReLU()(bn()(y))
+        y = L.Conv2D(f, 3, padding="same")(y)
+        y = bn()(y)
+        if stride != 1:
+            x = L.Conv2D(f, 1, strides=stride)(x)
+            x = bn()(x)
+        return L.ReLU()(L.Add()([y, x]))
+    x = inputs = keras.Input((28, 28, 1))
+    x = L.Conv2D(16, 3, padding="same")(x)
+    x = L.ReLU()(bn()(x))
+    x = block(block(block(x, 16, 1), 32, 2), 64, 2)
+    outputs = L.Dense(10)(L.GlobalAveragePooling2D()(x))
+    return keras.Model(inputs, outputs)
+
+
 def main(argv):
     a = parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
@@ -138,16 +177,24 @@ def main(argv):
           .repeat().batch(a.batch, drop_remainder=True)
           .prefetch(tf.data.AUTOTUNE))
     with strategy.scope():
-        model = keras.Sequential(keras_layers(keras, a.layers))
+        if a.model == "resnet8":
+            model = resnet8(keras, sync=not a.bn_local)
+            loss = keras.losses.SparseCategoricalCrossentropy(
+                from_logits=True)
+        else:
+            model = keras.Sequential(keras_layers(keras, a.layers))
+            loss = "sparse_categorical_crossentropy"
         model.compile(optimizer=keras.optimizers.Adam(learning_rate=a.lr,
                                                       epsilon=1e-7),
-                      loss="sparse_categorical_crossentropy",
-                      metrics=["accuracy"])
+                      loss=loss, metrics=["accuracy"])
 
     common = {"replicas": strategy.num_replicas_in_sync, "devices": devices,
               "batch": a.batch, "seed": a.seed, "tensorflow": tf.__version__,
               "keras": keras.__version__ if hasattr(keras, "__version__")
-              else None, "params": model.count_params()}
+              else None, "params": model.count_params(),
+              "trainable_params": int(sum(
+                  np.prod(v.shape) for v in model.trainable_weights)),
+              "model": a.model}
     if a.steps > 0:
         marks = {}
         warm, last = a.warmup - 1, a.warmup + a.steps - 1

@@ -19,6 +19,13 @@ Two ways to run:
             strata's metrics-CSV fields (epoch, steps, loss, accuracy,
             val_loss, val_accuracy, seconds, samples_per_s).
 
+--model resnet8 instead of --layers: the ResNet-8 of etc/resnet.ini, built
+by contrib/bench/accuracy/torch_resnet.py (the accuracy anchor; one
+definition for both): BatchNorm after every convolution, momentum 0.1
+(Keras's 0.9), epsilon 1e-3. Under DDP its BatchNorm normalises with each
+process's half of the batch: torch 1.13's SyncBatchNorm refuses CPU tensors
+(strata's, and TF's synchronized=True, use the global batch).
+
 Thread settings (as torch_mlp.py): --mode single --threads N [--blas-threads
 M]; --mode ddp --procs 2: DistributedDataParallel with gloo on 127.0.0.1,
 each process 1 thread and 1/procs of the global batch, every process
@@ -35,6 +42,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 import torch_mlp  # noqa: E402  (contrib/bench/torch_mlp.py: stdlib only)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "accuracy"))
+import torch_resnet  # noqa: E402  (the ResNet-8 anchor; torch imported late)
 
 DEFAULT_DATA = torch_mlp.DEFAULT_DATA
 KERAS_CNN = ("conv2d 32 3 relu, maxpool2d 2, conv2d 64 3 relu, maxpool2d 2, "
@@ -46,6 +55,10 @@ def parse_args(argv):
     p.add_argument("--layers", default=KERAS_CNN,
                    help="strata [model] layers string (default: the Keras "
                         "MNIST CNN)")
+    p.add_argument("--model", choices=("layers", "resnet8"),
+                   default="layers",
+                   help="layers: the --layers string; resnet8: etc/resnet.ini"
+                        "'s ResNet-8 (torch_resnet.py)")
     p.add_argument("--batch", type=int, default=32, help="global batch")
     p.add_argument("--steps", type=int, default=0,
                    help="speed mode: time this many steps (0: accuracy mode, "
@@ -84,7 +97,8 @@ def parse_args(argv):
         p.error("--batch %d is not divisible by --procs %d"
                 % (a.batch, a.procs))
     try:
-        parse_layers(a.layers)  # fail early on a bad string
+        if a.model == "layers":
+            parse_layers(a.layers)  # fail early on a bad string
     except ValueError as e:
         p.error("--layers: %s" % e)
     return a
@@ -237,7 +251,12 @@ def train(a, rank, world):
         raise ValueError("batch %d > %d training samples" % (a.batch, n))
     local = a.batch // world
 
-    model = build_model(torch, a.layers, a.seed).to(memory_format=fmt)
+    if a.model == "resnet8":
+        model = torch_resnet.build_resnet8(torch, a.seed)
+        torch_resnet.check_params(model)
+    else:
+        model = build_model(torch, a.layers, a.seed)
+    model = model.to(memory_format=fmt)
     net = model
     if dist is not None:
         net = torch.nn.parallel.DistributedDataParallel(model)
@@ -247,7 +266,9 @@ def train(a, rank, world):
               "threads": a.threads if world == 1 else 1,
               "blas_threads": a.blas_threads if world == 1 else 1,
               "interop": a.interop, "memory_format": a.memory_format,
-              "batch": a.batch, "seed": a.seed, "torch": torch.__version__}
+              "batch": a.batch, "seed": a.seed, "torch": torch.__version__,
+              "model": a.model, "params": sum(p.numel()
+                                              for p in model.parameters())}
 
     def step(idx):
         xb = xtr[idx].contiguous(memory_format=fmt)
