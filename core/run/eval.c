@@ -78,9 +78,12 @@ int strata__scorer_open_set(strata_ctx_t *ctx, const char *who,
         int width = s->test.target_dim ? (int)s->test.target_dim
                     : ctx->s.model.loss != STRATA__LOSS_SPARSE ? 0
                     : s->test.nclasses ? s->test.nclasses : 2;
-        rc = strata__model_build_cfg(ctx->cfg, &ctx->s.model, &in, width,
-                                     s->model);
+        rc = strata__model_build_cfg(ctx->cfg, &ctx->s.model, &in,
+                                     (int)s->test.ids_k, width, s->model);
     }
+    if (rc == STRATA_OK)
+        rc = strata__model_check_ids(s->model, &s->test, name,
+                                     "test_ids or validation_ids");
     if (rc == STRATA_OK) {
         s->flat = malloc(s->model->count * sizeof *s->flat + 1);
         rc = s->flat ? STRATA_OK : STRATA_ENOMEM;
@@ -136,10 +139,11 @@ int strata__scorer_run(strata__scorer_t *s, const strata__ckpt_t *ck,
     size_t step = (size_t)s->work.rows;
     for (size_t i = 0; rc == STRATA_OK && i < s->test.n; i += step) {
         size_t rows = s->test.n - i < step ? s->test.n - i : step;
-        strata__batch_fill(&s->test, NULL, i, rows, s->work.x, s->work.y);
+        rc = strata__model_load_batch(&s->work, &s->test, NULL, i, rows);
         double part = 0.0;
-        rc = strata__model_evaluate(s->model, 0, &s->work, (int)rows, &part,
-                                    &metric);
+        if (rc == STRATA_OK)
+            rc = strata__model_evaluate(s->model, 0, &s->work, (int)rows,
+                                        &part, &metric);
         for (int k = 0; auc && k < 2 * KOPS_AUC_BINS; k++)
             hist[k] += s->work.acc.hist[k];
         sum += part;
