@@ -229,7 +229,8 @@ static const char *const k_eval_usage =
 
 static const char *const k_predict_usage =
     "usage: strata predict [-c FILE] [--set SECTION.KEY=VALUE]... --checkpoint PATH\n"
-    "                      --data X.npy --out Y.npy [--batch-size N] [--logits]\n"
+    "                      --data X.npy [--ids IDS.npy] --out Y.npy\n"
+    "                      [--batch-size N] [--logits]\n"
     "\n"
     "The outputs of the configured model ([model] layers or [graph]) with the\n"
     "variables of the checkpoint PATH for every sample of X.npy, as Keras'\n"
@@ -242,6 +243,8 @@ static const char *const k_predict_usage =
     "  --data X.npy       .npy (or IDX) images as the training data: uint8\n"
     "                     (scaled by 1/255) or float32, shaped as the\n"
     "                     training samples\n"
+    "  --ids IDS.npy      their id features, for a model that reads 'ids'\n"
+    "                     (an embedding): int32 or int64, one row per sample\n"
     "  --out Y.npy        the output file\n"
     "  --batch-size N     samples per forward pass (default [train] batch_size)\n"
     "  --logits           the last layer's raw outputs (the logits), not\n"
@@ -292,12 +295,13 @@ static int cmd_predict(int argc, char **argv)
     cli_predict_t p = { 0 };
     const cli_flag_t f[] = { { "--checkpoint", &p.checkpoint, NULL },
                              { "--data", &p.data, NULL },
+                             { "--ids", &p.ids, NULL },
                              { "--out", &p.out, NULL },
                              { "--batch-size", &p.batch, NULL },
                              { "--logits", NULL, &p.logits } };
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
     int n = 0;
-    int code = rest ? cli_take_flags(argc, argv, f, 5, k_predict_usage, rest,
+    int code = rest ? cli_take_flags(argc, argv, f, 6, k_predict_usage, rest,
                                      &n)
                     : EXIT_FAILED;
     args_t a = { 0 };

@@ -244,9 +244,9 @@ static int parse_inputs(build_t *b, int i, char *names)
                     j = c;
             if (j == STRATA__IN_IDS && !b->ids_k)
                 return line_error(b, i, "reads 'ids', the id features, but "
-                                  "the data has none: name their files in "
-                                  "[data] train_ids (and test_ids, "
-                                  "validation_ids)");
+                                  "the data has none: [data] train_ids, "
+                                  "test_ids and validation_ids name them "
+                                  "(strata predict: --ids)");
             if (j == INT_MIN) {
                 const char *best = NULL;
                 int bestd = 3;

@@ -245,8 +245,9 @@ static void test_errors(void)
              "vocab=V dim=D [combiner=sum|mean] <- ids'");
     error_is((const char *const[]){ "e = embedding vocab=4 dim=2 <- ids",
                                     "out = dense 5", NULL }, 0,
-             "reads 'ids', the id features, but the data has none: name "
-             "their files in [data] train_ids");
+             "reads 'ids', the id features, but the data has none: [data] "
+             "train_ids, test_ids and validation_ids name them (strata "
+             "predict: --ids)");
     error_is((const char *const[]){ "e = embedding dim=2 <- ids",
                                     "out = dense 5", NULL }, K,
              "needs vocab= and dim=");

@@ -10,7 +10,9 @@
  *    step (debug.check_sync); a validation_split carries the ids with
  *    their samples (the same run with one trains);
  *  - the checkpoint holds the table as emb/embeddings [40, 8], and
- *    `strata eval` scores it on the test ids;
+ *    `strata eval` scores it on the test ids; `strata predict --ids`
+ *    gives the test samples' probabilities (their argmax as accurate),
+ *    and without --ids the model is refused with the reason;
  *  - refusals, one line each, exit 1 (bad data), nothing written: an id
  *    outside the table or below -1 (file, sample, column), float ids, a
  *    missing ids file, ids of another row count than the features, ids
@@ -192,8 +194,8 @@ static void checkpoint(void)
     char dir[300], set_dir[400], file[400];
     path_in(dir, sizeof dir, "ckpt");
     snprintf(set_dir, sizeof set_dir, "checkpoint.dir=%s", dir);
-    snprintf(file, sizeof file, "%s/ckpt-0000000020.safetensors", dir);
-    const char *a[] = { "train.max_steps=20", "train.eval=false",
+    snprintf(file, sizeof file, "%s/ckpt-0000000150.safetensors", dir);
+    const char *a[] = { "train.max_steps=150", "train.eval=false",
                         "train.devices=cpu:0", set_dir, NULL };
     CHECK(run("train", g_job, a) == 0);
     char *argv[] = { (char *)spawn_strata_bin(), "inspect", file, NULL };
@@ -204,6 +206,60 @@ static void checkpoint(void)
     char *ev[] = { "-c", g_job, "--checkpoint", file, NULL };
     CHECK(spawn_strata("eval", ev, 120, &g_r) == 0);
     CHECKF(strstr(g_r.out, "accuracy") != NULL, "eval:\n%s", g_r.out);
+}
+
+/* The payload of a version 1.0 .npy file `name` of g_dir: n elements of
+ * elem bytes, malloc'd; NULL when it is shorter. */
+static void *npy_payload(const char *name, size_t n, size_t elem)
+{
+    char path[300];
+    path_in(path, sizeof path, name);
+    FILE *f = fopen(path, "rb");
+    unsigned char pre[10];
+    void *data = malloc(n * elem);
+    int ok = f && data && fread(pre, 1, 10, f) == 10 &&
+             fseek(f, 10 + (long)(pre[8] | pre[9] << 8), SEEK_SET) == 0 &&
+             fread(data, elem, n, f) == n;
+    if (f)
+        fclose(f);
+    if (!ok)
+        free(data);
+    return ok ? data : NULL;
+}
+
+static void predict(void)
+{
+    char out[300], ids[300], data[300], file[300];
+    path_in(out, sizeof out, "pred.npy");
+    path_in(ids, sizeof ids, "test_ids.npy");
+    path_in(data, sizeof data, "test_x.npy");
+    path_in(file, sizeof file, "ckpt/ckpt-0000000150.safetensors");
+    char *a[] = { "-c", g_job, "--checkpoint", file, "--data", data, "--ids",
+                  ids, "--out", out, NULL };
+    CHECK(spawn_strata("predict", a, 120, &g_r) == 0);
+    float *p = npy_payload("pred.npy", NTEST * NCLS, sizeof(float));
+    int64_t *y = npy_payload("test_y.npy", NTEST, sizeof(int64_t));
+    CHECK(p && y);
+    int right = 0;
+    for (int i = 0; p && y && i < NTEST; i++) {
+        int best = 0;
+        for (int c = 1; c < NCLS; c++)
+            best = p[i * NCLS + c] > p[i * NCLS + best] ? c : best;
+        right += best == y[i];
+    }
+    printf("predict: %d of %d right\n", right, NTEST);
+    CHECKF(right >= NTEST / 2, "predict: %d of %d right", right, NTEST);
+    free(p);
+    free(y);
+    /* without the ids: refused with the reason, nothing written */
+    unlink(out);
+    char *b[] = { "-c", g_job, "--checkpoint", file, "--data", data, "--out",
+                  out, NULL };
+    spawn_strata("predict", b, 120, &g_r);
+    struct stat st;
+    CHECKF(g_r.code != 0 && strstr(g_r.err, "(strata predict: --ids)") &&
+               stat(out, &st) != 0, "predict without ids (%d):\n%s",
+           g_r.code, g_r.err);
 }
 
 /* The job with [data] `key` set to `value`: refused with `want` on stderr,
@@ -263,6 +319,7 @@ int main(void)
     learns();
     equivalence();
     checkpoint();
+    predict();
     refusals();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
