@@ -7,6 +7,14 @@
  * memory (kg_malloc) taken and given back during the call. */
 #include <climits>
 
+/* CUB's iterators include <iostream> for an operator<<, and its static
+ * std::ios_base::Init would need libstdc++ where C programs link this
+ * library with the C compiler: <ostream> declares what the operator
+ * needs, and <iostream> itself is skipped (libstdc++'s guard). */
+#include <ostream>
+#ifndef _GLIBCXX_IOSTREAM
+#define _GLIBCXX_IOSTREAM 1
+#endif
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
