@@ -7,8 +7,9 @@
  *    far above chance (0.25);
  *  - mirrored with 2 replicas follows 1 replica within 1e-5 relative L2
  *    per variable after an epoch, the replicas bitwise equal after every
- *    step (debug.check_sync); a validation_split carries the ids with
- *    their samples (the same run with one trains);
+ *    step (debug.check_sync), and mwms with 2 workers through `strata
+ *    launch` gives the 2 replicas' bits (each worker's rows take their
+ *    ids); a validation_split carries the ids with their samples;
  *  - the checkpoint holds the table as emb/embeddings [40, 8], and
  *    `strata eval` scores it on the test ids; `strata predict --ids`
  *    gives the test samples' probabilities (their argmax as accurate),
@@ -168,11 +169,13 @@ static void learns(void)
 
 static void equivalence(void)
 {
-    char one[400], two[400], p1[300], p2[300];
+    char one[400], two[400], mw[400], p1[300], p2[300], pm[300];
     path_in(p1, sizeof p1, "one.bin");
     path_in(p2, sizeof p2, "two.bin");
+    path_in(pm, sizeof pm, "mwms.bin");
     snprintf(one, sizeof one, "debug.dump_vars=%s", p1);
     snprintf(two, sizeof two, "debug.dump_vars=%s", p2);
+    snprintf(mw, sizeof mw, "debug.dump_vars=%s", pm);
     const char *a[] = { "train.epochs=1", "train.eval=false",
                         "train.devices=cpu:0", one, NULL };
     CHECK(run("train", g_job, a) == 0);
@@ -180,8 +183,15 @@ static void equivalence(void)
                         "train.devices=cpu:0,cpu:1", "debug.check_sync=true",
                         two, NULL };
     CHECK(run("train", g_job, b) == 0);
+    int nvars = (int)(sizeof k_counts / sizeof k_counts[0]);
     dump_compare_model(p1, p2, "embedding: 2 replicas vs 1", 1e-5, k_counts,
-                       (int)(sizeof k_counts / sizeof k_counts[0]));
+                       nvars);
+    const char *c2[] = { "train.epochs=1", "train.eval=false",
+                         "strategy.plugin=mwms", "train.devices=cpu:0", mw,
+                         NULL };
+    CHECK(run("launch", g_job, c2) == 0);
+    dump_compare_model(p2, pm, "embedding: mwms 2 workers vs 2 replicas",
+                       0.0, k_counts, nvars);
     /* the held-out samples take their ids along */
     const char *c[] = { "train.epochs=1", "data.validation_split=0.1",
                         "train.devices=cpu:0,cpu:1", NULL };
@@ -313,7 +323,7 @@ static void refusals(void)
 
 int main(void)
 {
-    if (!mkdtemp(g_dir))
+    if (!mkdtemp(g_dir) || spawn_job_keys() != 0)
         return 1;
     make_data();
     learns();
