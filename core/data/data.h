@@ -183,6 +183,7 @@ int  strata__dataset_load_as(const char *images_path,
  * strata__dataset_load reads images, whole; labels[n] are 0 and nclasses
  * 0. On failure *out is zeroed and one line naming the file logged. */
 int  strata__images_load(const char *path, strata__dataset_t *out);
+
 /* ---- ids.c: id features ----------------------------------------------- */
 
 /* Read `path` (.npy or "mem:NAME": int32 or int64, (n,) or (n, k)) as the

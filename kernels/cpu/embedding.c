@@ -3,7 +3,6 @@
  * the same gradient as (sorted distinct ids, rows). Every sum runs in the
  * row-major order of the ids, from 0, so the dense and the sparse forms,
  * and kernels/cuda's twins, give the same bits. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "kernels_cpu.h"
@@ -73,42 +72,57 @@ void kc_emb_bwd(int m, int k, int dim, int vocab, int comb,
     }
 }
 
-static int by_key(const void *a, const void *b)
+/* Sort n (id, position) pairs, 2 int32 each, appended in position order,
+ * by id: a stable bottom-up merge sort between a and b (2n int32 each),
+ * so each id's occurrences stay in position order. Returns the buffer
+ * that holds the result. No allocation (unlike qsort). */
+static int32_t *sort_pairs(int32_t *a, int32_t *b, size_t n)
 {
-    uint64_t x, y;
-    memcpy(&x, a, sizeof x);
-    memcpy(&y, b, sizeof y);
-    return (x > y) - (x < y);
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n;
+            size_t hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid;
+            for (size_t o = lo; o < hi; o++) {
+                size_t from = j >= hi || (i < mid && a[2 * i] <= a[2 * j])
+                                  ? i++ : j++;
+                b[2 * o] = a[2 * from];
+                b[2 * o + 1] = a[2 * from + 1];
+            }
+        }
+        int32_t *t = a;
+        a = b;
+        b = t;
+    }
+    return a;
 }
 
 void kc_emb_sparse(int m, int k, int dim, int vocab, int comb,
                    const int32_t *ids, const float *dY, int32_t *uniq,
                    float *rows, int32_t *nuniq, int32_t *work)
 {
-    /* (id << 32 | position) of every real id, sorted: the ids ascending,
-     * each one's occurrences in position order, as kc_emb_bwd adds them.
-     * work holds KOPS_EMB_WORK(n) >= 2n int32, n uint64 keys. */
+    /* (id, position) of every real id, sorted by id: each id's
+     * occurrences in position order, as kc_emb_bwd adds them. work holds
+     * KOPS_EMB_WORK(n) >= 4n int32: the pairs and the sort's other half. */
     size_t n = m > 0 && k > 0 ? (size_t)m * (size_t)k : 0, len = 0;
     for (size_t p = 0; p < n; p++) {
         if (!kops_emb_real(ids[p], vocab))
             continue;
-        uint64_t key = (uint64_t)(uint32_t)ids[p] << 32 | (uint64_t)p;
-        memcpy((char *)work + len++ * sizeof key, &key, sizeof key);
+        work[2 * len] = ids[p];
+        work[2 * len + 1] = (int32_t)p;
+        len++;
     }
-    qsort(work, len, sizeof(uint64_t), by_key);
+    const int32_t *pairs = sort_pairs(work, work + 2 * n, len);
     int32_t u = -1;
-    uint32_t last = 0;
     size_t d = (size_t)dim;
     for (size_t q = 0; q < len; q++) {
-        uint64_t key;
-        memcpy(&key, (char *)work + q * sizeof key, sizeof key);
-        uint32_t id = (uint32_t)(key >> 32), p = (uint32_t)key;
-        if (u < 0 || id != last) {
-            uniq[++u] = (int32_t)id;
+        int32_t id = pairs[2 * q];
+        size_t p = (size_t)pairs[2 * q + 1];
+        if (u < 0 || id != uniq[u]) {
+            uniq[++u] = id;
             memset(rows + (size_t)u * d, 0, d * sizeof *rows);
-            last = id;
         }
-        int i = (int)(p / (uint32_t)k), j = (int)(p % (uint32_t)k);
+        int i = (int)(p / (size_t)k), j = (int)(p % (size_t)k);
         float s = kops_emb_scale(ids + (size_t)i * (size_t)k, k, vocab, comb);
         add_slice(k, dim, comb, dY, i, j, s, rows + (size_t)u * d);
     }

@@ -127,6 +127,36 @@ static void test_kernels(void)
     CHECK(dW[4 * D] == want);
 }
 
+/* A bigger batch, random ids with many duplicates: the sparse rows are
+ * the dense gradient's, bit for bit, for every combiner. */
+static void test_sparse_large(int m, int k, int dim, int vocab)
+{
+    size_t n = (size_t)m * (size_t)k;
+    int32_t *ids = malloc(n * sizeof *ids), *uniq = malloc(n * sizeof *uniq);
+    int32_t *work = malloc(KOPS_EMB_WORK(n) * sizeof *work), nu = -1;
+    float *dy = malloc(n * (size_t)dim * sizeof *dy);
+    float *dW = malloc((size_t)vocab * (size_t)dim * sizeof *dW);
+    float *rows = malloc(n * (size_t)dim * sizeof *rows);
+    strata__rng_t rng;
+    strata__rng_seed(&rng, 5, (uint64_t)m);
+    for (size_t i = 0; i < n; i++)
+        ids[i] = (int32_t)strata__rng_below(&rng, (uint64_t)vocab + 1) - 1;
+    for (size_t i = 0; i < n * (size_t)dim; i++)
+        dy[i] = (float)strata__rng_uniform(&rng) - 0.5f;
+    for (int comb = KOPS_EMB_NONE; comb <= KOPS_EMB_MEAN; comb++) {
+        kc_emb_bwd(m, k, dim, vocab, comb, ids, dy, dW, work);
+        kc_emb_sparse(m, k, dim, vocab, comb, ids, dy, uniq, rows, &nu, work);
+        int ok = nu > 0 && nu <= vocab;
+        for (int u = 0; ok && u < nu; u++)
+            ok = (u == 0 || uniq[u] > uniq[u - 1]) &&
+                 memcmp(rows + (size_t)u * dim, dW + (size_t)uniq[u] * dim,
+                        (size_t)dim * sizeof(float)) == 0;
+        CHECKF(ok, "%d x %d ids, combiner %d: sparse rows differ", m, k,
+               comb);
+    }
+    free(ids), free(uniq), free(work), free(dy), free(dW), free(rows);
+}
+
 /* ---- the layer in a graph ------------------------------------------------ */
 
 static void test_gradients(void)
@@ -269,6 +299,8 @@ static void test_errors(void)
 int main(void)
 {
     test_kernels();
+    test_sparse_large(300, 7, 5, 50);
+    test_sparse_large(1000, 3, 2, 4000);
     test_gradients();
     test_errors();
     return CHECK_DONE();
