@@ -10,6 +10,8 @@
  *    step (debug.check_sync), and mwms with 2 workers through `strata
  *    launch` gives the 2 replicas' bits (each worker's rows take their
  *    ids); a validation_split carries the ids with their samples;
+ *  - under ps with 2 tasks the table is split by rows over both (dense
+ *    pushes for now) and every step is applied exactly once;
  *  - the checkpoint holds the table as emb/embeddings [40, 8], and
  *    `strata eval` scores it on the test ids; `strata predict --ids`
  *    gives the test samples' probabilities (their argmax as accurate),
@@ -199,6 +201,19 @@ static void equivalence(void)
     CHECKF(strstr(g_r.out, "val_accuracy") != NULL, "split:\n%s", g_r.out);
 }
 
+static void parameter_servers(void)
+{
+    char *a[] = { "--ps", "2", "--workers", "2", "--chief", "-c", g_job,
+                  "--set", "strategy.plugin=ps", "--set",
+                  "transport.plugin=zmq", "--set", "train.devices=cpu:0",
+                  "--set", "strategy.partitioner=fixed:2", "--set",
+                  "train.epochs=1", "--set", "train.eval=false", "--set",
+                  "train.progress=none", NULL };
+    CHECK(spawn_strata("launch", a, 240, &g_r) == 0);
+    CHECKF(strstr(g_r.err, "exactly once: each of the 2 ps tasks applied "
+                  "every one of the") != NULL, "ps:\n%s", g_r.err);
+}
+
 static void checkpoint(void)
 {
     char dir[300], set_dir[400], file[400];
@@ -328,6 +343,7 @@ int main(void)
     make_data();
     learns();
     equivalence();
+    parameter_servers();
     checkpoint();
     predict();
     refusals();
