@@ -149,7 +149,8 @@ static inline KOPS_HD float kops_emb_scale(const int32_t *ids, int k,
         c += kops_emb_real(ids[j], vocab);
     return c ? 1.0f / (float)c : 0.0f;
 }
-/* int32 scratch of the backward ops for n = m * k ids (a GPU sorts them). */
+/* int32 scratch of the backward ops for n = m * k ids: a GPU's sort (6n),
+ * the CPU's sparse form (4n). */
 #define KOPS_EMB_WORK(n) (6 * (size_t)(n))
 
 #endif /* STRATA_KOPS_LIST_TYPES_H */
@@ -496,8 +497,10 @@ KOP(emb_fwd, 0, "embedding forward",
  * dY (times kops_emb_scale) of v's occurrences in ids, added in row-major
  * order of ids; rows no id names are 0. The same bits on every device and
  * for any duplicates: a GPU sorts the ids stably (radix) and sums each
- * run in that order, no atomics. work: KOPS_EMB_WORK(m * kk) int32 of
- * scratch (unused on a CPU). */
+ * run in that order, no atomics. A sample's contribution does not depend
+ * on the rows beside it, so replicas' gradients add up to one device's
+ * within rounding. work: KOPS_EMB_WORK(m * kk) int32 of scratch (unused
+ * on a CPU). */
 KOP(emb_bwd, 0, "embedding backward",
     (int m, int kk, int dim, int vocab, int comb, const int32_t *ids,
      const float *dY, float *dW, int32_t *work),
