@@ -54,9 +54,13 @@ static int emb_parse(strata__layer_t *l, char *const *w, int n, char *why,
 
 static int emb_infer(strata__layer_t *l, char *why, size_t len)
 {
-    (void)why;
-    (void)len;
     int k = l->in.c;
+    if (l->combiner == KOPS_EMB_NONE && (int64_t)k * l->units > (1 << 28)) {
+        snprintf(why, len, "%d ids of %d values side by side: over 2^28 "
+                 "outputs per sample (a combiner gives %d)", k, l->units,
+                 l->units);
+        return -1;
+    }
     l->out = (strata__shape_t){ 1, 1,
         l->combiner == KOPS_EMB_NONE ? k * l->units : l->units, 0 };
     return 0;
