@@ -166,7 +166,8 @@ void strata__scorer_close(strata__scorer_t *s)
 
 /* The test set, or the samples of images/labels when they are given. */
 static int eval_checkpoint(strata_ctx_t *ctx, const char *path,
-                           const char *images, const char *labels)
+                           const char *images, const char *labels,
+                           const char *ids)
 {
     int rc = strata__ctx_resolve(ctx);
     if (rc != STRATA_OK)
@@ -181,9 +182,13 @@ static int eval_checkpoint(strata_ctx_t *ctx, const char *path,
         rc = strata__scorer_open(ctx, STRATA__SET_TEST, &s);
     else if ((rc = strata__dataset_load_as(images, labels, 0,
                                            ctx->s.data.labels_as, &set)) ==
-             STRATA_OK)
-        rc = strata__scorer_open_set(ctx, "eval", &set, images, EVAL_ROWS,
-                                     &s);
+             STRATA_OK) {
+        if (ids && (rc = strata__ids_load(ids, &set)) != STRATA_OK)
+            strata__dataset_free(&set);
+        else
+            rc = strata__scorer_open_set(ctx, "eval", &set, images,
+                                         EVAL_ROWS, &s);
+    }
     if (rc == STRATA_OK)
         rc = strata__ckpt_read(path, &ck);
     if (rc == STRATA_OK)
@@ -211,6 +216,13 @@ int strata_eval(strata_ctx_t *ctx, const char *path)
 int strata_eval_data(strata_ctx_t *ctx, const char *path, const char *images,
                      const char *labels)
 {
+    return strata_eval_data_ids(ctx, path, images, labels, NULL);
+}
+
+int strata_eval_data_ids(strata_ctx_t *ctx, const char *path,
+                         const char *images, const char *labels,
+                         const char *ids)
+{
     if (!ctx || !path)
         return STRATA_EINVAL;
     strata_ctx_t *prev = strata__log_bind(ctx);
@@ -219,8 +231,11 @@ int strata_eval_data(strata_ctx_t *ctx, const char *path, const char *images,
         strata__log(STRATA_LOG_ERROR, "eval", "%s without %s: the data to "
                     "score is images and their labels", images ? "images"
                     : "labels", images ? "labels" : "images");
+    else if (ids && !images)
+        strata__log(STRATA_LOG_ERROR, "eval", "ids without images and "
+                    "labels: the test set's ids are [data] test_ids");
     else
-        rc = eval_checkpoint(ctx, path, images, labels);
+        rc = eval_checkpoint(ctx, path, images, labels, ids);
     strata__log_bind(prev);
     return rc;
 }

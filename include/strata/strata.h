@@ -195,6 +195,13 @@ STRATA_API int strata_plugin_caps(strata_ctx_t *ctx, const char *name,
  * text callback. */
 STRATA_API int strata_eval_data(strata_ctx_t *ctx, const char *path,
                                 const char *images, const char *labels);
+/* The same for a model that reads id features ('ids' in [graph], an
+ * embedding's): `ids` is their file, one row per sample of `images` (read
+ * and checked as [data] test_ids is); NULL: none, strata_eval_data.
+ * (Appended with the embeddings.) */
+STRATA_API int strata_eval_data_ids(strata_ctx_t *ctx, const char *path,
+                                    const char *images, const char *labels,
+                                    const char *ids);
 
 /* strata_predict's flags. */
 #define STRATA_PREDICT_LOGITS 1u /* the last layer's raw outputs (logits) */

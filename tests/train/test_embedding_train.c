@@ -13,7 +13,8 @@
  *  - under ps with 2 tasks the table is split by rows over both (dense
  *    pushes for now) and every step is applied exactly once;
  *  - the checkpoint holds the table as emb/embeddings [40, 8], and
- *    `strata eval` scores it on the test ids; `strata predict --ids`
+ *    `strata eval` scores it on the test ids (and `eval --data --labels
+ *    --ids` the same); `strata predict --ids`
  *    gives the test samples' probabilities (their argmax as accurate),
  *    and without --ids the model is refused with the reason;
  *  - refusals, one line each, exit 1 (bad data), nothing written: an id
@@ -230,7 +231,20 @@ static void checkpoint(void)
            "inspect %s (%d):\n%s%s", file, g_r.code, g_r.out, g_r.err);
     char *ev[] = { "-c", g_job, "--checkpoint", file, NULL };
     CHECK(spawn_strata("eval", ev, 120, &g_r) == 0);
-    CHECKF(strstr(g_r.out, "accuracy") != NULL, "eval:\n%s", g_r.out);
+    const char *at = strstr(g_r.out, "test accuracy ");
+    double acc = at ? atof(at + strlen("test accuracy ")) : -1.0;
+    CHECKF(acc > 0.5, "eval:\n%s", g_r.out);
+    /* the same samples named on the command line, with their ids */
+    char x[300], y[300], ids[300];
+    path_in(x, sizeof x, "test_x.npy");
+    path_in(y, sizeof y, "test_y.npy");
+    path_in(ids, sizeof ids, "test_ids.npy");
+    char *ed[] = { "-c", g_job, "--checkpoint", file, "--data", x,
+                   "--labels", y, "--ids", ids, NULL };
+    CHECK(spawn_strata("eval", ed, 120, &g_r) == 0);
+    at = strstr(g_r.out, "test accuracy ");
+    CHECKF(at && atof(at + strlen("test accuracy ")) == acc,
+           "eval --ids:\n%s", g_r.out);
 }
 
 /* The payload of a version 1.0 .npy file `name` of g_dir: n elements of
