@@ -200,6 +200,9 @@ typedef struct strata__data_cfg {
     const char *validation_split_text;
     double      validation_split;
     const char *validation_images, *validation_labels;
+    /* id features beside each set's images ("": none): .npy of int32 or
+     * int64, (n,) or (n, k), read by an embedding as 'ids' */
+    const char *train_ids, *test_ids, *validation_ids;
     int         labels_as;      /* STRATA__LABELS_*: of [model] loss (set
                                    by the settings' check)                 */
     int         augment_flip;   /* random horizontal flips (training only)  */

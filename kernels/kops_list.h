@@ -124,6 +124,35 @@ typedef struct kops_pool2d {
     int oh, ow;
 } kops_pool2d_t;
 
+/* ---- embeddings: rows of a table W[vocab x dim] picked by ids -----------
+ * ids[m x k] int32, one row of k per sample: a row of W, or -1, padding
+ * (no id: TF's sparse tensors leave the entry out). The data layer refuses
+ * anything else at load; a kernel reads an id outside [0, vocab) as
+ * padding. How a sample's k rows are combined: */
+enum { KOPS_EMB_NONE = 0, /* side by side: k * dim outputs per sample    */
+       KOPS_EMB_SUM = 1,  /* summed in column order: dim outputs          */
+       KOPS_EMB_MEAN = 2  /* the sum times 1 / (its real ids), 0 without */
+};
+static inline KOPS_HD int kops_emb_real(int32_t id, int vocab)
+{
+    return id >= 0 && id < vocab;
+}
+/* The factor a sample's rows get: 1 / (its real ids) for MEAN (0 when it
+ * has none), else 1. The same float on every device. */
+static inline KOPS_HD float kops_emb_scale(const int32_t *ids, int k,
+                                           int vocab, int comb)
+{
+    if (comb != KOPS_EMB_MEAN)
+        return 1.0f;
+    int c = 0;
+    for (int j = 0; j < k; j++)
+        c += kops_emb_real(ids[j], vocab);
+    return c ? 1.0f / (float)c : 0.0f;
+}
+/* int32 scratch of the backward ops for n = m * k ids: a GPU's sort (6n),
+ * the CPU's sparse form (4n). */
+#define KOPS_EMB_WORK(n) (6 * (size_t)(n))
+
 #endif /* STRATA_KOPS_LIST_TYPES_H */
 
 #ifdef KOP
@@ -450,6 +479,52 @@ KOP(avgpool2d_bwd, 0, "avgpool2d backward",
     (g, dY, dX),
     (KOP_REQ(g != NULL) KOP_DEV(dY, KOP_F(kops_n4(g->n, g->oh, g->ow, g->c)))
      KOP_DEV(dX, KOP_F(kops_n4(g->n, g->h, g->w, g->c)))))
+
+/* ---- embeddings (KOPS_EMB_* above) --------------------------------------
+ * NONE: Y[m x k*dim], sample i's k rows side by side (zeros for padding);
+ * SUM / MEAN: Y[m x dim] = its real ids' rows added in column order from 0,
+ * then (MEAN) times kops_emb_scale: TF's embedding_lookup_sparse. The same
+ * bits on every device. */
+KOP(emb_fwd, 0, "embedding forward",
+    (int m, int kk, int dim, int vocab, int comb, const int32_t *ids,
+     const float *W, float *Y),
+    (m, kk, dim, vocab, comb, ids, W, Y),
+    (KOP_NOOP(m <= 0 || kk <= 0 || dim <= 0)
+     KOP_DEV(ids, KOP_MN(m, kk) * sizeof(int32_t))
+     KOP_DEV(W, KOP_F(KOP_MN(vocab, dim)))
+     KOP_DEV(Y, KOP_F(KOP_MN(m, comb == KOPS_EMB_NONE ? kk * dim : dim)))))
+/* dW[vocab x dim], overwritten: row v is the sum, from 0, of the slices of
+ * dY (times kops_emb_scale) of v's occurrences in ids, added in row-major
+ * order of ids; rows no id names are 0. The same bits on every device and
+ * for any duplicates: a GPU sorts the ids stably (radix) and sums each
+ * run in that order, no atomics. A sample's contribution does not depend
+ * on the rows beside it, so replicas' gradients add up to one device's
+ * within rounding. work: KOPS_EMB_WORK(m * kk) int32 of scratch (unused
+ * on a CPU). */
+KOP(emb_bwd, 0, "embedding backward",
+    (int m, int kk, int dim, int vocab, int comb, const int32_t *ids,
+     const float *dY, float *dW, int32_t *work),
+    (m, kk, dim, vocab, comb, ids, dY, dW, work),
+    (KOP_NOOP(vocab <= 0 || dim <= 0)
+     KOP_DEV(dW, KOP_F(KOP_MN(vocab, dim)))
+     KOP_DEV(ids, KOP_MN(m, kk) * sizeof(int32_t))
+     KOP_DEV(dY, KOP_F(KOP_MN(m, comb == KOPS_EMB_NONE ? kk * dim : dim)))
+     KOP_DEV(work, KOPS_EMB_WORK(KOP_MN(m, kk)) * sizeof(int32_t))))
+/* The same gradient in its sparse form, what a parameter server or an
+ * all-gather moves: uniq[0 .. *nuniq) the distinct real ids, ascending,
+ * and rows[*nuniq x dim] their rows of emb_bwd's dW, bit for bit. uniq and
+ * rows have room for m * kk; *nuniq is device memory. */
+KOP(emb_sparse, 0, "embedding sparse gradient",
+    (int m, int kk, int dim, int vocab, int comb, const int32_t *ids,
+     const float *dY, int32_t *uniq, float *rows, int32_t *nuniq,
+     int32_t *work),
+    (m, kk, dim, vocab, comb, ids, dY, uniq, rows, nuniq, work),
+    (KOP_REQ(dim > 0) KOP_DEV(nuniq, sizeof(int32_t))
+     KOP_DEV(ids, KOP_MN(m, kk) * sizeof(int32_t))
+     KOP_DEV(dY, KOP_F(KOP_MN(m, comb == KOPS_EMB_NONE ? kk * dim : dim)))
+     KOP_DEV(uniq, KOP_MN(m, kk) * sizeof(int32_t))
+     KOP_DEV(rows, KOP_F(KOP_MN(m, kk) * (size_t)dim))
+     KOP_DEV(work, KOPS_EMB_WORK(KOP_MN(m, kk)) * sizeof(int32_t))))
 
 /* ---- inverted dropout, counter-based ------------------------------------
  * Element i is kept when kc_dropout_keep(seed, first + i, rate): the mask is

@@ -95,7 +95,7 @@ int cli_take_flags(int argc, char **argv, const cli_flag_t *f, int nf,
  * batch_size set), then the call: cli_predict returns strata_predict's
  * code, its error said in one line. */
 typedef struct cli_predict {
-    const char *checkpoint, *data, *out, *batch;
+    const char *checkpoint, *data, *ids, *out, *batch;
     int         logits;
     int         batch_size;   /* of batch; 0: [train] batch_size */
 } cli_predict_t;

@@ -216,7 +216,7 @@ static int cmd_train(int argc, char **argv)
 
 static const char *const k_eval_usage =
     "usage: strata eval [-c FILE] [--set SECTION.KEY=VALUE]... --checkpoint PATH\n"
-    "                   [--data IMAGES --labels LABELS]\n"
+    "                   [--data IMAGES --labels LABELS [--ids IDS]]\n"
     "\n"
     "Evaluate the checkpoint PATH on the test set of the configuration (its\n"
     "[model] layers must match the checkpoint's): test loss and the\n"
@@ -225,11 +225,14 @@ static const char *const k_eval_usage =
     "  --data IMAGES     score these samples instead of the test set: .npy\n"
     "  --labels LABELS   (or IDX) images, uint8 (scaled by 1/255) or float32,\n"
     "                    and their labels as [model] loss reads them (class\n"
-    "                    ids, or float32 rows); every sample of the files\n";
+    "                    ids, or float32 rows); every sample of the files\n"
+    "  --ids IDS         their id features, for a model that reads 'ids'\n"
+    "                    (an embedding): int32 or int64, one row per sample\n";
 
 static const char *const k_predict_usage =
     "usage: strata predict [-c FILE] [--set SECTION.KEY=VALUE]... --checkpoint PATH\n"
-    "                      --data X.npy --out Y.npy [--batch-size N] [--logits]\n"
+    "                      --data X.npy [--ids IDS.npy] --out Y.npy\n"
+    "                      [--batch-size N] [--logits]\n"
     "\n"
     "The outputs of the configured model ([model] layers or [graph]) with the\n"
     "variables of the checkpoint PATH for every sample of X.npy, as Keras'\n"
@@ -242,6 +245,8 @@ static const char *const k_predict_usage =
     "  --data X.npy       .npy (or IDX) images as the training data: uint8\n"
     "                     (scaled by 1/255) or float32, shaped as the\n"
     "                     training samples\n"
+    "  --ids IDS.npy      their id features, for a model that reads 'ids'\n"
+    "                     (an embedding): int32 or int64, one row per sample\n"
     "  --out Y.npy        the output file\n"
     "  --batch-size N     samples per forward pass (default [train] batch_size)\n"
     "  --logits           the last layer's raw outputs (the logits), not\n"
@@ -255,27 +260,29 @@ static const char *const k_inspect_usage =
 
 static int cmd_eval(int argc, char **argv)
 {
-    const char *path = NULL, *data = NULL, *labels = NULL;
+    const char *path = NULL, *data = NULL, *labels = NULL, *ids = NULL;
     const cli_flag_t f[] = { { "--checkpoint", &path, NULL },
                              { "--data", &data, NULL },
-                             { "--labels", &labels, NULL } };
+                             { "--labels", &labels, NULL },
+                             { "--ids", &ids, NULL } };
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
     int n = 0;
-    int code = rest ? cli_take_flags(argc, argv, f, 3, k_eval_usage, rest, &n)
+    int code = rest ? cli_take_flags(argc, argv, f, 4, k_eval_usage, rest, &n)
                     : EXIT_FAILED;
     args_t a = { 0 };
     if (code == 0)
         code = parse_args(n, rest, k_eval_usage, &a);
-    if (code == 0 && (!path || !data != !labels)) {
+    if (code == 0 && (!path || !data != !labels || (ids && !data))) {
         fprintf(stderr, "strata: eval needs %s\n%s", !path ? "--checkpoint "
-                "PATH" : "--data and --labels together", k_eval_usage);
+                "PATH" : !data != !labels ? "--data and --labels together"
+                : "--data and --labels with --ids", k_eval_usage);
         code = EXIT_USAGE;
     }
     strata_ctx_t *ctx = NULL;
     if (code == 0)
         code = make_ctx(&a, &ctx);
     if (code == 0) {
-        int rc = strata_eval_data(ctx, path, data, labels);
+        int rc = strata_eval_data_ids(ctx, path, data, labels, ids);
         if (rc != STRATA_OK)
             fprintf(stderr, "strata: eval failed: %s (%s)\n",
                     strata_strerror(rc), strata_err_name(rc));
@@ -292,12 +299,13 @@ static int cmd_predict(int argc, char **argv)
     cli_predict_t p = { 0 };
     const cli_flag_t f[] = { { "--checkpoint", &p.checkpoint, NULL },
                              { "--data", &p.data, NULL },
+                             { "--ids", &p.ids, NULL },
                              { "--out", &p.out, NULL },
                              { "--batch-size", &p.batch, NULL },
                              { "--logits", NULL, &p.logits } };
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
     int n = 0;
-    int code = rest ? cli_take_flags(argc, argv, f, 5, k_predict_usage, rest,
+    int code = rest ? cli_take_flags(argc, argv, f, 6, k_predict_usage, rest,
                                      &n)
                     : EXIT_FAILED;
     args_t a = { 0 };

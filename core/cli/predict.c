@@ -48,9 +48,9 @@ int cli_predict(strata_ctx_t *ctx, const cli_predict_t *p)
                                     .text = cli_print_text, .log = on_log };
     int rc = strata_ctx_set_callbacks(ctx, &cb);
     if (rc == STRATA_OK)
-        rc = strata_predict(ctx, p->checkpoint, p->data, p->out,
-                            p->batch_size,
-                            p->logits ? STRATA_PREDICT_LOGITS : 0);
+        rc = strata_predict_ids(ctx, p->checkpoint, p->data, p->ids, p->out,
+                                p->batch_size,
+                                p->logits ? STRATA_PREDICT_LOGITS : 0);
     /* One error line: libstrata's, or this one where it said nothing. */
     if (rc != STRATA_OK && !l.errors)
         fprintf(stderr, "strata: predict failed: %s (%s)\n",

@@ -187,6 +187,17 @@ static const strata_option_t k_data[] = {
         "relative to dir; empty = none"),
     OPT("validation_labels", STRATA_OPT_STRING, "", T, validation_labels,
         NULL, "validation labels (as train_labels); relative to dir"),
+    OPT("train_ids", STRATA_OPT_STRING, "", T, train_ids, NULL,
+        "id features of the training samples, beside train_images: .npy of "
+        "int32 or int64, shape (n,) or (n, k) (k ids per sample; -1: "
+        "padding, no id), read in [graph] as 'ids' by embedding layers; "
+        "relative to dir; empty = none"),
+    OPT("test_ids", STRATA_OPT_STRING, "", T, test_ids, NULL,
+        "id features of the test samples (as train_ids); relative to dir"),
+    OPT("validation_ids", STRATA_OPT_STRING, "", T, validation_ids, NULL,
+        "id features of the validation samples of validation_images (as "
+        "train_ids; a validation_split takes its ids from train_ids); "
+        "relative to dir"),
     OPT("shuffle", STRATA_OPT_BOOL, "true", T, shuffle, NULL,
         "reshuffle the training set every epoch (seeded)"),
     OPT("augment_flip", STRATA_OPT_BOOL, "false", T, augment_flip, NULL,
@@ -505,6 +516,16 @@ static int validation_check(const strata__cfg_t *c, strata__data_cfg_t *d)
                                             : "validation_labels",
                     d->validation_images[0] ? "validation_labels"
                                             : "validation_images");
+        return STRATA_ECONFIG;
+    }
+    if (d->validation_ids[0] && !d->validation_images[0]) {
+        strata__log(STRATA_LOG_ERROR, "config", "%s: [data] validation_ids "
+                    "without validation_images: %s",
+                    strata__cfg_origin(c, "data", "validation_ids"),
+                    d->validation_split > 0.0
+                        ? "the samples validation_split holds out take "
+                          "their ids from train_ids"
+                        : "ids go with a validation set's files");
         return STRATA_ECONFIG;
     }
     if (files && d->validation_split > 0.0) {

@@ -63,7 +63,8 @@ enum {
     STRATA__NPY_ANY = 0,    /* any type above, any rank 1..4              */
     STRATA__NPY_IMAGES = 1, /* uint8 / float32; (n, h, w), (n, h, w, c), (n, dim) */
     STRATA__NPY_LABELS = 2, /* integers; (n,)                             */
-    STRATA__NPY_TARGETS = 3 /* float32 or integers; (n, ...), rank 1..4  */
+    STRATA__NPY_TARGETS = 3,/* float32 or integers; (n, ...), rank 1..4  */
+    STRATA__NPY_IDS = 4     /* int32 / int64; (n,) or (n, k)              */
 };
 #define STRATA__NPY_MAX_DIMS 4
 
@@ -142,6 +143,14 @@ typedef struct strata__dataset {
     uint32_t target_dim;  /* losses); target_dim 0: class ids              */
     /* the training set's augmentation (augment.c), not owned; NULL none */
     const struct strata__augment *augment;
+    uint64_t file_items;  /* samples its images file holds (>= n)          */
+    /* Id features (ids.c; [data] train_ids ...): ids[n x ids_k], each a
+     * row of an embedding's table or -1 (padding); NULL, 0 when none. */
+    int32_t  *ids;
+    uint32_t  ids_k;
+    char     *ids_file;   /* their file, for messages (owned)              */
+    uint32_t *file_row;   /* a split's part: row i is sample file_row[i] of
+                             the files (owned); NULL: row i is sample i    */
 } strata__dataset_t;
 
 /* Each file is read by its name: *.npy as NumPy (images '|u1' or '<f4' of
@@ -174,6 +183,24 @@ int  strata__dataset_load_as(const char *images_path,
  * strata__dataset_load reads images, whole; labels[n] are 0 and nclasses
  * 0. On failure *out is zeroed and one line naming the file logged. */
 int  strata__images_load(const char *path, strata__dataset_t *out);
+
+/* ---- ids.c: id features ----------------------------------------------- */
+
+/* Read `path` (.npy or "mem:NAME": int32 or int64, (n,) or (n, k)) as the
+ * id features of `d`, already loaded: its rows must be as many as d's
+ * images file holds (d->file_items); the first d->n are kept. Every id
+ * must be >= -1 (-1: padding). On failure d is unchanged and one line
+ * names the file (and the sample and column of a bad id). */
+int  strata__ids_load(const char *path, strata__dataset_t *d);
+/* Every id of d below `vocab` (-1 allowed): 0, or STRATA_EDATA after one
+ * line naming d's ids file, the sample (its index in the file) and the
+ * column, and the table's size. */
+int  strata__ids_check(const strata__dataset_t *d, int64_t vocab);
+/* The ids of samples perm[first .. first + m) (perm NULL: first ..) into
+ * ids[m x d->ids_k], as strata__batch_fill fills x. */
+void strata__ids_fill(const strata__dataset_t *d, const uint32_t *perm,
+                      size_t first, size_t m, int32_t *ids);
+
 /* Training and test sets must agree on one sample's shape (rows, cols,
  * channels) and on its type (uint8 or float32): 0, or STRATA_EDATA after
  * one line naming both. */

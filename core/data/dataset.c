@@ -200,6 +200,7 @@ int strata__images_load(const char *path, strata__dataset_t *out)
     int rc = read_images(path, 0, &img);
     if (rc)
         return rc;
+    out->file_items = img.file_items;
     take_images(&img, out);
     out->labels = calloc(out->n ? out->n : 1, sizeof *out->labels);
     if (!out->labels) {
@@ -256,6 +257,7 @@ int strata__dataset_load_as(const char *images_path, const char *labels_path,
         return rc;
     }
 
+    out->file_items = img.file_items;
     take_images(&img, out);
     out->nclasses = nclasses;
     out->target_dim = tdim;
@@ -305,6 +307,9 @@ void strata__dataset_free(strata__dataset_t *d)
     free(d->images_f32);
     free(d->labels);
     free(d->targets);
+    free(d->ids);
+    free(d->ids_file);
+    free(d->file_row);
     memset(d, 0, sizeof *d);
 }
 

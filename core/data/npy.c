@@ -317,6 +317,14 @@ int strata__npy_check_role(const char *path, int role, const strata__npy_t *a)
         if (a->ndim < 1 || a->ndim > 4)
             return bad(path, "labels of shape %s; expected (n,) or (n, ...) "
                        "of at most 4 dimensions", shape_str(a, sb, sizeof sb));
+    } else if (role == STRATA__NPY_IDS) {
+        if (a->type != STRATA__NPY_I4 && a->type != STRATA__NPY_I8)
+            return bad(path, "ids of dtype %s; expected int32 or int64 "
+                       "(numpy: ids.astype('int64'))",
+                       strata__npy_type_name(a->type));
+        if (a->ndim != 1 && a->ndim != 2)
+            return bad(path, "ids of shape %s; expected (n,) or (n, k)",
+                       shape_str(a, sb, sizeof sb));
     } else if (role == STRATA__NPY_LABELS) {
         if (a->type == STRATA__NPY_F4)
             return bad(path, "labels of dtype float32; expected integers "

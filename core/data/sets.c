@@ -22,16 +22,24 @@ static int path_of(const strata__data_cfg_t *d, const char *name, char *buf,
     return STRATA_OK;
 }
 
+/* A set's images and labels, and its id features when `ids` is not "". */
 static int load(const strata__data_cfg_t *d, const char *images,
-                const char *labels, int64_t limit, strata__dataset_t *out)
+                const char *labels, const char *ids, int64_t limit,
+                strata__dataset_t *out)
 {
-    char ip[4096], lp[4096];
+    char ip[4096], lp[4096], dp[4096];
     int rc = path_of(d, images, ip, sizeof ip);
     if (rc == STRATA_OK)
         rc = path_of(d, labels, lp, sizeof lp);
-    return rc == STRATA_OK ? strata__dataset_load_as(ip, lp, (size_t)limit,
-                                                     d->labels_as, out)
-                           : rc;
+    if (rc == STRATA_OK && ids[0])
+        rc = path_of(d, ids, dp, sizeof dp);
+    if (rc == STRATA_OK)
+        rc = strata__dataset_load_as(ip, lp, (size_t)limit, d->labels_as,
+                                     out);
+    if (rc == STRATA_OK && ids[0] &&
+        (rc = strata__ids_load(dp, out)) != STRATA_OK)
+        strata__dataset_free(out);
+    return rc;
 }
 
 int strata__datasets_has_val(const strata__data_cfg_t *d)
@@ -48,20 +56,21 @@ int strata__datasets_load(const strata__data_cfg_t *d, uint64_t seed,
     /* The split needs the training set, even for a caller that only
      * validates (the sidecar evaluator). */
     if ((want & STRATA__SET_TRAIN) || ((want & STRATA__SET_VAL) && split))
-        rc = load(d, d->train_images, d->train_labels, d->limit_train,
-                  &out->train);
+        rc = load(d, d->train_images, d->train_labels, d->train_ids,
+                  d->limit_train, &out->train);
     if (rc == STRATA_OK && split && (want & (STRATA__SET_TRAIN | STRATA__SET_VAL)))
         rc = strata__dataset_split(&out->train, d->validation_split, seed,
                                    &out->val);
     if (rc == STRATA_OK && (want & STRATA__SET_VAL) && d->validation_images[0])
-        rc = load(d, d->validation_images, d->validation_labels, 0, &out->val);
+        rc = load(d, d->validation_images, d->validation_labels,
+                  d->validation_ids, 0, &out->val);
     if (rc == STRATA_OK && !(want & STRATA__SET_VAL))
         strata__dataset_free(&out->val);
     if (rc == STRATA_OK && !(want & STRATA__SET_TRAIN))
         strata__dataset_free(&out->train);
     if (rc == STRATA_OK && (want & STRATA__SET_TEST))
-        rc = load(d, d->test_images, d->test_labels, d->limit_test,
-                  &out->test);
+        rc = load(d, d->test_images, d->test_labels, d->test_ids,
+                  d->limit_test, &out->test);
     /* Every set the model sees has one sample shape and type. */
     const strata__dataset_t *first = out->train.n ? &out->train : NULL;
     const strata__dataset_t *rest[] = { &out->val, &out->test };

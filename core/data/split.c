@@ -24,11 +24,29 @@ static int take(const strata__dataset_t *d, const uint32_t *idx, size_t k,
     out->targets = NULL;
     size_t row = d->dim * (d->images_f32 ? sizeof(float) : 1);
     void *x = strata__data_payload_alloc(k * row);
-    if (!y || !x) {
+    /* the ids go with their samples, which keep their index in the file
+     * for messages */
+    int with_ids = d->ids != NULL;
+    size_t nids = k * d->ids_k;
+    out->ids = with_ids ? malloc((nids ? nids : 1) * sizeof *out->ids)
+                        : NULL;
+    out->ids_file = with_ids ? strdup(d->ids_file) : NULL;
+    out->file_row = with_ids ? malloc((k ? k : 1) * sizeof *out->file_row)
+                             : NULL;
+    if (!y || !x || (with_ids && (!out->ids || !out->ids_file ||
+                                  !out->file_row))) {
         free(y);
         free(x);
+        free(out->ids);
+        free(out->ids_file);
+        free(out->file_row);
         memset(out, 0, sizeof *out);
         return STRATA_ENOMEM;
+    }
+    if (with_ids) {
+        strata__ids_fill(d, idx, 0, k, out->ids);
+        for (size_t i = 0; i < k; i++)
+            out->file_row[i] = d->file_row ? d->file_row[idx[i]] : idx[i];
     }
     const uint8_t *src = d->images_f32 ? (const uint8_t *)d->images_f32
                                        : d->images;

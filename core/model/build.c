@@ -4,6 +4,7 @@
  * shapes, the output), their variables laid out, and the backward pass's
  * gradient buffers planned. */
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@ static const strata__layer_kind_t *const k_kinds[] = {
     &strata__layer_add,       &strata__layer_concat,
     &strata__layer_batchnorm,
     &strata__layer_layernorm,
+    &strata__layer_embedding,
 };
 #define NKINDS ((int)(sizeof k_kinds / sizeof k_kinds[0]))
 
@@ -36,6 +38,7 @@ typedef struct build {
     int             *pos;
     char            *softmax;   /* a trailing 'softmax' word was dropped   */
     int              loss;      /* [model] loss: 0 sparse, KOPS_LOSS_*     */
+    int              ids_k;     /* id features per sample; 0: none         */
 } build_t;
 
 /* ---- words ---------------------------------------------------------------- */
@@ -103,7 +106,9 @@ static int line_error(const build_t *b, int i, const char *why)
 /* The name of input `j` (a line, or -1: the data) and where it is set. */
 static void input_label(const build_t *b, int j, char *out, size_t len)
 {
-    if (j < 0)
+    if (j == STRATA__IN_IDS)
+        snprintf(out, len, "'ids' (the id features)");
+    else if (j < 0)
         snprintf(out, len, "'input' (the data)");
     else if (b->lines[j].origin)
         snprintf(out, len, "'%s' (%s)", b->parsed[j].name,
@@ -199,6 +204,8 @@ static int check_name(const build_t *b, int i)
                           "digits or '_', at most 31 characters");
     if (!strcmp(s, "input"))
         return line_error(b, i, "'input' names the data, not a layer");
+    if (!strcmp(s, "ids"))
+        return line_error(b, i, "'ids' names the id features, not a layer");
     for (int j = 0; j < i; j++)
         if (!strcmp(b->lines[j].name, s))
             return line_error(b, i, "a second layer of this name");
@@ -227,13 +234,20 @@ static int parse_inputs(build_t *b, int i, char *names)
         }
         l->nin = n;
         for (int k = 0; k < n; k++) {
-            int j = -2;
+            int j = INT_MIN;
             if (!strcmp(w[k], "input"))
-                j = -1;
-            for (int c = 0; j == -2 && c < b->n; c++)
+                j = STRATA__IN_DATA;
+            if (!strcmp(w[k], "ids"))
+                j = STRATA__IN_IDS;
+            for (int c = 0; j == INT_MIN && c < b->n; c++)
                 if (!strcmp(b->lines[c].name, w[k]))
                     j = c;
-            if (j == -2) {
+            if (j == STRATA__IN_IDS && !b->ids_k)
+                return line_error(b, i, "reads 'ids', the id features, but "
+                                  "the data has none: [data] train_ids, "
+                                  "test_ids and validation_ids name them "
+                                  "(strata predict: --ids)");
+            if (j == INT_MIN) {
                 const char *best = NULL;
                 int bestd = 3;
                 for (int c = 0; c < b->n; c++) {
@@ -244,7 +258,8 @@ static int parse_inputs(build_t *b, int i, char *names)
                     }
                 }
                 snprintf(why, sizeof why, "reads '%s', which is no layer of "
-                         "[graph] nor 'input' (the data)%s%s%s", w[k],
+                         "[graph] nor 'input' (the data) nor 'ids' (the id "
+                         "features)%s%s%s", w[k],
                          best ? "; did you mean '" : "", best ? best : "",
                          best ? "'?" : "");
                 return line_error(b, i, why);
@@ -253,6 +268,20 @@ static int parse_inputs(build_t *b, int i, char *names)
         }
     }
     const strata__layer_kind_t *kind = l->kind;
+    for (int k = 0; k < l->nin; k++)
+        if (!kind->reads_ids && l->inputs[k] == STRATA__IN_IDS) {
+            snprintf(why, sizeof why, "%s reads 'ids', the id features, "
+                     "which only an embedding reads (then concat its output "
+                     "with other layers)", kind->name);
+            return line_error(b, i, why);
+        }
+    if (kind->reads_ids && (l->nin != 1 || l->inputs[0] != STRATA__IN_IDS)) {
+        snprintf(why, sizeof why, "%s reads the id features and only them: "
+                 "'%s'%s", kind->name, kind->usage, b->graph ? ""
+                 : " in a [graph] section (a [model] chain reads the "
+                   "dense features)");
+        return line_error(b, i, why);
+    }
     if (!kind->max_in && l->nin != 1) {
         snprintf(why, sizeof why, "%s reads one layer, not %d (add and "
                  "concat merge several)", kind->name, l->nin);
@@ -413,7 +442,7 @@ static void place_vars(strata__model_t *m, strata__layer_t *l, size_t *off)
     double fi, fo;
     int ndim = l->kind->kernel_shape(l, dims, &bias, &fi, &fo);
     l->var0 = m->nvars;
-    for (int j = 0; j < 2; j++) {
+    for (int j = 0; j < l->kind->nvars; j++) {
         int vi = m->nvars++;
         strata_var_t *v = &m->vars[vi];
         const char *what = l->kind->var_names[j];
@@ -469,8 +498,16 @@ static int place_layers(const build_t *b, const int *order,
         l->index = p;
         for (int k = 0; k < l->nin; k++) {
             int j = l->inputs[k];
-            l->inputs[k] = j < 0 ? -1 : b->pos[j];
-            l->ins[k] = j < 0 ? m->input : m->layers[b->pos[j]].out;
+            l->inputs[k] = j < 0 ? j : b->pos[j];
+            l->ins[k] = j >= 0 ? m->layers[b->pos[j]].out
+                        : j == STRATA__IN_IDS
+                            ? (strata__shape_t){ 1, 1, b->ids_k, 0 }
+                            : m->input;
+            if (j == STRATA__IN_IDS) {
+                m->ids_k = b->ids_k;
+                if (m->ids_vocab <= 0 || l->vocab < m->ids_vocab)
+                    m->ids_vocab = l->vocab;
+            }
         }
         l->in = l->ins[0];
         int rc = l->kind->merge ? check_merge(b, line, l) : STRATA_OK;
@@ -746,6 +783,14 @@ int strata__model_build_graph_for(const strata__layer_line_t *lines, int n,
                                   const strata__shape_t *input, int nclasses,
                                   int loss, strata__model_t *m)
 {
+    return strata__model_build_graph_ids(lines, n, input, 0, nclasses, loss,
+                                         m);
+}
+
+int strata__model_build_graph_ids(const strata__layer_line_t *lines, int n,
+                                  const strata__shape_t *input, int ids_k,
+                                  int nclasses, int loss, strata__model_t *m)
+{
     if (n < 1 || n > STRATA_MAX_LAYERS) {
         memset(m, 0, sizeof *m);
         strata__log(STRATA_LOG_ERROR, "model", "%s%s[graph]: %d layers; "
@@ -754,6 +799,7 @@ int strata__model_build_graph_for(const strata__layer_line_t *lines, int n,
                     ? ": " : "", n, STRATA_MAX_LAYERS);
         return STRATA_ECONFIG;
     }
-    build_t b = { .lines = lines, .n = n, .graph = 1, .loss = loss };
+    build_t b = { .lines = lines, .n = n, .graph = 1, .loss = loss,
+                  .ids_k = ids_k };
     return build(&b, input, nclasses, m);
 }

@@ -7,7 +7,7 @@
 #include "model/loss.h"
 
 static int build_cfg(const strata__cfg_t *cfg, const char *layers, int loss,
-                     const strata__shape_t *input, int nclasses,
+                     const strata__shape_t *input, int ids_k, int nclasses,
                      strata__model_t *m)
 {
     const char *key, *value, *origin;
@@ -40,18 +40,18 @@ static int build_cfg(const strata__cfg_t *cfg, const char *layers, int loss,
                                 &origin);
         lines[i] = (strata__layer_line_t){ key, value, origin };
     }
-    int rc = strata__model_build_graph_for(lines, n, input, nclasses, loss,
-                                           m);
+    int rc = strata__model_build_graph_ids(lines, n, input, ids_k, nclasses,
+                                           loss, m);
     free(lines);
     return rc;
 }
 
 int strata__model_build_cfg(const strata__cfg_t *cfg,
                             const strata__model_cfg_t *mc,
-                            const strata__shape_t *input, int nclasses,
-                            strata__model_t *m)
+                            const strata__shape_t *input, int ids_k,
+                            int nclasses, strata__model_t *m)
 {
-    int rc = build_cfg(cfg, mc->layers, mc->loss, input, nclasses, m);
+    int rc = build_cfg(cfg, mc->layers, mc->loss, input, ids_k, nclasses, m);
     if (rc == STRATA_OK)
         m->loss = strata__lossfn(mc);
     return rc;

@@ -22,20 +22,30 @@ void strata__model_init(const strata__model_t *m, uint64_t seed, float *flat)
         double fan_in, fan_out;
         l->kind->kernel_shape(l, dims, &bias, &fan_in, &fan_out);
         const strata_var_t *k = &m->vars[l->var0];
-        const strata_var_t *b = &m->vars[l->var0 + 1];
+        const strata_var_t *b = l->kind->nvars > 1 ? &m->vars[l->var0 + 1]
+                                                   : NULL;
         if (l->kind->init) {
-            l->kind->init(l, flat + k->offset, k->count, flat + b->offset,
-                          b->count);
+            l->kind->init(l, flat + k->offset, k->count,
+                          b ? flat + b->offset : NULL, b ? b->count : 0);
             continue;
         }
         strata__rng_t rng;
         /* One stream per layer: adding a layer leaves the others unchanged. */
         strata__rng_seed(&rng, seed, 1000u + (uint64_t)i);
-        double limit = sqrt(6.0 / (fan_in + fan_out));
+        double limit = l->kind->init_uniform > 0.0
+                           ? l->kind->init_uniform
+                           : sqrt(6.0 / (fan_in + fan_out));
         for (size_t j = 0; j < k->count; j++)
             flat[k->offset + j] =
                 (float)((2.0 * strata__rng_uniform(&rng) - 1.0) * limit);
     }
+}
+
+/* The name of what input index j names: a layer, the data or the ids. */
+static const char *input_name(const strata__model_t *m, int j)
+{
+    return j >= 0 ? m->layers[j].name
+           : j == STRATA__IN_IDS ? "ids" : "input";
 }
 
 /* The names of the layers l reads ("input": the data), comma-separated. */
@@ -47,7 +57,7 @@ static void inputs_text(const strata__model_t *m, const strata__layer_t *l,
         int j = l->inputs[k];
         size_t at = strlen(out);
         snprintf(out + at, len - at, "%s%s", k ? ", " : "",
-                 j < 0 ? "input" : m->layers[j].name);
+                 input_name(m, j));
     }
 }
 
@@ -95,8 +105,8 @@ void strata__model_summary(const strata__model_t *m, FILE *f)
         else
             snprintf(shape, sizeof shape, "(%d)", l->out.c);
         size_t params = 0;
-        if (l->kind->nvars)
-            params = m->vars[l->var0].count + m->vars[l->var0 + 1].count;
+        for (int v = 0; v < l->kind->nvars; v++)
+            params += m->vars[l->var0 + v].count;
         if (m->graph) {
             inputs_text(m, l, ins, sizeof ins);
             fprintf(f, " %-*s %-*s %-*s %-18s %10zu\n", nw, l->name, sw,
@@ -114,6 +124,26 @@ uint64_t strata__model_step_seed(uint64_t seed, int64_t step)
     strata__rng_t rng;
     strata__rng_seed(&rng, seed, 0x64726f70ull ^ ((uint64_t)step << 20));
     return strata__rng_next(&rng);
+}
+
+int strata__model_check_ids(const strata__model_t *m,
+                            const strata__dataset_t *d, const char *what,
+                            const char *key)
+{
+    if (!m->ids_k || !d->n)
+        return STRATA_OK;
+    if (d->ids_k != (uint32_t)m->ids_k) {
+        if (d->ids)
+            strata__log(STRATA_LOG_ERROR, "data", "%s: %u ids per sample in "
+                        "%s, but the model reads %d (those of [data] "
+                        "train_ids)", d->ids_file, d->ids_k, what, m->ids_k);
+        else
+            strata__log(STRATA_LOG_ERROR, "data", "%s has no id features, "
+                        "which the model reads ('ids'): name them in [data] "
+                        "%s", what, key);
+        return STRATA_EDATA;
+    }
+    return strata__ids_check(d, m->ids_vocab);
 }
 
 /* ---- per-replica work -------------------------------------------------- */
@@ -139,6 +169,10 @@ int strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
     w->x = strata__dev_alloc(device, r * w->dim * sizeof(float));
     w->y = strata__dev_alloc(device, r * strata__model_label_bytes(m));
     int ok = w->x && w->y;
+    w->ids_k = m->ids_k;
+    size_t id_bytes = r * (size_t)m->ids_k * sizeof(int32_t);
+    if (ok && id_bytes)
+        ok = (w->ids = strata__dev_alloc(device, id_bytes)) != NULL;
     for (int i = 0; ok && i < m->nlayers; i++) {
         const strata__layer_t *l = &m->layers[i];
         if (l->kind->alias)
@@ -172,7 +206,8 @@ int strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
         ok = (w->stage_x = o->host_alloc(w->kd,
                                          r * w->dim * sizeof(float))) &&
              (w->stage_y = o->host_alloc(w->kd, r * strata__model_label_bytes(m))) &&
-             (w->pixels = strata__dev_alloc(device, r * w->dim));
+             (w->pixels = strata__dev_alloc(device, r * w->dim)) &&
+             (!id_bytes || (w->stage_ids = o->host_alloc(w->kd, id_bytes)));
     }
     if (ok)
         ok = o->xacc_init(w->kd, &w->acc) == STRATA_OK;
@@ -188,7 +223,7 @@ int strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
 size_t strata__work_row_bytes(const strata__model_t *m)
 {
     size_t bytes = ((size_t)m->input_dim + (size_t)m->nslots * m->max_width) *
-                   sizeof(float);
+                   sizeof(float) + (size_t)m->ids_k * sizeof(int32_t);
     for (int i = 0; i < m->nlayers; i++) {
         const strata__layer_t *l = &m->layers[i];
         if (l->kind->alias)
@@ -214,11 +249,13 @@ void strata__work_free(strata__work_t *w)
         o->xacc_fini(w->kd, &w->acc);
         o->host_free(w->kd, w->stage_x);
         o->host_free(w->kd, w->stage_y);
+        o->host_free(w->kd, w->stage_ids);
     }
     strata__dev_free(dev, w->pixels);
     strata__dev_free(dev, w->state);
     strata__dev_free(dev, w->x);
     strata__dev_free(dev, w->y);
+    strata__dev_free(dev, w->ids);
     for (int i = 0; i < STRATA_MAX_LAYERS; i++) {
         strata__dev_free(dev, w->act[i]);
         strata__dev_free(dev, w->aux[i]);
@@ -253,14 +290,18 @@ int strata__work_state_set(const strata__model_t *m, strata__work_t *w,
 int strata__model_load_batch(strata__work_t *w, const strata__dataset_t *d,
                              const uint32_t *perm, size_t first, size_t rows)
 {
-    if (rows > (size_t)(w->rows > 0 ? w->rows : 1) || d->dim != w->dim) {
+    if (rows > (size_t)(w->rows > 0 ? w->rows : 1) || d->dim != w->dim ||
+        (w->ids_k && d->ids_k != (uint32_t)w->ids_k)) {
         strata__log(STRATA_LOG_ERROR, "model", "a batch of %zu rows of %zu "
-                    "features does not fit work of %d rows of %zu", rows,
-                    d->dim, w->rows, w->dim);
+                    "features and %u ids does not fit work of %d rows of %zu "
+                    "and %d", rows, d->dim, d->ids_k, w->rows, w->dim,
+                    w->ids_k);
         return STRATA_EINVAL;
     }
     if (STRATA_DEVICE_TYPE(w->device) == STRATA_DEV_CPU) {
         strata__batch_fill(d, perm, first, rows, w->x, w->y);
+        if (w->ids_k)
+            strata__ids_fill(d, perm, first, rows, w->ids);
         return STRATA_OK;
     }
     strata__kdev_t *k = w->kd;
@@ -289,6 +330,11 @@ int strata__model_load_batch(strata__work_t *w, const strata__dataset_t *d,
     if (rc == STRATA_OK)
         rc = o->copy(k, STRATA__H2D, w->y, w->stage_y,
                      rows * strata__label_bytes(d));
+    if (rc == STRATA_OK && w->ids_k) {
+        strata__ids_fill(d, perm, first, rows, w->stage_ids);
+        rc = o->copy(k, STRATA__H2D, w->ids, w->stage_ids,
+                     rows * (size_t)w->ids_k * sizeof(int32_t));
+    }
     w->staged = 1;
     if (rc == STRATA_OK && !d->images_f32)
         rc = o->u8_to_f32(k, rows * d->dim, w->pixels, 1.0f / 255.0f, w->x);
@@ -303,7 +349,7 @@ static float *out_of(const strata__model_t *m, strata__work_t *w, int i)
 {
     while (i >= 0 && m->layers[i].kind->alias)
         i = m->layers[i].inputs[0];
-    return i >= 0 ? w->act[i] : w->x;
+    return i >= 0 ? w->act[i] : i == STRATA__IN_DATA ? w->x : NULL;
 }
 
 static int act_forward(strata__kdev_t *k, int act, size_t n, float *y)
@@ -349,13 +395,17 @@ static strata__pass_t pass_of(const strata__model_t *m, int r,
     for (int k = 0; k < l->nin; k++)
         p.xs[k] = out_of(m, w, l->inputs[k]);
     p.x = p.xs[0];
+    if (l->kind->reads_ids)
+        p.ids = w->ids;
     if (l->kind->nvars) {
         p.W = (const float *)m->vars[l->var0].value[r];
-        p.b = (const float *)m->vars[l->var0 + 1].value[r];
-        if (grads) {
+        if (grads)
             p.dW = grads + m->vars[l->var0].offset;
+    }
+    if (l->kind->nvars > 1) {
+        p.b = (const float *)m->vars[l->var0 + 1].value[r];
+        if (grads)
             p.db = grads + m->vars[l->var0 + 1].offset;
-        }
     }
     return p;
 }

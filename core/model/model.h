@@ -25,6 +25,10 @@ typedef struct strata__model {
     strata__layer_t layers[STRATA_MAX_LAYERS];
     strata__shape_t input;          /* one sample, as the data gives it      */
     int             input_dim;      /* its floats                            */
+    int             ids_k;          /* id features per sample the model
+                                       reads ('ids'; 0: none read)           */
+    int             ids_vocab;      /* the smallest table of the layers that
+                                       read them: every id below it         */
     int             nclasses;       /* units of the last layer               */
     strata__lossfn_t loss;          /* [model] loss and metric               */
     size_t          max_width;      /* floats of the widest layer input or
@@ -86,6 +90,13 @@ int  strata__model_build(const char *spec, const char *origin,
 int  strata__model_build_graph(const strata__layer_line_t *lines, int n,
                                const strata__shape_t *input, int nclasses,
                                strata__model_t *m);
+/* The same where the data also gives `ids_k` int32 id features per
+ * sample (0: none), which a graph reads as 'ids' (an embedding only; a
+ * chain never). */
+int  strata__model_build_graph_ids(const strata__layer_line_t *lines, int n,
+                                   const strata__shape_t *input, int ids_k,
+                                   int nclasses, int loss,
+                                   strata__model_t *m);
 /* The same for [model] loss `loss` (0: sparse, as above; a KOPS_LOSS_*:
  * the last layer has exactly nclasses units, one per label value, and
  * binary_crossentropy also takes 'sigmoid' there, which it applies). */
@@ -99,11 +110,19 @@ int  strata__model_build_graph_for(const strata__layer_line_t *lines, int n,
 /* The job's model: its [graph] section when it has one, else [model]
  * layers (`layers`, its resolved value), for its [model] loss and metric
  * (m->loss); nclasses: the labels' classes, or values per sample of a
- * dense loss (0: any, for images without labels). */
+ * dense loss (0: any, for images without labels); ids_k: the data's id
+ * features per sample (0: none). */
 int  strata__model_build_cfg(const strata__cfg_t *cfg,
                              const strata__model_cfg_t *mc,
-                             const strata__shape_t *input, int nclasses,
-                             strata__model_t *m);
+                             const strata__shape_t *input, int ids_k,
+                             int nclasses, strata__model_t *m);
+/* Every id of `d` in [-1, m->ids_vocab) when the model reads ids: 0, or
+ * STRATA_EDATA after one line naming the file, the sample and the
+ * column; a set without the ids the model reads: STRATA_EDATA, naming
+ * `what` ("the test set") and the [data] key that gives them. */
+int  strata__model_check_ids(const strata__model_t *m,
+                             const strata__dataset_t *d, const char *what,
+                             const char *key);
 /* Glorot-uniform kernels (Keras's fans), zero biases, drawn from `seed`,
  * one random stream per layer: flat[m->count]. */
 void strata__model_init(const strata__model_t *m, uint64_t seed, float *flat);
@@ -119,6 +138,8 @@ uint64_t strata__model_step_seed(uint64_t seed, int64_t step);
 typedef struct strata__work {
     int      rows;
     float   *x;                     /* rows x input_dim                     */
+    int32_t *ids;                   /* rows x ids_k id features, or NULL   */
+    int      ids_k;
     void    *y;                     /* rows labels: int32 ids or float rows */
     float   *act[STRATA_MAX_LAYERS];/* rows x out, outputs of each layer
                                        (NULL for alias layers: flatten)     */
@@ -160,6 +181,7 @@ typedef struct strata__work {
     uint8_t        *stage_x;        /* GPU: rows x dim pixels (floats for
                                        float32 data), page-locked            */
     void           *stage_y;        /* GPU: rows labels, page-locked        */
+    int32_t        *stage_ids;      /* GPU: rows x ids_k ids, page-locked   */
     uint8_t        *pixels;         /* GPU: rows x dim pixels on the device */
     int             staged;         /* GPU: copies from stage_* in flight   */
     strata__xacc_t  acc;

@@ -78,9 +78,12 @@ int strata__scorer_open_set(strata_ctx_t *ctx, const char *who,
         int width = s->test.target_dim ? (int)s->test.target_dim
                     : ctx->s.model.loss != STRATA__LOSS_SPARSE ? 0
                     : s->test.nclasses ? s->test.nclasses : 2;
-        rc = strata__model_build_cfg(ctx->cfg, &ctx->s.model, &in, width,
-                                     s->model);
+        rc = strata__model_build_cfg(ctx->cfg, &ctx->s.model, &in,
+                                     (int)s->test.ids_k, width, s->model);
     }
+    if (rc == STRATA_OK)
+        rc = strata__model_check_ids(s->model, &s->test, name,
+                                     "test_ids or validation_ids");
     if (rc == STRATA_OK) {
         s->flat = malloc(s->model->count * sizeof *s->flat + 1);
         rc = s->flat ? STRATA_OK : STRATA_ENOMEM;
@@ -136,10 +139,11 @@ int strata__scorer_run(strata__scorer_t *s, const strata__ckpt_t *ck,
     size_t step = (size_t)s->work.rows;
     for (size_t i = 0; rc == STRATA_OK && i < s->test.n; i += step) {
         size_t rows = s->test.n - i < step ? s->test.n - i : step;
-        strata__batch_fill(&s->test, NULL, i, rows, s->work.x, s->work.y);
+        rc = strata__model_load_batch(&s->work, &s->test, NULL, i, rows);
         double part = 0.0;
-        rc = strata__model_evaluate(s->model, 0, &s->work, (int)rows, &part,
-                                    &metric);
+        if (rc == STRATA_OK)
+            rc = strata__model_evaluate(s->model, 0, &s->work, (int)rows,
+                                        &part, &metric);
         for (int k = 0; auc && k < 2 * KOPS_AUC_BINS; k++)
             hist[k] += s->work.acc.hist[k];
         sum += part;
@@ -162,7 +166,8 @@ void strata__scorer_close(strata__scorer_t *s)
 
 /* The test set, or the samples of images/labels when they are given. */
 static int eval_checkpoint(strata_ctx_t *ctx, const char *path,
-                           const char *images, const char *labels)
+                           const char *images, const char *labels,
+                           const char *ids)
 {
     int rc = strata__ctx_resolve(ctx);
     if (rc != STRATA_OK)
@@ -177,9 +182,13 @@ static int eval_checkpoint(strata_ctx_t *ctx, const char *path,
         rc = strata__scorer_open(ctx, STRATA__SET_TEST, &s);
     else if ((rc = strata__dataset_load_as(images, labels, 0,
                                            ctx->s.data.labels_as, &set)) ==
-             STRATA_OK)
-        rc = strata__scorer_open_set(ctx, "eval", &set, images, EVAL_ROWS,
-                                     &s);
+             STRATA_OK) {
+        if (ids && (rc = strata__ids_load(ids, &set)) != STRATA_OK)
+            strata__dataset_free(&set);
+        else
+            rc = strata__scorer_open_set(ctx, "eval", &set, images,
+                                         EVAL_ROWS, &s);
+    }
     if (rc == STRATA_OK)
         rc = strata__ckpt_read(path, &ck);
     if (rc == STRATA_OK)
@@ -207,6 +216,13 @@ int strata_eval(strata_ctx_t *ctx, const char *path)
 int strata_eval_data(strata_ctx_t *ctx, const char *path, const char *images,
                      const char *labels)
 {
+    return strata_eval_data_ids(ctx, path, images, labels, NULL);
+}
+
+int strata_eval_data_ids(strata_ctx_t *ctx, const char *path,
+                         const char *images, const char *labels,
+                         const char *ids)
+{
     if (!ctx || !path)
         return STRATA_EINVAL;
     strata_ctx_t *prev = strata__log_bind(ctx);
@@ -215,8 +231,11 @@ int strata_eval_data(strata_ctx_t *ctx, const char *path, const char *images,
         strata__log(STRATA_LOG_ERROR, "eval", "%s without %s: the data to "
                     "score is images and their labels", images ? "images"
                     : "labels", images ? "labels" : "images");
+    else if (ids && !images)
+        strata__log(STRATA_LOG_ERROR, "eval", "ids without images and "
+                    "labels: the test set's ids are [data] test_ids");
     else
-        rc = eval_checkpoint(ctx, path, images, labels);
+        rc = eval_checkpoint(ctx, path, images, labels, ids);
     strata__log_bind(prev);
     return rc;
 }

@@ -34,7 +34,8 @@ static int forward_all(strata__scorer_t *s, int probs, float *out)
 }
 
 static int predict(strata_ctx_t *ctx, const char *path, const char *data,
-                   const char *out, int batch, unsigned flags)
+                   const char *ids, const char *out, int batch,
+                   unsigned flags)
 {
     int rc = strata__ctx_resolve(ctx);
     if (rc != STRATA_OK)
@@ -50,6 +51,8 @@ static int predict(strata_ctx_t *ctx, const char *path, const char *data,
     float *y = NULL;
     memset(&s, 0, sizeof s);
     rc = strata__images_load(data, &set);
+    if (rc == STRATA_OK && ids && (rc = strata__ids_load(ids, &set)) != 0)
+        strata__dataset_free(&set);
     if (rc == STRATA_OK) {
         size_t n = set.n;
         rc = strata__scorer_open_set(ctx, WHO, &set, data,
@@ -85,6 +88,13 @@ static int predict(strata_ctx_t *ctx, const char *path, const char *data,
 int strata_predict(strata_ctx_t *ctx, const char *path, const char *data,
                    const char *out, int batch_size, unsigned flags)
 {
+    return strata_predict_ids(ctx, path, data, NULL, out, batch_size, flags);
+}
+
+int strata_predict_ids(strata_ctx_t *ctx, const char *path, const char *data,
+                       const char *ids, const char *out, int batch_size,
+                       unsigned flags)
+{
     if (!ctx)
         return STRATA_EINVAL;
     strata_ctx_t *prev = strata__log_bind(ctx);
@@ -97,12 +107,14 @@ int strata_predict(strata_ctx_t *ctx, const char *path, const char *data,
                     "1000000 (0: [train] batch_size)", batch_size);
     else if (flags & ~STRATA_PREDICT_LOGITS)
         strata__log(STRATA_LOG_ERROR, WHO, "unknown flags 0x%x", flags);
-    else if (same_file(out, path) || same_file(out, data))
+    else if (same_file(out, path) || same_file(out, data) ||
+             (ids && same_file(out, ids)))
         strata__log(STRATA_LOG_ERROR, WHO, "%s is the %s itself: the outputs "
                     "do not replace an input", out,
-                    same_file(out, path) ? "checkpoint" : "data file");
+                    same_file(out, path) ? "checkpoint"
+                    : same_file(out, data) ? "data file" : "ids file");
     else
-        rc = predict(ctx, path, data, out, batch_size, flags);
+        rc = predict(ctx, path, data, ids, out, batch_size, flags);
     strata__log_bind(prev);
     return rc;
 }

@@ -425,8 +425,21 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
         strata__shape_t in = strata__data_shape(&run->train);
         rc = nclasses < 0 ? STRATA_EDATA
              : strata__model_build_cfg(run->ctx->cfg, &run->s->model, &in,
-                                       nclasses, &run->model);
+                                       (int)run->train.ids_k, nclasses,
+                                       &run->model);
     }
+    /* Every id in its table, checked once before anything trains. */
+    if (rc == STRATA_OK)
+        rc = strata__model_check_ids(&run->model, &run->train,
+                                     "the training set", "train_ids");
+    if (rc == STRATA_OK)
+        rc = strata__model_check_ids(&run->model, &run->val,
+                                     "the validation set",
+                                     run->s->data.validation_split > 0.0
+                                         ? "train_ids" : "validation_ids");
+    if (rc == STRATA_OK)
+        rc = strata__model_check_ids(&run->model, &run->test, "the test set",
+                                     "test_ids");
     if (rc == STRATA_OK) {
         run->init = malloc(run->model.count * sizeof(float));
         if (!run->init)

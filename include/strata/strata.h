@@ -195,6 +195,13 @@ STRATA_API int strata_plugin_caps(strata_ctx_t *ctx, const char *name,
  * text callback. */
 STRATA_API int strata_eval_data(strata_ctx_t *ctx, const char *path,
                                 const char *images, const char *labels);
+/* The same for a model that reads id features ('ids' in [graph], an
+ * embedding's): `ids` is their file, one row per sample of `images` (read
+ * and checked as [data] test_ids is); NULL: none, strata_eval_data.
+ * (Appended with the embeddings.) */
+STRATA_API int strata_eval_data_ids(strata_ctx_t *ctx, const char *path,
+                                    const char *images, const char *labels,
+                                    const char *ids);
 
 /* strata_predict's flags. */
 #define STRATA_PREDICT_LOGITS 1u /* the last layer's raw outputs (logits) */
@@ -213,6 +220,16 @@ STRATA_API int strata_eval_data(strata_ctx_t *ctx, const char *path,
 STRATA_API int strata_predict(strata_ctx_t *ctx, const char *path,
                               const char *data, const char *out,
                               int batch_size, unsigned flags);
+/* The same for a model that reads id features ('ids' in [graph], an
+ * embedding's): `ids` is their file (.npy or "mem:NAME", int32 or int64,
+ * (n,) or (n, k), one row per sample of `data`, -1 padding), checked as
+ * [data] train_ids is, every id within the tables; NULL: none, which is
+ * strata_predict. Keras' model.predict([x, ids]). (Appended with the
+ * embeddings.) */
+STRATA_API int strata_predict_ids(strata_ctx_t *ctx, const char *path,
+                                  const char *data, const char *ids,
+                                  const char *out, int batch_size,
+                                  unsigned flags);
 
 /* Every key of the job with its effective value (the text the option
  * parser reads) and the source that won: "job.ini:4", "env

@@ -99,6 +99,8 @@ train = _proto("strata_train", ctypes.c_int, c_ctx_p)
 request_stop = _proto("strata_request_stop", None, c_ctx_p)
 eval_ = _proto("strata_eval", ctypes.c_int, c_ctx_p, _c)
 eval_data = _proto("strata_eval_data", ctypes.c_int, c_ctx_p, _c, _c, _c)
+eval_data_ids = _proto("strata_eval_data_ids", ctypes.c_int, c_ctx_p, _c, _c,
+                       _c, _c)
 CONFIG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p,
                              ctypes.c_char_p, ctypes.c_char_p)
 config_list = _proto("strata_config_list", ctypes.c_int, c_ctx_p,
@@ -106,6 +108,8 @@ config_list = _proto("strata_config_list", ctypes.c_int, c_ctx_p,
                      ctypes.c_void_p)
 predict = _proto("strata_predict", ctypes.c_int, c_ctx_p, _c, _c, _c,
                  ctypes.c_int, ctypes.c_uint)
+predict_ids = _proto("strata_predict_ids", ctypes.c_int, c_ctx_p, _c, _c, _c,
+                     _c, ctypes.c_int, ctypes.c_uint)
 
 # Collectives (strata_comm_*): the comm is an opaque pointer.
 c_comm_p = ctypes.c_void_p

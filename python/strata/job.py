@@ -225,6 +225,32 @@ class Job:
         self.set("data.%s=%s" % (key, self.set_array(
             name, array, key, images=key.endswith("images"))))
 
+    def _data_ids(self, key: str, name: str, ids) -> None:
+        """[data] `key` (train_ids, ...) from `ids`, or none: the inputs
+        given are the inputs, as Keras's."""
+        if ids is None:
+            self.set("data.%s=" % key)
+            self.set_array(name, None)
+        else:
+            self._data(key, name, ids)
+
+    @staticmethod
+    def _inputs(what: str, x):
+        """The model's inputs as Keras takes them: the dense features
+        alone, or with the id features that a [graph]'s 'ids' names (an
+        embedding's): [x, ids], (x, ids) or {"input": x, "ids": ids}.
+        Returns (x, ids or None)."""
+        if isinstance(x, dict):
+            if "input" not in x or set(x) - {"input", "ids"}:
+                raise errors.InvalidArgument(
+                    "%s: x as a dict holds 'input' (the dense features) and "
+                    "'ids' (the id features); got %s" % (what, sorted(x)))
+            return x["input"], x.get("ids")
+        if isinstance(x, (list, tuple)) and len(x) == 2 and all(
+                isinstance(a, np.ndarray) for a in x):
+            return x[0], x[1]
+        return x, None
+
     # ---- events ----------------------------------------------------------
 
     def _on_event(self, user, ev_p) -> None:
@@ -290,12 +316,13 @@ class Job:
         if (x is None) != (y is None):
             raise errors.InvalidArgument(
                 "fit: x and y go together (images and their labels)")
+        x, ids = self._inputs("fit", x) if x is not None else (None, None)
         keys = {"train.batch_size": batch_size, "train.epochs": epochs,
                 "data.validation_split": validation_split,
                 "data.shuffle": shuffle}
         if x is not None:   # this call's validation only, as Keras's
             for k in ("validation_split", "validation_images",
-                      "validation_labels"):
+                      "validation_labels", "validation_ids"):
                 self.set("data.%s=" % k)
         for k, v in keys.items():
             if v is not None:
@@ -303,11 +330,15 @@ class Job:
         if x is not None:
             self._data("train_images", "fit_x", x)
             self._data("train_labels", "fit_y", y)
+            self._data_ids("train_ids", "fit_ids", ids)
         if validation_data is not None:
             if len(validation_data) != 2:
                 raise errors.InvalidArgument("fit: validation_data is (x, y)")
-            self._data("validation_images", "val_x", validation_data[0])
+            vx, vids = self._inputs("fit", validation_data[0])
+            self._data("validation_images", "val_x", vx)
             self._data("validation_labels", "val_y", validation_data[1])
+            if vids is not None:
+                self._data("validation_ids", "val_ids", vids)
         if x is not None:
             # Keras validates on what it is given, never on a test set
             # the arrays did not come with.
@@ -316,9 +347,14 @@ class Job:
             if val and (self._own_test or
                         self.get("data", "test_images") is None):
                 self._own_test = True
-                vx = validation_data if validation_data is not None else (x, y)
-                self._data("test_images", "test_x", vx[0])
-                self._data("test_labels", "test_y", vx[1])
+                if validation_data is not None:
+                    tx, tids = self._inputs("fit", validation_data[0])
+                    ty = validation_data[1]
+                else:
+                    tx, tids, ty = x, ids, y
+                self._data("test_images", "test_x", tx)
+                self._data("test_labels", "test_y", ty)
+                self._data_ids("test_ids", "test_ids", tids)
         if self._own_ckpt is None:
             self._own_ckpt = self.get("checkpoint", "dir") is None
         self._fits += 1
@@ -424,7 +460,8 @@ class Job:
                  ) -> Union[List[float], Dict[str, float]]:
         """[loss, accuracy] of the checkpoint (the last fit's by default)
         on x, y, or on the job's test set when they are None
-        (strata_eval_data / strata_eval)."""
+        (strata_eval_data_ids / strata_eval). x may hold the id features
+        too: [x, ids] or {"input": x, "ids": ids}."""
         ctx = self._alive()
         ck = self._ckpt(checkpoint)
         if (x is None) != (y is None):
@@ -433,13 +470,17 @@ class Job:
         if x is None:
             self._call(_lib.eval_, ctx, ck)
         else:
+            x, ids = self._inputs("evaluate", x)
             xi = self.set_array("eval_x", x, "x", images=True).encode()
             yi = self.set_array("eval_y", y, "y").encode()
+            di = (self.set_array("eval_ids", ids, "ids").encode()
+                  if ids is not None else None)
             try:
-                self._call(_lib.eval_data, ctx, ck, xi, yi)
+                self._call(_lib.eval_data_ids, ctx, ck, xi, yi, di)
             finally:
                 self.set_array("eval_x", None)
                 self.set_array("eval_y", None)
+                self.set_array("eval_ids", None)
         if len(self._evals) != 1:
             raise errors.InternalError(
                 "evaluate: libstrata reported %d results" % len(self._evals))
@@ -452,18 +493,23 @@ class Job:
                 logits: bool = False) -> np.ndarray:
         """The model's outputs for every sample of x: float32 (n, units),
         softmax probabilities, or the last layer's logits
-        (strata_predict)."""
+        (strata_predict_ids). x may hold the id features too: [x, ids] or
+        {"input": x, "ids": ids}."""
         ctx = self._alive()
         ck = self._ckpt(checkpoint)
         out = os.path.join(self._workdir(), "predict.npy")
+        x, ids = self._inputs("predict", x)
         xi = self.set_array("predict_x", x, "x", images=True).encode()
+        di = (self.set_array("predict_ids", ids, "ids").encode()
+              if ids is not None else None)
         try:
-            self._call(_lib.predict, ctx, ck, xi, out.encode(),
+            self._call(_lib.predict_ids, ctx, ck, xi, di, out.encode(),
                        int(batch_size or 0),
                        _lib.PREDICT_LOGITS if logits else 0)
             return np.load(out)
         finally:
             self.set_array("predict_x", None)
+            self.set_array("predict_ids", None)
             if os.path.exists(out):
                 os.unlink(out)
 

@@ -117,6 +117,8 @@ static const golden_t k_golden[] = {
       STRATA_ECONFIG },
     { "validation_two", "validation_two.ini", { 0 }, NULL, 0,
       STRATA_ECONFIG },
+    { "validation_ids", "validation_ids.ini", { 0 }, NULL, 0,
+      STRATA_ECONFIG },
     { "validation_ok", "validation_ok.ini", { 0 }, NULL, 0, 0 },
     { "set_boundaries", NULL, { 0 }, "optimizer.boundaries=10, x", 0,
       STRATA_ECONFIG },

@@ -297,12 +297,59 @@ static void test_split(void)
     strata__dataset_free(&va);
 }
 
+/* Id features go with their samples: through a split (each part's ids
+ * are its rows', each row keeps its index in the file for messages), and
+ * into batches in the epoch's order; ids_check takes -1 and refuses an id
+ * at the table's size. */
+static void test_ids(void)
+{
+    strata__dataset_t tr = numbered(200, 1), va;
+    tr.ids_k = 2;
+    tr.ids = malloc(200 * 2 * sizeof *tr.ids);
+    tr.ids_file = strdup("ids.npy");
+    for (int i = 0; i < 200; i++) {
+        tr.ids[2 * i] = i;
+        tr.ids[2 * i + 1] = i % 5 - 1;             /* -1 .. 3: padding */
+    }
+    CHECK(strata__ids_check(&tr, 200) == 0);
+    CHECK(strata__dataset_split(&tr, 0.25, 42, &va) == 0);
+    const strata__dataset_t *part[2] = { &tr, &va };
+    int ok = 1;
+    for (int p = 0; p < 2; p++) {
+        ok &= part[p]->ids_k == 2 && part[p]->file_row &&
+              strcmp(part[p]->ids_file, "ids.npy") == 0;
+        for (size_t r = 0; ok && r < part[p]->n; r++) {
+            size_t o = origin_of(part[p], r);
+            ok &= part[p]->ids[2 * r] == (int32_t)o &&
+                  part[p]->ids[2 * r + 1] == (int32_t)(o % 5) - 1 &&
+                  part[p]->file_row[r] == o;
+        }
+    }
+    CHECKF(ok, "the split's ids are not their samples'");
+    /* a batch in a shuffled order: each row's ids are its sample's */
+    uint32_t perm[150];
+    strata__epoch_order(perm, 150, 7, 3, 1);
+    int32_t batch[10 * 2];
+    strata__ids_fill(&tr, perm, 20, 10, batch);
+    for (int i = 0; i < 10; i++)
+        ok &= batch[2 * i] == tr.ids[2 * perm[20 + i]] &&
+              batch[2 * i + 1] == tr.ids[2 * perm[20 + i] + 1];
+    CHECKF(ok, "a batch's ids are not its samples'");
+    /* an id of 199 is in a table of 200, not of 199 */
+    strata__dataset_t *high = origin_of(&tr, tr.n - 1) == 199 ? &tr : &va;
+    CHECK(strata__ids_check(high, 200) == 0);
+    CHECK(strata__ids_check(high, 199) == STRATA_EDATA);
+    strata__dataset_free(&tr);
+    strata__dataset_free(&va);
+}
+
 int main(void)
 {
     tmp_make("data");
     test_epoch_order();
     test_load();
     test_split();
+    test_ids();
     tmp_cleanup();
     return CHECK_DONE();
 }

@@ -742,6 +742,55 @@ static void test_dropout(size_t n, float rate, uint64_t seed, uint64_t first)
     dev_free(gx), dev_free(gy);
 }
 
+/* ---- embeddings: gather, dense and sparse gradient, bit for bit ------------ */
+static void test_emb(int m, int k, int dim, int vocab, int comb)
+{
+    size_t n = (size_t)m * k, out = (size_t)m * (comb ? 1 : k) * dim;
+    size_t tab = (size_t)vocab * dim;
+    int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    for (size_t i = 0; i < n; i++)        /* -1 .. vocab - 1: padding, dups */
+        ids[i] = (int32_t)(rnd() % (uint32_t)(vocab + 1)) - 1;
+    float *W = fill(tab, -1, 1), *dy = fill(out, -1, 1);
+    float *y = fill(out, 0, 0), *dW = fill(tab, 0, 0), *got = fill(tab, 0, 0);
+    float *rows = fill(n * dim, 0, 0), *grows = fill(n * dim, 0, 0);
+    int32_t *work = malloc(KOPS_EMB_WORK(n ? n : 1) * sizeof *work);
+    int32_t *uniq = malloc((n ? n : 1) * sizeof *uniq);
+    int32_t *guniq = malloc((n ? n : 1) * sizeof *guniq), nu = 0, gnu = -1;
+    kc_emb_fwd(m, k, dim, vocab, comb, ids, W, y);
+    kc_emb_bwd(m, k, dim, vocab, comb, ids, dy, dW, work);
+    kc_emb_sparse(m, k, dim, vocab, comb, ids, dy, uniq, rows, &nu, work);
+
+    int32_t *gids = dev_from(ids, n * 4), *gwork = dev_from(NULL,
+                                                           KOPS_EMB_WORK(n) * 4);
+    int32_t *gu = dev_from(NULL, n * 4), *gn = dev_from(NULL, 4);
+    float *gW = dev_from(W, tab * 4), *gdy = dev_from(dy, out * 4);
+    float *gy = dev_from(NULL, out * 4), *gdW = dev_from(NULL, tab * 4);
+    float *gr = dev_from(NULL, n * dim * 4);
+    CHECK(kg_emb_fwd(m, k, dim, vocab, comb, gids, gW, gy, S) == 0);
+    to_host(got, gy, out * 4);
+    CHECKF(same_bits(got, y, out * 4), "emb_fwd %dx%d dim %d vocab %d comb "
+           "%d: differs", m, k, dim, vocab, comb);
+    CHECK(kg_emb_bwd(m, k, dim, vocab, comb, gids, gdy, gdW, gwork, S) == 0);
+    to_host(got, gdW, tab * 4);
+    CHECKF(same_bits(got, dW, tab * 4), "emb_bwd %dx%d dim %d vocab %d comb "
+           "%d: differs", m, k, dim, vocab, comb);
+    CHECK(kg_emb_sparse(m, k, dim, vocab, comb, gids, gdy, gu, gr, gn, gwork,
+                        S) == 0);
+    to_host(&gnu, gn, 4);
+    CHECKF(gnu == nu, "emb_sparse: %d ids, CPU %d", gnu, nu);
+    if (gnu == nu) {
+        to_host(guniq, gu, (size_t)nu * 4);
+        to_host(grows, gr, (size_t)nu * dim * 4);
+        CHECKF(same_bits(guniq, uniq, (size_t)nu * 4) &&
+                   same_bits(grows, rows, (size_t)nu * dim * 4),
+               "emb_sparse %dx%d dim %d comb %d: differs", m, k, dim, comb);
+    }
+    free(ids), free(W), free(dy), free(y), free(dW), free(got), free(rows);
+    free(grows), free(work), free(uniq), free(guniq);
+    dev_free(gids), dev_free(gwork), dev_free(gu), dev_free(gn), dev_free(gW);
+    dev_free(gdy), dev_free(gy), dev_free(gdW), dev_free(gr);
+}
+
 /* ---- tanh, sigmoid ------------------------------------------------------------------ */
 typedef void (*cpu_act_fn)(size_t, const float *, float *);
 typedef void (*cpu_act_bwd_fn)(size_t, const float *, const float *, float *);
@@ -1228,6 +1277,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         for (size_t r = 0; r < sizeof rates / sizeof *rates; r++)
             test_dropout(sizes[i], rates[r], 42 + r, 0);
+    for (int comb = KOPS_EMB_NONE; comb <= KOPS_EMB_MEAN; comb++) {
+        test_emb(32, 3, 8, 50, comb);
+        test_emb(256, 26, 16, 1000, comb);     /* many duplicates per id */
+        test_emb(7, 1, 5, 3, comb);
+        test_emb(1000, 4, 33, 100000, comb);   /* a large sparse table */
+    }
     test_dropout(4099, 0.5f, 0xdeadbeefcafef00dull, (1ull << 40) + 3);
     test_dropout(1000, 0.3f, 7, UINT64_MAX - 500);       /* index wraps */
 

@@ -88,6 +88,15 @@ static const char *const k_graph_lines[] = {
     "k = concat <- g, h", "out = dense 10", NULL };
 static const model_case_t k_graph = { "graph: residual add, concat",
                                       { 4, 5, 1, 1 }, k_graph_lines };
+/* Embeddings of the id features (padding, duplicates, a mean bag and
+ * rows side by side) beside the flattened images: the ids cross through
+ * page-locked staging, the backward sorts them on the device. */
+static const char *const k_emb_lines[] = {
+    "e = embedding vocab=11 dim=4 combiner=mean <- ids",
+    "v = embedding vocab=11 dim=2 <- ids", "f = flatten <- input",
+    "c = concat <- e, v, f", "h = dense 8 tanh", "out = dense 10", NULL };
+static const model_case_t k_emb = { "graph: embeddings", { 4, 5, 1, 1 },
+                                    k_emb_lines };
 static const model_case_t k_mlp_act = {
     "dense 16, gelu, dense 16, sigmoid, tanh, leaky_relu, dense 10",
     { 1, 1, DIM, 0 }, NULL };
@@ -130,7 +139,7 @@ static int fake_bind(void)
 static void make_data(void)
 {
     static uint8_t images[N * DIM];
-    static int32_t labels[N];
+    static int32_t labels[N], ids[N * 3];
     uint32_t x = 12345;
     for (size_t i = 0; i < sizeof images; i++) {
         x = x * 1103515245u + 12345u;
@@ -138,9 +147,14 @@ static void make_data(void)
     }
     for (int i = 0; i < N; i++)
         labels[i] = i * 7 % 10;
+    for (int i = 0; i < N * 3; i++) {
+        x = x * 1103515245u + 12345u;
+        ids[i] = (int32_t)((x >> 24) % 12) - 1;    /* -1 (padding) .. 10 */
+    }
     g_data = (strata__dataset_t){ .n = N, .dim = DIM, .rows = 4, .cols = 5,
                                   .nclasses = 10, .images = images,
-                                  .labels = labels };
+                                  .labels = labels, .ids = ids,
+                                  .ids_k = 3 };
 }
 
 static void *train_on(void *arg)
@@ -152,7 +166,9 @@ static void *train_on(void *arg)
     int rc;
     if (res->mc->graph) {
         graph_lines(res->mc->graph, &gl);
-        rc = strata__model_build_graph(gl.line, gl.n, &res->mc->in, 10, &m);
+        rc = strata__model_build_graph_ids(gl.line, gl.n, &res->mc->in,
+                                           (int)g_data.ids_k, 10,
+                                           STRATA__LOSS_SPARSE, &m);
     } else {
         rc = strata__model_build(res->mc->spec, NULL, &res->mc->in, 10, &m);
     }
@@ -380,6 +396,7 @@ int main(void)
     compare(&k_cnn_act, &k_adam);
     compare(&k_mlp_act, &k_adam);
     compare(&k_graph, &k_adam);
+    compare(&k_emb, &k_adam);
     compare(&k_cnn_bn, &k_adam);
     compare(&k_norm, &k_adam);
     compare(&k_mlp, &k_rmsprop);

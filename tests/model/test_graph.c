@@ -201,11 +201,11 @@ static void test_config(void)
     CHECK(strata__cfg_set(c, "graph.out=dense 5", 1, "--set") == 0);
     static strata__model_t m;
     strata__model_cfg_t mc = { .layers = "dense 7" };
-    CHECK(strata__model_build_cfg(c, &mc, &k_img, NCLS, &m) == 0);
+    CHECK(strata__model_build_cfg(c, &mc, &k_img, 0, NCLS, &m) == 0);
     CHECK(m.graph && m.nlayers == 2 && strcmp(m.layers[1].name, "out") == 0);
     CHECK(strata__cfg_set(c, "model.layers=dense 5", 1, "--set") == 0);
     mc.layers = "dense 5";
-    CHECK(strata__model_build_cfg(c, &mc, &k_img, NCLS, &m) == STRATA_ECONFIG);
+    CHECK(strata__model_build_cfg(c, &mc, &k_img, 0, NCLS, &m) == STRATA_ECONFIG);
     strata__cfg_free(c);
 }
 

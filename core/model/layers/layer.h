@@ -48,6 +48,14 @@ typedef struct strata__layer_kind strata__layer_kind_t;
 /* The inputs one layer may read (add, concat). */
 #define STRATA__MAX_INPUTS 8
 
+/* What a layer's input index names besides a layer (>= 0): the dense
+ * features ('input'), or the id features ('ids', [data] train_ids ...),
+ * which only an embedding reads. */
+enum { STRATA__IN_DATA = -1, STRATA__IN_IDS = -2 };
+
+/* embedding: the largest table, in rows (ids are int32). */
+#define STRATA__EMB_MAX_VOCAB (1 << 30)
+
 /* One layer of a model. The members a kind does not use stay 0. */
 typedef struct strata__layer {
     const strata__layer_kind_t *kind;
@@ -57,7 +65,8 @@ typedef struct strata__layer {
                                        prefix of its variables            */
     int             nin;            /* inputs, >= 1                       */
     int             inputs[STRATA__MAX_INPUTS]; /* the layers it reads, by
-                                       index (all < index); -1: the data  */
+                                       index (all < index), or
+                                       STRATA__IN_DATA / STRATA__IN_IDS    */
     strata__shape_t ins[STRATA__MAX_INPUTS];    /* their output shapes    */
     strata__shape_t in, out;        /* in = ins[0]                        */
     int             act;            /* STRATA__ACT_*, after the layer      */
@@ -73,6 +82,8 @@ typedef struct strata__layer {
     int             sync;           /* batchnorm: statistics of the global
                                        batch, across replicas and workers  */
     int             state0;         /* its first state tensor in m->states */
+    /* embedding: rows of the table (its dim is `units`), KOPS_EMB_* */
+    int             vocab, combiner;
 } strata__layer_t;
 
 /* What a forward or backward call works on: pointers on the replica's
@@ -81,6 +92,8 @@ typedef struct strata__pass {
     strata__kdev_t *k;
     int             rows;
     const float    *x;              /* input, rows x in (xs[0])             */
+    const int32_t  *ids;            /* a layer reading the id features:
+                                       rows x in.c ids (xs[0] is NULL)      */
     const float    *xs[STRATA__MAX_INPUTS]; /* every input, l->nin of them  */
     float          *y;              /* output, rows x out                   */
     const float    *W, *b;          /* the replica's variables (or NULL)    */
@@ -114,7 +127,8 @@ struct strata__layer_kind {
     const char *name;               /* the INI word: "conv2d"               */
     const char *usage;              /* for errors: "conv2d FILTERS KERNEL
                                        [stride=S] [padding=valid|same] [ACT]" */
-    int         nvars;              /* 0, or 2: kernel and bias             */
+    int         nvars;              /* 0; 1: a kernel only (embedding's
+                                       table); 2: kernel and bias           */
     int         has_act;            /* takes an activation word             */
     int         alias;              /* output = input, nothing computed
                                        (flatten): no buffer, no pass        */
@@ -122,22 +136,27 @@ struct strata__layer_kind {
                                        else 2 .. max_in (merge kinds)       */
     int         merge;              /* STRATA__MERGE_*: how the inputs'
                                        shapes must agree (model.c checks)   */
+    int         reads_ids;          /* reads the id features ('ids'), and
+                                       only them; no other kind may        */
     /* Parse the words after the name (activation words already removed
      * when has_act). On error, a reason in why. */
     int    (*parse)(strata__layer_t *l, char *const *w, int n, char *why,
                     size_t len);
     /* l->out (and padding) from l->in; on error, a reason in why. */
     int    (*infer)(strata__layer_t *l, char *why, size_t len);
-    /* nvars == 2: the kernel's shape (ndim, dims), the bias's length, and
+    /* nvars >= 1: the kernel's shape (ndim, dims), the bias's length, and
      * Glorot's fan_in / fan_out. */
     int    (*kernel_shape)(const strata__layer_t *l, int64_t *dims,
                            size_t *bias, double *fan_in, double *fan_out);
     /* The variables' names (NULL: "kernel" and "bias": Keras's). */
     const char *var_names[2];
     /* Their initial values (NULL: Glorot-uniform kernel, zero bias; the
-     * model draws the kernel). */
+     * model draws the kernel; bias NULL when nvars == 1). */
     void   (*init)(const strata__layer_t *l, float *kernel, size_t nk,
                    float *bias, size_t nb);
+    /* > 0: the model draws the kernel uniform in [-init_uniform,
+     * init_uniform] in place of Glorot's limit (embedding: Keras's 0.05). */
+    double      init_uniform;
     /* State tensors: values the layer keeps apart from its variables, not
      * trained (batchnorm's moving mean and variance), each of the bias's
      * length, named and first filled as below. */
@@ -162,6 +181,7 @@ extern const strata__layer_kind_t strata__layer_add;
 extern const strata__layer_kind_t strata__layer_concat;
 extern const strata__layer_kind_t strata__layer_batchnorm;
 extern const strata__layer_kind_t strata__layer_layernorm;
+extern const strata__layer_kind_t strata__layer_embedding;
 /* activation.c */
 extern const strata__layer_kind_t strata__layer_relu;
 extern const strata__layer_kind_t strata__layer_leaky_relu;
