@@ -237,6 +237,15 @@ void strz_p2p_cancel(strz_p2p_t *p)
     }
 }
 
+void strz_p2p_drain(strz_p2p_t *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->rx_lock);
+    p2p_monitor(p);
+    pthread_mutex_unlock(&p->rx_lock);
+}
+
 uint64_t strz_p2p_dropped(const strz_p2p_t *p)
 {
     return p ? atomic_load(&p->dropped) : 0;
@@ -256,7 +265,7 @@ static void p2p_monitor(strz_p2p_t *p)
     char where[96];
     while (p->mon && strz_monitor_read(p->mon, &id, &value, where,
                                        sizeof where))
-        strz_monitor_event(p->c, id, where);
+        strz_monitor_event(p->c, id, value, where);
 }
 
 /* Wait for `events` on socket s (or the wake pipe; rx's monitor too when s
