@@ -261,6 +261,9 @@ static int monitor(strz_ctx_t *c, void *s, const char *which, void **mon)
     if (zmq_socket_monitor(s, ep, events) != 0
         || (*mon = zmq_socket(c->zctx, ZMQ_PAIR)) == NULL
         || opt_int(c, *mon, ZMQ_LINGER, 0, "LINGER") != 0
+        /* every event kept until read (the default 1000 dropped the rest
+         * of a flood of strangers uncounted) */
+        || opt_int(c, *mon, ZMQ_RCVHWM, 0, "RCVHWM") != 0
         || zmq_connect(*mon, ep) != 0) {
         strz_log(c, STRATA_LOG_ERROR, "socket monitor: %s",
                  zmq_strerror(zmq_errno()));
