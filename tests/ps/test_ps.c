@@ -40,6 +40,10 @@
  *                  ABI 2.7), the warnings name the peers' address:port,
  *                  and the coordinator's TensorBoard has the strangers/
  *                  scalars at every epoch, the last one those counts
+ *   forged_abort   a plaintext job and ABORTs in the coordinator's name
+ *                  at both workers' ports: refused by their tag (the key
+ *                  each worker learns from its STEP replies), the job ends
+ *                  as ever
  *   lossy          the secured job with worker:0's link to ps:0 through a
  *                  proxy of the test's that replays an earlier CURVE frame
  *                  before a push, drops a push's frame and resets, and
@@ -697,6 +701,54 @@ static void stranger(void)
     job_free(&j);
 }
 
+/* A plaintext job ([security] mode = off: a message's sender is what it
+ * says) and ABORTs forged in the coordinator's name at both workers' ports
+ * mid-training: each worker refuses them by their tag (not under the key
+ * its STEP replies carry), counts and names them, and the job ends as
+ * ever, every step applied once. */
+static void forged_abort(void)
+{
+    char *more[] = { "train.epochs=3", "data.limit_train=12000",
+                     "security.mode=off" };
+    job_t j;
+    job_run(&j, 2, 1, more, 3);
+    CHECK(job_await(&j, 0, 1, "Epoch 1/3", 120) == 0);
+    usleep(300000); /* the workers have their steps, hence their keys */
+    void *zc = zmq_ctx_new();
+    unsigned char msg[PS_HDR_SIZE];
+    for (int w = 0; w < 2; w++) {
+        void *s = zmq_socket(zc, ZMQ_DEALER);
+        int linger = 2000;
+        zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+        char ep[64];
+        snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d",
+                 j.t[job_task(&j, "worker", w)].port);
+        CHECK(zmq_connect(s, ep) == 0);
+        /* in the coordinator's name (member 0): a made-up tag, and 0 */
+        for (int k = 0; k < 2; k++) {
+            ps_hdr_t ab = { .type = PS_ABORT, .sender = 0, .step = -1,
+                            .req = k ? 0 : 0x5eed, .a = -1 };
+            ps_wire_pack(&ab, msg);
+            raw(s, 0, msg, PS_HDR_SIZE);
+        }
+        zmq_close(s);
+    }
+    zmq_ctx_term(zc);
+    job_wait_all(&j, 240);
+    all_ok(&j);
+    exactly_once(&j, 3 * 375, 1);
+    for (int w = 0; w < 2; w++) {
+        const job_task_t *t = &j.t[job_task(&j, "worker", w)];
+        CHECKF(strstr(t->err, "dropped ABORT from chief:0: its tag is not "
+                              "the coordinator's (forged)") &&
+                   !strstr(t->err, "stopped the job"),
+               "worker:%d did not refuse the forged ABORT", w);
+    }
+    if (check_failed_ || getenv("PS_TEST_VERBOSE"))
+        dump(&j);
+    job_free(&j);
+}
+
 /* ---- strangers, by kind ------------------------------------------------ */
 
 #define KINDS_N 10
@@ -1287,6 +1339,8 @@ int main(int argc, char **argv)
         lossy();
     else if (!strcmp(g_scenario, "stranger_kinds"))
         stranger_kinds();
+    else if (!strcmp(g_scenario, "forged_abort"))
+        forged_abort();
     else if (!strcmp(g_scenario, "ckpt_pskill"))
         ckpt_pskill();
     else if (!strcmp(g_scenario, "ckpt_stop"))
