@@ -362,8 +362,9 @@ void strz_stranger_warn(strz_ctx_t *c, unsigned long long n,
                         const char *what, const char *from, const char *why);
 /* The monitor events of a listening socket (ZMQ_EVENT_*) that tell
  * strangers: a connection closed before its handshake is one; accepted,
- * handshaken and ZAP-refused ones are counted, so that
- * strz_strangers_summary counts the rest: garbage (zmq reports no
+ * handshaken and ZAP-refused ones are counted, and DISCONNECTED names the
+ * peer of a failed handshake (strz_peers_t), so that
+ * strz_strangers_count counts the rest: garbage (zmq reports no
  * handshake failure for an HTTP request) and another mechanism. Not
  * HANDSHAKE_FAILED_PROTOCOL on ps's point-to-point port: with it, libzmq
  * 4.3.4 aborts ("!_io_error", stream_engine_base.cpp:331) when an
