@@ -870,9 +870,10 @@ static void stranger_kinds(void)
     CHECK(job_await(&j, 0, 1, "Epoch 1/5", 120) == 0);
     int ps0 = job_task(&j, "ps", 0), chief = job_task(&j, "chief", 0);
     void *zc = zmq_ctx_new();
-    /* at ps:0's port, and at the coordinator's, which writes TensorBoard */
-    strangers_at(zc, j.t[ps0].port, "ps-0.key");
+    /* at the coordinator's port first: it writes TensorBoard, whose last
+     * epoch must come after them; then at ps:0's */
     strangers_at(zc, j.t[chief].port, "chief-0.key");
+    strangers_at(zc, j.t[ps0].port, "ps-0.key");
     zmq_ctx_term(zc);
     job_wait_all(&j, 240);
     all_ok(&j);
