@@ -170,10 +170,11 @@ int strz_p2p_open(strz_ctx_t *c, strz_p2p_t **out)
         rc = common_opts(p, p->rx);
     if (rc == 0)
         rc = strz_curve_server(c, p->rx);
-    if (rc == 0)
-        rc = bind_rx(p);
     if (rc == 0 && c->ep[c->rank] && strncmp(p->self_ep, "inproc:", 7)) {
-        /* Strangers at our port are counted by kind (strz.h). */
+        /* Strangers at our port are counted by kind (strz.h); the
+         * monitor before the bind, so that every connection accepted is
+         * seen accepted (a member's handshake without its ACCEPTED made
+         * one stranger less) */
         char mep[64];
         int hwm = 0; /* every event kept until read */
         snprintf(mep, sizeof mep, "inproc://strz-p2p-mon-%p", (void *)p);
@@ -187,6 +188,8 @@ int strz_p2p_open(strz_ctx_t *c, strz_p2p_t **out)
             rc = STRATA_EINTERNAL;
         }
     }
+    if (rc == 0)
+        rc = bind_rx(p);
     if (rc != 0) {
         strz_p2p_close(p);
         return rc;
