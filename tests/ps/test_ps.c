@@ -780,8 +780,32 @@ static void zmq_once(void *zc, const char *ep, const char *pspub)
         zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 41);
         zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 41);
     }
+    /* Closed once its handshake has failed (ZAP's refusal reaches the
+     * client as an ERROR), not after a fixed time: a client that gave up
+     * first, under load, was a connection closed before its handshake. */
+    static int nmon;
+    char mep[64];
+    snprintf(mep, sizeof mep, "inproc://zmq-once-%d", nmon++);
+    void *mon = NULL;
+    if (zmq_socket_monitor(s, mep, ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                           ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                           ZMQ_EVENT_DISCONNECTED) == 0 &&
+        (mon = zmq_socket(zc, ZMQ_PAIR)) != NULL && zmq_connect(mon, mep) != 0) {
+        zmq_close(mon);
+        mon = NULL;
+    }
     zmq_connect(s, ep);
-    usleep(50000); /* the handshake is refused meanwhile */
+    if (mon) {
+        zmq_pollitem_t it = { .socket = mon, .events = ZMQ_POLLIN };
+        zmq_poll(&it, 1, 5000);
+        zmq_socket_monitor(s, NULL, 0);
+        zmq_setsockopt(mon, ZMQ_LINGER, &linger, sizeof linger);
+        zmq_close(mon);
+    } else {
+        usleep(50000); /* the handshake is refused meanwhile */
+    }
     zmq_close(s);
 }
 
