@@ -712,8 +712,8 @@ static void forged_abort(void)
                      "security.mode=off" };
     job_t j;
     job_run(&j, 2, 1, more, 3);
-    CHECK(job_await(&j, 0, 1, "Epoch 1/3", 120) == 0);
-    usleep(300000); /* the workers have their steps, hence their keys */
+    /* in epoch 2: both workers have had steps, hence their keys */
+    CHECK(job_await(&j, 0, 1, "Epoch 2/3", 120) == 0);
     void *zc = zmq_ctx_new();
     unsigned char msg[PS_HDR_SIZE];
     for (int w = 0; w < 2; w++) {
