@@ -21,6 +21,11 @@ int strata_ctx_create(const char *ini_path, strata_ctx_t **out)
         free(ctx);
         return STRATA_ENOMEM;
     }
+    if (pthread_mutex_init(&ctx->strangers_lock, NULL) != 0) {
+        pthread_mutex_destroy(&ctx->log_lock);
+        free(ctx);
+        return STRATA_ENOMEM;
+    }
     atomic_init(&ctx->log_level, STRATA_LOG_INFO);
     ctx->hc.ctx = ctx;
     strata_ctx_t *prev = strata__log_bind(ctx);
@@ -53,6 +58,7 @@ void strata_ctx_destroy(strata_ctx_t *ctx)
     free(ctx->search_path);
     free(ctx->task);
     pthread_mutex_destroy(&ctx->log_lock);
+    pthread_mutex_destroy(&ctx->strangers_lock);
     free(ctx);
 }
 

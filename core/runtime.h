@@ -181,6 +181,13 @@ struct strata_ctx {
     strata__keys_t     *keys;
     /* Arrays in place of data files (strata_ctx_set_array, memory.c). */
     struct strata__mem *arrays;
+    /* Strangers (plugin ABI 2.7, host.c): the transports open now, whose
+     * `strangers` entry is asked for their counts so far, and what the
+     * closed ones of this run reported last. Under strangers_lock. */
+    pthread_mutex_t     strangers_lock;
+    strata_transport_t *open_transports;
+    strata_strangers_t  strangers_closed;
+    int                 strangers_reported; /* some transport reported */
 };
 
 /* The host table of ABI 2, handed with &ctx->hc to every plugin. */
@@ -214,6 +221,16 @@ int strata__ctx_plugin(strata_ctx_t *ctx, const char *name, uint32_t kind,
  * one). */
 void strata__out(strata_ctx_t *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* What the run's transports dropped from outside the job so far, by kind
+ * (plugin ABI 2.7): the closed ones' last counts plus the open ones'.
+ * Returns 1 when some transport of the run reports strangers (a count
+ * of 0 included), 0 when none does (*out zeroed). Any thread. */
+int  strata__ctx_strangers(strata_ctx_t *ctx, strata_strangers_t *out);
+/* Forget the counts of closed transports (a run's start). */
+void strata__ctx_strangers_reset(strata_ctx_t *ctx);
+/* The end-of-run line "strangers: ..." on the context's text callback,
+ * when some transport reported a count that is not 0. */
+void strata__ctx_strangers_line(strata_ctx_t *ctx);
 /* Note that transport `name` was opened (once per name, in order). */
 void strata__ctx_opened(strata_ctx_t *ctx, const char *name);
 /* Resolve settings (core sections) after every override is in. */

@@ -1,7 +1,7 @@
 /* [train] tensorboard: Keras' TensorBoard callback's scalars, from the
  * chief: batch_* every log_every_steps steps, epoch_* at each epoch's end
- * (the training run's and, with an evaluation, the validation run's), and
- * where the replicas' time went. */
+ * (the training run's and, with an evaluation, the validation run's),
+ * where the replicas' time went, and the strangers dropped so far. */
 #include <stdlib.h>
 
 #include "model/loss.h"
@@ -50,6 +50,22 @@ static void step_point(tensorboard_t *t, const strata__event_t *ev, int i)
     t->span_n = 0;
 }
 
+/* What this task's transports dropped from outside the job so far, by
+ * kind (plugin ABI 2.7), when one of them counts strangers. */
+static void strangers_points(tensorboard_t *t, int64_t e)
+{
+    strata_strangers_t s;
+    if (!t->run->ctx || !strata__ctx_strangers(t->run->ctx, &s))
+        return;
+    static const char *const tags[] = {
+        "strangers/refused_key", "strangers/closed_early",
+        "strangers/not_protocol", "strangers/bad_message",
+    };
+    const float v[] = { (float)s.refused_key, (float)s.closed_early,
+                        (float)s.not_protocol, (float)s.bad_message };
+    strata__tboard_scalars(&t->tb, STRATA__TB_TRAIN, e, tags, v, 4);
+}
+
 /* The phase times are seconds per replica (a replica's epoch is compute +
  * wait + reduce). */
 static int epoch_points(tensorboard_t *t, const strata__epoch_stats_t *st)
@@ -75,6 +91,7 @@ static int epoch_points(tensorboard_t *t, const strata__epoch_stats_t *st)
         v[1] = (float)st->test_acc;
         strata__tboard_scalars(&t->tb, STRATA__TB_VALIDATION, e, tags, v, 2);
     }
+    strangers_points(t, e);
     return strata__tboard_flush(&t->tb);
 }
 

@@ -25,6 +25,7 @@ struct strata_transport {
     const char      **keys;  /* group.public_keys when secured, or NULL */
     uint32_t          caps;  /* its plugin's, less SHARDS where this group
                               * lacks them (host t_caps) */
+    strata_transport_t *next; /* ctx->open_transports, under strangers_lock */
 };
 
 static strata_ctx_t *ctx_of(strata_hctx_t *hc) { return hc ? hc->ctx : NULL; }
@@ -320,6 +321,10 @@ static int open_named(strata_ctx_t *ctx, strata_hctx_t *opener,
     if (!offers_shards(t))
         t->caps &= ~STRATA_CAP_SHARDS;
     strata__ctx_opened(ctx, name);
+    pthread_mutex_lock(&ctx->strangers_lock);
+    t->next = ctx->open_transports;
+    ctx->open_transports = t;
+    pthread_mutex_unlock(&ctx->strangers_lock);
     *out = t;
     return STRATA_OK;
 }
@@ -525,11 +530,93 @@ static int host_t_ctl(strata_hctx_t *hc, strata_transport_t *t, int op,
                                    : STRATA_ENOTSUP;
 }
 
+/* ---- strangers (ABI 2.7) ------------------------------------------------ */
+
+/* t's counts into *sum: 1 when it reported them, 0 when it has no
+ * `strangers` entry or declined. */
+static int strangers_of(strata_transport_t *t, int last,
+                        strata_strangers_t *sum)
+{
+    const strata_plugin_v2_t *vt = t->plugin->vt;
+    if (!STRATA_HAS(vt, strangers))
+        return 0;
+    strata_strangers_t s = { .struct_size = sizeof s };
+    if (vt->strangers(t->pctx, &s, last) != STRATA_OK)
+        return 0;
+    sum->refused_key += s.refused_key;
+    sum->closed_early += s.closed_early;
+    sum->not_protocol += s.not_protocol;
+    sum->bad_message += s.bad_message;
+    return 1;
+}
+
+int strata__ctx_strangers(strata_ctx_t *ctx, strata_strangers_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
+    pthread_mutex_lock(&ctx->strangers_lock);
+    *out = ctx->strangers_closed;
+    out->struct_size = sizeof *out;
+    int any = ctx->strangers_reported;
+    for (strata_transport_t *t = ctx->open_transports; t; t = t->next)
+        any |= strangers_of(t, 0, out);
+    pthread_mutex_unlock(&ctx->strangers_lock);
+    return any;
+}
+
+void strata__ctx_strangers_reset(strata_ctx_t *ctx)
+{
+    pthread_mutex_lock(&ctx->strangers_lock);
+    memset(&ctx->strangers_closed, 0, sizeof ctx->strangers_closed);
+    ctx->strangers_reported = 0;
+    pthread_mutex_unlock(&ctx->strangers_lock);
+}
+
+void strata__ctx_strangers_line(strata_ctx_t *ctx)
+{
+    strata_strangers_t s;
+    if (!strata__ctx_strangers(ctx, &s) ||
+        s.refused_key + s.closed_early + s.not_protocol + s.bad_message == 0)
+        return;
+    strata__out(ctx, "strangers: %llu refused by key, %llu closed before a "
+                "handshake, %llu not the transport's protocol, %llu bad messages\n",
+                (unsigned long long)s.refused_key,
+                (unsigned long long)s.closed_early,
+                (unsigned long long)s.not_protocol,
+                (unsigned long long)s.bad_message);
+}
+
+/* Unlink t from the open transports, its last counts kept. The entry's
+ * last call runs on the main thread with no collective in flight (t_close
+ * is main thread, once), outside the lock: it may read sockets. */
+static void strangers_close(strata_transport_t *t)
+{
+    strata_strangers_t last = { .struct_size = sizeof last };
+    strata_ctx_t *ctx = t->ctx;
+    int reported = strangers_of(t, 1, &last);
+    pthread_mutex_lock(&ctx->strangers_lock);
+    for (strata_transport_t **p = &ctx->open_transports; *p; p = &(*p)->next)
+        if (*p == t) {
+            *p = t->next;
+            break;
+        }
+    if (reported) {
+        strata_strangers_t *c = &ctx->strangers_closed;
+        c->refused_key += last.refused_key;
+        c->closed_early += last.closed_early;
+        c->not_protocol += last.not_protocol;
+        c->bad_message += last.bad_message;
+        ctx->strangers_reported = 1;
+    }
+    pthread_mutex_unlock(&ctx->strangers_lock);
+}
+
 static void host_t_close(strata_hctx_t *hc, strata_transport_t *t)
 {
     (void)hc;
     if (!t)
         return;
+    strangers_close(t);
     strata__plugin_fini(t->plugin, t->pctx, t->hc);
     free(t->keys);
     free(t->cfg);

@@ -965,11 +965,13 @@ static int train(strata_ctx_t *ctx)
     openblas_set_num_threads(1);
     attach(ctx, run);
     run->stats.epoch = -1;
+    strata__ctx_strangers_reset(ctx);
     int rc = strata__run_setup(ctx, run);
     if (rc == STRATA_OK && run->evaluator) {
         rc = strata__sidecar_run(run);
         attach(ctx, NULL);
         strata__run_teardown(run);
+        strata__ctx_strangers_line(ctx);
         return rc;
     }
     if (rc == STRATA_OK)
@@ -996,6 +998,8 @@ static int train(strata_ctx_t *ctx)
         rc = STRATA_OK; /* it joined a job that had finished: nothing to do */
     attach(ctx, NULL);
     strata__run_teardown(run);
+    /* After the teardown: the transports are closed, their counts final. */
+    strata__ctx_strangers_line(ctx);
     return rc;
 }
 

@@ -163,7 +163,11 @@ static size_t layout_v2(size_t n)
     F(strata_plugin_v2_t, send) F(strata_plugin_v2_t, recv)
     F(strata_plugin_v2_t, placed) F(strata_plugin_v2_t, reduce_ready)
     F(strata_plugin_v2_t, reduce_scatter) F(strata_plugin_v2_t, all_gather)
-    F(strata_plugin_v2_t, barrier)
+    F(strata_plugin_v2_t, barrier) F(strata_plugin_v2_t, strangers)
+    S(strata_strangers_t)
+    F(strata_strangers_t, struct_size) F(strata_strangers_t, reserved)
+    F(strata_strangers_t, refused_key) F(strata_strangers_t, closed_early)
+    F(strata_strangers_t, not_protocol) F(strata_strangers_t, bad_message)
     return n;
 }
 
@@ -238,7 +242,7 @@ static const struct { const char *ver; unsigned long crc; } k_pinned[] = {
     { "1.2", 0x9ab9c385UL }, { "1.3", 0x07aca999UL }, { "1.4", 0xf1def39aUL },
     { "2.0", 0x61a3d94dUL }, { "2.1", 0xa0caa623UL }, { "2.2", 0xe4ab6173UL },
     { "2.3", 0x79ee9433UL }, { "2.4", 0x0b61fc0fUL }, { "2.5", 0x907c1eabUL },
-    { "2.6", 0x02ce5e48UL },
+    { "2.6", 0x02ce5e48UL }, { "2.7", 0x3a16da74UL },
 };
 #define NPINNED (sizeof k_pinned / sizeof k_pinned[0])
 

@@ -41,6 +41,8 @@
 #endif
 #ifdef FAKE_SMALL
 #define FAKE_STRUCT_SIZE ((uint32_t)offsetof(FAKE_TABLE, update))
+#elif defined(FAKE_SIZE_BEFORE)      /* built before that member existed */
+#define FAKE_STRUCT_SIZE ((uint32_t)offsetof(FAKE_TABLE, FAKE_SIZE_BEFORE))
 #else
 #define FAKE_STRUCT_SIZE ((uint32_t)sizeof(FAKE_TABLE))
 #endif
@@ -119,6 +121,19 @@ static int fake_ctl(void *pctx, int op, void *arg)
 }
 #endif
 
+/* FAKE_STRANGERS: a transport that counts strangers (ABI 2.7): 1 of each
+ * kind. With FAKE_SIZE_BEFORE=strangers its table ends before the entry,
+ * as a plugin built for 2.6 ends: the core must not see it. */
+#ifdef FAKE_STRANGERS
+static int fake_strangers(void *pctx, strata_strangers_t *out, int last)
+{
+    (void)pctx, (void)last;
+    out->refused_key = out->closed_early = out->not_protocol =
+        out->bad_message = 1;
+    return STRATA_OK;
+}
+#endif
+
 #ifdef FAKE_NO_REDUCE
 #define FAKE_REDUCE NULL
 #else
@@ -140,5 +155,8 @@ STRATA_EXPORT const FAKE_TABLE FAKE_SYMBOL = {
 #endif
 #ifdef FAKE_CTL
     .ctl = fake_ctl,
+#endif
+#ifdef FAKE_STRANGERS
+    .strangers = fake_strangers,
 #endif
 };

@@ -648,6 +648,28 @@ static void test_caps(void)
     CHECK(!strcmp(txt, "-"));
 }
 
+/* ABI 2.7: a transport's strangers entry is seen where its table has it;
+ * a 2.6 table ends before it and loads as ever, the entry absent (the
+ * core then reports nothing for it). */
+static void test_strangers_entry(void)
+{
+    strata__plugin_t *p = expect_ok("fake_t27", STRATA_KIND_TRANSPORT,
+                                    LOADER_DIR3);
+    CHECKF(p && STRATA_HAS(p->vt, strangers), "2.7: no strangers entry");
+    if (p && STRATA_HAS(p->vt, strangers)) {
+        strata_strangers_t s = { .struct_size = sizeof s };
+        CHECK(p->vt->strangers(NULL, &s, 0) == STRATA_OK &&
+              s.refused_key == 1 && s.bad_message == 1);
+    }
+    strata__plugin_close(p);
+    p = expect_ok("fake_t26", STRATA_KIND_TRANSPORT, LOADER_DIR3);
+    CHECKF(p && p->major == 2 && p->vt->hdr.abi_minor == 6 &&
+           !STRATA_HAS(p->vt, strangers) && p->vt->strangers == NULL,
+           "2.6 table: loaded %d, strangers entry %s", p != NULL,
+           p && p->vt->strangers ? "seen" : "absent");
+    strata__plugin_close(p);
+}
+
 int main(void)
 {
     strata__log_set_level(STRATA_LOG_INFO);
@@ -663,5 +685,6 @@ int main(void)
     test_scan_junk();
     test_trust();
     test_caps();
+    test_strangers_entry();
     return CHECK_DONE();
 }

@@ -31,11 +31,19 @@
  *   stranger       the secured job: a plaintext socket and a CURVE client
  *                  with a foreign key reach nothing (ZAP refuses the key)
  *   stranger_kinds the secured job, and N connections of each kind of
- *                  stranger at ps:0's port: silent, an HTTP request, a
- *                  ZMTP greeting of another mechanism (NULL), a CURVE
- *                  client with a key of its own: ps:0's end-of-run line
- *                  counts N of each, by kind (1000 garbage connections
- *                  went uncounted before)
+ *                  stranger at ps:0's port and at the coordinator's:
+ *                  silent, an HTTP request, a ZMTP greeting of another
+ *                  mechanism (NULL), a CURVE client with a key of its own:
+ *                  ps:0's zmq end-of-run line counts N of each, by kind
+ *                  (1000 garbage connections went uncounted before); the
+ *                  core's "strangers:" line of both says the same (plugin
+ *                  ABI 2.7), the warnings name the peers' address:port,
+ *                  and the coordinator's TensorBoard has the strangers/
+ *                  scalars at every epoch, the last one those counts
+ *   forged_abort   a plaintext job and ABORTs in the coordinator's name
+ *                  at both workers' ports: refused by their tag (the key
+ *                  each worker learns from its STEP replies), the job ends
+ *                  as ever
  *   lossy          the secured job with worker:0's link to ps:0 through a
  *                  proxy of the test's that replays an earlier CURVE frame
  *                  before a push, drops a push's frame and resets, and
@@ -693,6 +701,54 @@ static void stranger(void)
     job_free(&j);
 }
 
+/* A plaintext job ([security] mode = off: a message's sender is what it
+ * says) and ABORTs forged in the coordinator's name at both workers' ports
+ * mid-training: each worker refuses them by their tag (not under the key
+ * its STEP replies carry), counts and names them, and the job ends as
+ * ever, every step applied once. */
+static void forged_abort(void)
+{
+    char *more[] = { "train.epochs=3", "data.limit_train=12000",
+                     "security.mode=off" };
+    job_t j;
+    job_run(&j, 2, 1, more, 3);
+    /* in epoch 2: both workers have had steps, hence their keys */
+    CHECK(job_await(&j, 0, 1, "Epoch 2/3", 120) == 0);
+    void *zc = zmq_ctx_new();
+    unsigned char msg[PS_HDR_SIZE];
+    for (int w = 0; w < 2; w++) {
+        void *s = zmq_socket(zc, ZMQ_DEALER);
+        int linger = 2000;
+        zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+        char ep[64];
+        snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d",
+                 j.t[job_task(&j, "worker", w)].port);
+        CHECK(zmq_connect(s, ep) == 0);
+        /* in the coordinator's name (member 0): a made-up tag, and 0 */
+        for (int k = 0; k < 2; k++) {
+            ps_hdr_t ab = { .type = PS_ABORT, .sender = 0, .step = -1,
+                            .req = k ? 0 : 0x5eed, .a = -1 };
+            ps_wire_pack(&ab, msg);
+            raw(s, 0, msg, PS_HDR_SIZE);
+        }
+        zmq_close(s);
+    }
+    zmq_ctx_term(zc);
+    job_wait_all(&j, 240);
+    all_ok(&j);
+    exactly_once(&j, 3 * 375, 1);
+    for (int w = 0; w < 2; w++) {
+        const job_task_t *t = &j.t[job_task(&j, "worker", w)];
+        CHECKF(strstr(t->err, "dropped ABORT from chief:0: its tag is not "
+                              "the coordinator's (forged)") &&
+                   !strstr(t->err, "stopped the job"),
+               "worker:%d did not refuse the forged ABORT", w);
+    }
+    if (check_failed_ || getenv("PS_TEST_VERBOSE"))
+        dump(&j);
+    job_free(&j);
+}
+
 /* ---- strangers, by kind ------------------------------------------------ */
 
 #define KINDS_N 10
@@ -724,8 +780,32 @@ static void zmq_once(void *zc, const char *ep, const char *pspub)
         zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 41);
         zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 41);
     }
+    /* Closed once its handshake has failed (ZAP's refusal reaches the
+     * client as an ERROR), not after a fixed time: a client that gave up
+     * first, under load, was a connection closed before its handshake. */
+    static int nmon;
+    char mep[64];
+    snprintf(mep, sizeof mep, "inproc://zmq-once-%d", nmon++);
+    void *mon = NULL;
+    if (zmq_socket_monitor(s, mep, ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                           ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                           ZMQ_EVENT_DISCONNECTED) == 0 &&
+        (mon = zmq_socket(zc, ZMQ_PAIR)) != NULL && zmq_connect(mon, mep) != 0) {
+        zmq_close(mon);
+        mon = NULL;
+    }
     zmq_connect(s, ep);
-    usleep(50000); /* the handshake is refused meanwhile */
+    if (mon) {
+        zmq_pollitem_t it = { .socket = mon, .events = ZMQ_POLLIN };
+        zmq_poll(&it, 1, 5000);
+        zmq_socket_monitor(s, NULL, 0);
+        zmq_setsockopt(mon, ZMQ_LINGER, &linger, sizeof linger);
+        zmq_close(mon);
+    } else {
+        usleep(50000); /* the handshake is refused meanwhile */
+    }
     zmq_close(s);
 }
 
@@ -750,28 +830,74 @@ static void said_until_eof(int port, const void *bytes, size_t len)
 static const unsigned char null_greeting[64] = {
     0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3, 0, 'N', 'U', 'L', 'L' };
 
-static void stranger_kinds(void)
+/* KINDS_N strangers of each kind at `port`, whose CURVE server key is the
+ * one in keys dir file `keyfile` ("ps-0.key"). */
+static void strangers_at(void *zc, int port, const char *keyfile)
 {
-    /* long enough for the strangers: they come while it trains */
-    char *more[] = { "train.epochs=5", "data.limit_train=12000" };
-    job_t j;
-    job_run(&j, 2, 1, more, 2);
-    CHECK(job_await(&j, 0, 1, "Epoch 1/5", 120) == 0);
-    int ps0 = job_task(&j, "ps", 0), port = j.t[ps0].port;
-    char ep[64], pspub[41] = "", path[128];
+    char ep[64], pub[41] = "", path[128];
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
-    snprintf(path, sizeof path, "%s/ps-0.key", spawn_keys_dir_);
-    CHECK(hostile_cert_key(path, pspub) == 0);
-    void *zc = zmq_ctx_new();
+    snprintf(path, sizeof path, "%s/%s", spawn_keys_dir_, keyfile);
+    CHECK(hostile_cert_key(path, pub) == 0);
     static const char http[] = "GET / HTTP/1.0\r\n\r\n";
     for (int i = 0; i < KINDS_N; i++) {
         int fd = tcp_to(port); /* silent */
+        /* a moment before it closes, as a port scanner's: the task reads
+         * its address while the connection is still there (one closed at
+         * once is gone before its monitor event is read, and is named by
+         * the port it came to) */
+        usleep(50000);
         if (fd >= 0)
             close(fd);
         said_until_eof(port, http, sizeof http - 1); /* garbage */
         said_until_eof(port, null_greeting, sizeof null_greeting);
-        zmq_once(zc, ep, pspub); /* a key that is not the job's */
+        zmq_once(zc, ep, pub); /* a key that is not the job's */
     }
+}
+
+/* The core's end-of-run line in `out` (stdout): its four counts, or -1s. */
+static void core_line(const char *out, long long k[4])
+{
+    k[0] = k[1] = k[2] = k[3] = -1;
+    const char *line = strstr(out, "strangers: ");
+    if (line)
+        sscanf(line, "strangers: %lld refused by key, %lld closed before a "
+               "handshake, %lld not the transport's protocol, %lld bad "
+               "messages", &k[0], &k[1], &k[2], &k[3]);
+}
+
+/* A warning that names the peer by address and port: "dropped a
+ * connection from 127.0.0.1:PORT: closed before its handshake". */
+static int names_peer(const char *err)
+{
+    static const char pre[] = "dropped a connection from 127.0.0.1:";
+    for (const char *p = err; (p = strstr(p, pre)); p++) {
+        const char *q = p + sizeof pre - 1;
+        int digits = 0;
+        while (*q >= '0' && *q <= '9')
+            q++, digits++;
+        if (digits && !strncmp(q, ": closed before its handshake", 29))
+            return 1;
+    }
+    return 0;
+}
+
+static void stranger_kinds(void)
+{
+    /* long enough for the strangers: they come while it trains */
+    tmp_make("ps-strangers");
+    char tb[600], tbset[700];
+    snprintf(tb, sizeof tb, "%s/tb", tmpdir_);
+    snprintf(tbset, sizeof tbset, "train.tensorboard=%s", tb);
+    char *more[] = { "train.epochs=5", "data.limit_train=12000", tbset };
+    job_t j;
+    job_run(&j, 2, 1, more, 3);
+    CHECK(job_await(&j, 0, 1, "Epoch 1/5", 120) == 0);
+    int ps0 = job_task(&j, "ps", 0), chief = job_task(&j, "chief", 0);
+    void *zc = zmq_ctx_new();
+    /* at the coordinator's port first: it writes TensorBoard, whose last
+     * epoch must come after them; then at ps:0's */
+    strangers_at(zc, j.t[chief].port, "chief-0.key");
+    strangers_at(zc, j.t[ps0].port, "ps-0.key");
     zmq_ctx_term(zc);
     job_wait_all(&j, 240);
     all_ok(&j);
@@ -794,12 +920,51 @@ static void stranger_kinds(void)
            msgs == 0 && n == 4 * KINDS_N,
            "ps:0's strangers by kind (want %d of each): %s", KINDS_N,
            line ? line : "no line");
-    CHECKF(strstr(j.t[ps0].err, "dropped a connection from 127.0.0.1") &&
-           strstr(j.t[ps0].err, "closed before its handshake"),
-           "the ps did not warn about the strangers");
+    /* the core's end-of-run line, from the transport's counts (ABI 2.7) */
+    const int want[4] = { KINDS_N, KINDS_N, 2 * KINDS_N, 0 };
+    for (int t = 0; t < 2; t++) {
+        int i = t ? chief : ps0;
+        long long k[4];
+        core_line(j.t[i].out, k);
+        printf("%s:%d: the core's line: %lld refused by key, %lld closed "
+               "early, %lld not the protocol, %lld bad messages\n",
+               j.t[i].type, j.t[i].index, k[0], k[1], k[2], k[3]);
+        CHECKF(k[0] == want[0] && k[1] == want[1] && k[2] == want[2] &&
+               k[3] == want[3], "%s:%d: the core's strangers line: %lld, "
+               "%lld, %lld, %lld (want %d, %d, %d, %d)", j.t[i].type,
+               j.t[i].index, k[0], k[1], k[2], k[3], want[0], want[1],
+               want[2], want[3]);
+        CHECKF(strstr(j.t[i].err, "dropped a connection from 127.0.0.1") &&
+               names_peer(j.t[i].err),
+               "%s:%d did not name the strangers' address and port",
+               j.t[i].type, j.t[i].index);
+    }
+    /* the workers met no stranger: no line */
+    CHECKF(!strstr(j.t[job_task(&j, "worker", 0)].out, "strangers: "),
+           "worker:0 printed a strangers line:\n%s",
+           j.t[job_task(&j, "worker", 0)].out);
+    /* the coordinator's TensorBoard: the strangers/ scalars at every epoch's end */
+    const char *src = getenv("STRATA_SRC"), *py = getenv("STRATA_PYTHON");
+    char script[600], ks[4][16];
+    snprintf(script, sizeof script, "%s/tests/ps/strangers_tb.py",
+             src ? src : ".");
+    for (int k = 0; k < 4; k++)
+        snprintf(ks[k], sizeof ks[k], "%d", want[k]);
+    char *pargv[] = { "/usr/bin/env", py && *py ? (char *)py : "python3",
+                      script, tb, "5", ks[0], ks[1], ks[2], ks[3], NULL };
+    spawn_result_t *P = malloc(sizeof *P);
+    CHECK(P && spawn_run(pargv, 120, P) == 0);
+    if (P && P->code != 77) {
+        printf("%s%s", P->out, P->err);
+        CHECKF(P->code == 0, "strangers_tb.py exit %d", P->code);
+    } else if (P) {
+        printf("strangers_tb.py skipped: no tensorboard package\n");
+    }
+    free(P);
     if (check_failed_ || getenv("PS_TEST_VERBOSE"))
         dump(&j);
     job_free(&j);
+    tmp_cleanup();
 }
 
 /* ---- a lossy link ------------------------------------------------------- */
@@ -1199,6 +1364,8 @@ int main(int argc, char **argv)
         lossy();
     else if (!strcmp(g_scenario, "stranger_kinds"))
         stranger_kinds();
+    else if (!strcmp(g_scenario, "forged_abort"))
+        forged_abort();
     else if (!strcmp(g_scenario, "ckpt_pskill"))
         ckpt_pskill();
     else if (!strcmp(g_scenario, "ckpt_stop"))

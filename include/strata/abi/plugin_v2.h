@@ -298,6 +298,20 @@ typedef struct strata_plugin_v2 {
     int  (*reduce_scatter)(void *pctx, strata_op_t *op, const size_t *bounds);
     int  (*all_gather)(void *pctx, strata_op_t *op, const size_t *bounds);
     int  (*barrier)(void *pctx, int slot);
+
+    /* ---- ABI 2.7: STRATA_HAS(p, strangers) ------------------------------- */
+    /* Optional, transport: what this instance dropped from outside its
+     * group so far, by kind (strata_strangers_t; out->struct_size is set by
+     * the caller, the other members zeroed). The core sums every instance
+     * of a run for its end-of-job line and TensorBoard. `last` 0: any
+     * thread, while collectives may run -- read counters, touch no socket,
+     * never block. `last` 1: once, on the main thread, right before fini(),
+     * no collective running: the transport may first take in what it has
+     * pending (zmq.so reads its monitors) so that the counts are final.
+     * Return STRATA_OK; STRATA_ENOTSUP: this instance counts nothing (it
+     * is then not reported). A transport without the entry is not
+     * reported. */
+    int  (*strangers)(void *pctx, strata_strangers_t *out, int last);
 } strata_plugin_v2_t;
 
 #ifdef __cplusplus

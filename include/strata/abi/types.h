@@ -278,6 +278,25 @@ typedef struct strata_shards {
                              /* [bounds[m], bounds[m + 1]) of op->buf        */
 } strata_shards_t;
 
+/* What a transport dropped from outside its group, by kind (ABI 2.7,
+ * strata_plugin_v2_t.strangers): connections and messages it counted and
+ * dropped since its init. Filled by the transport; the caller sets
+ * struct_size (the transport writes no member beyond it) and zeroes the
+ * rest. Counts never decrease within an instance's life. */
+typedef struct strata_strangers {
+    uint32_t struct_size;
+    uint32_t reserved;       /* 0                                            */
+    uint64_t refused_key;    /* authentication refused: a key that is not   */
+                             /* one of the job's (CURVE/ZAP), or no key     */
+    uint64_t closed_early;   /* connections closed before their handshake   */
+                             /* (a port scan, an idle connection timed out) */
+    uint64_t not_protocol;   /* connections that were not the transport's   */
+                             /* protocol (an HTTP request), or asked for    */
+                             /* another security mechanism                  */
+    uint64_t bad_message;    /* messages dropped after a handshake: from    */
+                             /* outside the group, malformed, forged        */
+} strata_strangers_t;
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,6 +6,7 @@
  * evaluates and re-schedules the step of a worker that died. The same
  * binary plays every role: ps.h says which task is which, README.md lists
  * the options, ps_wire.h documents the messages. */
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -136,7 +137,14 @@ static int ps_init(const strata_host_v2_t *host, strata_hctx_t *hc,
     p->model_count = env->model_count;
     p->timeout_ms = (int)(p->cfg.timeout_s * 1000.0);
     p->incarnation = incarnation();
-    atomic_init(&p->next_req, 0);
+    /* Request ids start at random: a reply is matched by its request's id,
+     * and a worker takes its ABORT key from the coordinator's reply
+     * (ps_worker.c), so a stranger must not guess one (in plaintext; in a
+     * secured job no stranger reaches a task at all). */
+    uint64_t req0 = 0;
+    if (sodium_init() >= 0)
+        randombytes_buf(&req0, sizeof req0);
+    atomic_init(&p->next_req, (req0 ^ p->incarnation) >> 1);
     atomic_init(&p->malformed, 0);
     char why[256];
     int rc = STRATA_OK;

@@ -174,6 +174,13 @@ uint64_t ps_step_mix(int64_t step);
 int      ps_ctl_bound(int type);
 uint64_t ps_ctl_tag(const ps_t *p, const ps_hdr_t *h, int sender,
                     uint64_t incarnation);
+/* Worker `member`'s own key (never 0), derived from the lease key: the
+ * coordinator hands it to the worker in STEP, WAIT and DONE (b), and tags
+ * the ABORTs it sends that worker under it (ps_worker_tag), which the
+ * worker checks. */
+int64_t  ps_worker_key(const ps_t *p, int member);
+uint64_t ps_worker_tag(int64_t wkey, const ps_hdr_t *h, int sender,
+                       uint64_t incarnation);
 /* A request id for h: its tag when bound, else a fresh id. */
 uint64_t ps_ctl_req(ps_t *p, const ps_hdr_t *h);
 

@@ -191,6 +191,9 @@ static void assign(ps_t *p, int wi, const ps_msg_t *m)
     co_worker_t *w = &co->w[wi];
     ps_hdr_t r = { .type = PS_WAIT, .req = m->h.req, .step = -1,
                    .a = WAIT_MS };
+    /* the worker's own key, for our ABORTs' tags (ps_lease.c) */
+    if (p->lease_key_set)
+        r.b = ps_worker_key(p, m->from);
     int64_t b = -1;
     int32_t attempt = 0;
     if (!co->finishing)
@@ -688,7 +691,11 @@ static void abort_all(ps_t *p, int code)
         if (i == p->self || (p->member_ps[i] < 0 && p->member_worker[i] < 0))
             continue;
         ps_hdr_t h = { .type = PS_ABORT, .step = -1, .a = code };
-        h.req = ps_ctl_req(p, &h);
+        /* a worker checks it under its own key, a ps under the lease key */
+        h.req = p->member_worker[i] >= 0 && p->lease_key_set
+                    ? ps_worker_tag(ps_worker_key(p, i), &h, p->self,
+                                    p->incarnation)
+                    : ps_ctl_req(p, &h);
         (void)ps_net_send(p, i, &h, NULL, 0, 100);
     }
 }

@@ -13,7 +13,10 @@
  *
  * The coordinator's control messages (PING, FINISH, ABORT, STATE_REQ,
  * STATE_PUT) carry as their request id a keyed hash of their header (d):
- * one nobody holding the key sent is refused, in plaintext too.
+ * one nobody holding the key sent is refused, in plaintext too. Workers do
+ * not hold the key: each gets a key of its own, derived from it, in
+ * every reply to its STEP_REQ, and an ABORT sent to a worker is tagged
+ * under that worker's key.
  *
  * At FINISH each ps reports a digest of the step ids it applied, and how
  * often its state was restored, which the coordinator compares with the
@@ -65,8 +68,9 @@ int ps_ctl_bound(int type)
            type == PS_STATE_REQ || type == PS_STATE_PUT;
 }
 
-uint64_t ps_ctl_tag(const ps_t *p, const ps_hdr_t *h, int sender,
-                    uint64_t incarnation)
+/* The keyed hash of a control message's header under key16. */
+static uint64_t tag_under(const unsigned char key16[16], const ps_hdr_t *h,
+                          int sender, uint64_t incarnation)
 {
     unsigned char in[64], out[crypto_shorthash_BYTES];
     int64_t v[6] = { h->type | (int64_t)sender << 8, (int64_t)incarnation,
@@ -74,10 +78,33 @@ uint64_t ps_ctl_tag(const ps_t *p, const ps_hdr_t *h, int sender,
     uint32_t n = h->count;
     memcpy(in, v, sizeof v);
     memcpy(in + sizeof v, &n, 4);
-    crypto_shorthash(out, in, sizeof v + 4, p->lease_key);
+    crypto_shorthash(out, in, sizeof v + 4, key16);
     uint64_t tag;
     memcpy(&tag, out, 8);
     return tag;
+}
+
+uint64_t ps_ctl_tag(const ps_t *p, const ps_hdr_t *h, int sender,
+                    uint64_t incarnation)
+{
+    return tag_under(p->lease_key, h, sender, incarnation);
+}
+
+int64_t ps_worker_key(const ps_t *p, int member)
+{
+    /* step -2 is no step's: no lease of a step equals it */
+    int64_t k = ps_lease(p, -2, 0, member);
+    return k != 0 ? k : 1; /* 0 means "none" on the wire */
+}
+
+uint64_t ps_worker_tag(int64_t wkey, const ps_hdr_t *h, int sender,
+                       uint64_t incarnation)
+{
+    unsigned char key16[16];
+    int64_t inv = ~wkey;
+    memcpy(key16, &wkey, 8);
+    memcpy(key16 + 8, &inv, 8);
+    return tag_under(key16, h, sender, incarnation);
 }
 
 uint64_t ps_ctl_req(ps_t *p, const ps_hdr_t *h)

@@ -39,6 +39,8 @@
  *   STEP       2  coord -> worker     batch (epoch in `epoch`); c = lease
  *   WAIT       3  coord -> worker     retry after a ms
  *   DONE       4  coord -> worker     1: the job stopped on request (SIGTERM), 0: training is over
+ *                 (STEP, WAIT, DONE: b = the worker's own key, which its
+ *                  ABORTs are tagged under; 0: none)
  *   HEARTBEAT  5  worker -> coord     -
  *   PULL       6  worker|coord -> ps  -
  *   PARAMS     7  ps -> puller        version of the ps (steps applied there)
@@ -75,7 +77,11 @@
  * refuses, counts and names one whose tag does not match, so that a forged
  * FINISH, ABORT or STATE_PUT is refused in plaintext too, and a forged
  * reply cannot guess the request it would answer. A ps takes STATE_PUT
- * only before it applied its first push. Version 4 (3 had no tags).
+ * only before it applied its first push. A worker, which does not hold the
+ * lease key, learns a key of its own from the replies to its STEP_REQs
+ * (b) and refuses an ABORT whose tag is not the same hash under that key.
+ * Version 4 (3 had no tags; workers checked no ABORT before b carried
+ * their key, which a worker of then ignores).
  *
  * Checkpoints (STATE_*): at a step boundary the coordinator gathers the
  * training state of every ps, part by part: part 0 is the values of its

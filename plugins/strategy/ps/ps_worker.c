@@ -28,6 +28,8 @@ struct ps_worker {
     int64_t         step;
     int32_t         attempt;
     int64_t         lease;      /* the coordinator's, for the pushes     */
+    atomic_llong    abort_key;  /* ours from the coordinator's replies
+                                 * (ps_worker_key); 0: none yet          */
     int             status;     /* PS_OK, PS_STALE                       */
     int64_t         steps_run, stale;
     /* heartbeats */
@@ -121,6 +123,20 @@ static void *heartbeat_main(void *arg)
  * belong to a worker (counted as malformed). */
 static int other(ps_t *p, const ps_msg_t *m)
 {
+    /* An ABORT is the coordinator's when its tag is ours (ps_lease.c): one
+     * forged in its name is dropped, counted and named (in plaintext the
+     * sender is what the message says). Before the first reply taught the
+     * key there is nothing to check it against. */
+    int64_t key = atomic_load(&p->wk->abort_key);
+    if (m->from == p->coord && m->h.type == PS_ABORT && key != 0 &&
+        m->h.req != ps_worker_tag(key, &m->h, m->from, m->h.incarnation)) {
+        long long n = atomic_fetch_add(&p->malformed, 1) + 1;
+        if (n <= 10 || n % 1000 == 0)
+            ps_log(p, STRATA_LOG_WARN, "%s: dropped ABORT from %s: its tag is "
+                   "not the coordinator's (forged) (%lld so far)",
+                   ps_name(p, p->self), ps_name(p, m->from), n);
+        return STRATA_OK;
+    }
     if (m->from == p->coord && m->h.type == PS_ABORT)
         return ps_aborted(p, m);
     int late = (m->from == p->coord && (m->h.type == PS_STEP
@@ -260,8 +276,13 @@ static int ask(ps_t *p, ps_hdr_t *q, ps_msg_t *m)
             break;
         if (m->from == p->coord && m->h.req == q->req
             && (m->h.type == PS_STEP || m->h.type == PS_WAIT
-                || m->h.type == PS_DONE))
+                || m->h.type == PS_DONE)) {
+            /* the reply to our request: its key is the coordinator's (a
+             * restarted coordinator's new one replaces the old) */
+            if (m->h.b != 0)
+                atomic_store(&p->wk->abort_key, m->h.b);
             return STRATA_OK;
+        }
         rc = other(p, m);
     }
     return rc;

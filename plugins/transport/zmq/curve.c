@@ -16,7 +16,10 @@
  * handler is bound. */
 #include "strz.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,60 +112,146 @@ int strz_curve_member(const strz_ctx_t *c, zmq_msg_t *m)
     return -1;
 }
 
-void strz_stranger(strz_ctx_t *c, int kind, const char *what,
-                   const char *from, const char *why)
+unsigned long long strz_stranger_count(strz_ctx_t *c, int kind)
 {
-    unsigned long long n = atomic_fetch_add(&c->strangers, 1) + 1;
     atomic_fetch_add(&c->sk[kind], 1);
+    return atomic_fetch_add(&c->strangers, 1) + 1;
+}
+
+/* The rate-limited warning of the one counted n-th: the first LOG_FIRST,
+ * then every LOG_EVERY-th. */
+static void stranger_log(strz_ctx_t *c, unsigned long long n,
+                         const char *what, const char *from, const char *why)
+{
     if (n <= LOG_FIRST || n % LOG_EVERY == 0)
         strz_log(c, STRATA_LOG_WARN, "dropped %s %s: %s (%llu so far; the job "
                  "goes on)", what, from ? from : "?", why, n);
 }
 
-void strz_monitor_event(strz_ctx_t *c, int id, const char *where)
+void strz_stranger_warn(strz_ctx_t *c, unsigned long long n,
+                        const char *what, const char *from, const char *why)
 {
-    if (id == ZMQ_EVENT_ACCEPTED)
-        atomic_fetch_add(&c->accepted, 1);
-    else if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
-        atomic_fetch_add(&c->handshaken, 1);
-    else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
-        atomic_fetch_add(&c->auth_failed, 1); /* ZAP counted it */
-    else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-        strz_stranger(c, STRZ_SK_EARLY, "a connection to", where,
-                      "closed before its handshake");
-    else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) /* the ring's only */
-        strz_stranger(c, STRZ_SK_GARBAGE, "a connection to", where, c->secure
-                      ? "its handshake failed (not a CURVE client of this "
-                        "job, or not ZeroMQ at all)"
-                      : "its handshake failed (not ZeroMQ)");
+    stranger_log(c, n, what, from, why);
 }
 
-void strz_strangers_summary(strz_ctx_t *c)
+void strz_stranger(strz_ctx_t *c, int kind, const char *what,
+                   const char *from, const char *why)
 {
+    stranger_log(c, strz_stranger_count(c, kind), what, from, why);
+}
+
+/* "ip:port" of fd's peer, or "" (closed already, or not a socket). */
+static void peer_name(int fd, char *out, size_t n)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char host[INET6_ADDRSTRLEN] = "";
+    out[0] = '\0';
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        if (inet_ntop(AF_INET, &a->sin_addr, host, sizeof host))
+            snprintf(out, n, "%s:%u", host, (unsigned)ntohs(a->sin_port));
+    } else if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+        if (inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host))
+            snprintf(out, n, "[%s]:%u", host, (unsigned)ntohs(a->sin6_port));
+    }
+}
+
+static const char *k_failed_why[STRZ_SK_N] = {
+    [STRZ_SK_EARLY] = "closed before its handshake",
+};
+
+/* The warning of a handshake failure that waited for its DISCONNECTED:
+ * from the peer `from` when known, else to the listening endpoint. */
+static void pending_warn(strz_ctx_t *c, const char *from)
+{
+    strz_peers_t *pe = &c->peers;
+    int kind = pe->pending - 1;
+    pe->pending = 0;
+    const char *why = kind == STRZ_SK_GARBAGE
+                          ? (c->secure ? "its handshake failed (not a CURVE "
+                                         "client of this job, or not ZeroMQ "
+                                         "at all)"
+                                       : "its handshake failed (not ZeroMQ)")
+                          : k_failed_why[kind];
+    char to[160];
+    snprintf(to, sizeof to, "%s (the peer was gone before its address "
+             "was read)", pe->pending_where);
+    strz_stranger_warn(c, pe->pending_n, from && from[0] ? "a connection from"
+                                                : "a connection to",
+                       from && from[0] ? from : to, why);
+}
+
+void strz_monitor_event(strz_ctx_t *c, int id, uint32_t value,
+                        const char *where)
+{
+    strz_peers_t *pe = &c->peers;
+    int slot = (int)(value % STRZ_PEERS);
+    if (pe->pending && id != ZMQ_EVENT_DISCONNECTED)
+        pending_warn(c, NULL); /* its DISCONNECTED did not come next */
+    if (id == ZMQ_EVENT_ACCEPTED) {
+        atomic_fetch_add(&c->accepted, 1);
+        pe->fd1[slot] = (int)value + 1;
+        peer_name((int)value, pe->addr[slot], sizeof pe->addr[slot]);
+    } else if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        atomic_fetch_add(&c->handshaken, 1);
+    } else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+        atomic_fetch_add(&c->auth_failed, 1); /* ZAP counted it */
+    } else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+               id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) { /* the ring's */
+        /* Counted now; named when libzmq's DISCONNECTED, which follows
+         * at once, tells the fd. */
+        int kind = id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                       ? STRZ_SK_EARLY : STRZ_SK_GARBAGE;
+        pe->pending_n = strz_stranger_count(c, kind);
+        pe->pending = kind + 1;
+        snprintf(pe->pending_where, sizeof pe->pending_where, "%s",
+                 where ? where : "?");
+    } else if (id == ZMQ_EVENT_DISCONNECTED) {
+        int known = pe->fd1[slot] == (int)value + 1;
+        if (pe->pending)
+            pending_warn(c, known ? pe->addr[slot] : NULL);
+        if (known)
+            pe->fd1[slot] = 0;
+    }
+}
+
+void strz_strangers_count(strz_ctx_t *c, uint64_t p2p_dropped,
+                          unsigned long long out[STRZ_SK_N])
+{
+    for (int k = 0; k < STRZ_SK_N; k++)
+        out[k] = atomic_load(&c->sk[k]);
     /* Connections that neither completed a handshake nor were refused by
      * ZAP or closed before one: garbage (an HTTP request), another
      * mechanism (strz.h says why they are not told apart). */
     unsigned long long acc = atomic_load(&c->accepted),
                        known = atomic_load(&c->handshaken) +
                                atomic_load(&c->auth_failed) +
-                               atomic_load(&c->sk[STRZ_SK_EARLY]) +
-                               atomic_load(&c->sk[STRZ_SK_GARBAGE]);
-    if (acc > known) {
-        atomic_fetch_add(&c->sk[STRZ_SK_GARBAGE], acc - known);
-        atomic_fetch_add(&c->strangers, acc - known);
-    }
-    unsigned long long n = atomic_load(&c->strangers);
+                               out[STRZ_SK_EARLY] + out[STRZ_SK_GARBAGE];
+    if (acc > known)
+        out[STRZ_SK_GARBAGE] += acc - known;
+    out[STRZ_SK_MESSAGE] += p2p_dropped;
+}
+
+void strz_strangers_summary(strz_ctx_t *c, uint64_t p2p_dropped)
+{
+    if (c->peers.pending)
+        pending_warn(c, NULL);
+    unsigned long long k[STRZ_SK_N], n = 0;
+    strz_strangers_count(c, p2p_dropped, k);
+    for (int i = 0; i < STRZ_SK_N; i++)
+        n += k[i];
     if (n == 0)
         return;
     strz_log(c, STRATA_LOG_WARN, "%llu message%s or connection%s from outside "
              "the job %s dropped: %llu refused by their key, %llu closed "
              "before a handshake, %llu not ZeroMQ or of another mechanism, "
              "%llu messages", n, n == 1 ? "" : "s",
-             n == 1 ? "" : "s", n == 1 ? "was" : "were",
-             (unsigned long long)atomic_load(&c->sk[STRZ_SK_KEY]),
-             (unsigned long long)atomic_load(&c->sk[STRZ_SK_EARLY]),
-             (unsigned long long)atomic_load(&c->sk[STRZ_SK_GARBAGE]),
-             (unsigned long long)atomic_load(&c->sk[STRZ_SK_MESSAGE]));
+             n == 1 ? "" : "s", n == 1 ? "was" : "were", k[STRZ_SK_KEY],
+             k[STRZ_SK_EARLY], k[STRZ_SK_GARBAGE], k[STRZ_SK_MESSAGE]);
 }
 
 /* ---- the ZAP handler --------------------------------------------------- */

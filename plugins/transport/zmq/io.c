@@ -356,7 +356,7 @@ static void read_monitor(strz_ctx_t *c, void *mon, int is_tx)
     char where[96];
     while (strz_monitor_read(mon, &id, &value, where, sizeof where)) {
         if (!is_tx)
-            strz_monitor_event(c, id, where);
+            strz_monitor_event(c, id, value, where);
         if (id != ZMQ_EVENT_DISCONNECTED)
             continue;
         if (is_tx && c->right_up && !c->right_gone_at)

@@ -261,6 +261,9 @@ static int monitor(strz_ctx_t *c, void *s, const char *which, void **mon)
     if (zmq_socket_monitor(s, ep, events) != 0
         || (*mon = zmq_socket(c->zctx, ZMQ_PAIR)) == NULL
         || opt_int(c, *mon, ZMQ_LINGER, 0, "LINGER") != 0
+        /* every event kept until read (the default 1000 dropped the rest
+         * of a flood of strangers uncounted) */
+        || opt_int(c, *mon, ZMQ_RCVHWM, 0, "RCVHWM") != 0
         || zmq_connect(*mon, ep) != 0) {
         strz_log(c, STRATA_LOG_ERROR, "socket monitor: %s",
                  zmq_strerror(zmq_errno()));
@@ -310,6 +313,10 @@ static int open_sockets(strz_ctx_t *c)
         || opt(c, c->tx, ZMQ_ROUTING_ID, id, strlen(id), "ROUTING_ID")
         || opt_int(c, c->tx, ZMQ_IMMEDIATE, 1, "IMMEDIATE"))
         return STRATA_EINTERNAL;
+    /* The monitors before the bind: every connection accepted is seen
+     * accepted (strangers are what is accepted and not accounted for). */
+    if (monitor(c, c->rx, "rx", &c->mon_rx) || monitor(c, c->tx, "tx", &c->mon_tx))
+        return STRATA_EINTERNAL;
     if (zmq_bind(c->rx, self) != 0) {
         int e = zmq_errno();
         if ((e != ENODEV && e != EINVAL) || bind_resolved(c, self) != 0) {
@@ -321,8 +328,6 @@ static int open_sockets(strz_ctx_t *c)
     }
     if (private_ipc(c, self) != 0)
         return STRATA_EIO;
-    if (monitor(c, c->rx, "rx", &c->mon_rx) || monitor(c, c->tx, "tx", &c->mon_tx))
-        return STRATA_EINTERNAL;
     if (zmq_connect(c->tx, c->ep[c->right]) != 0) {
         strz_log(c, STRATA_LOG_ERROR, "cannot connect to %s (%s): %s",
                  c->name[c->right], c->ep[c->right], zmq_strerror(zmq_errno()));

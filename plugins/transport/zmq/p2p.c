@@ -170,10 +170,11 @@ int strz_p2p_open(strz_ctx_t *c, strz_p2p_t **out)
         rc = common_opts(p, p->rx);
     if (rc == 0)
         rc = strz_curve_server(c, p->rx);
-    if (rc == 0)
-        rc = bind_rx(p);
     if (rc == 0 && c->ep[c->rank] && strncmp(p->self_ep, "inproc:", 7)) {
-        /* Strangers at our port are counted by kind (strz.h). */
+        /* Strangers at our port are counted by kind (strz.h); the
+         * monitor before the bind, so that every connection accepted is
+         * seen accepted (a member's handshake without its ACCEPTED made
+         * one stranger less) */
         char mep[64];
         int hwm = 0; /* every event kept until read */
         snprintf(mep, sizeof mep, "inproc://strz-p2p-mon-%p", (void *)p);
@@ -187,6 +188,8 @@ int strz_p2p_open(strz_ctx_t *c, strz_p2p_t **out)
             rc = STRATA_EINTERNAL;
         }
     }
+    if (rc == 0)
+        rc = bind_rx(p);
     if (rc != 0) {
         strz_p2p_close(p);
         return rc;
@@ -237,6 +240,15 @@ void strz_p2p_cancel(strz_p2p_t *p)
     }
 }
 
+void strz_p2p_drain(strz_p2p_t *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->rx_lock);
+    p2p_monitor(p);
+    pthread_mutex_unlock(&p->rx_lock);
+}
+
 uint64_t strz_p2p_dropped(const strz_p2p_t *p)
 {
     return p ? atomic_load(&p->dropped) : 0;
@@ -256,7 +268,7 @@ static void p2p_monitor(strz_p2p_t *p)
     char where[96];
     while (p->mon && strz_monitor_read(p->mon, &id, &value, where,
                                        sizeof where))
-        strz_monitor_event(p->c, id, where);
+        strz_monitor_event(p->c, id, value, where);
 }
 
 /* Wait for `events` on socket s (or the wake pipe; rx's monitor too when s

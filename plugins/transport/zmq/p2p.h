@@ -67,5 +67,8 @@ int  strz_p2p_recv(strz_p2p_t *p, int *peer, void *buf, size_t cap,
                    size_t *len, int timeout_ms);
 /* Messages dropped as malformed so far. */
 uint64_t strz_p2p_dropped(const strz_p2p_t *p);
+/* Take in rx's pending monitor events (the strangers' counts); the
+ * caller is not inside strz_p2p_recv. NULL: nothing. */
+void strz_p2p_drain(strz_p2p_t *p);
 
 #endif /* STRZ_P2P_H */

@@ -74,6 +74,22 @@ enum { STRZ_SK_KEY,      /* refused by ZAP: not a job's CURVE key       */
        STRZ_SK_MESSAGE,  /* a message from outside the group, malformed */
        STRZ_SK_N };
 
+/* Peers of a listening socket's connections, by fd (monitor events):
+ * ACCEPTED gives the fd, whose peer address getpeername() tells;
+ * DISCONNECTED gives it again, right after the handshake failure it ends
+ * (libzmq's HANDSHAKE_FAILED_* carry an errno, not the fd). Best effort:
+ * a slot is the fd modulo STRZ_PEERS, the address the one read when the
+ * ACCEPTED event is handled. Used by the monitor's one reader. */
+#define STRZ_PEERS 256
+typedef struct strz_peers {
+    int  fd1[STRZ_PEERS];      /* fd + 1; 0: free                          */
+    char addr[STRZ_PEERS][56]; /* "127.0.0.1:40312", "[::1]:40312"         */
+    int  pending;              /* STRZ_SK_* + 1 of a failure that waits for */
+                               /* its DISCONNECTED to name the peer; 0 none */
+    unsigned long long pending_n; /* its number among the strangers       */
+    char pending_where[96];    /* the listening endpoint it came to         */
+} strz_peers_t;
+
 typedef struct strz_ctx {
     const strata_host_v2_t *host;
     strata_hctx_t          *hc;    /* first argument of every host call */
@@ -135,6 +151,7 @@ typedef struct strz_ctx {
     atomic_ullong sk[STRZ_SK_N]; /* the same, per kind (STRZ_SK_*)          */
     /* what the listening sockets' monitors saw (strz_monitor_event) */
     atomic_ullong accepted, handshaken, auth_failed;
+    strz_peers_t  peers;   /* the listening socket's connections, by fd     */
 } strz_ctx_t;
 
 #define strz_log(c, lvl, ...)                                                \
@@ -337,10 +354,17 @@ void strz_zap_stop(struct strz_zap *z);
  * fatal. */
 void strz_stranger(strz_ctx_t *c, int kind, const char *what,
                    const char *from, const char *why);
+/* The two halves of strz_stranger, for a stranger named after it was
+ * counted: count one of `kind` (the running total returned), and warn of
+ * one counted already as the n-th (rate-limited by n). */
+unsigned long long strz_stranger_count(strz_ctx_t *c, int kind);
+void strz_stranger_warn(strz_ctx_t *c, unsigned long long n,
+                        const char *what, const char *from, const char *why);
 /* The monitor events of a listening socket (ZMQ_EVENT_*) that tell
  * strangers: a connection closed before its handshake is one; accepted,
- * handshaken and ZAP-refused ones are counted, so that
- * strz_strangers_summary counts the rest: garbage (zmq reports no
+ * handshaken and ZAP-refused ones are counted, and DISCONNECTED names the
+ * peer of a failed handshake (strz_peers_t), so that
+ * strz_strangers_count counts the rest: garbage (zmq reports no
  * handshake failure for an HTTP request) and another mechanism. Not
  * HANDSHAKE_FAILED_PROTOCOL on ps's point-to-point port: with it, libzmq
  * 4.3.4 aborts ("!_io_error", stream_engine_base.cpp:331) when an
@@ -348,8 +372,19 @@ void strz_stranger(strz_ctx_t *c, int kind, const char *what,
  * (tests/ps/test_ps.c lossy); the ring's port (link.c) asks for it, as it
  * names a task started with another job's keys at once. */
 #define STRZ_MONITOR_EVENTS (ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED \
-    | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
-void strz_monitor_event(strz_ctx_t *c, int id, const char *where);
+    | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH \
+    | ZMQ_EVENT_DISCONNECTED)
+/* `value`: the event's value (an fd for ACCEPTED and DISCONNECTED), which
+ * names the peer of a failed handshake in its warning (strz_peers_t). */
+void strz_monitor_event(strz_ctx_t *c, int id, uint32_t value,
+                        const char *where);
+/* The counts so far by kind (STRZ_SK_*), with the connections accepted
+ * that neither completed a handshake nor failed one of the other kinds
+ * counted as STRZ_SK_GARBAGE (between collectives a connection still in
+ * its handshake is one of them until it ends), and `p2p_dropped`
+ * malformed point-to-point messages as STRZ_SK_MESSAGE. */
+void strz_strangers_count(strz_ctx_t *c, uint64_t p2p_dropped,
+                          unsigned long long out[STRZ_SK_N]);
 /* One event of monitor PAIR `mon`, not waiting (io.c): 1 with its id,
  * value and endpoint, 0 when none is pending. */
 int  strz_monitor_read(void *mon, int *id, uint32_t *value, char *where,
@@ -358,7 +393,7 @@ int  strz_monitor_read(void *mon, int *id, uint32_t *value, char *where,
 void strz_monitor_drain(strz_ctx_t *c);
 /* The end-of-run line: how many of each kind were dropped (nothing when
  * none). */
-void strz_strangers_summary(strz_ctx_t *c);
+void strz_strangers_summary(strz_ctx_t *c, uint64_t p2p_dropped);
 
 /* ---- sum.c ----------------------------------------------------------- */
 

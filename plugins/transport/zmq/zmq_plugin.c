@@ -79,9 +79,10 @@ static void zmqt_fini(void *pctx)
     if (c == NULL)
         return;
     strz_monitor_drain(c);
+    uint64_t p2p_dropped = strz_p2p_dropped(P2P_OF(c));
     strz_p2p_close(P2P_OF(c));
     strz_link_close(c);
-    strz_strangers_summary(c);
+    strz_strangers_summary(c, p2p_dropped);
     strz_curve_forget(c);
     if (c->stage)
         c->host->free(c->hc, STRATA_DEVICE(STRATA_DEV_CPU, 0), c->stage);
@@ -441,6 +442,33 @@ static int zmqt_ctl(void *pctx, int op, void *arg)
     }
 }
 
+/* What this instance dropped from outside the job, by kind (ABI 2.7).
+ * The last call (main thread, no collective running) takes in the
+ * monitors' pending events first, as fini does. */
+static int zmqt_strangers(void *pctx, strata_strangers_t *out, int last)
+{
+    strz_ctx_t *c = pctx;
+    if (!c || !out)
+        return STRATA_EINVAL;
+    if (last) {
+        strz_monitor_drain(c);
+        strz_p2p_drain(P2P_OF(c));
+    }
+    unsigned long long k[STRZ_SK_N];
+    strz_strangers_count(c, strz_p2p_dropped(P2P_OF(c)), k);
+    const uint64_t v[4] = { k[STRZ_SK_KEY], k[STRZ_SK_EARLY],
+                            k[STRZ_SK_GARBAGE], k[STRZ_SK_MESSAGE] };
+    const size_t at[4] = { offsetof(strata_strangers_t, refused_key),
+                           offsetof(strata_strangers_t, closed_early),
+                           offsetof(strata_strangers_t, not_protocol),
+                           offsetof(strata_strangers_t, bad_message) };
+    /* a caller built for a later minor passes more; an earlier one less */
+    for (int i = 0; i < 4; i++)
+        if (out->struct_size >= at[i] + sizeof(uint64_t))
+            memcpy((char *)out + at[i], &v[i], sizeof v[i]);
+    return STRATA_OK;
+}
+
 /* send/recv: point to point on "p2p:" groups only (p2p.h). */
 static int p2p_only(strz_ctx_t *c)
 {
@@ -486,4 +514,5 @@ STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
     .reduce_scatter = zmqt_reduce_scatter,
     .all_gather     = zmqt_all_gather,
     .barrier        = zmqt_barrier,
+    .strangers      = zmqt_strangers,
 };
