@@ -33,8 +33,10 @@ static int supported(int path)
     }
 }
 
-/* The widest the CPU has, or $KC_CONV_PATH (gemm, scalar, avx2, avx512;
- * for benchmarks: an unknown or unsupported name is ignored). */
+/* The widest vector path the CPU has -- GEMM where it has none (the scalar
+ * path's fmaf is a library call without FMA hardware: a reference, not a
+ * default) -- or $KC_CONV_PATH (gemm, scalar, avx2, avx512; for
+ * benchmarks: an unknown or unsupported name is ignored). */
 static int resolve(void)
 {
     static _Atomic int best = -1;
@@ -44,7 +46,7 @@ static int resolve(void)
     static const char *const names[] = { "auto", "gemm", "scalar", "avx2",
                                          "avx512" };
     const char *env = getenv("KC_CONV_PATH");
-    b = KC_CONV_SCALAR;
+    b = KC_CONV_GEMM;
     for (int p = KC_CONV_AVX512; p > KC_CONV_SCALAR; p--)
         if (supported(p)) {
             b = p;

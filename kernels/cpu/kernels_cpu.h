@@ -30,9 +30,10 @@ void kc_bias_grad(int m, int n, const float *dY, float *db);
 /* ---- conv2d's paths (kc_conv2d_fwd / kc_conv2d_bwd) --------------------
  * GEMM: im2col + sgemm (one per image forward). The direct paths give the
  * same bits as each other (scalar fmaf, AVX2, AVX-512; conv_direct.h) and
- * are the default, the widest the CPU has, for the shapes they take
- * (filters <= 256; with padding, strides <= the kernel size); others, and
- * any shape under KC_CONV_GEMM, go through GEMM. $KC_CONV_PATH = gemm |
+ * are the default, the widest the CPU has (AVX2 + FMA at least; GEMM on
+ * other CPUs), for the shapes they take (filters <= 256; with padding,
+ * strides <= the kernel size); others, and any shape under KC_CONV_GEMM,
+ * go through GEMM. $KC_CONV_PATH = gemm |
  * scalar | avx2 | avx512 picks one at the first call (benchmarks). */
 enum { KC_CONV_AUTO, KC_CONV_GEMM, KC_CONV_SCALAR, KC_CONV_AVX2,
        KC_CONV_AVX512 };
