@@ -103,7 +103,9 @@ typedef struct kops_conv2d {
     int pad_top, pad_left;   /* zeros before the first row / column        */
     int oh, ow;              /* output                                     */
     /* backward only: `col` still holds the forward pass's im2col of all n
-     * images (the workspace held the whole batch), so it is not redone */
+     * images (the workspace held the whole batch), so it is not redone
+     * (read only where both passes take the GEMM path: the CPU's direct
+     * path leaves no im2col there) */
     int col_ready;
 } kops_conv2d_t;
 
@@ -414,7 +416,10 @@ KOP(channel_copy, 0, "channel copy",
 /* ---- convolution (kops_conv2d_t above) ---------------------------------
  * Y = conv(X, W) + b (b may be NULL). `col` is workspace of col_len floats,
  * at least kops_conv2d_col_len(g); the images are lowered to GEMM in groups
- * of col_len / kops_conv2d_col_len(g), on every device alike. */
+ * of col_len / kops_conv2d_col_len(g), on every device alike -- except
+ * where the CPU convolves directly (kernels_cpu.h's paths), using col for
+ * one padded image or the transposed weights: each output element is then
+ * one fixed chain of FMAs, whatever the batch and the vector width. */
 KOP(conv2d_fwd, 1, "conv2d forward",
     (const kops_conv2d_t *g, const float *X, const float *W, const float *b,
      float *Y, float *col, size_t col_len),

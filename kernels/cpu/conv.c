@@ -1,9 +1,12 @@
-/* conv2d forward/backward on NHWC float32, lowered to GEMM through CBLAS:
+/* conv2d forward/backward on NHWC float32: the direct kernels
+ * (conv_direct.c) where kc_conv2d_path says so, else lowered to GEMM
+ * through CBLAS:
  * im2col turns a group of images into a matrix col[rows x K] (one row per
  * output position, K = kh*kw*c taps in the kernel's [kh][kw][c] order), so
  * that Y[rows x f] = col W[K x f] is one sgemm, and the backward pass is two
  * more (dW = col^T dY, dcol = dY W^T) plus col2im. */
 #include "kernels_cpu.h"
+#include "conv_direct.h"
 #include "kc_loop.h"
 
 #include <cblas.h>
@@ -104,6 +107,11 @@ void kc_conv2d_fwd(const kops_conv2d_t *g, const float *X, const float *W,
 {
     if (g->n <= 0 || g->f <= 0)
         return;
+    int path = kc_conv2d_path(g);
+    if (path != KC_CONV_GEMM) {
+        kc__conv2d_fwd_direct(path, g, X, W, b, Y, col);
+        return;
+    }
     size_t plane = (size_t)g->oh * g->ow;     /* output positions per image */
     size_t in_img = (size_t)g->h * g->w * g->c;
     int K = (int)taps(g), F = g->f, step = group_of(g, col_len);
@@ -138,6 +146,11 @@ void kc_conv2d_bwd(const kops_conv2d_t *g, const float *X, const float *W,
         kc_bias_grad((int)(plane * (size_t)(g->n > 0 ? g->n : 0)), F, dY, db);
     if (g->n <= 0) {
         memset(dW, 0, (size_t)K * F * sizeof *dW);
+        return;
+    }
+    int path = kc_conv2d_path(g);
+    if (path != KC_CONV_GEMM) {
+        kc__conv2d_bwd_direct(path, g, X, W, dY, dW, dX, col, col_len);
         return;
     }
     if (dX)

@@ -27,6 +27,23 @@ extern "C" {
 void kc_bias_add(int m, int n, const float *b, float *Y);
 void kc_bias_grad(int m, int n, const float *dY, float *db);
 
+/* ---- conv2d's paths (kc_conv2d_fwd / kc_conv2d_bwd) --------------------
+ * GEMM: im2col + sgemm (one per image forward). The direct paths give the
+ * same bits as each other (scalar fmaf, AVX2, AVX-512; conv_direct.h) and
+ * are the default, the widest the CPU has (AVX2 + FMA at least; GEMM on
+ * other CPUs), for the shapes they take (filters <= 256; with padding,
+ * strides <= the kernel size); others, and any shape under KC_CONV_GEMM,
+ * go through GEMM. $KC_CONV_PATH = gemm |
+ * scalar | avx2 | avx512 picks one at the first call (benchmarks). */
+enum { KC_CONV_AUTO, KC_CONV_GEMM, KC_CONV_SCALAR, KC_CONV_AVX2,
+       KC_CONV_AVX512 };
+/* Forces a path for every later call (KC_CONV_AUTO: back to the default);
+ * -1 when this CPU lacks it. For tests and benchmarks: not for use while
+ * another thread convolves. */
+int kc_conv2d_force_path(int path);
+/* The path kc_conv2d_fwd/bwd take for this geometry. */
+int kc_conv2d_path(const kops_conv2d_t *g);
+
 /* ---- fused softmax + sparse categorical cross-entropy ------------------
  * logits[m x c], labels[m] in [0, c). Numerically stable (max-shifted,
  * log-sum-exp). Returns the SUM over rows of -log softmax(logits)[label]

@@ -1,0 +1,500 @@
+/* Direct convolution on NHWC (conv_direct.h has the order every element's
+ * sum follows): the drivers that cut each op into micro-kernel blocks, the
+ * portable scalar path (fmaf, the same chains element by element) and the
+ * choice of path. */
+#include "conv_direct.h"
+#include "kernels_cpu.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the path ------------------------------------------------------------ */
+
+static _Atomic int forced = -1;       /* kc_conv2d_force_path's, else -1 */
+
+static int supported(int path)
+{
+    switch (path) {
+    case KC_CONV_GEMM:
+    case KC_CONV_SCALAR:
+        return 1;
+#ifdef KC_CONV_X86
+    case KC_CONV_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case KC_CONV_AVX512:
+        return __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("fma");
+#endif
+    default:
+        return 0;
+    }
+}
+
+/* The widest vector path the CPU has -- GEMM where it has none (the scalar
+ * path's fmaf is a library call without FMA hardware: a reference, not a
+ * default) -- or $KC_CONV_PATH (gemm, scalar, avx2, avx512; for
+ * benchmarks: an unknown or unsupported name is ignored). */
+static int resolve(void)
+{
+    static _Atomic int best = -1;
+    int b = atomic_load(&best);
+    if (b >= 0)
+        return b;
+    static const char *const names[] = { "auto", "gemm", "scalar", "avx2",
+                                         "avx512" };
+    const char *env = getenv("KC_CONV_PATH");
+    b = KC_CONV_GEMM;
+    for (int p = KC_CONV_AVX512; p > KC_CONV_SCALAR; p--)
+        if (supported(p)) {
+            b = p;
+            break;
+        }
+    for (int p = KC_CONV_GEMM; env && p <= KC_CONV_AVX512; p++)
+        if (strcmp(env, names[p]) == 0 && supported(p))
+            b = p;
+    atomic_store(&best, b);
+    return b;
+}
+
+int kc_conv2d_force_path(int path)
+{
+    if (path != KC_CONV_AUTO && !supported(path))
+        return -1;
+    atomic_store(&forced, path == KC_CONV_AUTO ? -1 : path);
+    return 0;
+}
+
+/* Filters above this go through GEMM (dX's weight slices live on the stack
+ * when `col` cannot hold them all). */
+#define KC_WT 4096
+#define FMAX (KC_WT / 16)
+
+/* Forward needs the images zero-padded in `col` when there is padding:
+ * (oh-1)*s + k rows and columns, at most the one image's im2col when
+ * s <= k, which `col` always holds. */
+static int pad_rows(const kops_conv2d_t *g)
+{
+    return (g->oh - 1) * g->stride_h + g->kh;
+}
+static int pad_cols(const kops_conv2d_t *g)
+{
+    return (g->ow - 1) * g->stride_w + g->kw;
+}
+static int needs_pad(const kops_conv2d_t *g)
+{
+    return g->pad_top > 0 || g->pad_left > 0 ||
+           pad_rows(g) - g->pad_top > g->h || pad_cols(g) - g->pad_left > g->w;
+}
+
+int kc_conv2d_path(const kops_conv2d_t *g)
+{
+    int f = atomic_load(&forced);
+    int p = f >= 0 ? f : resolve();
+    if (p == KC_CONV_GEMM)
+        return p;
+    /* Shapes the direct kernels do not take (by shape only, so fwd and bwd
+     * agree and a replica's choice does not depend on its batch). */
+    if (g->f > FMAX || g->f <= 0 || g->c <= 0)
+        return KC_CONV_GEMM;
+    if (needs_pad(g) && (g->stride_h > g->kh || g->stride_w > g->kw))
+        return KC_CONV_GEMM;
+    return p;
+}
+
+/* ---- scalar: the chains, element by element ------------------------------ */
+
+static float xat(const kops_conv2d_t *g, const float *X, int i, int y, int x,
+                 int c)
+{
+    if (y < 0 || y >= g->h || x < 0 || x >= g->w)
+        return 0.0f;
+    return X[(((size_t)i * g->h + y) * g->w + x) * g->c + c];
+}
+
+static void fwd_scalar(const kops_conv2d_t *g, const float *X, const float *W,
+                       const float *b, float *Y)
+{
+    size_t F = (size_t)g->f;
+    for (int i = 0; i < g->n; i++)
+        for (int oy = 0; oy < g->oh; oy++)
+            for (int ox = 0; ox < g->ow; ox++)
+                for (int f = 0; f < g->f; f++) {
+                    float acc = b ? b[f] : 0.0f;
+                    for (int ky = 0; ky < g->kh; ky++)
+                        for (int kx = 0; kx < g->kw; kx++)
+                            for (int c = 0; c < g->c; c++)
+                                acc = fmaf(xat(g, X, i,
+                                               oy * g->stride_h - g->pad_top + ky,
+                                               ox * g->stride_w - g->pad_left + kx, c),
+                                           W[(((size_t)ky * g->kw + kx) * g->c + c) * F + f],
+                                           acc);
+                    Y[(((size_t)i * g->oh + oy) * g->ow + ox) * F + f] = acc;
+                }
+}
+
+/* The output range [*lo, *hi) whose taps at offset k land inside [0, n). */
+static void range(int out, int s, int pad, int k, int n, int *lo, int *hi)
+{
+    int a = pad - k, e = n - 1 + pad - k;      /* o*s in [a, e] */
+    *lo = a > 0 ? (a + s - 1) / s : 0;
+    *hi = e < 0 ? 0 : e / s + 1;
+    if (*hi > out)
+        *hi = out;
+    if (*lo > *hi)
+        *lo = *hi;
+}
+
+static void dx_scalar(const kops_conv2d_t *g, const float *W, const float *dY,
+                      float *dX)
+{
+    size_t C = (size_t)g->c, F = (size_t)g->f;
+    for (int i = 0; i < g->n; i++)
+        for (int ky = 0; ky < g->kh; ky++)
+            for (int kx = 0; kx < g->kw; kx++) {
+                int ya, yb, xa, xb;
+                range(g->oh, g->stride_h, g->pad_top, ky, g->h, &ya, &yb);
+                range(g->ow, g->stride_w, g->pad_left, kx, g->w, &xa, &xb);
+                const float *w = W + ((size_t)ky * g->kw + kx) * C * F;
+                for (int oy = ya; oy < yb; oy++)
+                    for (int ox = xa; ox < xb; ox++) {
+                        int y = oy * g->stride_h - g->pad_top + ky;
+                        int x = ox * g->stride_w - g->pad_left + kx;
+                        const float *dy =
+                            dY + (((size_t)i * g->oh + oy) * g->ow + ox) * F;
+                        float *dx = dX + (((size_t)i * g->h + y) * g->w + x) * C;
+                        for (size_t c = 0; c < C; c++) {
+                            float acc = dx[c];
+                            for (size_t f = 0; f < F; f++)
+                                acc = fmaf(dy[f], w[c * F + f], acc);
+                            dx[c] = acc;
+                        }
+                    }
+            }
+}
+
+/* dX as a stride-1 convolution of dY, padded, with the weights flipped
+ * and transposed: dX[y][x][c] = chain from +0 over (ky', kx', f) of
+ * dYp[y + ky'][x + kx'][f] Wf[ky'][kx'][f][c], where dYp is dY at (kh-1-pt,
+ * kw-1-pl) in zeros and Wf[ky'][kx'][f][c] = W[kh-1-ky'][kw-1-kx'][c][f].
+ * Taken for stride 1 where the padded dY and Wf fit one image's col (by
+ * shape, so every batch takes the same); else dx_scalar/dx_vec's form. */
+static int gather_rows(const kops_conv2d_t *g) { return g->h + g->kh - 1; }
+static int gather_cols(const kops_conv2d_t *g) { return g->w + g->kw - 1; }
+static size_t gather_scratch(const kops_conv2d_t *g)
+{
+    return (size_t)g->kh * g->kw * g->c * g->f +
+           (size_t)gather_rows(g) * gather_cols(g) * g->f;
+}
+/* Pairs (input, tap) whose output exists along one axis. */
+static int axis_pairs(int out, int pad, int k, int n)
+{
+    int sum = 0;
+    for (int t = 0; t < k; t++) {
+        int lo, hi;
+        range(out, 1, pad, t, n, &lo, &hi);
+        sum += hi - lo;
+    }
+    return sum;
+}
+
+/* The gather also multiplies the zeros around dY: taken where at least
+ * 80 % of its products are real (a 'same' 3x3 on 14x14: 91 %; a 'valid'
+ * one from 26x26: 85 %, 13x13: 72 %, where the scatter form was faster:
+ * 105 against 78 GFLOP/s, contrib/bench/conv). */
+static int dx_gather(const kops_conv2d_t *g)
+{
+    int oy0 = g->kh - 1 - g->pad_top, ox0 = g->kw - 1 - g->pad_left;
+    if (!(g->stride_h == 1 && g->stride_w == 1 && oy0 >= 0 && ox0 >= 0 &&
+          g->oh + oy0 <= gather_rows(g) && g->ow + ox0 <= gather_cols(g) &&
+          gather_scratch(g) <= kops_conv2d_col_len(g)))
+        return 0;
+    double real = (double)axis_pairs(g->oh, g->pad_top, g->kh, g->h) *
+                  axis_pairs(g->ow, g->pad_left, g->kw, g->w);
+    return real >= 0.8 * (double)g->h * g->w * g->kh * g->kw;
+}
+
+static void dx_scalar_gather(const kops_conv2d_t *g, const float *W,
+                             const float *dY, float *dX)
+{
+    size_t C = (size_t)g->c, F = (size_t)g->f;
+    int oy0 = g->kh - 1 - g->pad_top, ox0 = g->kw - 1 - g->pad_left;
+    for (int i = 0; i < g->n; i++)
+        for (int y = 0; y < g->h; y++)
+            for (int x = 0; x < g->w; x++)
+                for (size_t c = 0; c < C; c++) {
+                    float acc = 0.0f;
+                    for (int ky = 0; ky < g->kh; ky++)
+                        for (int kx = 0; kx < g->kw; kx++) {
+                            int oy = y + ky - oy0, ox = x + kx - ox0;
+                            int in = oy >= 0 && oy < g->oh && ox >= 0 &&
+                                     ox < g->ow;
+                            const float *dy =
+                                dY + (((size_t)i * g->oh + (in ? oy : 0)) *
+                                          g->ow + (in ? ox : 0)) * F;
+                            const float *w =
+                                W + (((size_t)(g->kh - 1 - ky) * g->kw +
+                                      (size_t)(g->kw - 1 - kx)) * C + c) * F;
+                            for (size_t f = 0; f < F; f++)
+                                acc = fmaf(in ? dy[f] : 0.0f, w[f], acc);
+                        }
+                    dX[(((size_t)i * g->h + y) * g->w + x) * C + c] = acc;
+                }
+}
+
+static void dw_scalar(const kops_conv2d_t *g, const float *X, const float *dY,
+                      float *dW)
+{
+    size_t C = (size_t)g->c, F = (size_t)g->f;
+    for (int i = 0; i < g->n; i++)
+        for (int ky = 0; ky < g->kh; ky++)
+            for (int kx = 0; kx < g->kw; kx++) {
+                int ya, yb, xa, xb;
+                range(g->oh, g->stride_h, g->pad_top, ky, g->h, &ya, &yb);
+                range(g->ow, g->stride_w, g->pad_left, kx, g->w, &xa, &xb);
+                float *dw = dW + ((size_t)ky * g->kw + kx) * C * F;
+                for (size_t c = 0; c < C; c++)
+                    for (size_t f = 0; f < F; f++) {
+                        float acc = 0.0f;
+                        for (int oy = ya; oy < yb; oy++)
+                            for (int ox = xa; ox < xb; ox++)
+                                acc = fmaf(xat(g, X, i,
+                                               oy * g->stride_h - g->pad_top + ky,
+                                               ox * g->stride_w - g->pad_left + kx,
+                                               (int)c),
+                                           dY[(((size_t)i * g->oh + oy) * g->ow + ox) * F + f],
+                                           acc);
+                        dw[c * F + f] = i == 0 ? acc : dw[c * F + f] + acc;
+                    }
+            }
+}
+
+/* ---- vector drivers ------------------------------------------------------- */
+
+/* Runs u over pixels [0, n) of a row (pixel j at b + j*u->bp, out + j*u->op)
+ * and the lanes [0, lanes) (vector operand and out at + lane), in blocks of
+ * at most isa's pmax, of near-equal size. */
+static void blocks(const kc_conv_isa_t *isa, kc_uk_t *u, int n, int lanes,
+                   const float *b, const float *v, float *out)
+{
+    int chunk = isa->nvmax * isa->vw;
+    const float *bias = u->bias;
+    for (int l0 = 0; l0 < lanes; l0 += chunk) {
+        int nl = lanes - l0 < chunk ? lanes - l0 : chunk;
+        int nv = (nl + isa->vw - 1) / isa->vw, tail = nl - (nv - 1) * isa->vw;
+        int pm = isa->pmax[nv], nb = (n + pm - 1) / pm;
+        if (bias)
+            u->bias = bias + l0;
+        for (int k = 0, p0 = 0; k < nb; k++) {
+            int p = n / nb + (k < n % nb);
+            isa->uk(u, p, nv, tail, b + (ptrdiff_t)p0 * u->bp, v + l0,
+                    out + (ptrdiff_t)p0 * u->op + l0);
+            p0 += p;
+        }
+    }
+    u->bias = bias;
+}
+
+static void fwd_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
+                    const float *X, const float *W, const float *b, float *Y,
+                    float *col)
+{
+    size_t C = (size_t)g->c, F = (size_t)g->f;
+    int pad = needs_pad(g), hp = pad_rows(g), wp = pad_cols(g);
+    size_t row = (size_t)(pad ? wp : g->w) * C;      /* floats per input row */
+    kc_uk_t u = { .nrow = g->oh, .brow = (ptrdiff_t)(g->stride_h * row),
+                  .orow = (ptrdiff_t)((size_t)g->ow * F),
+                  .nseg = g->kh, .R = g->kw * g->c,
+                  .bseg = (ptrdiff_t)row, .vseg = (ptrdiff_t)(g->kw * C * F),
+                  .bp = (ptrdiff_t)(g->stride_w * C), .br = 1,
+                  .vr = (ptrdiff_t)F, .op = (ptrdiff_t)F,
+                  .init = b ? KC_UK_BIAS : KC_UK_ZERO, .fin = KC_UK_STORE,
+                  .bias = b };
+    for (int i = 0; i < g->n; i++) {
+        const float *img = X + (size_t)i * g->h * g->w * C;
+        if (pad) {
+            /* col[hp][wp][C]: zeros, the image at (pad_top, pad_left) */
+            memset(col, 0, (size_t)hp * row * sizeof *col);
+            for (int y = 0; y < g->h && y + g->pad_top < hp; y++) {
+                int nx = g->w;
+                if (nx > wp - g->pad_left)
+                    nx = wp - g->pad_left;
+                memcpy(col + (size_t)(y + g->pad_top) * row +
+                           (size_t)g->pad_left * C,
+                       img + (size_t)y * g->w * C, (size_t)nx * C * sizeof *col);
+            }
+            img = col;
+        }
+        blocks(isa, &u, g->ow, g->f, img, W,
+               Y + (size_t)i * g->oh * g->ow * F);
+    }
+}
+
+static void dx_vec_gather(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
+                          const float *W, const float *dY, float *dX,
+                          float *col)
+{
+    size_t C = (size_t)g->c, F = (size_t)g->f, T = (size_t)g->kh * g->kw;
+    int hq = gather_rows(g), wq = gather_cols(g);
+    int oy0 = g->kh - 1 - g->pad_top, ox0 = g->kw - 1 - g->pad_left;
+    float *wf = col, *dyp = col + T * C * F;
+    for (size_t t = 0; t < T; t++)       /* Wf[t'][f][c], t' = T-1-t */
+        for (size_t c = 0; c < C; c++)
+            for (size_t f = 0; f < F; f++)
+                wf[((T - 1 - t) * F + f) * C + c] = W[(t * C + c) * F + f];
+    size_t row = (size_t)wq * F;
+    kc_uk_t u = { .nrow = g->h, .brow = (ptrdiff_t)row,
+                  .orow = (ptrdiff_t)((size_t)g->w * C),
+                  .nseg = g->kh, .R = g->kw * g->f, .bseg = (ptrdiff_t)row,
+                  .vseg = (ptrdiff_t)((size_t)g->kw * F * C),
+                  .bp = (ptrdiff_t)F, .br = 1, .vr = (ptrdiff_t)C,
+                  .op = (ptrdiff_t)C, .init = KC_UK_ZERO, .fin = KC_UK_STORE };
+    memset(dyp, 0, (size_t)hq * row * sizeof *dyp);
+    for (int i = 0; i < g->n; i++) {
+        const float *dy = dY + (size_t)i * g->oh * g->ow * F;
+        for (int oy = 0; oy < g->oh; oy++)   /* the borders stay zero */
+            memcpy(dyp + (size_t)(oy + oy0) * row + (size_t)ox0 * F,
+                   dy + (size_t)oy * g->ow * F, (size_t)g->ow * F * sizeof *dy);
+        blocks(isa, &u, g->w, g->c, dyp, wf,
+               dX + (size_t)i * g->h * g->w * C);
+    }
+}
+
+/* wt[f][cc] = W[tap][c0 + j][f] for j < cc */
+static void transpose(const float *w, size_t F, size_t c0, size_t cc,
+                      float *wt)
+{
+    for (size_t j = 0; j < cc; j++)
+        for (size_t f = 0; f < F; f++)
+            wt[f * cc + j] = w[(c0 + j) * F + f];
+}
+
+static void dx_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
+                   const float *W, const float *dY, float *dX, float *col,
+                   size_t col_len)
+{
+    size_t C = (size_t)g->c, F = (size_t)g->f, T = (size_t)g->kh * g->kw;
+    float stack[KC_WT];
+    /* All the taps' transposes in col when it holds them, else one tap's
+     * slice of cc channels at a time on the stack: the same sums. */
+    int all = col_len >= T * C * F;
+    size_t cc = all ? C : (KC_WT / F) / 16 * 16;
+    if (cc > C)
+        cc = C;
+    if (all)
+        for (size_t t = 0; t < T; t++)
+            transpose(W + t * C * F, F, 0, C, col + t * C * F);
+    kc_uk_t u = { .brow = (ptrdiff_t)((size_t)g->ow * F),
+                  .orow = (ptrdiff_t)((size_t)g->stride_h * g->w * C),
+                  .nseg = 1, .R = g->f, .bp = (ptrdiff_t)F, .br = 1,
+                  .op = (ptrdiff_t)(g->stride_w * C),
+                  .init = KC_UK_LOAD, .fin = KC_UK_STORE };
+    for (int i = 0; i < g->n; i++)
+        for (int ky = 0; ky < g->kh; ky++)
+            for (int kx = 0; kx < g->kw; kx++) {
+                size_t t = (size_t)ky * g->kw + kx;
+                int ya, yb, xa, xb;
+                range(g->oh, g->stride_h, g->pad_top, ky, g->h, &ya, &yb);
+                range(g->ow, g->stride_w, g->pad_left, kx, g->w, &xa, &xb);
+                if (ya >= yb || xa >= xb)
+                    continue;
+                for (size_t c0 = 0; c0 < C; c0 += cc) {
+                    size_t n = C - c0 < cc ? C - c0 : cc;
+                    const float *wt = col + t * C * F;
+                    if (!all) {
+                        transpose(W + t * C * F, F, c0, n, stack);
+                        wt = stack;
+                    }
+                    u.vr = (ptrdiff_t)n;
+                    u.nrow = yb - ya;
+                    int y = ya * g->stride_h - g->pad_top + ky;
+                    int x = xa * g->stride_w - g->pad_left + kx;
+                    blocks(isa, &u, xb - xa, (int)n,
+                           dY + (((size_t)i * g->oh + ya) * g->ow + xa) * F,
+                           wt, dX + (((size_t)i * g->h + y) * g->w + x) * C + c0);
+                }
+            }
+}
+
+static void dw_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
+                   const float *X, const float *dY, float *dW)
+{
+    size_t C = (size_t)g->c, F = (size_t)g->f;
+    kc_uk_t u = { .nrow = 1,
+                  .bseg = (ptrdiff_t)((size_t)g->stride_h * g->w * C),
+                  .vseg = (ptrdiff_t)((size_t)g->ow * F), .bp = 1,
+                  .br = (ptrdiff_t)(g->stride_w * C), .vr = (ptrdiff_t)F,
+                  .op = (ptrdiff_t)F, .init = KC_UK_ZERO };
+    for (int i = 0; i < g->n; i++) {
+        u.fin = i == 0 ? KC_UK_STORE : KC_UK_ADD;
+        for (int ky = 0; ky < g->kh; ky++)
+            for (int kx = 0; kx < g->kw; kx++) {
+                int ya, yb, xa, xb;
+                range(g->oh, g->stride_h, g->pad_top, ky, g->h, &ya, &yb);
+                range(g->ow, g->stride_w, g->pad_left, kx, g->w, &xa, &xb);
+                u.nseg = yb - ya;
+                u.R = xb - xa;
+                int y = ya * g->stride_h - g->pad_top + ky;
+                int x = xa * g->stride_w - g->pad_left + kx;
+                /* an empty range reads nothing: clamp its (unread) start */
+                if (u.nseg == 0 || u.R == 0)
+                    y = x = 0, ya = xa = 0;
+                blocks(isa, &u, g->c, g->f,
+                       X + (((size_t)i * g->h + y) * g->w + x) * C,
+                       dY + (((size_t)i * g->oh + ya) * g->ow + xa) * F,
+                       dW + ((size_t)ky * g->kw + kx) * C * F);
+            }
+    }
+}
+
+/* ---- entries (conv.c calls them for kc_conv2d_path's direct paths) ------- */
+
+static const kc_conv_isa_t *isa_of(int path)
+{
+#ifdef KC_CONV_X86
+    if (path == KC_CONV_AVX512)
+        return &kc_conv_avx512;
+    if (path == KC_CONV_AVX2)
+        return &kc_conv_avx2;
+#endif
+    (void)path;
+    return NULL;
+}
+
+void kc__conv2d_fwd_direct(int path, const kops_conv2d_t *g, const float *X,
+                           const float *W, const float *b, float *Y,
+                           float *col)
+{
+    const kc_conv_isa_t *isa = isa_of(path);
+    if (isa)
+        fwd_vec(isa, g, X, W, b, Y, col);
+    else
+        fwd_scalar(g, X, W, b, Y);
+}
+
+void kc__conv2d_bwd_direct(int path, const kops_conv2d_t *g, const float *X,
+                           const float *W, const float *dY, float *dW,
+                           float *dX, float *col, size_t col_len)
+{
+    const kc_conv_isa_t *isa = isa_of(path);
+    if (isa)
+        dw_vec(isa, g, X, dY, dW);
+    else
+        dw_scalar(g, X, dY, dW);
+    if (!dX)
+        return;
+    if (dx_gather(g)) {
+        if (isa)
+            dx_vec_gather(isa, g, W, dY, dX, col);
+        else
+            dx_scalar_gather(g, W, dY, dX);
+        return;
+    }
+    memset(dX, 0, (size_t)g->n * g->h * g->w * g->c * sizeof *dX);
+    if (isa)
+        dx_vec(isa, g, W, dY, dX, col, col_len);
+    else
+        dx_scalar(g, W, dY, dX);
+}

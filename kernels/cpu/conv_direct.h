@@ -1,0 +1,73 @@
+/* Private to kernels/cpu: direct convolution (no im2col, no GEMM).
+ *
+ * Every output element is ONE chain of fused multiply-adds in a fixed
+ * order that depends only on the geometry -- not on the batch, the block
+ * an element falls in, nor the vector width:
+ *   forward   Y  = fma chain from b[f] (or +0) over the taps (ky, kx, c),
+ *                  a tap in the padding reading 0 (as im2col's zeros);
+ *   dX        dX = fma chain from +0 over the taps (ky, kx) that read the
+ *                  input, each over f;
+ *   dW        per image, a chain from +0 over the pixels (oy, ox) that the
+ *                  tap reads inside the image; dW = image 0's, + image 1's...
+ * So the AVX-512, AVX2 and scalar (fmaf) paths give the same bits, and an
+ * image's output is the same whatever batch it is computed in.
+ *
+ * The vector paths share one micro-kernel shape: a block of P "pixels" x NV
+ * vectors of VW floats of accumulators; each step of the reduction loads NV
+ * vectors of one operand and broadcasts one float of the other per pixel.
+ * conv_ukern.h holds it, compiled once per ISA (conv_avx512.c, conv_avx2.c);
+ * conv_direct.c drives it. */
+#ifndef STRATA_KC_CONV_DIRECT_H
+#define STRATA_KC_CONV_DIRECT_H
+
+#include <stddef.h>
+
+#include "../kops_list.h"
+
+enum { KC_UK_ZERO, KC_UK_BIAS, KC_UK_LOAD };   /* accumulators start from */
+enum { KC_UK_STORE, KC_UK_ADD };               /* and end as out = / out += */
+
+/* One block, in each of nrow rows (b += brow, out += orow from one to the
+ * next): for p < P, v < NV:
+ *   acc[p][v] = init (0, bias[v*VW..], or out[p*op + v*VW..])
+ *   for s < nseg, r < R:  acc[p][v] = fma(b[s*bseg + p*bp + r*br],
+ *                                         v[s*vseg + r*vr + v*VW..], acc)
+ *   out[p*op + v*VW..] = acc (or += acc)
+ * The last vector has `tail` (1..VW) live lanes: masked loads and stores. */
+typedef struct kc_uk {
+    int nrow;
+    ptrdiff_t brow, orow;
+    int nseg, R;
+    ptrdiff_t bseg, vseg;    /* per segment: broadcast, vector operand */
+    ptrdiff_t bp, br;        /* broadcast operand: per pixel, per step */
+    ptrdiff_t vr;            /* vector operand per step                */
+    ptrdiff_t op;            /* out per pixel                          */
+    int init, fin;
+    const float *bias;       /* KC_UK_BIAS: the block's first lane     */
+} kc_uk_t;
+
+typedef void kc_uk_fn(const kc_uk_t *u, int P, int NV, int tail,
+                      const float *b, const float *v, float *out);
+
+typedef struct kc_conv_isa {
+    int vw;                  /* floats per vector       */
+    int nvmax;               /* vectors per block, <= 2 */
+    int pmax[3];             /* pixels per block, by NV */
+    kc_uk_fn *uk;
+} kc_conv_isa_t;
+
+/* The direct paths (path: KC_CONV_SCALAR, _AVX2, _AVX512); col as
+ * kc_conv2d_fwd/bwd's workspace. dW and dX are overwritten. */
+void kc__conv2d_fwd_direct(int path, const kops_conv2d_t *g, const float *X,
+                           const float *W, const float *b, float *Y,
+                           float *col);
+void kc__conv2d_bwd_direct(int path, const kops_conv2d_t *g, const float *X,
+                           const float *W, const float *dY, float *dW,
+                           float *dX, float *col, size_t col_len);
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KC_CONV_X86 1
+extern const kc_conv_isa_t kc_conv_avx512, kc_conv_avx2;
+#endif
+
+#endif /* STRATA_KC_CONV_DIRECT_H */

@@ -1,0 +1,111 @@
+/* Private to kernels/cpu: the direct convolution's micro-kernel (see
+ * conv_direct.h), a template included once per ISA. The includer defines
+ *   UK_TGT        the target attribute
+ *   UK_V, UK_M    vector and lane-mask types, UK_VW floats per vector
+ *   UK_PMAX1/2    pixels per block for NV = 1 / 2
+ *   UK_MASK(n)    mask of the first n lanes
+ *   UK_LOAD(p) UK_MLOAD(p, m) UK_STORE(p, v) UK_MSTORE(p, m, v)
+ *   UK_BCAST(p) UK_FMA(a, b, c) UK_ADD(a, b) UK_ZERO()
+ *   UK_NAME       the kc_conv_isa_t to define
+ * The accumulators are an array whose loops are all unrolled with the
+ * block's constant sizes, so they live in registers. */
+#define UK_CAT_(a, b) a##b
+#define UK_CAT(a, b) UK_CAT_(a, b)
+#define UK_FN(p, nv) UK_CAT(UK_CAT(UK_CAT(uk_, UK_NAME), _##p), _##nv)
+
+static inline __attribute__((always_inline)) UK_TGT void
+uk_body(const kc_uk_t *u, const int P, const int NV, const int masked,
+        int tail, const float *b, const float *v, float *out)
+{
+    UK_V acc[14][2];
+    UK_M m = UK_MASK(tail);
+    /* the vector that takes the mask; none (-1) when every lane is live */
+    const int last = masked ? NV - 1 : -1;
+    for (int row = 0; row < u->nrow; row++, b += u->brow, out += u->orow) {
+#pragma GCC unroll 16
+    for (int p = 0; p < P; p++)
+#pragma GCC unroll 2
+        for (int j = 0; j < NV; j++) {
+            const float *o = out + p * u->op + j * UK_VW;
+            if (u->init == KC_UK_ZERO)
+                acc[p][j] = UK_ZERO();
+            else if (u->init == KC_UK_BIAS)
+                acc[p][j] = j == last ? UK_MLOAD(u->bias + j * UK_VW, m)
+                                      : UK_LOAD(u->bias + j * UK_VW);
+            else
+                acc[p][j] = j == last ? UK_MLOAD(o, m) : UK_LOAD(o);
+        }
+    const ptrdiff_t bp = u->bp, br = u->br, vr = u->vr;
+    const ptrdiff_t bseg = u->bseg, vseg = u->vseg;
+    const int nseg = u->nseg, R = u->R;
+    /* The pixels in two halves, each from its own pointer: P pointers
+     * would not fit the general registers. */
+    const int G = (P + 1) / 2;
+    for (int s = 0; s < nseg; s++) {
+        const float *bb = b + s * bseg, *vv = v + s * vseg;
+        const float *bh = bb + G * bp;
+        for (int r = 0; r < R; r++, bb += br, bh += br, vv += vr) {
+            UK_V w[2];
+#pragma GCC unroll 2
+            for (int j = 0; j < NV; j++)
+                w[j] = j == last ? UK_MLOAD(vv + j * UK_VW, m)
+                                 : UK_LOAD(vv + j * UK_VW);
+#pragma GCC unroll 16
+            for (int p = 0; p < P; p++) {
+                UK_V x = UK_BCAST(p < G ? bb + p * bp : bh + (p - G) * bp);
+#pragma GCC unroll 2
+                for (int j = 0; j < NV; j++)
+                    acc[p][j] = UK_FMA(x, w[j], acc[p][j]);
+            }
+        }
+    }
+#pragma GCC unroll 16
+    for (int p = 0; p < P; p++)
+#pragma GCC unroll 2
+        for (int j = 0; j < NV; j++) {
+            float *o = out + p * u->op + j * UK_VW;
+            UK_V r = acc[p][j];
+            if (u->fin == KC_UK_ADD)
+                r = UK_ADD(j == last ? UK_MLOAD(o, m) : UK_LOAD(o), r);
+            if (j == last)
+                UK_MSTORE(o, m, r);
+            else
+                UK_STORE(o, r);
+        }
+    }
+}
+
+#define UK_DEF(p, nv)                                                         \
+    static UK_TGT void UK_FN(p, nv)(const kc_uk_t *u, int P, int NV,          \
+                                    int tail, const float *b,                 \
+                                    const float *v, float *out)               \
+    {                                                                         \
+        (void)P, (void)NV;                                                    \
+        if (tail == UK_VW)                                                    \
+            uk_body(u, p, nv, 0, tail, b, v, out);                            \
+        else                                                                  \
+            uk_body(u, p, nv, 1, tail, b, v, out);                            \
+    }
+#define UK_DEF_P(nv)                                                          \
+    UK_DEF(1, nv) UK_DEF(2, nv) UK_DEF(3, nv) UK_DEF(4, nv) UK_DEF(5, nv)     \
+    UK_DEF(6, nv) UK_DEF(7, nv) UK_DEF(8, nv) UK_DEF(9, nv) UK_DEF(10, nv)    \
+    UK_DEF(11, nv) UK_DEF(12, nv) UK_DEF(13, nv) UK_DEF(14, nv)
+UK_DEF_P(1)
+UK_DEF_P(2)
+
+#define UK_ROW(nv)                                                            \
+    { UK_FN(1, nv), UK_FN(2, nv), UK_FN(3, nv), UK_FN(4, nv), UK_FN(5, nv),   \
+      UK_FN(6, nv), UK_FN(7, nv), UK_FN(8, nv), UK_FN(9, nv), UK_FN(10, nv),  \
+      UK_FN(11, nv), UK_FN(12, nv), UK_FN(13, nv), UK_FN(14, nv) }
+static kc_uk_fn *const UK_CAT(uk_tab_, UK_NAME)[2][14] = { UK_ROW(1),
+                                                           UK_ROW(2) };
+
+static void UK_CAT(uk_run_, UK_NAME)(const kc_uk_t *u, int P, int NV,
+                                     int tail, const float *b,
+                                     const float *v, float *out)
+{
+    UK_CAT(uk_tab_, UK_NAME)[NV - 1][P - 1](u, P, NV, tail, b, v, out);
+}
+
+const kc_conv_isa_t UK_NAME = { UK_VW, 2, { 0, UK_PMAX1, UK_PMAX2 },
+                                UK_CAT(uk_run_, UK_NAME) };

@@ -1,0 +1,167 @@
+/* conv2d's paths (kernels_cpu.h): the direct ones -- scalar fmaf, AVX2,
+ * AVX-512, those this CPU has -- give bitwise the same Y, dW and dX, and
+ * within a tight tolerance what the im2col + GEMM path gives, over strides
+ * 1..3, valid and same padding, 1x1 to 5x5 and non-square kernels, channel
+ * and filter counts off the vector widths, odd sizes, batches 1..5; an
+ * image's output is the same bits in a batch of 1 as in a batch of 5; the
+ * workspace's size (dX's weight transposes in col or on the stack) changes
+ * no bit. */
+#include "kc_test.h"
+#include "kernels_cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int axis(int n, int k, int s, int same, int *pad)
+{
+    if (!same) {
+        *pad = 0;
+        return (n - k) / s + 1;
+    }
+    int out = (n + s - 1) / s, total = (out - 1) * s + k - n;
+    *pad = total > 0 ? total / 2 : 0;
+    return out;
+}
+
+static kops_conv2d_t geom(int n, int h, int w, int c, int kh, int kw, int f,
+                          int s, int same)
+{
+    kops_conv2d_t g = { n, h, w, c, kh, kw, f, s, s, 0, 0, 0, 0, 0 };
+    g.oh = axis(h, kh, s, same, &g.pad_top);
+    g.ow = axis(w, kw, s, same, &g.pad_left);
+    return g;
+}
+
+struct run {
+    float *Y, *dW, *db, *dX;
+};
+
+static size_t nx(const kops_conv2d_t *g) { return (size_t)g->n * g->h * g->w * g->c; }
+static size_t ny(const kops_conv2d_t *g) { return (size_t)g->n * g->oh * g->ow * g->f; }
+static size_t nw(const kops_conv2d_t *g) { return (size_t)g->kh * g->kw * g->c * g->f; }
+
+static void run(const kops_conv2d_t *g, const float *X, const float *W,
+                const float *b, const float *dY, size_t col_len, struct run *r)
+{
+    float *col = malloc(col_len * sizeof *col);
+    r->Y = malloc(ny(g) * sizeof(float));
+    r->dW = malloc(nw(g) * sizeof(float));
+    r->db = malloc((size_t)g->f * sizeof(float));
+    r->dX = malloc(nx(g) * sizeof(float));
+    CHECK(col && r->Y && r->dW && r->db && r->dX);
+    for (size_t i = 0; i < ny(g); i++)
+        r->Y[i] = NAN;
+    for (size_t i = 0; i < nx(g); i++)
+        r->dX[i] = NAN;
+    kc_conv2d_fwd(g, X, W, b, r->Y, col, col_len);
+    kc_conv2d_bwd(g, X, W, dY, r->dW, r->db, r->dX, col, col_len);
+    free(col);
+}
+
+static void done(struct run *r)
+{
+    free(r->Y), free(r->dW), free(r->db), free(r->dX);
+}
+
+static const char *const names[] = { "auto", "gemm", "scalar", "avx2",
+                                     "avx512" };
+
+static int same(const float *a, const float *b, size_t n)
+{
+    return memcmp(a, b, n * sizeof *a) == 0;
+}
+
+static void test_shape(kops_conv2d_t g, int bias)
+{
+    char what[160];
+    snprintf(what, sizeof what, "n%d %dx%dx%d k%dx%d f%d s%d pad%d,%d -> %dx%d",
+             g.n, g.h, g.w, g.c, g.kh, g.kw, g.f, g.stride_h, g.pad_top,
+             g.pad_left, g.oh, g.ow);
+    float *X = malloc(nx(&g) * sizeof *X), *W = malloc(nw(&g) * sizeof *W);
+    float *b = malloc((size_t)g.f * sizeof *b), *dY = malloc(ny(&g) * sizeof *dY);
+    CHECK(X && W && b && dY);
+    kc_fill(nx(&g), X, -1, 1);
+    for (size_t i = 0; i < nx(&g); i += 3)
+        X[i] = 0.0f;                          /* as after a ReLU */
+    kc_fill(nw(&g), W, -0.5, 0.5);
+    kc_fill((size_t)g.f, b, -1, 1);
+    kc_fill(ny(&g), dY, -1, 1);
+    const float *bp = bias ? b : NULL;
+    size_t one = kc_conv2d_col_len(&g), big = one * (size_t)g.n;
+
+    CHECK(kc_conv2d_force_path(KC_CONV_GEMM) == 0);
+    struct run ref;
+    run(&g, X, W, bp, dY, big, &ref);
+
+    struct run first = { 0 };
+    int have = 0;
+    for (int p = KC_CONV_SCALAR; p <= KC_CONV_AVX512; p++) {
+        if (kc_conv2d_force_path(p) != 0) {
+            printf("  %s: not on this CPU\n", names[p]);
+            continue;
+        }
+        if (kc_conv2d_path(&g) == KC_CONV_GEMM)
+            break;                            /* a shape for GEMM only */
+        struct run r, small;
+        run(&g, X, W, bp, dY, big, &r);
+        run(&g, X, W, bp, dY, one, &small);   /* dX's transposes on the stack */
+        CHECKF(same(r.Y, small.Y, ny(&g)) && same(r.dW, small.dW, nw(&g)) &&
+               same(r.dX, small.dX, nx(&g)) && same(r.db, small.db, (size_t)g.f),
+               "%s %s: the workspace's size changed bits", names[p], what);
+        done(&small);
+        KC_CHECK_NEAR(what, ny(&g), r.Y, ref.Y, 1e-4, 1e-5);
+        KC_CHECK_NEAR(what, nw(&g), r.dW, ref.dW, 1e-4, 1e-4);
+        KC_CHECK_NEAR(what, nx(&g), r.dX, ref.dX, 1e-4, 1e-5);
+        CHECK(same(r.db, ref.db, (size_t)g.f));
+        /* An image alone: the same bits as in the batch (the last one). */
+        kops_conv2d_t g1 = g;
+        g1.n = 1;
+        size_t in1 = nx(&g1), out1 = ny(&g1);
+        float *col = malloc(one * sizeof *col), *y1 = malloc(out1 * sizeof *y1);
+        CHECK(col && y1);
+        kc_conv2d_fwd(&g1, X + (size_t)(g.n - 1) * in1, W, bp, y1, col, one);
+        CHECKF(same(y1, r.Y + (size_t)(g.n - 1) * out1, out1),
+               "%s %s: an image alone differs from in its batch", names[p], what);
+        free(col), free(y1);
+        if (!have) {
+            first = r;
+            have = 1;
+            printf("  %s %s: matches gemm\n", names[p], what);
+            continue;
+        }
+        CHECKF(same(r.Y, first.Y, ny(&g)), "%s %s: Y differs from scalar",
+               names[p], what);
+        CHECKF(same(r.dW, first.dW, nw(&g)), "%s %s: dW differs from scalar",
+               names[p], what);
+        CHECKF(same(r.dX, first.dX, nx(&g)), "%s %s: dX differs from scalar",
+               names[p], what);
+        printf("  %s: bitwise as scalar\n", names[p]);
+        done(&r);
+    }
+    if (have)
+        done(&first);
+    done(&ref);
+    kc_conv2d_force_path(KC_CONV_AUTO);
+    free(X), free(W), free(b), free(dY);
+}
+
+int main(void)
+{
+    kc_seed(27);
+    /* n h w c kh kw f stride same */
+    test_shape(geom(1, 7, 7, 1, 3, 3, 16, 1, 1), 1);
+    test_shape(geom(2, 28, 28, 1, 3, 3, 32, 1, 0), 1);
+    test_shape(geom(5, 14, 14, 16, 3, 3, 16, 1, 1), 1);
+    test_shape(geom(3, 14, 14, 16, 3, 3, 32, 2, 1), 1);
+    test_shape(geom(2, 14, 14, 16, 1, 1, 32, 2, 1), 1);
+    test_shape(geom(2, 7, 7, 64, 3, 3, 64, 1, 1), 0);
+    test_shape(geom(4, 9, 11, 3, 5, 5, 7, 1, 1), 1);
+    test_shape(geom(3, 13, 10, 17, 3, 3, 33, 2, 0), 1);
+    test_shape(geom(2, 12, 9, 20, 5, 3, 50, 3, 1), 1);
+    test_shape(geom(5, 6, 5, 5, 2, 3, 9, 3, 0), 0);
+    test_shape(geom(1, 5, 5, 40, 1, 1, 24, 1, 0), 1);
+    test_shape(geom(2, 8, 8, 9, 4, 4, 70, 2, 1), 1);
+    test_shape(geom(1, 9, 9, 3, 3, 3, 300, 1, 1), 1);   /* GEMM (f > 256) */
+    test_shape(geom(2, 16, 16, 2, 1, 1, 5, 2, 0), 1);
+    return CHECK_DONE();
+}
