@@ -402,8 +402,9 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
         char gemm[256];
         strata_gemm_kernels(gemm, sizeof gemm);
-        printf("strata %s (plugin ABI %d.%d)\ngemm: %s\n", strata_version(),
-               STRATA_ABI_MAJOR, STRATA_ABI_MINOR, gemm);
+        printf("strata %s (plugin ABI %d.%d)\ngemm: %s\nconv: %s\n",
+               strata_version(), STRATA_ABI_MAJOR, STRATA_ABI_MINOR, gemm,
+               strata_conv_kernels());
         return EXIT_OK;
     }
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "kc_cpu.h"
+#include "kernels_cpu.h"
 #include "runtime.h"
 
 #define WHO "gemm"
@@ -58,6 +59,11 @@ int strata_gemm_kernels(char *buf, size_t cap)
         snprintf(buf, cap, "%s %s (%s) on a CPU with %s: %s would be faster",
                  blas, f.core, f.isa, cpu, f.want);
     return STRATA_OK;
+}
+
+const char *strata_conv_kernels(void)
+{
+    return kc_conv2d_kernels();
 }
 
 int strata__gemm_check(void)

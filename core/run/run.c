@@ -508,6 +508,14 @@ void strata__run_banner(const strata__run_t *run)
     char gemm[256];
     strata_gemm_kernels(gemm, sizeof gemm);
     strata__out(ctx, "gemm: %s\n", gemm);
+    int cpu_conv = 0;
+    for (int i = 0; i < run->model.nlayers; i++)
+        cpu_conv |= run->model.layers[i].kind == &strata__layer_conv2d;
+    for (int r = 0; cpu_conv && r < run->nreplicas; r++)
+        if (STRATA_DEVICE_TYPE(run->devices[r]) == STRATA_DEV_CPU) {
+            strata__out(ctx, "conv: %s\n", strata_conv_kernels());
+            break;
+        }
     if (run->cluster.pub.ntasks > 1)
         strata__out(ctx, "security: %s\n", ctx->keys
                     ? "CURVE: every connection between the job's processes "

@@ -34,6 +34,11 @@ STRATA_API const char *strata_version(void);
  * and what is wrong when they do not fit this CPU. Returns 0, or
  * STRATA_EINVAL for a NULL or empty buffer. */
 STRATA_API int strata_gemm_kernels(char *buf, size_t cap);
+/* The kernels CPU convolutions run on by default, in words: "direct
+ * (AVX-512)", "direct (AVX2)" (the same bits as each other and as the
+ * portable path), or "im2col + GEMM" on CPUs without AVX2 and FMA. A
+ * static string. */
+STRATA_API const char *strata_conv_kernels(void);
 /* OpenBLAS picks its kernels from the CPU's model number, once, while the
  * library loads; a CPU newer than the library gets its oldest kernels
  * (SSE3), several times slower. This returns the OPENBLAS_CORETYPE value

@@ -89,6 +89,17 @@ static int needs_pad(const kops_conv2d_t *g)
            pad_rows(g) - g->pad_top > g->h || pad_cols(g) - g->pad_left > g->w;
 }
 
+const char *kc_conv2d_kernels(void)
+{
+    int f = atomic_load(&forced);
+    switch (f >= 0 ? f : resolve()) {
+    case KC_CONV_AVX512: return "direct (AVX-512)";
+    case KC_CONV_AVX2:   return "direct (AVX2)";
+    case KC_CONV_SCALAR: return "direct (scalar)";
+    default:             return "im2col + GEMM";
+    }
+}
+
 int kc_conv2d_path(const kops_conv2d_t *g)
 {
     int f = atomic_load(&forced);

@@ -41,6 +41,8 @@ enum { KC_CONV_AUTO, KC_CONV_GEMM, KC_CONV_SCALAR, KC_CONV_AVX2,
  * -1 when this CPU lacks it. For tests and benchmarks: not for use while
  * another thread convolves. */
 int kc_conv2d_force_path(int path);
+/* The default path in words: "direct (AVX-512)", ..., "im2col + GEMM". */
+const char *kc_conv2d_kernels(void);
 /* The path kc_conv2d_fwd/bwd take for this geometry. */
 int kc_conv2d_path(const kops_conv2d_t *g);
 
