@@ -148,6 +148,10 @@ typedef struct strata__run_services {
     int (*training_done)(struct strata__run *run);
     int (*membership)(struct strata__run *run, int64_t committed,
                       int timeout_ms, strata_membership_t *out);
+    /* the layer states (plugin ABI 2.8: host states_get / states_set) */
+    int (*states_get)(struct strata__run *run, float *buf, size_t cap,
+                      size_t *n);
+    int (*states_set)(struct strata__run *run, const float *buf, size_t n);
 } strata__run_services_t;
 
 struct strata_ctx {

@@ -712,6 +712,25 @@ static int host_membership(strata_hctx_t *hc, int64_t committed,
                : STRATA_EINVAL;
 }
 
+/* ABI 2.8: the model's layer states, for a strategy that carries them
+ * from its workers to the task that evaluates and checkpoints. */
+static int host_states_get(strata_hctx_t *hc, float *buf, size_t cap,
+                           size_t *n)
+{
+    strata_ctx_t *ctx = run_ctx(hc);
+    if (!n)
+        return STRATA_EINVAL;
+    *n = 0;
+    return ctx ? ctx->run_svc->states_get(ctx->run, buf, cap, n)
+               : STRATA_ESTATE;
+}
+
+static int host_states_set(strata_hctx_t *hc, const float *buf, size_t n)
+{
+    strata_ctx_t *ctx = run_ctx(hc);
+    return ctx ? ctx->run_svc->states_set(ctx->run, buf, n) : STRATA_ESTATE;
+}
+
 const strata_host_v2_t strata__host_v2 = {
     .struct_size = sizeof(strata_host_v2_t),
     .abi_major = STRATA_ABI_MAJOR,
@@ -749,6 +768,8 @@ const strata_host_v2_t strata__host_v2 = {
     .t_all_gather = host_t_all_gather,
     .t_barrier = host_t_barrier,
     .t_caps = host_t_caps,
+    .states_get = host_states_get,
+    .states_set = host_states_set,
 };
 
 /* ---- strata_plugin_caps: the word of a plugin on the search path -------- */

@@ -118,9 +118,12 @@ static int setup_stepsum(strata__run_t *run)
         : run->elastic && !(run->strategy->caps & STRATA_CAP_STEP_SUM)
         ? "an elastic job whose strategy cannot hand rank 0's moving "
           "statistics to a worker that joins (STRATA_CAP_STEP_SUM)"
-        : run->strategy->caps & (STRATA_CAP_DRIVES | STRATA_CAP_NEXT_STEP)
+        : (run->strategy->caps & (STRATA_CAP_DRIVES | STRATA_CAP_NEXT_STEP))
+          && !(run->strategy->caps & STRATA_CAP_LAYER_STATES)
         ? "its strategy drives the job: the task that writes checkpoints "
-          "trains no batch, so its moving statistics would not move"
+          "trains no batch, so its moving statistics would not move (a "
+          "strategy that carries its workers' moving statistics declares "
+          "STRATA_CAP_LAYER_STATES, plugin ABI 2.8)"
         : NULL;
     if (why) {
         strata__log(STRATA_LOG_ERROR, "train", "batchnorm ('%s') is not for "

@@ -747,6 +747,17 @@ static int step_loop(strata__run_t *run)
     const strata_plugin_v2_t *vt = run->strategy->vt;
     const strata__train_cfg_t *t = &run->s->train;
     strata_step_t st = { .struct_size = sizeof st };
+    /* The layer states after each step go with its result (ABI 2.8, a
+     * strategy that carries them: the core refused the model otherwise). */
+    const strata__model_t *m = &run->model;
+    float *states = NULL;
+    if (m->state_count && (run->strategy->caps & STRATA_CAP_LAYER_STATES)) {
+        states = malloc(m->state_count * sizeof *states);
+        if (!states) {
+            fail(run, STRATA_ENOMEM);
+            return STRATA_ENOMEM;
+        }
+    }
     while (!failed(run)) {
         int rc = vt->next_step(run->spctx, &st);
         if (rc == STRATA_ESTOPPED) /* the job stopped on request */
@@ -781,7 +792,19 @@ static int step_loop(strata__run_t *run)
             st.metric_sum += run->reps[r].step_metric;
         }
         st.correct = llround(st.metric_sum); /* a count for the accuracies */
+        st.states = NULL;
+        st.nstates = 0;
+        if (states) {
+            rc = strata__work_state_get(m, &run->reps[0].work, states);
+            if (rc != STRATA_OK) {
+                fail(run, rc);
+                break;
+            }
+            st.states = states;
+            st.nstates = m->state_count;
+        }
     }
+    free(states);
     return atomic_load(&run->rc);
 }
 
@@ -893,11 +916,50 @@ static int host_training_done(strata__run_t *run)
     return live(run) && run->halt;
 }
 
+static int host_states_get(strata__run_t *run, float *buf, size_t cap,
+                           size_t *n)
+{
+    if (!live(run))
+        return STRATA_ESTATE;
+    const strata__model_t *m = &run->model;
+    *n = m->state_count;
+    if (!buf || !m->state_count)
+        return STRATA_OK;
+    if (cap < m->state_count)
+        return STRATA_EINVAL;
+    return strata__work_state_get(m, &run->reps[0].work, buf);
+}
+
+static int host_states_set(strata__run_t *run, const float *buf, size_t n)
+{
+    if (!live(run))
+        return STRATA_ESTATE;
+    const strata__model_t *m = &run->model;
+    if (n != m->state_count || (n && !buf)) {
+        strata__log(STRATA_LOG_ERROR, "train", "strategy %s installs %zu "
+                    "layer states; the model has %zu", run->strategy->name,
+                    n, m->state_count);
+        return STRATA_EINVAL;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(buf[i])) {
+            strata__log(STRATA_LOG_ERROR, "train", "strategy %s installs "
+                        "layer states with a value that is not finite (at "
+                        "%zu): not installed", run->strategy->name, i);
+            return STRATA_EINVAL;
+        }
+    int rc = STRATA_OK;
+    for (int r = 0; rc == STRATA_OK && r < run->nreplicas; r++)
+        rc = strata__work_state_set(m, &run->reps[r].work, buf);
+    return rc;
+}
+
 static const strata__run_services_t services = {
     .evaluate = host_evaluate,         .report = host_report,
     .boundary_due = host_boundary_due, .boundary = host_boundary,
     .training_done = host_training_done,
     .membership = strata__elastic_membership,
+    .states_get = host_states_get,     .states_set = host_states_set,
 };
 
 /* The strategy drives this task (ps server, coordinator); ENOTSUP: it

@@ -147,8 +147,17 @@ extern "C" {
 #define STRATA_CAP_SHARDS     0x0200u /* reduce_scatter / all_gather        */
 #define STRATA_CAP_BARRIER    0x0400u /* barrier                             */
 #define STRATA_CAP_DEVICE_MEM 0x0800u /* buffers on GPUs, not only the host  */
+/* strategy, ABI 2.8 (the low byte was full) */
+#define STRATA_CAP_LAYER_STATES 0x1000u /* a strategy that hands out steps
+                                       * (next_step) carries the workers'
+                                       * layer states (strata_step_t.states)
+                                       * to the task that evaluates and
+                                       * checkpoints (host states_set), so a
+                                       * model with batchnorm may run under
+                                       * it; ignored from a plugin built
+                                       * before 2.8                          */
 /* The bits of each kind; a bit of the other kind is refused at load. */
-#define STRATA_CAPS_STRATEGY  0x00ffu
+#define STRATA_CAPS_STRATEGY  0x10ffu
 #define STRATA_CAPS_TRANSPORT 0x0f00u
 
 #define STRATA_PLUGIN_HEADER_CAPS(kind_, name_, version_, description_, caps_) \

@@ -323,6 +323,22 @@ static int k_membership(strata_hctx_t *hc, int64_t committed, int timeout_ms,
                          : STRATA_ENOTSUP;
 }
 
+/* ABI 2.8: the kit's fake run has a model without layer states. */
+static int k_states_get(strata_hctx_t *hc, float *buf, size_t cap, size_t *n)
+{
+    (void)hc, (void)buf, (void)cap;
+    if (!n)
+        return STRATA_EINVAL;
+    *n = 0;
+    return STRATA_OK;
+}
+
+static int k_states_set(strata_hctx_t *hc, const float *buf, size_t n)
+{
+    (void)hc, (void)buf;
+    return n == 0 ? STRATA_OK : STRATA_EINVAL;
+}
+
 /* ---- the table, cut to a minor ------------------------------------------- */
 
 size_t strata_kit_host_size(int abi_minor)
@@ -331,7 +347,8 @@ size_t strata_kit_host_size(int abi_minor)
     case 0: case 1: return offsetof(strata_host_v2_t, grad_sumsq);
     case 2:         return offsetof(strata_host_v2_t, membership);
     case 3: case 4: return offsetof(strata_host_v2_t, t_reduce_scatter);
-    case 5: case 6: case 7: return sizeof(strata_host_v2_t);
+    case 5: case 6: case 7: return offsetof(strata_host_v2_t, states_get);
+    case 8:         return sizeof(strata_host_v2_t);
     default:        return 0;
     }
 }
@@ -380,6 +397,8 @@ int strata_kit_host(const strata_kit_config_t *cfg, strata_kit_t **out)
     h->training_done = k_training_done;
     h->membership = k_membership;
     h->cfg_origin = k_cfg_origin;
+    h->states_get = k_states_get;
+    h->states_set = k_states_set;
     strata__kit_transport_entries(h);
     /* Posing as an older minor: its size, and nothing of a later one (a
      * plugin that reads past struct_size finds NULL, not a stale entry). */

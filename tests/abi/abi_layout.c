@@ -108,6 +108,7 @@ static size_t layout_v1(void)
     F(strata_step_t, has_result) F(strata_step_t, samples)
     F(strata_step_t, loss_sum) F(strata_step_t, correct)
     F(strata_step_t, metric_sum)
+    F(strata_step_t, states) F(strata_step_t, nstates)
     S(strata_drive_t)
     F(strata_drive_t, struct_size) F(strata_drive_t, epochs)
     F(strata_drive_t, steps_per_epoch) F(strata_drive_t, max_steps)
@@ -145,6 +146,7 @@ static size_t layout_v2(size_t n)
     F(strata_host_v2_t, membership) F(strata_host_v2_t, cfg_origin)
     F(strata_host_v2_t, t_reduce_scatter) F(strata_host_v2_t, t_all_gather)
     F(strata_host_v2_t, t_barrier) F(strata_host_v2_t, t_caps)
+    F(strata_host_v2_t, states_get) F(strata_host_v2_t, states_set)
     S(strata_membership_t)
     F(strata_membership_t, struct_size) F(strata_membership_t, generation)
     F(strata_membership_t, size) F(strata_membership_t, rank)
@@ -242,7 +244,7 @@ static const struct { const char *ver; unsigned long crc; } k_pinned[] = {
     { "1.2", 0x9ab9c385UL }, { "1.3", 0x07aca999UL }, { "1.4", 0xf1def39aUL },
     { "2.0", 0x61a3d94dUL }, { "2.1", 0xa0caa623UL }, { "2.2", 0xe4ab6173UL },
     { "2.3", 0x79ee9433UL }, { "2.4", 0x0b61fc0fUL }, { "2.5", 0x907c1eabUL },
-    { "2.6", 0x02ce5e48UL }, { "2.7", 0x3a16da74UL },
+    { "2.6", 0x02ce5e48UL }, { "2.7", 0x3a16da74UL }, { "2.8", 0xefbc21b8UL },
 };
 #define NPINNED (sizeof k_pinned / sizeof k_pinned[0])
 

@@ -3,7 +3,8 @@
  * ps_wire_unpack. Invariants: an accepted message is exactly its header
  * plus 4 x count bytes, its payload pointer lies right after the header
  * (NULL when count is 0), it re-packs to the same 80 bytes, has a known
- * type and a finite float; a refused one says why. */
+ * type and a finite float, finite layer states (STEP_REQ, STEP); a
+ * refused one says why. */
 #include <math.h>
 #include <string.h>
 
@@ -31,6 +32,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sum += v;
     }
     (void)sum;
+    /* the layer states (STEP_REQ's result, STEP) are finite */
+    if (h.type == PS_STEP_REQ || h.type == PS_STEP)
+        for (uint32_t i = 0; i < h.count; i++) {
+            float v;
+            memcpy(&v, payload + 4 * (size_t)i, 4);
+            FUZZ_CHECK(isfinite(v));
+        }
     unsigned char again[PS_HDR_SIZE];
     ps_wire_pack(&h, again);
     FUZZ_CHECK(memcmp(again, data, PS_HDR_SIZE) == 0);

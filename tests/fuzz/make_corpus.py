@@ -378,7 +378,7 @@ def zmq_seeds():
 # ---- ps wire message (plugins/strategy/ps/ps_wire.h) --------------------------
 
 def ps(type_, status=0, sender=0, attempt=0, step=-1, req=0, inc=0, a=0, b=0,
-       c=0, f=0.0, count=0, epoch=0, magic=b"STPS", version=4, payload=None):
+       c=0, f=0.0, count=0, epoch=0, magic=b"STPS", version=5, payload=None):
     h = struct.pack("<4sHBBiiqQQqqqdIi", magic, version, type_, status,
                     sender, attempt, step, req, inc, a, b, c, f, count, epoch)
     if payload is None:
@@ -395,6 +395,11 @@ def ps_seeds():
         "step-req": ps(STEP_REQ, status=2, sender=2, attempt=1, step=9,
                        inc=inc, a=32, b=30, c=1, f=12.5),
         "step": ps(STEP, attempt=1, step=10, req=5, a=4, epoch=1),
+        # version 5: the layer states (batchnorm) with a result and a STEP
+        "step-req-states": ps(STEP_REQ, sender=2, attempt=1, step=9, inc=inc,
+                              a=32, b=30, c=1, f=12.5, count=4),
+        "step-states": ps(STEP, attempt=1, step=10, req=5, a=4, epoch=1,
+                          count=4),
         "wait": ps(WAIT, a=250),
         "done": ps(DONE, a=1),
         "heartbeat": ps(HEARTBEAT, sender=3, inc=inc),
@@ -417,6 +422,15 @@ def ps_seeds():
         put("ps_wire", "valid-" + k, v)
     put("ps_wire", "bad-magic", ps(PING, magic=b"STPX"))
     put("ps_wire", "bad-version", ps(PING, version=3))
+    put("ps_wire", "bad-version-4", ps(PING, version=4))
+    put("ps_wire", "bad-nan-state",
+        ps(STEP_REQ, attempt=1, step=9, a=32, c=1, f=1.0, count=2,
+           payload=struct.pack("<2f", 1.0, float("nan"))))
+    put("ps_wire", "bad-inf-state-step",
+        ps(STEP, attempt=1, step=9, a=1, count=1,
+           payload=struct.pack("<f", float("inf"))))
+    put("ps_wire", "bad-states-without-result",
+        ps(STEP_REQ, c=0, count=2))
     put("ps_wire", "bad-type", ps(19))
     put("ps_wire", "bad-status", ps(PING, status=1))
     put("ps_wire", "bad-count", ps(PARAMS, count=3)[:-4])

@@ -670,6 +670,24 @@ static void test_strangers_entry(void)
     strata__plugin_close(p);
 }
 
+/* ABI 2.8: STRATA_CAP_LAYER_STATES is a strategy's bit (not refused as
+ * unknown) and counts only in a table of 2.8 or newer. */
+static void test_layer_states_cap(void)
+{
+    strata__plugin_t *p = expect_ok("fake_ls28", STRATA_KIND_STRATEGY,
+                                    LOADER_DIR3);
+    CHECKF(p && p->caps == (STRATA_CAP_LAYER_STATES | STRATA_CAP_STATE),
+           "2.8 caps %#x", p ? p->caps : 0u);
+    char txt[160];
+    strata__caps_str(p ? p->caps : 0, txt, sizeof txt);
+    CHECKF(!strcmp(txt, "state,layer_states"), "%s", txt);
+    strata__plugin_close(p);
+    p = expect_ok("fake_ls27", STRATA_KIND_STRATEGY, LOADER_DIR3);
+    CHECKF(p && p->caps == STRATA_CAP_STATE, "2.7 caps %#x, want %#x",
+           p ? p->caps : 0u, STRATA_CAP_STATE);
+    strata__plugin_close(p);
+}
+
 int main(void)
 {
     strata__log_set_level(STRATA_LOG_INFO);
@@ -686,5 +704,6 @@ int main(void)
     test_trust();
     test_caps();
     test_strangers_entry();
+    test_layer_states_cap();
     return CHECK_DONE();
 }

@@ -59,6 +59,14 @@
  *   ckpt_stop      SIGTERM to every task mid-epoch: each exits 75 after
  *                  the coordinator's checkpoint at the step it stopped at;
  *                  restarted, the job resumes at exactly that step
+ *   bn_hostile     a model with batchnorm (plugin ABI 2.8: the workers'
+ *                  moving statistics ride on their STEP_REQs), plaintext:
+ *                  STEP_REQs forged in worker:0's name with a state too
+ *                  few or a NaN state are dropped and counted by the
+ *                  coordinator, never installed; the checkpoint's moving
+ *                  statistics are finite and the workers' first steps
+ *                  started from the coordinator's; worker:1 killed and
+ *                  restarted starts from the newest step's
  *
  * Free ports, bounded waits, every child reaped. */
 #include <math.h>
@@ -637,6 +645,105 @@ static void replay(void)
     if (check_failed_ || getenv("PS_TEST_VERBOSE"))
         dump(&j);
     job_free(&j);
+}
+
+/* Batchnorm under ps (plugin ABI 2.8): the workers' STEP_REQs carry their
+ * moving statistics to the coordinator. In plaintext, STEP_REQs forged in
+ * worker:0's name at the coordinator's port -- a result with one state too
+ * few, and one with the right count but a NaN among them -- are dropped
+ * and counted (the coordinator names each), never installed: the job
+ * ends as ever and its checkpoint's moving statistics are finite and none
+ * of the forged 1e3. worker:1, killed and restarted, starts from the
+ * coordinator's statistics of the newest step (not from (0, 1)). */
+static void bn_hostile(void)
+{
+    tmp_make("ps-bn");
+    char ck[320];
+    snprintf(ck, sizeof ck, "checkpoint.dir=%s/ck", tmpdir_);
+    FILE *f = fopen(tmp_path("bn.ini"), "w");
+    CHECK(f && fputs("[graph]\nflat = flatten\nd1 = dense 128\n"
+                     "bn = batchnorm\na1 = relu\nlogits = dense 10\n", f) >= 0
+          && fclose(f) == 0);
+    char *more[] = { "train.epochs=3", "data.limit_train=12800",
+                     "security.mode=off", ck };
+    job_t j;
+    char *sets[JOB_SETS];
+    int n;
+    sets_with(sets, &n, more, 4);
+    job_init(&j, 2, 1, sets, n);
+    j.config = tmp_path("bn.ini");
+    job_start_all(&j);
+    CHECK(job_await(&j, 0, 1, "Epoch 1/3", 120) == 0);
+    int w0 = job_task(&j, "worker", 0);
+    void *zc = zmq_ctx_new(), *s = zmq_socket(zc, ZMQ_DEALER);
+    int linger = 2000;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", j.t[0].port);
+    CHECK(zmq_connect(s, ep) == 0);
+    enum { NST = 2 * 128 }; /* bn's moving mean and variance */
+    size_t len = PS_HDR_SIZE + NST * sizeof(float);
+    unsigned char *msg = calloc(1, len);
+    for (size_t i = 0; i < NST; i++)
+        memcpy(msg + PS_HDR_SIZE + 4 * i, &(float){ 1e3f }, 4);
+    ps_hdr_t q = { .type = PS_STEP_REQ, .sender = w0, .attempt = 1,
+                   .step = 0, .req = 3, .a = 32, .c = 1, .f = 1.0,
+                   .count = NST - 1 };
+    ps_wire_pack(&q, msg);
+    raw(s, w0, msg, len - 4);                     /* one state too few   */
+    q.count = NST;
+    memcpy(msg + PS_HDR_SIZE + 4 * 7, &(float){ NAN }, 4);
+    ps_wire_pack(&q, msg);
+    raw(s, w0, msg, len);                         /* a NaN among them    */
+    free(msg);
+    zmq_close(s);
+    zmq_ctx_term(zc);
+    /* a restarted worker starts from the newest step's statistics */
+    int w1 = job_task(&j, "worker", 1);
+    usleep(300000);
+    job_kill(&j, w1);
+    usleep(200000);
+    CHECK(job_start(&j, w1) == 0);
+    CHECKF(job_await(&j, 0, 0, "rejoined after a restart (1 so far)", 60) == 0,
+           "worker:1 did not rejoin");
+    job_wait_all(&j, 240);
+    all_ok(&j);
+    const char *took = "layer states (256) taken from the coordinator "
+                       "before step ";
+    const char *t1 = strstr(j.t[w1].err, took);
+    const char *t2 = t1 ? strstr(t1 + 1, took) : NULL;
+    long long again = t2 ? atoll(t2 + strlen(took)) : -1;
+    printf("worker:1 restarted: took the coordinator's layer states before "
+           "step %lld\n", again);
+    CHECKF(again > 0, "the restarted worker:1 took no layer states");
+    CHECKF(strstr(j.t[0].err, "coordinator: dropped STEP_REQ from worker:0: "
+                              "255 layer states, the model has 256"),
+           "the coordinator did not drop the short states");
+    CHECKF(strstr(j.t[0].err, "dropped a malformed message from worker:0: a "
+                              "layer state that is not finite"),
+           "the coordinator did not drop the NaN state");
+    CHECKF(strstr(j.t[w0].err, took),
+           "worker:0 did not start from the coordinator's statistics");
+    char path[400];
+    snprintf(path, sizeof path, "%s/ck/ckpt-%010d.safetensors", tmpdir_,
+             3 * 400);
+    char *argv[] = { (char *)spawn_strata_bin(), "inspect", path, NULL };
+    spawn_result_t *r = malloc(sizeof *r);
+    spawn_run(argv, 60, r);
+    const char *mv = strstr(r->out, "bn/moving_variance");
+    double vmax = -1;
+    const char *mx = mv ? strstr(mv, " max ") : NULL;
+    if (mx)
+        vmax = atof(mx + 5);
+    printf("checkpoint %s: bn/moving_variance max %g\n", path, vmax);
+    CHECKF(r->code == 0 && strstr(r->out, "bn/moving_mean") && mv &&
+           !strstr(r->out, "nan") && vmax > 0 && vmax < 100,
+           "the checkpoint's moving statistics:\n%s%s", r->out, r->err);
+    free(r);
+    if (check_failed_ || getenv("PS_TEST_VERBOSE"))
+        dump(&j);
+    job_free(&j);
+    tmp_cleanup();
 }
 
 /* A secured job (the default: keys from strata keygen) and strangers at a
@@ -1370,6 +1477,8 @@ int main(int argc, char **argv)
         ckpt_pskill();
     else if (!strcmp(g_scenario, "ckpt_stop"))
         ckpt_stop();
+    else if (!strcmp(g_scenario, "bn_hostile"))
+        bn_hostile();
     else {
         fprintf(stderr, "unknown scenario '%s'\n", g_scenario);
         return 2;

@@ -234,6 +234,42 @@ static void wire(void)
     ps_hdr_t ack = { .type = PS_PUSH_ACK, .status = PS_DUPLICATE };
     ps_wire_pack(&ack, c);
     CHECK(unpack(c, PS_HDR_SIZE, &o) == 0 && o.status == PS_DUPLICATE);
+    /* version 5: the layer states ride on a result (has_res 1) and on a
+     * STEP, finite only; not on a request without a result */
+    unsigned char sb[PS_HDR_SIZE + 8];
+    float st2[2] = { 0.5f, 1.25f };
+    const unsigned char *spl = NULL;
+    ps_hdr_t sq = { .type = PS_STEP_REQ, .c = 1, .step = 4, .attempt = 1,
+                    .a = 32, .f = 1.0, .count = 2 };
+    ps_wire_pack(&sq, sb);
+    memcpy(sb + PS_HDR_SIZE, st2, sizeof st2);
+    CHECK(ps_wire_unpack(sb, sizeof sb, &o, &spl, &why) == 0 && o.count == 2
+          && spl == sb + PS_HDR_SIZE);
+    for (int k = 0; k < 2; k++) {
+        float nf = k ? INFINITY : NAN;
+        memcpy(sb + PS_HDR_SIZE + 4, &nf, sizeof nf);
+        CHECK(ps_wire_unpack(sb, sizeof sb, &o, &spl, &why) == -1 &&
+              strstr(why, "layer state") != NULL);
+    }
+    memcpy(sb + PS_HDR_SIZE, st2, sizeof st2);
+    sq.c = 2; /* a loss that was not finite: no states */
+    ps_wire_pack(&sq, sb);
+    CHECK(unpack(sb, sizeof sb, &o) == -1);
+    sq.c = 0;
+    ps_wire_pack(&sq, sb);
+    CHECK(unpack(sb, sizeof sb, &o) == -1);
+    ps_hdr_t ss = { .type = PS_STEP, .step = 4, .attempt = 1, .a = 4,
+                    .count = 2 };
+    ps_wire_pack(&ss, sb);
+    CHECK(unpack(sb, sizeof sb, &o) == 0 && o.count == 2);
+    float nan1 = NAN;
+    memcpy(sb + PS_HDR_SIZE, &nan1, sizeof nan1);
+    CHECK(unpack(sb, sizeof sb, &o) == -1);
+    /* a version-4 message (no states) is another protocol */
+    ps_hdr_t ping = { .type = PS_PING };
+    ps_wire_pack(&ping, sb);
+    sb[4] = 4;
+    CHECK(unpack(sb, PS_HDR_SIZE, &o) == -1);
     CHECK(strcmp(ps_wire_type_name(PS_FIN_ACK), "FIN_ACK") == 0);
     CHECK(strcmp(ps_wire_type_name(0), "?") == 0);
 }

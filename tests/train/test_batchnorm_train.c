@@ -13,7 +13,13 @@
  *    and the moving statistics of an uninterrupted one;
  *  - etc/resnet.ini as shipped: Keras's parameter count, and mirrored
  *    with 2 replicas and mwms with 2 workers end 2 steps on the same bits;
- *  - ps refuses the model with one line. */
+ *  - "ps" (plugin ABI 2.8, ps.so carries the workers' moving statistics to
+ *    the coordinator): 1 worker gives mirrored's bits with 1 replica, the
+ *    checkpoint's moving statistics included; 2 workers learn, their
+ *    checkpoint's statistics moved and `strata eval` of it scores what the
+ *    job's end did; a job stopped at step 70 and resumed ends on the bits
+ *    of an uninterrupted one (its worker starts from the checkpoint's
+ *    statistics). */
 #include "check.h"
 #include "dumps.h"
 #include "spawn.h"
@@ -36,6 +42,18 @@ static const size_t k_counts[] = { 3 * 3 * 1 * 8, 8, 8, 8, 3 * 3 * 8 * 8, 8,
                                    8, 8, 8 * 10, 10 };
 enum { NVARS = sizeof k_counts / sizeof k_counts[0] };
 
+/* A dense model with batchnorm that learns within 2 short epochs. */
+static const char k_dense[] =
+    "[data]\n"
+    "limit_train = 3200\n"
+    "limit_test = 500\n"
+    "[graph]\n"
+    "flat = flatten\n"
+    "d1 = dense 64\n"
+    "bn = batchnorm\n"
+    "a1 = relu\n"
+    "logits = dense 10\n";
+
 static char g_dir[] = "/tmp/strata-bnXXXXXX";
 static char g_sync[600], g_local[600];
 static spawn_result_t g_r;
@@ -46,6 +64,15 @@ static void write_job(char *path, size_t len, const char *name,
     snprintf(path, len, "%s/%s.ini", g_dir, name);
     FILE *f = fopen(path, "w");
     CHECK(f && fprintf(f, k_job, sync, sync) > 0 && fclose(f) == 0);
+}
+
+static char g_dense[600];
+
+static void write_dense(void)
+{
+    snprintf(g_dense, sizeof g_dense, "%s/dense.ini", g_dir);
+    FILE *f = fopen(g_dense, "w");
+    CHECK(f && fputs(k_dense, f) >= 0 && fclose(f) == 0);
 }
 
 /* strata CMD -c JOB, the common settings, `more` (NULL-ended). */
@@ -226,16 +253,168 @@ static void shipped_resnet(void)
     free(y);
 }
 
-static void ps_refused(void)
+/* ---- ps (plugin ABI 2.8): the workers' moving statistics reach the
+ * coordinator, which evaluates and checkpoints ---------------------------- */
+
+/* The bytes of tensor `name` of the safetensors file at `path` into out
+ * (cap bytes); returns their count, or 0. */
+static size_t tensor_bytes(const char *path, const char *name, void *out,
+                           size_t cap)
 {
-    char *args[] = { "--ps", "1", "--workers", "1", "--chief", "-c", g_sync,
-                     "--set", "strategy.plugin=ps", "--set",
-                     "train.max_steps=2", NULL };
-    int code = spawn_strata("launch", args, 120, &g_r);
-    CHECKF(code == 2 && strstr(g_r.err, "batchnorm ('bn0/moving_mean') is "
-                               "not for this job yet: its strategy drives "
-                               "the job"),
-           "ps: exit %d:\n%s", code, g_r.err);
+    size_t len = 0, n = 0;
+    char *f = slurp(path, &len);
+    uint64_t hlen = 0;
+    if (f && len >= 8)
+        memcpy(&hlen, f, 8);
+    char key[160];
+    snprintf(key, sizeof key, "\"%s\"", name);
+    const char *k = f && hlen && 8 + hlen <= len ? strstr(f + 8, key) : NULL;
+    const char *o = k ? strstr(k, "\"data_offsets\":[") : NULL;
+    unsigned long long a, b;
+    if (o && (size_t)(o - f) < 8 + hlen &&
+        sscanf(o + strlen("\"data_offsets\":["), "%llu,%llu", &a, &b) == 2 &&
+        a <= b && 8 + hlen + b <= len && b - a <= cap) {
+        n = (size_t)(b - a);
+        memcpy(out, f + 8 + hlen + a, n);
+    }
+    free(f);
+    return n;
+}
+
+/* `strata launch` of a ps job: a chief (the coordinator), 1 ps, `workers`
+ * workers, `more` settings (NULL-ended). */
+static int ps_launch(const char *job, const char *workers,
+                     const char *const *more)
+{
+    char *args[64] = { "--ps", "1", "--workers", (char *)workers, "--chief",
+                       "-c", (char *)job, "--set", "strategy.plugin=ps",
+                       "--set", "train.devices=cpu:0", "--set",
+                       "train.batch_size=32", "--set", "train.progress=none" };
+    int a = 15;
+    for (int i = 0; more[i] && a < 61; i++) {
+        args[a++] = "--set";
+        args[a++] = (char *)more[i];
+    }
+    args[a] = NULL;
+    return spawn_strata("launch", args, 300, &g_r);
+}
+
+/* The moving statistics of checkpoints a and b: bitwise equal (1), or
+ * not (0); both must hold them. */
+static int same_states(const char *a, const char *b, const char *const *names,
+                       int n)
+{
+    int same = 1;
+    for (int i = 0; i < n; i++) {
+        float x[256], y[256];
+        size_t nx = tensor_bytes(a, names[i], x, sizeof x),
+               ny = tensor_bytes(b, names[i], y, sizeof y);
+        CHECKF(nx > 0 && ny > 0, "%s: %s missing (%zu, %zu bytes)", names[i],
+               nx ? b : a, nx, ny);
+        same &= nx == ny && nx > 0 && memcmp(x, y, nx) == 0;
+    }
+    return same;
+}
+
+static double done_accuracy(const char *out)
+{
+    const char *p = strstr(out, "done: ");
+    p = p ? strstr(p, "test accuracy ") : NULL;
+    return p ? atof(p + strlen("test accuracy ")) : -1.0;
+}
+
+/* ps with 1 worker computes what one device computes: its variables and
+ * (through the STEP_REQs' states) its checkpoint's moving statistics are
+ * mirrored's with 1 replica, bit for bit (the conv model, sync = true:
+ * the worker's own replicas). */
+static void ps_one_worker(void)
+{
+    char dm[700], dp[700], cm[700], cp[700], pm[700], pp[700];
+    snprintf(dm, sizeof dm, "debug.dump_vars=%s/ps1-m.bin", g_dir);
+    snprintf(dp, sizeof dp, "debug.dump_vars=%s/ps1-p.bin", g_dir);
+    snprintf(cm, sizeof cm, "checkpoint.dir=%s/ck-ps1-m", g_dir);
+    snprintf(cp, sizeof cp, "checkpoint.dir=%s/ck-ps1-p", g_dir);
+    const char *a[] = { "train.devices=cpu:0", dm, cm, NULL };
+    CHECK(run("train", g_sync, a) == 0);
+    const char *b[] = { "train.epochs=1", dp, cp, NULL };
+    CHECK(ps_launch(g_sync, "1", b) == 0);
+    CHECKF(strstr(g_r.err, "layer states (64) taken from the coordinator"),
+           "the worker took no layer states:\n%s", g_r.err);
+    path_of(pm, sizeof pm, "ps1-m", ".bin");
+    path_of(pp, sizeof pp, "ps1-p", ".bin");
+    dump_compare_model(pm, pp, "batchnorm: ps 1 worker vs mirrored 1 replica",
+                       0.0, k_counts, NVARS);
+    char fm[800], fp[800];
+    snprintf(fm, sizeof fm, "%s/ck-ps1-m/ckpt-0000000050.safetensors", g_dir);
+    snprintf(fp, sizeof fp, "%s/ck-ps1-p/ckpt-0000000050.safetensors", g_dir);
+    static const char *const names[] = { "bn0/moving_mean",
+        "bn0/moving_variance", "bn1/moving_mean", "bn1/moving_variance" };
+    CHECKF(same_states(fm, fp, names, 4), "ps 1 worker: the checkpoint's "
+           "moving statistics differ from mirrored's");
+}
+
+/* 2 workers: the job learns, its checkpoint holds moving statistics that
+ * moved, and `strata eval` of it scores what the coordinator's end did
+ * (its evaluation used them). Then a job of 1 worker stopped at step 70
+ * and resumed ends on the bits of an uninterrupted one: the worker's
+ * first step starts from the checkpoint's statistics. */
+static void ps_two_workers_and_resume(void)
+{
+    static const char *const names[] = { "bn/moving_mean",
+                                         "bn/moving_variance" };
+    char c2[700], f2[800];
+    snprintf(c2, sizeof c2, "checkpoint.dir=%s/ck-ps2", g_dir);
+    const char *a[] = { "train.epochs=2", c2, NULL };
+    CHECK(ps_launch(g_dense, "2", a) == 0);
+    double acc = done_accuracy(g_r.out);
+    printf("ps, 2 workers, batchnorm: test accuracy %.4f\n", acc);
+    CHECKF(acc > 0.6, "ps 2 workers: test accuracy %.4f (chance 0.1)", acc);
+    snprintf(f2, sizeof f2, "%s/ck-ps2/ckpt-0000000200.safetensors", g_dir);
+    float mean[64], var[64];
+    CHECK(tensor_bytes(f2, names[0], mean, sizeof mean) == sizeof mean);
+    CHECK(tensor_bytes(f2, names[1], var, sizeof var) == sizeof var);
+    int moved_mean = 0, moved_var = 0;
+    for (int i = 0; i < 64; i++) {
+        moved_mean += mean[i] != 0.0f;
+        moved_var += var[i] != 1.0f;
+    }
+    CHECKF(moved_mean == 64 && moved_var == 64, "moving statistics that did "
+           "not move: %d means, %d variances of 64", 64 - moved_mean,
+           64 - moved_var);
+    char *ev[] = { "-c", g_dense, "--checkpoint", f2, NULL };
+    CHECK(spawn_strata("eval", ev, 120, &g_r) == 0);
+    const char *e = strstr(g_r.out, "test accuracy ");
+    double eacc = e ? atof(e + strlen("test accuracy ")) : -1.0;
+    CHECKF(eacc == acc, "eval of the checkpoint: %.4f, the job: %.4f", eacc,
+           acc);
+
+    char cu[700], cr[700], fu[800], fr[800];
+    snprintf(cu, sizeof cu, "checkpoint.dir=%s/ck-psu", g_dir);
+    snprintf(cr, sizeof cr, "checkpoint.dir=%s/ck-psr", g_dir);
+    const char *u[] = { "train.epochs=2", cu, NULL };
+    CHECK(ps_launch(g_dense, "1", u) == 0);
+    const char *r1[] = { "train.epochs=2", cr, "train.max_steps=70", NULL };
+    CHECK(ps_launch(g_dense, "1", r1) == 0);
+    const char *r2[] = { "train.epochs=2", cr, NULL };
+    CHECK(ps_launch(g_dense, "1", r2) == 0);
+    CHECKF(strstr(g_r.out, "resumed from ") &&
+               strstr(g_r.err, "layer states (128) taken from the "
+                      "coordinator before step 70"),
+           "the resumed worker did not start from the checkpoint's "
+           "statistics:\n%s%s", g_r.out, g_r.err);
+    snprintf(fu, sizeof fu, "%s/ck-psu/ckpt-0000000200.safetensors", g_dir);
+    snprintf(fr, sizeof fr, "%s/ck-psr/ckpt-0000000200.safetensors", g_dir);
+    CHECKF(same_states(fu, fr, names, 2), "ps resumed at step 70: moving "
+           "statistics differ from the uninterrupted job's");
+    static const char *const vars[] = { "d1/kernel", "bn/gamma",
+                                        "logits/kernel" };
+    for (int i = 0; i < 3; i++) {
+        static float x[784 * 64], y[784 * 64];
+        size_t nx = tensor_bytes(fu, vars[i], x, sizeof x),
+               ny = tensor_bytes(fr, vars[i], y, sizeof y);
+        CHECKF(nx > 0 && nx == ny && memcmp(x, y, nx) == 0,
+               "ps resumed at step 70: %s differs", vars[i]);
+    }
 }
 
 /* "replicas": only the replicas' sums of 20 steps of 2 replicas, both
@@ -246,6 +425,15 @@ int main(int argc, char **argv)
         return 1;
     write_job(g_sync, sizeof g_sync, "sync", "true");
     write_job(g_local, sizeof g_local, "local", "false");
+    write_dense();
+    if (argc > 1 && !strcmp(argv[1], "ps")) {
+        ps_one_worker();
+        ps_two_workers_and_resume();
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+        CHECK(system(cmd) == 0);
+        return CHECK_DONE();
+    }
     if (argc > 1 && !strcmp(argv[1], "replicas")) {
         const char *a[] = { "train.devices=cpu:0,cpu:1", "train.max_steps=20",
                             NULL };
@@ -260,7 +448,6 @@ int main(int argc, char **argv)
     local_statistics();
     resume();
     shipped_resnet();
-    ps_refused();
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     CHECK(system(cmd) == 0);

@@ -223,6 +223,21 @@ typedef struct strata_host_v2 {
      * this group does not offer the halves (zmq over shared memory). No
      * collective; any thread. */
     uint32_t (*t_caps)(strata_hctx_t *hc, strata_transport_t *t);
+
+    /* ---- ABI 2.8: STRATA_HAS_FIELD(strata_host_v2_t, host, states_set) --- */
+    /* The model's layer states (batchnorm's moving mean and variance: not
+     * variables, not trained, what a checkpoint holds beside them) in the
+     * checkpoint's flat layout. states_get: *n = the model's count (0: it
+     * has none); with buf, copies replica 0's states there when cap >= *n
+     * (else STRATA_EINVAL). states_set: installs buf on every replica of
+     * this process (what evaluation and the next checkpoint read); n must
+     * be the model's count and every value finite, else STRATA_EINVAL and
+     * nothing is installed. Both main thread, between steps; no
+     * collective. A strategy that drives the job and declares
+     * STRATA_CAP_LAYER_STATES carries the states its workers hand it in
+     * strata_step_t.states to the task that evaluates and checkpoints. */
+    int  (*states_get)(strata_hctx_t *hc, float *buf, size_t cap, size_t *n);
+    int  (*states_set)(strata_hctx_t *hc, const float *buf, size_t n);
 } strata_host_v2_t;
 
 /* The vtable a plugin exports as `strata_plugin_v2`. Every entry but init

@@ -207,6 +207,13 @@ typedef struct strata_step {
     double   metric_sum;  /* in: the job's metric ([model] metric) summed   */
                           /* over those samples: correct rows for the       */
                           /* accuracies, or a sum of per-sample means (mae) */
+    /* ---- ABI 2.8 ---- */
+    const float *states;  /* in: the model's layer states (batchnorm's      */
+                          /* moving statistics) after the last step, replica */
+                          /* 0's, in the checkpoint's flat layout; NULL when */
+                          /* the model has none. The core's memory, valid   */
+                          /* for the call (copy it out)                     */
+    uint64_t     nstates; /* in: floats at states (0 with NULL)             */
 } strata_step_t;
 
 /* What drive() is told about the job. */

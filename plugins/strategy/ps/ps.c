@@ -307,7 +307,7 @@ STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
                               "ps tasks, asynchronous workers, a coordinator "
                               "that schedules steps",
                               STRATA_CAP_DRIVES | STRATA_CAP_NEXT_STEP |
-                                  STRATA_CAP_STATE),
+                                  STRATA_CAP_STATE | STRATA_CAP_LAYER_STATES),
     .options = ps_options,
     .cfg_size = sizeof(ps_cfg_t),
     .init = ps_init,

@@ -21,6 +21,7 @@ typedef struct co_worker {
     int64_t  last_seen;    /* ps_now_ms of its last message             */
     int64_t  batch;        /* running in epoch s.epoch, or -1           */
     int64_t  steps, restarts;
+    int      states_sent;  /* this incarnation got our layer states    */
 } co_worker_t;
 
 struct ps_coord {
@@ -42,6 +43,12 @@ struct ps_coord {
     float       *rs;          /* (1 + rs_slots) x model_count, or NULL   */
     int          rs_slots;
     int64_t      rs_opt_steps;
+    /* the model's layer states (batchnorm's moving statistics, ABI 2.8):
+     * those of the newest step applied, for evaluation and checkpoints */
+    float       *st;          /* nst floats, or NULL: the model has none */
+    size_t       nst;
+    int64_t      st_step;     /* the step they are from; -1: none yet   */
+    int          st_dirty;    /* newer than what our replicas hold      */
 };
 
 #define WAIT_MS 20 /* a worker that finds no step asks again after this */
@@ -69,6 +76,7 @@ void ps_coord_fini(ps_t *p)
         return;
     ps_sched_free(&co->s);
     free(co->rs);
+    free(co->st);
     free(co->w);
     free(co->ps_last);
     free(co);
@@ -115,6 +123,7 @@ static void seen(ps_t *p, int wi, uint64_t inc)
                "far); it pulls the current parameters and gets work", name,
                (long long)w->restarts);
         reschedule(p, wi, "its worker restarted");
+        w->states_sent = 0; /* a new process: its statistics start anew */
     } else if (w->lost) {
         ps_log(p, STRATA_LOG_WARN, "%s is back after %.1f s of silence", name,
                (ps_now_ms() - w->last_seen) / 1000.0);
@@ -139,10 +148,34 @@ static int progress(ps_t *p)
     return p->host->report(p->hc, &r);
 }
 
+/* The layer states a step's result carried: kept when the step is the
+ * newest applied (the highest step id). */
+static void keep_states(ps_t *p, const ps_msg_t *m)
+{
+    ps_coord_t *co = p->co;
+    if (!co->st || m->h.count != co->nst || m->h.step <= co->st_step)
+        return;
+    memcpy(co->st, m->payload, co->nst * sizeof *co->st);
+    co->st_step = m->h.step;
+    co->st_dirty = 1;
+}
+
+/* Our replicas take the newest layer states: before an evaluation, a
+ * step boundary (its checkpoint) and the job's end (the final test). */
+static int install_states(ps_t *p)
+{
+    ps_coord_t *co = p->co;
+    if (!co->st_dirty)
+        return STRATA_OK;
+    co->st_dirty = 0;
+    return p->host->states_set(p->hc, co->st, co->nst);
+}
+
 /* The result of worker wi's previous step (STEP_REQ with has_result: 2,
  * its loss was not finite). */
-static int result(ps_t *p, int wi, const ps_hdr_t *h)
+static int result(ps_t *p, int wi, const ps_msg_t *m)
 {
+    const ps_hdr_t *h = &m->h;
     ps_coord_t *co = p->co;
     co_worker_t *w = &co->w[wi];
     int64_t epoch = h->step / co->spe, b = h->step % co->spe;
@@ -153,6 +186,7 @@ static int result(ps_t *p, int wi, const ps_hdr_t *h)
     if (h->status == PS_OK) {
         if (ps_sched_done(&co->s, b, h->c == 2 ? NAN : h->f,
                           ps_wire_metric(h), h->a) == 1) {
+            keep_states(p, m);
             co->total_done++;
             w->steps++;
             return progress(p);
@@ -210,7 +244,16 @@ static void assign(ps_t *p, int wi, const ps_msg_t *m)
         r.c = ps_lease(p, r.step, attempt, m->from);
         w->batch = b;
     }
-    int rc = ps_net_send(p, m->from, &r, NULL, 0, reply_ms(p));
+    /* A worker process's first step starts from our layer states (a
+     * restored checkpoint's, or the newest step's after a restart). */
+    const float *states = NULL;
+    if (r.type == PS_STEP && co->st && !w->states_sent) {
+        states = co->st;
+        r.count = (uint32_t)co->nst;
+    }
+    int rc = ps_net_send(p, m->from, &r, states, r.count, reply_ms(p));
+    if (rc == STRATA_OK && states)
+        w->states_sent = 1;
     if (rc == STRATA_OK && r.type == PS_DONE)
         w->told_done = 1;
     if (rc != STRATA_OK && b >= 0)
@@ -245,11 +288,20 @@ static int handle(ps_t *p, const ps_msg_t *m)
         refuse(p, m, "not a worker's request");
         return STRATA_OK;
     }
+    /* layer states: none, or exactly the model's (finite: unpacked) */
+    if (m->h.type == PS_STEP_REQ && m->h.count != 0 &&
+        m->h.count != co->nst) {
+        char why[96];
+        snprintf(why, sizeof why, "%u layer states, the model has %zu",
+                 m->h.count, co->nst);
+        refuse(p, m, why);
+        return STRATA_OK;
+    }
     seen(p, wi, m->h.incarnation);
     int rc = STRATA_OK;
     if (m->h.type == PS_STEP_REQ) {
         if (m->h.c >= 1)
-            rc = result(p, wi, &m->h);
+            rc = result(p, wi, m);
         else if (co->w[wi].batch >= 0) /* our STEP never reached it */
             reschedule(p, wi, "the worker asks again without its result");
         if (rc == STRATA_OK)
@@ -537,7 +589,9 @@ int ps_coord_state(ps_t *p, int set, strata_state_t *st)
  * and says whether to stop (STRATA_ESTOPPED). */
 static int boundary(ps_t *p, int32_t epoch, int64_t batch)
 {
-    int rc = p->host->boundary(p->hc, epoch, batch,
+    int rc = install_states(p);
+    if (rc == STRATA_OK)
+        rc = p->host->boundary(p->hc, epoch, batch,
                                epoch * p->co->spe + batch);
     if (rc == STRATA_ESTOPPED)
         p->co->stopped = 1;
@@ -572,6 +626,8 @@ static int run_epoch(ps_t *p, const strata_drive_t *d, int epoch,
     int rc = versions ? STRATA_OK : STRATA_ENOMEM;
     if (rc == STRATA_OK && d->eval) {
         rc = ps_pull_all(p, versions, handle);
+        if (rc == STRATA_OK)
+            rc = install_states(p);
         if (rc == STRATA_OK)
             rc = p->host->evaluate(p->hc, &r.val_loss, &r.val_acc);
         r.has_val = 1;
@@ -700,6 +756,30 @@ static void abort_all(ps_t *p, int code)
     }
 }
 
+/* Our replicas' layer states (a restored checkpoint's, or the initial
+ * ones) are those the job starts from, as of step step0 - 1. */
+static int states_init(ps_t *p, int64_t step0)
+{
+    ps_coord_t *co = p->co;
+    size_t n = 0;
+    if (!STRATA_HAS_FIELD(strata_host_v2_t, p->host, states_set))
+        return STRATA_OK;
+    int rc = p->host->states_get(p->hc, NULL, 0, &n);
+    if (rc != STRATA_OK || n == 0)
+        return rc;
+    if (n > UINT32_MAX / 4) {
+        ps_log(p, STRATA_LOG_ERROR, "coordinator: %zu layer states do not fit "
+               "a message", n);
+        return STRATA_EINVAL;
+    }
+    co->st = malloc(n * sizeof *co->st);
+    if (!co->st)
+        return STRATA_ENOMEM;
+    co->nst = n;
+    co->st_step = step0 - 1;
+    return p->host->states_get(p->hc, co->st, n, &n);
+}
+
 int ps_coord_drive(ps_t *p, const strata_drive_t *d)
 {
     ps_coord_t *co = p->co;
@@ -724,6 +804,8 @@ int ps_coord_drive(ps_t *p, const strata_drive_t *d)
     int64_t step0 = first_epoch * co->spe + first_batch;
     co->total_done = step0;
     int rc = hand_lease_key(p);
+    if (rc == STRATA_OK)
+        rc = states_init(p, step0);
     if (rc == STRATA_OK && co->rs) {
         rc = push_state(p, step0); /* (frees co->rs) */
         co->restored = rc == STRATA_OK; /* each ps once */
@@ -744,6 +826,8 @@ int ps_coord_drive(ps_t *p, const strata_drive_t *d)
     if (rc == STRATA_OK && !d->eval) /* the final values, for the core */
         rc = versions ? ps_pull_all(p, versions, handle) : STRATA_ENOMEM;
     free(versions);
+    if (rc == STRATA_OK) /* and the final statistics */
+        rc = install_states(p);
     if (rc == STRATA_ESTOPPED) /* a clean stop: every task goes too */
         rc = STRATA_OK;
     if (rc == STRATA_OK)

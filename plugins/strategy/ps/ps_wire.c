@@ -80,8 +80,11 @@ static int status_ok(int type, int status)
 /* Type-specific checks of a decoded header. */
 static const char *check_fields(const ps_hdr_t *h)
 {
+    /* STEP_REQ's result and STEP may carry the layer states (v5) */
     int has_payload = h->type == PS_PARAMS || h->type == PS_PUSH
-                      || h->type == PS_STATE || h->type == PS_STATE_PUT;
+                      || h->type == PS_STATE || h->type == PS_STATE_PUT
+                      || (h->type == PS_STEP_REQ && h->c == 1)
+                      || h->type == PS_STEP;
     if (!has_payload && h->count != 0)
         return "payload on a message that takes none";
     if (!status_ok(h->type, h->status))
@@ -183,6 +186,16 @@ int ps_wire_unpack(const void *msg, size_t len, ps_hdr_t *h,
     }
     if ((*why = check_fields(h)) != NULL)
         return -1;
+    /* Layer states are statistics: finite, whatever the receiver's count */
+    if (h->type == PS_STEP_REQ || h->type == PS_STEP)
+        for (uint32_t i = 0; i < h->count; i++) {
+            float v;
+            memcpy(&v, p + PS_HDR_SIZE + 4u * (size_t)i, sizeof v);
+            if (!isfinite(v)) {
+                *why = "a layer state that is not finite";
+                return -1;
+            }
+        }
     *payload = h->count ? p + PS_HDR_SIZE : NULL;
     return 0;
 }

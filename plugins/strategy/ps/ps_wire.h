@@ -3,7 +3,8 @@
  *
  * Every message is one transport message (host->t_send over the
  * STRATA_GROUP_P2P group of all tasks) made of a fixed header of
- * PS_HDR_SIZE bytes and, for PARAMS, PUSH, STATE and STATE_PUT, a payload
+ * PS_HDR_SIZE bytes and, for PARAMS, PUSH, STATE and STATE_PUT (and, since
+ * version 5, STEP_REQ with a result and STEP: the layer states), a payload
  * of `count` float32 values:
  *
  *     [header: PS_HDR_SIZE bytes] [payload: 4 x count bytes]
@@ -12,7 +13,7 @@
  *
  *   off size field        meaning
  *    0   4   magic        'S' 'T' 'P' 'S'
- *    4   2   version      PS_WIRE_VERSION (4); another version is dropped
+ *    4   2   version      PS_WIRE_VERSION (5); another version is dropped
  *    6   1   type         enum ps_type
  *    7   1   status       replies: enum ps_status; requests: 0
  *    8   4   sender       group member of the sender (its cluster task index)
@@ -27,7 +28,8 @@
  *   48   8   b            per type
  *   56   8   c            per type
  *   64   8   f            per type (float64)
- *   72   4   count        float32 values in the payload (PARAMS, PUSH); else 0
+ *   72   4   count        float32 values in the payload (PARAMS, PUSH, STATE,
+ *                         STATE_PUT, STEP_REQ with has_res = 1, STEP); else 0
  *   76   4   epoch        STEP: 0-based epoch; else 0
  *
  *   type          from -> to          a                b        c        f
@@ -36,7 +38,16 @@
  *                 (status: PS_OK / PS_STALE / PS_FAILED of the previous step
  *                  `step`/`attempt` when has_res = 1, or 2: the same with a
  *                  loss that was not finite, f = 0)
+ *                 (payload, has_res = 1 only: the worker's layer states
+ *                  after that step -- batchnorm's moving statistics, the
+ *                  checkpoint's flat layout -- 0 values or exactly the
+ *                  model's state count, every one finite; the coordinator
+ *                  keeps those of the newest step applied)
  *   STEP       2  coord -> worker     batch (epoch in `epoch`); c = lease
+ *                 (payload: the coordinator's layer states, on the first
+ *                  STEP a worker process gets -- a restored checkpoint's or
+ *                  the newest step's -- which it installs before the step;
+ *                  0 values otherwise or when the model has none)
  *   WAIT       3  coord -> worker     retry after a ms
  *   DONE       4  coord -> worker     1: the job stopped on request (SIGTERM), 0: training is over
  *                 (STEP, WAIT, DONE: b = the worker's own key, which its
@@ -81,7 +92,20 @@
  * lease key, learns a key of its own from the replies to its STEP_REQs
  * (b) and refuses an ABORT whose tag is not the same hash under that key.
  * Version 4 (3 had no tags; workers checked no ABORT before b carried
- * their key, which a worker of then ignores).
+ * their key, which a worker of then ignores). Version 5 adds the layer
+ * states to STEP_REQ and STEP (4 carried no payload there).
+ *
+ * Layer states (v5): a model with batchnorm trains only on the workers,
+ * but the coordinator evaluates and checkpoints. Each worker sends its
+ * replica 0's states (strata_step_t.states, plugin ABI 2.8) with the
+ * result of every step; the coordinator keeps the states of the highest
+ * step id applied (its copy is what a single device would hold with one
+ * worker; with several, the statistics of whichever worker's step came
+ * last, as TensorFlow's ParameterServerStrategy updates its moving
+ * averages from whichever worker ran) and installs them (host
+ * states_set) before each evaluation, each step boundary and the job's
+ * end. A payload of another count is dropped with the message, counted,
+ * never installed.
  *
  * Checkpoints (STATE_*): at a step boundary the coordinator gathers the
  * training state of every ps, part by part: part 0 is the values of its
@@ -99,7 +123,7 @@
  * (ps_wire_unpack): total length = PS_HDR_SIZE + 4 x count exactly, magic,
  * version, a known type, a status the type allows, count = 0 for types
  * without payload, attempt >= 1 and step >= 0 where they are required,
- * finite floats (lr > 0). Then the role checks the rest against what it
+ * finite floats (lr > 0), finite layer states (STEP_REQ, STEP). Then the role checks the rest against what it
  * knows (the sender's role, the step range, the payload size of its
  * shards). A message that fails is counted and dropped: never applied,
  * never fatal. */
@@ -110,7 +134,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define PS_WIRE_VERSION 4
+#define PS_WIRE_VERSION 5
 #define PS_HDR_SIZE     80
 #define PS_MAX_SLOTS    4   /* optimizer slots a STATE part may name */
 

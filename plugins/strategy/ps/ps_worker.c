@@ -259,11 +259,11 @@ int ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other_fn)
     return rc;
 }
 
-/* One STEP_REQ and its reply. */
-static int ask(ps_t *p, ps_hdr_t *q, ps_msg_t *m)
+/* One STEP_REQ (with `states`, q->count of them) and its reply. */
+static int ask(ps_t *p, ps_hdr_t *q, const float *states, ps_msg_t *m)
 {
     q->req = ps_net_req(p);
-    int rc = ps_net_send(p, p->coord, q, NULL, 0, 0);
+    int rc = ps_net_send(p, p->coord, q, states, q->count, 0);
     int64_t deadline = ps_now_ms() + p->timeout_ms;
     while (rc == STRATA_OK) {
         rc = ps_net_recv(p, deadline, m);
@@ -294,6 +294,34 @@ static void sleep_ms(int64_t ms)
     nanosleep(&ts, NULL);
 }
 
+/* The coordinator's layer states with our first STEP (a restored
+ * checkpoint's, or the newest step's after a restart): installed on our
+ * replicas before the step, so that the moving statistics go on from
+ * there. A count that is not the model's is dropped and counted. */
+static int take_states(ps_t *p, const ps_msg_t *m)
+{
+    size_t n = 0;
+    if (!STRATA_HAS_FIELD(strata_host_v2_t, p->host, states_set) ||
+        p->host->states_get(p->hc, NULL, 0, &n) != STRATA_OK ||
+        n != m->h.count) {
+        atomic_fetch_add(&p->malformed, 1);
+        ps_log(p, STRATA_LOG_WARN, "%s: STEP with %u layer states, the model "
+               "has %zu: not installed", ps_name(p, p->self), m->h.count, n);
+        return STRATA_OK;
+    }
+    float *buf = malloc(n * sizeof *buf);
+    if (!buf)
+        return STRATA_ENOMEM;
+    memcpy(buf, m->payload, n * sizeof *buf);
+    int rc = p->host->states_set(p->hc, buf, n);
+    free(buf);
+    if (rc == STRATA_OK)
+        ps_log(p, STRATA_LOG_INFO, "%s: layer states (%zu) taken from the "
+               "coordinator before step %lld", ps_name(p, p->self), n,
+               (long long)m->h.step);
+    return rc;
+}
+
 int ps_worker_next_step(ps_t *p, strata_step_t *st)
 {
     ps_worker_t *k = p->wk;
@@ -303,6 +331,7 @@ int ps_worker_next_step(ps_t *p, strata_step_t *st)
         k->hb_on = 1;
     }
     ps_hdr_t q = { .type = PS_STEP_REQ, .step = -1 };
+    const float *states = NULL;
     if (k->have_step && st->has_result) {
         /* The wire carries finite floats only: a loss that is not says
          * so in has_result (the coordinator's core decides, [train]
@@ -318,14 +347,28 @@ int ps_worker_next_step(ps_t *p, strata_step_t *st)
                                                             metric_sum)
                                    ? st->metric_sum : (double)st->correct);
         q.f = finite ? st->loss_sum : 0.0;
+        /* the layer states after it (ABI 2.8), with a finite result */
+        if (finite && STRATA_HAS_FIELD(strata_step_t, st, nstates) &&
+            st->states && st->nstates > 0 && st->nstates <= UINT32_MAX) {
+            states = st->states;
+            q.count = (uint32_t)st->nstates;
+            for (uint64_t i = 0; i < st->nstates; i++)
+                if (!isfinite(states[i])) { /* not for the wire */
+                    states = NULL;
+                    q.count = 0;
+                    break;
+                }
+        }
         if (k->status == PS_OK)
             k->steps_run++;
     }
     for (;;) {
         ps_msg_t m;
-        int rc = ask(p, &q, &m);
+        int rc = ask(p, &q, states, &m);
         if (rc != STRATA_OK)
             return rc;
+        states = NULL;
+        q.count = 0;
         q.c = 0; /* the result went with the first request */
         q.step = -1;
         q.attempt = 0;
@@ -353,6 +396,11 @@ int ps_worker_next_step(ps_t *p, strata_step_t *st)
         k->attempt = m.h.attempt;
         k->lease = m.h.c;
         k->status = PS_OK;
+        if (m.h.count > 0) {
+            rc = take_states(p, &m);
+            if (rc != STRATA_OK)
+                return rc;
+        }
         /* Parameters current as of now: the stale-synchronous bound is
          * then counted from here to the push. */
         return ps_pull_all(p, k->version, other);
