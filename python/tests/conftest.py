@@ -6,6 +6,8 @@ libstrata.so, STRATA_BIN its strata command."""
 
 import os
 import socket
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -82,3 +84,20 @@ def free_ports(n):
         if ok:
             return p
     raise RuntimeError("no %d free ports in a row" % n)
+
+
+def torchrun(tmp_path, keys, script, *args):
+    """`script args` as 2 processes of torchrun on this node (its workers at
+    MASTER_PORT + 1 + i), secured with the keys of `strata keygen` in the
+    directory `keys`; the finished process. --redirects/--tee 1: Debian's
+    torch 1.13 under Python 3.11 turns their default, 0, into None and fails
+    (as tests/multinode notes); the workers' stdout is then in --log_dir."""
+    env = dict(os.environ, STRATA_SECURITY_KEYS=str(keys))
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run",
+                           "--nnodes=1", "--nproc_per_node=2",
+                           "--master_addr=127.0.0.1",
+                           "--master_port=%d" % free_ports(3),
+                           "--redirects=1", "--tee=1",
+                           "--log_dir=%s" % (tmp_path / "logs"),
+                           script] + list(args),
+                          capture_output=True, text=True, timeout=120, env=env)

@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import BIN, free_ports
+from conftest import BIN, torchrun
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, "fit_job.py")
@@ -84,14 +84,5 @@ def test_mpirun(reference, keys, tmp_path):
 
 def test_torchrun(reference, keys, tmp_path):
     pytest.importorskip("torch", reason="PyTorch (torchrun) is not installed")
-    env = dict(os.environ, STRATA_SECURITY_KEYS=keys)
-    # --redirects/--tee 1: see test_torch.py
-    p = subprocess.run([sys.executable, "-m", "torch.distributed.run",
-                        "--nnodes=1", "--nproc_per_node=2",
-                        "--master_addr=127.0.0.1",
-                        "--master_port=%d" % free_ports(3),
-                        "--redirects=1", "--tee=1",
-                        "--log_dir=%s" % (tmp_path / "logs"),
-                        JOB, str(tmp_path), "mwms"],
-                       capture_output=True, text=True, timeout=120, env=env)
+    p = torchrun(tmp_path, keys, JOB, str(tmp_path), "mwms")
     check(reference, tmp_path, p)

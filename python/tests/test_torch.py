@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed")
 
-from conftest import BIN, free_port, free_ports  # noqa: E402
+from conftest import BIN, free_port, torchrun  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -94,18 +94,7 @@ def test_collectives_under_torchrun(tmp_path):
     keys.mkdir(mode=0o700)
     subprocess.run([BIN, "keygen", str(keys), "worker:0-1"], check=True,
                    capture_output=True)
-    env = dict(os.environ, STRATA_SECURITY_KEYS=str(keys))
-    # --redirects/--tee 1: Debian's torch 1.13 under Python 3.11 turns
-    # their default, 0, into None and fails (as tests/multinode notes);
-    # the workers' stdout is then in --log_dir.
-    p = subprocess.run([sys.executable, "-m", "torch.distributed.run",
-                        "--nnodes=1", "--nproc_per_node=2",
-                        "--master_addr=127.0.0.1",
-                        "--master_port=%d" % free_ports(3),
-                        "--redirects=1", "--tee=1",
-                        "--log_dir=%s" % (tmp_path / "logs"),
-                        os.path.join(HERE, "coll_job.py"), "2"],
-                       capture_output=True, text=True, timeout=120, env=env)
+    p = torchrun(tmp_path, keys, os.path.join(HERE, "coll_job.py"), "2")
     assert p.returncode == 0, p.stdout + p.stderr
     for r in range(2):
         assert "rank %d: ok" % r in p.stdout, p.stdout + p.stderr
