@@ -948,10 +948,8 @@ static int host_states_set(strata__run_t *run, const float *buf, size_t n)
                         "%zu): not installed", run->strategy->name, i);
             return STRATA_EINVAL;
         }
-    int rc = STRATA_OK;
-    for (int r = 0; rc == STRATA_OK && r < run->nreplicas; r++)
-        rc = strata__work_state_set(m, &run->reps[r].work, buf);
-    return rc;
+    /* from_chief 0: this process's replicas only, buf only read. */
+    return strata__run_states_set(run, (float *)buf, 0);
 }
 
 static const strata__run_services_t services = {
