@@ -664,12 +664,16 @@ static void bn_hostile(void)
     CHECK(f && fputs("[graph]\nflat = flatten\nd1 = dense 128\n"
                      "bn = batchnorm\na1 = relu\nlogits = dense 10\n", f) >= 0
           && fclose(f) == 0);
+    /* worker:0 is slowed so that the job cannot end before the killed
+     * worker:1 is back (a process start under load takes a second):
+     * the restarted worker then always runs steps. */
     char *more[] = { "train.epochs=3", "data.limit_train=12800",
-                     "security.mode=off", ck };
+                     "security.mode=off", ck, "debug.step_delay_ms=5",
+                     "debug.delay_task=worker:0" };
     job_t j;
     char *sets[JOB_SETS];
     int n;
-    sets_with(sets, &n, more, 4);
+    sets_with(sets, &n, more, 6);
     job_init(&j, 2, 1, sets, n);
     j.config = tmp_path("bn.ini");
     job_start_all(&j);
