@@ -7,8 +7,8 @@ set -eu
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 # openmpi-bin: tests only (tests/multinode starts a job with mpirun);
-# strata links no MPI library. Optional, not installed here: python3-torch,
-# whose torchrun tests/multinode also drives when it is present.
+# strata links no MPI library. Not installed here: python3-torch, which
+# tests/run_all.sh installs for the tests of strata.torch and torchrun.
 # qemu-user: tests only (tests/cli/test_blas.c emulates a CPU that OpenBLAS
 # does not know). python3-numpy: tests only (tests/checkpoint/predict.py
 # checks strata predict against a NumPy forward pass). python3-pip,

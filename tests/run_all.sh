@@ -31,6 +31,20 @@ python3 -m pip install -q safetensors numpy tensorboard pytest 2>/dev/null ||
     echo "run_all: pip install safetensors numpy tensorboard pytest failed;" \
          "the interop and Python tests will skip"
 
+# strata.torch's tests (python_torch, the torchrun cases of python_launchers
+# and tests/multinode) run under the first Python that has PyTorch: Debian's
+# python3-torch (about 50 MB to download) for Debian's python3 with its
+# pytest. Tests only: strata needs no torch. Without it they skip.
+if ! /usr/bin/python3 -c "import torch, pytest" 2>/dev/null; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    { $SUDO apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+        --no-install-recommends python3-torch python3-pytest >/dev/null; } ||
+        echo "run_all: apt-get install python3-torch python3-pytest failed;" \
+             "the PyTorch tests will skip"
+fi
+
 step() { printf '\n==== %s\n' "$*"; }
 
 build() { # dir, cmake args... (a later -DCMAKE_BUILD_TYPE wins)
