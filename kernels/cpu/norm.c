@@ -78,19 +78,34 @@ KC_HOT void kc_bn_bwd_sums(size_t rows, int c, const float *x,
     }
 }
 
+/* The per-channel factors are taken out of the row loop (the same values:
+ * the division of the second sum by count stays per element, so the bits
+ * are those of the expression written out, the GPU's among them). */
+enum { KC_BN_BLOCK = 64 };
+
 KC_HOT void kc_bn_bwd_dx(size_t rows, int c, const float *x, const float *dy,
                          const float *mean, const float *invstd,
                          const float *gamma, const double *sums, double count,
                          float *dx)
 {
-    for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * (size_t)c, *dr = dy + r * (size_t)c;
-        float *out = dx + r * (size_t)c;
-        for (int j = 0; j < c; j++) {
-            double xhat = ((double)xr[j] - mean[j]) * invstd[j];
-            double g = (double)gamma[j] * invstd[j];
-            out[j] = (float)(g * (dr[j] - sums[j] / count -
-                                  xhat * sums[c + j] / count));
+    double g[KC_BN_BLOCK], a[KC_BN_BLOCK], m[KC_BN_BLOCK], is[KC_BN_BLOCK];
+    for (int j0 = 0; j0 < c; j0 += KC_BN_BLOCK) {
+        int w = c - j0 < KC_BN_BLOCK ? c - j0 : KC_BN_BLOCK;
+        const double *s2 = sums + c + j0;
+        for (int j = 0; j < w; j++) {
+            g[j] = (double)gamma[j0 + j] * invstd[j0 + j];
+            a[j] = sums[j0 + j] / count;
+            m[j] = mean[j0 + j];
+            is[j] = invstd[j0 + j];
+        }
+        for (size_t r = 0; r < rows; r++) {
+            size_t o = r * (size_t)c + (size_t)j0;
+            const float *xr = x + o, *dr = dy + o;
+            float *out = dx + o;
+            for (int j = 0; j < w; j++) {
+                double xhat = ((double)xr[j] - m[j]) * is[j];
+                out[j] = (float)(g[j] * (dr[j] - a[j] - xhat * s2[j] / count));
+            }
         }
     }
 }

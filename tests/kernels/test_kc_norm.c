@@ -122,6 +122,40 @@ static void test_bn_stats(void)
            "constant channel: invstd %g", invstd[0]);
 }
 
+/* bn_bwd_dx's bits are those of its formula written out per element
+ * (the GPU's kernel computes it so), across channel blocks of 64. */
+static void test_bn_bwd_dx_bits(size_t rows, int c)
+{
+    size_t n = rows * (size_t)c;
+    float *x = malloc(n * sizeof *x), *dy = malloc(n * sizeof *dy),
+          *dx = malloc(n * sizeof *dx), *mean = malloc(c * sizeof *mean),
+          *invstd = malloc(c * sizeof *invstd),
+          *gamma = malloc(c * sizeof *gamma);
+    double *sums = malloc(2 * (size_t)c * sizeof *sums);
+    kc_fill(n, x, -2, 3);
+    kc_fill(n, dy, -1, 1);
+    kc_fill(c, mean, -1, 1);
+    kc_fill(c, invstd, 0.5, 2);
+    kc_fill(c, gamma, -1.5, 1.5);
+    for (int j = 0; j < 2 * c; j++)
+        sums[j] = kc_unif(-50, 50);
+    double count = (double)rows + 0.5;
+    kc_bn_bwd_dx(rows, c, x, dy, mean, invstd, gamma, sums, count, dx);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = i % (size_t)c;
+        double xhat = ((double)x[i] - mean[j]) * invstd[j];
+        double g = (double)gamma[j] * invstd[j];
+        float want = (float)(g * (dy[i] - sums[j] / count -
+                                  xhat * sums[c + j] / count));
+        bad += memcmp(&want, dx + i, sizeof want) != 0;
+    }
+    CHECKF(bad == 0, "bn_bwd_dx %zux%d: %zu values not the formula's bits",
+           rows, c, bad);
+    free(x), free(dy), free(dx), free(mean), free(invstd), free(gamma);
+    free(sums);
+}
+
 static void test_bn_norm(void)
 {
     enum { R = 5, C = 3 };
@@ -423,6 +457,8 @@ int main(void)
             test_bn_sums(rows[i], chans[j]);
     test_bn_stats();
     test_bn_norm();
+    test_bn_bwd_dx_bits(301, 16);
+    test_bn_bwd_dx_bits(77, 130);               /* channel blocks of 64 */
     for (size_t r = 1; r <= 7; r++)
         for (int c = 1; c <= 5; c++) {
             test_bn_backward(r, c);
