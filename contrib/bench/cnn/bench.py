@@ -74,6 +74,9 @@ T_KERAS_TF = 5.0        # Keras CNN: / TF MirroredStrategy
 T_SEEDS_TORCH = 1.5     # seeds' CNN: / best torch single process
 T_SEEDS_DDP = 3.0       # seeds' CNN: mwms 2 workers / torch DDP (gloo)
 T_ACC_PP = 0.5          # accuracy: at most 0.5 points below torch's median
+# Issue 27's targets, both CNNs at batch 64 and 256 (ResNet rows: reported)
+T_FASTEST = 1.25        # strata 2 replicas / fastest of best torch 1p, DDP, TF
+T_FMA = 0.60            # strata 2 replicas' conv+dense FLOPs / FMA peak
 
 
 def default_samples_text():
@@ -457,6 +460,22 @@ def report_speed(a, res, bounds, targets, peak):
                          fmt_ratio(ratio(r["sps"], tf))))
             print("%-6s %5s  best torch single process: %s (%.0f samples/s)"
                   % ("", "", res[(model, batch, t_best)]["label"], best))
+            if not a.skip_strata and model in ("keras", "seeds"):
+                s2 = res[(model, batch, "s2")]["sps"]
+                peers = [v for v in (best, ddp, tf) if v]
+                r = ratio(s2, max(peers))
+                targets.append(("%s, batch %d: strata 2 replicas >= %.2fx "
+                                "the fastest peer%s" % (
+                                    MODELS[model][0], batch, T_FASTEST,
+                                    "" if tf else " (TF skipped)"),
+                                fmt_ratio(r), r is not None and
+                                r >= T_FASTEST))
+                fma = (s2 * g["gemm_flops_per_sample"] /
+                       (peak[2] * 1e9 * 2))
+                targets.append(("%s, batch %d: strata 2 replicas >= %.0f %% "
+                                "of the FMA peak" % (MODELS[model][0], batch,
+                                                     100 * T_FMA),
+                                "%.1f %%" % (100 * fma), fma >= T_FMA))
             if a.skip_strata or batch != 64 or model not in ("keras",
                                                              "seeds"):
                 continue
@@ -620,7 +639,7 @@ def main(argv):
         if a.accuracy:
             print()
             accuracy(a, ctx, targets)
-        mb.print_targets(targets, width=72, miss="FAIL")
+        mb.print_targets(targets, width=72)
         mb.close_run(ctx, a.keep, t0)
     except BenchError as e:
         return mb.report_error(e, ctx)
