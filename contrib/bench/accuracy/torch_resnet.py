@@ -51,17 +51,22 @@ sys.path.insert(0, os.path.dirname(HERE))
 import torch_mlp  # noqa: E402  (contrib/bench/torch_mlp.py: stdlib only)
 
 DEFAULT_DATA = torch_mlp.DEFAULT_DATA
-TRAINABLE = 78090        # Keras's "Trainable params", strata's total
-BN_STATS = 672           # moving mean and variance of the 9 BatchNorms
+# blocks per stage -> (Keras's "Trainable params" = strata's total, the
+# moving means and variances of the BatchNorms): ResNet-8 (9 BatchNorms),
+# ResNet-14 (15)
+COUNTS = {1: (78090, 672), 2: (175530, 1120)}
+TRAINABLE, BN_STATS = COUNTS[1]
 BN_MOMENTUM = 0.1        # PyTorch's convention for Keras's momentum=0.9
 BN_EPSILON = 1e-3        # Keras's and strata's batchnorm default
 ADAM_EPSILON = 1e-7      # Keras's and strata's Adam default
 
 
-def build_resnet8(torch, seed=None):
+def build_resnet8(torch, seed=None, blocks=1):
     """The ResNet-8 of etc/resnet.ini as a torch.nn.Module (NCHW input
     [n, 1, 28, 28], logits [n, 10]); Keras's default initialisation. The
-    generator is seeded with `seed` first when it is not None."""
+    generator is seeded with `seed` first when it is not None. blocks=2:
+    ResNet-14, two residual blocks per stage (the second of each with an
+    identity shortcut)."""
     nn = torch.nn
     F = torch.nn.functional
     if seed is not None:
@@ -112,9 +117,12 @@ def build_resnet8(torch, seed=None):
             super().__init__()
             self.stem = Conv2dSame(1, 16, 3)
             self.stem_bn = bn(16)
-            self.s1 = Block(16, 16, 1)
-            self.s2 = Block(16, 32, 2)
-            self.s3 = Block(32, 64, 2)
+            self.s1 = nn.Sequential(Block(16, 16, 1), *[
+                Block(16, 16, 1) for _ in range(blocks - 1)])
+            self.s2 = nn.Sequential(Block(16, 32, 2), *[
+                Block(32, 32, 1) for _ in range(blocks - 1)])
+            self.s3 = nn.Sequential(Block(32, 64, 2), *[
+                Block(64, 64, 1) for _ in range(blocks - 1)])
             self.dense = nn.Linear(64, 10)
 
         def forward(self, x):
@@ -138,8 +146,9 @@ def count_params(model):
     return trainable, stats
 
 
-def check_params(model):
+def check_params(model, blocks=1):
     trainable, stats = count_params(model)
+    TRAINABLE, BN_STATS = COUNTS[blocks]
     if trainable != TRAINABLE or stats != BN_STATS:
         raise SystemExit("torch_resnet: the model has %d trainable parameters "
                          "and %d BatchNorm statistics, expected %d and %d "
@@ -158,6 +167,9 @@ def parse_args(argv):
                    help="torch.set_num_threads and OpenBLAS threads "
                         "(%(default)s)")
     p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--blocks", type=int, default=1, choices=sorted(COUNTS),
+                   help="residual blocks per stage (1: ResNet-8, "
+                        "2: ResNet-14)")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--decay-steps", type=int, default=0,
                    help="cosine decay to 0 over this many steps (default 0: "
@@ -260,11 +272,12 @@ def main(argv):
         steps = min(steps, a.max_steps)
     decay = a.decay_steps or steps * a.epochs
 
-    model = build_resnet8(torch, a.seed)
-    trainable, stats = check_params(model)
-    print("model: ResNet-8 (etc/resnet.ini), %d parameters trained (%d with "
-          "the %d BatchNorm moving statistics, Keras's Total params)"
-          % (trainable, trainable + stats, stats), flush=True)
+    model = build_resnet8(torch, a.seed, a.blocks)
+    trainable, stats = check_params(model, a.blocks)
+    print("model: ResNet-%d (etc/resnet.ini), %d parameters trained (%d "
+          "with the %d BatchNorm moving statistics, Keras's Total params)"
+          % (6 * a.blocks + 2, trainable, trainable + stats, stats),
+          flush=True)
     print("data: %d training samples, %d held out for validation (seed %d), "
           "%d steps of %d an epoch, %d epochs; torch %s, %d threads"
           % (ntr, k, a.seed, steps, a.batch, a.epochs, torch.__version__,
