@@ -13,14 +13,18 @@
  * record per message) and, in each scenario, does one thing to message
  * ATTACK_AT: flips a payload bit, flips a header bit, replays it, swaps
  * it with the next, cuts 20 bytes off and goes on, drops it, injects a
- * forged header record before it, or cuts the connection in its middle.
+ * forged header record before it, or cuts the connection in its middle;
+ * or, before the real connection, a stranger connects to rank 1's data
+ * port and presents a forged intro.
  *
  * Checked: without an attack (and through an honest proxy) every call
  * succeeds with the exact sum, bitwise equal to the same all-reduces in
  * plaintext (direct sockets) and with bulk_cipher = curve (CURVE links);
  * with an attack, every call that succeeds on a rank has the exact sum,
  * the call hit fails on at least one rank with an error, and (but for
- * the cut) rank 1 reports the record that failed authentication.
+ * the cut) rank 1 reports the record that failed authentication and
+ * counts it (the strangers entry's bad_message); the stranger is counted
+ * and closed, and the job goes on with the exact sums.
  * Loopback only, free ports, bounded waits, ranks reaped. Skips (77) on
  * a CPU without AES-NI/PCLMULQDQ (zmq.so then keeps data on CURVE). */
 
@@ -53,10 +57,10 @@
 #define INTRO      (20 + TAG)
 
 enum { A_NONE, A_FLIP, A_FLIP_HDR, A_REPLAY, A_REORDER, A_TRUNCATE, A_DROP,
-       A_INJECT, A_CUT, A_N };
+       A_INJECT, A_CUT, A_STRANGER, A_N };
 static const char *k_attack[A_N] = { "none", "flip", "flip-header", "replay",
                                      "reorder", "truncate", "drop", "inject",
-                                     "cut" };
+                                     "cut", "stranger" };
 
 typedef struct rank_out {
     int      rc[ITERS];
@@ -64,6 +68,7 @@ typedef struct rank_out {
     int      wrong;      /* calls that succeeded with a wrong sum        */
     int      auth_logs;  /* log lines "failed authentication"            */
     int      sealed_log; /* "travel as AES-256-GCM records" was said     */
+    uint64_t bad_message; /* the strangers entry's count at the end      */
     int      init_rc;
 } rank_out_t;
 
@@ -127,7 +132,8 @@ static int forward(proxy_t *px, int to, unsigned char *buf, size_t len,
                    uint32_t plen, long k, unsigned char **held,
                    size_t *held_len)
 {
-    int hit = k >= ATTACK_AT && !*held_len && px->attack != A_NONE;
+    int hit = k >= ATTACK_AT && !*held_len && px->attack != A_NONE
+              && px->attack != A_STRANGER;
     static int done;
     if (*held_len) { /* reorder: the next one first, then the held */
         int rc = write_all(to, buf, len) || write_all(to, *held, *held_len);
@@ -178,6 +184,17 @@ static void *proxy_main(void *arg)
     if (poll(&lp, 1, 20000) != 1)
         return NULL;
     int from = accept(px->listen_fd, NULL, NULL);
+    if (px->attack == A_STRANGER) {
+        /* first in the queue of rank 1's data port: a forged intro */
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        unsigned char junk[INTRO];
+        randombytes_buf(junk, sizeof junk);
+        if (s >= 0
+            && real_connect()(s, (struct sockaddr *)&px->dest,
+                              sizeof px->dest) == 0)
+            (void)write_all(s, junk, sizeof junk);
+        /* left open: rank 1 closes it */
+    }
     int to = socket(AF_INET, SOCK_STREAM, 0);
     if (from < 0 || to < 0
         || real_connect()(to, (struct sockaddr *)&px->dest, sizeof px->dest))
@@ -346,6 +363,11 @@ static void run_rank(const strata_plugin_v2_t *vt, int secure,
         g_out->hash[it] = fnv1a(buf, COUNT * sizeof(float));
     }
     free(buf);
+    if (pctx && vt->strangers) {
+        strata_strangers_t st = { .struct_size = sizeof st };
+        if (vt->strangers(pctx, &st, 1) == 0)
+            g_out->bad_message = st.bad_message;
+    }
     if (pctx)
         vt->fini(pctx);
     free(cfg);
@@ -454,7 +476,7 @@ int main(int argc, char **argv)
         fails++;
     }
     if (job(vt, 1, "aes256gcm", A_NONE, sealed) || !all_ok(sealed)
-        || !sealed[0].sealed_log) {
+        || !sealed[0].sealed_log || sealed[1].bad_message) {
         fprintf(stderr, "FAIL sealed run (honest proxy)%s\n",
                 sealed[0].sealed_log ? "" : ": the data were not sealed");
         fails++;
@@ -477,6 +499,17 @@ int main(int argc, char **argv)
     for (int a = A_FLIP; a < A_N; a++) {
         memset(out, 0, sizeof out);
         int rc = job(vt, 1, "aes256gcm", a, out);
+        if (a == A_STRANGER) { /* dropped, counted; the job goes on */
+            int ok = rc == 0 && all_ok(out)
+                     && out[0].hash[ITERS - 1] == plain[0].hash[ITERS - 1]
+                     && out[1].bad_message > 0;
+            printf("%-12s every call exact: %s, counted by rank 1: %llu: "
+                   "%s\n", k_attack[a], all_ok(out) ? "yes" : "no",
+                   (unsigned long long)out[1].bad_message,
+                   ok ? "ok" : "FAIL");
+            fails += !ok;
+            continue;
+        }
         int failed = 0, wrong = 0;
         for (int r = 0; r < N; r++) {
             wrong += out[r].wrong;
@@ -488,15 +521,19 @@ int main(int argc, char **argv)
                     wrong++;
             }
         }
-        int detected = a == A_CUT || out[1].auth_logs > 0;
+        /* refused with one error line and counted with the strangers */
+        int detected = a == A_CUT
+                       || (out[1].auth_logs > 0 && out[1].bad_message > 0);
         int ok = rc == 0 && out[0].init_rc == 0 && out[1].init_rc == 0
                  && failed > 0 && wrong == 0 && detected;
         printf("%-12s rank 0 rc %d %d %d %d %d, rank 1 rc %d %d %d %d %d, "
-               "records refused by rank 1: %d, wrong results: %d: %s\n",
+               "refused by rank 1: %d (counted %llu), wrong results: %d: "
+               "%s\n",
                k_attack[a], out[0].rc[0], out[0].rc[1], out[0].rc[2],
                out[0].rc[3], out[0].rc[4], out[1].rc[0], out[1].rc[1],
                out[1].rc[2], out[1].rc[3], out[1].rc[4], out[1].auth_logs,
-               wrong, ok ? "ok" : "FAIL");
+               (unsigned long long)out[1].bad_message, wrong,
+               ok ? "ok" : "FAIL");
         fails += !ok;
     }
     printf("zmq_hostile_test: %s\n", fails ? "FAILED" : "ok");
