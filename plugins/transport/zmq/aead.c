@@ -30,7 +30,6 @@
  * other when both are there). */
 #include "aead.h"
 
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
