@@ -19,6 +19,9 @@
  *   local:   4 replica threads of this process, one LOCAL group;
  *   zmq:     2 processes (fork), a WORLD group over 127.0.0.1, shm off;
  *   zmq-shm: the same through shared memory (no shards: ENOTSUP);
+ *   zmq-secured: zmq's group secured as a job's is (CURVE keys), with
+ *            its default bulk_cipher = aes256gcm: the collectives' data
+ *            as AES-256-GCM records on the direct sockets;
  *   nccl:    needs nccl.so and a GPU: else SKIPPED, exit 77;
  *   nccl-fake: the nccl.so that STRATA_PLUGIN_PATH finds first, on 4
  *            GPUs, one LOCAL group; it must open (no skip). ctest points
@@ -38,6 +41,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <zmq.h>
 #include <unistd.h>
 
 #include "runtime.h"
@@ -336,6 +340,11 @@ static int free_ports(int n, int *port)
 
 /* One member of the WORLD group (a process, or a thread for nccl-fake-
  * world): its failures as the exit status. */
+/* zmq-secured: the members' CURVE keys (made before the fork). */
+static char g_pub[MAXN][41], g_sec[MAXN][41];
+static const char *g_pubv[MAXN];
+static int g_secured;
+
 static int world_member(const char *name, const char *plugin, int rank,
                         int n, char **addrs, const char *extra, int32_t dev)
 {
@@ -355,7 +364,9 @@ static int world_member(const char *name, const char *plugin, int rank,
                          .size = n, .rank = rank, .nlocal = 1,
                          .timeout_ms = 20000, .devices = &dev,
                          .addrs = (const char *const *)addrs, .names = pn,
-                         .tag = "conformance" };
+                         .tag = "conformance",
+                         .public_keys = g_secured ? g_pubv : NULL,
+                         .secret_key = g_secured ? g_sec[rank] : NULL };
     strata_transport_t *t = NULL;
     if (rc == STRATA_OK)
         rc = H.t_open(&ctx->hc, &g, &t);
@@ -385,6 +396,9 @@ static int run_zmq(const char *name, int shm)
     for (int i = 0; i < N; i++) {
         snprintf(buf[i], sizeof buf[i], "127.0.0.1:%d", port[i]);
         addrs[i] = buf[i];
+        if (g_secured && zmq_curve_keypair(g_pub[i], g_sec[i]) != 0)
+            return 1;
+        g_pubv[i] = g_pub[i];
     }
     fflush(stdout);
     pid_t pid[N];
@@ -477,7 +491,9 @@ int main(int argc, char **argv)
                    strata_strerror(rc));
             return 1;
         }
-    } else if (!strcmp(which, "zmq") || !strcmp(which, "zmq-shm")) {
+    } else if (!strcmp(which, "zmq") || !strcmp(which, "zmq-shm")
+               || !strcmp(which, "zmq-secured")) {
+        g_secured = !strcmp(which, "zmq-secured");
         run_zmq(which, !strcmp(which, "zmq-shm"));
     } else if (!strcmp(which, "nccl")) {
         /* Host buffers (staged through each member's GPU); two GPUs, else
@@ -511,8 +527,8 @@ int main(int argc, char **argv)
             return 1;
         }
     } else {
-        fprintf(stderr, "usage: transport_conformance local|zmq|zmq-shm|nccl|"
-                "nccl-fake|nccl-fake-world\n");
+        fprintf(stderr, "usage: transport_conformance local|zmq|zmq-shm|"
+                "zmq-secured|nccl|nccl-fake|nccl-fake-world\n");
         return 2;
     }
     printf("%s: %d passed, %d failed\n", which, atomic_load(&g_pass),

@@ -5,7 +5,10 @@
 #
 #   contrib/bench/allreduce/run.sh [-b BUILD_DIR] [-n "2 3 4"]
 #                                  [-s "4096 65536 ..."] [-r LAUNCHES]
+#                                  [-i "strata_tcp strata_aes ..."]
 #
+# -i: only these columns (labels as in README.md); MPI and PyTorch are
+# installed and built only when a column needs them.
 # Needs a strata build (zmq.so; default BUILD_DIR: build). Installs Open MPI
 # (openmpi-bin, libopenmpi-dev) and PyTorch (python3-torch) from Debian
 # with apt-get when they are missing. Every launch runs all sizes; each
@@ -18,24 +21,34 @@ build=$root/build
 ns="2 3 4"
 sizes="4096 65536 1048576 16777216 67108864"
 launches=3
-while getopts b:n:s:r: opt; do
+only=""
+while getopts b:n:s:r:i: opt; do
     case $opt in
     b) build=$(cd "$OPTARG" && pwd) ;;
     n) ns=$OPTARG ;;
     s) sizes=$OPTARG ;;
     r) launches=$OPTARG ;;
-    *) sed -n '2,13p' "$0" >&2; exit 2 ;;
+    i) only=" $OPTARG " ;;
+    *) sed -n '2,17p' "$0" >&2; exit 2 ;;
     esac
 done
 plugin=$build/lib/strata/plugins/zmq.so
 [ -f "$plugin" ] || { echo "run.sh: no $plugin (build strata first)" >&2; exit 2; }
 py=/usr/bin/python3
 
+wanted() { # label: is this column to run?
+    [ -z "$only" ] || case $only in *" $1 "*) return 0 ;; *) return 1 ;; esac
+}
+with_mpi=1 with_gloo=1
+wanted mpi_tcp || wanted mpi_shm || with_mpi=0
+wanted gloo || with_gloo=0
+
 # ---- dependencies (Debian packages only) ---------------------------------
 need=""
-command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 \
+[ "$with_mpi" = 0 ] || command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 \
     || need="openmpi-bin libopenmpi-dev"
-"$py" -c 'import torch' >/dev/null 2>&1 || need="$need python3-torch"
+[ "$with_gloo" = 0 ] || "$py" -c 'import torch' >/dev/null 2>&1 \
+    || need="$need python3-torch"
 if [ -n "$need" ]; then
     echo "run.sh: installing$need (Debian)" >&2
     sudo=
@@ -48,7 +61,7 @@ fi
 # ---- build the drivers -----------------------------------------------------
 OUT=${OUT:-$(mktemp -d /tmp/strata-allreduce-XXXXXX)}
 mkdir -p "$OUT"
-mpicc -O2 -o "$OUT/mpi_allreduce" "$here/mpi_allreduce.c"
+[ "$with_mpi" = 0 ] || mpicc -O2 -o "$OUT/mpi_allreduce" "$here/mpi_allreduce.c"
 ${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -I"$root/include" \
     -o "$OUT/strata_allreduce" "$here/strata_allreduce.c" \
     "$root"/plugins/kit/*.c -ldl -lzmq -lm
@@ -63,6 +76,7 @@ res=$OUT/results.txt
 run() { # label, command...: keep the RESULT lines, relabelled
     label=$1
     shift
+    wanted "$label" || return 0
     if "$@" >"$OUT/last.out" 2>"$OUT/last.err"; then
         awk -v l="$label" '$1 == "RESULT" { $2 = l; print }' \
             "$OUT/last.out" >>"$res"
@@ -78,12 +92,15 @@ for n in $ns; do
         echo "run.sh: n=$n, launch $k of $launches" >&2
         run strata_tcp "$OUT/strata_allreduce" -p "$plugin" -n "$n" \
             -o shm=off $sizes
-        # Encryption off and on, both through zmq (a secured job has no
-        # plain-TCP direct sockets): the cost of CURVE.
+        # Encryption: plaintext through zmq; secured as a job is by
+        # default (bulk_cipher = aes256gcm: AES-256-GCM records on the
+        # direct sockets); secured with everything on CurveZMQ.
         run strata_zmq "$OUT/strata_allreduce" -p "$plugin" -n "$n" \
             -o shm=off -o direct=off $sizes
+        run strata_aes "$OUT/strata_allreduce" -p "$plugin" -n "$n" \
+            -o shm=off -k curve -o bulk_cipher=aes256gcm $sizes
         run strata_curve "$OUT/strata_allreduce" -p "$plugin" -n "$n" \
-            -o shm=off -k curve $sizes
+            -o shm=off -k curve -o bulk_cipher=curve $sizes
         run mpi_tcp $mpi_tcp -np "$n" "$OUT/mpi_allreduce" $sizes
         run strata_shm "$OUT/strata_allreduce" -p "$plugin" -n "$n" \
             -o shm=auto $sizes

@@ -24,8 +24,21 @@
  * return); a receive goes header first, checked against what the caller
  * expects before one payload byte is stored, then the payload straight to
  * where the caller wants it. A closed connection marks the neighbour gone,
- * and the usual grace lets its ABORT (on zmq) explain why. */
+ * and the usual grace lets its ABORT (on zmq) explain why.
+ *
+ * Sealed (a secured group, bulk_cipher = aes256gcm): every byte on these
+ * connections is an AES-256-GCM record (aead.h) under keys that the HELLO
+ * exchange, authenticated by CurveZMQ, agreed for this link and
+ * direction. The left's intro is one record (20 bytes sealed, 36 on the
+ * wire); a message is its header in clear with a tag over it (64 bytes),
+ * checked before any field is used, then its payload encrypted with a
+ * tag of its own (length + 16 bytes), decrypted in place once complete;
+ * an ABORT either way is a header record. A record that fails its tag is
+ * a stranger's (counted, STRZ_SK_MESSAGE) and fails the collective with
+ * STRATA_EPROTO: the stream cannot be trusted after it, and nothing of it
+ * was applied. */
 #include "strz.h"
+#include "aead.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,6 +57,7 @@
 
 #define INTRO_SIZE 20 /* "STRZDATA", token (8), rank (4), little-endian */
 #define SMALL_MAX  256 /* payloads received without a destination */
+#define TAG        STRZ_AEAD_TAG
 
 struct strz_direct {
     int      listen_fd;       /* for the left's connection, or -1          */
@@ -51,21 +65,43 @@ struct strz_direct {
     uint64_t token;           /* what the left must present                */
     int      dl, dr;          /* from the left (read), to the right (write) */
 
-    unsigned char tx_hdr[STRZ_HDR_SIZE];
-    const unsigned char *tx_pay;
-    size_t   tx_len, tx_done; /* bytes of header + payload, and sent        */
+    unsigned char tx_hdr[STRZ_HDR_SIZE + TAG]; /* sealed: + its tag      */
+    unsigned char tx_ptag[TAG];   /* sealed: the payload's tag             */
+    struct iovec tx_seg[3];       /* header, payload, payload tag          */
+    int      tx_nseg;
+    size_t   tx_len, tx_done; /* bytes of all segments, and sent           */
 
-    unsigned char rx_raw[STRZ_HDR_SIZE];
+    unsigned char rx_raw[STRZ_HDR_SIZE + TAG];
     size_t   rx_hgot;         /* header bytes read                         */
     int      rx_have;         /* header complete and accepted              */
     strz_hdr_t rx_h;
     unsigned char *rx_dst;    /* where the payload goes                    */
-    size_t   rx_pgot;         /* payload bytes read                        */
+    size_t   rx_pgot;         /* payload bytes read (sealed: + tag bytes)  */
+    unsigned char rx_ptag[TAG];
     unsigned char small[SMALL_MAX];
 
-    unsigned char back[STRZ_HDR_SIZE]; /* an ABORT coming back from the right */
+    unsigned char back[STRZ_HDR_SIZE + TAG]; /* an ABORT back from the right */
     size_t   back_got;
+
+    /* Sealed links (aead.h): our key pairs, the keys of both connections'
+     * two directions, and the ciphertext of the payload being sent. */
+    strz_kx_t    kx_right, kx_left;
+    strz_aead_t *to_right, *back_from_right; /* on dr                      */
+    strz_aead_t *from_left, *back_to_left;   /* on dl                      */
+    unsigned char *tx_buf;
+    size_t   tx_cap;
 };
+
+/* A secured group's data connections carry AEAD records. */
+static int sealed(const strz_ctx_t *c)
+{
+    return c->secure;
+}
+
+static size_t hdr_bytes(const strz_ctx_t *c)
+{
+    return STRZ_HDR_SIZE + (sealed(c) ? TAG : 0);
+}
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -108,9 +144,9 @@ static int ep_host(const char *ep, char *host, size_t len)
 
 int strz_direct_wanted(const strz_ctx_t *c)
 {
-    /* The direct sockets are plain TCP: a secured group keeps its data on
-     * the CURVE links. */
-    return c->cfg.direct == STRZ_DIRECT_AUTO && !c->secure
+    /* The direct sockets are plain TCP: a secured group uses them only
+     * with AEAD records (c->aead), else its data stay on the CURVE links. */
+    return c->cfg.direct == STRZ_DIRECT_AUTO && (!c->secure || c->aead)
            && strncmp(c->ep[c->rank], "tcp://", 6) == 0;
 }
 
@@ -124,7 +160,34 @@ static struct strz_direct *direct_new(strz_ctx_t *c)
     return c->direct;
 }
 
-int strz_direct_listen(strz_ctx_t *c, int *port, uint64_t *token)
+static void direct_free(struct strz_direct *d)
+{
+    strz_aead_free(d->to_right);
+    strz_aead_free(d->back_from_right);
+    strz_aead_free(d->from_left);
+    strz_aead_free(d->back_to_left);
+    strz_kx_wipe(&d->kx_right);
+    strz_kx_wipe(&d->kx_left);
+    free(d->tx_buf);
+    free(d);
+}
+
+int strz_direct_hello_key(strz_ctx_t *c, unsigned char pk[STRZ_KX_PK])
+{
+    struct strz_direct *d = direct_new(c);
+    if (d == NULL)
+        return STRATA_ENOMEM;
+    if (strz_kx_new(&d->kx_right) != 0) {
+        strz_log(c, STRATA_LOG_ERROR, "cannot make a key pair for the data "
+                 "connection to %s", c->name[c->right]);
+        return STRATA_EINTERNAL;
+    }
+    memcpy(pk, d->kx_right.pk, STRZ_KX_PK);
+    return 0;
+}
+
+int strz_direct_listen(strz_ctx_t *c, int *port, uint64_t *token,
+                       const unsigned char *left_pk, unsigned char *pk)
 {
     char host[256];
     struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
@@ -136,6 +199,20 @@ int strz_direct_listen(strz_ctx_t *c, int *port, uint64_t *token)
     *token = 0;
     if (d == NULL || ep_host(c->ep[c->rank], host, sizeof host) != 0)
         return 0;
+    if (sealed(c)) {
+        /* The keys of the link from the left, before anything listens. */
+        int rc = strz_kx_new(&d->kx_left);
+        if (rc == 0)
+            rc = strz_aead_link(&d->kx_left, left_pk, 0, c->tag, c->rank,
+                                c->left, &d->back_to_left, &d->from_left);
+        if (rc != 0) {
+            strz_log(c, STRATA_LOG_INFO, "no sealed data connection from %s "
+                     "(no keys, error %d): its data use zmq",
+                     c->name[c->left], rc);
+            return 0;
+        }
+        memcpy(pk, d->kx_left.pk, STRZ_KX_PK);
+    }
     /* The address we bound for zmq, else every interface. */
     if (getaddrinfo(host, "0", &hints, &ai) != 0)
         ai = NULL;
@@ -212,7 +289,7 @@ static int connect_by(int fd, const struct sockaddr *sa, socklen_t len,
 
 /* Connect to the right neighbour's data port and introduce ourselves. */
 static int connect_right(strz_ctx_t *c, int port, uint64_t token,
-                         int64_t deadline)
+                         const unsigned char *right_pk, int64_t deadline)
 {
     char host[256], ps[16];
     struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
@@ -221,6 +298,14 @@ static int connect_right(strz_ctx_t *c, int port, uint64_t token,
 
     if (d == NULL)
         return strz_fail(c, STRATA_ENOMEM, c->rank, "out of memory");
+    if (sealed(c) && (e = strz_aead_link(&d->kx_right, right_pk, 1, c->tag,
+                                         c->rank, c->right, &d->to_right,
+                                         &d->back_from_right)) != 0)
+        return strz_fail(c, e, c->right, "no keys for the data connection "
+                         "to %s (%s): %s", c->name[c->right],
+                         c->addr[c->right], e == STRATA_EPROTO
+                         ? "its key in HELLO_ACK is not a valid X25519 key"
+                         : "out of memory or a library failure");
     snprintf(ps, sizeof ps, "%d", port);
     if (ep_host(c->ep[c->right], host, sizeof host) != 0
         || (e = getaddrinfo(host, ps, &hints, &ai)) != 0)
@@ -243,13 +328,19 @@ static int connect_right(strz_ctx_t *c, int port, uint64_t token,
                          "= off keeps all on zmq)", c->name[c->right],
                          c->addr[c->right], port, strerror(e));
     int one = 1;
-    unsigned char intro[INTRO_SIZE];
+    unsigned char intro[INTRO_SIZE + TAG];
+    size_t ilen = INTRO_SIZE + (sealed(c) ? TAG : 0);
     memcpy(intro, "STRZDATA", 8);
     put_le(intro + 8, token, 8);
     put_le(intro + 16, (uint32_t)c->rank, 4);
+    if (sealed(c) && strz_aead_seal(d->to_right, STRZ_REC_INTRO, NULL, intro,
+                                    INTRO_SIZE, intro, intro + INTRO_SIZE)) {
+        close(fd);
+        return strz_fail(c, STRATA_EINTERNAL, c->rank, "cannot seal");
+    }
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    /* 20 bytes into the empty buffer of a new connection: sent at once */
-    if (send(fd, intro, sizeof intro, MSG_NOSIGNAL) != (ssize_t)sizeof intro) {
+    /* 20 (36) bytes into the empty buffer of a new connection: sent at once */
+    if (send(fd, intro, ilen, MSG_NOSIGNAL) != (ssize_t)ilen) {
         e = errno;
         close(fd);
         return strz_fail(c, STRATA_EIO, c->right, "data connection to %s "
@@ -286,14 +377,29 @@ static int accept_left(strz_ctx_t *c, int64_t deadline)
         }
         /* The intro was sent right after connect: wait for it briefly
          * (a stranger that sends less is dropped after a second). */
-        unsigned char intro[INTRO_SIZE];
+        unsigned char intro[INTRO_SIZE + TAG];
+        size_t ilen = INTRO_SIZE + (sealed(c) ? TAG : 0);
         struct timeval tv = { .tv_sec = 1 };
         struct pollfd p = { .fd = fd, .events = POLLIN };
         int ok = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0
                  && poll(&p, 1, 1000) == 1
-                 && recv(fd, intro, sizeof intro, MSG_WAITALL)
-                    == (ssize_t)sizeof intro
-                 && memcmp(intro, "STRZDATA", 8) == 0
+                 && recv(fd, intro, ilen, MSG_WAITALL) == (ssize_t)ilen;
+        if (ok && sealed(c)
+            && strz_aead_open(d->from_left, STRZ_REC_INTRO, NULL, intro,
+                              INTRO_SIZE, intro, intro + INTRO_SIZE) != 0) {
+            /* Not sealed with the key the left's HELLO agreed: whoever
+             * it is, it did not pass the CURVE handshake as the left. */
+            char from[64] = "?";
+            struct sockaddr_storage sa;
+            socklen_t sl = sizeof sa;
+            if (getpeername(fd, (struct sockaddr *)&sa, &sl) == 0)
+                (void)getnameinfo((struct sockaddr *)&sa, sl, from,
+                                  sizeof from, NULL, 0, NI_NUMERICHOST);
+            strz_stranger(c, STRZ_SK_MESSAGE, "a data connection from", from,
+                          "its first record failed authentication");
+            ok = 0;
+        }
+        ok = ok && memcmp(intro, "STRZDATA", 8) == 0
                  && get_le(intro + 8, 8) == d->token
                  && (int)get_le(intro + 16, 4) == c->left;
         int one = 1;
@@ -310,18 +416,24 @@ static int accept_left(strz_ctx_t *c, int64_t deadline)
 }
 
 int strz_direct_open(strz_ctx_t *c, int right_port, uint64_t right_token,
-                     int64_t deadline)
+                     const unsigned char *right_pk, int64_t deadline)
 {
     int rc;
-    if (right_port > 0
-        && (rc = connect_right(c, right_port, right_token, deadline)) != 0)
+    if (right_port > 0 && (!sealed(c) || right_pk)
+        && (rc = connect_right(c, right_port, right_token, right_pk,
+                               deadline)) != 0)
         return rc;
     if (c->direct && c->direct->listen_fd >= 0
         && (rc = accept_left(c, deadline)) != 0)
         return rc;
     if (c->direct && c->direct->dl < 0 && c->direct->dr < 0) {
-        free(c->direct);
+        direct_free(c->direct);
         c->direct = NULL;
+    }
+    if (c->direct && sealed(c)) {
+        /* The key pairs did their job: only the link keys remain. */
+        strz_kx_wipe(&c->direct->kx_right);
+        strz_kx_wipe(&c->direct->kx_left);
     }
     return 0;
 }
@@ -337,7 +449,7 @@ void strz_direct_close(strz_ctx_t *c)
         close(d->dl);
     if (d->dr >= 0)
         close(d->dr);
-    free(d);
+    direct_free(d);
     c->direct = NULL;
 }
 
@@ -371,16 +483,19 @@ int strz_direct_flush(strz_ctx_t *c)
     struct strz_direct *d = c->direct;
 
     while (d->tx_done < d->tx_len) {
-        struct iovec iov[2];
+        struct iovec iov[3];
         int k = 0;
-        if (d->tx_done < STRZ_HDR_SIZE)
-            iov[k++] = (struct iovec){ d->tx_hdr + d->tx_done,
-                                       STRZ_HDR_SIZE - d->tx_done };
-        size_t pdone = d->tx_done > STRZ_HDR_SIZE ? d->tx_done - STRZ_HDR_SIZE
-                                                  : 0;
-        if (d->tx_len > STRZ_HDR_SIZE)
-            iov[k++] = (struct iovec){ (void *)(d->tx_pay + pdone),
-                                       d->tx_len - STRZ_HDR_SIZE - pdone };
+        size_t skip = d->tx_done;
+        for (int i = 0; i < d->tx_nseg; i++) {
+            size_t l = d->tx_seg[i].iov_len;
+            if (skip >= l) {
+                skip -= l;
+                continue;
+            }
+            iov[k++] = (struct iovec){ (char *)d->tx_seg[i].iov_base + skip,
+                                       l - skip };
+            skip = 0;
+        }
         struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)k };
         ssize_t w = sendmsg(d->dr, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (w > 0) {
@@ -404,6 +519,32 @@ int strz_direct_pending(const strz_ctx_t *c)
     return c->direct && c->direct->tx_done < c->direct->tx_len;
 }
 
+/* The header (packed in tx_hdr) gets its tag; the payload is encrypted
+ * into tx_buf with a tag of its own: segments 0..2 of the send. */
+static int seal_message(strz_ctx_t *c, uint32_t len, const void *payload)
+{
+    struct strz_direct *d = c->direct;
+    if (strz_aead_seal(d->to_right, STRZ_REC_HDR, d->tx_hdr, NULL, 0, NULL,
+                       d->tx_hdr + STRZ_HDR_SIZE) != 0)
+        return STRATA_EINTERNAL;
+    if (len == 0)
+        return 0;
+    if (d->tx_cap < len) {
+        free(d->tx_buf);
+        d->tx_cap = 0;
+        if ((d->tx_buf = malloc(len)) == NULL)
+            return STRATA_ENOMEM;
+        d->tx_cap = len;
+    }
+    if (strz_aead_seal(d->to_right, STRZ_REC_PAYLOAD, d->tx_hdr, payload, len,
+                       d->tx_buf, d->tx_ptag) != 0)
+        return STRATA_EINTERNAL;
+    d->tx_seg[1] = (struct iovec){ d->tx_buf, len };
+    d->tx_seg[2] = (struct iovec){ d->tx_ptag, TAG };
+    d->tx_nseg = 3;
+    return 0;
+}
+
 int strz_direct_send(strz_ctx_t *c, const strz_hdr_t *h, const void *payload)
 {
     struct strz_direct *d = c->direct;
@@ -412,8 +553,16 @@ int strz_direct_send(strz_ctx_t *c, const strz_hdr_t *h, const void *payload)
     if (d->tx_done < d->tx_len && (rc = strz_direct_flush(c)) != 0)
         return rc < 0 ? rc : STRATA_EAGAIN;
     strz_wire_pack(h, d->tx_hdr);
-    d->tx_pay = payload;
-    d->tx_len = STRZ_HDR_SIZE + h->length;
+    d->tx_seg[0] = (struct iovec){ d->tx_hdr, hdr_bytes(c) };
+    d->tx_nseg = 1;
+    if (sealed(c) && (rc = seal_message(c, h->length, payload)) != 0)
+        return strz_fail(c, rc, c->rank, "cannot seal a message to %s",
+                         c->name[c->right]);
+    if (!sealed(c) && h->length > 0)
+        d->tx_seg[d->tx_nseg++] = (struct iovec){ (void *)payload, h->length };
+    d->tx_len = 0;
+    for (int i = 0; i < d->tx_nseg; i++)
+        d->tx_len += d->tx_seg[i].iov_len;
     d->tx_done = 0;
     rc = strz_direct_flush(c);
     return rc < 0 ? rc : 0; /* accepted, maybe still pending */
@@ -445,20 +594,39 @@ static ssize_t rd(strz_ctx_t *c, void *buf, size_t len)
     }
 }
 
+/* A record from `peer` failed its tag: a stranger's (or a replay, a
+ * reordering, a cut): counted, and the collective fails. */
+static int tampered(strz_ctx_t *c, int peer, const char *what)
+{
+    unsigned long long n = strz_stranger_count(c, STRZ_SK_MESSAGE);
+    return strz_fail(c, STRATA_EPROTO, peer, "a record on the data "
+                     "connection from %s (%s) failed authentication (%s): "
+                     "forged, replayed, reordered or cut short; dropped, "
+                     "nothing of it used (%llu dropped so far)",
+                     c->name[peer], c->addr[peer], what, n);
+}
+
 int strz_direct_recv(strz_ctx_t *c, strz_rmsg_t *m, const strz_hdr_t *want,
                      void *dst)
 {
     struct strz_direct *d = c->direct;
     const char *why = NULL;
+    size_t hb = hdr_bytes(c);
 
     memset(m, 0, sizeof *m);
     while (!d->rx_have) {
-        ssize_t r = rd(c, d->rx_raw + d->rx_hgot, STRZ_HDR_SIZE - d->rx_hgot);
+        ssize_t r = rd(c, d->rx_raw + d->rx_hgot, hb - d->rx_hgot);
         if (r <= 0)
             return STRATA_EAGAIN; /* a close is reported by the waits */
         d->rx_hgot += (size_t)r;
-        if (d->rx_hgot < STRZ_HDR_SIZE)
+        if (d->rx_hgot < hb)
             continue;
+        if (sealed(c) && strz_aead_open(d->from_left, STRZ_REC_HDR, d->rx_raw,
+                                        NULL, 0, NULL,
+                                        d->rx_raw + STRZ_HDR_SIZE) != 0) {
+            d->rx_hgot = 0;
+            return tampered(c, c->left, "a header's tag");
+        }
         /* payload size as the header says; checked against want below */
         uint32_t plen = (uint32_t)get_le(d->rx_raw + 32, 4);
         if (strz_wire_unpack(d->rx_raw, STRZ_HDR_SIZE, plen, &d->rx_h, &why))
@@ -500,6 +668,22 @@ int strz_direct_recv(strz_ctx_t *c, strz_rmsg_t *m, const strz_hdr_t *want,
             return STRATA_EAGAIN;
         d->rx_pgot += (size_t)r;
     }
+    if (sealed(c) && d->rx_h.length > 0) {
+        size_t tl = (size_t)d->rx_h.length + TAG;
+        while (d->rx_pgot < tl) {
+            size_t got = d->rx_pgot - d->rx_h.length;
+            ssize_t r = rd(c, d->rx_ptag + got, TAG - got);
+            if (r <= 0)
+                return STRATA_EAGAIN;
+            d->rx_pgot += (size_t)r;
+        }
+        d->rx_have = 0;
+        d->rx_hgot = 0;
+        if (strz_aead_open(d->from_left, STRZ_REC_PAYLOAD, d->rx_raw,
+                           d->rx_dst, d->rx_h.length, d->rx_dst,
+                           d->rx_ptag) != 0)
+            return tampered(c, c->left, "a payload's tag");
+    }
     m->h = d->rx_h;
     m->data = d->rx_h.length ? d->rx_dst : NULL;
     d->rx_have = 0;
@@ -517,12 +701,23 @@ int strz_direct_recv(strz_ctx_t *c, strz_rmsg_t *m, const strz_hdr_t *want,
 void strz_direct_abort(strz_ctx_t *c, const unsigned char hdr[STRZ_HDR_SIZE])
 {
     struct strz_direct *d = c->direct;
+    unsigned char rec[STRZ_HDR_SIZE + TAG];
     if (d == NULL)
         return;
-    if (d->dl >= 0)
-        (void)send(d->dl, hdr, STRZ_HDR_SIZE, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (d->dr >= 0 && (d->tx_done == d->tx_len || d->tx_done == 0))
-        (void)send(d->dr, hdr, STRZ_HDR_SIZE, MSG_DONTWAIT | MSG_NOSIGNAL);
+    memcpy(rec, hdr, STRZ_HDR_SIZE);
+    if (d->dl >= 0 && (!sealed(c)
+                       || strz_aead_seal(d->back_to_left, STRZ_REC_HDR, rec,
+                                         NULL, 0, NULL,
+                                         rec + STRZ_HDR_SIZE) == 0))
+        (void)send(d->dl, rec, hdr_bytes(c), MSG_DONTWAIT | MSG_NOSIGNAL);
+    /* Sealed, a send not started has used its record numbers already:
+     * the ABORT goes only where nothing is pending (zmq carries it too). */
+    if (d->dr >= 0 && (d->tx_done == d->tx_len
+                       || (d->tx_done == 0 && !sealed(c)))
+        && (!sealed(c)
+            || strz_aead_seal(d->to_right, STRZ_REC_HDR, rec, NULL, 0, NULL,
+                              rec + STRZ_HDR_SIZE) == 0))
+        (void)send(d->dr, rec, hdr_bytes(c), MSG_DONTWAIT | MSG_NOSIGNAL);
     d->tx_len = d->tx_done = 0;
 }
 
@@ -537,7 +732,7 @@ int strz_direct_back(strz_ctx_t *c)
         return 0;
     for (;;) {
         ssize_t r = recv(d->dr, d->back + d->back_got,
-                         STRZ_HDR_SIZE - d->back_got, MSG_DONTWAIT);
+                         hdr_bytes(c) - d->back_got, MSG_DONTWAIT);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -547,9 +742,13 @@ int strz_direct_back(strz_ctx_t *c)
             return 0;
         }
         d->back_got += (size_t)r;
-        if (d->back_got < STRZ_HDR_SIZE)
+        if (d->back_got < hdr_bytes(c))
             continue;
         d->back_got = 0;
+        if (sealed(c) && strz_aead_open(d->back_from_right, STRZ_REC_HDR,
+                                        d->back, NULL, 0, NULL,
+                                        d->back + STRZ_HDR_SIZE) != 0)
+            return tampered(c, c->right, "a header's tag");
         if (strz_wire_unpack(d->back, STRZ_HDR_SIZE, 0, &h, &why) == 0
             && h.type == STRZ_ABORT && h.sender == c->right)
             return strz_abort_received(c, &h, c->right);

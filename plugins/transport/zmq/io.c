@@ -283,6 +283,12 @@ static int right_rx(strz_ctx_t *c)
             return strz_fail(c, STRATA_EIO, c->rank, "receive: %s",
                              zmq_strerror(-rc));
         int bad = strz_unpack_parts(part, np, 0, extra, &h, &why);
+        /* A secured HELLO_ACK that offers a data socket carries the
+         * right's key for it (32 bytes), authenticated by CURVE. */
+        int has_pk = !bad && h.type == STRZ_HELLO_ACK && c->secure
+                     && h.offset > 0 && h.length == sizeof c->right_dpk;
+        if (has_pk)
+            memcpy(c->right_dpk, zmq_msg_data(&part[1]), sizeof c->right_dpk);
         strz_close_parts(part, np);
         if (bad)
             return strz_fail(c, STRATA_EPROTO, c->right,
@@ -299,6 +305,7 @@ static int right_rx(strz_ctx_t *c)
             c->right_up = 1;
             c->right_dport = (int)h.offset; /* a direct data socket, or 0 */
             c->right_dtoken = h.total;
+            c->right_dpk_ok = has_pk;
             continue;
         }
         return strz_fail(c, STRATA_EPROTO, c->right,

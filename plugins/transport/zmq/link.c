@@ -16,6 +16,7 @@
  * intervals, which the monitors report), a bounded LINGER and SNDTIMEO, a
  * MAXMSGSIZE of one segment and a high-water mark of window_bytes. */
 #include "strz.h"
+#include "aead.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -82,9 +83,19 @@ static int hello_rx(strz_ctx_t *c)
     strz_peer_address(&part[np > 1 ? 1 : 0], from, sizeof from);
     w[0] = '\0';
     int framed = strz_unpack_parts(part, np, 1, extra, &h, &why) == 0;
-    int our_tag = framed && h.length == strlen(c->tag) /* == payload size */
-                  && (h.length == 0
-                      || memcmp(zmq_msg_data(&part[2]), c->tag, h.length) == 0);
+    /* A secured HELLO that asks for a direct data socket ends with the
+     * left's key for it (after the tag): CURVE authenticated it. */
+    size_t pk_len = framed && c->secure && (h.flags & STRZ_HELLO_DIRECT)
+                    ? STRZ_KX_PK : 0;
+    size_t tag_len = framed && h.length >= pk_len ? h.length - pk_len
+                                                  : (size_t)-1;
+    int our_tag = framed && tag_len == strlen(c->tag) /* payload - key */
+                  && (tag_len == 0
+                      || memcmp(zmq_msg_data(&part[2]), c->tag, tag_len) == 0);
+    unsigned char left_pk[STRZ_KX_PK], pk[STRZ_KX_PK];
+    if (our_tag && pk_len)
+        memcpy(left_pk, (const char *)zmq_msg_data(&part[2]) + tag_len,
+               pk_len);
     /* Whose message is it? In a secured group only members get this far
      * (ZAP): a member that breaks the protocol is a configuration error
      * of the job. In plaintext, only a HELLO with this job's tag is the
@@ -145,15 +156,20 @@ static int hello_rx(strz_ctx_t *c)
     /* The left wants a direct data socket: offer one if we want it too. */
     int port = 0;
     uint64_t token = 0;
-    if ((h.flags & STRZ_HELLO_DIRECT) && strz_direct_wanted(c))
-        (void)strz_direct_listen(c, &port, &token);
+    if ((h.flags & STRZ_HELLO_DIRECT) && strz_direct_wanted(c)
+        && (!c->secure || pk_len))
+        (void)strz_direct_listen(c, &port, &token, left_pk, pk);
+    /* Secured, an offer carries our key for the link. */
+    size_t ack_pk = c->secure && port > 0 ? sizeof pk : 0;
     strz_hdr_t ack = { .type = STRZ_HELLO_ACK, .sender = c->rank,
                        .aux = c->n, .offset = (uint64_t)port,
-                       .total = token };
+                       .total = token, .length = (uint32_t)ack_pk };
     unsigned char hb[STRZ_HDR_SIZE];
     strz_wire_pack(&ack, hb);
     if (zmq_send(c->rx, c->left_id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0
-        || zmq_send(c->rx, hb, sizeof hb, ZMQ_DONTWAIT) < 0)
+        || zmq_send(c->rx, hb, sizeof hb,
+                    (ack_pk ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0
+        || (ack_pk && zmq_send(c->rx, pk, ack_pk, ZMQ_DONTWAIT) < 0))
         return strz_fail(c, STRATA_EPEER, c->left,
                          "cannot answer HELLO of %s (%s): %s",
                          c->name[c->left], c->addr[c->left],
@@ -344,15 +360,25 @@ int strz_link_open(strz_ctx_t *c, int64_t deadline)
     c->left_fd = -1;
     if ((rc = open_sockets(c)) != 0)
         return rc;
+    /* The HELLO's payload: the job tag, and (secured, direct wanted) our
+     * key for the data connection to the right. */
+    unsigned char hello[STRZ_MAX_TAG + STRZ_KX_PK];
+    size_t tl = strlen(c->tag), hl = tl;
+    memcpy(hello, c->tag, tl);
+    if (c->secure && strz_direct_wanted(c)) {
+        if ((rc = strz_direct_hello_key(c, hello + tl)) != 0)
+            return rc;
+        hl += STRZ_KX_PK;
+    }
     strz_hdr_t h = { .type = STRZ_HELLO, .sender = c->rank, .aux = c->n,
-                     .length = (uint32_t)strlen(c->tag),
+                     .length = (uint32_t)hl,
                      .flags = (uint8_t)((strz_direct_wanted(c)
                                          ? STRZ_HELLO_DIRECT : 0)
                                         | c->cfg.compression
                                           << STRZ_HELLO_COMP_SHIFT) };
     for (;;) {
         if (!sent) {
-            rc = strz_send(c, &h, c->tag);
+            rc = strz_send(c, &h, hello);
             if (rc == 0)
                 sent = 1;
             else if (rc != STRATA_EAGAIN)
@@ -370,6 +396,7 @@ int strz_link_open(strz_ctx_t *c, int64_t deadline)
             return rc;
     }
     if ((rc = strz_direct_open(c, c->right_dport, c->right_dtoken,
+                               c->right_dpk_ok ? c->right_dpk : NULL,
                                deadline)) != 0)
         return rc;
     c->running = 1;

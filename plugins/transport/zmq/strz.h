@@ -13,6 +13,8 @@
  *   f16.c         float32 <-> fp16/bf16 for compressed gradients
  *   wire.c        header pack/check (format: wire.h)
  *   curve.c       CURVE keys, the ZAP handler, strangers dropped and counted
+ *   aead.c        AES-256-GCM records of a secured group's direct data
+ *                 sockets, keys from an X25519 exchange in HELLO (aead.h)
  *
  * Prefix strz_ ("strata zmq"): zmq_ belongs to libzmq. Everything here is
  * hidden (-fvisibility=hidden); only strata_plugin_v2 is exported. */
@@ -41,7 +43,13 @@ typedef struct strz_cfg {
     int     direct;        /* STRZ_DIRECT_AUTO or STRZ_DIRECT_OFF         */
     int     compression;   /* STRZ_COMP_*: gradients on the wire           */
     int64_t spin_us;       /* direct sockets: poll without sleeping first */
+    int     bulk_cipher;   /* STRZ_BULK_*: a secured group's data          */
 } strz_cfg_t;
+
+/* How a secured group's collective data travel (ENUM index of
+ * aes256gcm|curve): AES-256-GCM records on the direct sockets, or on the
+ * CURVE links with everything else. */
+enum { STRZ_BULK_AES256GCM = 0, STRZ_BULK_CURVE = 1 };
 
 enum { STRZ_SHM_AUTO = 0, STRZ_SHM_OFF = 1 };
 enum { STRZ_DIRECT_AUTO = 0, STRZ_DIRECT_OFF = 1 };
@@ -127,6 +135,8 @@ typedef struct strz_ctx {
     struct strz_direct *direct; /* direct data sockets (direct.c), or NULL */
     int      right_dport;  /* the right's offer (HELLO_ACK), 0: none        */
     uint64_t right_dtoken;
+    unsigned char right_dpk[32]; /* sealed: its key for the link (HELLO_ACK) */
+    int      right_dpk_ok;
     int64_t  next_ctrl;    /* strz_now_ms() of the next control look       */
     int64_t  spin_ns;      /* spin_poll budget: 0 not decided, -1 never     */
     float   *scratch;      /* one segment: received data before it is added */
@@ -144,6 +154,8 @@ typedef struct strz_ctx {
 
     /* CURVE (curve.c): set when the core handed the group its keys. */
     int      secure;
+    int      aead;         /* secured, and the data go sealed (aead.c) on
+                            * direct sockets where both ends want them     */
     char   (*pub)[41];     /* n public keys, Z85                            */
     char     sec[41];      /* this member's secret key, Z85                 */
     struct strz_zap *zap;  /* the ring's ZAP handler                        */
@@ -238,12 +250,19 @@ char *strz_peer_address(zmq_msg_t *m, char *out, size_t len);
 
 /* Does this member want direct data sockets (tcp address, direct = auto)? */
 int  strz_direct_wanted(const strz_ctx_t *c);
-/* The left said it wants one: listen; *port = 0 when we cannot. */
-int  strz_direct_listen(strz_ctx_t *c, int *port, uint64_t *token);
+/* Secured: our key pair for the link to the right; its public half (32
+ * bytes) goes in the HELLO after the tag. */
+int  strz_direct_hello_key(strz_ctx_t *c, unsigned char pk[32]);
+/* The left said it wants one: listen; *port = 0 when we cannot. Secured:
+ * `left_pk` is the key in its HELLO, and `pk` (32 bytes) gets ours for
+ * the HELLO_ACK (the link's keys are made here). */
+int  strz_direct_listen(strz_ctx_t *c, int *port, uint64_t *token,
+                        const unsigned char *left_pk, unsigned char *pk);
 /* After the HELLOs: connect to the right's port (if it offered one) and
- * accept the left (if we listen), by `deadline`. */
+ * accept the left (if we listen), by `deadline`. Secured: `right_pk` is
+ * the key in the right's HELLO_ACK (NULL: none, the link uses zmq). */
 int  strz_direct_open(strz_ctx_t *c, int right_port, uint64_t right_token,
-                      int64_t deadline);
+                      const unsigned char *right_pk, int64_t deadline);
 void strz_direct_close(strz_ctx_t *c);
 int  strz_direct_tx(const strz_ctx_t *c);  /* data to the right is direct */
 int  strz_direct_rx(const strz_ctx_t *c);  /* data from the left is direct */

@@ -34,8 +34,12 @@
  *                     else 0
  *   32   4   length   payload bytes (DATA/BCAST/BARRIER: 4 x elements, a
  *                     compressed DATA 2 x elements;
- *                     HELLO: bytes of the job tag; SHM: bytes of the
- *                     segment's name; else 0)
+ *                     HELLO: bytes of the job tag, + 32 in a secured group
+ *                     with STRZ_HELLO_DIRECT: the sender's X25519 public
+ *                     key for the data connection follows the tag;
+ *                     HELLO_ACK: 32 in a secured group that offers a
+ *                     direct data socket (its X25519 public key), else 0;
+ *                     SHM: bytes of the segment's name; else 0)
  *   36   4   aux      HELLO: group size; DATA/BARRIER: reduce op (0 sum,
  *                     1 mean); BCAST: root rank; ABORT: failed rank or -1;
  *                     SHM: 1 = every member so far mapped it, else 0
@@ -50,7 +54,9 @@
  * once around the ring as collective seq 1; later collectives are 2, 3, ...
  * Data (DATA, BCAST, BARRIER, SHM) may travel on a direct TCP connection
  * instead of zmq, with the same headers (direct.c); everything else stays
- * on zmq. When every member is on this host (shm.c), two SHM trips around the ring
+ * on zmq. In a secured group every byte on a direct connection is an
+ * AES-256-GCM record (aead.h): the header in clear with a 16-byte tag,
+ * the payload encrypted with a tag of its own. When every member is on this host (shm.c), two SHM trips around the ring
  * before that barrier agree on a shared-memory segment: rank 0 offers it,
  * each member maps it and passes the offer on (aux: all mapped so far),
  * rank 0 unlinks it and sends the decision round.

@@ -2,6 +2,7 @@
  * machines) over ZeroMQ. This file: the vtable, the option table, init,
  * fini, ctl and the argument checks. README.md lists the options. */
 #include "p2p.h"
+#include "aead.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,11 @@ static const strata_option_t k_options[] = {
       "long before it sleeps (a small message's reply comes sooner than a "
       "wake-up); only where this host has a CPU for every member. 0: "
       "never" },
+    { "bulk_cipher", STRATA_OPT_ENUM, 0, "aes256gcm",
+      offsetof(strz_cfg_t, bulk_cipher), 0, 0, "aes256gcm|curve",
+      "secured jobs: aes256gcm carries the collectives' data as AES-256-GCM "
+      "records on the direct sockets (keys agreed over the CURVE links; "
+      "needs AES-NI, else curve); curve keeps them on the CURVE links" },
     { NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL }
 };
 
@@ -239,6 +245,14 @@ static int zmqt_init(const strata_host_v2_t *host, strata_hctx_t *hc,
     atomic_init(&c->auth_failed, 0);
     if ((rc = take_group(c, g)) != 0 || (rc = strz_curve_take(c, g)) != 0)
         goto fail;
+    if (c->secure && c->cfg.bulk_cipher == STRZ_BULK_AES256GCM
+        && !strz_p2p_group(g)) {
+        c->aead = strz_aead_available();
+        if (!c->aead)
+            strz_log(c, STRATA_LOG_INFO, "this CPU has no AES-NI and "
+                     "PCLMULQDQ: the collectives' data stay on CurveZMQ "
+                     "(as with bulk_cipher = curve)");
+    }
     if (strz_p2p_group(g)) {
         /* Point to point only: no ring, nobody to wait for. */
         if ((rc = strz_p2p_open(c, &P2P_OF(c))) != 0)
@@ -253,6 +267,10 @@ static int zmqt_init(const strata_host_v2_t *host, strata_hctx_t *hc,
             goto fail;
     }
     c->running = 1;
+    if (c->aead && strz_direct_tx(c) && c->rank == 0)
+        strz_log(c, STRATA_LOG_INFO, "collective data travel as AES-256-GCM "
+                 "records (%s), keys agreed over the CURVE links",
+                 strz_aead_engine());
     if (c->cfg.compression != STRZ_COMP_NONE && c->rank == 0 && !P2P_OF(c))
         strz_log(c, STRATA_LOG_INFO, "gradient all-reduces travel as %s, "
                  "summed in float32", strz_comp_name(c->cfg.compression));
