@@ -95,6 +95,9 @@ static int setup_replicas(strata__run_t *run)
         rep->device = run->devices[r];
         int rc = strata__work_alloc_on(&run->model, rep->device, rows,
                                        &rep->work);
+        /* A strategy that takes embedding gradients as rows gets them. */
+        if (rc == STRATA_OK && (run->strategy->caps & STRATA_CAP_SPARSE))
+            rc = strata__work_rows_alloc(&run->model, &rep->work);
         if (rc == STRATA_OK && run->init_states)
             rc = strata__work_state_set(&run->model, &rep->work,
                                         run->init_states);

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Embedding gradients as rows (all-gathered) against the dense all-reduce,
+mirrored with 2 replicas and mwms with 2 workers (strata launch), at a few
+table sizes and densities: the measurement behind the default of
+[strategy.mirrored] / [strategy.mwms] sparse_threshold.
+
+A table of V rows x D, a bag of K ids per sample (combiner=sum), global
+batch 64 (32 per member). Density = the rows both members give together
+(duplicates across members counted) / V, what the threshold compares.
+Step time = (wall of S2 steps - wall of S1 steps) / (S2 - S1), the median
+of a few rounds, so start-up cancels. Bytes per member per step, from the
+wire forms: dense ring all-reduce 2 (N-1)/N V D 4; rows N counts, then an
+all-gather of (N-1)/N T (D + 2) 4 (T = rows of all members).
+
+usage: contrib/bench/sparse/bench.py [--build BUILD] [--rounds R]
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+D = 32
+GBATCH = 64
+S1, S2 = 4, 24
+POINTS = [(20000, 4), (20000, 32), (20000, 128), (20000, 512),
+          (100000, 512), (100000, 2048)]
+
+
+def make_job(d, vocab, k, n):
+    rng = np.random.default_rng(vocab * 7 + k)
+    np.save(f"{d}/x.npy", rng.random((n, 4), dtype=np.float32))
+    np.save(f"{d}/y.npy", rng.integers(0, 4, n).astype(np.int64))
+    np.save(f"{d}/ids.npy", rng.integers(0, vocab, (n, k)).astype(np.int64))
+    job = f"{d}/job.ini"
+    with open(job, "w") as f:
+        f.write(f"""[data]
+dir = {d}
+train_images = x.npy
+train_labels = y.npy
+train_ids = ids.npy
+test_images = x.npy
+test_labels = y.npy
+test_ids = ids.npy
+[graph]
+emb = embedding vocab={vocab} dim={D} combiner=sum <- ids
+feat = dense 4 tanh <- input
+both = concat <- emb, feat
+logits = dense 4
+""")
+    ids = np.load(f"{d}/ids.npy")
+    half = GBATCH // 2
+    rows = [len(np.unique(ids[s:s + half])) for s in range(0, GBATCH * S2, half)]
+    return job, sum(rows) / (len(rows) / 2) / vocab
+
+
+def wall(strata, job, strategy, sparse, steps):
+    common = ["--set", f"train.batch_size={GBATCH}", "--set",
+              "train.progress=none", "--set", "train.eval=false", "--set",
+              f"train.max_steps={steps}", "--set", "optimizer.name=adam"]
+    if sparse:
+        mode = ["--set", f"strategy.{strategy}.sparse_threshold=1000000"]
+    else:
+        mode = ["--set", f"strategy.{strategy}.sparse_as_dense=true"]
+    if strategy == "mirrored":
+        cmd = [strata, "train", "-c", job, "--set",
+               "train.devices=cpu:0,cpu:1"] + common + mode
+    else:
+        cmd = [strata, "launch", "-n", "2", "-c", job, "--set",
+               "strategy.plugin=mwms", "--set", "train.devices=cpu:0"] + \
+            common + mode
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        sys.exit(f"{' '.join(cmd)}: exit {r.returncode}\n{r.stderr}")
+    return time.perf_counter() - t
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    strata = os.path.join(a.build, "bin", "strata")
+    print(f"D = {D}, global batch {GBATCH}, 2 members; step ms = median of "
+          f"{a.rounds} x (wall({S2} steps) - wall({S1} steps)) / {S2 - S1}")
+    print(f"{'strategy':9} {'V':>7} {'K':>5} {'density':>8} "
+          f"{'dense ms':>9} {'rows ms':>8} {'rows/dense':>10} "
+          f"{'dense KB':>9} {'rows KB':>8}")
+    with tempfile.TemporaryDirectory(prefix="strata-bench-sparse") as d:
+        for vocab, k in POINTS:
+            job, density = make_job(d, vocab, k, GBATCH * S2)
+            t_rows = density * vocab
+            dense_kb = 2 * 0.5 * vocab * D * 4 / 1024
+            rows_kb = (2 * 4 + 0.5 * t_rows * (D + 2) * 4) / 1024
+            for strategy in ("mirrored", "mwms"):
+                ms = {}
+                for sparse in (False, True):
+                    per = []
+                    for _ in range(a.rounds):
+                        per.append((wall(strata, job, strategy, sparse, S2) -
+                                    wall(strata, job, strategy, sparse, S1))
+                                   / (S2 - S1) * 1000)
+                    ms[sparse] = statistics.median(per)
+                print(f"{strategy:9} {vocab:7} {k:5} {density:8.3f} "
+                      f"{ms[False]:9.2f} {ms[True]:8.2f} "
+                      f"{ms[True] / ms[False]:10.2f} {dense_kb:9.0f} "
+                      f"{rows_kb:8.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
