@@ -7,8 +7,9 @@ table sizes and densities: the measurement behind the default of
 A table of V rows x D, a bag of K ids per sample (combiner=sum), global
 batch 64 (32 per member). Density = the rows both members give together
 (duplicates across members counted) / V, what the threshold compares.
-Step time = (wall of S2 steps - wall of S1 steps) / (S2 - S1), the median
-of a few rounds, so start-up cancels. Bytes per member per step, from the
+Step ms and its reduce share ("comm") are the epoch line's of a run of
+STEPS steps (the core's clocks, start-up excluded); reduce ms = step ms x
+comm; the median of a few rounds. Bytes per member per step, from the
 wire forms: dense ring all-reduce 2 (N-1)/N V D 4; rows N counts, then an
 all-gather of (N-1)/N T (D + 2) 4 (T = rows of all members).
 
@@ -20,13 +21,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+import re
 
 import numpy as np
 
 D = 32
 GBATCH = 64
-S1, S2 = 4, 24
+STEPS = 120
 POINTS = [(20000, 4), (20000, 32), (20000, 128), (20000, 512),
           (100000, 512), (100000, 2048)]
 
@@ -54,14 +55,15 @@ logits = dense 4
 """)
     ids = np.load(f"{d}/ids.npy")
     half = GBATCH // 2
-    rows = [len(np.unique(ids[s:s + half])) for s in range(0, GBATCH * S2, half)]
+    rows = [len(np.unique(ids[s:s + half])) for s in range(0, n, half)]
     return job, sum(rows) / (len(rows) / 2) / vocab
 
 
-def wall(strata, job, strategy, sparse, steps):
+def timed(strata, job, strategy, sparse):
+    """(step ms, reduce ms) of one run."""
     common = ["--set", f"train.batch_size={GBATCH}", "--set",
-              "train.progress=none", "--set", "train.eval=false", "--set",
-              f"train.max_steps={steps}", "--set", "optimizer.name=adam"]
+              "train.eval=false", "--set", f"train.max_steps={STEPS}",
+              "--set", "optimizer.name=adam"]
     if sparse:
         mode = ["--set", f"strategy.{strategy}.sparse_threshold=1000000"]
     else:
@@ -73,11 +75,13 @@ def wall(strata, job, strategy, sparse, steps):
         cmd = [strata, "launch", "-n", "2", "-c", job, "--set",
                "strategy.plugin=mwms", "--set", "train.devices=cpu:0"] + \
             common + mode
-    t = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        sys.exit(f"{' '.join(cmd)}: exit {r.returncode}\n{r.stderr}")
-    return time.perf_counter() - t
+    m = re.search(r"([0-9.]+)ms/step .*comm: ([0-9]+)%", r.stdout)
+    if r.returncode != 0 or not m:
+        sys.exit(f"{' '.join(cmd)}: exit {r.returncode}\n{r.stdout}"
+                 f"{r.stderr}")
+    step = float(m.group(1))
+    return step, step * float(m.group(2)) / 100.0
 
 
 def main():
@@ -86,30 +90,32 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     strata = os.path.join(a.build, "bin", "strata")
-    print(f"D = {D}, global batch {GBATCH}, 2 members; step ms = median of "
-          f"{a.rounds} x (wall({S2} steps) - wall({S1} steps)) / {S2 - S1}")
+    print(f"D = {D}, global batch {GBATCH}, 2 members, {STEPS} steps; "
+          f"median of {a.rounds} runs; ms per step (reduce part)")
     print(f"{'strategy':9} {'V':>7} {'K':>5} {'density':>8} "
-          f"{'dense ms':>9} {'rows ms':>8} {'rows/dense':>10} "
+          f"{'dense step':>10} {'rows step':>9} {'dense red':>9} "
+          f"{'rows red':>8} {'red rows/dense':>14} "
           f"{'dense KB':>9} {'rows KB':>8}")
     with tempfile.TemporaryDirectory(prefix="strata-bench-sparse") as d:
         for vocab, k in POINTS:
-            job, density = make_job(d, vocab, k, GBATCH * S2)
+            job, density = make_job(d, vocab, k, GBATCH * STEPS)
             t_rows = density * vocab
             dense_kb = 2 * 0.5 * vocab * D * 4 / 1024
             rows_kb = (2 * 4 + 0.5 * t_rows * (D + 2) * 4) / 1024
             for strategy in ("mirrored", "mwms"):
-                ms = {}
-                for sparse in (False, True):
-                    per = []
-                    for _ in range(a.rounds):
-                        per.append((wall(strata, job, strategy, sparse, S2) -
-                                    wall(strata, job, strategy, sparse, S1))
-                                   / (S2 - S1) * 1000)
-                    ms[sparse] = statistics.median(per)
+                step, red = {}, {}
+                for _ in range(a.rounds):  # interleaved: drifts hit both
+                    for sparse in (False, True):
+                        t = timed(strata, job, strategy, sparse)
+                        step.setdefault(sparse, []).append(t[0])
+                        red.setdefault(sparse, []).append(t[1])
+                st = {k2: statistics.median(v) for k2, v in step.items()}
+                rd = {k2: statistics.median(v) for k2, v in red.items()}
                 print(f"{strategy:9} {vocab:7} {k:5} {density:8.3f} "
-                      f"{ms[False]:9.2f} {ms[True]:8.2f} "
-                      f"{ms[True] / ms[False]:10.2f} {dense_kb:9.0f} "
-                      f"{rows_kb:8.0f}", flush=True)
+                      f"{st[False]:10.2f} {st[True]:9.2f} {rd[False]:9.2f} "
+                      f"{rd[True]:8.2f} "
+                      f"{rd[True] / max(rd[False], 1e-9):14.2f} "
+                      f"{dense_kb:9.0f} {rows_kb:8.0f}", flush=True)
 
 
 if __name__ == "__main__":
