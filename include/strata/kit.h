@@ -252,6 +252,19 @@ int  strata_kit_sparse_reduce(const strata_host_v2_t *host, strata_hctx_t *hc,
                               const strata_kit_sparse_policy_t *pol,
                               strata_kit_sparse_t *s, strata_op_t *op,
                               strata_kit_dense_fn dense, void *arg);
+/* The same for the replica threads of one process (CPU), which read each
+ * other's rows in place instead of gathering copies: `pub` is one array
+ * of nmembers pointers shared by all of them (zeroed once); t's barrier
+ * (STRATA_CAP_BARRIER) orders the reads. Two barriers and the
+ * all-reduce of the ranges between the tables per step; the same sums in
+ * the same order as strata_kit_sparse_reduce, hence the same bits. */
+int  strata_kit_sparse_reduce_local(const strata_host_v2_t *host,
+                                    strata_hctx_t *hc, strata_transport_t *t,
+                                    int member, int nmembers,
+                                    const strata_kit_sparse_policy_t *pol,
+                                    strata_kit_sparse_t *s,
+                                    const strata_op_t **pub, strata_op_t *op,
+                                    strata_kit_dense_fn dense, void *arg);
 void strata_kit_sparse_fini(const strata_host_v2_t *host, strata_hctx_t *hc,
                             strata_kit_sparse_t *s);
 /* op carries rows (a core of 2.9 or later, a strategy with the bit). */

@@ -9,10 +9,10 @@
  * optimizer's memory and work.
  * Embedding tables (ABI 2.9, STRATA_CAP_SPARSE): their gradients come as
  * rows; while the replicas' rows together are few (sparse_threshold of
- * the table's rows), the replicas all-gather them and each adds them in
- * replica order (plugins/kit/sparse.c) -- with 2 replicas the bits of the
- * dense all-reduce -- else, or with sparse_as_dense, the dense
- * all-reduce. */
+ * the table's rows), each replica adds every replica's rows, read in
+ * place, in replica order (plugins/kit/sparse.c) -- the bits of the dense
+ * all-reduce, which local.so sums in replica order too -- else, or with
+ * sparse_as_dense, the dense all-reduce. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +58,7 @@ typedef struct mirrored {
     strata_transport_t *t;
     strata_kit_sparse_policy_t sparse_pol;
     strata_kit_sparse_t       *sparse; /* one per replica                 */
+    const strata_op_t        **pub;    /* each replica's op, for the rows  */
 } mirrored_t;
 
 static void mirrored_fini(void *pctx)
@@ -75,6 +76,7 @@ static void mirrored_fini(void *pctx)
             strata_kit_sparse_fini(m->rs.host, m->rs.hc, &m->sparse[r]);
     }
     free(m->sparse);
+    free(m->pub);
     if (m->rs.host)
         m->rs.host->t_close(m->rs.hc, m->t);
     replicas_fini(&m->rs);
@@ -104,8 +106,10 @@ static int mirrored_init(const strata_host_v2_t *host, strata_hctx_t *hc,
         .as_dense = cfg->sparse_as_dense,
         .threshold = cfg->sparse_threshold };
     m->sparse = calloc((size_t)env->nreplicas, sizeof *m->sparse);
-    int rc = m->sparse ? replicas_init_sharded(&m->rs, host, hc, env, sharded)
-                       : STRATA_ENOMEM;
+    m->pub = calloc((size_t)env->nreplicas, sizeof *m->pub);
+    int rc = m->sparse && m->pub
+                 ? replicas_init_sharded(&m->rs, host, hc, env, sharded)
+                 : STRATA_ENOMEM;
     if (rc == STRATA_OK) {
         /* The replica threads of this process are the group. */
         const strata_group_t g = {
@@ -150,9 +154,10 @@ static int mirrored_reduce(void *pctx, strata_op_t *op)
     t.reduce_op = m->reduce_op;
     if (op->slot < 0 || op->slot >= m->rs.n)
         return STRATA_EINVAL;
-    return strata_kit_sparse_reduce(m->rs.host, m->rs.hc, m->t, op->slot,
-                                    m->rs.n, &m->sparse_pol,
-                                    &m->sparse[op->slot], &t, dense_reduce, m);
+    return strata_kit_sparse_reduce_local(m->rs.host, m->rs.hc, m->t,
+                                          op->slot, m->rs.n, &m->sparse_pol,
+                                          &m->sparse[op->slot], m->pub, &t,
+                                          dense_reduce, m);
 }
 
 static int mirrored_update(void *pctx, strata_op_t *op)
