@@ -43,7 +43,7 @@ static const strata_option_t mirrored_options[] = {
       .offset = offsetof(mirrored_cfg_t, sparse_as_dense),
       .help = "embedding gradients always as the dense all-reduce of the "
               "whole table (Horovod's sparse_as_dense), never as rows" },
-    { .key = "sparse_threshold", .type = STRATA_OPT_FLOAT, .def = "0.25",
+    { .key = "sparse_threshold", .type = STRATA_OPT_FLOAT, .def = "0.1",
       .offset = offsetof(mirrored_cfg_t, sparse_threshold), .min = 0,
       .max = 1e6,
       .help = "embedding gradients go as rows (all-gathered) while the rows "
