@@ -8,7 +8,8 @@
  *  - the threshold both ways: 0 sends every step dense, a high one every
  *    step as rows, the same bits;
  *  - mwms with 2 workers (strata launch): rows and dense the same bits,
- *    and those of mirrored's 2 replicas;
+ *    and those of mirrored's 2 replicas; with 3 workers over zmq's TCP
+ *    ring, whose dense sums run in another order, within 1e-6;
  *  - a strategy that declares the bit but was built for 2.8 (the loader
  *    drops it) only ever sees the dense form; one built for 2.9 sees rows;
  *    both train to mirrored's single-replica bits. */
@@ -109,6 +110,29 @@ static int run(const char *cmd, const char *name, const char *const *more)
     return spawn_strata_job(cmd, g_job, common, more, 120, &g_r);
 }
 
+/* strata launch -n 3 of the job with `more`, dumping to NAME. */
+static int spawn_3(const char *name, const char *const *more)
+{
+    char dump[400];
+    snprintf(dump, sizeof dump, "debug.dump_vars=%s/%s", g_dir, name);
+    const char *common[] = {
+        "train.progress=none", "train.eval=false", "train.max_steps=50",
+        "optimizer.name=adam", "optimizer.lr=0.01", dump, NULL };
+    char *args[40];
+    int a = 0;
+    args[a++] = "-n";
+    args[a++] = "3";
+    args[a++] = "-c";
+    args[a++] = g_job;
+    for (const char *const *l = common; l; l = l == common ? more : NULL)
+        for (int i = 0; l[i] && a < 37; i++) {
+            args[a++] = "--set";
+            args[a++] = (char *)l[i];
+        }
+    args[a] = NULL;
+    return spawn_strata("launch", args, 120, &g_r);
+}
+
 static void same(const char *a, const char *b, const char *what)
 {
     char pa[300], pb[300];
@@ -160,6 +184,27 @@ static void mwms(void)
     same("m_dense.bin", "w_rows.bin", "mwms 2 workers vs mirrored 2");
 }
 
+/* 3 workers over zmq's TCP ring (small_bytes = 0: never its gather): the
+ * dense all-reduce sums each chunk starting from another worker, the rows
+ * in rank order, so the two differ within rounding only; the rows' table
+ * is summed in rank order like 3 mirrored replicas' dense one. */
+static void mwms_ring(void)
+{
+    const char *ring[] = { "strategy.plugin=mwms", "train.devices=cpu:0",
+                           "train.batch_size=48", "transport.zmq.shm=off",
+                           "transport.zmq.small_bytes=0", NULL, NULL };
+    ring[5] = "strategy.mwms.sparse_as_dense=true";
+    CHECK(spawn_3("r3_dense.bin", ring) == 0);
+    ring[5] = "strategy.mwms.sparse_threshold=1000";
+    CHECK(spawn_3("r3_rows.bin", ring) == 0);
+    said("mwms", STEPS);
+    char pa[300], pb[300];
+    snprintf(pa, sizeof pa, "%s/r3_dense.bin", g_dir);
+    snprintf(pb, sizeof pb, "%s/r3_rows.bin", g_dir);
+    dump_compare_model(pa, pb, "mwms 3 workers, TCP ring: rows vs dense",
+                       1e-6, k_counts, NVARS);
+}
+
 /* The probes' line: `rows` steps with rows, the others dense. */
 static void probe(const char *name, const char *dump, int rows)
 {
@@ -191,6 +236,7 @@ int main(void)
     make_data();
     mirrored();
     mwms();
+    mwms_ring();
     older_plugin();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
