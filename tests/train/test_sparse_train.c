@@ -8,7 +8,8 @@
  *  - the threshold both ways: 0 sends every step dense, a high one every
  *    step as rows, the same bits;
  *  - mwms with 2 workers (strata launch): rows and dense the same bits,
- *    and those of mirrored's 2 replicas; with 3 workers over zmq's TCP
+ *    and those of mirrored's 2 replicas, also with the overlap thread
+ *    (rows densified as buckets are handed over); with 3 workers over zmq's TCP
  *    ring, whose dense sums run in another order, within 1e-6;
  *  - a strategy that declares the bit but was built for 2.8 (the loader
  *    drops it) only ever sees the dense form; one built for 2.9 sees rows;
@@ -182,6 +183,16 @@ static void mwms(void)
     said("mwms", STEPS);
     same("w_dense.bin", "w_rows.bin", "mwms 2 workers: rows vs dense");
     same("m_dense.bin", "w_rows.bin", "mwms 2 workers vs mirrored 2");
+    /* with the overlap thread the rows are densified as each table's
+     * bucket is handed over, never again while it is being reduced */
+    const char *ovl[] = { "strategy.plugin=mwms", "train.devices=cpu:0",
+                          "strategy.mwms.overlap=true",
+                          "strategy.mwms.bucket_bytes=256",
+                          "strategy.mwms.sparse_threshold=1000", NULL };
+    CHECK(run("launch", "w_overlap.bin", ovl) == 0);
+    CHECKF(strstr(g_r.err, "overlapped with the backward pass") != NULL,
+           "overlap (%d):\n%s\n%s", g_r.code, g_r.out, g_r.err);
+    same("m_dense.bin", "w_overlap.bin", "mwms 2 workers, overlap: rows");
 }
 
 /* 3 workers over zmq's TCP ring (small_bytes = 0: never its gather): the

@@ -167,6 +167,10 @@ typedef struct mwms {
     /* embedding gradients as rows, between the workers (replica 0) */
     strata_kit_sparse_policy_t sparse_pol;
     strata_kit_sparse_t        sparse;
+    /* replica 0's step: the flat layout from here on is densified and
+     * handed to the bucket thread (reduce_ready), which may be reducing it:
+     * no copy may land there any more. SIZE_MAX between steps. */
+    size_t                     densified_lo;
 } mwms_t;
 
 static void mwms_fini(void *pctx)
@@ -398,6 +402,7 @@ static int mwms_init(const strata_host_v2_t *host, strata_hctx_t *hc,
     m->sparse_pol = (strata_kit_sparse_policy_t){
         .as_dense = m->cfg.sparse_as_dense,
         .threshold = m->cfg.sparse_threshold };
+    m->densified_lo = SIZE_MAX;
     if (m->cfg.shard_optimizer && m->cfg.elastic) {
         host->log(hc, STRATA_LOG_ERROR, "mwms", "[strategy.mwms] "
                   "shard_optimizer = true with elastic = true: a lost worker "
@@ -561,6 +566,22 @@ static int rows_between_workers(const mwms_t *m)
            !mw_buckets_threaded(m->buckets);
 }
 
+/* The rows of the tables that start in [lo, hi) into their ranges. */
+static int densify_between(mwms_t *m, const strata_op_t *op, size_t lo,
+                           size_t hi)
+{
+    int rc = STRATA_OK;
+    for (size_t j = 0; STRATA_KIT_HAS_ROWS(op) && rc == STRATA_OK &&
+                       j < op->nsparse; j++)
+        if (op->sparse[j].offset >= lo && op->sparse[j].offset < hi) {
+            strata_op_t one = *op;
+            one.sparse = &op->sparse[j];
+            one.nsparse = 1;
+            rc = strata_kit_sparse_densify(m->rs.host, m->rs.hc, &one);
+        }
+    return rc;
+}
+
 static int mwms_reduce(void *pctx, strata_op_t *op)
 {
     mwms_t *m = pctx;
@@ -572,9 +593,12 @@ static int mwms_reduce(void *pctx, strata_op_t *op)
         return strata_kit_sparse_reduce(h, hc, m->world, m->rank, m->nworkers,
                                         &m->sparse_pol, &m->sparse, &t,
                                         buckets_reduce, m);
-    /* Elsewhere the rows join the dense gradient (a bucket thread has
-     * densified them already: copying twice is harmless). */
-    int rc = strata_kit_sparse_densify(h, hc, op);
+    /* Elsewhere the rows join the dense gradient: those the bucket thread
+     * has not been handed yet (reduce_ready did the others). */
+    size_t handed = op->slot == 0 ? m->densified_lo : SIZE_MAX;
+    if (op->slot == 0)
+        m->densified_lo = SIZE_MAX; /* the next step starts afresh */
+    int rc = densify_between(m, op, 0, handed);
     if (rc != STRATA_OK)
         return rc;
     if (m->local)
@@ -600,10 +624,13 @@ static int mwms_reduce_ready(void *pctx, const strata_op_t *op, size_t ready)
         return STRATA_ENOTSUP;
     if (!m->world) /* elastic, a generation of one */
         return STRATA_OK;
-    /* The buckets from `ready` on go now: their rows into them first. */
-    int rc = strata_kit_sparse_densify(m->rs.host, m->rs.hc, op);
+    /* The buckets from `ready` on go now: the rows of the tables that
+     * became final since the last call into them first, never again
+     * into a range the bucket thread may be reducing. */
+    int rc = densify_between(m, op, ready, m->densified_lo);
     if (rc != STRATA_OK)
         return rc;
+    m->densified_lo = ready;
     strata_op_t t = *op;
     t.reduce_op = m->reduce_op;
     return mw_buckets_ready(m->buckets, m->world, &t, ready);
@@ -659,6 +686,7 @@ static int mwms_ctl(void *pctx, int op, void *arg)
     case STRATA_CTL_REGROUP: {
         if (!m->cfg.elastic)
             return STRATA_ENOTSUP;
+        m->densified_lo = SIZE_MAX; /* a failed step's hand-offs are void */
         /* Closing a broken group is bounded (the transport's linger). */
         mw_buckets_drain(m->buckets);
         h->t_close(hc, m->world);
