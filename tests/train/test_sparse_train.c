@@ -6,10 +6,12 @@
  *    (sparse_as_dense = true), the replicas bitwise equal after every step
  *    (debug.check_sync), and the strategy says how each table-step went;
  *  - the threshold both ways: 0 sends every step dense, a high one every
- *    step as rows, the same bits;
+ *    step as rows, the same bits; with shard_optimizer the rows are
+ *    densified, the same bits;
  *  - mwms with 2 workers (strata launch): rows and dense the same bits,
  *    and those of mirrored's 2 replicas, also with the overlap thread
- *    (rows densified as buckets are handed over); with 3 workers over zmq's TCP
+ *    (rows densified as buckets are handed over) and with 2 replicas per
+ *    worker (densified); with 3 workers over zmq's TCP
  *    ring, whose dense sums run in another order, within 1e-6;
  *  - a strategy that declares the bit but was built for 2.8 (the loader
  *    drops it) only ever sees the dense form; one built for 2.9 sees rows;
@@ -169,6 +171,12 @@ static void mirrored(void)
     CHECK(run("train", "m_zero.bin", none) == 0);
     said("mirrored", 0);
     same("m_dense.bin", "m_zero.bin", "mirrored 2 replicas: threshold 0");
+    /* shard_optimizer: the rows copied into the buffer, the same bits */
+    const char *shard[] = { "train.devices=cpu:0,cpu:1",
+                            "strategy.mirrored.shard_optimizer=true",
+                            "strategy.mirrored.sparse_threshold=1000", NULL };
+    CHECK(run("train", "m_shard.bin", shard) == 0);
+    same("m_dense.bin", "m_shard.bin", "mirrored, shard_optimizer: rows");
 }
 
 static void mwms(void)
@@ -193,6 +201,14 @@ static void mwms(void)
     CHECKF(strstr(g_r.err, "overlapped with the backward pass") != NULL,
            "overlap (%d):\n%s\n%s", g_r.code, g_r.out, g_r.err);
     same("m_dense.bin", "w_overlap.bin", "mwms 2 workers, overlap: rows");
+    /* 2 replicas per worker: densified, all-reduced locally then across */
+    const char *two[] = { "strategy.plugin=mwms", "train.devices=cpu:0,cpu:1",
+                          "train.batch_size=64",
+                          "strategy.mwms.sparse_threshold=1000", NULL };
+    CHECK(run("launch", "w2_rows.bin", two) == 0);
+    two[3] = "strategy.mwms.sparse_as_dense=true";
+    CHECK(run("launch", "w2_dense.bin", two) == 0);
+    same("w2_dense.bin", "w2_rows.bin", "mwms 2 workers x 2 replicas: rows");
 }
 
 /* 3 workers over zmq's TCP ring (small_bytes = 0: never its gather): the
