@@ -1,8 +1,8 @@
 /* Embedding gradients as rows (plugin ABI 2.9, STRATA_CAP_SPARSE) through
  * the strata binary, 50 steps of an embedding model (a table of 400 rows,
  * up to 3 ids per sample) on synthetic ids:
- *  - mirrored with 2 replicas: the rows all-gathered (sparse_threshold
- *    high) give bitwise the variables of the dense all-reduce
+ *  - mirrored with 2 replicas: the rows, read in place (sparse_threshold
+ *    high), give bitwise the variables of the dense all-reduce
  *    (sparse_as_dense = true), the replicas bitwise equal after every step
  *    (debug.check_sync), and the strategy says how each table-step went;
  *  - the threshold both ways: 0 sends every step dense, a high one every
@@ -11,8 +11,8 @@
  *  - mwms with 2 workers (strata launch): rows and dense the same bits,
  *    and those of mirrored's 2 replicas, also with the overlap thread
  *    (rows densified as buckets are handed over) and with 2 replicas per
- *    worker (densified); with 3 workers over zmq's TCP
- *    ring, whose dense sums run in another order, within 1e-6;
+ *    worker (densified); with 3 workers over zmq's TCP ring, whose dense
+ *    sums run in another order, within 1e-6;
  *  - a strategy that declares the bit but was built for 2.8 (the loader
  *    drops it) only ever sees the dense form; one built for 2.9 sees rows;
  *    both train to mirrored's single-replica bits. */
