@@ -3,8 +3,8 @@
  * distinct ids of the replica's slice and their gradient rows (the
  * kernel emb_sparse: the dense gradient's rows bit for bit) instead of
  * scattering them into the dense [V x D] gradient, whose range it leaves
- * 0. The step's strata_op_t then points at work->grad_rows. CPU replicas only:
- * the rows are host memory, where a strategy reads them. */
+ * 0. The step's strata_op_t then points at work->grad_rows. CPU replicas
+ * only: the rows are host memory, where a strategy reads them. */
 #include <stdlib.h>
 #include <string.h>
 

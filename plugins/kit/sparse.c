@@ -24,9 +24,10 @@ int strata_kit_sparse_densify(const strata_host_v2_t *host, strata_hctx_t *hc,
     int rc = STRATA_OK;
     for (size_t j = 0; rc == STRATA_OK && j < op->nsparse; j++) {
         const strata_sparse_t *sp = &op->sparse[j];
+        float *table = buf + sp->offset;
         for (size_t i = 0; rc == STRATA_OK && i < sp->nrows; i++)
             rc = host->copy(hc, op->device,
-                            buf + sp->offset + (size_t)sp->rows[i] * sp->row_len,
+                            table + (size_t)sp->rows[i] * sp->row_len,
                             op->device, sp->values + i * sp->row_len,
                             sp->row_len * sizeof(float));
     }
