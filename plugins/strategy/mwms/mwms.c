@@ -129,13 +129,14 @@ static const strata_option_t mwms_options[] = {
     { .key = "sparse_as_dense", .type = STRATA_OPT_BOOL, .def = "false",
       .offset = offsetof(mwms_cfg_t, sparse_as_dense),
       .help = "embedding gradients always as the dense all-reduce of the "
-              "whole table (Horovod's sparse_as_dense), never as rows" },
+              "whole table (Horovod's sparse_as_dense), never as rows; "
+              "workers of one job must agree" },
     { .key = "sparse_threshold", .type = STRATA_OPT_FLOAT, .def = "0.1",
       .offset = offsetof(mwms_cfg_t, sparse_threshold), .min = 0, .max = 1e6,
       .help = "embedding gradients go as rows (all-gathered) while the rows "
               "of all workers together are at most this fraction of the "
               "table's rows, else dense (one replica per worker; measured: "
-              "contrib/bench/sparse)" },
+              "contrib/bench/sparse); workers of one job must agree" },
     { .key = NULL },
 };
 
