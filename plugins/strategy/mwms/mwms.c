@@ -172,6 +172,7 @@ typedef struct mwms {
      * handed to the bucket thread (reduce_ready), which may be reducing it:
      * no copy may land there any more. SIZE_MAX between steps. */
     size_t                     densified_lo;
+    int                        told_dense; /* said why rows go dense */
 } mwms_t;
 
 static void mwms_fini(void *pctx)
@@ -594,6 +595,17 @@ static int mwms_reduce(void *pctx, strata_op_t *op)
         return strata_kit_sparse_reduce(h, hc, m->world, m->rank, m->nworkers,
                                         &m->sparse_pol, &m->sparse, &t,
                                         buckets_reduce, m);
+    if (STRATA_KIT_HAS_ROWS(op) && m->world && op->slot == 0 &&
+        !m->told_dense && !m->sparse_pol.as_dense) {
+        m->told_dense = 1;
+        h->log(hc, m->rank == 0 ? STRATA_LOG_INFO : STRATA_LOG_DEBUG,
+               "mwms", "embedding gradients go dense: the workers exchange "
+               "rows with one replica each, without shard_optimizer and "
+               "without the overlap thread (%s)",
+               m->local ? "this worker has several replicas"
+               : m->wopt ? "shard_optimizer = true"
+                         : "overlap: set [strategy.mwms] overlap = false");
+    }
     /* Elsewhere the rows join the dense gradient: those the bucket thread
      * has not been handed yet (reduce_ready did the others). */
     size_t handed = op->slot == 0 ? m->densified_lo : SIZE_MAX;
