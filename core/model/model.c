@@ -242,6 +242,7 @@ int strata__work_alloc(const strata__model_t *m, int rows, strata__work_t *w)
 void strata__work_free(strata__work_t *w)
 {
     int32_t dev = w->device;
+    strata__work_rows_free(w);
     if (w->kd) {
         const strata__kops_t *o = w->kd->ops;
         if (w->staged)
@@ -407,6 +408,8 @@ static strata__pass_t pass_of(const strata__model_t *m, int r,
         if (grads)
             p.db = grads + m->vars[l->var0 + 1].offset;
     }
+    if (grads)
+        strata__work_rows_pass(w, i, &p);
     return p;
 }
 
@@ -455,6 +458,8 @@ static int backward(const strata__model_t *m, int r, strata__work_t *w,
         p.dx = p.dxs[0];
         if (rc == STRATA_OK && (any || l->kind->nvars))
             rc = l->kind->backward(l, &p);
+        if (rc == STRATA_OK && p.row_vals)
+            strata__work_rows_done(w, i);
         for (int k = 0; rc == STRATA_OK && k < l->nin; k++)
             if (m->dx_into[i][k] >= 0)
                 rc = o->axpy(w->kd,
@@ -496,6 +501,7 @@ int strata__model_step(const strata__model_t *m, int r, strata__work_t *w,
                           w->delta[0], scale, &w->acc);
     if (w->timed)
         w->t_forward = strata__now();
+    strata__work_rows_reset(w);
     if (rc == STRATA_OK)
         rc = backward(m, r, w, rows, grads);
     return rc == STRATA_OK ? read_back(w, loss, metric) : rc;

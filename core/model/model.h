@@ -185,6 +185,15 @@ typedef struct strata__work {
     uint8_t        *pixels;         /* GPU: rows x dim pixels on the device */
     int             staged;         /* GPU: copies from stage_* in flight   */
     strata__xacc_t  acc;
+    /* Embedding gradients as rows (strata__work_rows_alloc, rows.c): each
+     * table's backward leaves its range of the gradients 0 and its rows in
+     * grad_rows[j] (model order), what the step's strata_op_t carries.
+     * NULL: every gradient dense. */
+    strata_sparse_t           *grad_rows;
+    int                        ntables;
+    struct strata__row_buf    *row_buf;
+    int                        row_slot[STRATA_MAX_LAYERS]; /* layer i's
+                                       table j + 1; 0: none               */
 } strata__work_t;
 
 int  strata__work_alloc(const strata__model_t *m, int rows, strata__work_t *w);
@@ -198,6 +207,17 @@ size_t strata__model_label_bytes(const strata__model_t *m);
 int  strata__work_alloc_on(const strata__model_t *m, int32_t device, int rows,
                            strata__work_t *w);
 void strata__work_free(strata__work_t *w);
+/* rows.c: the buffers of every embedding table's gradient as rows, for
+ * a CPU replica whose strategy takes them (STRATA_CAP_SPARSE); then each
+ * step's backward gives them (strata__work_rows_* below). */
+int  strata__work_rows_alloc(const strata__model_t *m, strata__work_t *w);
+void strata__work_rows_free(strata__work_t *w);
+/* Before a step: no rows yet. */
+void strata__work_rows_reset(strata__work_t *w);
+/* Layer i's pass gives rows (p->row_*) when the work has its table. */
+void strata__work_rows_pass(strata__work_t *w, int i, strata__pass_t *p);
+/* After layer i's backward: its rows as the op carries them. */
+void strata__work_rows_done(strata__work_t *w, int i);
 
 /* This replica's state tensors (state_count floats) to the host, or from
  * it; nothing for a model without. */

@@ -527,6 +527,7 @@ static const struct cap_bit {
     { STRATA_CAP_OVERLAP, "overlap", STRATA_KIND_STRATEGY },
     { STRATA_CAP_STEP_SUM, "step_sum", STRATA_KIND_STRATEGY },
     { STRATA_CAP_LAYER_STATES, "layer_states", STRATA_KIND_STRATEGY },
+    { STRATA_CAP_SPARSE, "sparse", STRATA_KIND_STRATEGY },
     { STRATA_CAP_P2P, "p2p", STRATA_KIND_TRANSPORT },
     { STRATA_CAP_SHARDS, "shards", STRATA_KIND_TRANSPORT },
     { STRATA_CAP_BARRIER, "barrier", STRATA_KIND_TRANSPORT },
@@ -573,11 +574,17 @@ static int declares_caps(int major, const strata_plugin_header_t *h)
 uint32_t strata__plugin_caps(const strata_plugin_v2_t *vt, int major)
 {
     /* LAYER_STATES (2.8) promises strata_step_t.states and the host's
-     * states_set: a table of an older minor knows neither, whatever its
-     * bit 0x1000 says. */
-    if (declares_caps(major, &vt->hdr))
-        return vt->hdr.abi_minor >= 8 ? vt->hdr.caps
-                                       : vt->hdr.caps & ~STRATA_CAP_LAYER_STATES;
+     * states_set, SPARSE (2.9) reads strata_op_t.sparse: a table of an
+     * older minor knows neither, whatever its bits 0x1000 / 0x2000 say
+     * (it then gets the dense form). */
+    if (declares_caps(major, &vt->hdr)) {
+        uint32_t c = vt->hdr.caps;
+        if (vt->hdr.abi_minor < 8)
+            c &= ~STRATA_CAP_LAYER_STATES;
+        if (vt->hdr.abi_minor < 9)
+            c &= ~STRATA_CAP_SPARSE;
+        return c;
+    }
     /* Before 2.5: what the core learnt by asking. A strategy with ctl may
      * answer the state ops, the world sum and (built for 2.3 on) regroup --
      * the core calls them and takes STRATA_ENOTSUP as "no"; any strategy

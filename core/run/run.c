@@ -88,6 +88,12 @@ static int setup_replicas(strata__run_t *run)
     int rows = fit < 16 ? 16 : fit > 256 ? 256 : (int)fit;
     if (run->geo.slice_max > rows)
         rows = run->geo.slice_max;
+    /* Embedding gradients as rows for a strategy that takes them: host
+     * memory, so only when every replica is on a CPU (all replicas of a
+     * step must hand the same form). */
+    int as_rows = (run->strategy->caps & STRATA_CAP_SPARSE) != 0;
+    for (int r = 0; r < run->nreplicas; r++)
+        as_rows &= STRATA_DEVICE_TYPE(run->devices[r]) == STRATA_DEV_CPU;
     for (int r = 0; r < run->nreplicas; r++) {
         strata__replica_t *rep = &run->reps[r];
         rep->run = run;
@@ -95,6 +101,8 @@ static int setup_replicas(strata__run_t *run)
         rep->device = run->devices[r];
         int rc = strata__work_alloc_on(&run->model, rep->device, rows,
                                        &rep->work);
+        if (rc == STRATA_OK && as_rows)
+            rc = strata__work_rows_alloc(&run->model, &rep->work);
         if (rc == STRATA_OK && run->init_states)
             rc = strata__work_state_set(&run->model, &rep->work,
                                         run->init_states);

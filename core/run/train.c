@@ -212,6 +212,9 @@ static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
         .count = run->model.count, .device = rep->device,
         .reduce_op = STRATA_REDUCE_MEAN, .lr = w->lr, .step = step,
         .flags = STRATA_OP_GRADIENT,
+        /* embedding tables as rows (ABI 2.9), filled by the backward */
+        .sparse = rep->work.grad_rows,
+        .nsparse = rep->work.grad_rows ? (size_t)rep->work.ntables : 0,
     };
     /* A strategy that overlaps its reduce with the backward pass hears of
      * each layer's final gradients (ABI 2.4). */

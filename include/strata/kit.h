@@ -20,6 +20,9 @@
  *   3. strata_kit_replicas_*: mirrored replicas (one slab and one optimizer
  *      per replica, optionally sharded, ZeRO stage 1) for strategies: the
  *      helpers of the shipped mirrored, mwms and ps strategies.
+ *   4. strata_kit_sparse_*: embedding gradients given as rows (ABI 2.9)
+ *      combined over a group as rows (all-gathered) or dense, for
+ *      strategies that declare STRATA_CAP_SPARSE (mirrored, mwms).
  *
  * Link: $(pkg-config --variable=kitlibs strata), or CMake strata::kit. */
 #ifndef STRATA_KIT_H
@@ -196,6 +199,78 @@ int  strata_kit_replicas_shard_reduce(strata_kit_replicas_t *rs,
 int  strata_kit_replicas_shard_update(strata_kit_replicas_t *rs,
                                       strata_transport_t *t,
                                       const strata_op_t *op);
+
+/* ---- 4. sparse gradients (ABI 2.9), for strategies ---------------------- */
+
+/* What a strategy's section says: sparse_as_dense (always the dense
+ * all-reduce) and the density threshold: a table goes as rows while the
+ * rows all members give (duplicates across members counted) are at most
+ * threshold * its rows, else dense. */
+typedef struct strata_kit_sparse_policy {
+    int    as_dense;
+    double threshold;
+} strata_kit_sparse_policy_t;
+
+/* One member's scratch (zero it first; one per calling thread) and its
+ * counts: table-steps exchanged as rows, and densified. */
+typedef struct strata_kit_sparse {
+    float  *gather;        /* the all-gathered rows, host memory          */
+    size_t  gather_cap;    /* floats                                      */
+    float  *counts;        /* members x tables row counts                 */
+    size_t  counts_cap;
+    size_t *bounds;        /* members + 1                                 */
+    int     nbounds;
+    unsigned char *mark;   /* MEAN: a byte per table row, 0 between calls */
+    size_t  mark_cap;
+    int64_t as_rows, as_dense;
+} strata_kit_sparse_t;
+
+/* The caller's dense reduce of a whole op (its all-reduce, its buckets). */
+typedef int (*strata_kit_dense_fn)(void *arg, strata_op_t *op);
+
+/* Copy op's rows into their ranges of op->buf (zeros), which then hold
+ * the dense gradient bit for bit; copying twice does no harm. */
+int  strata_kit_sparse_densify(const strata_host_v2_t *host,
+                               strata_hctx_t *hc, const strata_op_t *op);
+/* Combine op->buf, whose op->nsparse tables are given as rows, over the
+ * members of t (the caller is `member` of `nmembers`; every member calls,
+ * as for t_reduce; op->slot and op->reduce_op as for t_reduce). The
+ * members first all-reduce their row counts; from the totals each decides
+ * alike, per table, rows or dense. Dense tables are densified and, when
+ * no table goes as rows, `dense` reduces the whole op (the caller's own
+ * path: the bits of a run without rows). Else the ranges between the
+ * tables that go as rows are all-reduced, each member's rows are
+ * all-gathered (t_all_gather where t offers STRATA_CAP_SHARDS, else one
+ * broadcast per member) and every member adds them onto its zeros in one
+ * order -- member order, then row order -- then scales them for MEAN
+ * (1/nmembers, as the transports do): the members end bitwise equal, and
+ * with 2 members bitwise equal to the dense all-reduce. Host memory
+ * (CPU replicas) only. */
+int  strata_kit_sparse_reduce(const strata_host_v2_t *host, strata_hctx_t *hc,
+                              strata_transport_t *t, int member,
+                              int nmembers,
+                              const strata_kit_sparse_policy_t *pol,
+                              strata_kit_sparse_t *s, strata_op_t *op,
+                              strata_kit_dense_fn dense, void *arg);
+/* The same for the replica threads of one process (CPU), which read each
+ * other's rows in place instead of gathering copies: `pub` is one array
+ * of nmembers pointers shared by all of them (zeroed once); t's barrier
+ * (STRATA_CAP_BARRIER) orders the reads. Two barriers and the
+ * all-reduce of the ranges between the tables per step; the same sums in
+ * the same order as strata_kit_sparse_reduce, hence the same bits. */
+int  strata_kit_sparse_reduce_local(const strata_host_v2_t *host,
+                                    strata_hctx_t *hc, strata_transport_t *t,
+                                    int member, int nmembers,
+                                    const strata_kit_sparse_policy_t *pol,
+                                    strata_kit_sparse_t *s,
+                                    const strata_op_t **pub, strata_op_t *op,
+                                    strata_kit_dense_fn dense, void *arg);
+void strata_kit_sparse_fini(const strata_host_v2_t *host, strata_hctx_t *hc,
+                            strata_kit_sparse_t *s);
+/* op carries rows (a core of 2.9 or later, a strategy with the bit). */
+#define STRATA_KIT_HAS_ROWS(op)                                              \
+    (STRATA_HAS_FIELD(strata_op_t, (op), nsparse) && (op)->nsparse > 0 &&    \
+     (op)->sparse != NULL)
 
 #ifdef __cplusplus
 }

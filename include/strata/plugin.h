@@ -156,8 +156,17 @@ extern "C" {
                                        * model with batchnorm may run under
                                        * it; ignored from a plugin built
                                        * before 2.8                          */
+/* strategy, ABI 2.9 */
+#define STRATA_CAP_SPARSE     0x2000u /* reduce() takes an embedding table's
+                                       * gradient as rows (strata_op_t
+                                       * sparse, nsparse; its range of buf
+                                       * zeros) and leaves the combined
+                                       * gradient in place for update();
+                                       * without it the core hands the dense
+                                       * form. Ignored from a plugin built
+                                       * before 2.9                          */
 /* The bits of each kind; a bit of the other kind is refused at load. */
-#define STRATA_CAPS_STRATEGY  0x10ffu
+#define STRATA_CAPS_STRATEGY  0x30ffu
 #define STRATA_CAPS_TRANSPORT 0x0f00u
 
 #define STRATA_PLUGIN_HEADER_CAPS(kind_, name_, version_, description_, caps_) \

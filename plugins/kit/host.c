@@ -348,7 +348,7 @@ size_t strata_kit_host_size(int abi_minor)
     case 2:         return offsetof(strata_host_v2_t, membership);
     case 3: case 4: return offsetof(strata_host_v2_t, t_reduce_scatter);
     case 5: case 6: case 7: return offsetof(strata_host_v2_t, states_get);
-    case 8:         return sizeof(strata_host_v2_t);
+    case 8: case 9: return sizeof(strata_host_v2_t);
     default:        return 0;
     }
 }

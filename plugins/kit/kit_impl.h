@@ -27,4 +27,10 @@ void strata__kit_log(strata_kit_t *kit, int level, const char *who,
 /* transport.c: the t_* entries of the table. */
 void strata__kit_transport_entries(strata_host_v2_t *h);
 
+/* sparse.c: all-reduce the ranges of op->buf outside the tables that go
+ * as rows (rows[j] != 0), skipping empty ones (every member alike). */
+int strata__kit_sparse_gaps(const strata_host_v2_t *host, strata_hctx_t *hc,
+                            strata_transport_t *t, const strata_op_t *op,
+                            const unsigned char *rows);
+
 #endif

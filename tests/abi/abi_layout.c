@@ -83,7 +83,7 @@ static size_t layout_v1(void)
     F(strata_op_t, struct_size) F(strata_op_t, slot) F(strata_op_t, buf)
     F(strata_op_t, count) F(strata_op_t, device) F(strata_op_t, reduce_op)
     F(strata_op_t, root) F(strata_op_t, lr) F(strata_op_t, step)
-    F(strata_op_t, flags)
+    F(strata_op_t, flags) F(strata_op_t, sparse) F(strata_op_t, nsparse)
     S(strata_host_v1_t)
     F(strata_host_v1_t, struct_size) F(strata_host_v1_t, abi_major)
     F(strata_host_v1_t, abi_minor) F(strata_host_v1_t, log)
@@ -170,6 +170,12 @@ static size_t layout_v2(size_t n)
     F(strata_strangers_t, struct_size) F(strata_strangers_t, reserved)
     F(strata_strangers_t, refused_key) F(strata_strangers_t, closed_early)
     F(strata_strangers_t, not_protocol) F(strata_strangers_t, bad_message)
+    S(strata_sparse_t)
+    F(strata_sparse_t, var) F(strata_sparse_t, reserved)
+    F(strata_sparse_t, offset) F(strata_sparse_t, count)
+    F(strata_sparse_t, row_len)
+    F(strata_sparse_t, nrows) F(strata_sparse_t, rows)
+    F(strata_sparse_t, values)
     return n;
 }
 
@@ -245,6 +251,7 @@ static const struct { const char *ver; unsigned long crc; } k_pinned[] = {
     { "2.0", 0x61a3d94dUL }, { "2.1", 0xa0caa623UL }, { "2.2", 0xe4ab6173UL },
     { "2.3", 0x79ee9433UL }, { "2.4", 0x0b61fc0fUL }, { "2.5", 0x907c1eabUL },
     { "2.6", 0x02ce5e48UL }, { "2.7", 0x3a16da74UL }, { "2.8", 0xefbc21b8UL },
+    { "2.9", 0xaf5db815UL },
 };
 #define NPINNED (sizeof k_pinned / sizeof k_pinned[0])
 

@@ -78,7 +78,7 @@ static void check_table(int minor)
 {
     /* sizeof(strata_host_v2_t) of each minor: tests/abi/abi_history.txt */
     static const uint32_t sizes[] = { 200, 200, 224, 240, 240, 272, 272, 272,
-                                      288 };
+                                      288, 288 };
     strata_kit_t *kit = make_kit(minor, 0.0);
     if (!kit)
         return;

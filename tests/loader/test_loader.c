@@ -688,6 +688,24 @@ static void test_layer_states_cap(void)
     strata__plugin_close(p);
 }
 
+/* ABI 2.9: STRATA_CAP_SPARSE is a strategy's bit and counts only in a
+ * table of 2.9 or newer (an older one gets the dense gradients). */
+static void test_sparse_cap(void)
+{
+    strata__plugin_t *p = expect_ok("fake_sp29", STRATA_KIND_STRATEGY,
+                                    LOADER_DIR3);
+    CHECKF(p && p->caps == (STRATA_CAP_SPARSE | STRATA_CAP_STATE),
+           "2.9 caps %#x", p ? p->caps : 0u);
+    char txt[160];
+    strata__caps_str(p ? p->caps : 0, txt, sizeof txt);
+    CHECKF(!strcmp(txt, "state,sparse"), "%s", txt);
+    strata__plugin_close(p);
+    p = expect_ok("fake_sp28", STRATA_KIND_STRATEGY, LOADER_DIR3);
+    CHECKF(p && p->caps == STRATA_CAP_STATE, "2.8 caps %#x, want %#x",
+           p ? p->caps : 0u, STRATA_CAP_STATE);
+    strata__plugin_close(p);
+}
+
 int main(void)
 {
     strata__log_set_level(STRATA_LOG_INFO);
@@ -705,5 +723,6 @@ int main(void)
     test_caps();
     test_strangers_entry();
     test_layer_states_cap();
+    test_sparse_cap();
     return CHECK_DONE();
 }

@@ -5,8 +5,9 @@
  * or with a combiner their sum or mean (D outputs: TF's
  * embedding_lookup_sparse); an id of -1 is padding, no row, and a mean
  * divides by the real ids only. The table starts uniform in [-0.05, 0.05]
- * (Keras's default initializer). Its gradient is dense [V x D] today; the
- * kernels also give it as (distinct ids, rows), for sparse pushes. */
+ * (Keras's default initializer). Its gradient is dense [V x D], or, for a
+ * strategy that takes them (STRATA_CAP_SPARSE, core/model/rows.c), the
+ * rows of the distinct ids with the table's range of the gradients 0. */
 #include <stdio.h>
 #include <string.h>
 
@@ -91,6 +92,16 @@ static int emb_forward(const strata__layer_t *l, const strata__pass_t *p)
 
 static int emb_backward(const strata__layer_t *l, const strata__pass_t *p)
 {
+    if (p->row_vals) {
+        int rc = p->k->ops->fill_const(p->k,
+                                       (size_t)l->vocab * (size_t)l->units,
+                                       p->dW, 0.0f);
+        return rc != 0 ? rc
+             : p->k->ops->emb_sparse(p->k, p->rows, l->in.c, l->units,
+                                     l->vocab, l->combiner, p->ids, p->dy,
+                                     p->row_uniq, p->row_vals, p->row_n,
+                                     p->aux);
+    }
     return p->k->ops->emb_bwd(p->k, p->rows, l->in.c, l->units, l->vocab,
                               l->combiner, p->ids, p->dy, p->dW, p->aux);
 }

@@ -121,6 +121,12 @@ typedef struct strata__pass {
     uint64_t        seed;           /* dropout: this step and layer         */
     uint64_t        first;          /* dropout: index of x[0] in the global
                                        batch's elements                     */
+    /* embedding backward, gradients as rows (core/model/rows.c): dW all
+     * zeros and the rows here (distinct ids ascending, their rows, how
+     * many); NULL: the dense dW */
+    int32_t        *row_uniq;
+    float          *row_vals;
+    int32_t        *row_n;
 } strata__pass_t;
 
 struct strata__layer_kind {

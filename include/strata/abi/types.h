@@ -164,6 +164,25 @@ typedef struct strata_var {
     void        *state;        /* var_state_size zeroed bytes for the plugin    */
 } strata_var_t;
 
+/* One variable's gradient given as rows (ABI 2.9): an embedding table's,
+ * whose step touches only the rows its ids name. An element of the array
+ * strata_op_t.sparse, hence without struct_size (an array's stride cannot
+ * grow; like strata_task_t, a change needs a new major). A [V x D] table
+ * has rows of row_len = D floats; row i of the array is table row
+ * rows[i]. An op's array is in model order (ascending offset). */
+typedef struct strata_sparse {
+    uint32_t       var;      /* strata_var_t.index of the table              */
+    uint32_t       reserved; /* 0                                            */
+    size_t         offset;   /* its first element in the flat layout         */
+    size_t         count;    /* its elements (strata_var_t.count)            */
+    size_t         row_len;  /* floats per row: count / row_len table rows   */
+    size_t         nrows;    /* rows given; 0: this replica touched none     */
+    const int64_t *rows;     /* nrows table rows, ascending, distinct        */
+    const float   *values;   /* nrows * row_len floats, rows[i]'s gradient   */
+                             /* at values + i * row_len, on op->device; the  */
+                             /* dense gradient's rows bit for bit            */
+} strata_sparse_t;
+
 /* Arguments of reduce() and update(). Owned by the caller for the call. */
 typedef struct strata_op {
     uint32_t struct_size;
@@ -177,6 +196,16 @@ typedef struct strata_op {
     int64_t  step;       /* 0-based global step this call belongs to          */
     /* ---- ABI 2.2 (STRATA_HAS_FIELD(strata_op_t, op, flags)) ---- */
     uint32_t flags;      /* STRATA_OP_*: what buf holds                       */
+    /* ---- ABI 2.9 (STRATA_HAS_FIELD(strata_op_t, op, nsparse)) ---- */
+    /* A strategy's reduce() with STRATA_CAP_SPARSE: these variables'
+     * gradients are given as rows, and their ranges of buf hold zeros;
+     * when reduce() returns, the range must hold the combined gradient (as
+     * a dense reduce leaves it) unless the strategy's update() takes the
+     * rows itself. The arrays are the core's, valid until update()
+     * returns. NULL and 0 otherwise: every gradient is dense in buf
+     * (always for a strategy without the bit, or built before 2.9). */
+    const strata_sparse_t *sparse;
+    size_t   nsparse;
 } strata_op_t;
 
 /* strata_op_t.flags */

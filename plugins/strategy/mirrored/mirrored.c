@@ -6,7 +6,13 @@
  * With shard_optimizer (ZeRO stage 1, ../common/shards.c) each replica
  * keeps the optimizer state of its shard only, reduces and steps that
  * shard, and hands it to the other copies: the same bits, 1/n of the
- * optimizer's memory and work. */
+ * optimizer's memory and work.
+ * Embedding tables (ABI 2.9, STRATA_CAP_SPARSE): their gradients come as
+ * rows; while the replicas' rows together are few (sparse_threshold of
+ * the table's rows), each replica adds every replica's rows, read in
+ * place, in replica order (plugins/kit/sparse.c) -- the bits of the dense
+ * all-reduce, which local.so sums in replica order too -- else, or with
+ * sparse_as_dense, the dense all-reduce. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +23,8 @@
 typedef struct mirrored_cfg {
     int reduce_op; /* index into "mean|sum" = STRATA_REDUCE_MEAN/SUM - 1 */
     int shard_optimizer;
+    int sparse_as_dense;
+    double sparse_threshold;
 } mirrored_cfg_t;
 
 static const strata_option_t mirrored_options[] = {
@@ -31,6 +39,16 @@ static const strata_option_t mirrored_options[] = {
               "its shard of the optimizer state and variables, then hands "
               "it to the others (CPU replicas; the same results, 1/N of the "
               "optimizer's memory and work)" },
+    { .key = "sparse_as_dense", .type = STRATA_OPT_BOOL, .def = "false",
+      .offset = offsetof(mirrored_cfg_t, sparse_as_dense),
+      .help = "embedding gradients always as the dense all-reduce of the "
+              "whole table (Horovod's sparse_as_dense), never as rows" },
+    { .key = "sparse_threshold", .type = STRATA_OPT_FLOAT, .def = "0.1",
+      .offset = offsetof(mirrored_cfg_t, sparse_threshold), .min = 0,
+      .max = 1e6,
+      .help = "embedding gradients go as rows (all-gathered) while the rows "
+              "of all replicas together are at most this fraction of the "
+              "table's rows, else dense (measured: contrib/bench/sparse)" },
     { .key = NULL },
 };
 
@@ -38,6 +56,9 @@ typedef struct mirrored {
     replicas_t          rs;
     int                 reduce_op;  /* STRATA_REDUCE_*                      */
     strata_transport_t *t;
+    strata_kit_sparse_policy_t sparse_pol;
+    strata_kit_sparse_t       *sparse; /* one per replica                 */
+    const strata_op_t        **pub;    /* each replica's op, for the rows  */
 } mirrored_t;
 
 static void mirrored_fini(void *pctx)
@@ -45,6 +66,17 @@ static void mirrored_fini(void *pctx)
     mirrored_t *m = pctx;
     if (!m)
         return;
+    if (m->sparse && m->rs.host) {
+        if (m->rs.n > 1 && m->sparse[0].as_rows + m->sparse[0].as_dense)
+            m->rs.host->log(m->rs.hc, STRATA_LOG_INFO, "mirrored",
+                            "embedding gradients: %lld table-steps as rows, "
+                            "%lld dense", (long long)m->sparse[0].as_rows,
+                            (long long)m->sparse[0].as_dense);
+        for (int r = 0; r < m->rs.n; r++)
+            strata_kit_sparse_fini(m->rs.host, m->rs.hc, &m->sparse[r]);
+    }
+    free(m->sparse);
+    free(m->pub);
     if (m->rs.host)
         m->rs.host->t_close(m->rs.hc, m->t);
     replicas_fini(&m->rs);
@@ -70,7 +102,14 @@ static int mirrored_init(const strata_host_v2_t *host, strata_hctx_t *hc,
             free(m);
             return STRATA_ECONFIG;
         }
-    int rc = replicas_init_sharded(&m->rs, host, hc, env, sharded);
+    m->sparse_pol = (strata_kit_sparse_policy_t){
+        .as_dense = cfg->sparse_as_dense,
+        .threshold = cfg->sparse_threshold };
+    m->sparse = calloc((size_t)env->nreplicas, sizeof *m->sparse);
+    m->pub = calloc((size_t)env->nreplicas, sizeof *m->pub);
+    int rc = m->sparse && m->pub
+                 ? replicas_init_sharded(&m->rs, host, hc, env, sharded)
+                 : STRATA_ENOMEM;
     if (rc == STRATA_OK) {
         /* The replica threads of this process are the group. */
         const strata_group_t g = {
@@ -95,15 +134,30 @@ static int mirrored_create_var(void *pctx, strata_var_t *var)
     return replicas_create_var(&((mirrored_t *)pctx)->rs, var);
 }
 
+static int dense_reduce(void *arg, strata_op_t *op)
+{
+    mirrored_t *m = arg;
+    return m->rs.host->t_reduce(m->rs.hc, m->t, op);
+}
+
 static int mirrored_reduce(void *pctx, strata_op_t *op)
 {
     mirrored_t *m = pctx;
-    if (m->rs.shard)
-        return replicas_shard_reduce(&m->rs, m->t, op,
-                                     m->reduce_op == STRATA_REDUCE_MEAN);
+    if (m->rs.shard) {
+        int rc = strata_kit_sparse_densify(m->rs.host, m->rs.hc, op);
+        return rc == STRATA_OK
+                   ? replicas_shard_reduce(&m->rs, m->t, op,
+                                           m->reduce_op == STRATA_REDUCE_MEAN)
+                   : rc;
+    }
     strata_op_t t = *op;
     t.reduce_op = m->reduce_op;
-    return m->rs.host->t_reduce(m->rs.hc, m->t, &t);
+    if (op->slot < 0 || op->slot >= m->rs.n)
+        return STRATA_EINVAL;
+    return strata_kit_sparse_reduce_local(m->rs.host, m->rs.hc, m->t,
+                                          op->slot, m->rs.n, &m->sparse_pol,
+                                          &m->sparse[op->slot], m->pub, &t,
+                                          dense_reduce, m);
 }
 
 static int mirrored_update(void *pctx, strata_op_t *op)
@@ -132,7 +186,8 @@ STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
                               "MirroredStrategy: synchronous replicas in one "
                               "process, all-reduced gradients, a copy per "
                               "replica",
-                              STRATA_CAP_STATE | STRATA_CAP_CLIP),
+                              STRATA_CAP_STATE | STRATA_CAP_CLIP |
+                                  STRATA_CAP_SPARSE),
     .options = mirrored_options,
     .cfg_size = sizeof(mirrored_cfg_t),
     .init = mirrored_init,

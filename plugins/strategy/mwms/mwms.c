@@ -46,7 +46,16 @@
  * buckets in the same order either way: the bits do not depend on it.
  *
  * STRATA_CTL_STEP_SUM (step_sum.c): batchnorm's statistics, summed across
- * the workers during a step, exactly and in rank order. */
+ * the workers during a step, exactly and in rank order.
+ *
+ * Embedding tables (ABI 2.9, STRATA_CAP_SPARSE): their gradients come as
+ * rows. With one replica per worker (no shard_optimizer, no overlap
+ * thread) the workers exchange the rows (plugins/kit/sparse.c): row
+ * counts all-reduced, then all-gathered while the rows of all workers are
+ * at most sparse_threshold of the table's, each worker adding them in rank
+ * order (2 workers: the bits of the dense all-reduce); above it, with
+ * sparse_as_dense, or in the other set-ups the rows are copied into the
+ * dense gradient (the same bits) and all-reduced as ever. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +74,8 @@ typedef struct mwms_cfg {
     int     shard_optimizer;
     int     overlap;   /* 0 auto, 1 true, 2 false */
     int64_t bucket_bytes;
+    int     sparse_as_dense;
+    double  sparse_threshold;
 } mwms_cfg_t;
 
 static const strata_option_t mwms_options[] = {
@@ -115,6 +126,17 @@ static const strata_option_t mwms_options[] = {
               "variables, last layer first); 0 = one all-reduce of the whole "
               "gradient. The buckets decide the order of the sums: workers of "
               "one job must agree" },
+    { .key = "sparse_as_dense", .type = STRATA_OPT_BOOL, .def = "false",
+      .offset = offsetof(mwms_cfg_t, sparse_as_dense),
+      .help = "embedding gradients always as the dense all-reduce of the "
+              "whole table (Horovod's sparse_as_dense), never as rows; "
+              "workers of one job must agree" },
+    { .key = "sparse_threshold", .type = STRATA_OPT_FLOAT, .def = "0.1",
+      .offset = offsetof(mwms_cfg_t, sparse_threshold), .min = 0, .max = 1e6,
+      .help = "embedding gradients go as rows (all-gathered) while the rows "
+              "of all workers together are at most this fraction of the "
+              "table's rows, else dense (one replica per worker; measured: "
+              "contrib/bench/sparse); workers of one job must agree" },
     { .key = NULL },
 };
 
@@ -143,6 +165,14 @@ typedef struct mwms {
     size_t             *var_lo;
     int                 nvars;
     mw_buckets_t       *buckets;
+    /* embedding gradients as rows, between the workers (replica 0) */
+    strata_kit_sparse_policy_t sparse_pol;
+    strata_kit_sparse_t        sparse;
+    /* replica 0's step: the flat layout from here on is densified and
+     * handed to the bucket thread (reduce_ready), which may be reducing it:
+     * no copy may land there any more. SIZE_MAX between steps. */
+    size_t                     densified_lo;
+    int                        told_dense; /* said why rows go dense */
 } mwms_t;
 
 static void mwms_fini(void *pctx)
@@ -152,6 +182,14 @@ static void mwms_fini(void *pctx)
         return;
     mw_buckets_close(m->buckets); /* its thread may use the world */
     free(m->var_lo);
+    if (m->rs.host && m->sparse.as_rows + m->sparse.as_dense)
+        m->rs.host->log(m->rs.hc, m->rank == 0 ? STRATA_LOG_INFO
+                                               : STRATA_LOG_DEBUG, "mwms",
+                        "embedding gradients: %lld table-steps as rows, "
+                        "%lld dense", (long long)m->sparse.as_rows,
+                        (long long)m->sparse.as_dense);
+    if (m->rs.host)
+        strata_kit_sparse_fini(m->rs.host, m->rs.hc, &m->sparse);
     if (m->rs.host) {
         m->rs.host->t_close(m->rs.hc, m->world);
         m->rs.host->t_close(m->rs.hc, m->local);
@@ -363,6 +401,10 @@ static int mwms_init(const strata_host_v2_t *host, strata_hctx_t *hc,
     m->reduce_op = m->cfg.reduce_op == 0 ? STRATA_REDUCE_MEAN
                                          : STRATA_REDUCE_SUM;
     m->cpu = STRATA_DEVICE(STRATA_DEV_CPU, 0);
+    m->sparse_pol = (strata_kit_sparse_policy_t){
+        .as_dense = m->cfg.sparse_as_dense,
+        .threshold = m->cfg.sparse_threshold };
+    m->densified_lo = SIZE_MAX;
     if (m->cfg.shard_optimizer && m->cfg.elastic) {
         host->log(hc, STRATA_LOG_ERROR, "mwms", "[strategy.mwms] "
                   "shard_optimizer = true with elastic = true: a lost worker "
@@ -512,6 +554,36 @@ static int mwms_placed(void *pctx)
 /* Local all-reduce, then replica 0 all-reduces across workers, then the
  * local replicas take replica 0's result. With MEAN the local mean of equal
  * replica counts, averaged over workers, is the global mean. */
+static int buckets_reduce(void *arg, strata_op_t *op)
+{
+    mwms_t *m = arg;
+    return mw_buckets_reduce(m->buckets, m->world, op);
+}
+
+/* Rows between the workers: one replica each, its whole gradient on the
+ * thread that reduces (no bucket thread), every variable in one place. */
+static int rows_between_workers(const mwms_t *m)
+{
+    return m->world && !m->local && !m->wopt &&
+           !mw_buckets_threaded(m->buckets);
+}
+
+/* The rows of the tables that start in [lo, hi) into their ranges. */
+static int densify_between(mwms_t *m, const strata_op_t *op, size_t lo,
+                           size_t hi)
+{
+    int rc = STRATA_OK;
+    for (size_t j = 0; STRATA_KIT_HAS_ROWS(op) && rc == STRATA_OK &&
+                       j < op->nsparse; j++)
+        if (op->sparse[j].offset >= lo && op->sparse[j].offset < hi) {
+            strata_op_t one = *op;
+            one.sparse = &op->sparse[j];
+            one.nsparse = 1;
+            rc = strata_kit_sparse_densify(m->rs.host, m->rs.hc, &one);
+        }
+    return rc;
+}
+
 static int mwms_reduce(void *pctx, strata_op_t *op)
 {
     mwms_t *m = pctx;
@@ -519,7 +591,29 @@ static int mwms_reduce(void *pctx, strata_op_t *op)
     strata_hctx_t *hc = m->rs.hc;
     strata_op_t t = *op;
     t.reduce_op = m->reduce_op;
-    int rc = STRATA_OK;
+    if (STRATA_KIT_HAS_ROWS(op) && rows_between_workers(m))
+        return strata_kit_sparse_reduce(h, hc, m->world, m->rank, m->nworkers,
+                                        &m->sparse_pol, &m->sparse, &t,
+                                        buckets_reduce, m);
+    if (STRATA_KIT_HAS_ROWS(op) && m->world && op->slot == 0 &&
+        !m->told_dense && !m->sparse_pol.as_dense) {
+        m->told_dense = 1;
+        h->log(hc, m->rank == 0 ? STRATA_LOG_INFO : STRATA_LOG_DEBUG,
+               "mwms", "embedding gradients go dense: the workers exchange "
+               "rows with one replica each, without shard_optimizer and "
+               "without the overlap thread (%s)",
+               m->local ? "this worker has several replicas"
+               : m->wopt ? "shard_optimizer = true"
+                         : "overlap: set [strategy.mwms] overlap = false");
+    }
+    /* Elsewhere the rows join the dense gradient: those the bucket thread
+     * has not been handed yet (reduce_ready did the others). */
+    size_t handed = op->slot == 0 ? m->densified_lo : SIZE_MAX;
+    if (op->slot == 0)
+        m->densified_lo = SIZE_MAX; /* the next step starts afresh */
+    int rc = densify_between(m, op, 0, handed);
+    if (rc != STRATA_OK)
+        return rc;
     if (m->local)
         rc = h->t_reduce(hc, m->local, &t);
     if (rc == STRATA_OK && m->world && op->slot == 0) {
@@ -543,6 +637,13 @@ static int mwms_reduce_ready(void *pctx, const strata_op_t *op, size_t ready)
         return STRATA_ENOTSUP;
     if (!m->world) /* elastic, a generation of one */
         return STRATA_OK;
+    /* The buckets from `ready` on go now: the rows of the tables that
+     * became final since the last call into them first, never again
+     * into a range the bucket thread may be reducing. */
+    int rc = densify_between(m, op, ready, m->densified_lo);
+    if (rc != STRATA_OK)
+        return rc;
+    m->densified_lo = ready;
     strata_op_t t = *op;
     t.reduce_op = m->reduce_op;
     return mw_buckets_ready(m->buckets, m->world, &t, ready);
@@ -598,6 +699,7 @@ static int mwms_ctl(void *pctx, int op, void *arg)
     case STRATA_CTL_REGROUP: {
         if (!m->cfg.elastic)
             return STRATA_ENOTSUP;
+        m->densified_lo = SIZE_MAX; /* a failed step's hand-offs are void */
         /* Closing a broken group is bounded (the transport's linger). */
         mw_buckets_drain(m->buckets);
         h->t_close(hc, m->world);
@@ -625,7 +727,8 @@ STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
                               "cross-worker all-reduce",
                               STRATA_CAP_ELASTIC | STRATA_CAP_STATE |
                                   STRATA_CAP_CLIP | STRATA_CAP_WORLD_SUM |
-                                  STRATA_CAP_OVERLAP | STRATA_CAP_STEP_SUM),
+                                  STRATA_CAP_OVERLAP | STRATA_CAP_STEP_SUM |
+                                  STRATA_CAP_SPARSE),
     .options = mwms_options,
     .cfg_size = sizeof(mwms_cfg_t),
     .init = mwms_init,
