@@ -105,7 +105,8 @@ size_t strata__member_body_max(int kind, uint32_t world)
     case STRATA_MEMBER_TABLE:
         return 4 + (size_t)world * (2 + STRATA_MEMBER_MAX_ADDR) +
                STRATA_MEMBER_TAG;
-    case STRATA_MEMBER_REFUSED:  return 1 + STRATA_MEMBER_MAX_REASON;
+    case STRATA_MEMBER_REFUSED:
+        return 1 + STRATA_MEMBER_MAX_REASON + STRATA_MEMBER_TAG;
     case STRATA_MEMBER_CHALLENGE: return 1 + STRATA_MEMBER_NONCE;
     case STRATA_MEMBER_JOIN:     return JOIN_MAX;
     case STRATA_MEMBER_GEN:      return GEN_MAX;

@@ -7,9 +7,10 @@
  * hides its internal symbols). A decoder is total: every length is checked
  * before it is used, and a refusal fills `why` naming the field.
  *
- * Frame, version 2. A 12-byte header and a body:
+ * Frame, version 3. A 12-byte header and a body:
  *    0  4  magic "SRDV"
- *    4  1  version (2: the rendezvous's CHALLENGE and tags; 1 had neither)
+ *    4  1  version (3: REFUSED tagged, elastic frames tagged; 2: the
+ *          rendezvous's CHALLENGE and tags; 1 had neither)
  *    5  1  kind (below)
  *    6  2  reserved (0; ignored)
  *    8  4  body length, big-endian, at most the kind's limit
@@ -21,10 +22,13 @@
  *  REGISTER  task -> rank 0: u32 world, u32 rank, str addr [, tag]
  *  TABLE     rank 0 -> task: u32 world, world x str addr (rank order)
  *            [, tag]
- *  REFUSED   rank 0 -> task: u8 why, the reason as the rest of the body
+ *  REFUSED   rank 0 -> task: u8 why, the reason [, tag]
  * The tag (32 bytes, when auth is not 0) binds the body to the
  * connection's nonce under the key rank 0 and that task share
- * (member/rdzv_auth.c); the codec below reads bodies without it.
+ * (member/rdzv_auth.c); the codec below reads bodies without it. A
+ * REFUSED is tagged when rank 0 knows whom it answers (an authenticated
+ * REGISTER); one to a stranger, or before the REGISTER, is not, and a
+ * task that authenticates drops it (a forged one cannot end it).
  * Elastic kinds (they replace the text lines of before):
  *  JOIN      member -> service: str token, str name, str addr,
  *            i64 committed (-1: none), u32 timeout_ms (>= 1)
@@ -42,7 +46,7 @@
 #include <stdint.h>
 
 /* ---- the shared limits (the one place for them) ----------------------- */
-#define STRATA_MEMBER_VERSION     2
+#define STRATA_MEMBER_VERSION     3
 #define STRATA_MEMBER_HDR         12
 #define STRATA_MEMBER_MAX_ADDR    263  /* a host of 255 characters, ':', port */
 #define STRATA_MEMBER_MAX_REASON  512  /* REFUSED and STOP                     */

@@ -428,8 +428,10 @@ static int rdzv_op(void *arg)
     (void)arg;
     static const strata__rdzv_opts_t o = { .timeout_s = 5, .hello_s = 5 };
     char why[256];
+    strata__rdzv_forged_t forged = { 0 };
     return strata__rdzv_answer(&g_cl, &g_ep, g_sp[0], "127.0.0.1:2002", NULL,
-                               strata__rdzv_now() + 5, &o, why, sizeof why);
+                               strata__rdzv_now() + 5, &o, &forged, why,
+                               sizeof why);
 }
 
 static int rdzv_table_state(int ok)
