@@ -479,6 +479,7 @@ def member_seeds():
         "register-tagged": mframe(REGISTER, struct.pack(">II", 3, 2) +
                                   mstr("127.0.0.1:2003") + bytes(32)),
         "join": mframe(JOIN, join),
+        "join-v3": mframe(JOIN, mstr("") + join[2 + 32:]),
         "gen": mframe(GEN, gen),
         "resize": mframe(RESIZE, struct.pack(">I", 8)),
         "stop": mframe(STOP, b"1 of min_workers = 2 workers for 60 s"),
