@@ -665,8 +665,9 @@ static void token_leak(void)
     const char *b = strstr(g_out, "[worker:1] variables hash (rank 1): ");
     CHECKF(a && b && !strncmp(a + 36, b + 36, 16), "hashes differ:\n%s",
            g_out);
-    printf("token_leak: a JOIN with the leaked token dropped (%s), the job "
-           "finished as generation 0\n", challenged ? "tagged" : "v2");
+    printf("token_leak: a JOIN with the leaked token (%s) sent; launch exit "
+           "%d\n", challenged ? "tagged: the service challenged" : "wire v2",
+           c.code);
 }
 
 static void usage(void)

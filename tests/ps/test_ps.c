@@ -1474,8 +1474,7 @@ static void outside_ledger(void)
                        "state came from outside the ledger") &&
            !strstr(err, "exactly once: each of the"),
            "coordinator: exit %d", j.t[chief].code);
-    printf("outside_ledger: coordinator exit %d, ps:0 restored once by a "
-           "stranger with the sniffed key\n", j.t[chief].code);
+    printf("outside_ledger: coordinator exit %d\n", j.t[chief].code);
     if (check_failed_ || getenv("PS_TEST_VERBOSE"))
         dump(&j);
     job_free(&j);
