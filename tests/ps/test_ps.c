@@ -35,7 +35,8 @@
  *                  silent, an HTTP request, a ZMTP greeting of another
  *                  mechanism (NULL), a CURVE client with a key of its own:
  *                  ps:0's zmq end-of-run line counts N of each, by kind
- *                  (1000 garbage connections went uncounted before); the
+ *                  (1000 garbage connections went uncounted before), and
+ *                  names each one that is not ZeroMQ as it goes; the
  *                  core's "strangers:" line of both says the same (plugin
  *                  ABI 2.7), the warnings name the peers' address:port,
  *                  and the coordinator's TensorBoard has the strangers/
@@ -1061,6 +1062,22 @@ static void stranger_kinds(void)
                "%s:%d did not name the strangers' address and port",
                j.t[i].type, j.t[i].index);
     }
+    /* ps:0's port names a peer that is not ZeroMQ as it goes (it does
+     * without HANDSHAKE_FAILED_PROTOCOL: a connection that ends with no
+     * handshake result is one) */
+    static const char from[] = "strata: zmq: warning: dropped a connection "
+                               "from 127.0.0.1:";
+    int named = 0;
+    for (const char *nz = j.t[ps0].err;
+         !named && (nz = strstr(nz, "no handshake (not ZeroMQ, or not "
+                                    "CURVE)")); nz++) {
+        const char *bol = nz;
+        while (bol > j.t[ps0].err && bol[-1] != '\n')
+            bol--;
+        named = !strncmp(bol, from, strlen(from));
+    }
+    CHECKF(named, "ps:0 named no peer that is not ZeroMQ:\n%s",
+           j.t[ps0].err);
     /* the workers met no stranger: no line */
     CHECKF(!strstr(j.t[job_task(&j, "worker", 0)].out, "strangers: "),
            "worker:0 printed a strangers line:\n%s",
