@@ -481,6 +481,7 @@ static strata__elastic_t *g_el;
 #define EL_GENS 4
 #define EL_TOKEN "0123456789abcdef0123"
 static uint8_t *g_gen_msg[EL_GENS + 1];
+static atomic_int g_forge; /* a STOP the service did not tag comes first */
 static unsigned char g_el_key[STRATA_MEMBER_KEY];
 static const uint8_t g_el_nonce[STRATA_MEMBER_NONCE] = { 1, 2, 3 };
 static size_t g_gen_len[EL_GENS + 1];
@@ -519,6 +520,17 @@ static void serve_conn(int fd)
     size_t cl = strata__member_challenge_encode(in, 2, g_el_nonce);
     if (send(fd, in, cl, MSG_NOSIGNAL) != (ssize_t)cl)
         return;
+    if (atomic_load(&g_forge)) { /* one on the path: a tag it guessed */
+        uint8_t stop[STRATA_MEMBER_HDR + STRATA_MEMBER_MAX_REASON +
+                     STRATA_MEMBER_TAG];
+        size_t n = strata__member_stop_encode(stop, "forged: give up");
+        memset(stop + n, 0x5a, STRATA_MEMBER_TAG);
+        strata__member_put_hdr(stop, STRATA_MEMBER_STOP,
+                               (uint32_t)(n - STRATA_MEMBER_HDR +
+                                          STRATA_MEMBER_TAG));
+        if (send(fd, stop, n + STRATA_MEMBER_TAG, MSG_NOSIGNAL) < 0)
+            return;
+    }
     for (int rounds = 0; rounds < 100 && !atomic_load(&g_stop); rounds++) {
         struct pollfd p = { .fd = fd, .events = POLLIN };
         if (poll(&p, 1, 100) <= 0)
@@ -619,6 +631,21 @@ static void el_teardown(void)
 {
     strata__elastic_close(g_el);
     g_el = NULL;
+}
+
+/* A fresh client joins generation 1 past a forged STOP (g_forge). */
+static int el_forged_op(void *arg)
+{
+    (void)arg;
+    strata__elastic_t *e = NULL;
+    strata_membership_t m = { .struct_size = sizeof m };
+    int rc = strata__elastic_open("worker:1", "127.0.0.1", NULL, &e);
+    if (rc == 0)
+        rc = e ? strata__elastic_join(e, 0, 2000, &m) : -1000;
+    if (rc == 0 && m.generation != 1)
+        rc = -1001;
+    strata__elastic_close(e);
+    return rc;
 }
 
 /* Opening the client: its one allocation. */
@@ -786,6 +813,16 @@ int main(int argc, char **argv)
          * look at the connection finds it gone. */
         sweep(&(sweep_t){ "elastic join", el_setup, el_op, el_state,
                           el_teardown, 1, 0 }, NULL);
+        /* A STOP whose tag is not the service's: dropped, counted, named;
+         * the join goes on to the service's GEN. */
+        atomic_store(&g_forge, 1);
+        outcome_t fo = run_op(el_forged_op, NULL, 0);
+        atomic_store(&g_forge, 0);
+        CHECKF(fo.rc == 0 && fo.errors == 0 && fo.warnings == 1 &&
+                   strstr(fo.log, "dropped a STOP of ") &&
+                   strstr(fo.log, "not authenticated with the job's token "
+                                  "(1 so far)"),
+               "forged STOP: rc %d:\n%s", fo.rc, fo.log);
         atomic_store(&g_stop, 1);
         pthread_join(th, NULL);
         close(g_lfd);
