@@ -107,6 +107,8 @@ void strata__rdzv_late_listen(strata__rdzv_late_t *l, int lfd)
 static int io_until(int fd, void *buf, size_t n, int out, double t)
 {
     size_t at = 0;
+    if (fd < 0)
+        return -1;
     while (at < n) {
         struct pollfd p = { .fd = fd, .events = out ? POLLOUT : POLLIN };
         int ms = strata__rdzv_slice_ms(t);
@@ -182,6 +184,8 @@ static void two_claims(strata__rdzv_late_t *l, int fd, const char *from,
                             STRATA_RDZV_WHY_CONFIG, fatal);
     (void)io_until(fd, m, n, 1, t);
     for (int i = 0; i < l->npeers; i++) {
+        if (l->peer[i].fd < 0) /* that task has ended */
+            continue;
         n = late_refusal(l, m, l->peer[i].rank, l->peer[i].nonce,
                          STRATA_RDZV_WHY_CONFIG, fatal);
         (void)io_until(l->peer[i].fd, m, n, 1, t);
