@@ -41,6 +41,7 @@ typedef struct late_peer {
 
 struct strata__rdzv_late {
     int                 rank0, lfd;    /* rank 0: its listener           */
+    int                 local;         /* an abstract Unix socket         */
     late_peer_t        *peer;          /* rank 0: the tasks; else rank 0 */
     int                 npeers;
     uint32_t            world, self;
@@ -66,6 +67,7 @@ int strata__rdzv_late_new(strata__rdzv_late_t **out, const char *ep,
     l->self = self;
     l->rank0 = self == 0;
     snprintf(l->ep, sizeof l->ep, "%s", ep);
+    l->local = !strncmp(ep, STRATA_RDZV_UNIX, strlen(STRATA_RDZV_UNIX));
     l->peer = calloc(world ? world : 1, sizeof *l->peer);
     l->addr = l->rank0 ? calloc(world, sizeof *l->addr) : NULL;
     if (auth && auth->key && (l->auth.key = malloc((size_t)world * 32))) {
@@ -346,8 +348,7 @@ static void *late_main(void *arg)
                 strata__rdzv_peer_text((struct sockaddr *)&ss, sl, fd, from,
                                        sizeof from);
                 unsigned uid = 0;
-                if (l->ep[0] == 'u' && !strncmp(l->ep, "unix:", 5) &&
-                    !strata__rdzv_peer_is_us(fd, &uid))
+                if (l->local && !strata__rdzv_peer_is_us(fd, &uid))
                     stranger(l, from, "not this job's user");
                 else
                     late_conn(l, fd, from);
