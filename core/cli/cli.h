@@ -127,6 +127,17 @@ int cli_keygen_pair(const char *type, long index, char *pub_cert,
  * memfd each (close-on-exec) into fd[n]; 0, or -1 after a message. */
 int cli_launch_keys(int n, const char *const type[], const int index[],
                     int fd[]);
+/* The same, and each task's secret certificate to on_secret(user, i,
+ * cert) (NULL: none) before it is wiped. */
+int cli_launch_keys_seen(int n, const char *const type[], const int index[],
+                         int fd[], void (*on_secret)(void *, int,
+                                                     const char *),
+                         void *user);
+/* [security] mode and keys of the job (targv: strata train's argv, nt
+ * entries), into mode[cap] and keys[cap]; -1 after libstrata said what is
+ * wrong. */
+int cli_job_security(char **targv, int nt, char *mode, char *keys,
+                     size_t cap);
 /* In a task's child, before exec: its memfd (-1: none) survives the exec
  * and is named in the environment; 0 or -1. */
 int cli_launch_keys_pass(int fd);

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "cli.h"
 #include "launch_elastic.h"
 
@@ -63,6 +65,7 @@ static int coordinates(const child_t *ci, const plan_t *pl)
 
 static pid_t g_launch_pid;              /* for the children's parent check */
 static esvc_t *g_svc;                   /* --elastic: the membership service */
+static int g_svc_keys;                  /* its keys are launch's own        */
 static cli_nodes_t g_nodes = CLI_NODES_INIT; /* --nnodes: launch_nodes.c */
 static int g_elastic;                   /* --elastic */
 static int g_command;                   /* the tasks run the given command */
@@ -619,6 +622,53 @@ static int run_job(child_t *c, int n, const plan_t *pl, int *started)
     return code ? code : sup;
 }
 
+/* A worker's secret certificate of launch's own keys: the membership
+ * service's key of it. */
+static void worker_cert(void *user, int i, const char *cert)
+{
+    const child_t *c = user;
+    if (!strcmp(c[i].type, "worker"))
+        (void)esvc_worker_cert(g_svc, c[i].index, cert);
+}
+
+/* --elastic: the membership service authenticates each worker with the
+ * job's keys when its tasks have keys ([security] keys, or launch's own),
+ * with the token only in plaintext mode. The keys of [security] keys are
+ * read here; launch's own when it makes them (*own_keys set). 0 or -1
+ * after a message. */
+static int secure_membership(char **targv, int nt, int launch_keys,
+                             int *own_keys)
+{
+    char mode[64], keys[4096];
+    *own_keys = 0;
+    if (!g_svc || cli_job_security(targv, nt, mode, keys, sizeof keys) != 0)
+        return g_svc ? -1 : 0;
+    if (!strcmp(mode, "off") || (!keys[0] && !launch_keys))
+        return 0; /* no keys: the tasks run in plaintext, the token */
+    esvc_secure(g_svc);
+    if (!keys[0]) {
+        *own_keys = 1;
+        return 0;
+    }
+    int got = 0;
+    for (int i = 0; i < MAX_TASKS; i++) {
+        char path[4200], buf[CLI_CERT_MAX];
+        snprintf(path, sizeof path, "%s/worker-%d.key_secret", keys, i);
+        FILE *f = fopen(path, "rb");
+        size_t k = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[k] = '\0';
+        got += k > 0 && esvc_worker_cert(g_svc, i, buf) == 0;
+        sodium_memzero(buf, sizeof buf);
+    }
+    if (!got)
+        fprintf(stderr, "strata: launch: elastic: no worker's secret key "
+                "in %s: the membership service cannot authenticate its "
+                "workers (every machine's launch needs them)\n", keys);
+    return got ? 0 : -1;
+}
+
 /* Ephemeral CURVE keys for the job's tasks (launch_keys.c: never on
  * disk), so that a job on one machine is authenticated and encrypted with
  * no setup; the tasks use them when [security] keys is not set. */
@@ -630,7 +680,8 @@ static int make_job_keys(child_t *c, int n)
         type[i] = c[i].type;
         index[i] = c[i].index;
     }
-    if (cli_launch_keys(n, type, index, fd) != 0)
+    if (cli_launch_keys_seen(n, type, index, fd, g_svc_keys ? worker_cert
+                                                            : NULL, c) != 0)
         return -1;
     for (int i = 0; i < n; i++)
         c[i].keyfd = fd[i];
@@ -829,7 +880,9 @@ int cli_launch(int argc, char **argv)
     for (int i = 0; i < n; i++)
         c[i].keyfd = -1;
     /* Several machines share the keys of [security] keys, not launch's. */
-    if (g_nodes.nnodes <= 1 && !g_tasks.n && make_job_keys(c, n) != 0) {
+    int launch_keys = g_nodes.nnodes <= 1 && !g_tasks.n;
+    if (secure_membership(targv, nt, launch_keys, &g_svc_keys) != 0 ||
+        (launch_keys && make_job_keys(c, n) != 0)) {
         esvc_close(g_svc);
         free(c);
         free(targv);

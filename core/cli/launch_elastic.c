@@ -31,12 +31,18 @@
  * the service expects them until their connection closes and again once
  * they join (esvc_remote).
  *
- * Hostile peers: the first message of a connection must be a JOIN with
- * the job's token (launch hands it to its tasks only; across machines every
- * launch derives it from the job's keys), within 2 s; anything
- * else -- garbage, a long message, a wrong token, a name that is not one of
- * the job's workers -- drops the connection and counts it (logged: the
- * first 10, then every 1000th), never failing the job. At most 64
+ * Hostile peers: the service opens every connection with a CHALLENGE (a
+ * fresh nonce), and every frame after it, both ways, carries a tag under
+ * the key the service shares with that worker (core/member/member_auth.c):
+ * with the job's CURVE keys one derived from the worker's secret key
+ * (launch made the keys, or reads [security] keys), so that only the
+ * holder of worker:K's secret key joins as worker:K; in plaintext mode
+ * ([security] mode = off) one derived from the job's token, which then
+ * never travels. The first message of a connection must be a JOIN whose
+ * tag verifies, within 2 s; anything else -- garbage, a long message, a
+ * tag that does not verify, a name that is not one of the job's workers --
+ * drops the connection and counts it, naming the peer (logged: the first
+ * 10, then every 1000th), never failing the job. At most 64
  * connections at a time; every write is non-blocking and a member that
  * cannot take its table is dropped like a dead one. */
 #include <arpa/inet.h>
@@ -52,6 +58,8 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <sodium.h>
 
 #include <strata/plugin.h>
 #include <strata/strata.h>
@@ -73,6 +81,9 @@ typedef struct conn {
     strata__member_hdr_t h;
     double t0;
     int    worker;           /* -1 until a valid JOIN                     */
+    uint8_t  nonce[STRATA_MEMBER_NONCE]; /* its CHALLENGE's               */
+    uint64_t seq_in, seq_out; /* tagged frames each way                   */
+    char   from[64];         /* the peer's address, for messages          */
 } conn_t;
 
 typedef struct wk {
@@ -100,7 +111,16 @@ struct esvc {
     double form_t0;
     int    over, failed;
     long   strangers;
+    /* each worker's key (member_auth.c): 1 the job's keys, 2 the token */
+    int    auth;
+    unsigned char key[MAXW][STRATA_MEMBER_KEY];
+    unsigned char have_key[MAXW];
 };
+
+static const char *auth_name(int auth)
+{
+    return auth == 1 ? "the job's keys" : "the job's token";
+}
 
 static double now_s(void)
 {
@@ -173,6 +193,16 @@ esvc_t *esvc_open(int min, int max, const char *host, int port,
     else
         for (int i = 0; i < 16; i++)
             snprintf(s->token + 2 * i, 3, "%02x", r[i]);
+    if (strata__member_key_token(s->token, s->key[0]) != 0) {
+        fprintf(stderr, "strata: launch: elastic: libsodium cannot start\n");
+        free(s);
+        return NULL;
+    }
+    s->auth = 2; /* until esvc_secure: the token's key for every worker */
+    for (int i = 0; i < MAXW; i++) {
+        memcpy(s->key[i], s->key[0], sizeof s->key[0]);
+        s->have_key[i] = 1;
+    }
     s->min = min;
     s->max = max;
     s->gen = -1;
@@ -207,7 +237,34 @@ void esvc_close(esvc_t *s)
             s->strangers, s->strangers == 1 ? "" : "s");
     unsetenv("STRATA_ELASTIC");
     unsetenv("STRATA_ELASTIC_TOKEN");
+    sodium_memzero(s->key, sizeof s->key);
     free(s);
+}
+
+void esvc_secure(esvc_t *s)
+{
+    s->auth = 1;
+    sodium_memzero(s->key, sizeof s->key);
+    memset(s->have_key, 0, sizeof s->have_key);
+}
+
+int esvc_worker_cert(esvc_t *s, int index, const char *cert)
+{
+    const char *k = strstr(cert, "secret-key = \"");
+    char z[41];
+    unsigned char sk[32];
+    int ok = index >= 0 && index < MAXW && k && strlen(k) >= 14 + 40;
+    if (ok) {
+        memcpy(z, k + 14, 40);
+        z[40] = '\0';
+        ok = strata__member_z85_32(z, sk) == 0 &&
+             strata__member_key_secret(sk, s->key[index]) == 0;
+        sodium_memzero(sk, sizeof sk);
+        sodium_memzero(z, sizeof z);
+    }
+    if (ok)
+        s->have_key[index] = 1;
+    return ok ? 0 : -1;
 }
 
 long esvc_strangers(const esvc_t *s) { return s->strangers; }
@@ -235,18 +292,30 @@ static void stranger(esvc_t *s, int ci, const char *why)
 {
     s->strangers++;
     if (s->strangers <= 10 || s->strangers % 1000 == 0)
-        say("dropped a connection to the membership service: %s (%ld so "
-            "far; the job goes on)", why, s->strangers);
+        say("dropped a connection from %s to the membership service: %s "
+            "(%ld so far; the job goes on)", s->c[ci].from, why,
+            s->strangers);
     drop(s, ci);
 }
 
-/* Non-blocking: a member that cannot take a message is as good as dead. */
+/* Tagged for its worker (every put goes to one that joined), and
+ * non-blocking: a member that cannot take a message is as good as dead. */
 static int put(esvc_t *s, int ci, const uint8_t *msg, size_t n)
 {
     if (ci < 0 || s->c[ci].fd < 0 || !msg)
         return -1;
-    if (send(s->c[ci].fd, msg, n, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)n)
-        return 0;
+    conn_t *c = &s->c[ci];
+    uint8_t *m = c->worker >= 0 ? malloc(n + STRATA_MEMBER_TAG) : NULL;
+    if (m) {
+        memcpy(m, msg, n);
+        n = strata__member_seal(s->key[c->worker], STRATA_MEMBER_DOWN,
+                                c->seq_out++, c->nonce, m, n);
+        if (send(c->fd, m, n, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)n) {
+            free(m);
+            return 0;
+        }
+    }
+    free(m);
     drop(s, ci);
     return -1;
 }
@@ -391,13 +460,14 @@ static void join(esvc_t *s, int ci, const uint8_t *body, size_t len)
     strata__member_join_t j;
     char why[200], msg[240];
     conn_t *c = &s->c[ci];
-    if (strata__member_join_decode(body, len, &j, why, sizeof why) != 0) {
-        snprintf(msg, sizeof msg, "not a JOIN: %s", why);
-        stranger(s, ci, msg);
+    if (len < STRATA_MEMBER_TAG) {
+        stranger(s, ci, "a JOIN without its tag");
         return;
     }
-    if (strcmp(j.token, s->token) != 0) {
-        stranger(s, ci, "wrong token");
+    if (strata__member_join_decode(body, len - STRATA_MEMBER_TAG, &j, why,
+                                   sizeof why) != 0) {
+        snprintf(msg, sizeof msg, "not a JOIN: %s", why);
+        stranger(s, ci, msg);
         return;
     }
     int k = worker_index(s, j.name);
@@ -406,6 +476,15 @@ static void join(esvc_t *s, int ci, const uint8_t *body, size_t len)
         stranger(s, ci, "a JOIN of no worker of this job");
         return;
     }
+    if (!s->have_key[k] ||
+        !strata__member_unseal(s->key[k], STRATA_MEMBER_UP, c->seq_in,
+                               c->nonce, STRATA_MEMBER_JOIN, body, &len)) {
+        snprintf(msg, sizeof msg, "its JOIN as worker:%d is not "
+                 "authenticated with %s", k, auth_name(s->auth));
+        stranger(s, ci, msg);
+        return;
+    }
+    c->seq_in++;
     if (!s->policy_set) { /* the job's configuration names it */
         s->timeout_ms = (int)j.timeout_ms;
         s->policy_set = 1;
@@ -468,8 +547,12 @@ static void message_in(esvc_t *s, int ci)
     c->got = 0;
     if (kind == STRATA_MEMBER_JOIN)
         join(s, ci, body, len);
+    else if (kind == STRATA_MEMBER_DONE && c->worker >= 0 &&
+             !strata__member_unseal(s->key[c->worker], STRATA_MEMBER_UP,
+                                    c->seq_in, c->nonce, kind, body, &len))
+        stranger(s, ci, "a DONE not authenticated with its worker's key");
     else if (kind == STRATA_MEMBER_DONE && c->worker >= 0)
-        done(s, ci, body, len);
+        c->seq_in++, done(s, ci, body, len);
     else
         stranger(s, ci, c->worker >= 0 ? "a message the protocol does not "
                                          "have" : "not a JOIN");
@@ -513,7 +596,10 @@ static void readable(esvc_t *s, int ci)
 static void accept_all(esvc_t *s)
 {
     for (int i = 0; i < 16; i++) {
-        int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(s->lfd, (struct sockaddr *)&ss, &sl,
+                         SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             return;
         int ci = 0;
@@ -524,7 +610,20 @@ static void accept_all(esvc_t *s)
             s->strangers++;
             continue;
         }
-        s->c[ci] = (conn_t){ .fd = fd, .t0 = now_s(), .worker = -1 };
+        conn_t *c = &s->c[ci];
+        *c = (conn_t){ .fd = fd, .t0 = now_s(), .worker = -1 };
+        char host[48] = "?", port[8] = "?";
+        getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, port,
+                    sizeof port, NI_NUMERICHOST | NI_NUMERICSERV);
+        snprintf(c->from, sizeof c->from, strchr(host, ':') ? "[%s]:%s"
+                                                            : "%s:%s",
+                 host, port);
+        /* its challenge first: a fresh socket's buffer takes it (one
+         * that cannot is gone, and what it sent says what it was) */
+        uint8_t m[STRATA_MEMBER_HDR + 1 + STRATA_MEMBER_NONCE];
+        randombytes_buf(c->nonce, sizeof c->nonce);
+        size_t n = strata__member_challenge_encode(m, s->auth, c->nonce);
+        (void)send(fd, m, n, MSG_DONTWAIT | MSG_NOSIGNAL);
     }
 }
 

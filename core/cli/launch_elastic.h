@@ -21,6 +21,13 @@ typedef struct esvc esvc_t;
 esvc_t *esvc_open(int min, int max, const char *host, int port,
                   const char *token);
 void    esvc_close(esvc_t *s);
+/* The job has CURVE keys: from now on each worker is authenticated with
+ * the key derived from its secret key (esvc_worker_cert), not the token.
+ * Before any worker starts. */
+void    esvc_secure(esvc_t *s);
+/* worker:index's secret certificate (keygen's text): 0, or -1 (no
+ * "secret-key" of Z85 in it). */
+int     esvc_worker_cert(esvc_t *s, int index, const char *cert);
 
 /* launch started (1) or reaped (0) the process of worker:index. */
 void esvc_alive(esvc_t *s, int index, int alive);

@@ -58,6 +58,14 @@ static int task_fd(int n, const char *const type[], const int index[],
 int cli_launch_keys(int n, const char *const type[], const int index[],
                     int fd[])
 {
+    return cli_launch_keys_seen(n, type, index, fd, NULL, NULL);
+}
+
+int cli_launch_keys_seen(int n, const char *const type[], const int index[],
+                         int fd[], void (*on_secret)(void *, int,
+                                                     const char *),
+                         void *user)
+{
     for (int i = 0; i < n; i++)
         fd[i] = -1;
     char (*pub)[CLI_CERT_MAX] = calloc((size_t)n, sizeof *pub);
@@ -67,6 +75,8 @@ int cli_launch_keys(int n, const char *const type[], const int index[],
         rc = cli_keygen_pair(type[i], index[i], pub[i], sec[i], sizeof pub[i]);
     for (int i = 0; rc == 0 && i < n; i++)
         rc = (fd[i] = task_fd(n, type, index, pub, sec[i], i)) < 0 ? -1 : 0;
+    for (int i = 0; rc == 0 && on_secret && i < n; i++)
+        on_secret(user, i, sec[i]);
     if (sec)
         memset(sec, 0, (size_t)n * sizeof *sec);
     free(pub);

@@ -102,8 +102,8 @@ int cli_job_ctx(char **targv, int nt, strata_ctx_t **out)
 
 /* [security] mode and keys of the job, into mode[cap] and keys[cap]; -1
  * after libstrata said what is wrong. */
-static int job_security(char **targv, int nt, char *mode, char *keys,
-                        size_t cap)
+int cli_job_security(char **targv, int nt, char *mode, char *keys,
+                     size_t cap)
 {
     strata_ctx_t *ctx = NULL;
     if (cli_job_ctx(targv, nt, &ctx) != 0)
@@ -120,7 +120,7 @@ static int job_security(char **targv, int nt, char *mode, char *keys,
 static int check_keys(const cli_nodes_t *n, char **targv, int nt)
 {
     char mode[64], keys[4096];
-    if (job_security(targv, nt, mode, keys, sizeof keys) != 0)
+    if (cli_job_security(targv, nt, mode, keys, sizeof keys) != 0)
         return -1;
     int ok = !strcmp(mode, "off") || keys[0];
     if (!ok)
@@ -262,7 +262,7 @@ int cli_nodes_token(const cli_nodes_t *n, char **targv, int nt, char *out,
         return 0;
     }
     char mode[64], keys[4096];
-    if (job_security(targv, nt, mode, keys, sizeof keys) != 0)
+    if (cli_job_security(targv, nt, mode, keys, sizeof keys) != 0)
         return -1;
     if (!keys[0]) {
         fprintf(stderr, "strata: launch: an elastic job on %d machines needs "

@@ -55,7 +55,9 @@ int strata__comm_join(strata_comm_t *c, int64_t committed)
         const strata_cluster_t *pc = &c->cluster->pub;
         strata__task_name(&pc->tasks[pc->self], self, sizeof self);
         own_host(c, host, sizeof host);
-        int rc = strata__elastic_open(self, host, &c->el);
+        int rc = strata__elastic_open(self, host,
+                                      c->keys ? c->keys->secret : NULL,
+                                      &c->el);
         if (rc != STRATA_OK || !c->el)
             return rc;   /* no service: not an elastic job */
     }

@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "elastic.h"
 #include "base/fault.h"
 #include "wire.h"
@@ -23,7 +25,13 @@
 
 struct strata__elastic {
     char     service[300];          /* host:port of the service            */
-    char     token[STRATA_MEMBER_MAX_TOKEN + 1];
+    /* what this worker shares with the service (member_auth.c) */
+    int      auth;                  /* 1 the job's keys, 2 the token       */
+    unsigned char key[STRATA_MEMBER_KEY];
+    uint8_t  nonce[STRATA_MEMBER_NONCE]; /* the connection's CHALLENGE's  */
+    int      challenged;            /* the CHALLENGE is in                  */
+    uint64_t seq_in, seq_out;       /* frames each way on the connection   */
+    unsigned long forged;           /* frames dropped: tag did not verify  */
     char     self[STRATA_MEMBER_MAX_NAME + 1];
     char     host[272];
     int      fd;                    /* -1: not connected                    */
@@ -75,8 +83,14 @@ static int split_addr(const char *a, char *host, size_t hcap, char *port,
     return 0;
 }
 
+static const char *auth_name(int auth)
+{
+    return auth == 1 ? "the job's keys" : auth == 2 ? "the job's token"
+                                                    : "no authentication";
+}
+
 int strata__elastic_open(const char *self, const char *host,
-                         strata__elastic_t **out)
+                         const char *secret, strata__elastic_t **out)
 {
     *out = NULL;
     const char *svc = getenv("STRATA_ELASTIC");
@@ -85,10 +99,10 @@ int strata__elastic_open(const char *self, const char *host,
     const char *tok = getenv("STRATA_ELASTIC_TOKEN");
     char h[272], p[16];
     if (strlen(svc) >= sizeof ((strata__elastic_t *)0)->service ||
-        split_addr(svc, h, sizeof h, p, sizeof p) != 0 || !tok ||
-        strlen(tok) < STRATA_MEMBER_MIN_TOKEN ||
-        strlen(tok) > STRATA_MEMBER_MAX_TOKEN ||
-        strcspn(tok, " \t\r\n") != strlen(tok)) {
+        split_addr(svc, h, sizeof h, p, sizeof p) != 0 ||
+        (!secret && (!tok || strlen(tok) < STRATA_MEMBER_MIN_TOKEN ||
+                     strlen(tok) > STRATA_MEMBER_MAX_TOKEN ||
+                     strcspn(tok, " \t\r\n") != strlen(tok)))) {
         strata__log(STRATA_LOG_ERROR, WHO, "STRATA_ELASTIC = '%.64s' (with "
                     "STRATA_ELASTIC_TOKEN) does not name a membership service "
                     "host:port and its token; strata launch --elastic sets "
@@ -102,7 +116,20 @@ int strata__elastic_open(const char *self, const char *host,
         return STRATA_ENOMEM;
     }
     snprintf(e->service, sizeof e->service, "%s", svc);
-    snprintf(e->token, sizeof e->token, "%s", tok);
+    /* with the job's keys the worker's secret key authenticates it, in
+     * plaintext mode the token (member_auth.c) */
+    unsigned char sk[32];
+    int bad = secret ? strata__member_z85_32(secret, sk) != 0 ||
+                       strata__member_key_secret(sk, e->key) != 0
+                     : strata__member_key_token(tok, e->key) != 0;
+    sodium_memzero(sk, sizeof sk);
+    e->auth = secret ? 1 : 2;
+    if (bad) {
+        strata__log(STRATA_LOG_ERROR, WHO, "membership client of %s: no key "
+                    "from %s", svc, auth_name(e->auth));
+        free(e);
+        return STRATA_ECONFIG;
+    }
     snprintf(e->self, sizeof e->self, "%s", self);
     snprintf(e->host, sizeof e->host, "%s", host && host[0] ? host
                                                             : "127.0.0.1");
@@ -187,6 +214,8 @@ static int connect_service(strata__elastic_t *e)
         return STRATA_EPEER;
     }
     e->fd = fd;
+    e->challenged = 0;
+    e->seq_in = e->seq_out = 0;
     frame_done(e);
     return STRATA_OK;
 }
@@ -226,10 +255,12 @@ static int take_frame(strata__elastic_t *e, char *why, size_t wn)
     for (;;) {
         if (e->got == STRATA_MEMBER_HDR && !e->body) {
             int rc = strata__member_get_hdr(e->hb, 0, &e->h, why, wn);
-            if (rc == 0 && e->h.kind != STRATA_MEMBER_GEN &&
-                e->h.kind != STRATA_MEMBER_RESIZE &&
-                e->h.kind != STRATA_MEMBER_STOP &&
-                e->h.kind != STRATA_MEMBER_END) {
+            int k = e->h.kind;
+            if (rc == 0 && (e->challenged ? k != STRATA_MEMBER_GEN &&
+                                                k != STRATA_MEMBER_RESIZE &&
+                                                k != STRATA_MEMBER_STOP &&
+                                                k != STRATA_MEMBER_END
+                                          : k != STRATA_MEMBER_CHALLENGE)) {
                 snprintf(why, wn, "a %s message, which the service does "
                          "not send", strata__member_kind_name(e->h.kind));
                 rc = STRATA_EPROTO;
@@ -246,6 +277,25 @@ static int take_frame(strata__elastic_t *e, char *why, size_t wn)
         size_t want = e->got < STRATA_MEMBER_HDR
                           ? STRATA_MEMBER_HDR - e->got
                           : STRATA_MEMBER_HDR + e->h.len - e->got;
+        if (e->body && want == 0 && e->h.kind != STRATA_MEMBER_CHALLENGE) {
+            size_t len = e->h.len;
+            if (strata__member_unseal(e->key, STRATA_MEMBER_DOWN, e->seq_in,
+                                      e->nonce, e->h.kind, e->body, &len)) {
+                e->seq_in++;
+                e->h.len = (uint32_t)len; /* the body without its tag */
+                return 1;
+            }
+            /* not the service's: someone on the path; the stream's
+             * framing holds, so the connection goes on */
+            if (++e->forged <= 10 || e->forged % 1000 == 0)
+                strata__log(STRATA_LOG_WARN, WHO, "dropped a %s of %u bytes "
+                            "on the connection to the membership service %s: "
+                            "not authenticated with %s (%lu so far)",
+                            strata__member_kind_name(e->h.kind), e->h.len,
+                            e->service, auth_name(e->auth), e->forged);
+            frame_done(e);
+            continue;
+        }
         if (e->body && want == 0)
             return 1;
         uint8_t *to = e->got < STRATA_MEMBER_HDR
@@ -382,24 +432,56 @@ static int read_table(strata__elastic_t *e)
     return STRATA_OK;
 }
 
+/* The service's CHALLENGE, first on the connection: 0, else the error
+ * (logged). */
+static int take_challenge(strata__elastic_t *e, int64_t deadline)
+{
+    int rc = next_frame(e, deadline);
+    if (rc != 1)
+        return rc;
+    int auth = 0;
+    char why[200];
+    rc = strata__member_challenge_decode(e->body, e->h.len, &auth, e->nonce,
+                                         why, sizeof why);
+    frame_done(e);
+    if (rc != 0) {
+        strata__log(STRATA_LOG_ERROR, WHO, "membership service %s: %s",
+                    e->service, why);
+        return STRATA_EPROTO;
+    }
+    if (auth != e->auth) {
+        strata__log(STRATA_LOG_ERROR, WHO, "the membership service %s "
+                    "authenticates with %s, this task with %s: give every "
+                    "task and launch the same [security] mode and keys",
+                    e->service, auth_name(auth), auth_name(e->auth));
+        return STRATA_ECONFIG;
+    }
+    e->challenged = 1;
+    return STRATA_OK;
+}
+
 int strata__elastic_join(strata__elastic_t *e, int64_t committed,
                          int timeout_ms, strata_membership_t *out)
 {
     if (e->error)
         return e->error;
+    int64_t deadline = now_ms() + (int64_t)timeout_ms + SLACK_MS;
     int rc = e->fd < 0 ? connect_service(e) : STRATA_OK;
+    if (rc == STRATA_OK && !e->challenged)
+        rc = take_challenge(e, now_ms() + CONNECT_MS);
     strata__member_join_t j = {
         .committed = committed < -1 ? -1 : committed,
         .timeout_ms = timeout_ms < 1 ? 1u : (uint32_t)timeout_ms,
     };
     if (rc == STRATA_OK)
         rc = fresh_addr(e, j.addr, sizeof j.addr);
-    int64_t deadline = now_ms() + (int64_t)timeout_ms + SLACK_MS;
     if (rc == STRATA_OK) {
-        uint8_t msg[STRATA_MEMBER_CLIENT_MAX];
-        snprintf(j.token, sizeof j.token, "%s", e->token);
+        uint8_t msg[STRATA_MEMBER_CLIENT_MAX + STRATA_MEMBER_TAG];
         snprintf(j.name, sizeof j.name, "%s", e->self);
         size_t n = strata__member_join_encode(msg, &j);
+        if (n > 0)
+            n = strata__member_seal(e->key, STRATA_MEMBER_UP, e->seq_out++,
+                                    e->nonce, msg, n);
         if (n == 0) {
             strata__log(STRATA_LOG_ERROR, WHO, "this task's JOIN (name '%s', "
                         "address %s) does not fit the membership wire",
@@ -524,8 +606,11 @@ void strata__elastic_done(strata__elastic_t *e, int64_t step)
 {
     if (!e || e->fd < 0)
         return;
-    uint8_t msg[STRATA_MEMBER_HDR + 8];
+    uint8_t msg[STRATA_MEMBER_HDR + 8 + STRATA_MEMBER_TAG];
     size_t n = strata__member_done_encode(msg, step < -1 ? -1 : step);
+    if (e->challenged)
+        n = strata__member_seal(e->key, STRATA_MEMBER_UP, e->seq_out++,
+                                e->nonce, msg, n);
     (void)send_all(e, msg, n, now_ms() + 2000);
     close(e->fd);
     e->fd = -1;

@@ -11,7 +11,8 @@
  * boundaries (strata__elastic_pending) and every member agrees on it there.
  *
  * The protocol: the membership frames of member/wire.h (launch_elastic.c,
- * which serves it, documents the service's side):
+ * which serves it, documents the service's side), after the service's
+ * CHALLENGE and each tagged (wire.h, member_auth.c):
  *   -> JOIN token, name, host:port, committed, timeout_ms
  *   <- GEN generation, size, rank, resume_step, then the members (name,
  *      host:port, committed) in rank order
@@ -32,10 +33,12 @@ typedef struct strata__elastic strata__elastic_t;
 /* The client of this process when the job has a membership service
  * (STRATA_ELASTIC is set), in *out; NULL (and STRATA_OK) when it has none.
  * `self` is this task's name ("worker:1"), `host` the host its transport
- * addresses are made on (the host of its cluster address). Connects
- * lazily, at the first join. */
+ * addresses are made on (the host of its cluster address), `secret` this
+ * task's CURVE secret key (Z85) when the job has keys (the service
+ * authenticates it with it), NULL in plaintext mode (the token then).
+ * Connects lazily, at the first join. */
 int  strata__elastic_open(const char *self, const char *host,
-                          strata__elastic_t **out);
+                          const char *secret, strata__elastic_t **out);
 void strata__elastic_close(strata__elastic_t *e);
 
 /* Join the next generation (see host->membership in plugin_v2.h);

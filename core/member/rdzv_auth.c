@@ -19,30 +19,6 @@
 
 #define WHO "rendezvous"
 
-static const char k_z85[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"
-                            "KLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
-
-/* 40 characters of Z85 -> 32 bytes; -1 when not Z85. */
-static int z85_decode(const char *s, unsigned char out[32])
-{
-    if (strlen(s) != 40)
-        return -1;
-    for (int i = 0; i < 8; i++) {
-        uint64_t v = 0;
-        for (int j = 0; j < 5; j++) {
-            const char *p = s[i * 5 + j] ? strchr(k_z85, s[i * 5 + j]) : NULL;
-            if (!p)
-                return -1;
-            v = v * 85 + (uint64_t)(p - k_z85);
-        }
-        if (v > 0xffffffffu)
-            return -1;
-        for (int j = 0; j < 4; j++)
-            out[i * 4 + j] = (unsigned char)(v >> (24 - 8 * j));
-    }
-    return 0;
-}
-
 static int alloc_keys(strata__rdzv_auth_t *a, int kind, uint32_t world)
 {
     memset(a, 0, sizeof *a);
@@ -64,7 +40,7 @@ int strata__rdzv_auth_keys(strata__rdzv_auth_t *a, const strata__cluster_t *c,
     unsigned char sk[32], pk[32];
     /* the rendezvous's rank r is task r (rendezvous.h) */
     uint32_t self = (uint32_t)c->pub.self;
-    if (rc == 0 && z85_decode(k->secret, sk) != 0) {
+    if (rc == 0 && strata__member_z85_32(k->secret, sk) != 0) {
         strata__log(STRATA_LOG_ERROR, WHO, "this task's secret key is not "
                     "40 characters of Z85");
         rc = STRATA_ECONFIG;
@@ -79,7 +55,7 @@ int strata__rdzv_auth_keys(strata__rdzv_auth_t *a, const strata__cluster_t *c,
         for (int i = 0; !pub && i < k->n; i++)
             if (!strcmp(k->key[i].name, who))
                 pub = k->key[i].pub;
-        if (!pub || z85_decode(pub, pk) != 0) {
+        if (!pub || strata__member_z85_32(pub, pk) != 0) {
             strata__log(STRATA_LOG_ERROR, WHO, "no public key of %s (rank "
                         "%u) among the job's keys: every node needs every "
                         "task's public key", who, r);

@@ -111,16 +111,44 @@ static int xfer(int fd, void *buf, size_t n, int out, double deadline,
     return 0;
 }
 
-/* rank 0's REFUSED: its reason, printable, as the task's error. */
-static int refused(const strata__rdzv_ep_t *ep, uint32_t rank,
-                   const uint8_t *b, size_t len)
+/* rank 0's REFUSED: its reason, printable, as the task's error. When the
+ * rendezvous authenticates, only a REFUSED tagged for this connection's
+ * `nonce` (NULL: before the challenge, none can be) is rank 0's: another
+ * is dropped, counted in *forged and named, and the task tries again (1,
+ * why says so) -- a forged REFUSED cannot end it. */
+static int refused(const strata__rdzv_ep_t *ep, int fd, uint32_t rank,
+                   const uint8_t *b, size_t len, const uint8_t *nonce,
+                   const strata__rdzv_opts_t *o,
+                   strata__rdzv_forged_t *forged, char *wy, size_t wn)
 {
     char reason[STRATA_RDZV_MAX_REASON + 1], bad[128];
-    int why = 0;
+    int why = 0, tagged = o->auth && nonce && len > STRATA_RDZV_TAG &&
+        strata__rdzv_tag_ok(o->auth, 0, STRATA_RDZV_REFUSED, nonce, b,
+                            len - STRATA_RDZV_TAG, b + len - STRATA_RDZV_TAG);
+    if (tagged)
+        len -= STRATA_RDZV_TAG;
     /* the header's limit held the length: the decode cannot refuse it */
     if (strata__rdzv_refused_parse(b, len, &why, reason, bad,
                                    sizeof bad) != 0)
         snprintf(reason, sizeof reason, "%s", bad);
+    if (o->auth && !tagged) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        char from[96] = "?";
+        if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+            strata__rdzv_peer_text((struct sockaddr *)&ss, sl, fd, from,
+                                   sizeof from);
+        snprintf(forged->last, sizeof forged->last, "%.150s", reason);
+        if (++forged->n <= 10 || forged->n % 1000 == 0) /* rate-limited */
+            strata__log(STRATA_LOG_WARN, WHO, "at %s: dropped a REFUSED from %s "
+                    "that is not authenticated with %s (%u so far; not rank "
+                    "0's, or rank 0 does not know this task's key): \"%.200s"
+                    "\"; trying again", ep->text, from,
+                    strata__rdzv_auth_name(o->auth->kind), forged->n,
+                    reason[0] ? reason : "(no reason given)");
+        snprintf(wy, wn, "rank 0's answer was not authenticated");
+        return 1;
+    }
     ERR("at %s: rank 0 refused rank %u: %s", ep->text, rank,
         reason[0] ? reason : "(no reason given)");
     return why == STRATA_RDZV_WHY_TIMEOUT ? STRATA_ETIMEDOUT
@@ -169,21 +197,24 @@ static int read_hdr(const strata__rdzv_ep_t *ep, int fd, uint32_t world,
 /* rank 0's CHALLENGE: 0 with the nonce, 1 to try again, else the error. */
 static int challenge(const strata__rdzv_ep_t *ep, int fd, uint32_t world,
                      uint32_t rank, double deadline, const strata__rdzv_opts_t *o,
-                     uint8_t nonce[STRATA_RDZV_NONCE], char *why, size_t wn)
+                     uint8_t nonce[STRATA_RDZV_NONCE],
+                     strata__rdzv_forged_t *forged, char *why, size_t wn)
 {
     strata__rdzv_hdr_t hdr;
     int rc = read_hdr(ep, fd, world, deadline, o, &hdr, why, wn,
                       "its challenge", "rank 0 sent no challenge");
     if (rc != 0)
         return rc;
-    uint8_t body[1 + STRATA_RDZV_NONCE + STRATA_RDZV_MAX_REASON];
+    uint8_t body[1 + STRATA_RDZV_NONCE + STRATA_RDZV_MAX_REASON +
+                 STRATA_RDZV_TAG];
     if (hdr.len > sizeof body ||
         xfer(fd, body, hdr.len, 0, deadline, o) != 0) {
         snprintf(why, wn, "rank 0's challenge stopped after its header");
         return 1;
     }
-    if (hdr.type == STRATA_RDZV_REFUSED)
-        return refused(ep, rank, body, hdr.len);
+    if (hdr.type == STRATA_RDZV_REFUSED) /* no nonce yet: never tagged */
+        return refused(ep, fd, rank, body, hdr.len, NULL, o, forged, why,
+                       wn);
     int auth, mine = o->auth ? o->auth->kind : STRATA_RDZV_AUTH_NONE;
     char bad[160];
     if (hdr.type != STRATA_RDZV_CHALLENGE ||
@@ -207,7 +238,7 @@ static int challenge(const strata__rdzv_ep_t *ep, int fd, uint32_t world,
 int strata__rdzv_answer(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
                         int fd, const char *mine, const uint8_t *nonce,
                         double deadline, const strata__rdzv_opts_t *o,
-                        char *why, size_t wn)
+                        strata__rdzv_forged_t *forged, char *why, size_t wn)
 {
     uint32_t world = (uint32_t)c->pub.ntasks, rank = (uint32_t)c->pub.self;
     strata__rdzv_hdr_t hdr;
@@ -230,7 +261,7 @@ int strata__rdzv_answer(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
         return 1;
     }
     if (hdr.type == STRATA_RDZV_REFUSED) {
-        rc = refused(ep, rank, body, hdr.len);
+        rc = refused(ep, fd, rank, body, hdr.len, nonce, o, forged, why, wn);
         free(body);
         return rc;
     }
@@ -280,10 +311,17 @@ int strata__rdzv_join(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
     double t0 = strata__rdzv_now();
     double deadline = t0 + o->timeout_s + CLIENT_GRACE_S;
     char why[320] = "no attempt", mine[STRATA_RDZV_MAX_ADDR + 1];
+    strata__rdzv_forged_t forged = { 0 }; /* REFUSEDs dropped */
     while (!strata__rdzv_stopped(o)) {
         if (strata__rdzv_now() >= deadline) {
+            char fw[300] = "";
+            if (forged.n)
+                snprintf(fw, sizeof fw, "; %u REFUSED not authenticated with "
+                         "%s were dropped (the last: \"%s\")", forged.n,
+                         strata__rdzv_auth_name(o->auth->kind), forged.last);
             ERR("at %s: no table within %g s ([cluster] rendezvous_timeout_s "
-                "+ %g): %s", ep->text, o->timeout_s, CLIENT_GRACE_S, why);
+                "+ %g): %s%s", ep->text, o->timeout_s, CLIENT_GRACE_S, why,
+                fw);
             return STRATA_ETIMEDOUT;
         }
         char what[256];
@@ -298,8 +336,8 @@ int strata__rdzv_join(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
         uint8_t msg[STRATA_RDZV_HDR + STRATA_RDZV_REG_MAX];
         uint8_t nonce[STRATA_RDZV_NONCE];
         size_t len = 0;
-        int fam, rc = challenge(ep, fd, world, rank, deadline, o, nonce, why,
-                                sizeof why);
+        int fam, rc = challenge(ep, fd, world, rank, deadline, o, nonce,
+                                &forged, why, sizeof why);
         if (rc != 0) {
             close(fd);
             if (rc != 1)
@@ -327,10 +365,24 @@ int strata__rdzv_join(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
         }
         if (xfer(fd, msg, len, 1, deadline, o) == 0)
             rc = strata__rdzv_answer(c, ep, fd, mine, nonce, deadline, o,
-                                     why, sizeof why);
+                                     &forged, why, sizeof why);
         else
             snprintf(why, sizeof why, "rank 0 took no REGISTER");
-        close(fd);
+        if (rc == 0 && o->late) { /* kept: rank 0's word after the table */
+            strata__rdzv_late_t *l = NULL;
+            rc = strata__rdzv_late_new(&l, ep->text, world, rank, o->auth);
+            if (rc == 0)
+                rc = strata__rdzv_late_keep(l, fd, 0, nonce, ep->text, NULL);
+            if (rc == 0) {
+                *o->late = l;
+                fd = -1;
+            } else {
+                ERR("at %s: out of memory", ep->text);
+                strata__rdzv_late_end(l);
+            }
+        }
+        if (fd >= 0)
+            close(fd);
         if (rc == 0)
             strata__log(STRATA_LOG_DEBUG, WHO, "at %s: rank %u of %u is %s "
                         "(%.1f s)", ep->text, rank, world, mine,

@@ -33,11 +33,16 @@ int strata__rdzv_join(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
  * TABLE, or a REFUSED): 0 with c's addresses installed, 1 to try again
  * (the connection went away; why[wn] says so), else the error (logged).
  * `mine`: the address this task registered; `nonce`: rank 0's challenge
- * on fd (the table's tag is checked against it when o->auth). */
+ * on fd (the table's and a REFUSED's tags are checked against it when
+ * o->auth); *forged counts the REFUSEDs dropped as not rank 0's (1). */
+typedef struct strata__rdzv_forged {
+    unsigned n;
+    char     last[160]; /* the reason the last one gave */
+} strata__rdzv_forged_t;
 int strata__rdzv_answer(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
                         int fd, const char *mine, const uint8_t *nonce,
                         double deadline, const strata__rdzv_opts_t *o,
-                        char *why, size_t wn);
+                        strata__rdzv_forged_t *forged, char *why, size_t wn);
 
 /* Monotonic seconds. */
 double strata__rdzv_now(void);

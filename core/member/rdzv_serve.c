@@ -50,8 +50,11 @@ typedef struct conn {
     size_t         got;
     strata__rdzv_hdr_t hdr;
     int32_t        rank;      /* -1: not registered                       */
+    int32_t        peer;      /* the rank its REGISTER authenticated as:
+                                 its REFUSED is tagged for it; -1 none    */
     const uint8_t *out;       /* the reply being sent                     */
-    uint8_t        refusal[STRATA_RDZV_HDR + 1 + STRATA_RDZV_MAX_REASON];
+    uint8_t        refusal[STRATA_RDZV_HDR + 1 + STRATA_RDZV_MAX_REASON +
+                           STRATA_RDZV_TAG];
     size_t         out_len, out_at;
     int            closing;   /* refused: close once the reply is out     */
 } conn_t;
@@ -108,10 +111,27 @@ static void withdraw(server_t *s, conn_t *k, const char *what)
     k->fd = -1;
 }
 
-/* Queue a REFUSED on k and close once it is sent. */
-static void tell(conn_t *k, int why, const char *reason)
+/* A REFUSED into k->refusal, tagged when k's peer is authenticated (a
+ * task that authenticates drops an untagged one: a forger's cannot end
+ * it); its length. */
+static size_t refusal(const server_t *s, conn_t *k, int why,
+                      const char *reason)
 {
-    k->out_len = strata__rdzv_refused(k->refusal, why, reason);
+    size_t n = strata__rdzv_refused(k->refusal, why, reason);
+    if (!s->auth || k->peer <= 0)
+        return n;
+    strata__rdzv_put_hdr(k->refusal, STRATA_RDZV_REFUSED,
+                         (uint32_t)(n - STRATA_RDZV_HDR + STRATA_RDZV_TAG));
+    strata__rdzv_tag(s->auth, (uint32_t)k->peer, STRATA_RDZV_REFUSED,
+                     k->nonce, k->refusal + STRATA_RDZV_HDR,
+                     n - STRATA_RDZV_HDR, k->refusal + n);
+    return n + STRATA_RDZV_TAG;
+}
+
+/* Queue a REFUSED on k and close once it is sent. */
+static void tell(const server_t *s, conn_t *k, int why, const char *reason)
+{
+    k->out_len = refusal(s, k, why, reason);
     k->out = k->refusal;
     k->out_at = 0;
     k->closing = 1;
@@ -129,12 +149,12 @@ static void refuse(server_t *s, conn_t *k, const char *fmt, ...)
     va_end(ap);
     strata__log(STRATA_LOG_WARN, WHO, "at %s: refused %s: %s (the "
                 "rendezvous goes on)", s->ep->text, k->from, why);
-    tell(k, STRATA_RDZV_WHY_CONFIG, why);
+    tell(s, k, STRATA_RDZV_WHY_CONFIG, why);
 }
 
 /* A REGISTER whose tag does not verify: a stranger (counted, named, rate-
- * limited), told so in one best-effort write (a task of this job with
- * other keys then ends at once instead of at the deadline). */
+ * limited), told so in one best-effort, untagged write (a task of this job
+ * with other keys cannot verify it: it names it when it times out). */
 static void unauthenticated(server_t *s, conn_t *k, uint32_t rank)
 {
     char why[STRATA_RDZV_MAX_REASON];
@@ -176,7 +196,7 @@ static void two_claims(server_t *s, conn_t *k, uint32_t rank,
              "ends here", rank, old ? old->from : "?", s->addr[rank], k->from,
              addr);
     ERR("at %s: %s", s->ep->text, s->fatal);
-    tell(k, STRATA_RDZV_WHY_CONFIG, s->fatal);
+    tell(s, k, STRATA_RDZV_WHY_CONFIG, s->fatal);
 }
 
 static void on_register(server_t *s, conn_t *k)
@@ -201,8 +221,10 @@ static void on_register(server_t *s, conn_t *k)
         unauthenticated(s, k, rank);
         return;
     }
+    if (rank > 0 && rank < s->world)
+        k->peer = (int32_t)rank; /* authenticated (or nobody is) */
     if (s->fatal[0]) { /* two claims of a rank ended it: say why */
-        tell(k, STRATA_RDZV_WHY_CONFIG, s->fatal);
+        tell(s, k, STRATA_RDZV_WHY_CONFIG, s->fatal);
         return;
     }
     if (world != s->world) {
@@ -324,7 +346,7 @@ static void on_accept(server_t *s)
                          SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return;
-        conn_t k = { .fd = fd, .rank = -1,
+        conn_t k = { .fd = fd, .rank = -1, .peer = -1,
                      .hello_by = strata__rdzv_now() + s->o->hello_s };
         strata__rdzv_peer_text((struct sockaddr *)&ss, len, fd, k.from,
                                sizeof k.from);
@@ -551,7 +573,7 @@ static void notify(server_t *s, int why, const char *reason)
         conn_t *k = &s->conns[i];
         if (k->rank < 0 || k->closing)
             continue;
-        k->out_len = strata__rdzv_refused(k->refusal, why, reason);
+        k->out_len = refusal(s, k, why, reason);
         k->out = k->refusal;
         k->out_at = 0;
         k->closing = 1;
@@ -599,7 +621,7 @@ int strata__rdzv_serve(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
             for (int i = 0; i < s.nconns; i++)
                 if (s.conns[i].fd >= 0 && s.conns[i].rank > 0 &&
                     !s.conns[i].closing)
-                    tell(&s.conns[i], STRATA_RDZV_WHY_CONFIG, s.fatal);
+                    tell(&s, &s.conns[i], STRATA_RDZV_WHY_CONFIG, s.fatal);
         }
         if (fatal_at && strata__rdzv_now() >= fatal_at + LINGER_S) {
             notify(&s, STRATA_RDZV_WHY_CONFIG, s.fatal);
@@ -622,9 +644,13 @@ int strata__rdzv_serve(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
             serve_round(&s, deadline);
         }
     }
+    int kept_lfd = -1; /* the listener, for the late claims (rdzv_late.c) */
     if (rc == 0) {
         /* Everyone is here: the table to every task, then done. */
-        close(s.lfd);
+        if (o->late)
+            kept_lfd = s.lfd;
+        else
+            close(s.lfd);
         s.lfd = -1;
         s.complete = 1;
         size_t len;
@@ -649,12 +675,12 @@ int strata__rdzv_serve(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
                 k->out = NULL; /* out of memory: it hears nothing */
             }
             k->out_at = 0;
-            k->closing = 1;
+            k->closing = !o->late; /* kept: rank 0's word after the table */
         }
         if (table)
             flush_all(&s, strata__rdzv_now() + o->timeout_s);
         for (int i = 0; i < s.nconns; i++)
-            if (s.conns[i].fd >= 0 && s.conns[i].rank > 0)
+            if (s.conns[i].fd >= 0 && s.conns[i].rank > 0 && s.conns[i].out)
                 strata__log(STRATA_LOG_WARN, WHO, "at %s: rank %d (%s) did "
                             "not take the table", ep->text,
                             (int)s.conns[i].rank, s.conns[i].from);
@@ -665,6 +691,29 @@ int strata__rdzv_serve(strata__cluster_t *c, const strata__rdzv_ep_t *ep,
             rc = STRATA_ENOMEM;
         }
     }
+    if (rc == 0 && o->late) {
+        strata__rdzv_late_t *l = NULL;
+        rc = strata__rdzv_late_new(&l, ep->text, s.world, 0, s.auth);
+        for (int i = 0; rc == 0 && i < s.nconns; i++) {
+            conn_t *k = &s.conns[i];
+            if (k->fd < 0 || k->rank <= 0 || k->out)
+                continue;
+            rc = strata__rdzv_late_keep(l, k->fd, k->rank, k->nonce, k->from,
+                                        s.addr[k->rank]);
+            if (rc == 0)
+                k->fd = -1; /* l's now */
+        }
+        if (rc == 0) {
+            strata__rdzv_late_listen(l, kept_lfd);
+            kept_lfd = -1;
+            *o->late = l;
+        } else {
+            ERR("at %s: out of memory", ep->text);
+            strata__rdzv_late_end(l);
+        }
+    }
+    if (kept_lfd >= 0)
+        close(kept_lfd);
     if (rc == 0) {
         for (uint32_t r = 0; r < s.world; r++) {
             free((char *)c->tasks[r].address);

@@ -23,8 +23,11 @@
  * mode with [security] token, a key derived from that token (a member can
  * then speak for another; a stranger cannot). A REGISTER whose tag does not
  * verify is a stranger's: dropped, counted, named in a (rate-limited)
- * warning, and told REFUSED (why = AUTH) so that a task with other keys
- * ends at once. A replay fails on the nonce. Both sides must agree on how
+ * warning, and told REFUSED (why = AUTH, untagged: rank 0 does not know
+ * whom it answers). Every other REFUSED is tagged for its connection, and
+ * a task that authenticates drops (counts, names) one that is not: a
+ * forged REFUSED cannot end it, and a task with other keys ends at its
+ * timeout naming the refusals it dropped. A replay fails on the nonce. Both sides must agree on how
  * they authenticate, else the task names both. Without keys or token (mode
  * off, no token) the rendezvous is as open as plaintext mode's network.
  *
@@ -32,7 +35,10 @@
  * --node-rank, a task started twice), are not a stranger: rank 0 ends the
  * rendezvous with one error naming both addresses, tells every task that
  * registered and, for LINGER_S more, every task that comes, so that every
- * node ends within seconds with that line.
+ * node ends within seconds with that line. A claim that comes after the
+ * table went out is answered the same way (rdzv_late.c): rank 0 keeps its
+ * address and every task's connection for the run's life, and the job
+ * ends on every node with that line.
  *
  * Wire: the membership frames of member/wire.h (CHALLENGE, REGISTER,
  * TABLE, REFUSED; the elastic service speaks the same frames with kinds of
@@ -90,12 +96,42 @@ typedef struct strata__rdzv_auth {
     unsigned char (*key)[32];
 } strata__rdzv_auth_t;
 
+/* The rendezvous after the table (rdzv_late.c). */
+typedef struct strata__rdzv_late strata__rdzv_late_t;
+
 typedef struct strata__rdzv_opts {
     double            timeout_s; /* bound on the whole rendezvous        */
     double            hello_s;   /* a connection registers within this   */
     const atomic_int *stop;      /* set: give up (STRATA_ESTOPPED); NULL */
     const strata__rdzv_auth_t *auth; /* NULL: not authenticated          */
+    /* non-NULL: on success, *late keeps rank 0's listener and every
+     * connection for the run's life (strata__rdzv_late_start); NULL when
+     * there was no rendezvous. */
+    strata__rdzv_late_t **late;
 } strata__rdzv_opts_t;
+
+/* ---- rdzv_late.c: after the table --------------------------------------
+ * Rank 0 answers a late authenticated claim of a rank (every rank is
+ * taken) with one error naming both addresses, sent (tagged) to the
+ * claimant and every task; each task's run then stops and fails with that
+ * line. A stranger after the table is dropped, counted and named. */
+int  strata__rdzv_late_new(strata__rdzv_late_t **out, const char *ep,
+                           uint32_t world, uint32_t self,
+                           const strata__rdzv_auth_t *auth);
+/* A connection to keep: rank 0 keeps each task's (rank, its address),
+ * a task rank 0's (rank 0, addr NULL). `nonce`: the connection's. */
+int  strata__rdzv_late_keep(strata__rdzv_late_t *l, int fd, int32_t rank,
+                            const uint8_t *nonce, const char *from,
+                            const char *addr);
+void strata__rdzv_late_listen(strata__rdzv_late_t *l, int lfd);
+/* Watch in a thread of its own; a verdict sets *stop. NULL l: nothing. */
+int  strata__rdzv_late_start(strata__rdzv_late_t *l, atomic_int *stop);
+/* Rank 0 ended the job (its error logged once): 1, else 0. `stopping`:
+ * the run was stopped; a task then waits up to a second for rank 0's
+ * word. */
+int  strata__rdzv_late_failed(strata__rdzv_late_t *l, int stopping);
+/* Stops the watcher, closes everything, frees l (NULL: nothing). */
+void strata__rdzv_late_end(strata__rdzv_late_t *l);
 
 /* ---- rdzv_auth.c ------------------------------------------------------ */
 

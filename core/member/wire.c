@@ -105,14 +105,17 @@ size_t strata__member_body_max(int kind, uint32_t world)
     case STRATA_MEMBER_TABLE:
         return 4 + (size_t)world * (2 + STRATA_MEMBER_MAX_ADDR) +
                STRATA_MEMBER_TAG;
-    case STRATA_MEMBER_REFUSED:  return 1 + STRATA_MEMBER_MAX_REASON;
+    case STRATA_MEMBER_REFUSED:
+        return 1 + STRATA_MEMBER_MAX_REASON + STRATA_MEMBER_TAG;
     case STRATA_MEMBER_CHALLENGE: return 1 + STRATA_MEMBER_NONCE;
     case STRATA_MEMBER_JOIN:     return JOIN_MAX;
-    case STRATA_MEMBER_GEN:      return GEN_MAX;
-    case STRATA_MEMBER_RESIZE:   return 4;
-    case STRATA_MEMBER_STOP:     return STRATA_MEMBER_MAX_REASON;
-    case STRATA_MEMBER_END:      return 0;
-    case STRATA_MEMBER_DONE:     return 8;
+    /* the service's frames and DONE carry a tag (a JOIN's fits JOIN_MAX) */
+    case STRATA_MEMBER_GEN:      return GEN_MAX + STRATA_MEMBER_TAG;
+    case STRATA_MEMBER_RESIZE:   return 4 + STRATA_MEMBER_TAG;
+    case STRATA_MEMBER_STOP:
+        return STRATA_MEMBER_MAX_REASON + STRATA_MEMBER_TAG;
+    case STRATA_MEMBER_END:      return STRATA_MEMBER_TAG;
+    case STRATA_MEMBER_DONE:     return 8 + STRATA_MEMBER_TAG;
     default:                     return 0;
     }
 }
@@ -410,7 +413,7 @@ int strata__member_refused_decode(const uint8_t *body, size_t len, int *code,
 size_t strata__member_join_encode(uint8_t *out, const strata__member_join_t *j)
 {
     size_t nt = strlen(j->token), nn = strlen(j->name), na = strlen(j->addr);
-    if (nt < STRATA_MEMBER_MIN_TOKEN || nt > STRATA_MEMBER_MAX_TOKEN ||
+    if ((nt && nt < STRATA_MEMBER_MIN_TOKEN) || nt > STRATA_MEMBER_MAX_TOKEN ||
         nn < 1 || nn > STRATA_MEMBER_MAX_NAME || na < 1 ||
         na > STRATA_MEMBER_MAX_ADDR || j->committed < -1 || j->timeout_ms < 1)
         return 0;
@@ -429,8 +432,11 @@ int strata__member_join_decode(const uint8_t *body, size_t len,
                                strata__member_join_t *j, char *why, size_t wn)
 {
     rd_t r = { body, len, 0, "JOIN", why, wn };
-    int rc = take_str(&r, "token", STRATA_MEMBER_MIN_TOKEN,
-                      STRATA_MEMBER_MAX_TOKEN, 0, j->token);
+    int rc = take_str(&r, "token", 0, STRATA_MEMBER_MAX_TOKEN, 0, j->token);
+    if (!rc && j->token[0] && strlen(j->token) < STRATA_MEMBER_MIN_TOKEN)
+        rc = bad(why, wn, "the JOIN's token of %zu bytes (0, or %d to %d)",
+                 strlen(j->token), STRATA_MEMBER_MIN_TOKEN,
+                 STRATA_MEMBER_MAX_TOKEN);
     if (!rc)
         rc = take_str(&r, "name", 1, STRATA_MEMBER_MAX_NAME, 0, j->name);
     if (!rc)

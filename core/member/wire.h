@@ -7,9 +7,10 @@
  * hides its internal symbols). A decoder is total: every length is checked
  * before it is used, and a refusal fills `why` naming the field.
  *
- * Frame, version 2. A 12-byte header and a body:
+ * Frame, version 3. A 12-byte header and a body:
  *    0  4  magic "SRDV"
- *    4  1  version (2: the rendezvous's CHALLENGE and tags; 1 had neither)
+ *    4  1  version (3: REFUSED tagged, elastic frames tagged; 2: the
+ *          rendezvous's CHALLENGE and tags; 1 had neither)
  *    5  1  kind (below)
  *    6  2  reserved (0; ignored)
  *    8  4  body length, big-endian, at most the kind's limit
@@ -21,12 +22,22 @@
  *  REGISTER  task -> rank 0: u32 world, u32 rank, str addr [, tag]
  *  TABLE     rank 0 -> task: u32 world, world x str addr (rank order)
  *            [, tag]
- *  REFUSED   rank 0 -> task: u8 why, the reason as the rest of the body
+ *  REFUSED   rank 0 -> task: u8 why, the reason [, tag]
  * The tag (32 bytes, when auth is not 0) binds the body to the
  * connection's nonce under the key rank 0 and that task share
- * (member/rdzv_auth.c); the codec below reads bodies without it.
- * Elastic kinds (they replace the text lines of before):
- *  JOIN      member -> service: str token, str name, str addr,
+ * (member/rdzv_auth.c); the codec below reads bodies without it. A
+ * REFUSED is tagged when rank 0 knows whom it answers (an authenticated
+ * REGISTER); one to a stranger, or before the REGISTER, is not, and a
+ * task that authenticates drops it (a forged one cannot end it).
+ * Elastic kinds (they replace the text lines of before). The service
+ * opens every connection with a CHALLENGE (auth 1: the job's keys, 2: the
+ * token; a fresh nonce), and every frame after it, both ways, ends with a
+ * tag (32 bytes, in the length) under the key the worker and the service
+ * share (member_auth.c): keyed BLAKE2b over the direction, the frame's
+ * number in that direction, its kind, the nonce and the body. A frame
+ * whose tag does not verify is a stranger's: dropped, counted, named.
+ *  JOIN      member -> service: str token (empty: the tag authenticates;
+ *            version 2 carried the token itself), str name, str addr,
  *            i64 committed (-1: none), u32 timeout_ms (>= 1)
  *  GEN       service -> member: u32 generation, u32 size, u32 rank,
  *            i64 resume_step (-1: a fresh start), then size x
@@ -42,7 +53,7 @@
 #include <stdint.h>
 
 /* ---- the shared limits (the one place for them) ----------------------- */
-#define STRATA_MEMBER_VERSION     2
+#define STRATA_MEMBER_VERSION     3
 #define STRATA_MEMBER_HDR         12
 #define STRATA_MEMBER_MAX_ADDR    263  /* a host of 255 characters, ':', port */
 #define STRATA_MEMBER_MAX_REASON  512  /* REFUSED and STOP                     */
@@ -55,6 +66,7 @@
 #define STRATA_MEMBER_CLIENT_MAX  512
 #define STRATA_MEMBER_TAG         32   /* a rendezvous message's tag         */
 #define STRATA_MEMBER_NONCE       24   /* a CHALLENGE's nonce                */
+#define STRATA_MEMBER_KEY         32   /* an elastic worker's shared key     */
 #define STRATA_MEMBER_REG_MAX     (10 + STRATA_MEMBER_MAX_ADDR + STRATA_MEMBER_TAG)
 
 enum strata__member_kind {
@@ -180,5 +192,32 @@ int strata__member_end_decode(const uint8_t *body, size_t len, char *why,
 size_t strata__member_done_encode(uint8_t *out, int64_t step);
 int strata__member_done_decode(const uint8_t *body, size_t len, int64_t *step,
                                char *why, size_t wn);
+
+/* ---- elastic authentication (member_auth.c, libsodium) ---------------- */
+
+enum { STRATA_MEMBER_UP = 0,    /* member -> service */
+       STRATA_MEMBER_DOWN = 1 }; /* service -> member */
+
+/* 40 characters of Z85 (a CURVE key's text) into 32 bytes: 0, or -1. */
+int strata__member_z85_32(const char *s, unsigned char out[32]);
+/* The key of the worker whose CURVE secret key is sk; of every worker of
+ * a plaintext job with `token`. 0, or -1 (libsodium cannot start). */
+int strata__member_key_secret(const unsigned char sk[32],
+                              unsigned char key[STRATA_MEMBER_KEY]);
+int strata__member_key_token(const char *token,
+                             unsigned char key[STRATA_MEMBER_KEY]);
+/* Tags the whole frame msg[n] (room for STRATA_MEMBER_TAG more), frame
+ * number `seq` in direction `dir` on the connection of `nonce`; fixes its
+ * header's length. Its new length. */
+size_t strata__member_seal(const unsigned char key[STRATA_MEMBER_KEY],
+                           int dir, uint64_t seq,
+                           const uint8_t nonce[STRATA_MEMBER_NONCE],
+                           uint8_t *msg, size_t n);
+/* The body of a frame of `kind` ends with its tag: 1 with *len less the
+ * tag, else 0 (in constant time). */
+int strata__member_unseal(const unsigned char key[STRATA_MEMBER_KEY],
+                          int dir, uint64_t seq,
+                          const uint8_t nonce[STRATA_MEMBER_NONCE], int kind,
+                          const uint8_t *body, size_t *len);
 
 #endif /* STRATA_CORE_MEMBER_WIRE_H */

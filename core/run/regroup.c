@@ -58,7 +58,9 @@ int strata__elastic_setup(strata__run_t *run)
     const strata_cluster_t *c = &run->cluster.pub;
     char host[272];
     host_of(c->tasks[c->self].address, host, sizeof host);
-    return strata__elastic_open(run->self, host, &run->elastic);
+    const strata__keys_t *k = run->ctx->keys;
+    return strata__elastic_open(run->self, host, k ? k->secret : NULL,
+                                &run->elastic);
 }
 
 /* The generation's shape: who this process is, which slices it trains

@@ -375,9 +375,11 @@ static int setup_rendezvous(strata__run_t *run)
     const strata__rdzv_opts_t o = {
         .timeout_s = run->cluster.rendezvous_timeout_s,
         .hello_s = STRATA_RDZV_HELLO_S, .stop = &run->ctx->stop,
-        .auth = authed ? &auth : NULL };
+        .auth = authed ? &auth : NULL, .late = &run->rdzv_late };
     if (rc == STRATA_OK)
         rc = strata__rendezvous(&run->cluster, &o);
+    if (rc == STRATA_OK)
+        rc = strata__rdzv_late_start(run->rdzv_late, &run->ctx->stop);
     strata__rdzv_auth_free(&auth);
     return rc;
 }
@@ -716,6 +718,8 @@ void strata__run_teardown(strata__run_t *run)
         strata__plugin_fini(run->strategy, run->spctx, run->shc);
     strata__bus_close(&run->bus);
     strata__elastic_close(run->elastic);
+    strata__rdzv_late_end(run->rdzv_late);
+    run->rdzv_late = NULL;
     if (run->ctx) {
         free(run->ctx->keys);
         run->ctx->keys = NULL;

@@ -101,6 +101,9 @@ struct strata__run {
     size_t                    placed_bytes; /* by the strategy             */
     /* membership: the elastic job's client, or NULL (regroup.c) */
     struct strata__elastic   *elastic;
+    /* the rendezvous after the table: a late claim ends the job
+     * (member/rdzv_late.c); NULL without a rendezvous */
+    struct strata__rdzv_late *rdzv_late;
     /* shape: who trains which slices, and the lr of every step
      * (shape.c, at the start and at every regroup) */
     strata__geometry_t        geo;

@@ -13,6 +13,7 @@
 
 #include "kernels_cpu.h"
 #include "member/elastic.h"
+#include "member/rendezvous.h"
 #include "checkpoint/resume.h"
 #include "stopping.h"
 
@@ -487,6 +488,8 @@ static int checkpointing(const strata__run_t *run)
 
 static int stopped(const strata__run_t *run, int64_t step)
 {
+    if (strata__rdzv_late_failed(run->rdzv_late, 0))
+        return STRATA_ESTOPPED; /* rank 0's word: its error says why */
     strata__log(STRATA_LOG_WARN, "train", "stopped on request at step %lld%s",
                 (long long)step,
                 checkpointing(run) ? "; the checkpoint resumes it"
@@ -1051,6 +1054,11 @@ static int train(strata_ctx_t *ctx)
             rc = caps & STRATA_CAP_NEXT_STEP ? step_loop(run) : train_loop(run);
     }
     stop_threads(run);
+    /* rank 0 ended the job (a rank claimed twice after the rendezvous):
+     * its one error line is out, the stop was its doing */
+    if (strata__rdzv_late_failed(run->rdzv_late,
+                                 atomic_load(&ctx->stop) != 0))
+        rc = STRATA_ECONFIG;
     const strata__event_t end = { .kind = STRATA__EV_RUN_END, .rc = rc };
     int orc = strata__emit(&run->bus, &end);
     if (rc == STRATA_OK)

@@ -29,16 +29,27 @@
  *             error line and exit 1; the survivor says why it stops
  *   allgone   both workers killed, no restarts: launch ends the job at once
  *             (exit 1), not after the service's timeout
- *   stranger  garbage, HTTP, a JOIN with a wrong token, an overlong message and
+ *   stranger  garbage, HTTP, a JOIN as worker:0 with a tag not under its
+ *             key (wire v3: the job's keys), an overlong message and
  *             a silent connection at the membership service are dropped and
  *             counted; the job finishes, exit 0
+ *   token_leak  the job has CURVE keys (launch's own), and a hostile
+ *             peer holds the membership token (it is in every worker's
+ *             environment; wire version 2 sent it in the clear): its JOIN
+ *             as worker:1 -- the version-2 message where no challenge
+ *             comes, else with a tag it cannot compute -- is dropped,
+ *             counted and named, and the job goes on as generation 0 to
+ *             the end (before, the token admitted it: worker:1's
+ *             connection was taken and a generation 1 formed with it)
  *   usage     --elastic for a ps job, a bad MIN:MAX, -n outside it, and
  *             elastic = true without launch: one clear error each, exit 2
  *
  * Loopback only, free ports (launch's), bounded waits, every child reaped
  * (launch reaps its tasks; the test reaps launch). */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 
 #include "check.h"
@@ -520,8 +531,14 @@ static void stranger(void)
     strata__member_join_t fj = { .token = "0123456789abcdef0123456789abcdef",
                                  .name = "worker:0", .addr = "127.0.0.1:9",
                                  .committed = 5000, .timeout_ms = 60000 };
-    uint8_t forged[STRATA_MEMBER_CLIENT_MAX];
+    uint8_t forged[STRATA_MEMBER_CLIENT_MAX + STRATA_MEMBER_TAG];
     size_t flen = strata__member_join_encode(forged, &fj);
+    if (flen) { /* a tag it cannot compute */
+        memset(forged + flen, 0x5a, STRATA_MEMBER_TAG);
+        flen += STRATA_MEMBER_TAG;
+        strata__member_put_hdr(forged, STRATA_MEMBER_JOIN,
+                               (uint32_t)(flen - STRATA_MEMBER_HDR));
+    }
     uint8_t longline[700];
     memset(longline, 'A', sizeof longline);
     strata__member_put_hdr(longline, STRATA_MEMBER_JOIN,
@@ -537,7 +554,8 @@ static void stranger(void)
     if (c.code != 0)
         show("stranger", c.code);
     CHECKF(c.code == 0, "launch exit %d", c.code);
-    CHECKF(strstr(g_err, "wrong token") && strstr(g_err, "longer than 512") &&
+    CHECKF(strstr(g_err, "its JOIN as worker:0 is not authenticated with "
+                  "the job's keys") && strstr(g_err, "longer than 512") &&
            strstr(g_err, "no JOIN within 2 s") &&
            strstr(g_err, "[launch] elastic: 5 strangers dropped"),
            "strangers not dropped and counted:\n%s", g_err);
@@ -551,6 +569,105 @@ static void stranger(void)
         snprintf(h1, sizeof h1, "%.16s", b + 36);
     CHECKF(a && b && !strcmp(h0, h1), "hashes: '%s' '%s'", h0, h1);
     printf("stranger: 5 strangers dropped, the job finished\n");
+}
+
+/* The value of `var` in the environment of a process whose environment
+ * also holds `with` ("NAME=value"); 0 when found within the bound. */
+static int environ_of(const char *with, const char *var, char *out,
+                      size_t cap)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    static char env[1 << 16];
+    int found = -1;
+    for (int n = 0; d && found && n < 100000 && (de = readdir(d)); n++) {
+        if (de->d_name[0] < '1' || de->d_name[0] > '9')
+            continue;
+        char path[300];
+        snprintf(path, sizeof path, "/proc/%s/environ", de->d_name);
+        FILE *f = fopen(path, "rb");
+        size_t len = f ? fread(env, 1, sizeof env - 1, f) : 0;
+        if (f)
+            fclose(f);
+        env[len] = '\0';
+        int has = 0;
+        const char *val = NULL;
+        for (size_t at = 0; at < len; at += strlen(env + at) + 1) {
+            has |= !strcmp(env + at, with);
+            if (!strncmp(env + at, var, strlen(var)) &&
+                env[at + strlen(var)] == '=')
+                val = env + at + strlen(var) + 1;
+        }
+        if (has && val) {
+            snprintf(out, cap, "%s", val);
+            found = 0;
+        }
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+static void token_leak(void)
+{
+    char *args[] = { "--elastic", "1:2", NULL };
+    char *sets[] = { COMMON, "train.devices=cpu:0", "train.epochs=12",
+                     "debug.step_delay_ms=2", "debug.hash_vars=true", NULL };
+    spawn_child_t c;
+    launch_start(args, sets, &c);
+    CHECK(await(&c, NULL, "generation 0: 2 workers", 120));
+    static char buf[65536];
+    spawn_read_file_(c.errp, buf, sizeof buf);
+    const char *p = strstr(buf, "membership service on 127.0.0.1:");
+    int port = p ? atoi(p + strlen("membership service on 127.0.0.1:")) : 0;
+    CHECKF(port > 0, "no service port:\n%s", buf);
+    char with[64], token[128] = "";
+    snprintf(with, sizeof with, "STRATA_ELASTIC=127.0.0.1:%d", port);
+    CHECKF(environ_of(with, "STRATA_ELASTIC_TOKEN", token, sizeof token) == 0,
+           "no worker's environment holds the token");
+    int fd = hostile_connect(port, 0);
+    uint8_t in[256];
+    struct pollfd pf = { .fd = fd, .events = POLLIN };
+    ssize_t got = fd >= 0 && poll(&pf, 1, 1000) == 1
+                      ? recv(fd, in, sizeof in, 0) : 0;
+    int challenged = got >= STRATA_MEMBER_HDR &&
+                     in[5] == STRATA_MEMBER_CHALLENGE;
+    strata__member_join_t fj = { .name = "worker:1", .addr = "127.0.0.1:9",
+                                 .committed = 5000, .timeout_ms = 60000 };
+    snprintf(fj.token, sizeof fj.token, "%s", token);
+    uint8_t forged[STRATA_MEMBER_CLIENT_MAX + STRATA_MEMBER_TAG];
+    size_t flen = strata__member_join_encode(forged, &fj);
+    if (flen && challenged) { /* the version it speaks, a tag it guesses */
+        memset(forged + flen, 0x5a, STRATA_MEMBER_TAG);
+        flen += STRATA_MEMBER_TAG;
+        strata__member_put_hdr(forged, STRATA_MEMBER_JOIN,
+                               (uint32_t)(flen - STRATA_MEMBER_HDR));
+    } else if (flen) {
+        forged[4] = 2; /* wire version 2: the token was the JOIN's proof */
+    }
+    CHECK(fd >= 0 && flen > 0 && write(fd, forged, flen) == (ssize_t)flen);
+    sleep(1); /* what the service makes of it; then the peer leaves */
+    if (fd >= 0)
+        close(fd);
+    launch_wait(&c, 240);
+    if (c.code != 0)
+        show("token_leak", c.code);
+    CHECKF(c.code == 0, "launch exit %d", c.code);
+    const char *d = strstr(g_err, "[launch] elastic: dropped a connection "
+                                  "from 127.0.0.1:");
+    CHECKF(d && strstr(d, "its JOIN as worker:1 is not authenticated with "
+                          "the job's keys (1 so far"),
+           "the JOIN with the job's token was not dropped and named:\n%s",
+           g_err);
+    CHECKF(!strstr(g_err, "generation 1"), "the hostile JOIN changed the "
+           "job:\n%s", g_err);
+    const char *a = strstr(g_out, "[worker:0] variables hash (rank 0): ");
+    const char *b = strstr(g_out, "[worker:1] variables hash (rank 1): ");
+    CHECKF(a && b && !strncmp(a + 36, b + 36, 16), "hashes differ:\n%s",
+           g_out);
+    printf("token_leak: a JOIN with the leaked token (%s) sent; launch exit "
+           "%d\n", challenged ? "tagged: the service challenged" : "wire v2",
+           c.code);
 }
 
 static void usage(void)
@@ -607,6 +724,8 @@ int main(int argc, char **argv)
         below_min();
     else if (!strcmp(s, "stranger"))
         stranger();
+    else if (!strcmp(s, "token_leak"))
+        token_leak();
     else if (!strcmp(s, "allgone"))
         all_gone();
     else if (!strcmp(s, "share_resume"))

@@ -428,8 +428,10 @@ static int rdzv_op(void *arg)
     (void)arg;
     static const strata__rdzv_opts_t o = { .timeout_s = 5, .hello_s = 5 };
     char why[256];
+    strata__rdzv_forged_t forged = { 0 };
     return strata__rdzv_answer(&g_cl, &g_ep, g_sp[0], "127.0.0.1:2002", NULL,
-                               strata__rdzv_now() + 5, &o, why, sizeof why);
+                               strata__rdzv_now() + 5, &o, &forged, why,
+                               sizeof why);
 }
 
 static int rdzv_table_state(int ok)
@@ -477,7 +479,11 @@ static strata__elastic_t *g_el;
  * messages are made before the sweeps (service_start), so that the fault
  * points counted are the client's alone. */
 #define EL_GENS 4
+#define EL_TOKEN "0123456789abcdef0123"
 static uint8_t *g_gen_msg[EL_GENS + 1];
+static atomic_int g_forge; /* a STOP the service did not tag comes first */
+static unsigned char g_el_key[STRATA_MEMBER_KEY];
+static const uint8_t g_el_nonce[STRATA_MEMBER_NONCE] = { 1, 2, 3 };
 static size_t g_gen_len[EL_GENS + 1];
 
 static int make_gens(void)
@@ -492,17 +498,39 @@ static int make_gens(void)
                                    .resume_step = -1, .names = names,
                                    .addrs = addrs, .committed = committed };
         g_gen_msg[gen] = strata__member_gen_encode(&g, &g_gen_len[gen]);
-        if (!g_gen_msg[gen])
+        uint8_t *m = g_gen_msg[gen] ? realloc(g_gen_msg[gen], g_gen_len[gen]
+                                              + STRATA_MEMBER_TAG) : NULL;
+        if (!m)
             return -1;
+        /* the gen-th frame of its connection, tagged as the service does
+         * (wire v3): under the token's key, for the challenge's nonce */
+        g_gen_msg[gen] = m;
+        g_gen_len[gen] = strata__member_seal(g_el_key, STRATA_MEMBER_DOWN,
+                                             (uint64_t)(gen - 1), g_el_nonce,
+                                             m, g_gen_len[gen]);
     }
     return 0;
 }
 
 static void serve_conn(int fd)
 {
-    uint8_t in[STRATA_MEMBER_CLIENT_MAX];
+    uint8_t in[STRATA_MEMBER_CLIENT_MAX + STRATA_MEMBER_TAG];
     size_t len = 0;
     int gen = 0;
+    size_t cl = strata__member_challenge_encode(in, 2, g_el_nonce);
+    if (send(fd, in, cl, MSG_NOSIGNAL) != (ssize_t)cl)
+        return;
+    if (atomic_load(&g_forge)) { /* one on the path: a tag it guessed */
+        uint8_t stop[STRATA_MEMBER_HDR + STRATA_MEMBER_MAX_REASON +
+                     STRATA_MEMBER_TAG];
+        size_t n = strata__member_stop_encode(stop, "forged: give up");
+        memset(stop + n, 0x5a, STRATA_MEMBER_TAG);
+        strata__member_put_hdr(stop, STRATA_MEMBER_STOP,
+                               (uint32_t)(n - STRATA_MEMBER_HDR +
+                                          STRATA_MEMBER_TAG));
+        if (send(fd, stop, n + STRATA_MEMBER_TAG, MSG_NOSIGNAL) < 0)
+            return;
+    }
     for (int rounds = 0; rounds < 100 && !atomic_load(&g_stop); rounds++) {
         struct pollfd p = { .fd = fd, .events = POLLIN };
         if (poll(&p, 1, 100) <= 0)
@@ -555,12 +583,13 @@ static int service_start(pthread_t *th)
         getsockname(g_lfd, (struct sockaddr *)&a, &al) != 0)
         return -1;
     g_port = ntohs(a.sin_port);
-    if (make_gens() != 0)
+    if (strata__member_key_token(EL_TOKEN, g_el_key) != 0 ||
+        make_gens() != 0)
         return -1;
     char svc[64];
     snprintf(svc, sizeof svc, "127.0.0.1:%d", g_port);
     setenv("STRATA_ELASTIC", svc, 1);
-    setenv("STRATA_ELASTIC_TOKEN", "0123456789abcdef0123", 1);
+    setenv("STRATA_ELASTIC_TOKEN", EL_TOKEN, 1);
     return pthread_create(th, NULL, service, NULL);
 }
 
@@ -569,7 +598,8 @@ static void el_setup(void)
 {
     strata_membership_t m = { .struct_size = sizeof m };
     strata__fault_arm(0);
-    if (strata__elastic_open("worker:1", "127.0.0.1", &g_el) != 0 || !g_el ||
+    if (strata__elastic_open("worker:1", "127.0.0.1", NULL, &g_el) != 0 ||
+        !g_el ||
         strata__elastic_join(g_el, 0, 2000, &m) != 0)
         fprintf(stderr, "setup: cannot join the first generation\n");
 }
@@ -603,12 +633,27 @@ static void el_teardown(void)
     g_el = NULL;
 }
 
+/* A fresh client joins generation 1 past a forged STOP (g_forge). */
+static int el_forged_op(void *arg)
+{
+    (void)arg;
+    strata__elastic_t *e = NULL;
+    strata_membership_t m = { .struct_size = sizeof m };
+    int rc = strata__elastic_open("worker:1", "127.0.0.1", NULL, &e);
+    if (rc == 0)
+        rc = e ? strata__elastic_join(e, 0, 2000, &m) : -1000;
+    if (rc == 0 && m.generation != 1)
+        rc = -1001;
+    strata__elastic_close(e);
+    return rc;
+}
+
 /* Opening the client: its one allocation. */
 static int el_open_op(void *arg)
 {
     (void)arg;
     strata__elastic_t *e = NULL;
-    int rc = strata__elastic_open("worker:1", "127.0.0.1", &e);
+    int rc = strata__elastic_open("worker:1", "127.0.0.1", NULL, &e);
     if (rc == 0 && !e)
         rc = -1000;
     strata__elastic_close(e);
@@ -768,6 +813,16 @@ int main(int argc, char **argv)
          * look at the connection finds it gone. */
         sweep(&(sweep_t){ "elastic join", el_setup, el_op, el_state,
                           el_teardown, 1, 0 }, NULL);
+        /* A STOP whose tag is not the service's: dropped, counted, named;
+         * the join goes on to the service's GEN. */
+        atomic_store(&g_forge, 1);
+        outcome_t fo = run_op(el_forged_op, NULL, 0);
+        atomic_store(&g_forge, 0);
+        CHECKF(fo.rc == 0 && fo.errors == 0 && fo.warnings == 1 &&
+                   strstr(fo.log, "dropped a STOP of ") &&
+                   strstr(fo.log, "not authenticated with the job's token "
+                                  "(1 so far)"),
+               "forged STOP: rc %d:\n%s", fo.rc, fo.log);
         atomic_store(&g_stop, 1);
         pthread_join(th, NULL);
         close(g_lfd);

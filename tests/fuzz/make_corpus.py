@@ -446,7 +446,7 @@ def ps_seeds():
 
 # ---- membership wire message (core/member/wire.h) -----------------------------
 
-def mframe(kind, body, magic=b"SRDV", version=2, length=None):
+def mframe(kind, body, magic=b"SRDV", version=3, length=None):
     n = len(body) if length is None else length
     return struct.pack(">4sBBHI", magic, version, kind, 0, n) + body
 
@@ -473,10 +473,13 @@ def member_seeds():
                            mstr("127.0.0.1:2003")),
         "table": mframe(TABLE, table),
         "refused": mframe(REFUSED, b"\x02ranks 1, 2 did not arrive"),
+        "refused-tagged": mframe(REFUSED, b"\x01rank 1 is claimed twice" +
+                                 bytes(32)),
         "challenge": mframe(CHALLENGE, b"\x01" + bytes(range(24))),
         "register-tagged": mframe(REGISTER, struct.pack(">II", 3, 2) +
                                   mstr("127.0.0.1:2003") + bytes(32)),
         "join": mframe(JOIN, join),
+        "join-v3": mframe(JOIN, mstr("") + join[2 + 32:]),
         "gen": mframe(GEN, gen),
         "resize": mframe(RESIZE, struct.pack(">I", 8)),
         "stop": mframe(STOP, b"1 of min_workers = 2 workers for 60 s"),
@@ -486,7 +489,7 @@ def member_seeds():
     for k, v in seeds.items():
         put("member_wire", "valid-" + k, v)
     put("member_wire", "bad-magic", mframe(END, b"", magic=b"JOIN"))
-    put("member_wire", "bad-version", mframe(END, b"", version=1))
+    put("member_wire", "bad-version", mframe(END, b"", version=2))
     put("member_wire", "bad-kind", mframe(5, b""))
     put("member_wire", "bad-challenge", mframe(CHALLENGE, b"\x03" + bytes(24)))
     put("member_wire", "bad-length", mframe(JOIN, b"", length=501))

@@ -419,11 +419,59 @@ static void flips(void)
     printf("JOIN byte flips: %ld accepted, %ld refused\n", yes, no);
 }
 
+/* Version 3's elastic tags: a sealed frame opens with its key, number,
+ * direction and nonce, and with nothing else; a JOIN without a token. */
+static void elastic_tags(void)
+{
+    unsigned char k[STRATA_MEMBER_KEY], other[STRATA_MEMBER_KEY],
+        sk[32] = { 9 };
+    CHECK(strata__member_key_token("0123456789abcdef", k) == 0 &&
+          strata__member_key_secret(sk, other) == 0 &&
+          memcmp(k, other, sizeof k) != 0);
+    uint8_t nonce[STRATA_MEMBER_NONCE] = { 1 }, n2[STRATA_MEMBER_NONCE] = { 2 };
+    uint8_t m[STRATA_MEMBER_HDR + 8 + STRATA_MEMBER_TAG];
+    size_t n = strata__member_done_encode(m, 1200);
+    n = strata__member_seal(k, STRATA_MEMBER_UP, 3, nonce, m, n);
+    strata__member_hdr_t h;
+    char why[200];
+    CHECK(n == STRATA_MEMBER_HDR + 8 + STRATA_MEMBER_TAG &&
+          strata__member_get_hdr(m, 0, &h, why, sizeof why) == 0 &&
+          h.len == 8 + STRATA_MEMBER_TAG);
+    const uint8_t *b = m + STRATA_MEMBER_HDR;
+    size_t len = h.len;
+    CHECK(!strata__member_unseal(other, STRATA_MEMBER_UP, 3, nonce, h.kind, b,
+                                 &len) && len == h.len);
+    CHECK(!strata__member_unseal(k, STRATA_MEMBER_UP, 4, nonce, h.kind, b,
+                                 &len));
+    CHECK(!strata__member_unseal(k, STRATA_MEMBER_DOWN, 3, nonce, h.kind, b,
+                                 &len));
+    CHECK(!strata__member_unseal(k, STRATA_MEMBER_UP, 3, n2, h.kind, b,
+                                 &len));
+    CHECK(!strata__member_unseal(k, STRATA_MEMBER_UP, 3, nonce,
+                                 STRATA_MEMBER_END, b, &len));
+    int64_t step = 0;
+    CHECK(strata__member_unseal(k, STRATA_MEMBER_UP, 3, nonce, h.kind, b,
+                                &len) && len == 8 &&
+          strata__member_done_decode(b, len, &step, why, sizeof why) == 0 &&
+          step == 1200);
+    unsigned char z[32];
+    CHECK(strata__member_z85_32("HelloWorld", z) == -1);
+    strata__member_join_t j = { .name = "worker:1", .addr = "10.0.0.1:5",
+                                .committed = -1, .timeout_ms = 1 }, back;
+    uint8_t jm[STRATA_MEMBER_CLIENT_MAX];
+    n = strata__member_join_encode(jm, &j);
+    CHECK(n > 0 && strata__member_join_decode(jm + STRATA_MEMBER_HDR,
+                                              n - STRATA_MEMBER_HDR, &back,
+                                              why, sizeof why) == 0 &&
+          back.token[0] == '\0' && !strcmp(back.name, "worker:1"));
+}
+
 int main(void)
 {
     headers();
     rendezvous_kinds();
     elastic_kinds();
+    elastic_tags();
     flips();
     return CHECK_DONE();
 }

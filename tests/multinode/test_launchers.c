@@ -24,9 +24,20 @@
  *              named, and the job's own node 1 then takes rank 1 (the
  *              squatter took it before); two nodes given --node-rank 1 of
  *              3: every node ends within seconds naming both addresses.
+ *   rdzv_late  the same two claims, the second after the job formed (rank 0
+ *              had sent the table): all four nodes end within seconds with
+ *              one error naming both addresses (before, the late node failed
+ *              at its timeout and the job went on).
+ *   rdzv_refused  a hostile "rank 0" at the rendezvous port answers node 1
+ *              with a REFUSED instead of a challenge, then with an untagged
+ *              REFUSED to its REGISTER: node 1 drops both, names them, and
+ *              forms the job with the real node 0 started afterwards
+ *              (before, the first forged REFUSED ended it).
  * A case whose launcher is not installed is skipped with the reason.
  * usage: test_launchers CASE */
 #include <arpa/inet.h>
+#include <poll.h>
+#include <sys/wait.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -502,7 +513,17 @@ static void case_launch_args(void)
 
 /* ---- the rendezvous through strata launch --nnodes ---------------------------- */
 
+static char **node_argv_x(char **argv, int nnodes, int rank,
+                          const char *rdzv, char *const *extra);
+
 static char **node_argv(char **argv, int nnodes, int rank, const char *rdzv)
+{
+    return node_argv_x(argv, nnodes, rank, rdzv, NULL);
+}
+
+/* node_argv with more "--set K=V" (NULL-ended values; a later one wins). */
+static char **node_argv_x(char **argv, int nnodes, int rank,
+                          const char *rdzv, char *const *extra)
 {
     static char nn[8][8], nr[8][8];
     static int k;
@@ -517,6 +538,12 @@ static char **node_argv(char **argv, int nnodes, int rank, const char *rdzv)
                   "train.batch_size=48",
                   NULL };
     memcpy(argv, a, sizeof a);
+    int n = (int)(sizeof a / sizeof *a) - 1;
+    for (int i = 0; extra && extra[i] && n + 3 < 32; i++) {
+        argv[n++] = "--set";
+        argv[n++] = extra[i];
+    }
+    argv[n] = NULL;
     return argv;
 }
 
@@ -609,6 +636,114 @@ static void case_rdzv_trust(void)
     CHECKF(took < 20, "the nodes ended after %.1f s", took);
 }
 
+/* Waits (bounded) until `c`'s stderr holds `what`: 1, else 0. */
+static int stderr_says(const spawn_child_t *c, const char *what)
+{
+    static char buf[65536];
+    for (int i = 0; i < 1200; i++) { /* 60 s */
+        spawn_read_file_(c->errp, buf, sizeof buf);
+        if (strstr(buf, what))
+            return 1;
+        siginfo_t si = { 0 }; /* ended? (left for spawn_wait to reap) */
+        if (waitid(P_PID, (id_t)c->pid, &si, WEXITED | WNOHANG | WNOWAIT)
+            == 0 && si.si_pid == c->pid)
+            return 0;
+        usleep(50000);
+    }
+    return 0;
+}
+
+static void case_rdzv_late(void)
+{
+    int port = spawn_free_port();
+    char rdzv[32], *argv[4][40];
+    snprintf(rdzv, sizeof rdzv, "127.0.0.1:%d", port);
+    /* a job that would train for minutes: it must end at the late claim */
+    char *longer[] = { "train.max_steps=3000", "debug.step_delay_ms=20", NULL };
+    spawn_child_t ch[4];
+    for (int r = 0; r < 3; r++)
+        CHECK(spawn_start(node_argv_x(argv[r], 3, r, rdzv, longer), NULL,
+                          &ch[r]) == 0);
+    CHECKF(stderr_says(&ch[0], "3 tasks registered"),
+           "the job did not form");
+    double t0 = mono_s();
+    CHECK(spawn_start(node_argv_x(argv[3], 3, 1, rdzv, longer), NULL,
+                      &ch[3]) == 0);
+    static char err[4][65536];
+    for (int i = 0; i < 4; i++) {
+        spawn_wait(&ch[i], 120);
+        spawn_collect(&ch[i], g_out[0], sizeof g_out[0], err[i],
+                      sizeof err[i]);
+    }
+    double took = mono_s() - t0;
+    for (int i = 0; i < 4; i++) {
+        const char *e = strstr(err[i], "rank 1 is claimed twice: by 127.0.0.1:");
+        int lines = 0;
+        for (const char *p = err[i]; (p = strstr(p, "error: ")); p++)
+            lines++;
+        CHECKF(ch[i].code != 0 && e && strstr(e, ") and by 127.0.0.1:") &&
+               strstr(e, "after the job had formed") && lines == 1,
+               "node %d: exit %d, %d error lines: %s", i, ch[i].code, lines,
+               err[i]);
+    }
+    fprintf(stderr, "rdzv_late: every node ended %.1f s after the late "
+            "claim\n", took);
+    CHECKF(took < 20, "the nodes ended %.1f s after the late claim", took);
+}
+
+/* Accepts one connection on lfd within 60 s: its fd, or -1. */
+static int accept_within(int lfd)
+{
+    struct pollfd p = { .fd = lfd, .events = POLLIN };
+    return poll(&p, 1, 60000) == 1 ? accept(lfd, NULL, NULL) : -1;
+}
+
+static void case_rdzv_refused(void)
+{
+    int port = spawn_free_port();
+    char rdzv[32], *argv[2][40];
+    snprintf(rdzv, sizeof rdzv, "127.0.0.1:%d", port);
+    int lfd = listen_on(port);
+    spawn_child_t n0, n1;
+    CHECK(spawn_start(node_argv(argv[1], 2, 1, rdzv), NULL, &n1) == 0);
+    /* first: a REFUSED where the challenge belongs */
+    uint8_t m[1024];
+    int fd = accept_within(lfd);
+    size_t n = strata__rdzv_refused(m, STRATA_RDZV_WHY_CONFIG,
+                                    "forged before the challenge");
+    CHECK(fd >= 0 && write(fd, m, n) == (ssize_t)n);
+    if (fd >= 0)
+        close(fd);
+    /* then: a challenge, the task's REGISTER, an untagged REFUSED */
+    fd = accept_within(lfd);
+    uint8_t nonce[STRATA_RDZV_NONCE] = { 7 };
+    n = strata__member_challenge_encode(m, STRATA_RDZV_AUTH_KEYS, nonce);
+    CHECK(fd >= 0 && write(fd, m, n) == (ssize_t)n);
+    ssize_t got = fd >= 0 ? read_full(fd, m, STRATA_RDZV_HDR) : -1;
+    CHECKF(got == STRATA_RDZV_HDR && m[5] == STRATA_RDZV_REGISTER,
+           "got %zd bytes", got);
+    n = strata__rdzv_refused(m, STRATA_RDZV_WHY_TIMEOUT,
+                             "forged after the REGISTER");
+    CHECK(fd >= 0 && write(fd, m, n) == (ssize_t)n);
+    if (fd >= 0)
+        close(fd);
+    close(lfd);
+    /* the real node 0 now: node 1 must still be there to meet it */
+    CHECK(spawn_start(node_argv(argv[0], 2, 0, rdzv), NULL, &n0) == 0);
+    spawn_wait(&n0, 300);
+    spawn_wait(&n1, 300);
+    spawn_collect(&n0, g_out[0], sizeof g_out[0], g_err[0], sizeof g_err[0]);
+    spawn_collect(&n1, g_out[1], sizeof g_out[1], g_err[1], sizeof g_err[1]);
+    CHECKF(n0.code == 0 && n1.code == 0, "exit %d %d: %s\n---\n%s", n0.code,
+           n1.code, g_err[0], g_err[1]);
+    const char *d = strstr(g_err[1], "dropped a REFUSED from 127.0.0.1:");
+    CHECKF(d && strstr(d, "that is not authenticated with the job's keys "
+                          "(1 so far") &&
+           strstr(d, "forged before the challenge") &&
+           strstr(d, "(2 so far") && strstr(d, "forged after the REGISTER"),
+           "%s", g_err[1]);
+}
+
 /* Why `which` cannot run here, or NULL. */
 static const char *missing(const char *which)
 {
@@ -635,9 +770,11 @@ int main(int argc, char **argv)
     const char *which = argc > 1 ? argv[1] : "";
     if (strcmp(which, "torchrun") && strcmp(which, "mpirun") &&
         strcmp(which, "torchrun_real") && strcmp(which, "forged") &&
-        strcmp(which, "launch_args") && strcmp(which, "rdzv_trust")) {
+        strcmp(which, "launch_args") && strcmp(which, "rdzv_trust") &&
+        strcmp(which, "rdzv_late") && strcmp(which, "rdzv_refused")) {
         fprintf(stderr, "usage: test_launchers torchrun|mpirun|"
-                "torchrun_real|forged|launch_args|rdzv_trust\n");
+                "torchrun_real|forged|launch_args|rdzv_trust|rdzv_late|"
+                "rdzv_refused\n");
         return 2;
     }
     const char *why = missing(which);
@@ -652,6 +789,10 @@ int main(int argc, char **argv)
         case_launch_args();
     else if (!strcmp(which, "rdzv_trust"))
         case_rdzv_trust();
+    else if (!strcmp(which, "rdzv_late"))
+        case_rdzv_late();
+    else if (!strcmp(which, "rdzv_refused"))
+        case_rdzv_refused();
     else if (reference_dump(ref) != 0)
         CHECK(!"the reference run");
     else if (!strcmp(which, "torchrun"))

@@ -13,8 +13,14 @@
  *   keys       authenticated with the job's keys: they meet; a stranger's
  *              REGISTER (its own key) and a replay (another connection's
  *              nonce) are dropped, counted and named, and told REFUSED
- *   token      plaintext mode's token: a task with another token ends at
- *              once, naming why; the job's meet
+ *   token      plaintext mode's token: a task with another token cannot
+ *              verify rank 0's REFUSED (it is tagged for nobody: it could
+ *              be anybody's), drops it, and ends at its timeout naming
+ *              it; the job's meet
+ *   late       rank 1 claimed again after the table (the job's keys): rank
+ *              0's and rank 1's watchers (rdzv_late.c) stop their runs,
+ *              and all three name both addresses; a stranger after the
+ *              table is dropped and named, and ends nothing
  *   mismatch   rank 0 with keys, a task without: the task names both
  *   forged_tag a fake rank 0 hands an authenticated task a table without
  *              its tag: refused
@@ -414,7 +420,7 @@ static void test_hostile(void)
            && has(log, "sent nothing in 0.3 s")
            && has(log, "sent 1 byte of a message in 0.3 s")
            && has(log, "a body of 4294967295 bytes announced")
-           && has(log, "rendezvous protocol version 7; rank 0 speaks 2")
+           && has(log, "rendezvous protocol version 7; rank 0 speaks 3")
            && has(log, "the rendezvous goes on") && !errors(log),
            "%s", log);
 }
@@ -555,7 +561,7 @@ static void test_token(void)
 {
     int port = spawn_free_port();
     task_t *r0 = task_new(2, 0, port, 20), *r1 = task_new(2, 1, port, 20),
-           *bad = task_new(2, 1, port, 20);
+           *bad = task_new(2, 1, port, 1);
     use_token(r0, 2, "the job's own token, 16+");
     use_token(r1, 2, "the job's own token, 16+");
     use_token(bad, 2, "another token, also 16+");
@@ -566,11 +572,64 @@ static void test_token(void)
     task_start(r1);
     int rc0 = task_end(r0), rc1 = task_end(r1);
     const char *log = capture_end();
-    CHECKF(rcb == STRATA_ECONFIG && rc0 == 0 && rc1 == 0, "rc %d %d %d", rcb,
-           rc0, rc1);
-    CHECKF(errors(log) == 1 && has(log, "rank 0 refused rank 1: its REGISTER "
-           "as rank 1 is not authenticated with [security] token"), "%s",
-           log);
+    CHECKF(rcb == STRATA_ETIMEDOUT && rc0 == 0 && rc1 == 0, "rc %d %d %d",
+           rcb, rc0, rc1);
+    CHECKF(errors(log) == 1 && has(log, "no table within 1 s") &&
+           has(log, "REFUSED not authenticated with [security] token were "
+               "dropped (the last: \"its REGISTER as rank 1 is not authenticated with "
+               "[security] token") &&
+           has(log, "dropped a REFUSED from 127.0.0.1:") &&
+           !has(log, "(11 so far; not rank 0's"), "%s", log);
+}
+
+static void test_late(void)
+{
+    int port = spawn_free_port();
+    task_t *r0 = task_new(2, 0, port, 20), *r1 = task_new(2, 1, port, 20),
+           *again = task_new(2, 1, port, 20), *s = task_new(2, 1, port, 20);
+    use_keys(r0, 2, 0, g_sk[0]);
+    use_keys(r1, 2, 1, g_sk[1]);
+    use_keys(again, 2, 1, g_sk[1]);
+    use_keys(s, 2, 1, g_sk[3]);
+    strata__rdzv_late_t *l0 = NULL, *l1 = NULL;
+    atomic_int stop0 = 0, stop1 = 0;
+    r0->o.late = &l0;
+    r1->o.late = &l1;
+    capture_begin();
+    task_start(r0);
+    task_start(r1);
+    pthread_join(r0->th, NULL);
+    pthread_join(r1->th, NULL);
+    CHECKF(r0->rc == 0 && r1->rc == 0 && l0 && l1, "rc %d %d", r0->rc,
+           r1->rc);
+    CHECK(strata__rdzv_late_start(l0, &stop0) == 0 &&
+          strata__rdzv_late_start(l1, &stop1) == 0);
+    /* a stranger after the table: dropped, nobody stops */
+    int w = register_as(port, &s->auth, 1, NULL);
+    nap(0.3);
+    int calm = !atomic_load(&stop0) && !atomic_load(&stop1);
+    task_start(again);
+    int rca = task_end(again);
+    for (int i = 0; i < 500 && !(atomic_load(&stop0) &&
+                                 atomic_load(&stop1)); i++)
+        nap(0.01); /* 5 s */
+    int f0 = strata__rdzv_late_failed(l0, 1), f1 = strata__rdzv_late_failed(l1, 1);
+    strata__rdzv_late_end(l0);
+    strata__rdzv_late_end(l1);
+    const char *log = capture_end();
+    CHECKF(w == -1 && calm, "the stranger was told %d; stopped %d", w, !calm);
+    CHECKF(rca == STRATA_ECONFIG && f0 && f1 && atomic_load(&stop0) &&
+           atomic_load(&stop1), "rc %d, failed %d %d", rca, f0, f1);
+    const char *what = "rank 1 is claimed twice: by 127.0.0.1:";
+    int n = 0;
+    for (const char *p = log; (p = strstr(p, what)); p++)
+        n++;
+    CHECKF(n == 3 && errors(log) == 3 && has(log, "after the job had formed")
+           && has(log, "dropped 127.0.0.1:") && has(log, "after the table: its "
+           "REGISTER as rank 1 is not authenticated"), "%d lines: %s", n, log);
+    task_free(r0);
+    task_free(r1);
+    task_free(s);
 }
 
 static void test_mismatch(void)
@@ -824,6 +883,7 @@ int main(void)
     make_keys();
     test_keys();
     test_token();
+    test_late();
     test_mismatch();
     test_forged_tag();
     test_timeout();

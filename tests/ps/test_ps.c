@@ -35,7 +35,8 @@
  *                  silent, an HTTP request, a ZMTP greeting of another
  *                  mechanism (NULL), a CURVE client with a key of its own:
  *                  ps:0's zmq end-of-run line counts N of each, by kind
- *                  (1000 garbage connections went uncounted before); the
+ *                  (1000 garbage connections went uncounted before), and
+ *                  names each one that is not ZeroMQ as it goes; the
  *                  core's "strangers:" line of both says the same (plugin
  *                  ABI 2.7), the warnings name the peers' address:port,
  *                  and the coordinator's TensorBoard has the strangers/
@@ -59,6 +60,16 @@
  *   ckpt_stop      SIGTERM to every task mid-epoch: each exits 75 after
  *                  the coordinator's checkpoint at the step it stopped at;
  *                  restarted, the job resumes at exactly that step
+ *   outside_ledger in plaintext ([security] mode = off), one who reads the
+ *                  network: a proxy of the test's on the coordinator's link
+ *                  to ps:0 reads the lease key and the coordinator's
+ *                  incarnation from its PING, and a raw socket puts a state
+ *                  in the coordinator's name, tagged as the coordinator
+ *                  tags it, before the first push: ps:0 takes it (nothing
+ *                  in plaintext can tell it from the coordinator's), and at
+ *                  FINISH the coordinator finds a restore it did not make:
+ *                  the job exits non-zero with "state came from outside the
+ *                  ledger", never the exactly-once summary
  *   bn_hostile     a model with batchnorm (plugin ABI 2.8: the workers'
  *                  moving statistics ride on their STEP_REQs), plaintext:
  *                  STEP_REQs forged in worker:0's name with a state too
@@ -73,6 +84,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sodium.h>
 #include <zmq.h>
 
 #include "check.h"
@@ -1050,6 +1062,22 @@ static void stranger_kinds(void)
                "%s:%d did not name the strangers' address and port",
                j.t[i].type, j.t[i].index);
     }
+    /* ps:0's port names a peer that is not ZeroMQ as it goes (it does
+     * without HANDSHAKE_FAILED_PROTOCOL: a connection that ends with no
+     * handshake result is one) */
+    static const char from[] = "strata: zmq: warning: dropped a connection "
+                               "from 127.0.0.1:";
+    int named = 0;
+    for (const char *nz = j.t[ps0].err;
+         !named && (nz = strstr(nz, "no handshake (not ZeroMQ, or not "
+                                    "CURVE)")); nz++) {
+        const char *bol = nz;
+        while (bol > j.t[ps0].err && bol[-1] != '\n')
+            bol--;
+        named = !strncmp(bol, from, strlen(from));
+    }
+    CHECKF(named, "ps:0 named no peer that is not ZeroMQ:\n%s",
+           j.t[ps0].err);
     /* the workers met no stranger: no line */
     CHECKF(!strstr(j.t[job_task(&j, "worker", 0)].out, "strangers: "),
            "worker:0 printed a strangers line:\n%s",
@@ -1292,6 +1320,183 @@ static void lossy(void)
     job_free(&j);
 }
 
+/* ---- a state from outside the ledger ----------------------------------- */
+
+/* A TCP proxy in front of ps:0 for the coordinator: bytes go both ways as
+ * they are; the coordinator's side is read for the PING's header (its
+ * lease key, in clear in plaintext mode). */
+typedef struct sniffer {
+    int        lfd, port, target;
+    atomic_int stop, found;
+    ps_hdr_t   ping;
+    pthread_t  th;
+} sniffer_t;
+
+static void sniff(sniffer_t *x, const uint8_t *b, size_t n)
+{
+    for (size_t i = 0; !atomic_load(&x->found) && i + PS_HDR_SIZE <= n; i++) {
+        ps_hdr_t h;
+        const unsigned char *pl;
+        const char *why;
+        if (memcmp(b + i, "STPS", 4) != 0 || b[i + 6] != PS_PING ||
+            ps_wire_unpack(b + i, PS_HDR_SIZE, &h, &pl, &why) != 0 ||
+            (!h.a && !h.b))
+            continue;
+        x->ping = h;
+        atomic_store(&x->found, 1);
+    }
+}
+
+static void sniff_conn(sniffer_t *x, int c)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)x->target),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int alive = s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) == 0;
+    static uint8_t seen[1 << 16];
+    size_t have = 0;
+    while (alive && !atomic_load(&x->stop)) {
+        struct pollfd p[2] = { { c, POLLIN, 0 }, { s, POLLIN, 0 } };
+        if (poll(p, 2, 100) <= 0)
+            continue;
+        uint8_t buf[65536];
+        if (p[1].revents) {
+            ssize_t n = read(s, buf, sizeof buf);
+            alive = n > 0 && send_all(c, buf, (size_t)n) == 0;
+        }
+        if (alive && p[0].revents) {
+            ssize_t n = read(c, buf, sizeof buf);
+            alive = n > 0 && send_all(s, buf, (size_t)n) == 0;
+            /* the last bytes and these: a header split across reads */
+            if (alive && have + (size_t)n > sizeof seen) {
+                size_t keep = PS_HDR_SIZE < have ? PS_HDR_SIZE : have;
+                memmove(seen, seen + have - keep, keep);
+                have = keep;
+            }
+            if (alive && have + (size_t)n <= sizeof seen) {
+                memcpy(seen + have, buf, (size_t)n);
+                have += (size_t)n;
+                sniff(x, seen, have);
+            }
+        }
+    }
+    if (s >= 0)
+        close(s);
+    close(c);
+}
+
+static void *sniffer_main(void *arg)
+{
+    sniffer_t *x = arg;
+    while (!atomic_load(&x->stop)) {
+        struct pollfd p = { x->lfd, POLLIN, 0 };
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        int c = accept(x->lfd, NULL, NULL);
+        if (c >= 0)
+            sniff_conn(x, c);
+    }
+    return NULL;
+}
+
+/* The coordinator's tag of a control message (ps_lease.c's tag_under):
+ * SipHash-2-4 under the lease key, which the PING carried. */
+static uint64_t coordinator_tag(const ps_hdr_t *ping, const ps_hdr_t *h,
+                                int sender)
+{
+    unsigned char key[16], in[52], out[crypto_shorthash_BYTES];
+    memcpy(key, &ping->a, 8);
+    memcpy(key + 8, &ping->b, 8);
+    int64_t v[6] = { h->type | (int64_t)sender << 8, (int64_t)h->incarnation,
+                     h->step, h->a, h->b, h->c };
+    uint32_t n = h->count;
+    memcpy(in, v, sizeof v);
+    memcpy(in + sizeof v, &n, 4);
+    crypto_shorthash(out, in, sizeof in, key);
+    uint64_t tag;
+    memcpy(&tag, out, 8);
+    return tag;
+}
+
+static void outside_ledger(void)
+{
+    CHECK(sodium_init() >= 0);
+    char *more[] = { "train.epochs=1", "data.limit_train=600",
+                     "strategy.partitioner=fixed:3", "security.mode=off",
+                     "debug.step_delay_ms=500", "debug.delay_task=worker:0" };
+    char *sets[JOB_SETS];
+    int n;
+    sets_with(sets, &n, more, 6);
+    job_t j;
+    job_init(&j, 1, 2, sets, n);
+    int ps0 = job_task(&j, "ps", 0), chief = job_task(&j, "chief", 0);
+    sniffer_t x;
+    memset(&x, 0, sizeof x);
+    x.target = j.t[ps0].port;
+    x.port = spawn_free_port();
+    x.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)x.port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    int one = 1;
+    setsockopt(x.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    CHECK(bind(x.lfd, (struct sockaddr *)&a, sizeof a) == 0 &&
+          listen(x.lfd, 8) == 0 &&
+          pthread_create(&x.th, NULL, sniffer_main, &x) == 0);
+    through(&j, chief, ps0, x.port);
+    job_start_all(&j);
+    for (int i = 0; i < 6000 && !atomic_load(&x.found); i++)
+        usleep(10000); /* 60 s */
+    CHECKF(atomic_load(&x.found), "no PING seen on the coordinator's link");
+    /* ps:0 takes the PING (and the key) first; the first push comes a
+     * step_delay_ms (500) after the first STEP, which follows the PONG */
+    usleep(100000);
+    /* ps:0's share of the model, 0.01 everywhere, and adam's two slots at
+     * 0 (parts 0, 1, 2: the last installs them): the job trains on */
+    void *zc = zmq_ctx_new(), *s = zmq_socket(zc, ZMQ_DEALER);
+    int linger = 2000;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", j.t[ps0].port);
+    CHECK(zmq_connect(s, ep) == 0);
+    size_t count = ps0_values("fixed:3");
+    size_t len = PS_HDR_SIZE + count * sizeof(float);
+    unsigned char *msg = calloc(1, len);
+    for (int part = 0; msg && x.ping.type == PS_PING && part <= 2; part++) {
+        for (size_t i = 0; i < count; i++)
+            memcpy(msg + PS_HDR_SIZE + 4 * i,
+                   &(float){ part ? 0.0f : 0.01f }, 4);
+        ps_hdr_t put = { .type = PS_STATE_PUT, .sender = x.ping.sender,
+                         .step = 0, .incarnation = x.ping.incarnation,
+                         .a = part, .b = 2, .count = (uint32_t)count };
+        put.req = coordinator_tag(&x.ping, &put, x.ping.sender);
+        ps_wire_pack(&put, msg);
+        raw(s, x.ping.sender, msg, len);
+    }
+    free(msg);
+    zmq_close(s); /* lingers until sent */
+    zmq_ctx_term(zc);
+    job_wait_all(&j, 240);
+    atomic_store(&x.stop, 1);
+    pthread_join(x.th, NULL);
+    close(x.lfd);
+    const char *err = j.t[chief].err;
+    CHECKF(strstr(j.t[ps0].err, "ps:0: state restored at step 0"),
+           "ps:0 did not take the state (it must, for this test to mean "
+           "anything)");
+    CHECKF(j.t[chief].code != 0 &&
+           strstr(err, "exactly once cannot be claimed: ps:0's state was "
+                       "replaced 1 time, the coordinator restored it 0: "
+                       "state came from outside the ledger") &&
+           !strstr(err, "exactly once: each of the"),
+           "coordinator: exit %d", j.t[chief].code);
+    printf("outside_ledger: coordinator exit %d\n", j.t[chief].code);
+    if (check_failed_ || getenv("PS_TEST_VERBOSE"))
+        dump(&j);
+    job_free(&j);
+}
+
 /* ---- checkpoints ------------------------------------------------------ */
 
 /* The step a job resumed from ("resumed from DIR/ckpt-N...: ..., step S"),
@@ -1473,6 +1678,8 @@ int main(int argc, char **argv)
         stranger();
     else if (!strcmp(g_scenario, "lossy"))
         lossy();
+    else if (!strcmp(g_scenario, "outside_ledger"))
+        outside_ledger();
     else if (!strcmp(g_scenario, "stranger_kinds"))
         stranger_kinds();
     else if (!strcmp(g_scenario, "forged_abort"))

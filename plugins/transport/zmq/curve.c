@@ -185,6 +185,21 @@ static void pending_warn(strz_ctx_t *c, const char *from)
                        from && from[0] ? from : to, why);
 }
 
+/* A handshake's result (no fd): the waiting connection's when it is the
+ * only one, else every waiting one's fate is unknown. */
+static void handshake_result(strz_peers_t *pe)
+{
+    int waiting = 0, at = -1;
+    for (int i = 0; i < STRZ_PEERS; i++)
+        if (pe->hs[i] == STRZ_HS_WAITING)
+            waiting++, at = i;
+    for (int i = 0; waiting > 1 && i < STRZ_PEERS; i++)
+        if (pe->hs[i] == STRZ_HS_WAITING)
+            pe->hs[i] = STRZ_HS_UNKNOWN;
+    if (waiting == 1)
+        pe->hs[at] = STRZ_HS_NONE;
+}
+
 void strz_monitor_event(strz_ctx_t *c, int id, uint32_t value,
                         const char *where)
 {
@@ -192,9 +207,15 @@ void strz_monitor_event(strz_ctx_t *c, int id, uint32_t value,
     int slot = (int)(value % STRZ_PEERS);
     if (pe->pending && id != ZMQ_EVENT_DISCONNECTED)
         pending_warn(c, NULL); /* its DISCONNECTED did not come next */
+    if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED ||
+        id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
+        id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+        id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+        handshake_result(pe);
     if (id == ZMQ_EVENT_ACCEPTED) {
         atomic_fetch_add(&c->accepted, 1);
         pe->fd1[slot] = (int)value + 1;
+        pe->hs[slot] = STRZ_HS_WAITING;
         peer_name((int)value, pe->addr[slot], sizeof pe->addr[slot]);
     } else if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
         atomic_fetch_add(&c->handshaken, 1);
@@ -214,8 +235,25 @@ void strz_monitor_event(strz_ctx_t *c, int id, uint32_t value,
         int known = pe->fd1[slot] == (int)value + 1;
         if (pe->pending)
             pending_warn(c, known ? pe->addr[slot] : NULL);
-        if (known)
+        else if (known && pe->hs[slot] == STRZ_HS_WAITING) {
+            /* it ended without any handshake result: garbage, or a
+             * ZeroMQ peer of another mechanism (counted as the summary
+             * would count it) */
+            char to[160];
+            snprintf(to, sizeof to, "%s (the peer was gone before its "
+                     "address was read)", where ? where : "?");
+            strz_stranger(c, STRZ_SK_GARBAGE, pe->addr[slot][0]
+                              ? "a connection from" : "a connection to",
+                          pe->addr[slot][0] ? pe->addr[slot] : to,
+                          c->secure ? "no handshake (not ZeroMQ, or not "
+                                      "CURVE)"
+                                    : "no handshake (not ZeroMQ, or "
+                                      "another mechanism)");
+        }
+        if (known) {
             pe->fd1[slot] = 0;
+            pe->hs[slot] = STRZ_HS_NONE;
+        }
     }
 }
 

@@ -89,9 +89,17 @@ enum { STRZ_SK_KEY,      /* refused by ZAP: not a job's CURVE key       */
  * a slot is the fd modulo STRZ_PEERS, the address the one read when the
  * ACCEPTED event is handled. Used by the monitor's one reader. */
 #define STRZ_PEERS 256
+enum { STRZ_HS_NONE = 0,      /* no connection, or its result is known   */
+       STRZ_HS_WAITING = 1,   /* accepted, no handshake result yet       */
+       STRZ_HS_UNKNOWN = 2 }; /* a result came while others waited too  */
 typedef struct strz_peers {
     int  fd1[STRZ_PEERS];      /* fd + 1; 0: free                          */
     char addr[STRZ_PEERS][56]; /* "127.0.0.1:40312", "[::1]:40312"         */
+    /* STRZ_HS_*: where its handshake is. A handshake's result carries no
+     * fd: it is the connection's only when one alone was waiting. One
+     * that ends still waiting had none (not ZeroMQ: ps's port does not
+     * monitor HANDSHAKE_FAILED_PROTOCOL, link.c) and is named then. */
+    unsigned char hs[STRZ_PEERS];
     int  pending;              /* STRZ_SK_* + 1 of a failure that waits for */
                                /* its DISCONNECTED to name the peer; 0 none */
     unsigned long long pending_n; /* its number among the strangers       */
