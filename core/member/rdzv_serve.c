@@ -468,13 +468,16 @@ static int serve_listen(server_t *s, int *fam, char *host, size_t hn)
     int g, said = 0;
     while ((g = getaddrinfo(ep->host, ep->port, &hints, &ai)) != 0 &&
            (g == EAI_NONAME || g == EAI_AGAIN || g == EAI_FAIL) &&
-           strata__rdzv_now() + wait < s->deadline) {
+           strata__rdzv_now() < s->deadline) {
         if (!said++)
             strata__log(STRATA_LOG_WARN, WHO, "rank 0 cannot resolve its "
                         "own name '%s' yet (%s): trying again for up to %.0f "
                         "s ([cluster] rendezvous_timeout_s)", ep->host,
                         gai_strerror(g), s->deadline - strata__rdzv_now());
-        if (strata__rdzv_pause(strata__rdzv_now() + wait, s->o) != 0)
+        /* the last try is at the deadline, not a back-off before it */
+        double until = strata__rdzv_now() + wait;
+        if (strata__rdzv_pause(until < s->deadline ? until : s->deadline,
+                               s->o) != 0)
             return STRATA_ESTOPPED;
         wait = wait * 2 < RESOLVE_MAX_S ? wait * 2 : RESOLVE_MAX_S;
     }
