@@ -26,6 +26,7 @@
 
 #include "check.h"
 #include "dumps.h"
+#include "npy_write.h"
 #include "spawn.h"
 
 enum { NTRAIN = 2000, NTEST = 400, NF = 4, K = 3, VOCAB = 40, NCLS = 4 };
@@ -39,30 +40,13 @@ static spawn_result_t g_r;
 static void write_npy(const char *name, const char *descr, size_t n,
                       size_t k, const void *data, size_t elem)
 {
-    char path[800], dict[256];
+    char path[800], shape[64];
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
-    int len = k ? snprintf(dict, sizeof dict, "{'descr': '%s', "
-                           "'fortran_order': False, 'shape': (%zu, %zu), }",
-                           descr, n, k)
-                : snprintf(dict, sizeof dict, "{'descr': '%s', "
-                           "'fortran_order': False, 'shape': (%zu,), }",
-                           descr, n);
-    size_t hlen = (size_t)len + 1;
-    size_t pad = (64 - (10 + hlen) % 64) % 64;
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    if (!f)
-        return;
-    unsigned char pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
-                              (unsigned char)((hlen + pad) & 0xff),
-                              (unsigned char)((hlen + pad) >> 8) };
-    fwrite(pre, 1, sizeof pre, f);
-    fwrite(dict, 1, (size_t)len, f);
-    for (size_t i = 0; i < pad; i++)
-        fputc(' ', f);
-    fputc('\n', f);
-    fwrite(data, elem, n * (k ? k : 1), f);
-    CHECK(fclose(f) == 0);
+    if (k)
+        snprintf(shape, sizeof shape, "(%zu, %zu)", n, k);
+    else
+        snprintf(shape, sizeof shape, "(%zu,)", n);
+    npy_write(path, descr, shape, data, elem * n * (k ? k : 1));
 }
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;

@@ -15,6 +15,7 @@
 #include "check.h"
 #include "spawn.h"
 #include "testutil.h"
+#include "npy_write.h"
 
 #define N 640
 #define D 8
@@ -22,28 +23,10 @@
 static spawn_result_t g_r;
 static const char *g_dir;   /* tmp_make's */
 
-/* numpy.save's format, version 1.0: the header padded to 64 bytes. */
 static void save_npy(const char *name, const char *descr, const char *shape,
                      const void *data, size_t bytes)
 {
-    char h[128];
-    int n = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, "
-                     "'shape': %s, }", descr, shape);
-    int total = (10 + n + 1 + 63) / 64 * 64;
-    FILE *f = fopen(tmp_path(name), "wb");
-    CHECK(f != NULL);
-    if (!f)
-        return;
-    unsigned char pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
-                              (unsigned char)((total - 10) & 0xff),
-                              (unsigned char)((total - 10) >> 8) };
-    fwrite(pre, 1, 10, f);
-    fwrite(h, 1, (size_t)n, f);
-    for (int i = 10 + n; i < total - 1; i++)
-        fputc(' ', f);
-    fputc('\n', f);
-    fwrite(data, 1, bytes, f);
-    fclose(f);
+    npy_write(tmp_path(name), descr, shape, data, bytes);
 }
 
 static uint64_t g_rng = 88172645463325252ULL;
