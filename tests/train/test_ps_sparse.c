@@ -5,7 +5,9 @@
  * over 2 ps tasks (fixed:2):
  *  - sgd: pushing the touched rows ends on the bits of pushing the dense
  *    gradient (strategy.ps.sparse_as_dense = true), the worker and the ps
- *    tasks say which they did, and the rows cost fewer bytes;
+ *    tasks say which they did, and the rows cost fewer bytes; with 2
+ *    replicas per worker or clip_norm the worker densifies the rows and
+ *    pushes dense (with a clip_norm never reached, the same bits);
  *  - adam: a checkpoint after every step; across step N (no shuffle, so
  *    its batch, hence its ids, is known) every row no id of the batch
  *    names keeps its value and both slots bit for bit, and every touched
@@ -159,6 +161,36 @@ static void sgd_bits(void)
     snprintf(pa, sizeof pa, "%s/dense.bin", g_dir);
     snprintf(pb, sizeof pb, "%s/rows.bin", g_dir);
     dump_compare_model(pa, pb, "ps sgd: rows vs sparse_as_dense", 0.0,
+                       k_counts, NVARS);
+}
+
+/* Where the rows cannot go as rows the worker densifies them and says so:
+ * 2 replicas (they reduce dense buffers in process), clip_norm (the norm
+ * of the whole gradient); the ps tasks then apply no push with rows. A
+ * clip_norm no gradient reaches leaves every gradient as it is, so that
+ * job ends on sgd_bits' bits: the rows were densified whole. */
+static void densified(void)
+{
+    char dump[400];
+    snprintf(dump, sizeof dump, "debug.dump_vars=%s/clip.bin", g_dir);
+    const char *clip[] = { "optimizer.name=sgd", "optimizer.lr=0.5",
+                           "train.max_steps=40", "optimizer.clip_norm=1e9",
+                           dump, NULL };
+    const char *two[] = { "optimizer.name=sgd", "train.max_steps=10",
+                          "train.devices=cpu:0,cpu:1", NULL };
+    const char *const *runs[] = { clip, two };
+    for (int k = 0; k < 2; k++) {
+        CHECK(ps_job(runs[k]) == 0);
+        long long rows;
+        long long bytes = ps_bytes(&rows);
+        CHECKF(strstr(g_r.err, "pushed, dense)") && rows == 0 && bytes > 0,
+               "%s: the worker did not push dense:\n%s", runs[k][3],
+               g_r.err);
+    }
+    char pa[300], pb[300];
+    snprintf(pa, sizeof pa, "%s/rows.bin", g_dir);
+    snprintf(pb, sizeof pb, "%s/clip.bin", g_dir);
+    dump_compare_model(pa, pb, "ps sgd: rows vs densified (clip_norm)", 0.0,
                        k_counts, NVARS);
 }
 
@@ -320,6 +352,7 @@ int main(void)
         return 1;
     make_data();
     sgd_bits();
+    densified();
     adam_lazy();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
