@@ -14,7 +14,11 @@
  *    row follows Adam with the step count of the global step (bias
  *    correction), within 1e-6 relative of a reference computed here;
  *    resumed from the checkpoint after step 3, the job ends on the bits
- *    of the uninterrupted one. */
+ *    of the uninterrupted one;
+ *  - momentum, adagrad, rmsprop (with momentum): across a step the touched
+ *    rows move, and every other row keeps its value and slots bit for
+ *    bit (a dense momentum or rmsprop step would move them: the velocity
+ *    and the mean square decay; adagrad's dense step leaves them too). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -306,6 +310,8 @@ static void check_step(int step, const int64_t *ids)
  * samples [32 s, 32 s + 32). Then the job resumed from the checkpoint
  * after 3 steps (the later ones removed) ends on the same bits: the lazy
  * slots and the step count travel through the checkpoint. */
+static void lazy_others(const int64_t *ids);
+
 static void adam_lazy(void)
 {
     char ck[400], dump[400];
@@ -328,6 +334,7 @@ static void adam_lazy(void)
         fclose(f);
     for (int step = 3; step <= 5; step++)
         check_step(step, ids);
+    lazy_others(ids);
     for (int step = 4; step <= 6; step++) {
         char ckp[500];
         snprintf(ckp, sizeof ckp, "%s/ck/ckpt-%010d.safetensors", g_dir,
@@ -344,6 +351,74 @@ static void adam_lazy(void)
     snprintf(pb, sizeof pb, "%s/adam_resumed.bin", g_dir);
     dump_compare_model(pa, pb, "ps lazy adam: resumed at step 3 vs "
                        "uninterrupted", 0.0, k_counts, NVARS);
+}
+
+/* momentum, adagrad, rmsprop (with its momentum slot): across step 2 the
+ * rows its batch names move, value and every slot, and every other row
+ * keeps all of them bit for bit. */
+static void lazy_others(const int64_t *ids)
+{
+    static const struct {
+        const char *name, *slots[2];
+    } opts[] = { { "momentum", { "velocity", NULL } },
+                 { "adagrad", { "accumulator", NULL } },
+                 { "rmsprop", { "rms", "momentum" } } };
+    enum { NT = VOCAB * 8, STEP = 2 };
+    unsigned char touched[VOCAB] = { 0 };
+    for (int i = STEP * BATCH; i < (STEP + 1) * BATCH; i++)
+        for (int k = 0; k < K; k++)
+            if (ids[i * K + k] >= 0)
+                touched[ids[i * K + k]] = 1;
+    for (size_t o = 0; o < sizeof opts / sizeof *opts; o++) {
+        char ck[400], name[64];
+        snprintf(ck, sizeof ck, "checkpoint.dir=%s/ck_%s", g_dir,
+                 opts[o].name);
+        snprintf(name, sizeof name, "optimizer.name=%s", opts[o].name);
+        const char *a[] = { name, "optimizer.lr=0.05",
+                            "optimizer.rmsprop_momentum=0.5",
+                            "train.max_steps=3", "data.shuffle=false",
+                            "checkpoint.every_steps=1", "checkpoint.keep=10",
+                            ck, NULL };
+        CHECK(ps_job(a) == 0);
+        char p0[500], p1[500];
+        snprintf(p0, sizeof p0, "%s/ck_%s/ckpt-%010d.safetensors", g_dir,
+                 opts[o].name, STEP);
+        snprintf(p1, sizeof p1, "%s/ck_%s/ckpt-%010d.safetensors", g_dir,
+                 opts[o].name, STEP + 1);
+        int moved_untouched = 0, still_touched = 0, nt = 0;
+        unsigned char moved[VOCAB] = { 0 };
+        for (int k = 0; k < 3; k++) {
+            char tn[96];
+            if (k > 0 && !opts[o].slots[k - 1])
+                continue;
+            if (k == 0)
+                snprintf(tn, sizeof tn, "emb/embeddings");
+            else
+                snprintf(tn, sizeof tn, "optimizer/%s/emb/embeddings",
+                         opts[o].slots[k - 1]);
+            float *t0 = tensor(p0, tn, NT), *t1 = tensor(p1, tn, NT);
+            CHECKF(t0 && t1, "%s: no %s in %s / %s", opts[o].name, tn, p0,
+                   p1);
+            for (int i = 0; t0 && t1 && i < NT; i++) {
+                int same = memcmp(&t0[i], &t1[i], 4) == 0;
+                moved_untouched += !touched[i / 8] && !same;
+                moved[i / 8] |= !same;
+                nt += touched[i / 8] && k == 0;
+            }
+            free(t0);
+            free(t1);
+        }
+        /* a touched row moves (a slot may keep an element whose squared
+         * gradient is below its rounding: adagrad's 0.1 + 1e-10) */
+        for (int r = 0; r < VOCAB; r++)
+            still_touched += touched[r] && !moved[r];
+        printf("%s step %d: %d of %d table elements touched; untouched "
+               "elements that moved (value or slot): %d; touched rows that "
+               "did not: %d\n", opts[o].name, STEP, nt, NT, moved_untouched,
+               still_touched);
+        CHECKF(nt > 0 && moved_untouched == 0 && still_touched == 0,
+               "%s is not lazy on the ps", opts[o].name);
+    }
 }
 
 int main(void)
