@@ -7,7 +7,6 @@
  * binary plays every role: ps.h says which task is which, README.md lists
  * the options, ps_wire.h documents the messages. */
 #include <sodium.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
