@@ -46,6 +46,10 @@ int  strata__opt_create(const strata__optimizer_cfg_t *cfg, int32_t device,
 int  strata__opt_step(strata_opt_t *opt, float *param, const float *grad,
                       size_t count, float lr);
 void strata__opt_destroy(strata_opt_t *opt);
+/* host->opt_step_rows (ABI 2.10): a lazy update of the rows named. */
+int  strata__opt_step_rows(strata_opt_t *opt, float *param,
+                           const int64_t *rows, size_t nrows, size_t row_len,
+                           const float *grad, float lr);
 /* host->opt_io: slots and step count to (set = 0) or from host buffers. */
 int  strata__opt_io(strata_opt_t *opt, int set, float *const *slots,
                     int nslots, int64_t *steps);

@@ -107,33 +107,71 @@ int strata__opt_create(const strata__optimizer_cfg_t *cfg, int32_t device,
     return STRATA_OK;
 }
 
+/* One update of n elements at `at` of the variable (and of its slots), with
+ * the optimizer's current step count. */
+static int step_range(strata_opt_t *o, size_t at, float *param,
+                      const float *grad, size_t n, float lr)
+{
+    strata__kdev_t *k = o->kd;
+    float *s0 = o->slot[0] ? o->slot[0] + at : NULL;
+    float *s1 = o->slot[1] ? o->slot[1] + at : NULL;
+    switch (o->kind) {
+    case STRATA__OPT_SGD:
+        return k->ops->sgd(k, n, param, grad, lr, o->weight_decay);
+    case STRATA__OPT_MOMENTUM:
+        return k->ops->momentum(k, n, param, grad, s0, lr, o->momentum,
+                                o->weight_decay);
+    case STRATA__OPT_ADAM:
+        return k->ops->adam(k, n, param, grad, s0, s1, lr, o->beta1,
+                            o->beta2, o->epsilon, o->t, o->weight_decay);
+    case STRATA__OPT_RMSPROP:
+        return k->ops->rmsprop(k, n, param, grad, s0, s1, lr, o->rho,
+                               o->rms_momentum, o->epsilon, o->weight_decay);
+    case STRATA__OPT_ADAGRAD:
+        return k->ops->adagrad(k, n, param, grad, s0, lr, o->epsilon,
+                               o->weight_decay);
+    default:
+        return STRATA_EINVAL;
+    }
+}
+
 int strata__opt_step(strata_opt_t *o, float *param, const float *grad,
                      size_t count, float lr)
 {
     if (!o || count > o->count)
         return STRATA_EINVAL;
-    strata__kdev_t *k = o->kd;
     o->t++;
-    switch (o->kind) {
-    case STRATA__OPT_SGD:
-        return k->ops->sgd(k, count, param, grad, lr, o->weight_decay);
-    case STRATA__OPT_MOMENTUM:
-        return k->ops->momentum(k, count, param, grad, o->slot[0], lr,
-                                o->momentum, o->weight_decay);
-    case STRATA__OPT_ADAM:
-        return k->ops->adam(k, count, param, grad, o->slot[0], o->slot[1], lr,
-                            o->beta1, o->beta2, o->epsilon, o->t,
-                            o->weight_decay);
-    case STRATA__OPT_RMSPROP:
-        return k->ops->rmsprop(k, count, param, grad, o->slot[0], o->slot[1],
-                               lr, o->rho, o->rms_momentum, o->epsilon,
-                               o->weight_decay);
-    case STRATA__OPT_ADAGRAD:
-        return k->ops->adagrad(k, count, param, grad, o->slot[0], lr,
-                               o->epsilon, o->weight_decay);
-    default:
+    return step_range(o, 0, param, grad, count, lr);
+}
+
+/* Lazy: only the rows named move, their slots with them; t counts the call
+ * once (TensorFlow's sparse apply: Adam's bias correction uses the global
+ * step, not how often a row was touched). Consecutive rows go as one run:
+ * the kernels are elementwise, so the bits are those of a row at a time. */
+int strata__opt_step_rows(strata_opt_t *o, float *param, const int64_t *rows,
+                          size_t nrows, size_t row_len, const float *grad,
+                          float lr)
+{
+    if (!o || row_len == 0 || o->count % row_len != 0
+        || (nrows > 0 && (!rows || !grad || !param)))
         return STRATA_EINVAL;
+    int64_t nr = (int64_t)(o->count / row_len);
+    for (size_t i = 0; i < nrows; i++)
+        if (rows[i] < 0 || rows[i] >= nr || (i > 0 && rows[i] <= rows[i - 1]))
+            return STRATA_EINVAL;
+    o->t++;
+    for (size_t i = 0; i < nrows;) {
+        size_t j = i + 1;
+        while (j < nrows && rows[j] == rows[j - 1] + 1)
+            j++;
+        size_t at = (size_t)rows[i] * row_len;
+        int rc = step_range(o, at, param + at, grad + i * row_len,
+                            (j - i) * row_len, lr);
+        if (rc != STRATA_OK)
+            return rc;
+        i = j;
     }
+    return STRATA_OK;
 }
 
 void strata__opt_destroy(strata_opt_t *o)

@@ -182,6 +182,14 @@ static int host_opt_step(strata_hctx_t *hc, strata_opt_t *opt, float *param,
     return strata__opt_step(opt, param, grad, count, lr);
 }
 
+static int host_opt_step_rows(strata_hctx_t *hc, strata_opt_t *opt,
+                              float *param, const int64_t *rows, size_t nrows,
+                              size_t row_len, const float *grad, float lr)
+{
+    (void)hc;
+    return strata__opt_step_rows(opt, param, rows, nrows, row_len, grad, lr);
+}
+
 static int host_opt_io(strata_hctx_t *hc, strata_opt_t *opt, int set,
                        float *const *slots, int nslots, int64_t *steps)
 {
@@ -770,6 +778,7 @@ const strata_host_v2_t strata__host_v2 = {
     .t_caps = host_t_caps,
     .states_get = host_states_get,
     .states_set = host_states_set,
+    .opt_step_rows = host_opt_step_rows,
 };
 
 /* ---- strata_plugin_caps: the word of a plugin on the search path -------- */

@@ -229,6 +229,26 @@ static int k_opt_step(strata_hctx_t *hc, strata_opt_t *opt, float *param,
     return STRATA_OK;
 }
 
+/* ABI 2.10: the kit's sgd on the rows named (sgd has no slots to leave). */
+static int k_opt_step_rows(strata_hctx_t *hc, strata_opt_t *opt, float *param,
+                           const int64_t *rows, size_t nrows, size_t row_len,
+                           const float *grad, float lr)
+{
+    (void)hc;
+    if (!opt || row_len == 0 || opt->count % row_len != 0
+        || (nrows && (!param || !grad || !rows)))
+        return STRATA_EINVAL;
+    for (size_t i = 0; i < nrows; i++)
+        if (rows[i] < 0 || (size_t)rows[i] >= opt->count / row_len
+            || (i > 0 && rows[i] <= rows[i - 1]))
+            return STRATA_EINVAL;
+    for (size_t i = 0; i < nrows; i++)
+        for (size_t e = 0; e < row_len; e++)
+            param[(size_t)rows[i] * row_len + e] -= lr * grad[i * row_len + e];
+    opt->t++;
+    return STRATA_OK;
+}
+
 static int k_opt_io(strata_hctx_t *hc, strata_opt_t *opt, int set,
                     float *const *slots, int nslots, int64_t *steps)
 {
@@ -348,7 +368,8 @@ size_t strata_kit_host_size(int abi_minor)
     case 2:         return offsetof(strata_host_v2_t, membership);
     case 3: case 4: return offsetof(strata_host_v2_t, t_reduce_scatter);
     case 5: case 6: case 7: return offsetof(strata_host_v2_t, states_get);
-    case 8: case 9: return sizeof(strata_host_v2_t);
+    case 8: case 9: return offsetof(strata_host_v2_t, opt_step_rows);
+    case 10:        return sizeof(strata_host_v2_t);
     default:        return 0;
     }
 }
@@ -399,6 +420,7 @@ int strata_kit_host(const strata_kit_config_t *cfg, strata_kit_t **out)
     h->cfg_origin = k_cfg_origin;
     h->states_get = k_states_get;
     h->states_set = k_states_set;
+    h->opt_step_rows = k_opt_step_rows;
     strata__kit_transport_entries(h);
     /* Posing as an older minor: its size, and nothing of a later one (a
      * plugin that reads past struct_size finds NULL, not a stale entry). */

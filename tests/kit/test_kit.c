@@ -78,7 +78,7 @@ static void check_table(int minor)
 {
     /* sizeof(strata_host_v2_t) of each minor: tests/abi/abi_history.txt */
     static const uint32_t sizes[] = { 200, 200, 224, 240, 240, 272, 272, 272,
-                                      288, 288 };
+                                      288, 288, 296 };
     strata_kit_t *kit = make_kit(minor, 0.0);
     if (!kit)
         return;
@@ -99,8 +99,25 @@ static void check_table(int minor)
     CHECK(minor >= 2 || (h->grad_sumsq == NULL && h->training_done == NULL));
     CHECK(minor >= 3 || h->membership == NULL);
     CHECK(minor >= 5 || (h->t_barrier == NULL && h->t_caps == NULL));
+    CHECK(STRATA_HAS_FIELD(strata_host_v2_t, h, opt_step_rows) ==
+          (minor >= 10));
     /* the entries every minor has, real */
     strata_hctx_t *hc = strata_kit_hctx(kit);
+    if (minor >= 10) { /* 2.10: sgd on the rows named, nothing else */
+        strata_opt_t *o;
+        float w[8] = { 1, 1, 1, 1, 1, 1, 1, 1 }, g[4] = { 1, 2, 3, 4 };
+        int64_t rows[2] = { 1, 3 }, bad[2] = { 3, 1 };
+        CHECK(h->opt_create(hc, STRATA_DEVICE(STRATA_DEV_CPU, 0), 8, &o) ==
+              STRATA_OK);
+        CHECK(h->opt_step_rows(hc, o, w, rows, 2, 2, g, 0.5f) == STRATA_OK);
+        CHECK(w[0] == 1 && w[1] == 1 && w[2] == 0.5f && w[3] == 0 &&
+              w[4] == 1 && w[5] == 1 && w[6] == -0.5f && w[7] == -1);
+        CHECK(h->opt_step_rows(hc, o, w, bad, 2, 2, g, 0.5f) ==
+              STRATA_EINVAL && w[2] == 0.5f);
+        CHECK(h->opt_step_rows(hc, o, w, rows, 2, 3, g, 0.5f) ==
+              STRATA_EINVAL);
+        h->opt_destroy(hc, o);
+    }
     CHECK(strcmp(h->cfg_get(hc, "strategy", "lr"), "0.5") == 0);
     CHECK(h->cfg_get(hc, "strategy", "l") == NULL);
     CHECK(h->cfg_get(hc, "strategy", "momentum") == NULL);

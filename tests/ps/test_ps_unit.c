@@ -1,12 +1,14 @@
 /* ps.so units: the partitioners against TensorFlow's documented examples,
  * contiguous row blocks, round-robin placement, option parsing; the wire
  * header: round trip and every refusal; the coordinator's step table:
- * order, retries first, first report wins. ps_part.c, ps_wire.c and
- * ps_sched.c are compiled into this test. */
+ * order, retries first, first report wins; a PUSH's row blocks (wire v6):
+ * packed from an op's rows and every refusal. ps_part.c, ps_wire.c,
+ * ps_sched.c and ps_rows.c are compiled into this test. */
 #include <math.h>
 #include <string.h>
 
 #include "check.h"
+#include "../../plugins/strategy/ps/ps.h"
 #include "../../plugins/strategy/ps/ps_part.h"
 #include "../../plugins/strategy/ps/ps_sched.h"
 #include "../../plugins/strategy/ps/ps_wire.h"
@@ -395,8 +397,138 @@ static void wire_state(void)
     CHECK(strcmp(ps_wire_type_name(PS_STATE_ACK), "STATE_ACK") == 0);
 }
 
+/* ---- row blocks (ps_rows.c) ---------------------------------------------- */
+
+static int h_copy(strata_hctx_t *hc, int32_t dd, void *dst, int32_t sd,
+                  const void *src, size_t n)
+{
+    (void)hc, (void)dd, (void)sd;
+    memcpy(dst, src, n);
+    return STRATA_OK;
+}
+
+/* A payload for ps 0 of a job whose table [10, 4] is split fixed:2 (rows
+ * 0-4: shard 0 on ps 0, rows 5-9: shard 1 on ps 1) beside a bias [3]
+ * (shard 2, ps 0): one block for shard 0 with `n` ids and rows of 0.5 (the
+ * last value `last`), then the bias's 3 values. */
+static size_t block(unsigned char *out, uint32_t shard, uint32_t claim,
+                    const int64_t *ids, uint32_t n, float last)
+{
+    size_t at = 0;
+    memcpy(out, &shard, 4);
+    memcpy(out + 4, &claim, 4);
+    memcpy(out + 8, ids, 8 * (size_t)n);
+    at = 8 + 8 * (size_t)n;
+    for (uint32_t e = 0; e < 4 * n; e++, at += 4)
+        memcpy(out + at, &(float){ e + 1 == 4 * n ? last : 0.5f }, 4);
+    for (int e = 0; e < 3; e++, at += 4)
+        memcpy(out + at, &(float){ 1.0f }, 4);
+    return at / 4;
+}
+
+static void row_blocks(void)
+{
+    static strata_host_v2_t host = { .copy = h_copy };
+    ps_t p;
+    memset(&p, 0, sizeof p);
+    p.host = &host;
+    p.nps = 2;
+    ps_part_t part;
+    char why[64];
+    CHECK(ps_part_parse("fixed:2", &part, why, sizeof why) == 0);
+    CHECK(ps_place_init(&p.place, 2) == 0);
+    int64_t table[2] = { 10, 4 }, bias[1] = { 3 };
+    CHECK(ps_place_var(&p.place, &part, 0, table, 2, 0, 40) == 0);
+    part.kind = PS_PART_NONE;
+    CHECK(ps_place_var(&p.place, &part, 1, bias, 1, 40, 3) == 0);
+    CHECK(p.place.n == 3 && p.place.shard[2].ps == 0 &&
+          p.place.ps_count[0] == 23);
+    /* packed from an op: rows 1, 4 to ps 0, rows 6, 9 to ps 1 */
+    float buf[43] = { 0 }, vals[16];
+    for (int e = 0; e < 16; e++)
+        vals[e] = (float)e;
+    buf[40] = 7.0f;
+    int64_t rows[4] = { 1, 4, 6, 9 };
+    strata_sparse_t sp = { .var = 0, .offset = 0, .count = 40, .row_len = 4,
+                           .nrows = 4, .rows = rows, .values = vals };
+    strata_op_t op = { .struct_size = sizeof op, .buf = buf, .count = 43,
+                       .sparse = &sp, .nsparse = 1 };
+    float out[64];
+    uint32_t count = 0;
+    int64_t nb = 0;
+    CHECK(ps_rows_pack(&p, 0, &op, out, &count, &nb) == STRATA_OK);
+    CHECK(nb == 1 && count == 2 + 4 + 8 + 3);
+    CHECK(ps_rows_check(&p, 0, (unsigned char *)out, count, nb) == NULL);
+    int prev = -1;
+    ps_rows_t r;
+    size_t at = ps_rows_next(&p, 0, (unsigned char *)out, count, 0, &prev, &r);
+    int64_t id1;
+    memcpy(&id1, r.ids + 8, 8);
+    CHECK(at == 4 * 14 && r.shard == 0 && r.nrows == 2 && r.row_len == 4 &&
+          id1 == 4 && out[14] == 7.0f);
+    CHECK(ps_rows_pack(&p, 1, &op, out, &count, &nb) == STRATA_OK);
+    CHECK(nb == 1 && count == 2 + 4 + 8 && /* ps 1 holds only the table */
+          ps_rows_check(&p, 1, (unsigned char *)out, count, nb) == NULL);
+    /* every refusal */
+    unsigned char m[256];
+    const int64_t ok[2] = { 1, 3 }, beyond[2] = { 1, 5 }, down[2] = { 3, 1 },
+                  twice[2] = { 2, 2 };
+    struct {
+        uint32_t shard, claim;
+        const int64_t *ids;
+        float last;
+        int64_t nb;
+        const char *why;
+    } k[] = {
+        { 0, 2, ok, 0.5f, 1, NULL },
+        { 0, 2, beyond, 0.5f, 1, "a row id outside the shard" },
+        { 0, 2, down, 0.5f, 1, "row ids not ascending and distinct" },
+        { 0, 2, twice, 0.5f, 1, "row ids not ascending and distinct" },
+        { 0, 2, ok, NAN, 1, "a row value that is not finite" },
+        { 0, 2, ok, INFINITY, 1, "a row value that is not finite" },
+        { 0, 3, ok, 0.5f, 1, "row count disagrees with the payload" },
+        { 0, 1, ok, 0.5f, 1, "payload size disagrees with its row blocks" },
+        { 0, 200, ok, 0.5f, 1, "more rows than the shard has" },
+        { 0, 5, ok, 0.5f, 1, "row count disagrees with the payload" },
+        { 1, 2, ok, 0.5f, 1, "a row block names a shard this ps does not hold" },
+        { 9, 2, ok, 0.5f, 1, "a row block names a shard this ps does not hold" },
+        { 0, 2, ok, 0.5f, 3, "more row blocks than this ps holds shards" },
+    };
+    for (size_t c = 0; c < sizeof k / sizeof *k; c++) {
+        size_t words = block(m, k[c].shard, k[c].claim, k[c].ids, 2,
+                             k[c].last);
+        const char *got = ps_rows_check(&p, 0, m, (uint32_t)words, k[c].nb);
+        CHECKF(k[c].why ? got && !strcmp(got, k[c].why) : got == NULL,
+               "case %zu: '%s', want '%s'", c, got ? got : "(accepted)",
+               k[c].why ? k[c].why : "(accepted)");
+    }
+    /* shard 0 twice: a block of one row, then one of none */
+    uint32_t w2[] = { 0, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+    CHECK(ps_rows_check(&p, 0, (unsigned char *)w2, 13, 2) != NULL &&
+          !strcmp(ps_rows_check(&p, 0, (unsigned char *)w2, 13, 2),
+                  "row blocks not in placement order (or one shard twice)"));
+    /* the wire header: row blocks need their two words each */
+    unsigned char msg[PS_HDR_SIZE + 16] = { 0 };
+    ps_hdr_t h = { .type = PS_PUSH, .attempt = 1, .step = 0, .f = 0.1,
+                   .b = 2, .count = 4 };
+    ps_hdr_t d;
+    const unsigned char *pl;
+    const char *w;
+    ps_wire_pack(&h, msg);
+    CHECK(ps_wire_unpack(msg, sizeof msg, &d, &pl, &w) == 0 && d.b == 2);
+    h.b = 3;
+    ps_wire_pack(&h, msg);
+    CHECK(ps_wire_unpack(msg, sizeof msg, &d, &pl, &w) != 0 &&
+          !strcmp(w, "row block count out of range"));
+    h.b = -1;
+    ps_wire_pack(&h, msg);
+    CHECK(ps_wire_unpack(msg, sizeof msg, &d, &pl, &w) != 0);
+    ps_place_free(&p.place);
+}
+
 int main(void)
 {
+    row_blocks();
     partitioners();
     rows();
     parse();

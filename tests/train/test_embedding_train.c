@@ -10,8 +10,9 @@
  *    step (debug.check_sync), and mwms with 2 workers through `strata
  *    launch` gives the 2 replicas' bits (each worker's rows take their
  *    ids); a validation_split carries the ids with their samples;
- *  - under ps with 2 tasks the table is split by rows over both (dense
- *    pushes for now) and every step is applied exactly once;
+ *  - under ps with 2 tasks the table is split by rows over both (its
+ *    gradient pushed as the rows each step touched: test_ps_sparse.c)
+ *    and every step is applied exactly once;
  *  - the checkpoint holds the table as emb/embeddings [40, 8], and
  *    `strata eval` scores it on the test ids (and `eval --data --labels
  *    --ids` the same); `strata predict --ids`

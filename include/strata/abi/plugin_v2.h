@@ -238,6 +238,20 @@ typedef struct strata_host_v2 {
      * strata_step_t.states to the task that evaluates and checkpoints. */
     int  (*states_get)(strata_hctx_t *hc, float *buf, size_t cap, size_t *n);
     int  (*states_set)(strata_hctx_t *hc, const float *buf, size_t n);
+
+    /* ---- ABI 2.10: STRATA_HAS_FIELD(strata_host_v2_t, host, opt_step_rows) */
+    /* One lazy optimizer update of the rows of a [count / row_len, row_len]
+     * variable that `rows` names (nrows ids, ascending, distinct, each below
+     * count / row_len; grad: nrows x row_len, rows[i]'s at i x row_len):
+     * those rows of param and of the optimizer's slots are stepped as
+     * opt_step steps each element, every other row and slot is left as it
+     * is, and the optimizer's step count (Adam's bias correction) counts
+     * this call once -- TensorFlow's sparse apply of a ps's embedding table
+     * ("lazy Adam"). STRATA_EINVAL, nothing applied, on rows out of order or
+     * range or a row_len that does not divide the optimizer's count. */
+    int  (*opt_step_rows)(strata_hctx_t *hc, strata_opt_t *opt, float *param,
+                          const int64_t *rows, size_t nrows, size_t row_len,
+                          const float *grad, float lr);
 } strata_host_v2_t;
 
 /* The vtable a plugin exports as `strata_plugin_v2`. Every entry but init

@@ -44,6 +44,12 @@ static const strata_option_t ps_options[] = {
       .help = "a worker sends a PUSH or PULL again when no answer came in "
               "this long (one lost with its connection: a reset, a replayed "
               "or dropped frame); the ps applies a step once" },
+    { .key = "sparse_as_dense", .type = STRATA_OPT_BOOL, .def = "false",
+      .offset = offsetof(ps_cfg_t, sparse_as_dense),
+      .help = "workers push an embedding table's gradient dense, the whole "
+              "shard, and the ps steps every row (Horovod's "
+              "sparse_as_dense); false: only the rows a step touched, "
+              "stepped lazily" },
     { .key = NULL },
 };
 
@@ -120,6 +126,18 @@ static int open_transports(ps_t *p)
     return rc;
 }
 
+/* A worker pushes embedding tables as rows (ps_rows.c) unless the
+ * section says sparse_as_dense, its replicas reduce in process first (a
+ * sum of dense buffers), [optimizer] clip_norm needs the norm of the whole
+ * gradient, or the core has no lazy optimizer step for the ps tasks. */
+static int rows_allowed(const ps_t *p)
+{
+    const char *clip = p->host->cfg_get(p->hc, "optimizer", "clip_norm");
+    return p->role == PS_ROLE_WORKER && !p->cfg.sparse_as_dense
+           && p->nrep == 1 && !(clip && strtod(clip, NULL) > 0.0)
+           && STRATA_HAS_FIELD(strata_host_v2_t, p->host, opt_step_rows);
+}
+
 static int ps_init(const strata_host_v2_t *host, strata_hctx_t *hc,
                    const strata_env_t *env, void **pctx)
 {
@@ -177,8 +195,10 @@ static int ps_init(const strata_host_v2_t *host, strata_hctx_t *hc,
     }
     if (rc == STRATA_OK && ps_place_init(&p->place, p->nps) != 0)
         rc = STRATA_ENOMEM;
-    if (rc == STRATA_OK)
+    if (rc == STRATA_OK) {
+        p->rows_ok = rows_allowed(p);
         rc = storage(p);
+    }
     if (rc == STRATA_OK)
         rc = open_transports(p);
     if (rc != STRATA_OK) {
@@ -241,8 +261,21 @@ static int ps_reduce(void *pctx, strata_op_t *op)
     ps_t *p = pctx;
     if (p->role != PS_ROLE_WORKER)
         return STRATA_ESTATE;
+    /* Embedding tables given as rows (ABI 2.9) go on as rows only where
+     * the worker pushes them so; else into their zero ranges first. */
+    int rows = STRATA_HAS_FIELD(strata_op_t, op, nsparse) && op->nsparse > 0;
+    if (rows && !p->rows_ok) {
+        int rc = strata_kit_sparse_densify(p->host, p->hc, op);
+        if (rc != STRATA_OK)
+            return rc;
+        rows = 0;
+    }
     strata_op_t t = *op;
     t.reduce_op = STRATA_REDUCE_MEAN;
+    if (!rows) {
+        t.sparse = NULL;
+        t.nsparse = 0;
+    }
     int rc = p->local ? p->host->t_reduce(p->hc, p->local, &t) : STRATA_OK;
     if (rc == STRATA_OK && op->slot == 0)
         rc = replicas_clip(p->host, p->hc, t.device, t.count, t.buf);
@@ -307,7 +340,8 @@ STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
                               "ps tasks, asynchronous workers, a coordinator "
                               "that schedules steps",
                               STRATA_CAP_DRIVES | STRATA_CAP_NEXT_STEP |
-                                  STRATA_CAP_STATE | STRATA_CAP_LAYER_STATES),
+                                  STRATA_CAP_STATE | STRATA_CAP_LAYER_STATES |
+                                  STRATA_CAP_SPARSE),
     .options = ps_options,
     .cfg_size = sizeof(ps_cfg_t),
     .init = ps_init,

@@ -8,6 +8,7 @@
  *   ps_worker.c  a worker: next_step, pull, push, heartbeats
  *   ps_part.c    partitioners and placement (ps_part.h)
  *   ps_wire.c    the message header (ps_wire.h)
+ *   ps_rows.c    a PUSH whose embedding tables go as rows (wire v6)
  *
  * Roles, from the cluster (env->cluster): the task of rank 0 (the chief,
  * or worker 0 when there is no chief) is the coordinator and does not
@@ -32,6 +33,7 @@ typedef struct ps_cfg {
     int64_t     heartbeat_ms;
     int64_t     min_workers;
     int64_t     resend_ms;
+    int         sparse_as_dense;
 } ps_cfg_t;
 
 enum ps_role { PS_ROLE_COORD = 1, PS_ROLE_WORKER, PS_ROLE_PS, PS_ROLE_IDLE };
@@ -76,6 +78,8 @@ typedef struct ps {
     ps_part_t               part;
     ps_place_t              place;
     size_t                  model_count;
+    /* worker: embedding tables go as rows (ps.c, rows_allowed) */
+    int                     rows_ok;
     /* worker, coordinator: every replica's copy of the variables */
     float                 **slab;
     int                     nrep;
@@ -156,6 +160,33 @@ int  ps_worker_push(ps_t *p, const strata_op_t *op);
  * used by the coordinator (handler: its messages that are no PARAMS). */
 typedef int (*ps_other_fn)(ps_t *p, const ps_msg_t *m);
 int  ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other);
+
+/* ---- ps_rows.c ------------------------------------------------------- */
+
+/* One row block of a PUSH (ps_rows.c has the format). */
+typedef struct ps_rows {
+    int                  shard;    /* index into p->place.shard            */
+    uint32_t             nrows;
+    size_t               row_len;
+    const unsigned char *ids;      /* nrows int64, unaligned               */
+    const unsigned char *values;   /* nrows x row_len float32              */
+} ps_rows_t;
+
+/* 4-byte words a push to ps `ps` (-1: every ps) may need beyond its dense
+ * size: each shard's block header and row ids at most. */
+size_t ps_rows_room(const ps_t *p, int ps);
+/* The payload of ps `ps` for op, whose op->nsparse tables go as rows
+ * (host memory): *count words into out, *nblocks row blocks. */
+int    ps_rows_pack(ps_t *p, int ps, const strata_op_t *op, float *out,
+                    uint32_t *count, int64_t *nblocks);
+/* Check a PUSH payload of `count` words with `nblocks` row blocks for ps
+ * j: NULL when every field is right, else the reason. */
+const char *ps_rows_check(const ps_t *p, int j, const unsigned char *payload,
+                          uint32_t count, int64_t nblocks);
+/* The block at byte `at` of a checked payload (*prev: the last block's
+ * shard, -1 first): fills r, returns the byte after it. */
+size_t ps_rows_next(const ps_t *p, int j, const unsigned char *payload,
+                    uint32_t count, size_t at, int *prev, ps_rows_t *r);
 
 /* ---- ps_lease.c -------------------------------------------------------- */
 

@@ -22,6 +22,9 @@ struct ps_server {
     int64_t        version;    /* steps applied here                       */
     int64_t        ndup, nstale, nrefused;
     int64_t        pushed;     /* pushes applied by this process           */
+    int64_t        row_pushes; /* of those, with row blocks (wire v6)      */
+    int64_t        push_bytes; /* their payloads' bytes                    */
+    int64_t       *ids;        /* a block's ids, made local to its shard   */
     int32_t        restores;   /* states installed by STATE_PUT            */
     uint64_t       digest;     /* XOR of ps_step_mix over applied steps   */
     int64_t        last_coord; /* when the coordinator last spoke          */
@@ -44,6 +47,25 @@ int ps_server_init(ps_t *p)
     s->vals = p->host->alloc(p->hc, p->cpu, (s->count + 1) * sizeof(float));
     if (!s->mine || !s->opt || !s->vals)
         return STRATA_ENOMEM;
+    /* A push with row blocks (ps_rows.c) may carry, beside the values of
+     * every shard, each shard's block header and row ids. */
+    size_t rows_max = 1;
+    for (int i = 0; i < p->place.n; i++)
+        if (p->place.shard[i].ps == s->j && p->place.shard[i].rows > 0 &&
+            (size_t)p->place.shard[i].rows > rows_max)
+            rows_max = (size_t)p->place.shard[i].rows;
+    s->ids = malloc(rows_max * sizeof *s->ids);
+    size_t rcap = PS_HDR_SIZE + 4 * (s->count + ps_rows_room(p, s->j));
+    if (!s->ids)
+        return STRATA_ENOMEM;
+    if (rcap > p->rcap) {
+        unsigned char *rb = p->host->alloc(p->hc, p->cpu, rcap);
+        if (!rb)
+            return STRATA_ENOMEM;
+        p->host->free(p->hc, p->cpu, p->rbuf);
+        p->rbuf = rb;
+        p->rcap = rcap;
+    }
     for (int i = 0; i < p->place.n; i++) {
         const ps_shard_t *sh = &p->place.shard[i];
         if (sh->ps != s->j)
@@ -73,6 +95,7 @@ void ps_server_fini(ps_t *p)
     free(s->mine);
     free(s->applied);
     free(s->state);
+    free(s->ids);
     free(s);
     p->srv = NULL;
 }
@@ -85,6 +108,12 @@ static void summary(ps_t *p)
            "refused)", ps_name(p, p->self), (long long)s->version,
            (long long)s->ndup, (long long)atomic_load(&p->malformed),
            (long long)s->nstale);
+    if (s->pushed > 0)
+        ps_log(p, STRATA_LOG_INFO, "%s: %lld pushes applied (%lld with rows), "
+               "%lld gradient bytes, %.0f per push", ps_name(p, p->self),
+               (long long)s->pushed, (long long)s->row_pushes,
+               (long long)s->push_bytes,
+               (double)s->push_bytes / (double)s->pushed);
 }
 
 static void refuse(ps_t *p, const ps_msg_t *m, const char *why)
@@ -113,19 +142,55 @@ static void on_pull(ps_t *p, const ps_msg_t *m)
                       reply_ms(p));
 }
 
-static int apply(ps_t *p, const float *grad, float lr)
+/* The shard of mine at placement index `shard`, or -1. */
+static int mine_of(const ps_server_t *s, int shard)
+{
+    for (int i = 0; i < s->nmine; i++)
+        if (s->mine[i] == shard)
+            return i;
+    return -1;
+}
+
+/* A checked push: its row blocks (lazily: only their rows and the rows'
+ * slots move, ABI 2.10 opt_step_rows), then the shards they do not name,
+ * densely, from the rest of the payload. Every optimizer counts the step
+ * once either way. */
+static int apply(ps_t *p, const ps_msg_t *m, float lr)
 {
     ps_server_t *s = p->srv;
+    const unsigned char *pl = m->payload;
+    unsigned char *given = calloc((size_t)s->nmine + 1, 1);
+    if (!given)
+        return STRATA_ENOMEM;
     size_t at = 0;
-    for (int i = 0; i < s->nmine; i++) {
-        const ps_shard_t *sh = &p->place.shard[s->mine[i]];
-        int rc = p->host->opt_step(p->hc, s->opt[i], p->master + sh->offset,
-                                   grad + at, sh->count, lr);
-        if (rc != STRATA_OK)
-            return rc;
-        at += sh->count;
+    int prev = -1, rc = STRATA_OK;
+    for (int64_t b = 0; rc == STRATA_OK && b < m->h.b; b++) {
+        ps_rows_t r;
+        at = ps_rows_next(p, s->j, pl, m->h.count, at, &prev, &r);
+        const ps_shard_t *sh = &p->place.shard[r.shard];
+        int i = mine_of(s, r.shard);
+        for (uint32_t k = 0; k < r.nrows; k++) {
+            memcpy(&s->ids[k], r.ids + 8 * (size_t)k, 8);
+            s->ids[k] -= sh->row0;
+        }
+        given[i] = 1;
+        /* the payload sits 80 bytes into the 64-byte aligned buffer, and
+         * the blocks are whole words: rows and dense part are float-aligned */
+        rc = p->host->opt_step_rows(p->hc, s->opt[i], p->master + sh->offset,
+                                    s->ids, r.nrows, r.row_len,
+                                    (const float *)(const void *)r.values, lr);
     }
-    return STRATA_OK;
+    const float *grad = (const float *)(const void *)(pl + at);
+    for (int i = 0; rc == STRATA_OK && i < s->nmine; i++) {
+        if (given[i])
+            continue;
+        const ps_shard_t *sh = &p->place.shard[s->mine[i]];
+        rc = p->host->opt_step(p->hc, s->opt[i], p->master + sh->offset,
+                               grad, sh->count, lr);
+        grad += sh->count;
+    }
+    free(given);
+    return rc;
 }
 
 static int on_push(ps_t *p, const ps_msg_t *m)
@@ -136,9 +201,19 @@ static int on_push(ps_t *p, const ps_msg_t *m)
         refuse(p, m, "only workers push");
         return STRATA_OK;
     }
-    if (h->count != s->count || h->step >= s->nsteps) {
-        refuse(p, m, h->count != s->count ? "gradient size differs from this "
-               "ps's shards" : "step id beyond the job");
+    const char *why = NULL;
+    if (h->b == 0 && h->count != s->count)
+        why = "gradient size differs from this ps's shards";
+    else if (h->b > 0 && !STRATA_HAS_FIELD(strata_host_v2_t, p->host,
+                                           opt_step_rows))
+        why = "rows pushed, but this core has no lazy optimizer step (ABI "
+              "2.10)";
+    else if (h->b > 0)
+        why = ps_rows_check(p, s->j, m->payload, h->count, h->b);
+    if (!why && h->step >= s->nsteps)
+        why = "step id beyond the job";
+    if (why) {
+        refuse(p, m, why);
         return STRATA_OK;
     }
     ps_hdr_t r = { .type = PS_PUSH_ACK, .req = h->req, .step = h->step,
@@ -167,7 +242,7 @@ static int on_push(ps_t *p, const ps_msg_t *m)
         s->nstale++;
     } else {
         /* The payload sits 80 bytes into the 64-byte aligned buffer. */
-        int rc = apply(p, (const float *)(const void *)m->payload, (float)h->f);
+        int rc = apply(p, m, (float)h->f);
         if (rc != STRATA_OK) {
             ps_log(p, STRATA_LOG_ERROR, "%s: optimizer step failed: %s",
                    ps_name(p, p->self), ps_strerror(rc));
@@ -177,6 +252,8 @@ static int on_push(ps_t *p, const ps_msg_t *m)
         s->digest ^= ps_step_mix(h->step);
         s->version++;
         s->pushed++;
+        s->row_pushes += h->b > 0;
+        s->push_bytes += 4 * (int64_t)h->count;
     }
     r.a = s->version;
     (void)ps_net_send(p, m->from, &r, NULL, 0, reply_ms(p));

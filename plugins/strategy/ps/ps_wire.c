@@ -100,6 +100,9 @@ static const char *check_fields(const ps_hdr_t *h)
         /* lr 0 is a rate a schedule reaches (cosine with alpha = 0) */
         if (h->step < 0 || h->attempt < 1 || !(h->f >= 0) || h->a < 0)
             return "bad step, attempt, learning rate or version";
+        /* row blocks (v6): each at least its two words */
+        if (h->b < 0 || (uint64_t)h->b > h->count / 2)
+            return "row block count out of range";
         break;
     case PS_STEP_REQ:
         if (h->c < 0 || h->c > 2)

@@ -13,7 +13,7 @@
  *
  *   off size field        meaning
  *    0   4   magic        'S' 'T' 'P' 'S'
- *    4   2   version      PS_WIRE_VERSION (5); another version is dropped
+ *    4   2   version      PS_WIRE_VERSION (6); another version is dropped
  *    6   1   type         enum ps_type
  *    7   1   status       replies: enum ps_status; requests: 0
  *    8   4   sender       group member of the sender (its cluster task index)
@@ -57,7 +57,10 @@
  *   PARAMS     7  ps -> puller        version of the ps (steps applied there)
  *   PUSH       8  worker -> ps        version the gradient was computed from;
  *                                     f = learning rate (>= 0); c = the
- *                                     STEP's lease
+ *                                     STEP's lease; b = row blocks (v6):
+ *                                     0 dense, else that many embedding
+ *                                     table shards given as rows
+ *                                     (ps_rows.c), the others dense
  *   PUSH_ACK   9  ps -> worker        version after; status PS_OK (applied),
  *                                     PS_DUPLICATE (discarded), PS_STALE
  *   PING      10  coord -> ps         lease key (a, b: 16 bytes)
@@ -119,6 +122,18 @@
  * shards, concatenated in placement order (ps_part.h): one fused message
  * per ps and step, never one per variable.
  *
+ * Rows (v6): a worker whose core hands an embedding table's gradient as
+ * rows (plugin ABI 2.9, STRATA_CAP_SPARSE) pushes, for each shard of the
+ * table on that ps, a row block -- the shard's placement index, the row
+ * count, the int64 table row ids (ascending, distinct, within the shard)
+ * and their gradient rows -- before the dense values of the ps's other
+ * shards (format: ps_rows.c). The ps checks every block (its shard is one
+ * of its own, in placement order, at most once; ids in range and
+ * ascending; counts that add up to the payload exactly; finite values)
+ * before it applies anything, and steps only those rows and their
+ * optimizer slots (host opt_step_rows, ABI 2.10). Version 6: a ps of v5
+ * would take a row block for dense values, so the version changes.
+ *
  * A receiver checks the whole message before it uses any field
  * (ps_wire_unpack): total length = PS_HDR_SIZE + 4 x count exactly, magic,
  * version, a known type, a status the type allows, count = 0 for types
@@ -134,7 +149,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define PS_WIRE_VERSION 5
+#define PS_WIRE_VERSION 6
 #define PS_HDR_SIZE     80
 #define PS_MAX_SLOTS    4   /* optimizer slots a STATE part may name */
 

@@ -22,6 +22,8 @@ struct ps_worker {
     int             w;          /* worker index                          */
     int64_t        *version;    /* per ps: version of our parameters     */
     float         **stage;      /* per ps: host buffer of its gradients  */
+    uint32_t       *nstage;     /* per ps: words of stage[j] pushed      */
+    int64_t         push_bytes; /* payload bytes of the pushes sent      */
     uint64_t       *req;        /* per ps: the request awaited           */
     /* the step handed out last */
     int             have_step;
@@ -52,12 +54,15 @@ int ps_worker_init(ps_t *p)
     k->version = calloc((size_t)p->nps, sizeof *k->version);
     k->stage = calloc((size_t)p->nps, sizeof *k->stage);
     k->req = calloc((size_t)p->nps, sizeof *k->req);
-    if (!k->version || !k->stage || !k->req)
+    k->nstage = calloc((size_t)p->nps, sizeof *k->nstage);
+    if (!k->version || !k->stage || !k->req || !k->nstage)
         return STRATA_ENOMEM;
+    /* room for a push with row blocks too (ps_rows.c) */
     for (int j = 0; j < p->nps; j++)
-        if (!(k->stage[j] = p->host->alloc(p->hc, p->cpu,
-                                           (p->place.ps_count[j] + 1)
-                                               * sizeof(float))))
+        if (!(k->stage[j] = p->host->alloc(
+                  p->hc, p->cpu,
+                  (p->place.ps_count[j] + 1
+                   + (p->rows_ok ? ps_rows_room(p, j) : 0)) * sizeof(float))))
             return STRATA_ENOMEM;
     return STRATA_OK;
 }
@@ -82,12 +87,15 @@ void ps_worker_fini(ps_t *p)
     stop_heartbeats(k);
     if (k->steps_run > 0 || k->have_step)
         ps_log(p, STRATA_LOG_INFO, "%s ran %lld steps (%lld pushes refused "
-               "as stale, %lld requests sent again)", ps_name(p, p->self),
+               "as stale, %lld requests sent again, %lld gradient bytes "
+               "pushed, %s)", ps_name(p, p->self),
                (long long)k->steps_run, (long long)k->stale,
-               (long long)p->resent);
+               (long long)p->resent, (long long)k->push_bytes,
+               p->rows_ok ? "embedding tables as rows" : "dense");
     for (int j = 0; k->stage && j < p->nps; j++)
         p->host->free(p->hc, p->cpu, k->stage[j]);
     free(k->stage);
+    free(k->nstage);
     free(k->version);
     free(k->req);
     pthread_cond_destroy(&k->hb_cond);
@@ -180,12 +188,12 @@ static int missing(ps_t *p, const int *pending, const char *what)
 }
 
 /* The next answer by `deadline`; every resend_ms without one, what is
- * still pending goes again (h[j], with `count` values of stage[j] when
+ * still pending goes again (h[j], with nstage[j] values of stage[j] when
  * stage). STRATA_ETIMEDOUT at the deadline, naming who did not answer. */
 static int recv_resending(ps_t *p, int64_t deadline, int64_t *again,
                           const int *pending, ps_hdr_t *h,
-                          float *const *stage, const char *what,
-                          ps_msg_t *m)
+                          float *const *stage, const uint32_t *nstage,
+                          const char *what, ps_msg_t *m)
 {
     for (;;) {
         int64_t until = *again < deadline ? *again : deadline;
@@ -205,7 +213,7 @@ static int recv_resending(ps_t *p, int64_t deadline, int64_t *again,
             p->resent++;
             rc = ps_net_send(p, p->ps_member[j], &h[j],
                              stage ? stage[j] : NULL,
-                             stage ? (uint32_t)p->place.ps_count[j] : 0, 0);
+                             stage ? nstage[j] : 0, 0);
             if (rc != STRATA_OK)
                 return rc;
         }
@@ -231,8 +239,8 @@ int ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other_fn)
             again = ps_now_ms() + p->cfg.resend_ms;
     while (rc == STRATA_OK && left > 0) {
         ps_msg_t m;
-        rc = recv_resending(p, deadline, &again, pending, sent, NULL, "PULL",
-                            &m);
+        rc = recv_resending(p, deadline, &again, pending, sent, NULL, NULL,
+                            "PULL", &m);
         if (rc != STRATA_OK)
             break;
         int j = ps_reply(p, &m, PS_PARAMS, req, pending);
@@ -419,16 +427,24 @@ int ps_worker_push(ps_t *p, const strata_op_t *op)
     int *pending = calloc((size_t)p->nps, sizeof *pending);
     ps_hdr_t *sent = calloc((size_t)p->nps, sizeof *sent);
     int rc = pending && sent ? STRATA_OK : STRATA_ENOMEM, left = 0;
+    /* rows only where ps_reduce left them (ps.c: rows_ok) */
+    int rows = STRATA_HAS_FIELD(strata_op_t, op, nsparse) && op->nsparse > 0
+               && op->sparse;
     for (int j = 0; rc == STRATA_OK && j < p->nps; j++) {
-        rc = ps_gather(p, j, op->buf, op->device, k->stage[j]);
         ps_hdr_t h = { .type = PS_PUSH, .step = k->step, .attempt = k->attempt,
                        .req = ps_net_req(p), .a = k->version[j], .f = op->lr,
                        .c = k->lease };
+        k->nstage[j] = (uint32_t)p->place.ps_count[j];
+        if (rows)
+            rc = ps_rows_pack(p, j, op, k->stage[j], &k->nstage[j], &h.b);
+        else
+            rc = ps_gather(p, j, op->buf, op->device, k->stage[j]);
         k->req[j] = h.req;
         sent[j] = h;
         if (rc == STRATA_OK)
             rc = ps_net_send(p, p->ps_member[j], &h, k->stage[j],
-                             (uint32_t)p->place.ps_count[j], 0);
+                             k->nstage[j], 0);
+        k->push_bytes += 4 * (int64_t)k->nstage[j];
         pending[j] = 1;
         left++;
     }
@@ -437,7 +453,7 @@ int ps_worker_push(ps_t *p, const strata_op_t *op)
     while (rc == STRATA_OK && left > 0) {
         ps_msg_t m;
         rc = recv_resending(p, deadline, &again, pending, sent, k->stage,
-                            "PUSH", &m);
+                            k->nstage, "PUSH", &m);
         if (rc != STRATA_OK)
             break;
         int j = ps_reply(p, &m, PS_PUSH_ACK, k->req, pending);
