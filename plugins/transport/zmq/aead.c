@@ -238,7 +238,9 @@ static int evp_seal(strz_aead_t *a, const unsigned char *iv,
                               (const unsigned char *)in + off, (int)k) != 1)
             return STRATA_EINTERNAL;
     }
-    if (EVP_EncryptFinal_ex(a->evp, (unsigned char *)out + len, &n) != 1
+    unsigned char none[16]; /* GCM's Final writes nothing; out may be NULL */
+    if (EVP_EncryptFinal_ex(a->evp, len ? (unsigned char *)out + len : none,
+                            &n) != 1
         || EVP_CIPHER_CTX_ctrl(a->evp, EVP_CTRL_GCM_GET_TAG, STRZ_AEAD_TAG,
                                tag) != 1)
         return STRATA_EINTERNAL;
@@ -250,7 +252,7 @@ static int evp_open(strz_aead_t *a, const unsigned char *iv,
                     size_t len, void *out, const unsigned char *tag)
 {
     int n;
-    unsigned char t[STRZ_AEAD_TAG];
+    unsigned char t[STRZ_AEAD_TAG], none[16]; /* none: as in evp_seal */
     memcpy(t, tag, sizeof t);
     if (EVP_DecryptInit_ex(a->evp, NULL, NULL, NULL, iv) != 1
         || EVP_DecryptUpdate(a->evp, NULL, &n, ad, (int)adlen) != 1)
@@ -262,7 +264,8 @@ static int evp_open(strz_aead_t *a, const unsigned char *iv,
             return -1;
     }
     if (EVP_CIPHER_CTX_ctrl(a->evp, EVP_CTRL_GCM_SET_TAG, STRZ_AEAD_TAG, t) != 1
-        || EVP_DecryptFinal_ex(a->evp, (unsigned char *)out + len, &n) != 1)
+        || EVP_DecryptFinal_ex(a->evp, len ? (unsigned char *)out + len : none,
+                               &n) != 1)
         return -1;
     return 0;
 }
