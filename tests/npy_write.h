@@ -32,4 +32,19 @@ static inline void npy_write(const char *path, const char *descr,
     CHECKF(fclose(f) == 0, "cannot write %s", path);
 }
 
+/* dir/name of shape (n, k), or (n,) when k is 0, of n * max(k, 1)
+ * elements of `elem` bytes. */
+static inline void npy_write_nk(const char *dir, const char *name,
+                                const char *descr, size_t n, size_t k,
+                                const void *data, size_t elem)
+{
+    char path[800], shape[64];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (k)
+        snprintf(shape, sizeof shape, "(%zu, %zu)", n, k);
+    else
+        snprintf(shape, sizeof shape, "(%zu,)", n);
+    npy_write(path, descr, shape, data, elem * n * (k ? k : 1));
+}
+
 #endif

@@ -41,13 +41,7 @@ static const size_t k_counts[] = { VOCAB * 8, NF * 8, 8, 16 * 4, 4 };
 static void write_npy(const char *name, const char *descr, size_t n,
                       size_t k, const void *data, size_t elem)
 {
-    char path[800], shape[64];
-    snprintf(path, sizeof path, "%s/%s", g_dir, name);
-    if (k)
-        snprintf(shape, sizeof shape, "(%zu, %zu)", n, k);
-    else
-        snprintf(shape, sizeof shape, "(%zu,)", n);
-    npy_write(path, descr, shape, data, elem * n * (k ? k : 1));
+    npy_write_nk(g_dir, name, descr, n, k, data, elem);
 }
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
