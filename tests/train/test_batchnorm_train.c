@@ -234,8 +234,8 @@ static void shipped_resnet(void)
     const char *a[] = { "train.max_steps=2", "data.limit_train=640",
                         "data.limit_test=64", d2, NULL };
     CHECK(run("train", ini, a) == 0);
-    CHECKF(strstr(g_r.out, "total: 78090 parameters") &&
-               strstr(g_r.out, " s3_add ") && strstr(g_r.out, "(7, 7, 64)"),
+    CHECKF(strstr(g_r.out, "total: 175530 parameters") &&
+               strstr(g_r.out, " s3b_add ") && strstr(g_r.out, "(7, 7, 64)"),
            "resnet.ini:\n%s", g_r.out);
     const char *b[] = { "strategy.plugin=mwms", "train.devices=cpu:0",
                         "train.max_steps=2", "data.limit_train=640",
@@ -245,7 +245,7 @@ static void shipped_resnet(void)
     path_of(pm, sizeof pm, "resnet-mwms", ".bin");
     size_t n2 = 0, nm = 0;
     char *x = slurp(p2, &n2), *y = slurp(pm, &nm);
-    CHECKF(x && y && n2 == 78090 * 4 && n2 == nm &&
+    CHECKF(x && y && n2 == 175530 * 4 && n2 == nm &&
                memcmp(x, y, n2) == 0,
            "resnet: mirrored 2 replicas and mwms 2 workers differ (%zu, %zu "
            "bytes)", n2, nm);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Check that torch_resnet.py's ResNet-8 computes what the Keras definition
-of etc/resnet.ini's header (cnn/tf_cnn.py's resnet8) computes: same layer
+"""Check that torch_resnet.py's ResNet-14 computes what the Keras definition
+of etc/resnet.ini's header (cnn/tf_cnn.py's resnet) computes: same layer
 order, 'same' padding placement, shortcuts, BatchNorm and pooling.
 
 The Keras model is built under a TensorFlow interpreter (--tf-python: the
@@ -33,7 +33,7 @@ def keras_side(out):
     import tf_cnn
     keras = tf.keras
     keras.utils.set_random_seed(0)
-    m = tf_cnn.resnet8(keras, sync=False)
+    m = tf_cnn.resnet(keras, sync=False)
     rng = np.random.default_rng(0)
     for layer in m.layers:
         if isinstance(layer, keras.layers.BatchNormalization):
@@ -60,10 +60,10 @@ def torch_side(path, tol):
     import torch_resnet
     with open(path) as f:
         d = json.load(f)
-    m = torch_resnet.build_resnet8(torch, 0)
+    m = torch_resnet.build_resnet(torch, 0)
     convs = [m.stem]
     bns = [m.stem_bn]
-    for b in (m.s1, m.s2, m.s3):
+    for b in [b for stage in (m.s1, m.s2, m.s3) for b in stage]:
         convs += [b.c1, b.c2] + ([b.proj] if b.proj is not None else [])
         bns += [b.bn1, b.bn2] + ([b.pbn] if b.proj is not None else [])
     # Keras lists the layers in its graph's order; match them by kind and

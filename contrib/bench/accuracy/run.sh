@@ -5,8 +5,8 @@
 #                   at least 89 % test accuracy (PyTorch on this machine
 #                   kind: 89.75 % at batch 32, seed 0); about 2-3 minutes on
 #                   2 cores
-#   etc/resnet.ini  (--resnet) the ResNet-8, 20 epochs: at least 92 %;
-#                   hours on 2 cores
+#   etc/resnet.ini  (--resnet) the ResNet-14, 20 epochs: at least 92 %;
+#                   about 25 minutes on 2 idle cores
 #   --torch-resnet SEEDS   (e.g. 1,2,3) instead: etc/resnet.ini against its
 #                   PyTorch anchor (torch_resnet.py beside this file, same
 #                   model and recipe) for each seed (strata --set
@@ -14,7 +14,7 @@
 #                   test accuracy, the medians, their difference, the
 #                   seed-to-seed spread, and PASS/MISS for strata's median
 #                   >= 92 % and >= PyTorch's median - 0.5 points (issue 24
-#                   item 7). Each seed: about 2 h of strata and 45 min of
+#                   item 7). Each seed: about 21 min of strata and 45-90 min of
 #                   PyTorch (2 threads) on 2 shared cores.
 #   --epochs N, --limit-train N  (with --torch-resnet; smoke tests only:
 #                   fewer epochs, the first N training samples; the cosine
@@ -130,7 +130,7 @@ if [ -n "$tseeds" ]; then
     read -r s_med s_spread <<<"$(stats "${s_acc[@]}")"
     read -r t_med t_spread <<<"$(stats "${t_acc[@]}")"
     echo
-    echo "ResNet-8 (etc/resnet.ini) test accuracy: strata (2 replicas) vs PyTorch (torch_resnet.py, $tthreads threads)"
+    echo "ResNet-14 (etc/resnet.ini) test accuracy: strata (2 replicas) vs PyTorch (torch_resnet.py, $tthreads threads)"
     printf '%-8s %12s %12s %12s %10s %10s\n' seed strata torch "strata-torch" "strata s" "torch s"
     for i in "${!seeds[@]}"; do
         printf '%-8s %11.2f%% %11.2f%% %+12.2f %10s %10s\n' "${seeds[$i]}" \

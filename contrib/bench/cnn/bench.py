@@ -48,7 +48,7 @@ ratio, fmt_ratio = mb.ratio, mb.fmt_ratio
 # The ResNet is a [graph] (etc/resnet.ini), not a layers string: its
 # "layers" are sgemm_rate's chain of its convolutions (`side`: a projection
 # shortcut, counted on the block's input), the anchors build it with
-# --model resnet8 and strata reads the ini.
+# --model resnet and strata reads the ini.
 MODELS = {
     "keras": ("Keras MNIST CNN",
               "conv2d 32 3 relu, maxpool2d 2, conv2d 64 3 relu, maxpool2d 2, "
@@ -56,14 +56,17 @@ MODELS = {
     "seeds": ("seeds' CNN",
               "conv2d 32 3 relu, conv2d 64 3 relu, flatten, dense 64 relu, "
               "dense 10 softmax", 2378826, 6400),
-    "resnet": ("ResNet-8",
+    "resnet": ("ResNet-14",
                "conv2d 16 3 padding=same, "
+               "conv2d 16 3 padding=same, conv2d 16 3 padding=same, "
                "conv2d 16 3 padding=same, conv2d 16 3 padding=same, "
                "conv2d 32 1 stride=2 side, "
                "conv2d 32 3 stride=2 padding=same, conv2d 32 3 padding=same, "
+               "conv2d 32 3 padding=same, conv2d 32 3 padding=same, "
                "conv2d 64 1 stride=2 side, "
                "conv2d 64 3 stride=2 padding=same, conv2d 64 3 padding=same, "
-               "global_avgpool2d, dense 10", 78090, 3840),
+               "conv2d 64 3 padding=same, conv2d 64 3 padding=same, "
+               "global_avgpool2d, dense 10", 175530, 3840),
 }
 GRAPH_MODELS = ("resnet",)
 TRAIN_SAMPLES = 60000
@@ -109,7 +112,7 @@ def parse_args(argv):
     p.add_argument("--max-steps", type=int, default=0,
                    help="timed steps of every speed run (default 0: "
                         "12800 samples for the Keras CNN, 6400 for the "
-                        "seeds' CNN, 3840 for the ResNet-8, at least 10 "
+                        "seeds' CNN, 3840 for the ResNet-14, at least 10 "
                         "steps)")
     p.add_argument("--warmup", type=int, default=0,
                    help="untimed steps before them for torch and TF "
@@ -314,7 +317,7 @@ def check_strata_params(log_path, tag, model):
 def run_anchor(a, ctx, tag, model, batch, python, script, extra):
     steps, warmup, limit = plan(a, model, batch)
     log_path = os.path.join(ctx["dir"], tag + ".log")
-    what = (["--model", "resnet8"] if model in GRAPH_MODELS
+    what = (["--model", "resnet"] if model in GRAPH_MODELS
             else ["--layers", MODELS[model][1]])
     cmd = [python, script] + what + ["--batch",
            str(batch), "--steps", str(steps), "--warmup", str(warmup),

@@ -20,7 +20,7 @@ step function. Prints one JSON line {"samples_per_s", "seconds", ...}.
 With --steps 0: --epochs whole epochs and the test accuracy (not used by
 the benchmark, for checking the model).
 
---model resnet8 instead of --layers: the ResNet-8 of etc/resnet.ini, the
+--model resnet instead of --layers: the ResNet-14 of etc/resnet.ini, the
 Keras functional definition in that file's header (Conv2D padding "same",
 BatchNormalization(momentum=0.9) with Keras's epsilon 1e-3 after every
 convolution, 1x1 stride-2 projection shortcuts, GlobalAveragePooling2D,
@@ -51,12 +51,12 @@ KERAS_CNN = ("conv2d 32 3 relu, maxpool2d 2, conv2d 64 3 relu, maxpool2d 2, "
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--layers", default=KERAS_CNN)
-    p.add_argument("--model", choices=("layers", "resnet8"),
+    p.add_argument("--model", choices=("layers", "resnet"),
                    default="layers",
-                   help="layers: the --layers string; resnet8: etc/resnet.ini"
-                        "'s ResNet-8 (the file's Keras definition)")
+                   help="layers: the --layers string; resnet: etc/resnet.ini"
+                        "'s ResNet-14 (the file's Keras definition)")
     p.add_argument("--bn-local", action="store_true",
-                   help="resnet8: BatchNormalization per replica (default: "
+                   help="resnet: BatchNormalization per replica (default: "
                         "synchronized=True, as strata's sync=true)")
     p.add_argument("--batch", type=int, default=64, help="global batch")
     p.add_argument("--steps", type=int, default=50,
@@ -125,8 +125,9 @@ def keras_layers(keras, spec):
     return out
 
 
-def resnet8(keras, sync=True):
-    """etc/resnet.ini's header, line for line (78 090 trainable)."""
+def resnet(keras, sync=True, blocks=2):
+    """etc/resnet.ini's header, line for line: ResNet-14 (175 530
+    trainable); blocks=1: ResNet-8 (78 090)."""
     L = keras.layers
 
     def bn():
@@ -144,7 +145,10 @@ def resnet8(keras, sync=True):
     x = inputs = keras.Input((28, 28, 1))
     x = L.Conv2D(16, 3, padding="same")(x)
     x = L.ReLU()(bn()(x))
-    x = block(block(block(x, 16, 1), 32, 2), 64, 2)
+    for f, stride in ((16, 1), (32, 2), (64, 2)):
+        x = block(x, f, stride)
+        for _ in range(blocks - 1):
+            x = block(x, f, 1)
     outputs = L.Dense(10)(L.GlobalAveragePooling2D()(x))
     return keras.Model(inputs, outputs)
 
@@ -177,8 +181,8 @@ def main(argv):
           .repeat().batch(a.batch, drop_remainder=True)
           .prefetch(tf.data.AUTOTUNE))
     with strategy.scope():
-        if a.model == "resnet8":
-            model = resnet8(keras, sync=not a.bn_local)
+        if a.model == "resnet":
+            model = resnet(keras, sync=not a.bn_local)
             loss = keras.losses.SparseCategoricalCrossentropy(
                 from_logits=True)
         else:

@@ -19,7 +19,7 @@ Two ways to run:
             strata's metrics-CSV fields (epoch, steps, loss, accuracy,
             val_loss, val_accuracy, seconds, samples_per_s).
 
---model resnet8 instead of --layers: the ResNet-8 of etc/resnet.ini, built
+--model resnet instead of --layers: the ResNet-14 of etc/resnet.ini, built
 by contrib/bench/accuracy/torch_resnet.py (the accuracy anchor; one
 definition for both): BatchNorm after every convolution, momentum 0.1
 (Keras's 0.9), epsilon 1e-3. Under DDP its BatchNorm normalises with each
@@ -43,7 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 import torch_mlp  # noqa: E402  (contrib/bench/torch_mlp.py: stdlib only)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "accuracy"))
-import torch_resnet  # noqa: E402  (the ResNet-8 anchor; torch imported late)
+import torch_resnet  # noqa: E402  (the ResNet anchor; torch imported late)
 
 DEFAULT_DATA = torch_mlp.DEFAULT_DATA
 KERAS_CNN = ("conv2d 32 3 relu, maxpool2d 2, conv2d 64 3 relu, maxpool2d 2, "
@@ -55,10 +55,10 @@ def parse_args(argv):
     p.add_argument("--layers", default=KERAS_CNN,
                    help="strata [model] layers string (default: the Keras "
                         "MNIST CNN)")
-    p.add_argument("--model", choices=("layers", "resnet8"),
+    p.add_argument("--model", choices=("layers", "resnet"),
                    default="layers",
-                   help="layers: the --layers string; resnet8: etc/resnet.ini"
-                        "'s ResNet-8 (torch_resnet.py)")
+                   help="layers: the --layers string; resnet: etc/resnet.ini"
+                        "'s ResNet-14 (torch_resnet.py)")
     p.add_argument("--batch", type=int, default=32, help="global batch")
     p.add_argument("--steps", type=int, default=0,
                    help="speed mode: time this many steps (0: accuracy mode, "
@@ -251,8 +251,8 @@ def train(a, rank, world):
         raise ValueError("batch %d > %d training samples" % (a.batch, n))
     local = a.batch // world
 
-    if a.model == "resnet8":
-        model = torch_resnet.build_resnet8(torch, a.seed)
+    if a.model == "resnet":
+        model = torch_resnet.build_resnet(torch, a.seed)
         torch_resnet.check_params(model)
     else:
         model = build_model(torch, a.layers, a.seed)

@@ -41,8 +41,9 @@ static const struct shape shapes[] = {
     { "seeds conv1", 28, 28, 1, 3, 32, 1, 0 },
     { "seeds conv2", 26, 26, 32, 3, 64, 1, 0 },
 };
-/* how many times each shape runs in one ResNet-8 step (s1's 3x3 twice) */
-static const int per_step[] = { 1, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0 };
+/* how many times each shape runs in one ResNet-14 step (two blocks a
+ * stage: s1's 3x3 four times, s2's and s3's stride-1 3x3 three times) */
+static const int per_step[] = { 1, 4, 1, 3, 1, 1, 3, 1, 0, 0, 0, 0 };
 
 static int axis(int n, int k, int s, int same, int *pad)
 {
@@ -198,7 +199,7 @@ int main(int argc, char **argv)
             free(dX), free(col);
     }
     for (int k = 0; k < np; k++)
-        printf("ResNet-8 step's convs (fwd + bwd, no dX for the stem), "
+        printf("ResNet-14 step's convs (fwd + bwd, no dX for the stem), "
                "%-6s: %.1f GFLOP/s, %.1f ms of CPU for one replica\n",
                names[plist[k]],
                step_fl / step_t[plist[k]] * 1e-9, 1e3 * step_t[plist[k]]);
