@@ -61,16 +61,10 @@ GRAPH = [("stem", "conv2d 4 3 padding=same relu"),
          ("cat", "concat <- pool, sidep"),
          ("flat", "flatten"),
          ("logits", "dense 3")]
-failures = 0
-
-
-def check(cond, what, detail=""):
-    global failures
-    if cond:
-        print("ok: " + what)
-    else:
-        failures += 1
-        print("FAILED: %s%s" % (what, ("\n" + detail) if detail else ""))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                ".."))
+import pycheck  # noqa: E402  (tests/pycheck.py)
+from pycheck import check  # noqa: E402
 
 
 def strata(*args, timeout=120):
@@ -448,8 +442,8 @@ def main():
         run(d)
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    print("%s: %d failed" % (scenario, failures))
-    return 1 if failures else 0
+    print("%s: %d failed" % (scenario, pycheck.failures))
+    return 1 if pycheck.failures else 0
 
 
 if __name__ == "__main__":

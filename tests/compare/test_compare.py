@@ -25,16 +25,10 @@ DATA = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 SVG = "{http://www.w3.org/2000/svg}"
 SMALL = ["--set", "data.limit_train=2000", "--set", "data.limit_test=1000"]
 
-failures = 0
-
-
-def check(cond, what, detail=""):
-    global failures
-    if cond:
-        print("ok: " + what)
-    else:
-        failures += 1
-        print("FAILED: %s%s" % (what, ("\n" + detail) if detail else ""))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                ".."))
+import pycheck  # noqa: E402  (tests/pycheck.py)
+from pycheck import check  # noqa: E402
 
 
 def compare(*args, timeout=240):
@@ -112,8 +106,8 @@ def main():
         run_all(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("%d failed" % failures)
-    return 1 if failures else 0
+    print("%d failed" % pycheck.failures)
+    return 1 if pycheck.failures else 0
 
 
 def run_all(tmp):
