@@ -156,6 +156,9 @@ typedef struct strata__run_services {
     int (*states_get)(struct strata__run *run, float *buf, size_t cap,
                       size_t *n);
     int (*states_set)(struct strata__run *run, const float *buf, size_t n);
+    /* the rows a batch reads (plugin ABI 2.11: host batch_rows) */
+    int (*batch_rows)(struct strata__run *run, int32_t epoch, int64_t batch,
+                      strata_sparse_t *out, size_t cap, size_t *n);
 } strata__run_services_t;
 
 struct strata_ctx {

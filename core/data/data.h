@@ -200,6 +200,14 @@ int  strata__ids_check(const strata__dataset_t *d, int64_t vocab);
  * ids[m x d->ids_k], as strata__batch_fill fills x. */
 void strata__ids_fill(const strata__dataset_t *d, const uint32_t *perm,
                       size_t first, size_t m, int32_t *ids);
+/* The distinct ids of the samples of `nslices` runs of the order perm
+ * (run s: perm[first[s] .. first[s] + m[s]); perm NULL: first[s] ..), every
+ * column, -1 left out, ascending in out (room for the runs' samples x
+ * d->ids_k): what the embedding tables of those samples read. *n their
+ * count. */
+void strata__ids_rows(const strata__dataset_t *d, const uint32_t *perm,
+                      const size_t *first, const size_t *m, int nslices,
+                      int64_t *out, size_t *n);
 
 /* Training and test sets must agree on one sample's shape (rows, cols,
  * channels) and on its type (uint8 or float32): 0, or STRATA_EDATA after

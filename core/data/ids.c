@@ -123,3 +123,29 @@ void strata__ids_fill(const strata__dataset_t *d, const uint32_t *perm,
         memcpy(ids + i * k, d->ids + s * k, k * sizeof *ids);
     }
 }
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+void strata__ids_rows(const strata__dataset_t *d, const uint32_t *perm,
+                      const size_t *first, const size_t *m, int nslices,
+                      int64_t *out, size_t *n)
+{
+    size_t k = d->ids_k, got = 0;
+    for (int r = 0; r < nslices; r++)
+        for (size_t i = 0; i < m[r]; i++) {
+            size_t s = perm ? perm[first[r] + i] : first[r] + i;
+            for (size_t c = 0; c < k; c++)
+                if (d->ids[s * k + c] >= 0)
+                    out[got++] = d->ids[s * k + c];
+        }
+    qsort(out, got, sizeof *out, cmp_i64);
+    size_t u = 0;
+    for (size_t i = 0; i < got; i++)
+        if (u == 0 || out[i] != out[u - 1])
+            out[u++] = out[i];
+    *n = u;
+}

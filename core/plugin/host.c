@@ -739,6 +739,19 @@ static int host_states_set(strata_hctx_t *hc, const float *buf, size_t n)
     return ctx ? ctx->run_svc->states_set(ctx->run, buf, n) : STRATA_ESTATE;
 }
 
+/* ABI 2.11: the rows of each embedding table a batch reads. */
+static int host_batch_rows(strata_hctx_t *hc, int32_t epoch, int64_t batch,
+                           strata_sparse_t *out, size_t cap, size_t *n)
+{
+    strata_ctx_t *ctx = run_ctx(hc);
+    if (!n)
+        return STRATA_EINVAL;
+    *n = 0;
+    return ctx && ctx->run_svc->batch_rows
+               ? ctx->run_svc->batch_rows(ctx->run, epoch, batch, out, cap, n)
+               : STRATA_ESTATE;
+}
+
 const strata_host_v2_t strata__host_v2 = {
     .struct_size = sizeof(strata_host_v2_t),
     .abi_major = STRATA_ABI_MAJOR,
@@ -779,6 +792,7 @@ const strata_host_v2_t strata__host_v2 = {
     .states_get = host_states_get,
     .states_set = host_states_set,
     .opt_step_rows = host_opt_step_rows,
+    .batch_rows = host_batch_rows,
 };
 
 /* ---- strata_plugin_caps: the word of a plugin on the search path -------- */

@@ -742,6 +742,7 @@ void strata__run_teardown(strata__run_t *run)
     free(run->init);
     free(run->init_states);
     strata__cursor_free(&run->cur);
+    free(run->brows);
     strata__best_free(run);
     if (run->cluster_ok)
         strata__cluster_free(&run->cluster);

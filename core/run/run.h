@@ -142,6 +142,9 @@ struct strata__run {
                                                gathered at the end)        */
     /* the outputs (core/observe): they see the run only through events */
     strata__bus_t             bus;
+    /* host batch_rows (batchrows.c): the rows of its last answer */
+    int64_t                  *brows;
+    size_t                    brows_cap;
 };
 
 int  strata__run_setup(strata_ctx_t *ctx, strata__run_t *run);
@@ -186,6 +189,35 @@ static inline size_t strata__batch_sample(const strata__run_t *run, int64_t b)
 {
     return (size_t)strata__cursor_sample(&run->cur, b, run->geo.gbatch);
 }
+/* Replica r's slice of a global batch: slices are numbered across the
+ * workers that share a batch, so every worker reads only its own share and
+ * the union is exactly the single-device batch. `scale` averages the
+ * slice's gradient over the global batch. */
+typedef struct strata__slice {
+    size_t row0, rows;
+    float  scale;
+} strata__slice_t;
+
+static inline strata__slice_t strata__replica_slice(const strata__run_t *run,
+                                                    int r)
+{
+    size_t g = (size_t)run->geo.shard0 + (size_t)r,
+           b = (size_t)run->geo.per_replica;
+    if (!run->elastic)
+        return (strata__slice_t){ g * b, b, 1.0f / (float)b };
+    /* Any number of slices (regroup.c): == the above when S divides B. */
+    size_t B = (size_t)run->geo.gbatch, S = (size_t)run->geo.shards;
+    size_t row0 = B * g / S;
+    return (strata__slice_t){ row0, B * (g + 1) / S - row0,
+                              (float)S / (float)B };
+}
+
+/* host batch_rows (plugin ABI 2.11, batchrows.c): the rows each embedding
+ * table is read at in batch `batch` of epoch `epoch` by this process's
+ * replicas; run->brows holds them until the next call. */
+int  strata__run_batch_rows(strata__run_t *run, int32_t epoch, int64_t batch,
+                            strata_sparse_t *out, size_t cap, size_t *n);
+
 /* Batches of this epoch (the last partial one dropped). */
 static inline int64_t strata__epoch_batches(const strata__run_t *run)
 {

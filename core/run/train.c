@@ -106,25 +106,9 @@ static int grads_ready(void *arg, size_t lo)
     return rc;
 }
 
-/* This replica's slice of a global batch: slices are numbered across the
- * workers that share a batch, so every worker reads only its own share and
- * the union is exactly the single-device batch. `scale` averages the
- * slice's gradient over the global batch. */
-typedef struct slice {
-    size_t row0, rows;
-    float  scale;
-} slice_t;
-
-static slice_t slice_of(const strata__replica_t *rep)
+static strata__slice_t slice_of(const strata__replica_t *rep)
 {
-    const strata__run_t *run = rep->run;
-    size_t g = (size_t)run->geo.shard0 + (size_t)rep->r, b = (size_t)run->geo.per_replica;
-    if (!run->elastic)
-        return (slice_t){ g * b, b, 1.0f / (float)b };
-    /* Any number of slices (regroup.c): == the above when S divides B. */
-    size_t B = (size_t)run->geo.gbatch, S = (size_t)run->geo.shards;
-    size_t row0 = B * g / S;
-    return (slice_t){ row0, B * (g + 1) / S - row0, (float)S / (float)B };
+    return strata__replica_slice(rep->run, rep->r);
 }
 
 /* debug.check_sync after the update: every replica passes both barriers,
@@ -189,7 +173,7 @@ static void step_applied(strata__replica_t *rep, strata__step_rec_t *w,
 static int train_step(strata__replica_t *rep, int64_t batch, int64_t step)
 {
     strata__run_t *run = rep->run;
-    const slice_t sl = slice_of(rep);
+    const strata__slice_t sl = slice_of(rep);
     const size_t first = strata__batch_sample(run, batch) + sl.row0;
     assert(rep->nrec < STRATA__STEP_SLOTS);
     strata__step_rec_t *w = &rep->rec[rep->nrec];
@@ -958,12 +942,21 @@ static int host_states_set(strata__run_t *run, const float *buf, size_t n)
     return strata__run_states_set(run, (float *)buf, 0);
 }
 
+static int host_batch_rows(strata__run_t *run, int32_t epoch, int64_t batch,
+                           strata_sparse_t *out, size_t cap, size_t *n)
+{
+    if (!live(run))
+        return STRATA_ESTATE;
+    return strata__run_batch_rows(run, epoch, batch, out, cap, n);
+}
+
 static const strata__run_services_t services = {
     .evaluate = host_evaluate,         .report = host_report,
     .boundary_due = host_boundary_due, .boundary = host_boundary,
     .training_done = host_training_done,
     .membership = strata__elastic_membership,
     .states_get = host_states_get,     .states_set = host_states_set,
+    .batch_rows = host_batch_rows,
 };
 
 /* The strategy drives this task (ps server, coordinator); ENOTSUP: it

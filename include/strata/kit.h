@@ -58,6 +58,9 @@ typedef struct strata_kit_hooks {
     int (*training_done)(void *user);
     int (*membership)(void *user, int64_t committed, int timeout_ms,
                       strata_membership_t *out);
+    /* ABI 2.11's batch_rows: the test's answer (*n set first to 0) */
+    int (*batch_rows)(void *user, int32_t epoch, int64_t batch,
+                      strata_sparse_t *out, size_t cap, size_t *n);
 } strata_kit_hooks_t;
 
 /* Memory and arithmetic on devices other than the CPU (a GPU transport's

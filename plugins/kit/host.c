@@ -343,6 +343,18 @@ static int k_membership(strata_hctx_t *hc, int64_t committed, int timeout_ms,
                          : STRATA_ENOTSUP;
 }
 
+/* ABI 2.11: the rows a batch reads, as the test's hook says. */
+static int k_batch_rows(strata_hctx_t *hc, int32_t epoch, int64_t batch,
+                        strata_sparse_t *out, size_t cap, size_t *n)
+{
+    strata_kit_hooks_t *h = &kit_of(hc)->hooks;
+    if (!n)
+        return STRATA_EINVAL;
+    *n = 0;
+    return h->batch_rows ? h->batch_rows(h->user, epoch, batch, out, cap, n)
+                         : STRATA_ENOTSUP;
+}
+
 /* ABI 2.8: the kit's fake run has a model without layer states. */
 static int k_states_get(strata_hctx_t *hc, float *buf, size_t cap, size_t *n)
 {
@@ -369,7 +381,8 @@ size_t strata_kit_host_size(int abi_minor)
     case 3: case 4: return offsetof(strata_host_v2_t, t_reduce_scatter);
     case 5: case 6: case 7: return offsetof(strata_host_v2_t, states_get);
     case 8: case 9: return offsetof(strata_host_v2_t, opt_step_rows);
-    case 10:        return sizeof(strata_host_v2_t);
+    case 10:        return offsetof(strata_host_v2_t, batch_rows);
+    case 11:        return sizeof(strata_host_v2_t);
     default:        return 0;
     }
 }
@@ -421,6 +434,7 @@ int strata_kit_host(const strata_kit_config_t *cfg, strata_kit_t **out)
     h->states_get = k_states_get;
     h->states_set = k_states_set;
     h->opt_step_rows = k_opt_step_rows;
+    h->batch_rows = k_batch_rows;
     strata__kit_transport_entries(h);
     /* Posing as an older minor: its size, and nothing of a later one (a
      * plugin that reads past struct_size finds NULL, not a stale entry). */

@@ -378,12 +378,16 @@ def zmq_seeds():
 # ---- ps wire message (plugins/strategy/ps/ps_wire.h) --------------------------
 
 def ps(type_, status=0, sender=0, attempt=0, step=-1, req=0, inc=0, a=0, b=0,
-       c=0, f=0.0, count=0, epoch=0, magic=b"STPS", version=5, payload=None):
+       c=0, f=0.0, count=0, epoch=0, magic=b"STPS", version=7, payload=None):
     h = struct.pack("<4sHBBiiqQQqqqdIi", magic, version, type_, status,
                     sender, attempt, step, req, inc, a, b, c, f, count, epoch)
     if payload is None:
         payload = struct.pack("<%df" % count, *[0.25 * i for i in range(count)])
     return h + payload
+
+
+ROWS_BLOCK = struct.pack("<IIqff", 0, 1, 3, 0.25, 0.5)
+PULL_BLOCK = struct.pack("<IIqq", 0, 2, 3, 5)
 
 
 def ps_seeds():
@@ -417,6 +421,14 @@ def ps_seeds():
         "state-failed": ps(STATE, status=3, a=0),
         "state-put": ps(STATE_PUT, step=40, a=2, b=2, c=40, count=2),
         "state-ack": ps(STATE_ACK, a=2),
+        # version 6: a PUSH with a row block (shard 0, row 3) before the
+        # dense values
+        "push-rows": ps(PUSH, attempt=2, step=10, a=11, b=1, f=0.01,
+                        count=6, payload=ROWS_BLOCK),
+        # version 7: a PULL asking for rows 3 and 5 of shard 0, and the
+        # PARAMS answering it (the 2 rows of 2, then a dense shard of 1)
+        "pull-rows": ps(PULL, req=78, b=1, count=6, payload=PULL_BLOCK),
+        "params-rows": ps(PARAMS, req=78, a=12, b=1, count=5),
     }
     for k, v in seeds.items():
         put("ps_wire", "valid-" + k, v)
@@ -441,6 +453,20 @@ def ps_seeds():
     put("ps_wire", "bad-wait-range", ps(WAIT, a=60001))
     put("ps_wire", "bad-state-part", ps(STATE_REQ, a=3, b=2))
     put("ps_wire", "bad-short", ps(PING)[:79])
+    put("ps_wire", "bad-version-5", ps(PUSH, attempt=2, step=10, a=11, b=1,
+                                       f=0.01, count=6, payload=ROWS_BLOCK,
+                                       version=5))
+    put("ps_wire", "bad-version-6", ps(PULL, req=78, b=1, count=6,
+                                       payload=PULL_BLOCK, version=6))
+    put("ps_wire", "bad-push-row-blocks",
+        ps(PUSH, attempt=2, step=10, a=11, b=4, f=0.01, count=6,
+           payload=ROWS_BLOCK))
+    put("ps_wire", "bad-pull-row-blocks",
+        ps(PULL, req=78, b=4, count=6, payload=PULL_BLOCK))
+    put("ps_wire", "bad-pull-ids-without-blocks",
+        ps(PULL, req=78, b=0, count=6, payload=PULL_BLOCK))
+    put("ps_wire", "bad-params-row-blocks", ps(PARAMS, req=78, a=12, b=-1,
+                                               count=5))
 
 
 

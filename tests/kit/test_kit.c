@@ -78,7 +78,7 @@ static void check_table(int minor)
 {
     /* sizeof(strata_host_v2_t) of each minor: tests/abi/abi_history.txt */
     static const uint32_t sizes[] = { 200, 200, 224, 240, 240, 272, 272, 272,
-                                      288, 288, 296 };
+                                      288, 288, 296, 304 };
     strata_kit_t *kit = make_kit(minor, 0.0);
     if (!kit)
         return;
@@ -101,6 +101,9 @@ static void check_table(int minor)
     CHECK(minor >= 5 || (h->t_barrier == NULL && h->t_caps == NULL));
     CHECK(STRATA_HAS_FIELD(strata_host_v2_t, h, opt_step_rows) ==
           (minor >= 10));
+    CHECK(STRATA_HAS_FIELD(strata_host_v2_t, h, batch_rows) ==
+          (minor >= 11));
+    CHECK(minor >= 11 || h->batch_rows == NULL);
     /* the entries every minor has, real */
     strata_hctx_t *hc = strata_kit_hctx(kit);
     if (minor >= 10) { /* 2.10: sgd on the rows named, nothing else */
@@ -511,11 +514,29 @@ static int hook_done(void *user)
     return 1;
 }
 
+/* ABI 2.11: one table of 10 rows x 4, rows 2 and 7 in batch 3 of epoch
+ * 1, nothing else in range. */
+static int hook_batch_rows(void *user, int32_t epoch, int64_t batch,
+                           strata_sparse_t *out, size_t cap, size_t *n)
+{
+    static const int64_t rows[2] = { 2, 7 };
+    (void)user;
+    *n = 1;
+    if (!out)
+        return STRATA_OK;
+    if (cap < 1 || epoch != 1 || batch != 3)
+        return STRATA_EINVAL;
+    out[0] = (strata_sparse_t){ .var = 0, .count = 40, .row_len = 4,
+                                .nrows = 2, .rows = rows };
+    return STRATA_OK;
+}
+
 static void misc_checks(void)
 {
     int calls = 0;
     strata_kit_hooks_t hooks = { .user = &calls, .evaluate = hook_eval,
-                                 .training_done = hook_done };
+                                 .training_done = hook_done,
+                                 .batch_rows = hook_batch_rows };
     strata_kit_config_t cfg = STRATA_KIT_CONFIG_INIT;
     cfg.log = kit_log;
     cfg.hooks = &hooks;
@@ -527,6 +548,14 @@ static void misc_checks(void)
         CHECK(h->evaluate(strata_kit_hctx(kit), &loss, &acc) == STRATA_OK &&
               calls == 1 && loss == 0.25 && acc == 0.75);
         CHECK(h->training_done(strata_kit_hctx(kit)) == 1);
+        strata_sparse_t sp[2];
+        size_t n = 9;
+        CHECK(h->batch_rows(strata_kit_hctx(kit), 1, 3, NULL, 0, &n) ==
+              STRATA_OK && n == 1);
+        CHECK(h->batch_rows(strata_kit_hctx(kit), 1, 3, sp, 2, &n) ==
+              STRATA_OK && n == 1 && sp[0].nrows == 2 && sp[0].rows[1] == 7);
+        CHECK(h->batch_rows(strata_kit_hctx(kit), 0, 3, sp, 2, &n) ==
+              STRATA_EINVAL);
         strata_group_t g = { .struct_size = sizeof g };
         strata_transport_t *t = NULL;
         CHECK(h->t_open(strata_kit_hctx(kit), &g, &t) == STRATA_ENOTSUP &&

@@ -704,6 +704,13 @@ static void test_sparse_cap(void)
     CHECKF(p && p->caps == STRATA_CAP_STATE, "2.8 caps %#x, want %#x",
            p ? p->caps : 0u, STRATA_CAP_STATE);
     strata__plugin_close(p);
+    /* 2.11 grew the host table only: a 2.10 strategy loads as before */
+    p = expect_ok("fake_sp210", STRATA_KIND_STRATEGY, LOADER_DIR3);
+    CHECKF(p && p->vt->hdr.abi_minor == 10 &&
+               p->caps == (STRATA_CAP_SPARSE | STRATA_CAP_STATE),
+           "2.10 minor %d caps %#x", p ? (int)p->vt->hdr.abi_minor : -1,
+           p ? p->caps : 0u);
+    strata__plugin_close(p);
 }
 
 int main(void)

@@ -52,9 +52,10 @@
  *                  resend (resend_ms), not its life; every step is applied
  *                  once
  *   sparse_lossy   the same with the embedding model, whose pushes carry
- *                  its table as rows (a few KiB: the proxy faults frames
- *                  above 1 KiB): a resent push with rows is the same
- *                  message, applied once
+ *                  its table as rows and whose pulls ask for a batch's rows
+ *                  (the proxy faults frames above 256 bytes: both): a
+ *                  resent push with rows is the same message, applied
+ *                  once, and a lost pull of rows is asked again
  *   ckpt_pskill    ps:1 killed (-9) after the coordinator's checkpoint of
  *                  step 300: the job fails; restarted whole, it resumes
  *                  from that checkpoint (every ps takes its shards back),
@@ -92,7 +93,10 @@
  *                  name with row blocks -- a row id outside the shard,
  *                  ids out of order, a row count the payload disagrees
  *                  with, a NaN row -- are dropped and counted by ps:0,
- *                  each named, never applied; exactly once holds
+ *                  each named, never applied; so are PULLs asking for rows
+ *                  (wire v7) outside the shard, out of order, twice, or
+ *                  fewer than they carry, never answered (ps:0 answered
+ *                  only the workers' pulls with rows); exactly once holds
  *
  * Free ports, bounded waits, every child reaped. */
 #include <math.h>
@@ -1327,8 +1331,11 @@ static void lossy(int sparse)
     int ps0 = job_task(&j, "ps", 0), w0 = job_task(&j, "worker", 0);
     proxy_t x;
     CHECK(proxy_start(&x, j.t[ps0].port) == 0);
-    if (sparse) /* pushes of rows are a few KiB; PULLs 80 bytes */
-        x.big_bytes = 1024;
+    /* pushes of rows are a few KiB, PULLs of rows some 300 to 600 bytes
+     * (the ids of a batch), whole PULLs 80: the faults (big frames 3, 6,
+     * 9) hit pushes and pulls of rows alike */
+    if (sparse)
+        x.big_bytes = 256;
     through(&j, w0, ps0, x.port);
     job_start_all(&j);
     job_wait_all(&j, 240);
@@ -1349,6 +1356,8 @@ static void lossy(int sparse)
     CHECKF(resent >= NFAULTS && strstr(j.t[w0].err, "to PUSH ") &&
            strstr(j.t[w0].err, ": sent again"),
            "worker:0 sent %lld requests again", resent);
+    CHECKF(!sparse || strstr(j.t[w0].err, "to PULL "),
+           "no PULL of rows was sent again:\n%s", j.t[w0].err);
     double acc = test_accuracy(j.t[0].out);
     CHECKF(sparse || acc > 0.6, "accuracy %.4f", acc);
     if (check_failed_ || getenv("PS_TEST_VERBOSE"))
@@ -1748,6 +1757,17 @@ static void went_as_rows(const char *ps_err, const char *w_err, int nps)
     CHECKF(strstr(w_err, "pushed, embedding tables as rows)") &&
                !strstr(w_err, "pushed, dense)"),
            "a worker pushed dense:\n%s", w_err);
+    /* and pulled only its batches' rows (wire v7), every line of them */
+    int lines = 0, whole = 0;
+    for (const char *p = w_err; (p = strstr(p, " parameter bytes pulled ("));
+         p++) {
+        long long rows = 0;
+        lines++;
+        whole += sscanf(p, " parameter bytes pulled (%lld pulls with rows)",
+                        &rows) != 1 || rows == 0;
+    }
+    CHECKF(lines > 0 && whole == 0, "%d of %d worker lines pulled no rows:\n"
+           "%s", whole, lines, w_err);
 }
 
 static void sparse_restart(void)
@@ -1838,6 +1858,41 @@ static void forged_rows(void *s, int w, const int64_t *ids, uint32_t nrows,
     free(msg);
 }
 
+/* A PULL of worker `w` asking ps:0 for rows of shard 0 (the table): one
+ * block that says `claim` rows and carries `nrows` ids. */
+static void forged_pull(void *s, int w, const int64_t *ids, uint32_t nrows,
+                        uint32_t claim)
+{
+    size_t words = 2 + 2 * (size_t)nrows, len = PS_HDR_SIZE + 4 * words;
+    unsigned char *msg = calloc(1, len), *at = msg + PS_HDR_SIZE;
+    uint32_t shard = 0;
+    memcpy(at, &shard, 4);
+    memcpy(at + 4, &claim, 4);
+    memcpy(at + 8, ids, 8 * (size_t)nrows);
+    ps_hdr_t pull = { .type = PS_PULL, .sender = w, .step = -1, .req = 12,
+                      .b = 1, .count = (uint32_t)words };
+    ps_wire_pack(&pull, msg);
+    raw(s, w, msg, len);
+    free(msg);
+}
+
+/* From a worker's end line: its pulls with rows and requests sent again. */
+static void worker_pulls(const char *err, const char *name, long long *rows,
+                         long long *resent)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s ran ", name);
+    const char *p = strstr(err, key), *q = p ? strstr(p, "), ") : NULL;
+    long long b = 0, st = 0;
+    *rows = *resent = -1;
+    if (p)
+        sscanf(strstr(p, " steps (") + 8, "%lld pushes refused as stale, "
+               "%lld requests", &st, resent);
+    if (q)
+        sscanf(q + 3, "%lld parameter bytes pulled (%lld pulls with rows)",
+               &b, rows);
+}
+
 static void sparse_hostile(void)
 {
     tmp_make("ps-sparse-hostile");
@@ -1867,6 +1922,12 @@ static void sparse_hostile(void)
     forged_rows(s, w0, unsorted, 2, 2, 0.5f, ndense); /* 7 before 3     */
     forged_rows(s, w0, fine, 2, 1, 0.5f, ndense);     /* says 1, has 2  */
     forged_rows(s, w0, fine, 2, 2, NAN, ndense);      /* a NaN row      */
+    /* PULLs asking for rows (wire v7): refused whole, never answered */
+    const int64_t twice[2] = { 3, 3 };
+    forged_pull(s, w0, beyond, 2, 2);                 /* id 400 of 400  */
+    forged_pull(s, w0, unsorted, 2, 2);               /* 7 before 3     */
+    forged_pull(s, w0, twice, 2, 2);                  /* 3 twice        */
+    forged_pull(s, w0, fine, 2, 1);                   /* says 1, has 2  */
     zmq_close(s);
     zmq_ctx_term(zc);
     job_wait_all(&j, 240);
@@ -1876,7 +1937,7 @@ static void sparse_hostile(void)
     CHECK(ps_counts(j.t[ps0].err, "ps:0", &c) == 0);
     printf("ps:0: applied %lld, %lld duplicates, %lld malformed\n", c.applied,
            c.dups, c.malformed);
-    CHECKF(c.dups == 0 && c.malformed == 4, "ps:0 counters");
+    CHECKF(c.dups == 0 && c.malformed == 8, "ps:0 counters");
     static const char *const why[] = {
         "a row id outside the shard", "row ids not ascending and distinct",
         "payload size disagrees with its row blocks",
@@ -1886,7 +1947,32 @@ static void sparse_hostile(void)
         snprintf(want, sizeof want, "ps:0: dropped PUSH from worker:0: %s",
                  why[k]);
         CHECKF(strstr(j.t[ps0].err, want), "ps:0 did not say '%s'", want);
+        if (k == 3)
+            break;
+        snprintf(want, sizeof want, "ps:0: dropped PULL from worker:0: %s",
+                 why[k]);
+        CHECKF(strstr(j.t[ps0].err, want), "ps:0 did not say '%s'", want);
     }
+    /* every pull with rows ps:0 answered was a worker's (or its resend):
+     * none of the forged ones */
+    long long answered = -1, pulls = 0, rows[2], again[2];
+    const char *a = strstr(j.t[ps0].err, "pulls answered (");
+    if (a)
+        answered = atoll(a + strlen("pulls answered ("));
+    for (int w = 0; w < 2; w++) {
+        char name[16];
+        snprintf(name, sizeof name, "worker:%d", w);
+        worker_pulls(j.t[job_task(&j, "worker", w)].err, name, &rows[w],
+                     &again[w]);
+        pulls += rows[w];
+    }
+    printf("ps:0 answered %lld pulls with rows; the workers made %lld and "
+           "%lld (%lld and %lld requests sent again)\n", answered, rows[0],
+           rows[1], again[0], again[1]);
+    CHECKF(rows[0] > 0 && rows[1] > 0 && answered >= pulls &&
+               answered <= pulls + again[0] + again[1],
+           "ps:0 answered %lld pulls with rows, the workers made %lld",
+           answered, pulls);
     went_as_rows(j.t[ps0].err, j.t[w0].err, 1);
     if (check_failed_ || getenv("PS_TEST_VERBOSE"))
         dump(&j);

@@ -2,8 +2,10 @@
  * contiguous row blocks, round-robin placement, option parsing; the wire
  * header: round trip and every refusal; the coordinator's step table:
  * order, retries first, first report wins; a PUSH's row blocks (wire v6):
- * packed from an op's rows and every refusal. ps_part.c, ps_wire.c,
- * ps_sched.c and ps_rows.c are compiled into this test. */
+ * packed from an op's rows and every refusal; a PULL's (v7): packed from
+ * a batch's rows, answered, put in place, and every refusal. ps_part.c,
+ * ps_wire.c, ps_sched.c, ps_rows.c and ps_pull.c are compiled into this
+ * test. */
 #include <math.h>
 #include <string.h>
 
@@ -526,9 +528,149 @@ static void row_blocks(void)
     ps_place_free(&p.place);
 }
 
+/* ---- pulls of rows (ps_pull.c, wire v7) ----------------------------------- */
+
+/* A PULL request for ps 0 of row_blocks' job: one block for `shard` that
+ * says `claim` rows and carries the n ids; its words. */
+static size_t want_block(unsigned char *out, uint32_t shard, uint32_t claim,
+                         const int64_t *ids, uint32_t n)
+{
+    memcpy(out, &shard, 4);
+    memcpy(out + 4, &claim, 4);
+    memcpy(out + 8, ids, 8 * (size_t)n);
+    return 2 + 2 * (size_t)n;
+}
+
+static void pull_rows(void)
+{
+    static strata_host_v2_t host = { .copy = h_copy };
+    ps_t p;
+    memset(&p, 0, sizeof p);
+    p.host = &host;
+    p.nps = 2;
+    ps_part_t part;
+    char why[64];
+    CHECK(ps_part_parse("fixed:2", &part, why, sizeof why) == 0);
+    CHECK(ps_place_init(&p.place, 2) == 0);
+    int64_t table[2] = { 10, 4 }, bias[1] = { 3 };
+    CHECK(ps_place_var(&p.place, &part, 0, table, 2, 0, 40) == 0);
+    part.kind = PS_PART_NONE;
+    CHECK(ps_place_var(&p.place, &part, 1, bias, 1, 40, 3) == 0);
+    /* the batch reads rows 1, 4 (shard 0, ps 0) and 6, 7, 9 (shard 1, ps 1) */
+    int64_t rows[5] = { 1, 4, 6, 7, 9 };
+    strata_sparse_t sp = { .var = 0, .offset = 0, .count = 40, .row_len = 4,
+                           .nrows = 5, .rows = rows };
+    float wbuf[2][64];
+    float *words[2] = { wbuf[0], wbuf[1] };
+    uint32_t count[2], reply[2];
+    int64_t nblocks[2];
+    ps_want_t w = { words, count, nblocks, reply };
+    CHECK(ps_pull_pack(&p, 0, &sp, 1, &w) == STRATA_OK);
+    CHECK(ps_pull_pack(&p, 1, &sp, 1, &w) == STRATA_OK);
+    CHECK(nblocks[0] == 1 && count[0] == 2 + 4 && reply[0] == 8 + 3);
+    CHECK(nblocks[1] == 1 && count[1] == 2 + 6 && reply[1] == 12);
+    for (int j = 0; j < 2; j++)
+        CHECK(ps_pull_check(&p, j, (unsigned char *)words[j], count[j],
+                            nblocks[j]) == NULL);
+    /* the ps answers from its values (value = flat index); the worker puts
+     * the answer in place: the rows asked and the bias, nothing else */
+    float master[43], dst[43], out[64];
+    for (int e = 0; e < 43; e++) {
+        master[e] = (float)e;
+        dst[e] = -1.0f;
+    }
+    for (int j = 0; j < 2; j++) {
+        uint32_t n = ps_pull_answer(&p, j, (unsigned char *)words[j],
+                                    count[j], nblocks[j], master, out);
+        CHECK(n == reply[j]);
+        CHECK(ps_pull_scatter(&p, j, &w, (unsigned char *)out, dst, 0) ==
+              STRATA_OK);
+    }
+    int ok = 1;
+    for (int e = 0; e < 43; e++) {
+        int row = e / 4, asked = e >= 40 || row == 1 || row == 4 ||
+                                 row == 6 || row == 7 || row == 9;
+        ok &= asked ? dst[e] == master[e] : dst[e] == -1.0f;
+    }
+    CHECKF(ok, "the rows asked (and the bias) did not land in place alone");
+    /* a table the placement does not know as such is refused */
+    strata_sparse_t odd = sp;
+    odd.row_len = 5;
+    CHECK(ps_pull_pack(&p, 0, &odd, 1, &w) == STRATA_EINVAL);
+    /* no table: every shard whole, no block */
+    CHECK(ps_pull_pack(&p, 0, NULL, 0, &w) == STRATA_OK && nblocks[0] == 0 &&
+          count[0] == 0 && reply[0] == 23);
+    /* no row of the batch in shard 0: a block of none, the bias whole */
+    int64_t high[1] = { 8 };
+    strata_sparse_t one = sp;
+    one.rows = high;
+    one.nrows = 1;
+    CHECK(ps_pull_pack(&p, 0, &one, 1, &w) == STRATA_OK && nblocks[0] == 1 &&
+          count[0] == 2 && reply[0] == 3);
+    /* every refusal of a hostile request */
+    unsigned char m[128];
+    static const int64_t ok2[2] = { 1, 3 }, beyond[2] = { 1, 5 },
+                         down[2] = { 3, 1 }, twice[2] = { 3, 3 };
+    static const struct {
+        uint32_t shard, claim;
+        const int64_t *ids;
+        int64_t nb;
+        int extra;
+        const char *why;
+    } k[] = {
+        { 0, 2, ok2, 1, 0, NULL },
+        { 0, 2, beyond, 1, 0, "a row id outside the shard" },
+        { 0, 2, down, 1, 0, "row ids not ascending and distinct" },
+        { 0, 2, twice, 1, 0, "row ids not ascending and distinct" },
+        { 0, 3, ok2, 1, 0, "row count disagrees with the payload" },
+        { 0, 1, ok2, 1, 0, "payload size disagrees with its row blocks" },
+        { 0, 2, ok2, 1, 2, "payload size disagrees with its row blocks" },
+        { 0, 200, ok2, 1, 0, "more rows than the shard has" },
+        { 1, 2, ok2, 1, 0, "a row block names a shard this ps does not hold" },
+        { 2, 2, ok2, 1, 0, "a row id outside the shard" }, /* bias: 3 rows */
+        { 0, 2, ok2, 3, 0, "more row blocks than this ps holds shards" },
+    };
+    for (size_t c = 0; c < sizeof k / sizeof *k; c++) {
+        memset(m, 0, sizeof m);
+        size_t nw = want_block(m, k[c].shard, k[c].claim, k[c].ids, 2)
+                    + (size_t)k[c].extra;
+        const char *got = ps_pull_check(&p, 0, m, (uint32_t)nw, k[c].nb);
+        CHECKF(k[c].why ? got && !strcmp(got, k[c].why) : got == NULL,
+               "pull case %zu: '%s', want '%s'", c,
+               got ? got : "(accepted)", k[c].why ? k[c].why : "(accepted)");
+    }
+    /* the wire: a PULL with blocks has words for them, and none without */
+    unsigned char msg[PS_HDR_SIZE + 24] = { 0 };
+    ps_hdr_t h = { .type = PS_PULL, .step = -1, .b = 1, .count = 6 }, d;
+    const unsigned char *pl;
+    const char *wy;
+    ps_wire_pack(&h, msg);
+    CHECK(ps_wire_unpack(msg, sizeof msg, &d, &pl, &wy) == 0 && d.b == 1 &&
+          pl == msg + PS_HDR_SIZE);
+    h.b = 0;
+    ps_wire_pack(&h, msg);
+    CHECK(ps_wire_unpack(msg, sizeof msg, &d, &pl, &wy) != 0);
+    h.b = 4;
+    ps_wire_pack(&h, msg);
+    CHECK(ps_wire_unpack(msg, sizeof msg, &d, &pl, &wy) != 0);
+    h.b = 1;
+    h.count = 0;
+    ps_wire_pack(&h, msg);
+    CHECK(ps_wire_unpack(msg, PS_HDR_SIZE, &d, &pl, &wy) != 0);
+    ps_hdr_t r = { .type = PS_PARAMS, .step = -1, .a = 3, .b = 1,
+                   .count = 6 };
+    ps_wire_pack(&r, msg);
+    CHECK(ps_wire_unpack(msg, sizeof msg, &d, &pl, &wy) == 0 && d.b == 1);
+    r.b = -1;
+    ps_wire_pack(&r, msg);
+    CHECK(ps_wire_unpack(msg, sizeof msg, &d, &pl, &wy) != 0);
+    ps_place_free(&p.place);
+}
+
 int main(void)
 {
     row_blocks();
+    pull_rows();
     partitioners();
     rows();
     parse();

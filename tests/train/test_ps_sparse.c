@@ -1,5 +1,6 @@
-/* Sparse pushes under ps (wire version 6, plugin ABI 2.10's lazy
- * optimizer step) through `strata launch --ps`, on the embedding model of
+/* Sparse pushes and pulls under ps (wire versions 6 and 7, plugin ABI
+ * 2.10's lazy optimizer step, 2.11's batch_rows) through `strata launch
+ * --ps`, on the embedding model of
  * train_sparse (a table of 400 rows x 8, up to 3 ids per sample), one
  * worker so that the steps apply in one order, the table split by rows
  * over 2 ps tasks (fixed:2):
@@ -7,14 +8,18 @@
  *    gradient (strategy.ps.sparse_as_dense = true), the worker and the ps
  *    tasks say which they did, and the rows cost fewer bytes; with 2
  *    replicas per worker or clip_norm the worker densifies the rows and
- *    pushes dense (with a clip_norm never reached, the same bits);
+ *    pushes dense (with a clip_norm never reached, the same bits); the
+ *    worker pulls only its batches' rows, and pulling whole
+ *    (strategy.ps.pull_rows = false) ends on the same bits for more bytes;
  *  - adam: a checkpoint after every step; across step N (no shuffle, so
  *    its batch, hence its ids, is known) every row no id of the batch
  *    names keeps its value and both slots bit for bit, and every touched
  *    row follows Adam with the step count of the global step (bias
  *    correction), within 1e-6 relative of a reference computed here;
  *    resumed from the checkpoint after step 3, the job ends on the bits
- *    of the uninterrupted one;
+ *    of the uninterrupted one; pulling whole ends on the same bits;
+ *  - 2 workers: the job completes and a pull of rows costs well under a
+ *    whole pull;
  *  - momentum, adagrad, rmsprop (with momentum): across a step the touched
  *    rows move, and every other row keeps its value and slots bit for
  *    bit (a dense momentum or rmsprop step would move them: the velocity
@@ -85,8 +90,8 @@ static void make_data(void)
     CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0);
 }
 
-/* strata launch --ps 2 --workers 1 --chief of the job with `more`. */
-static int ps_job(const char *const *more)
+/* strata launch --ps 2 -n `workers` --chief of the job with `more`. */
+static int ps_job_n(const char *workers, const char *const *more)
 {
     static char bs[32];
     snprintf(bs, sizeof bs, "train.batch_size=%d", BATCH);
@@ -96,7 +101,7 @@ static int ps_job(const char *const *more)
         "train.eval=false", NULL };
     char *args[48];
     int a = 0;
-    const char *head[] = { "--ps", "2", "--workers", "1", "--chief", "-c",
+    const char *head[] = { "--ps", "2", "-n", workers, "--chief", "-c",
                            g_job };
     for (size_t i = 0; i < sizeof head / sizeof *head; i++)
         args[a++] = (char *)head[i];
@@ -111,6 +116,33 @@ static int ps_job(const char *const *more)
                   "every one of the") != NULL, "no exactly-once line:\n%s",
            g_r.err);
     return rc;
+}
+
+static int ps_job(const char *const *more)
+{
+    return ps_job_n("1", more);
+}
+
+/* Parameter bytes the workers pulled and their pulls with rows, summed
+ * from their end lines; the number of lines in *nlines. */
+static long long pulled(long long *row_pulls, int *nlines)
+{
+    long long bytes = 0;
+    *row_pulls = 0;
+    *nlines = 0;
+    const char *key = "), ";
+    for (const char *p = g_r.err; (p = strstr(p, " gradient bytes pushed, "));
+         p++) {
+        const char *q = strstr(p, key);
+        long long b = 0, rows = 0;
+        if (q && sscanf(q + strlen(key), "%lld parameter bytes pulled (%lld "
+                        "pulls with rows)", &b, &rows) == 2) {
+            bytes += b;
+            *row_pulls += rows;
+            ++*nlines;
+        }
+    }
+    return bytes;
 }
 
 /* Gradient bytes the ps tasks received, summed from their lines. */
@@ -155,11 +187,63 @@ static void sgd_bits(void)
            / (double)(bytes_d ? bytes_d : 1));
     CHECKF(bytes_r > 0 && bytes_r < bytes_d / 2, "rows cost %lld bytes, "
            "dense %lld", bytes_r, bytes_d);
+    int nl;
+    long long rp_r, pull_r = pulled(&rp_r, &nl);
+    /* every step's pull asked for rows (a step run again under load, its
+     * heartbeat missed, pulls once more) */
+    CHECKF(nl == 1 && rp_r >= 40, "the worker pulled rows %lld times:\n%s",
+           rp_r, g_r.err);
     char pa[300], pb[300];
     snprintf(pa, sizeof pa, "%s/dense.bin", g_dir);
     snprintf(pb, sizeof pb, "%s/rows.bin", g_dir);
     dump_compare_model(pa, pb, "ps sgd: rows vs sparse_as_dense", 0.0,
                        k_counts, NVARS);
+    /* the same rows pushed, every pull whole: the same bits (the forward
+     * reads only the batch's rows), more bytes */
+    snprintf(dump, sizeof dump, "debug.dump_vars=%s/rows_whole.bin", g_dir);
+    const char *whole[] = { "optimizer.name=sgd", "optimizer.lr=0.5",
+                            "train.max_steps=40", dump,
+                            "strategy.ps.pull_rows=false", NULL };
+    CHECK(ps_job(whole) == 0);
+    long long rp_w, pull_w = pulled(&rp_w, &nl);
+    printf("sgd, 40 steps: %lld parameter bytes pulled whole, %lld as the "
+           "batches' rows (%.1f%%)\n", pull_w, pull_r,
+           100.0 * (double)pull_r / (double)(pull_w ? pull_w : 1));
+    const long long one = 4LL * (VOCAB * 8 + 108); /* a whole pull */
+    CHECKF(nl == 1 && rp_w == 0 && pull_w >= 40 * one && pull_w % one == 0,
+           "pull_rows = false: %lld pulls with rows, %lld bytes", rp_w,
+           pull_w);
+    CHECKF(pull_r > 0 && pull_r < pull_w / 2, "rows pulled cost %lld bytes, "
+           "whole %lld", pull_r, pull_w);
+    snprintf(pb, sizeof pb, "%s/rows_whole.bin", g_dir);
+    snprintf(pa, sizeof pa, "%s/rows.bin", g_dir);
+    dump_compare_model(pa, pb, "ps sgd: rows pulled vs whole pulls", 0.0,
+                       k_counts, NVARS);
+}
+
+/* 2 workers (their steps apply in any order: no bits to compare): the
+ * job completes, exactly once, and the workers' pulls of rows cost well
+ * under the whole table's. */
+static void two_workers(void)
+{
+    /* slowed a little, so that both workers get steps (a worker that got
+     * none has no end line) */
+    const char *a[] = { "optimizer.name=adam", "optimizer.lr=0.01",
+                        "train.max_steps=60", "debug.step_delay_ms=5",
+                        NULL };
+    CHECK(ps_job_n("2", a) == 0);
+    int nl;
+    long long rows, bytes = pulled(&rows, &nl);
+    /* a whole pull: the table (400 x 8) and the dense layers (108) */
+    double per = (double)bytes / (double)(rows ? rows : 1),
+           whole = 4.0 * (VOCAB * 8 + 108);
+    printf("2 workers, 60 steps: %d end lines, %lld pulls with rows, %.0f "
+           "parameter bytes per pull (a whole pull: %.0f, %.1f%%)\n", nl,
+           rows, per, whole, 100.0 * per / whole);
+    CHECKF(nl >= 1 && rows >= 60, "2 workers: %d end lines, %lld pulls "
+           "with rows:\n%s", nl, rows, g_r.err);
+    CHECKF(per < 0.4 * whole, "a pull of rows costs %.0f bytes, a whole one "
+           "%.0f", per, whole);
 }
 
 /* Where the rows cannot go as rows the worker densifies them and says so:
@@ -317,6 +401,28 @@ static void adam_lazy(void)
                         "data.shuffle=false", "checkpoint.every_steps=1",
                         "checkpoint.keep=10", ck, dump, NULL };
     CHECK(ps_job(a) == 0);
+    /* whole pulls: the same bits (a checkpoint dir of its own) */
+    char ckw[400], dumpw[400];
+    snprintf(ckw, sizeof ckw, "checkpoint.dir=%s/ck_whole", g_dir);
+    snprintf(dumpw, sizeof dumpw, "debug.dump_vars=%s/adam_whole.bin", g_dir);
+    const char *aw[] = { "optimizer.name=adam", "optimizer.lr=0.01",
+                         "optimizer.beta1=0.9", "optimizer.beta2=0.999",
+                         "optimizer.epsilon=1e-7", "train.max_steps=6",
+                         "data.shuffle=false", ckw, dumpw,
+                         "strategy.ps.pull_rows=false", NULL };
+    int nl;
+    long long rp;
+    (void)pulled(&rp, &nl);
+    CHECKF(nl == 1 && rp >= 6, "lazy adam: %lld pulls with rows", rp);
+    CHECK(ps_job(aw) == 0);
+    (void)pulled(&rp, &nl);
+    CHECKF(nl == 1 && rp == 0, "pull_rows = false pulled rows %lld times",
+           rp);
+    char pw[300], pr[300];
+    snprintf(pr, sizeof pr, "%s/adam.bin", g_dir);
+    snprintf(pw, sizeof pw, "%s/adam_whole.bin", g_dir);
+    dump_compare_model(pr, pw, "ps lazy adam: rows pulled vs whole pulls",
+                       0.0, k_counts, NVARS);
     static int64_t ids[NTRAIN * K];
     char path[400];
     snprintf(path, sizeof path, "%s/ids.npy", g_dir);
@@ -423,6 +529,7 @@ int main(void)
     sgd_bits();
     densified();
     adam_lazy();
+    two_workers();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (!check_failed_ && system(cmd) != 0)

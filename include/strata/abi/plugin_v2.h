@@ -252,6 +252,23 @@ typedef struct strata_host_v2 {
     int  (*opt_step_rows)(strata_hctx_t *hc, strata_opt_t *opt, float *param,
                           const int64_t *rows, size_t nrows, size_t row_len,
                           const float *grad, float lr);
+
+    /* ---- ABI 2.11: STRATA_HAS_FIELD(strata_host_v2_t, host, batch_rows) -- */
+    /* The rows of each embedding table that this process's replicas will
+     * read in global batch `batch` of epoch `epoch` (0-based, as
+     * strata_step_t hands them out), for a strategy that moves a table's
+     * rows before the core loads the batch (ps's workers pull only those).
+     * *n = the model's embedding tables (0: none); with out, one
+     * strata_sparse_t per table in model order when cap >= *n (else
+     * STRATA_EINVAL): var, offset, count, row_len as strata_op_t.sparse
+     * gives them, nrows and rows (ascending, distinct table rows: every id
+     * of every id column of the samples of every replica's slice; -1,
+     * padding, names none), values NULL. The rows are the host's, valid
+     * until the next call. STRATA_EINVAL for an epoch or batch out of
+     * range, STRATA_ESTATE outside a run. Main thread, between steps;
+     * no collective. */
+    int  (*batch_rows)(strata_hctx_t *hc, int32_t epoch, int64_t batch,
+                       strata_sparse_t *out, size_t cap, size_t *n);
 } strata_host_v2_t;
 
 /* The vtable a plugin exports as `strata_plugin_v2`. Every entry but init

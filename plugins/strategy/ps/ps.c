@@ -50,6 +50,12 @@ static const strata_option_t ps_options[] = {
               "shard, and the ps steps every row (Horovod's "
               "sparse_as_dense); false: only the rows a step touched, "
               "stepped lazily" },
+    { .key = "pull_rows", .type = STRATA_OPT_BOOL, .def = "true",
+      .offset = offsetof(ps_cfg_t, pull_rows),
+      .help = "a worker that pushes an embedding table as rows pulls only "
+              "the rows its step's batch reads, and the other variables "
+              "whole (the core must offer batch_rows, plugin ABI 2.11); "
+              "false: every pull is the whole of every ps's shards" },
     { .key = NULL },
 };
 
@@ -138,6 +144,15 @@ static int rows_allowed(const ps_t *p)
            && STRATA_HAS_FIELD(strata_host_v2_t, p->host, opt_step_rows);
 }
 
+/* A worker that pushes rows pulls only its batch's rows when the core
+ * says which they are (host batch_rows, ABI 2.11): where its pushes are
+ * dense (rows_allowed) it pulls whole, as does the coordinator. */
+static int pull_allowed(const ps_t *p)
+{
+    return p->rows_ok && p->cfg.pull_rows
+           && STRATA_HAS_FIELD(strata_host_v2_t, p->host, batch_rows);
+}
+
 static int ps_init(const strata_host_v2_t *host, strata_hctx_t *hc,
                    const strata_env_t *env, void **pctx)
 {
@@ -197,6 +212,7 @@ static int ps_init(const strata_host_v2_t *host, strata_hctx_t *hc,
         rc = STRATA_ENOMEM;
     if (rc == STRATA_OK) {
         p->rows_ok = rows_allowed(p);
+        p->pull_rows = pull_allowed(p);
         rc = storage(p);
     }
     if (rc == STRATA_OK)

@@ -9,6 +9,7 @@
  *   ps_part.c    partitioners and placement (ps_part.h)
  *   ps_wire.c    the message header (ps_wire.h)
  *   ps_rows.c    a PUSH whose embedding tables go as rows (wire v6)
+ *   ps_pull.c    a PULL that asks for the rows of a batch (wire v7)
  *
  * Roles, from the cluster (env->cluster): the task of rank 0 (the chief,
  * or worker 0 when there is no chief) is the coordinator and does not
@@ -34,6 +35,7 @@ typedef struct ps_cfg {
     int64_t     min_workers;
     int64_t     resend_ms;
     int         sparse_as_dense;
+    int         pull_rows;
 } ps_cfg_t;
 
 enum ps_role { PS_ROLE_COORD = 1, PS_ROLE_WORKER, PS_ROLE_PS, PS_ROLE_IDLE };
@@ -78,8 +80,11 @@ typedef struct ps {
     ps_part_t               part;
     ps_place_t              place;
     size_t                  model_count;
-    /* worker: embedding tables go as rows (ps.c, rows_allowed) */
-    int                     rows_ok;
+    /* worker: embedding tables go as rows (ps.c, rows_allowed), and its
+     * pulls ask only for the rows of the step's batch (pull_allowed) */
+    int                     rows_ok, pull_rows;
+    /* pulls: PARAMS payload bytes taken, and pulls that asked for rows */
+    int64_t                 pull_bytes, row_pulls;
     /* worker, coordinator: every replica's copy of the variables */
     float                 **slab;
     int                     nrep;
@@ -159,7 +164,10 @@ int  ps_worker_push(ps_t *p, const strata_op_t *op);
 /* Pull every ps's shards into replica 0, then copy to the others. Also
  * used by the coordinator (handler: its messages that are no PARAMS). */
 typedef int (*ps_other_fn)(ps_t *p, const ps_msg_t *m);
-int  ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other);
+struct ps_want;
+/* want: the rows to ask for (ps_pull.c), or NULL: every ps's shards. */
+int  ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other,
+                 const struct ps_want *want);
 
 /* ---- ps_rows.c ------------------------------------------------------- */
 
@@ -187,6 +195,47 @@ const char *ps_rows_check(const ps_t *p, int j, const unsigned char *payload,
  * shard, -1 first): fills r, returns the byte after it. */
 size_t ps_rows_next(const ps_t *p, int j, const unsigned char *payload,
                     uint32_t count, size_t at, int *prev, ps_rows_t *r);
+/* The block at byte *at of a payload of len bytes for ps j, with its
+ * values or (a PULL's, values = 0) without: fills r, moves *at past it
+ * and *prev to its shard. NULL, or the reason it is malformed. */
+const char *ps_rows_walk(const ps_t *p, int j, const unsigned char *pl,
+                         size_t len, size_t *at, int *prev, ps_rows_t *r,
+                         int values);
+/* The block's ids within its shard, ascending and distinct: NULL, or the
+ * reason they are not. */
+const char *ps_rows_ids_check(const ps_t *p, const ps_rows_t *r);
+
+/* ---- ps_pull.c ------------------------------------------------------- */
+
+/* A PULL that asks for rows (wire v7): per ps, the request's row blocks
+ * and what the PARAMS answering it must carry. */
+typedef struct ps_want {
+    float   **words;    /* per ps: the row blocks (ps_rows_room words)   */
+    uint32_t *count;    /* per ps: words of words[j]; 0: a whole pull    */
+    int64_t  *nblocks;  /* per ps: blocks in words[j]                    */
+    uint32_t *reply;    /* per ps: values of the PARAMS                  */
+} ps_want_t;
+
+/* The request to ps `ps` for the ntabs tables' rows in `tabs` (host
+ * batch_rows, ABI 2.11): a block per shard of a table on that ps (its ids
+ * within the shard), into w's entries for ps. STRATA_EINVAL when a table
+ * disagrees with the placement. */
+int ps_pull_pack(const ps_t *p, int ps, const strata_sparse_t *tabs,
+                 size_t ntabs, ps_want_t *w);
+/* Check a PULL's payload of count words with nblocks blocks for ps j:
+ * NULL, or the reason. */
+const char *ps_pull_check(const ps_t *p, int j, const unsigned char *payload,
+                          uint32_t count, int64_t nblocks);
+/* The PARAMS payload answering a checked request, from the ps's values
+ * (host memory): its shards in placement order, of each the rows asked
+ * when a block names it, else all its values. Returns its words. */
+uint32_t ps_pull_answer(const ps_t *p, int j, const unsigned char *req,
+                        uint32_t count, int64_t nblocks, const float *master,
+                        float *out);
+/* Put an answer (w's request to ps j) into dst, a flat model buffer on
+ * `device`: the rows at their places, the dense shards whole. */
+int ps_pull_scatter(ps_t *p, int j, const ps_want_t *w,
+                    const unsigned char *payload, float *dst, int32_t device);
 
 /* ---- ps_lease.c -------------------------------------------------------- */
 

@@ -625,7 +625,7 @@ static int run_epoch(ps_t *p, const strata_drive_t *d, int epoch,
     int64_t *versions = calloc((size_t)p->nps, sizeof *versions);
     int rc = versions ? STRATA_OK : STRATA_ENOMEM;
     if (rc == STRATA_OK && d->eval) {
-        rc = ps_pull_all(p, versions, handle);
+        rc = ps_pull_all(p, versions, handle, NULL);
         if (rc == STRATA_OK)
             rc = install_states(p);
         if (rc == STRATA_OK)
@@ -824,7 +824,7 @@ int ps_coord_drive(ps_t *p, const strata_drive_t *d)
     co->finishing = 1;
     int64_t *versions = calloc((size_t)p->nps, sizeof *versions);
     if (rc == STRATA_OK && !d->eval) /* the final values, for the core */
-        rc = versions ? ps_pull_all(p, versions, handle) : STRATA_ENOMEM;
+        rc = versions ? ps_pull_all(p, versions, handle, NULL) : STRATA_ENOMEM;
     free(versions);
     if (rc == STRATA_OK) /* and the final statistics */
         rc = install_states(p);

@@ -15,7 +15,8 @@
  *   carries them
  *
  * The blocks come first: what is left of the payload is then the dense
- * part, whose size the blocks' shards decide. */
+ * part, whose size the blocks' shards decide. A PULL that asks for rows
+ * (wire v7, ps_pull.c) carries the same blocks without their values. */
 #include <math.h>
 #include <string.h>
 
@@ -93,10 +94,9 @@ int ps_rows_pack(ps_t *p, int ps, const strata_op_t *op, float *out,
     return STRATA_OK;
 }
 
-/* The block at byte *at of the payload: its shard, ids and values, and *at
- * past it. NULL, or the reason it is malformed. */
-static const char *walk(const ps_t *p, int j, const unsigned char *pl,
-                        size_t len, size_t *at, int *prev, ps_rows_t *r)
+const char *ps_rows_walk(const ps_t *p, int j, const unsigned char *pl,
+                         size_t len, size_t *at, int *prev, ps_rows_t *r,
+                         int values)
 {
     uint32_t idx, n;
     if (len - *at < 8)
@@ -114,15 +114,32 @@ static const char *walk(const ps_t *p, int j, const unsigned char *pl,
         return "a row block for a variable without rows";
     if ((int64_t)n > sh->rows)
         return "more rows than the shard has";
-    size_t need = (size_t)n * (sizeof(int64_t) + rl * sizeof(float));
+    size_t need = (size_t)n * (sizeof(int64_t)
+                               + (values ? rl * sizeof(float) : 0));
     if (len - *at - 8 < need)
         return "row count disagrees with the payload";
     r->shard = (int)idx;
     r->nrows = n;
     r->row_len = rl;
     r->ids = pl + *at + 8;
-    r->values = pl + *at + 8 + (size_t)n * sizeof(int64_t);
+    r->values = values ? pl + *at + 8 + (size_t)n * sizeof(int64_t) : NULL;
     *at += 8 + need;
+    return NULL;
+}
+
+const char *ps_rows_ids_check(const ps_t *p, const ps_rows_t *r)
+{
+    const ps_shard_t *sh = &p->place.shard[r->shard];
+    int64_t last = -1;
+    for (uint32_t i = 0; i < r->nrows; i++) {
+        int64_t id;
+        memcpy(&id, r->ids + 8 * (size_t)i, 8);
+        if (id < sh->row0 || id >= sh->row0 + sh->rows)
+            return "a row id outside the shard";
+        if (id <= last)
+            return "row ids not ascending and distinct";
+        last = id;
+    }
     return NULL;
 }
 
@@ -137,21 +154,12 @@ const char *ps_rows_check(const ps_t *p, int j, const unsigned char *payload,
         return "more row blocks than this ps holds shards";
     for (int64_t b = 0; b < nblocks; b++) {
         ps_rows_t r;
-        const char *why = walk(p, j, payload, len, &at, &prev, &r);
+        const char *why = ps_rows_walk(p, j, payload, len, &at, &prev, &r, 1);
         if (why)
             return why;
-        const ps_shard_t *sh = &p->place.shard[r.shard];
-        named += sh->count;
-        int64_t last = -1;
-        for (uint32_t i = 0; i < r.nrows; i++) {
-            int64_t id;
-            memcpy(&id, r.ids + 8 * (size_t)i, 8);
-            if (id < sh->row0 || id >= sh->row0 + sh->rows)
-                return "a row id outside the shard";
-            if (id <= last)
-                return "row ids not ascending and distinct";
-            last = id;
-        }
+        named += p->place.shard[r.shard].count;
+        if ((why = ps_rows_ids_check(p, &r)))
+            return why;
         for (size_t e = 0; e < (size_t)r.nrows * r.row_len; e++) {
             float v;
             memcpy(&v, r.values + 4 * e, 4);
@@ -167,6 +175,6 @@ const char *ps_rows_check(const ps_t *p, int j, const unsigned char *payload,
 size_t ps_rows_next(const ps_t *p, int j, const unsigned char *payload,
                     uint32_t count, size_t at, int *prev, ps_rows_t *r)
 {
-    (void)walk(p, j, payload, (size_t)count * 4, &at, prev, r);
+    (void)ps_rows_walk(p, j, payload, (size_t)count * 4, &at, prev, r, 1);
     return at;
 }

@@ -24,6 +24,9 @@ struct ps_server {
     int64_t        pushed;     /* pushes applied by this process           */
     int64_t        row_pushes; /* of those, with row blocks (wire v6)      */
     int64_t        push_bytes; /* their payloads' bytes                    */
+    int64_t        pulls;      /* PULLs answered                           */
+    int64_t        row_pulls;  /* of those, asking for rows (wire v7)      */
+    int64_t        pull_bytes; /* the PARAMS' payloads' bytes              */
     int64_t       *ids;        /* a block's ids, made local to its shard   */
     int32_t        restores;   /* states installed by STATE_PUT            */
     uint64_t       digest;     /* XOR of ps_step_mix over applied steps   */
@@ -114,6 +117,12 @@ static void summary(ps_t *p)
                (long long)s->pushed, (long long)s->row_pushes,
                (long long)s->push_bytes,
                (double)s->push_bytes / (double)s->pushed);
+    if (s->pulls > 0)
+        ps_log(p, STRATA_LOG_INFO, "%s: %lld pulls answered (%lld with rows), "
+               "%lld parameter bytes, %.0f per pull", ps_name(p, p->self),
+               (long long)s->pulls, (long long)s->row_pulls,
+               (long long)s->pull_bytes,
+               (double)s->pull_bytes / (double)s->pulls);
 }
 
 static void refuse(ps_t *p, const ps_msg_t *m, const char *why)
@@ -131,15 +140,31 @@ static int reply_ms(const ps_t *p)
     return p->timeout_ms < 1000 ? p->timeout_ms : 1000;
 }
 
+/* A PULL: every shard's values, or (wire v7, b > 0) the rows it asks
+ * for of the table shards it names and the rest whole (ps_pull.c). The
+ * whole request is checked before anything is answered. */
 static void on_pull(ps_t *p, const ps_msg_t *m)
 {
     ps_server_t *s = p->srv;
-    if (ps_gather(p, s->j, p->master, p->cpu, s->vals) != STRATA_OK)
+    uint32_t n = (uint32_t)s->count;
+    if (m->h.b > 0) {
+        const char *why = ps_pull_check(p, s->j, m->payload, m->h.count,
+                                        m->h.b);
+        if (why) {
+            refuse(p, m, why);
+            return;
+        }
+        n = ps_pull_answer(p, s->j, m->payload, m->h.count, m->h.b,
+                           p->master, s->vals);
+        s->row_pulls++;
+    } else if (ps_gather(p, s->j, p->master, p->cpu, s->vals) != STRATA_OK) {
         return;
+    }
     ps_hdr_t r = { .type = PS_PARAMS, .req = m->h.req, .step = -1,
-                   .a = s->version };
-    (void)ps_net_send(p, m->from, &r, s->vals, (uint32_t)s->count,
-                      reply_ms(p));
+                   .a = s->version, .b = m->h.b };
+    s->pulls++;
+    s->pull_bytes += 4 * (int64_t)n;
+    (void)ps_net_send(p, m->from, &r, s->vals, n, reply_ms(p));
 }
 
 /* The shard of mine at placement index `shard`, or -1. */

@@ -82,6 +82,7 @@ static const char *check_fields(const ps_hdr_t *h)
 {
     /* STEP_REQ's result and STEP may carry the layer states (v5) */
     int has_payload = h->type == PS_PARAMS || h->type == PS_PUSH
+                      || h->type == PS_PULL /* rows asked for (v7) */
                       || h->type == PS_STATE || h->type == PS_STATE_PUT
                       || (h->type == PS_STEP_REQ && h->c == 1)
                       || h->type == PS_STEP;
@@ -103,6 +104,16 @@ static const char *check_fields(const ps_hdr_t *h)
         /* row blocks (v6): each at least its two words */
         if (h->b < 0 || (uint64_t)h->b > h->count / 2)
             return "row block count out of range";
+        break;
+    case PS_PULL:
+        /* row blocks (v7): each at least its two words, and nothing else */
+        if (h->b < 0 || (uint64_t)h->b > h->count / 2
+            || (h->b == 0) != (h->count == 0))
+            return "row block count out of range";
+        break;
+    case PS_PARAMS:
+        if (h->a < 0 || h->b < 0)
+            return "negative version or row block count";
         break;
     case PS_STEP_REQ:
         if (h->c < 0 || h->c > 2)

@@ -4,8 +4,8 @@
  * Every message is one transport message (host->t_send over the
  * STRATA_GROUP_P2P group of all tasks) made of a fixed header of
  * PS_HDR_SIZE bytes and, for PARAMS, PUSH, STATE and STATE_PUT (and, since
- * version 5, STEP_REQ with a result and STEP: the layer states), a payload
- * of `count` float32 values:
+ * version 5, STEP_REQ with a result and STEP: the layer states; since 7, a
+ * PULL that asks for rows), a payload of `count` 4-byte words:
  *
  *     [header: PS_HDR_SIZE bytes] [payload: 4 x count bytes]
  *
@@ -13,7 +13,7 @@
  *
  *   off size field        meaning
  *    0   4   magic        'S' 'T' 'P' 'S'
- *    4   2   version      PS_WIRE_VERSION (6); another version is dropped
+ *    4   2   version      PS_WIRE_VERSION (7); another version is dropped
  *    6   1   type         enum ps_type
  *    7   1   status       replies: enum ps_status; requests: 0
  *    8   4   sender       group member of the sender (its cluster task index)
@@ -28,8 +28,9 @@
  *   48   8   b            per type
  *   56   8   c            per type
  *   64   8   f            per type (float64)
- *   72   4   count        float32 values in the payload (PARAMS, PUSH, STATE,
- *                         STATE_PUT, STEP_REQ with has_res = 1, STEP); else 0
+ *   72   4   count        4-byte words in the payload (PARAMS, PUSH, STATE,
+ *                         STATE_PUT, STEP_REQ with has_res = 1, STEP, a PULL
+ *                         with b > 0); else 0
  *   76   4   epoch        STEP: 0-based epoch; else 0
  *
  *   type          from -> to          a                b        c        f
@@ -53,8 +54,12 @@
  *                 (STEP, WAIT, DONE: b = the worker's own key, which its
  *                  ABORTs are tagged under; 0: none)
  *   HEARTBEAT  5  worker -> coord     -
- *   PULL       6  worker|coord -> ps  -
- *   PARAMS     7  ps -> puller        version of the ps (steps applied there)
+ *   PULL       6  worker|coord -> ps  -                b = row blocks (v7):
+ *                                     0 every shard whole, else that many
+ *                                     table shards asked for by row ids
+ *                                     (ps_pull.c; count: their words)
+ *   PARAMS     7  ps -> puller        version of the ps (steps applied there);
+ *                                     b = the PULL's row blocks
  *   PUSH       8  worker -> ps        version the gradient was computed from;
  *                                     f = learning rate (>= 0); c = the
  *                                     STEP's lease; b = row blocks (v6):
@@ -134,6 +139,22 @@
  * optimizer slots (host opt_step_rows, ABI 2.10). Version 6: a ps of v5
  * would take a row block for dense values, so the version changes.
  *
+ * Pulls of rows (v7): a worker that pushes rows asks, before each step,
+ * only for the rows its batch reads of each table (host batch_rows, ABI
+ * 2.11): its PULL carries, for each shard of a table on that ps, the
+ * shard's placement index, the row count and the int64 row ids (a PUSH's
+ * row block without values; b = the blocks, count = their words), and the
+ * PARAMS answering it (b the same) carries each of the ps's shards in
+ * placement order: the rows asked of a named shard, in the request's
+ * order, else the whole shard (ps_pull.c). The ps checks the whole request
+ * (its own shards, in placement order, at most once each; ids within the
+ * shard, ascending and distinct; counts that add up to the message
+ * exactly) and drops, counts and names a bad one, unanswered; the worker
+ * takes a PARAMS only with the count and blocks its request implies, and
+ * sends the request again as any lost PULL. Version 7: a ps of v6 would
+ * refuse a PULL with a payload, and a worker of v6 would read a PARAMS of
+ * rows as whole shards.
+ *
  * A receiver checks the whole message before it uses any field
  * (ps_wire_unpack): total length = PS_HDR_SIZE + 4 x count exactly, magic,
  * version, a known type, a status the type allows, count = 0 for types
@@ -149,7 +170,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define PS_WIRE_VERSION 6
+#define PS_WIRE_VERSION 7
 #define PS_HDR_SIZE     80
 #define PS_MAX_SLOTS    4   /* optimizer slots a STATE part may name */
 

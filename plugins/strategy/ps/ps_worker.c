@@ -25,6 +25,11 @@ struct ps_worker {
     uint32_t       *nstage;     /* per ps: words of stage[j] pushed      */
     int64_t         push_bytes; /* payload bytes of the pushes sent      */
     uint64_t       *req;        /* per ps: the request awaited           */
+    /* pulls of a batch's rows (p->pull_rows): the tables' rows the host
+     * gave (batch_rows, ABI 2.11) and the requests made of them */
+    strata_sparse_t *tabs;
+    size_t          ntabs_cap;
+    ps_want_t       want;
     /* the step handed out last */
     int             have_step;
     int64_t         step;
@@ -57,6 +62,19 @@ int ps_worker_init(ps_t *p)
     k->nstage = calloc((size_t)p->nps, sizeof *k->nstage);
     if (!k->version || !k->stage || !k->req || !k->nstage)
         return STRATA_ENOMEM;
+    if (p->pull_rows) {
+        ps_want_t *w = &k->want;
+        w->words = calloc((size_t)p->nps, sizeof *w->words);
+        w->count = calloc((size_t)p->nps, sizeof *w->count);
+        w->nblocks = calloc((size_t)p->nps, sizeof *w->nblocks);
+        w->reply = calloc((size_t)p->nps, sizeof *w->reply);
+        if (!w->words || !w->count || !w->nblocks || !w->reply)
+            return STRATA_ENOMEM;
+        for (int j = 0; j < p->nps; j++)
+            if (!(w->words[j] = malloc((ps_rows_room(p, j) + 1)
+                                       * sizeof(float))))
+                return STRATA_ENOMEM;
+    }
     /* room for a push with row blocks too (ps_rows.c) */
     for (int j = 0; j < p->nps; j++)
         if (!(k->stage[j] = p->host->alloc(
@@ -88,14 +106,23 @@ void ps_worker_fini(ps_t *p)
     if (k->steps_run > 0 || k->have_step)
         ps_log(p, STRATA_LOG_INFO, "%s ran %lld steps (%lld pushes refused "
                "as stale, %lld requests sent again, %lld gradient bytes "
-               "pushed, %s)", ps_name(p, p->self),
+               "pushed, %s), %lld parameter bytes pulled (%lld pulls with "
+               "rows)", ps_name(p, p->self),
                (long long)k->steps_run, (long long)k->stale,
                (long long)p->resent, (long long)k->push_bytes,
-               p->rows_ok ? "embedding tables as rows" : "dense");
+               p->rows_ok ? "embedding tables as rows" : "dense",
+               (long long)p->pull_bytes, (long long)p->row_pulls);
     for (int j = 0; k->stage && j < p->nps; j++)
         p->host->free(p->hc, p->cpu, k->stage[j]);
     free(k->stage);
     free(k->nstage);
+    for (int j = 0; k->want.words && j < p->nps; j++)
+        free(k->want.words[j]);
+    free(k->want.words);
+    free(k->want.count);
+    free(k->want.nblocks);
+    free(k->want.reply);
+    free(k->tabs);
     free(k->version);
     free(k->req);
     pthread_cond_destroy(&k->hb_cond);
@@ -221,36 +248,54 @@ static int recv_resending(ps_t *p, int64_t deadline, int64_t *again,
     }
 }
 
-int ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other_fn)
+int ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other_fn,
+                const ps_want_t *want)
 {
     int *pending = calloc((size_t)p->nps, sizeof *pending);
     uint64_t *req = calloc((size_t)p->nps, sizeof *req);
     ps_hdr_t *sent = calloc((size_t)p->nps, sizeof *sent);
-    int rc = pending && req && sent ? STRATA_OK : STRATA_ENOMEM, left = 0;
+    int rc = pending && req && sent ? STRATA_OK : STRATA_ENOMEM, left = 0,
+        rows = 0;
     for (int j = 0; rc == STRATA_OK && j < p->nps; j++) {
         ps_hdr_t h = { .type = PS_PULL, .step = -1, .req = ps_net_req(p) };
+        if (want && want->nblocks[j] > 0) { /* rows of a batch (wire v7) */
+            h.b = want->nblocks[j];
+            h.count = want->count[j];
+            rows = 1;
+        }
         req[j] = h.req;
         sent[j] = h;
-        rc = ps_net_send(p, p->ps_member[j], &h, NULL, 0, 0);
+        rc = ps_net_send(p, p->ps_member[j], &h, want ? want->words[j] : NULL,
+                         h.count, 0);
         pending[j] = 1;
         left++;
     }
+    p->row_pulls += rows;
     int64_t deadline = ps_now_ms() + p->timeout_ms,
             again = ps_now_ms() + p->cfg.resend_ms;
     while (rc == STRATA_OK && left > 0) {
         ps_msg_t m;
-        rc = recv_resending(p, deadline, &again, pending, sent, NULL, NULL,
-                            "PULL", &m);
+        rc = recv_resending(p, deadline, &again, pending, sent,
+                            want ? want->words : NULL,
+                            want ? want->count : NULL, "PULL", &m);
         if (rc != STRATA_OK)
             break;
         int j = ps_reply(p, &m, PS_PARAMS, req, pending);
-        if (j >= 0 && m.h.count != p->place.ps_count[j]) {
+        /* what this request must bring back: its rows and the rest whole */
+        size_t expect = j < 0 ? 0 : sent[j].b > 0 ? want->reply[j]
+                                                 : p->place.ps_count[j];
+        if (j >= 0 && (m.h.count != expect || m.h.b != sent[j].b)) {
             atomic_fetch_add(&p->malformed, 1);
-            ps_log(p, STRATA_LOG_WARN, "%s: PARAMS of %u values from %s, "
-                   "expected %zu: dropped", ps_name(p, p->self), m.h.count,
-                   ps_name(p, m.from), p->place.ps_count[j]);
+            ps_log(p, STRATA_LOG_WARN, "%s: PARAMS of %u values (%lld row "
+                   "blocks) from %s, expected %zu (%lld): dropped",
+                   ps_name(p, p->self), m.h.count, (long long)m.h.b,
+                   ps_name(p, m.from), expect, (long long)sent[j].b);
         } else if (j >= 0) {
-            rc = ps_scatter(p, j, m.payload, p->slab[0], p->devices[0]);
+            rc = sent[j].b > 0
+                     ? ps_pull_scatter(p, j, want, m.payload, p->slab[0],
+                                       p->devices[0])
+                     : ps_scatter(p, j, m.payload, p->slab[0], p->devices[0]);
+            p->pull_bytes += 4 * (int64_t)m.h.count;
             versions[j] = m.h.a;
             pending[j] = 0;
             left--;
@@ -264,6 +309,32 @@ int ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other_fn)
     free(pending);
     free(req);
     free(sent);
+    return rc;
+}
+
+/* The requests for the rows of batch `batch` of epoch `epoch` that each
+ * table is read at (host batch_rows, ABI 2.11). */
+static int want_rows(ps_t *p, int32_t epoch, int64_t batch)
+{
+    ps_worker_t *k = p->wk;
+    size_t n = 0;
+    int rc = p->host->batch_rows(p->hc, epoch, batch, NULL, 0, &n);
+    if (rc == STRATA_OK && n > k->ntabs_cap) {
+        strata_sparse_t *t = realloc(k->tabs, n * sizeof *t);
+        if (!t)
+            return STRATA_ENOMEM;
+        k->tabs = t;
+        k->ntabs_cap = n;
+    }
+    if (rc == STRATA_OK && n > 0)
+        rc = p->host->batch_rows(p->hc, epoch, batch, k->tabs, k->ntabs_cap,
+                                 &n);
+    for (int j = 0; rc == STRATA_OK && j < p->nps; j++)
+        rc = ps_pull_pack(p, j, k->tabs, n, &k->want);
+    if (rc != STRATA_OK)
+        ps_log(p, STRATA_LOG_ERROR, "%s: the rows of batch %lld of epoch %d: "
+               "%s", ps_name(p, p->self), (long long)batch, epoch,
+               ps_strerror(rc));
     return rc;
 }
 
@@ -410,8 +481,14 @@ int ps_worker_next_step(ps_t *p, strata_step_t *st)
                 return rc;
         }
         /* Parameters current as of now: the stale-synchronous bound is
-         * then counted from here to the push. */
-        return ps_pull_all(p, k->version, other);
+         * then counted from here to the push. Only the rows of the tables
+         * this batch reads, when the worker may: the local copy's other
+         * rows are stale, and this step reads none of them. */
+        if (p->pull_rows && (rc = want_rows(p, st->epoch, st->batch))
+                                != STRATA_OK)
+            return rc;
+        return ps_pull_all(p, k->version, other,
+                           p->pull_rows ? &k->want : NULL);
     }
 }
 
