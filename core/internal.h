@@ -167,7 +167,12 @@ typedef struct strata__train_cfg {
     int64_t     log_every_steps; /* per-step TensorBoard scalars; 0 = none  */
     const char *trace;          /* Chrome trace JSON file; "" = none         */
     int64_t     trace_steps;    /* steps the trace covers                   */
+    int         precision;      /* STRATA__PREC_*                           */
 } strata__train_cfg_t;
+/* [train] precision: Keras's policy names. mixed_bfloat16: conv2d and dense
+ * multiply bf16 inputs into fp32 sums; variables, gradients, optimizer
+ * slots and checkpoints stay fp32. */
+enum { STRATA__PREC_FLOAT32 = 0, STRATA__PREC_MIXED_BFLOAT16 = 1 };
 /* [train] monitor: val_loss, or val_ + the job's metric (the order of the
  * option's list, [model] metric's after "auto"). */
 enum { STRATA__MONITOR_VAL_LOSS = 0, STRATA__MONITOR_VAL_ACCURACY = 1 };

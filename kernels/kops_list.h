@@ -117,6 +117,40 @@ static inline size_t kops_conv2d_col_len(const kops_conv2d_t *g)
     return (size_t)g->oh * g->ow * g->kh * g->kw * g->c;
 }
 
+/* mixed_bfloat16 on the CPU (kernels_cpu.h's kc_conv2d_fwd_bf16 /
+ * kc_conv2d_bwd_bf16): the floats of workspace a call needs, whatever g->n
+ * -- the weights packed as bf16 pairs along the reduction, and one image's
+ * operands in bf16 (a forward's padded input; dW's input pairs per kernel
+ * column and dY's pairs; dX's padded or plain dY). */
+static inline size_t kops_conv2d_bf16_len(const kops_conv2d_t *g)
+{
+    size_t C = (size_t)g->c, F = (size_t)g->f, T = (size_t)g->kh * g->kw;
+    size_t Ch = (C + 1) / 2, Fh = (F + 1) / 2, ow2 = ((size_t)g->ow + 1) / 2;
+    size_t hp = (size_t)(g->oh - 1) * g->stride_h + g->kh;
+    size_t wp = (size_t)(g->ow - 1) * g->stride_w + g->kw;
+    size_t hq = (size_t)g->h + g->kh - 1, wq = (size_t)g->w + g->kw - 1;
+    size_t plane = (size_t)g->oh * g->ow;
+    size_t fwd = T * Ch * F + hp * wp * Ch;
+    size_t dw = (size_t)g->kw * hp * ow2 * C + (size_t)g->oh * ow2 * F;
+    size_t dx = T * Fh * C + (hq * wq > plane ? hq * wq : plane) * Fh;
+    size_t len = fwd > dw ? fwd : dw;
+    return len > dx ? len : dx;
+}
+
+/* ... and kc_dense_fwd_bf16 / kc_dense_bwd_bf16's, for m rows of kk inputs
+ * and n outputs: X and W in bf16 pairs forward, dY with X's or W's pairs
+ * backward. */
+static inline size_t kops_dense_bf16_len(int m, int kk, int n)
+{
+    size_t M = m > 0 ? (size_t)m : 0, K = kk > 0 ? (size_t)kk : 0;
+    size_t N = n > 0 ? (size_t)n : 0;
+    size_t Mh = (M + 1) / 2, Kh = (K + 1) / 2, Nh = (N + 1) / 2;
+    size_t fwd = M * Kh + Kh * N;
+    size_t dw = Mh * K + Mh * N, dx = M * Nh + Nh * K;
+    size_t len = fwd > dw ? fwd : dw;
+    return len > dx ? len : dx;
+}
+
 /* Pooling (maxpool2d, avgpool2d), 'valid' windows: output (oy, ox) covers
  * the ph x pw inputs from (oy*stride_h, ox*stride_w); oh = (h - ph) /
  * stride_h + 1, the same for ow, filled by the caller (>= 1). */

@@ -114,6 +114,13 @@ static const strata_option_t k_train[] = {
     NUM("trace_steps", STRATA_OPT_INT, "100", T, trace_steps, 1, 10000,
         "the trace covers the run's first this many steps (and the evals "
         "and checkpoints among them)"),
+    OPT("precision", STRATA_OPT_ENUM, "float32", T, precision,
+        "float32|mixed_bfloat16",
+        "the arithmetic of conv2d and dense (Keras's policy names): "
+        "mixed_bfloat16 rounds their inputs to bf16 and sums the products "
+        "in float32 (VDPBF16PS), on CPU replicas whose CPU has AVX512_BF16 "
+        "(refused elsewhere, GPUs included); variables, gradients, "
+        "optimizer state and checkpoints stay float32"),
     { 0 }
 };
 #undef T

@@ -106,6 +106,26 @@ struct strata__kops {
     /* *out = sum of x[i]^2 (double), deterministic on a given device; done
      * when it returns (on a GPU: waits for the stream). */
     int (*sumsq)(strata__kdev_t *k, size_t n, const float *x, double *out);
+
+    /* mixed_bfloat16 ([train] precision): conv2d and dense with bf16
+     * inputs and fp32 sums, as kernels_cpu.h's kc_*_bf16 -- the ops of the
+     * list with `work` of kops_conv2d_bf16_len(g) / kops_dense_bf16_len(m,
+     * kk, n) floats in place of col. NULL on a GPU: the run refuses the
+     * precision there before anything is made. */
+    int (*conv2d_fwd_bf16)(strata__kdev_t *k, const kops_conv2d_t *g,
+                           const float *X, const float *W, const float *b,
+                           float *Y, float *work, size_t work_len);
+    int (*conv2d_bwd_bf16)(strata__kdev_t *k, const kops_conv2d_t *g,
+                           const float *X, const float *W, const float *dY,
+                           float *dW, float *db, float *dX, float *work,
+                           size_t work_len);
+    int (*dense_fwd_bf16)(strata__kdev_t *k, int m, int kk, int n,
+                          const float *X, const float *W, const float *b,
+                          float *Y, float *work, size_t work_len);
+    int (*dense_bwd_bf16)(strata__kdev_t *k, int m, int kk, int n,
+                          const float *X, const float *W, const float *dY,
+                          float *dW, float *db, float *dX, float *work,
+                          size_t work_len);
 };
 
 /* kops_cpu.c: the CPU table, and the context of any device: CPU devices

@@ -99,6 +99,45 @@ static int cpu_sumsq(strata__kdev_t *k, size_t n, const float *x, double *out)
     return STRATA_OK;
 }
 
+/* mixed_bfloat16: kc_*_bf16 (the run has checked kc_bf16_usable()). */
+static int cpu_conv2d_fwd_bf16(strata__kdev_t *k, const kops_conv2d_t *g,
+                               const float *X, const float *W, const float *b,
+                               float *Y, float *work, size_t work_len)
+{
+    (void)k;
+    kc_conv2d_fwd_bf16(g, X, W, b, Y, work, work_len);
+    return STRATA_OK;
+}
+
+static int cpu_conv2d_bwd_bf16(strata__kdev_t *k, const kops_conv2d_t *g,
+                               const float *X, const float *W,
+                               const float *dY, float *dW, float *db,
+                               float *dX, float *work, size_t work_len)
+{
+    (void)k;
+    kc_conv2d_bwd_bf16(g, X, W, dY, dW, db, dX, work, work_len);
+    return STRATA_OK;
+}
+
+static int cpu_dense_fwd_bf16(strata__kdev_t *k, int m, int kk, int n,
+                              const float *X, const float *W, const float *b,
+                              float *Y, float *work, size_t work_len)
+{
+    (void)k;
+    kc_dense_fwd_bf16(m, kk, n, X, W, b, Y, work, work_len);
+    return STRATA_OK;
+}
+
+static int cpu_dense_bwd_bf16(strata__kdev_t *k, int m, int kk, int n,
+                              const float *X, const float *W, const float *dY,
+                              float *dW, float *db, float *dX, float *work,
+                              size_t work_len)
+{
+    (void)k;
+    kc_dense_bwd_bf16(m, kk, n, X, W, dY, dW, db, dX, work, work_len);
+    return STRATA_OK;
+}
+
 /* The ops of the list: kc_NAME, done when it returns. */
 #define KOP(name, blas, what, params, args, data)                            \
     static int cpu_##name(strata__kdev_t *k, KOP_UNPAREN params)             \
@@ -124,6 +163,10 @@ const strata__kops_t strata__kops_cpu = {
     .loss = cpu_loss,
     .xent_read = cpu_xent_read,
     .sumsq = cpu_sumsq,
+    .conv2d_fwd_bf16 = cpu_conv2d_fwd_bf16,
+    .conv2d_bwd_bf16 = cpu_conv2d_bwd_bf16,
+    .dense_fwd_bf16 = cpu_dense_fwd_bf16,
+    .dense_bwd_bf16 = cpu_dense_bwd_bf16,
 #define KOP(name, blas, what, params, args, data) .name = cpu_##name,
 #include "../../kernels/kops_list.h"
 #undef KOP

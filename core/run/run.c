@@ -10,6 +10,7 @@
 #include "member/elastic.h"
 #include "member/rendezvous.h"
 #include "run.h"
+#include "run/precision.h"
 
 extern char **environ;
 
@@ -420,6 +421,8 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
     run->crew_ok = 1;
     int rc = strata__gemm_check();
     if (rc == STRATA_OK)
+        rc = strata__precision_check(run->ctx->cfg, run->s);
+    if (rc == STRATA_OK)
         rc = setup_cluster(run);
     const strata_cluster_t *c = &run->cluster.pub;
     if (rc == STRATA_OK && !strcmp(c->tasks[c->self].type, "evaluator")) {
@@ -440,6 +443,8 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
              : strata__model_build_cfg(run->ctx->cfg, &run->s->model, &in,
                                        (int)run->train.ids_k, nclasses,
                                        &run->model);
+        if (rc == STRATA_OK)
+            strata__precision_apply(run->s, &run->model);
     }
     /* Every id in its table, checked once before anything trains. */
     if (rc == STRATA_OK)
@@ -526,9 +531,14 @@ void strata__run_banner(const strata__run_t *run)
         cpu_conv |= run->model.layers[i].kind == &strata__layer_conv2d;
     for (int r = 0; cpu_conv && r < run->nreplicas; r++)
         if (STRATA_DEVICE_TYPE(run->devices[r]) == STRATA_DEV_CPU) {
-            strata__out(ctx, "conv: %s\n", strata_conv_kernels());
+            strata__out(ctx, "conv: %s\n",
+                        run->s->train.precision == STRATA__PREC_FLOAT32
+                            ? strata_conv_kernels()
+                            : "direct, bf16 inputs, fp32 sums (AVX512_BF16)");
             break;
         }
+    if (run->s->train.precision != STRATA__PREC_FLOAT32)
+        strata__out(ctx, "precision: %s\n", strata__precision_name(run->s));
     if (run->cluster.pub.ntasks > 1)
         strata__out(ctx, "security: %s\n", ctx->keys
                     ? "CURVE: every connection between the job's processes "

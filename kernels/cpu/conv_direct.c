@@ -215,16 +215,27 @@ static int axis_pairs(int out, int pad, int k, int n)
  * 80 % of its products are real (a 'same' 3x3 on 14x14: 91 %; a 'valid'
  * one from 26x26: 85 %, 13x13: 72 %, where the scatter form was faster:
  * 105 against 78 GFLOP/s, contrib/bench/conv). */
-static int dx_gather(const kops_conv2d_t *g)
+int kc__conv_dx_gather(const kops_conv2d_t *g)
 {
     int oy0 = g->kh - 1 - g->pad_top, ox0 = g->kw - 1 - g->pad_left;
     if (!(g->stride_h == 1 && g->stride_w == 1 && oy0 >= 0 && ox0 >= 0 &&
-          g->oh + oy0 <= gather_rows(g) && g->ow + ox0 <= gather_cols(g) &&
-          gather_scratch(g) <= kops_conv2d_col_len(g)))
+          g->oh + oy0 <= gather_rows(g) && g->ow + ox0 <= gather_cols(g)))
         return 0;
     double real = (double)axis_pairs(g->oh, g->pad_top, g->kh, g->h) *
                   axis_pairs(g->ow, g->pad_left, g->kw, g->w);
     return real >= 0.8 * (double)g->h * g->w * g->kh * g->kw;
+}
+
+/* ... and here where its scratch fits one image's col. */
+static int dx_gather(const kops_conv2d_t *g)
+{
+    return gather_scratch(g) <= kops_conv2d_col_len(g) &&
+           kc__conv_dx_gather(g);
+}
+
+void kc__conv_range(int out, int s, int pad, int k, int n, int *lo, int *hi)
+{
+    range(out, s, pad, k, n, lo, hi);
 }
 
 static void dx_scalar_gather(const kops_conv2d_t *g, const float *W,
@@ -284,9 +295,6 @@ static void dw_scalar(const kops_conv2d_t *g, const float *X, const float *dY,
 
 /* ---- vector drivers ------------------------------------------------------- */
 
-/* Runs u over pixels [0, n) of a row (pixel j at b + j*u->bp, out + j*u->op)
- * and the lanes [0, lanes) (vector operand and out at + lane), in blocks of
- * at most isa's pmax, of near-equal size. */
 static void blocks(const kc_conv_isa_t *isa, kc_uk_t *u, int n, int lanes,
                    const float *b, const float *v, float *out)
 {
@@ -458,6 +466,12 @@ static void dw_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
                        dW + ((size_t)ky * g->kw + kx) * C * F);
             }
     }
+}
+
+void kc__conv_blocks(const kc_conv_isa_t *isa, kc_uk_t *u, int n, int lanes,
+                     const float *b, const float *v, float *out)
+{
+    blocks(isa, u, n, lanes, b, v, out);
 }
 
 /* ---- entries (conv.c calls them for kc_conv2d_path's direct paths) ------- */

@@ -65,9 +65,32 @@ void kc__conv2d_bwd_direct(int path, const kops_conv2d_t *g, const float *X,
                            const float *W, const float *dY, float *dW,
                            float *dX, float *col, size_t col_len);
 
+/* dX by the gather form (a stride-1 convolution of the padded dY with the
+ * flipped weights): by shape only, where most of its products are real. */
+int kc__conv_dx_gather(const kops_conv2d_t *g);
+/* The outputs [*lo, *hi) of an axis (out of them, stride s, padding pad)
+ * whose tap k reads inside [0, n). */
+void kc__conv_range(int out, int s, int pad, int k, int n, int *lo, int *hi);
+
+/* Runs u over pixels [0, n) of a row (pixel j at b + j*u->bp, out +
+ * j*u->op) and the lanes [0, lanes) (vector operand and out at + lane), in
+ * blocks of at most isa's pmax, of near-equal size. */
+void kc__conv_blocks(const kc_conv_isa_t *isa, kc_uk_t *u, int n, int lanes,
+                     const float *b, const float *v, float *out);
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #define KC_CONV_X86 1
 extern const kc_conv_isa_t kc_conv_avx512, kc_conv_avx2;
+/* mixed_bfloat16 (conv_avx512bf16.c): the same kernel shape over 32-bit
+ * elements that are pairs of bf16 along the reduction, VDPBF16PS for the
+ * FMA; and the conversion of n floats to bf16 (round to nearest even,
+ * denormals to signed zero, as the instruction) into (n + 1) / 2 words of
+ * dst, an odd n's last pair completed with +0. */
+extern const kc_conv_isa_t kc_conv_avx512bf16;
+void kc__bf16_pack(const float *src, size_t n, float *dst);
+/* dst[j] = the pair (bf16 of lo[j], bf16 of hi[j]) for j < n words, NULL
+ * for zeros. */
+void kc__bf16_zip(const float *lo, const float *hi, size_t n, float *dst);
 #endif
 
 #endif /* STRATA_KC_CONV_DIRECT_H */

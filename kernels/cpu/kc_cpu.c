@@ -3,6 +3,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -17,6 +18,22 @@ static uint64_t xcr0(void)
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return ((uint64_t)hi << 32) | lo;
+}
+
+/* $KC_CPU_HIDE: a comma-separated list of features to treat as absent
+ * (kc_cpu.h); is `name` in it? */
+static int hidden(const char *name)
+{
+    const char *s = getenv("KC_CPU_HIDE");
+    size_t n = strlen(name);
+    while (s && *s) {
+        size_t len = strcspn(s, ", ");
+        if (len == n && strncasecmp(s, name, n) == 0)
+            return 1;
+        s += len;
+        s += strspn(s, ", ");
+    }
+    return 0;
 }
 
 void kc_cpu_detect(kc_cpu_t *cpu)
@@ -59,6 +76,8 @@ void kc_cpu_detect(kc_cpu_t *cpu)
             cpu->bf16 = (a >> 5) & 1;
         }
     }
+    if (cpu->bf16 && hidden("avx512_bf16"))
+        cpu->bf16 = 0;
 }
 #else
 void kc_cpu_detect(kc_cpu_t *cpu)

@@ -32,7 +32,9 @@ typedef struct kc_cpu {
     int      bf16;        /* AVX512_BF16 usable */
 } kc_cpu_t;
 
-/* This CPU, from cpuid. */
+/* This CPU, from cpuid. $KC_CPU_HIDE, a comma-separated list of feature
+ * names (for now: avx512_bf16, /proc/cpuinfo's name), makes it report those
+ * as absent: tests and benchmarks simulate a CPU without them. */
 void kc_cpu_detect(kc_cpu_t *cpu);
 
 /* "SSE3", "AVX", "AVX2", "AVX-512", "unknown". */

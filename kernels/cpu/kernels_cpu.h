@@ -46,6 +46,31 @@ const char *kc_conv2d_kernels(void);
 /* The path kc_conv2d_fwd/bwd take for this geometry. */
 int kc_conv2d_path(const kops_conv2d_t *g);
 
+/* ---- mixed_bfloat16: bf16 GEMM inputs, fp32 accumulation --------------
+ * Where the CPU has AVX512_BF16 (kc_bf16_usable(); never call them
+ * elsewhere): conv2d and dense with their operands rounded to bf16 (round
+ * to nearest even, denormals to zero: kc_bf16_of) and multiplied in pairs
+ * by VDPBF16PS into fp32 accumulators; bias, outputs and gradients fp32.
+ * The same arguments and results as kc_conv2d_fwd / _bwd and kc_dense_fwd /
+ * _bwd, but the workspace: `work`, of work_len >= kops_conv2d_bf16_len(g)
+ * or kops_dense_bf16_len(m, kk, n) floats (kops_list.h), replaces col.
+ * Every output element is one fixed chain of dot-product steps that
+ * depends only on the shapes (conv_bf16.c, dense_bf16.c): an image's
+ * output is the same bits in any batch, any shape takes this path. */
+int      kc_bf16_usable(void);
+uint16_t kc_bf16_of(float x);
+void kc_conv2d_fwd_bf16(const kops_conv2d_t *g, const float *X,
+                        const float *W, const float *b, float *Y, float *work,
+                        size_t work_len);
+void kc_conv2d_bwd_bf16(const kops_conv2d_t *g, const float *X,
+                        const float *W, const float *dY, float *dW, float *db,
+                        float *dX, float *work, size_t work_len);
+void kc_dense_fwd_bf16(int m, int kk, int n, const float *X, const float *W,
+                       const float *b, float *Y, float *work, size_t work_len);
+void kc_dense_bwd_bf16(int m, int kk, int n, const float *X, const float *W,
+                       const float *dY, float *dW, float *db, float *dX,
+                       float *work, size_t work_len);
+
 /* ---- fused softmax + sparse categorical cross-entropy ------------------
  * logits[m x c], labels[m] in [0, c). Numerically stable (max-shifted,
  * log-sum-exp). Returns the SUM over rows of -log softmax(logits)[label]

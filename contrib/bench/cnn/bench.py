@@ -80,6 +80,19 @@ T_ACC_PP = 0.5          # accuracy: at most 0.5 points below torch's median
 # Issue 27's targets, both CNNs at batch 64 and 256 (ResNet rows: reported)
 T_FASTEST = 1.25        # strata 2 replicas / fastest of best torch 1p, DDP, TF
 T_FMA = 0.60            # strata 2 replicas' conv+dense FLOPs / FMA peak
+# Issue 27 item 4: [train] precision = mixed_bfloat16 against float32, the
+# seeds' CNN at batch 256, strata 2 replicas of the same invocation
+T_BF16 = 1.6
+
+
+def cpu_has_bf16():
+    """AVX512_BF16 on this CPU (strata refuses mixed_bfloat16 without)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return re.search(r"^flags\s*:.*\bavx512_bf16\b", f.read(),
+                             re.M) is not None
+    except OSError:
+        return False
 
 
 def default_samples_text():
@@ -257,7 +270,8 @@ def read_speed_csv(path, what):
         raise BenchError("%s: cannot read %s: %s" % (what, path, e))
 
 
-def run_strata_speed(a, ctx, tag, model, batch, devices, workers=1):
+def run_strata_speed(a, ctx, tag, model, batch, devices, workers=1,
+                     precision="float32"):
     """One pass over `limit` samples to warm up, then passes until at least
     `steps` steps; samples/s over all passes but the first. workers > 1:
     mwms, that many processes through strata launch (as users start them;
@@ -282,6 +296,7 @@ def run_strata_speed(a, ctx, tag, model, batch, devices, workers=1):
             "train.progress=none", "train.metrics_csv=" + csv_path,
             "data.limit_train=%d" % limit, "data.dir=" + a.data,
             "optimizer.name=adam", "optimizer.lr=0.001",
+            "train.precision=" + precision,
             "strategy.plugin=mirrored", "transport.plugin=local"]
     cmd = [ctx["strata"], "train", "-c", ini]
     if workers > 1:
@@ -356,6 +371,9 @@ def configs(a):
                  "cpu:0, cpu:1"),
                 ("mw2", "strata mwms, 2 workers (launch)", 2, "strata",
                  ("cpu:0", 2))]
+        if cpu_has_bf16():
+            out.append(("s2bf", "strata 2 replicas, mixed_bfloat16", 2,
+                        "strata", ("cpu:0, cpu:1", 1, "mixed_bfloat16")))
     out += [("t1", "torch 1 thread", 1, "torch", ["--threads", "1"]),
             ("t2", "torch 2 threads", 2, "torch", ["--threads", "2"]),
             ("t2b", "torch 1 thread + 2 BLAS threads", 2, "torch",
@@ -384,10 +402,11 @@ def speed(a, ctx):
                              % (MODELS[model][0], label, batch, rnd + 1,
                                 a.rounds))
                     if kind == "strata":
-                        dev, nw = args if isinstance(args, tuple) \
-                            else (args, 1)
+                        dev, nw, prec = (args + ("float32",))[:3] \
+                            if isinstance(args, tuple) \
+                            else (args, 1, "float32")
                         sps, rss = run_strata_speed(a, ctx, tag, model,
-                                                    batch, dev, nw)
+                                                    batch, dev, nw, prec)
                     elif kind == "torch":
                         sps, rss = run_anchor(a, ctx, tag, model, batch,
                                               a.python, TORCH_CNN, args)
@@ -479,6 +498,15 @@ def report_speed(a, res, bounds, targets, peak):
                                 "of the FMA peak" % (MODELS[model][0], batch,
                                                      100 * T_FMA),
                                 "%.1f %%" % (100 * fma), fma >= T_FMA))
+                # mixed_bfloat16 against float32, both 2 replicas, this run
+                bf = res.get((model, batch, "s2bf"))
+                r = ratio(bf["sps"], s2) if bf else None
+                targets.append(("%s, batch %d: mixed_bfloat16 >= %.1fx "
+                                "float32 (strata 2 replicas)%s" % (
+                                    MODELS[model][0], batch, T_BF16,
+                                    "" if bf else " (no AVX512_BF16)"),
+                                fmt_ratio(r), None if r is None
+                                else r >= T_BF16))
             if a.skip_strata or batch != 64 or model not in ("keras",
                                                              "seeds"):
                 continue

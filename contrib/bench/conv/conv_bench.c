@@ -12,7 +12,10 @@
  * kc_conv2d_bwd with dX minus that. GEMM runs as the layer runs it: the
  * workspace holds the batch, so backward reuses forward's im2col. With
  * --peak (fma_peak's fp32 GFLOP/s per core) each rate also prints as a
- * fraction of it. The last line is JSON. */
+ * fraction of it. The path bf16 (`--paths avx512,bf16`, where the CPU has
+ * AVX512_BF16) is [train] precision = mixed_bfloat16's kernels
+ * (kc_conv2d_*_bf16: bf16 inputs, fp32 sums), rated against the same fp32
+ * peak (fma_peak prints the bf16 one too). The last line is JSON. */
 #include "kernels_cpu.h"
 
 #include <stdio.h>
@@ -76,6 +79,19 @@ static void fill(float *x, size_t n, unsigned seed)
 
 enum { FWD, BWD_W, BWD_ALL };
 
+/* the bf16 path: its workspace (kops_conv2d_bf16_len) when on */
+static float *g_work;
+static size_t g_wlen;
+
+static void fwd(const kops_conv2d_t *g, const float *X, const float *W,
+                const float *b, float *Y, float *col, size_t len)
+{
+    if (g_work)
+        kc_conv2d_fwd_bf16(g, X, W, b, Y, g_work, g_wlen);
+    else
+        kc_conv2d_fwd(g, X, W, b, Y, col, len);
+}
+
 /* user-CPU seconds of one call, best of reps (each rep repeats the call
  * until it has run >= 20 ms of CPU) */
 static double best(int op, const kops_conv2d_t *g, const float *X,
@@ -93,10 +109,13 @@ static double best(int op, const kops_conv2d_t *g, const float *X,
             /* backward after a forward (untimed): as in a step, col holds
              * the forward's im2col on the GEMM path */
             if (op != FWD)
-                kc_conv2d_fwd(g, X, W, b, Y, col, len);
+                fwd(g, X, W, b, Y, col, len);
             double t0 = cpu_seconds();
             if (op == FWD)
-                kc_conv2d_fwd(g, X, W, b, Y, col, len);
+                fwd(g, X, W, b, Y, col, len);
+            else if (g_work)
+                kc_conv2d_bwd_bf16(g, X, W, dY, dW, db,
+                                   op == BWD_ALL ? dX : NULL, g_work, g_wlen);
             else
                 kc_conv2d_bwd(&gb, X, W, dY, dW, db,
                               op == BWD_ALL ? dX : NULL, col, len);
@@ -125,15 +144,16 @@ int main(int argc, char **argv)
             paths = argv[++i];
         else {
             fprintf(stderr, "usage: conv_bench [--reps N] [--peak GFLOPS] "
-                            "[--batch N] [--paths gemm,auto,scalar,avx2,avx512]\n");
+                            "[--batch N] [--paths gemm,auto,scalar,avx2,avx512,bf16]\n");
             return 2;
         }
     }
     openblas_set_num_threads(1);
     static const char *const names[] = { "auto", "gemm", "scalar", "avx2",
-                                         "avx512" };
-    int np = 0, plist[5];
-    for (int p = 0; p < 5; p++) {
+                                         "avx512", "bf16" };
+    enum { BF16 = 5 };
+    int np = 0, plist[6];
+    for (int p = 0; p < 6; p++) {
         const char *at = strstr(paths, names[p]);
         size_t ln = strlen(names[p]);
         if (at && (at[ln] == ',' || at[ln] == 0) &&
@@ -143,7 +163,7 @@ int main(int argc, char **argv)
     printf("%-20s %-6s %8s %8s %8s  (GFLOP/s per user-CPU-second%s)\n",
            "shape", "path", "fwd", "bwd-data", "bwd-w",
            peak > 0 ? "; % of FMA peak" : "");
-    double step_t[5] = { 0 }, step_fl = 0;
+    double step_t[6] = { 0 }, step_fl = 0;
     char json[8192];
     size_t jl = (size_t)snprintf(json, sizeof json, "{\"batch\": %d, "
                                  "\"peak\": %.2f, \"rows\": [", batch, peak);
@@ -169,9 +189,18 @@ int main(int argc, char **argv)
         step_fl += (sh->c == 1 ? 2 : 3) * fl * per_step[si];
         for (int k = 0; k < np; k++) {
             int p = plist[k];
-            if (kc_conv2d_force_path(p) != 0)
-                continue;
-            int eff = kc_conv2d_path(&g);
+            int eff = p;
+            if (p == BF16) {
+                if (!kc_bf16_usable())
+                    continue;
+                g_wlen = kops_conv2d_bf16_len(&g);
+                if (!(g_work = malloc(g_wlen * sizeof *g_work)))
+                    return 1;
+            } else {
+                if (kc_conv2d_force_path(p) != 0)
+                    continue;
+                eff = kc_conv2d_path(&g);
+            }
             double tf = best(FWD, &g, X, W, b, Y, dY, dW, db, dX, col, len, reps);
             double tw = best(BWD_W, &g, X, W, b, Y, dY, dW, db, dX, col, len, reps);
             double ta = best(BWD_ALL, &g, X, W, b, Y, dY, dW, db, dX, col, len, reps);
@@ -193,6 +222,8 @@ int main(int argc, char **argv)
                                    "\"bwd_w\": %.2f}",
                                    jl > 40 && json[jl - 1] == '}' ? ", " : "",
                                    sh->name, names[eff], r[0], r[1], r[2]);
+            free(g_work);
+            g_work = NULL;
         }
         kc_conv2d_force_path(KC_CONV_AUTO);
         free(X), free(W), free(b), free(Y), free(dY), free(dW), free(db),

@@ -1,6 +1,7 @@
 /* conv2d FILTERS KERNEL [stride=S] [padding=valid|same] [ACT]: Keras's
  * Conv2D on NHWC images, kernel W[kh][kw][c][filters], lowered to GEMM by
- * the kernels (im2col). */
+ * the kernels (im2col), or convolved directly (the CPU's direct paths;
+ * mixed_bfloat16: the bf16 ones, l->bf16). */
 #include <stdio.h>
 #include <string.h>
 
@@ -125,6 +126,10 @@ static size_t conv_col_one(const strata__layer_t *l)
  * group), at least one. */
 static size_t conv_aux_bytes(const strata__layer_t *l, int rows)
 {
+    if (l->bf16) {       /* mixed_bfloat16: the bf16 kernels' workspace */
+        kops_conv2d_t g = conv_geom(l, 1);
+        return kops_conv2d_bf16_len(&g) * sizeof(float);
+    }
     size_t one = conv_col_one(l);
     size_t group = one ? CONV_COL_BUDGET / one : 1;
     if (group < 1)
@@ -137,6 +142,10 @@ static size_t conv_aux_bytes(const strata__layer_t *l, int rows)
 static int conv_forward(const strata__layer_t *l, const strata__pass_t *p)
 {
     kops_conv2d_t g = conv_geom(l, p->rows);
+    if (l->bf16)
+        return p->k->ops->conv2d_fwd_bf16(p->k, &g, p->x, p->W, p->b, p->y,
+                                          p->aux,
+                                          p->aux_bytes / sizeof(float));
     return p->k->ops->conv2d_fwd(p->k, &g, p->x, p->W, p->b, p->y, p->aux,
                                  p->aux_bytes / sizeof(float));
 }
@@ -147,6 +156,9 @@ static int conv_backward(const strata__layer_t *l, const strata__pass_t *p)
 {
     kops_conv2d_t g = conv_geom(l, p->rows);
     size_t col_len = p->aux_bytes / sizeof(float);
+    if (l->bf16)
+        return p->k->ops->conv2d_bwd_bf16(p->k, &g, p->x, p->W, p->dy, p->dW,
+                                          p->db, p->dx, p->aux, col_len);
     g.col_ready = col_len >= conv_col_one(l) * (size_t)p->rows;
     return p->k->ops->conv2d_bwd(p->k, &g, p->x, p->W, p->dy, p->dW, p->db,
                                  p->dx, p->aux, col_len);

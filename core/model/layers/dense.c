@@ -43,14 +43,34 @@ static int dense_kernel_shape(const strata__layer_t *l, int64_t *dims,
     return 2;
 }
 
+/* mixed_bfloat16: the bf16 kernels' workspace (none in float32). */
+static size_t dense_aux_bytes(const strata__layer_t *l, int rows)
+{
+    if (!l->bf16)
+        return 0;
+    return kops_dense_bf16_len(rows, (int)strata__shape_size(&l->in),
+                               l->units) * sizeof(float);
+}
+
 static int dense_forward(const strata__layer_t *l, const strata__pass_t *p)
 {
+    if (l->bf16)
+        return p->k->ops->dense_fwd_bf16(p->k, p->rows,
+                                         (int)strata__shape_size(&l->in),
+                                         l->units, p->x, p->W, p->b, p->y,
+                                         p->aux, p->aux_bytes / sizeof(float));
     return p->k->ops->dense_fwd(p->k, p->rows, (int)strata__shape_size(&l->in),
                                 l->units, p->x, p->W, p->b, p->y);
 }
 
 static int dense_backward(const strata__layer_t *l, const strata__pass_t *p)
 {
+    if (l->bf16)
+        return p->k->ops->dense_bwd_bf16(p->k, p->rows,
+                                         (int)strata__shape_size(&l->in),
+                                         l->units, p->x, p->W, p->dy, p->dW,
+                                         p->db, p->dx, p->aux,
+                                         p->aux_bytes / sizeof(float));
     return p->k->ops->dense_bwd(p->k, p->rows, (int)strata__shape_size(&l->in),
                                 l->units, p->x, p->W, p->dy, p->dW, p->db,
                                 p->dx);
@@ -59,6 +79,6 @@ static int dense_backward(const strata__layer_t *l, const strata__pass_t *p)
 const strata__layer_kind_t strata__layer_dense = {
     .name = "dense", .usage = "dense UNITS [ACT]", .nvars = 2, .has_act = 1,
     .parse = dense_parse, .infer = dense_infer,
-    .kernel_shape = dense_kernel_shape,
+    .kernel_shape = dense_kernel_shape, .aux_bytes = dense_aux_bytes,
     .forward = dense_forward, .backward = dense_backward,
 };

@@ -84,6 +84,8 @@ typedef struct strata__layer {
     int             state0;         /* its first state tensor in m->states */
     /* embedding: rows of the table (its dim is `units`), KOPS_EMB_* */
     int             vocab, combiner;
+    int             bf16;           /* conv2d, dense: mixed_bfloat16, through
+                                       the table's *_bf16 ops (CPU only)    */
 } strata__layer_t;
 
 /* What a forward or backward call works on: pointers on the replica's

@@ -1,0 +1,34 @@
+/* strata core -- [train] precision: the arithmetic of conv2d and dense.
+ * Internal.
+ *
+ * float32 (the default) or mixed_bfloat16 (Keras's policy): conv2d and
+ * dense round their inputs to bf16 and sum the products in fp32 through
+ * the device table's *_bf16 ops (kernels/cpu: VDPBF16PS). Only the layers'
+ * arithmetic changes: the variables (fp32 master weights), the gradients
+ * the strategy reduces, the optimizer's slots and the checkpoints are
+ * fp32 as before, so every strategy, transport and checkpoint is unchanged.
+ * Replicas stay bitwise equal: they run the same kernels in the same order
+ * (each output element one fixed chain). */
+#ifndef STRATA_CORE_PRECISION_H
+#define STRATA_CORE_PRECISION_H
+
+#include "internal.h"
+#include "model/model.h"
+
+/* Whether this process can run `s`'s precision on the replica devices
+ * `spec` ([train] devices): mixed_bfloat16 needs CPU replicas (the CUDA
+ * kernels have no bf16 ops yet) on a CPU with AVX512_BF16. Else one line
+ * naming the key, where it was set and what is missing, and
+ * STRATA_ECONFIG. Before anything is written. */
+int strata__precision_check(const strata__cfg_t *c,
+                            const strata__settings_t *s);
+
+/* Marks the model's conv2d and dense layers for the precision (before any
+ * work is allocated: their workspace depends on it). */
+void strata__precision_apply(const strata__settings_t *s,
+                             strata__model_t *m);
+
+/* The banner's words: "float32", "mixed_bfloat16 (AVX512_BF16)". */
+const char *strata__precision_name(const strata__settings_t *s);
+
+#endif /* STRATA_CORE_PRECISION_H */

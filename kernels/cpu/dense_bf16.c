@@ -1,0 +1,140 @@
+/* The dense layer in mixed_bfloat16 (kernels_cpu.h): the three GEMMs on
+ * bf16 pairs along their reduction, fp32 accumulation and outputs, through
+ * the direct convolution's bf16 micro-kernel (a GEMM is a 1x1 convolution
+ * of one row):
+ *   Y  = X W + b   rows of X are "pixels", pairs (k, k+1) of a row of X
+ *                  (contiguous), W packed once per call [k/2][n];
+ *   dX = dY W^T    pairs (j, j+1) of a row of dY, W^T packed [n/2][k];
+ *   dW = X^T dY    the k inputs are "pixels", pairs of rows (r, r+1) of X
+ *                  and of dY; an odd m's last pair ends in +0.
+ * Each output element is one fixed chain of VDPBF16PS steps: from the bias
+ * (Y) or +0 over the pairs in order -- cut in blocks of KB pairs whose
+ * accumulators go through the fp32 output (stored and loaded back, which
+ * is exact), so the chain is the same whatever the block. A row of Y or dX
+ * depends only on its own row of X or dY, not on the rows beside it. */
+#include "conv_direct.h"
+#include "kernels_cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef KC_CONV_X86
+
+/* Pairs of the reduction per pass over a block of outputs: the vector
+ * operand's slice (KB x 32 lanes x 4 bytes, 64 KiB) stays in L2 while every
+ * block of rows reads it. */
+#define KB 512
+
+static size_t half(size_t n) { return (n + 1) / 2; }
+
+/* Rows [0, m) of a[m][k] -> words out[m][half(k)]: pairs along the row. */
+static void pack_rows(const float *a, size_t m, size_t k, float *out)
+{
+    if (k % 2 == 0) {
+        kc__bf16_pack(a, m * k, out);
+        return;
+    }
+    for (size_t r = 0; r < m; r++)
+        kc__bf16_pack(a + r * k, k, out + r * half(k));
+}
+
+/* Pairs of rows of a[m][k] -> words out[half(m)][k]. */
+static void zip_rows(const float *a, size_t m, size_t k, float *out)
+{
+    for (size_t q = 0; q < half(m); q++)
+        kc__bf16_zip(a + 2 * q * k, 2 * q + 1 < m ? a + (2 * q + 1) * k : NULL,
+                     k, out + q * k);
+}
+
+/* out[pixels x lanes] = chain over R pairs, in passes of KB pairs: the
+ * first from `init` (ZERO or BIAS), the rest from the stored partials. */
+static void gemm(kc_uk_t *u, int init, int pixels, int lanes, int R,
+                 const float *b, const float *v, float *out)
+{
+    const kc_conv_isa_t *isa = &kc_conv_avx512bf16;
+    for (int r0 = 0; r0 < R || r0 == 0; r0 += KB) {
+        u->R = R - r0 < KB ? R - r0 : KB;
+        u->init = r0 == 0 ? init : KC_UK_LOAD;
+        u->fin = KC_UK_STORE;
+        kc__conv_blocks(isa, u, pixels, lanes, b + (ptrdiff_t)r0 * u->br,
+                        v + (ptrdiff_t)r0 * u->vr, out);
+    }
+}
+
+void kc_dense_fwd_bf16(int m, int kk, int n, const float *X, const float *W,
+                       const float *b, float *Y, float *work, size_t work_len)
+{
+    (void)work_len;
+    if (m <= 0 || n <= 0 || kk < 0)
+        return;
+    size_t M = (size_t)m, K = (size_t)kk, N = (size_t)n, Kh = half(K);
+    float *xw = work, *wp = work + M * Kh;
+    pack_rows(X, M, K, xw);
+    zip_rows(W, K, N, wp);
+    kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = (ptrdiff_t)Kh, .br = 1,
+                  .vr = (ptrdiff_t)N, .op = (ptrdiff_t)N, .bias = b };
+    gemm(&u, b ? KC_UK_BIAS : KC_UK_ZERO, m, n, (int)Kh, xw, wp, Y);
+}
+
+void kc_dense_bwd_bf16(int m, int kk, int n, const float *X, const float *W,
+                       const float *dY, float *dW, float *db, float *dX,
+                       float *work, size_t work_len)
+{
+    (void)work_len;
+    if (kk < 0 || n < 0 || m < 0)
+        return;
+    kc_bias_grad(m, n, dY, db);
+    size_t M = (size_t)m, K = (size_t)kk, N = (size_t)n;
+    if (kk == 0)
+        return;                                  /* dW and dX are empty */
+    if (m == 0 || n == 0) {
+        if (n > 0)
+            memset(dW, 0, K * N * sizeof *dW);
+        if (dX && m > 0)
+            memset(dX, 0, M * K * sizeof *dX);
+        return;
+    }
+    size_t Mh = half(M), Nh = half(N);
+    /* dW[k x n] = X^T dY: pairs of rows */
+    float *xq = work, *dyq = work + Mh * K;
+    zip_rows(X, M, K, xq);
+    zip_rows(dY, M, N, dyq);
+    kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = 1, .br = (ptrdiff_t)K,
+                  .vr = (ptrdiff_t)N, .op = (ptrdiff_t)N };
+    gemm(&u, KC_UK_ZERO, kk, n, (int)Mh, xq, dyq, dW);
+    if (!dX)
+        return;
+    /* dX[m x k] = dY W^T: pairs (j, j+1) of dY's rows and of W's */
+    float *dyw = work, *wt = work + M * Nh, tmp[256];
+    pack_rows(dY, M, N, dyw);
+    for (size_t k = 0; k < K; k++)
+        for (size_t j0 = 0; j0 < N; j0 += 2 * 256) {
+            size_t cnt = N - j0 < 2 * 256 ? N - j0 : 2 * 256;
+            kc__bf16_pack(W + k * N + j0, cnt, tmp);
+            for (size_t j = 0; j < half(cnt); j++)
+                wt[(j0 / 2 + j) * K + k] = tmp[j];
+        }
+    kc_uk_t v = { .nrow = 1, .nseg = 1, .bp = (ptrdiff_t)Nh, .br = 1,
+                  .vr = (ptrdiff_t)K, .op = (ptrdiff_t)K };
+    gemm(&v, KC_UK_ZERO, m, kk, (int)Nh, dyw, wt, dX);
+}
+
+#else /* not x86-64: no AVX512_BF16, kc_bf16_usable() is 0 */
+
+void kc_dense_fwd_bf16(int m, int kk, int n, const float *X, const float *W,
+                       const float *b, float *Y, float *work, size_t work_len)
+{
+    (void)m, (void)kk, (void)n, (void)X, (void)W, (void)b, (void)Y;
+    (void)work, (void)work_len;
+    abort();
+}
+
+void kc_dense_bwd_bf16(int m, int kk, int n, const float *X, const float *W,
+                       const float *dY, float *dW, float *db, float *dX,
+                       float *work, size_t work_len)
+{
+    (void)m, (void)kk, (void)n, (void)X, (void)W, (void)dY, (void)dW;
+    (void)db, (void)dX, (void)work, (void)work_len;
+    abort();
+}
+#endif
