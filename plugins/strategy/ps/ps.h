@@ -183,6 +183,13 @@ typedef struct ps_rows {
 /* 4-byte words a push to ps `ps` (-1: every ps) may need beyond its dense
  * size: each shard's block header and row ids at most. */
 size_t ps_rows_room(const ps_t *p, int ps);
+/* Floats per row of a shard; 0 when it has no rows. */
+size_t ps_shard_row_len(const ps_shard_t *sh);
+/* The head of shard i's row block at o: shard index, row count, and the
+ * ids of table t that fall in the shard (a run of its sorted ids, from
+ * t->rows[*lo], *n of them). Returns its bytes. */
+size_t ps_rows_head(const ps_t *p, int i, const strata_sparse_t *t,
+                    unsigned char *o, size_t *lo, uint32_t *n);
 /* The payload of ps `ps` for op, whose op->nsparse tables go as rows
  * (host memory): *count words into out, *nblocks row blocks. */
 int    ps_rows_pack(ps_t *p, int ps, const strata_op_t *op, float *out,

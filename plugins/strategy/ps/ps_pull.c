@@ -21,11 +21,6 @@
 
 #include "ps.h"
 
-static size_t row_len(const ps_shard_t *sh)
-{
-    return sh->rows > 0 ? sh->count / (size_t)sh->rows : 0;
-}
-
 static const strata_sparse_t *table_of(const strata_sparse_t *tabs,
                                        size_t ntabs, int32_t var)
 {
@@ -50,19 +45,12 @@ int ps_pull_pack(const ps_t *p, int ps, const strata_sparse_t *tabs,
             reply += sh->count;
             continue;
         }
-        if (t->row_len != row_len(sh) || t->row_len == 0 ||
+        if (t->row_len != ps_shard_row_len(sh) || t->row_len == 0 ||
             (t->nrows && !t->rows))
             return STRATA_EINVAL;
-        size_t lo = 0, hi;
-        while (lo < t->nrows && t->rows[lo] < sh->row0)
-            lo++;
-        for (hi = lo; hi < t->nrows && t->rows[hi] < sh->row0 + sh->rows; hi++)
-            ;
-        uint32_t idx = (uint32_t)i, n = (uint32_t)(hi - lo);
-        memcpy(o + at, &idx, 4);
-        memcpy(o + at + 4, &n, 4);
-        memcpy(o + at + 8, t->rows + lo, n * sizeof(int64_t));
-        at += 8 + n * sizeof(int64_t);
+        size_t lo;
+        uint32_t n;
+        at += ps_rows_head(p, i, t, o + at, &lo, &n);
         reply += n * t->row_len;
         w->nblocks[ps]++;
     }

@@ -22,10 +22,28 @@
 
 #include "ps.h"
 
-/* Floats per row of a shard; 0 when it has no rows. */
-static size_t row_len(const ps_shard_t *sh)
+size_t ps_shard_row_len(const ps_shard_t *sh)
 {
     return sh->rows > 0 ? sh->count / (size_t)sh->rows : 0;
+}
+
+size_t ps_rows_head(const ps_t *p, int i, const strata_sparse_t *t,
+                    unsigned char *o, size_t *lo, uint32_t *n)
+{
+    const ps_shard_t *sh = &p->place.shard[i];
+    /* the table's rows that fall in this shard: a run of the sorted ids */
+    size_t a = 0, b;
+    while (a < t->nrows && t->rows[a] < sh->row0)
+        a++;
+    for (b = a; b < t->nrows && t->rows[b] < sh->row0 + sh->rows; b++)
+        ;
+    uint32_t idx = (uint32_t)i;
+    *lo = a;
+    *n = (uint32_t)(b - a);
+    memcpy(o, &idx, 4);
+    memcpy(o + 4, n, 4);
+    memcpy(o + 8, t->rows + a, *n * sizeof(int64_t));
+    return 8 + *n * sizeof(int64_t);
 }
 
 /* The table of op->sparse that variable `var` is, or NULL. */
@@ -59,20 +77,11 @@ int ps_rows_pack(ps_t *p, int ps, const strata_op_t *op, float *out,
         const strata_sparse_t *t = sh->ps == ps ? table_of(op, sh->var) : NULL;
         if (!t)
             continue;
-        if (t->row_len != row_len(sh))
+        if (t->row_len != ps_shard_row_len(sh))
             return STRATA_EINVAL;
-        /* the table's rows that fall in this shard: a run of the sorted ids */
-        size_t lo = 0, hi;
-        while (lo < t->nrows && t->rows[lo] < sh->row0)
-            lo++;
-        for (hi = lo; hi < t->nrows && t->rows[hi] < sh->row0 + sh->rows; hi++)
-            ;
-        uint32_t idx = (uint32_t)i, n = (uint32_t)(hi - lo);
-        memcpy(o + at, &idx, 4);
-        memcpy(o + at + 4, &n, 4);
-        at += 8;
-        memcpy(o + at, t->rows + lo, n * sizeof(int64_t));
-        at += n * sizeof(int64_t);
+        size_t lo;
+        uint32_t n;
+        at += ps_rows_head(p, i, t, o + at, &lo, &n);
         memcpy(o + at, t->values + lo * t->row_len,
                n * t->row_len * sizeof(float));
         at += n * t->row_len * sizeof(float);
@@ -109,7 +118,7 @@ const char *ps_rows_walk(const ps_t *p, int j, const unsigned char *pl,
         return "row blocks not in placement order (or one shard twice)";
     *prev = (int)idx;
     const ps_shard_t *sh = &p->place.shard[idx];
-    size_t rl = row_len(sh);
+    size_t rl = ps_shard_row_len(sh);
     if (rl == 0)
         return "a row block for a variable without rows";
     if ((int64_t)n > sh->rows)
