@@ -19,7 +19,10 @@ end to end through the strata binary, the way its header says to run it:
   - a ps job resumed into another number of ps tasks (2 -> 3, and 3 -> 1,
     one worker so that the steps apply in one order) ends on the bits of
     the uninterrupted job: every variable and optimizer slot of the last
-    checkpoint equal.
+    checkpoint equal;
+  - a ps whose answer to a pull cannot fit one message of the transport
+    ([transport.zmq] window_bytes) ends the job at once with one line
+    naming the key, not after the puller's timeout.
 
 Environment: STRATA_BIN, STRATA_PLUGIN_PATH, STRATA_SRC (set by ctest).
 Exit 77 (skipped) when numpy is missing (Debian: python3-numpy)."""
@@ -228,6 +231,22 @@ def reshard(tmp, data):
                                                  sorted(set(got) ^ set(want))))
 
 
+def too_long(data):
+    code, out, err = run([BIN, "launch", "--ps", "1", "-n", "1", "--chief",
+                          "-c", INI] + ini_sets(data) + [
+        "--set", "strategy.plugin=ps", "--set", "model.metric=accuracy",
+        "--set", "train.devices=cpu:0", "--set", "train.max_steps=5",
+        "--set", "strategy.timeout_s=120",
+        "--set", "transport.zmq.window_bytes=64K"], 100)
+    lines = [l for l in err.splitlines()
+             if "does not fit one message of the transport: raise "
+                "[transport.zmq] window_bytes" in l]
+    check(code == 2 and len(lines) == 1 and "ps:0" in lines[0],
+          "ps: an answer longer than window_bytes ends the job (exit %d, "
+          "well before the 120 s timeout) with one line naming the key"
+          % code, out + err)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="strata-recsys-")
     try:
@@ -235,6 +254,7 @@ def main():
         if got:
             training(tmp, *got)
             reshard(tmp, got[0])
+            too_long(got[0])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("%d failure(s)" % pycheck.failures)

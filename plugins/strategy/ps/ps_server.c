@@ -142,8 +142,11 @@ static int reply_ms(const ps_t *p)
 
 /* A PULL: every shard's values, or (wire v7, b > 0) the rows it asks
  * for of the table shards it names and the rest whole (ps_pull.c). The
- * whole request is checked before anything is answered. */
-static void on_pull(ps_t *p, const ps_msg_t *m)
+ * whole request is checked before anything is answered. An answer that
+ * no message of the transport can hold ends this ps at once, naming the
+ * key (the puller would otherwise ask again until its timeout); any other
+ * failed send is the puller's to repeat. */
+static int on_pull(ps_t *p, const ps_msg_t *m)
 {
     ps_server_t *s = p->srv;
     uint32_t n = (uint32_t)s->count;
@@ -152,19 +155,27 @@ static void on_pull(ps_t *p, const ps_msg_t *m)
                                         m->h.b);
         if (why) {
             refuse(p, m, why);
-            return;
+            return STRATA_OK;
         }
         n = ps_pull_answer(p, s->j, m->payload, m->h.count, m->h.b,
                            p->master, s->vals);
         s->row_pulls++;
     } else if (ps_gather(p, s->j, p->master, p->cpu, s->vals) != STRATA_OK) {
-        return;
+        return STRATA_OK;
     }
     ps_hdr_t r = { .type = PS_PARAMS, .req = m->h.req, .step = -1,
                    .a = s->version, .b = m->h.b };
     s->pulls++;
     s->pull_bytes += 4 * (int64_t)n;
-    (void)ps_net_send(p, m->from, &r, s->vals, n, reply_ms(p));
+    if (ps_net_send(p, m->from, &r, s->vals, n, reply_ms(p)) !=
+        STRATA_EINVAL)
+        return STRATA_OK;
+    ps_log(p, STRATA_LOG_ERROR, "%s: the answer to %s's pull, %lld bytes, "
+           "does not fit one message of the transport: raise [transport.zmq] "
+           "window_bytes above it, or split the variables over more ps "
+           "tasks ([strategy.ps] partitioner)", ps_name(p, p->self),
+           ps_name(p, m->from), (long long)PS_HDR_SIZE + 4 * (long long)n);
+    return STRATA_ECONFIG;
 }
 
 /* The shard of mine at placement index `shard`, or -1. */
@@ -450,9 +461,8 @@ static int handle(ps_t *p, const ps_msg_t *m)
     switch (m->h.type) {
     case PS_PULL:
         if (from_coord || p->member_worker[m->from] >= 0)
-            on_pull(p, m);
-        else
-            refuse(p, m, "not from a worker or the coordinator");
+            return on_pull(p, m);
+        refuse(p, m, "not from a worker or the coordinator");
         return 0;
     case PS_PUSH:
         return on_push(p, m);
