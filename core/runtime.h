@@ -77,6 +77,10 @@ int  strata__gemm_check(void);
 int  strata__devices_parse(const char *spec, int32_t *out, int max, int *n);
 const char *strata__device_str(int32_t dev, char *buf, size_t len);
 void *strata__dev_alloc(int32_t device, size_t bytes);
+/* CPU memory (device/hostmem.c): what dev_alloc gives a CPU device. */
+void *strata__host_alloc(size_t bytes);
+void  strata__host_free(void *p);
+void  strata__host_discard(void *p, size_t bytes);
 void  strata__dev_free(int32_t device, void *p);
 int   strata__dev_copy(int32_t dst_dev, void *dst, int32_t src_dev,
                        const void *src, size_t bytes);
@@ -159,6 +163,9 @@ typedef struct strata__run_services {
     /* the rows a batch reads (plugin ABI 2.11: host batch_rows) */
     int (*batch_rows)(struct strata__run *run, int32_t epoch, int64_t batch,
                       strata_sparse_t *out, size_t cap, size_t *n);
+    /* a variable's initial values in part (plugin ABI 2.12) */
+    int (*init_values)(struct strata__run *run, const strata_var_t *var,
+                       size_t lo, size_t n, float *dst);
 } strata__run_services_t;
 
 struct strata_ctx {

@@ -1,7 +1,8 @@
 /* Devices: parsing "cpu:0, gpu:1" and memory on them. CPU memory is
- * 64-byte aligned and zeroed; GPU memory (a CUDA build) comes from the
- * GPU's kernel table (the CUDA module, cuda_load.c) and is zeroed too. A
- * replica set is all CPUs or all GPUs. */
+ * 64-byte aligned and zeroed, committed where written (hostmem.c); GPU
+ * memory (a CUDA build) comes from the GPU's kernel table (the CUDA
+ * module, cuda_load.c) and is zeroed too. A replica set is all CPUs or
+ * all GPUs. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,11 +166,7 @@ void *strata__dev_alloc(int32_t device, size_t bytes)
         strata__kdev_t *k = gpu(device);
         return k ? k->ops->alloc(k, bytes) : NULL;
     }
-    size_t n = (bytes + 63) & ~(size_t)63;
-    void *p = aligned_alloc(64, n ? n : 64);
-    if (p)
-        memset(p, 0, n ? n : 64);
-    return p;
+    return strata__host_alloc(bytes);
 }
 
 void strata__dev_free(int32_t device, void *p)
@@ -180,7 +177,7 @@ void strata__dev_free(int32_t device, void *p)
             k->ops->free(k, p);
         return;
     }
-    free(p);
+    strata__host_free(p);
 }
 
 /* Between two GPUs: through host memory, a slice at a time (setup only). */

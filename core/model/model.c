@@ -10,6 +10,14 @@
 
 #include "runtime.h"
 
+/* The bound of a layer's seeded uniform kernel: its kind's, else Glorot's. */
+static double uniform_limit(const strata__layer_t *l, double fan_in,
+                            double fan_out)
+{
+    return l->kind->init_uniform > 0.0 ? l->kind->init_uniform
+                                       : sqrt(6.0 / (fan_in + fan_out));
+}
+
 void strata__model_init(const strata__model_t *m, uint64_t seed, float *flat)
 {
     memset(flat, 0, m->count * sizeof *flat);
@@ -32,13 +40,55 @@ void strata__model_init(const strata__model_t *m, uint64_t seed, float *flat)
         strata__rng_t rng;
         /* One stream per layer: adding a layer leaves the others unchanged. */
         strata__rng_seed(&rng, seed, 1000u + (uint64_t)i);
-        double limit = l->kind->init_uniform > 0.0
-                           ? l->kind->init_uniform
-                           : sqrt(6.0 / (fan_in + fan_out));
+        double limit = uniform_limit(l, fan_in, fan_out);
         for (size_t j = 0; j < k->count; j++)
             flat[k->offset + j] =
                 (float)((2.0 * strata__rng_uniform(&rng) - 1.0) * limit);
     }
+}
+
+int strata__model_init_range(const strata__model_t *m, uint64_t seed, int vi,
+                             size_t lo, size_t n, float *dst)
+{
+    if (vi < 0 || vi >= m->nvars || lo > m->vars[vi].count ||
+        n > m->vars[vi].count - lo)
+        return STRATA_EINVAL;
+    int i = 0;
+    while (i < m->nlayers && !(vi >= m->layers[i].var0 &&
+                               vi < m->layers[i].var0 + m->layers[i].kind->nvars))
+        i++;
+    if (i == m->nlayers)
+        return STRATA_EINTERNAL;
+    const strata__layer_t *l = &m->layers[i];
+    int j = vi - l->var0;
+    memset(dst, 0, n * sizeof *dst);
+    if (j > 1 || (j == 1 && !l->kind->init))
+        return STRATA_OK; /* a bias, or past what an init fills: zeros */
+    const strata_var_t *k = &m->vars[l->var0];
+    const strata_var_t *b = l->kind->nvars > 1 ? &m->vars[l->var0 + 1] : NULL;
+    if (l->kind->init) {
+        /* a layer of its own init (batchnorm, ...): small, filled whole */
+        float *kt = calloc(k->count + (b ? b->count : 0) + 1, sizeof *kt);
+        if (!kt)
+            return STRATA_ENOMEM;
+        l->kind->init(l, kt, k->count, b ? kt + k->count : NULL,
+                      b ? b->count : 0);
+        memcpy(dst, kt + (j ? k->count : 0) + lo, n * sizeof *dst);
+        free(kt);
+        return STRATA_OK;
+    }
+    int64_t dims[4];
+    size_t bias;
+    double fan_in, fan_out;
+    l->kind->kernel_shape(l, dims, &bias, &fan_in, &fan_out);
+    strata__rng_t rng;
+    strata__rng_seed(&rng, seed, 1000u + (uint64_t)i);
+    double limit = uniform_limit(l, fan_in, fan_out);
+    for (size_t q = 0; q < lo; q++) /* the stream to the range's start */
+        (void)strata__rng_next(&rng);
+    for (size_t q = 0; q < n; q++)
+        dst[q] = (float)((2.0 * strata__rng_uniform(&rng) - 1.0) * limit);
+    return STRATA_OK;
 }
 
 /* The name of what input index j names: a layer, the data or the ids. */

@@ -126,6 +126,11 @@ int  strata__model_check_ids(const strata__model_t *m,
 /* Glorot-uniform kernels (Keras's fans), zero biases, drawn from `seed`,
  * one random stream per layer: flat[m->count]. */
 void strata__model_init(const strata__model_t *m, uint64_t seed, float *flat);
+/* Elements [lo, lo + n) of variable vi's values of strata__model_init, the
+ * same bits, without the rest of the model (the seeded stream is drawn
+ * from its start: time linear in lo + n). STRATA_EINVAL out of range. */
+int  strata__model_init_range(const strata__model_t *m, uint64_t seed, int vi,
+                              size_t lo, size_t n, float *dst);
 /* The state tensors' initial values: state[m->state_count]. */
 void strata__model_init_state(const strata__model_t *m, float *state);
 /* Keras-like summary: one line per layer (name, spec, output shape,
@@ -194,6 +199,9 @@ typedef struct strata__work {
     struct strata__row_buf    *row_buf;
     int                        row_slot[STRATA_MAX_LAYERS]; /* layer i's
                                        table j + 1; 0: none               */
+    /* The strategy leaves the tables' ranges of the gradients as it found
+     * them (STRATA_CAP_ROWS_APART): zeroed once, not at every backward. */
+    int                        rows_apart;
 } strata__work_t;
 
 int  strata__work_alloc(const strata__model_t *m, int rows, strata__work_t *w);

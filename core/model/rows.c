@@ -89,6 +89,7 @@ void strata__work_rows_pass(strata__work_t *w, int i, strata__pass_t *p)
     p->row_uniq = b->uniq;
     p->row_vals = b->vals;
     p->row_n = &b->n;
+    p->row_dW_zero = w->rows_apart;
 }
 
 void strata__work_rows_done(strata__work_t *w, int i)

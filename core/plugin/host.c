@@ -752,6 +752,31 @@ static int host_batch_rows(strata_hctx_t *hc, int32_t epoch, int64_t batch,
                : STRATA_ESTATE;
 }
 
+/* ABI 2.12: a variable's initial values in part, for a strategy that
+ * keeps part of the model (STRATA_CAP_LAZY_INIT). */
+static int host_init_values(strata_hctx_t *hc, const strata_var_t *var,
+                            size_t lo, size_t n, float *dst)
+{
+    strata_ctx_t *ctx = run_ctx(hc);
+    if (!var || (n && !dst))
+        return STRATA_EINVAL;
+    return ctx && ctx->run_svc->init_values
+               ? ctx->run_svc->init_values(ctx->run, var, lo, n, dst)
+               : STRATA_ESTATE;
+}
+
+/* ABI 2.12: a range of alloc's CPU memory back to the system. */
+static int host_discard(strata_hctx_t *hc, int32_t device, void *ptr,
+                        size_t bytes)
+{
+    (void)hc;
+    if (STRATA_DEVICE_TYPE(device) != STRATA_DEV_CPU || (bytes && !ptr))
+        return STRATA_EINVAL;
+    if (bytes)
+        strata__host_discard(ptr, bytes);
+    return STRATA_OK;
+}
+
 const strata_host_v2_t strata__host_v2 = {
     .struct_size = sizeof(strata_host_v2_t),
     .abi_major = STRATA_ABI_MAJOR,
@@ -793,6 +818,8 @@ const strata_host_v2_t strata__host_v2 = {
     .states_set = host_states_set,
     .opt_step_rows = host_opt_step_rows,
     .batch_rows = host_batch_rows,
+    .init_values = host_init_values,
+    .discard = host_discard,
 };
 
 /* ---- strata_plugin_caps: the word of a plugin on the search path -------- */

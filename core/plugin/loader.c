@@ -528,6 +528,8 @@ static const struct cap_bit {
     { STRATA_CAP_STEP_SUM, "step_sum", STRATA_KIND_STRATEGY },
     { STRATA_CAP_LAYER_STATES, "layer_states", STRATA_KIND_STRATEGY },
     { STRATA_CAP_SPARSE, "sparse", STRATA_KIND_STRATEGY },
+    { STRATA_CAP_LAZY_INIT, "lazy_init", STRATA_KIND_STRATEGY },
+    { STRATA_CAP_ROWS_APART, "rows_apart", STRATA_KIND_STRATEGY },
     { STRATA_CAP_P2P, "p2p", STRATA_KIND_TRANSPORT },
     { STRATA_CAP_SHARDS, "shards", STRATA_KIND_TRANSPORT },
     { STRATA_CAP_BARRIER, "barrier", STRATA_KIND_TRANSPORT },
@@ -574,15 +576,19 @@ static int declares_caps(int major, const strata_plugin_header_t *h)
 uint32_t strata__plugin_caps(const strata_plugin_v2_t *vt, int major)
 {
     /* LAYER_STATES (2.8) promises strata_step_t.states and the host's
-     * states_set, SPARSE (2.9) reads strata_op_t.sparse: a table of an
-     * older minor knows neither, whatever its bits 0x1000 / 0x2000 say
-     * (it then gets the dense form). */
+     * states_set, SPARSE (2.9) reads strata_op_t.sparse, LAZY_INIT (2.12)
+     * calls host init_values, ROWS_APART (2.12) keeps a promise on buf: a
+     * table of an older minor knows none of them, whatever its bits
+     * 0x1000 / 0x2000 / 0x4000 / 0x8000 say (it then gets the dense form,
+     * var->init, its tables' ranges cleared at every step). */
     if (declares_caps(major, &vt->hdr)) {
         uint32_t c = vt->hdr.caps;
         if (vt->hdr.abi_minor < 8)
             c &= ~STRATA_CAP_LAYER_STATES;
         if (vt->hdr.abi_minor < 9)
             c &= ~STRATA_CAP_SPARSE;
+        if (vt->hdr.abi_minor < 12)
+            c &= ~(STRATA_CAP_LAZY_INIT | STRATA_CAP_ROWS_APART);
         return c;
     }
     /* Before 2.5: what the core learnt by asking. A strategy with ctl may

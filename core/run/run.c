@@ -104,6 +104,8 @@ static int setup_replicas(strata__run_t *run)
                                        &rep->work);
         if (rc == STRATA_OK && as_rows)
             rc = strata__work_rows_alloc(&run->model, &rep->work);
+        rep->work.rows_apart =
+            (run->strategy->caps & STRATA_CAP_ROWS_APART) != 0;
         if (rc == STRATA_OK && run->init_states)
             rc = strata__work_state_set(&run->model, &rep->work,
                                         run->init_states);
@@ -222,7 +224,7 @@ static int setup_strategy(strata__run_t *run)
         return STRATA_ENOMEM;
     for (int i = 0; i < run->model.nvars; i++) {
         strata_var_t *v = &run->model.vars[i];
-        v->init = run->init + v->offset;
+        v->init = run->init ? run->init + v->offset : NULL;
         v->value = calloc((size_t)run->nreplicas, sizeof *v->value);
         if (!v->value)
             return STRATA_ENOMEM;
@@ -253,6 +255,41 @@ static int setup_strategy(strata__run_t *run)
     /* The strategy instance's own figure and its transports' (host.c). */
     run->placed_bytes = atomic_load(&run->shc->placed);
     return STRATA_OK;
+}
+
+/* The model's initial values: the core's copy, which every strategy
+ * places from (var->init), or none for a strategy that reads them in part
+ * (STRATA_CAP_LAZY_INIT, host init_values), unless [model] init_from
+ * gives them (read whole from the file). */
+static int setup_init_from(strata__run_t *run);
+
+static int setup_init(strata__run_t *run)
+{
+    const char *from = run->s->model.init_from;
+    if ((run->strategy->caps & STRATA_CAP_LAZY_INIT) && !(from && from[0]))
+        return STRATA_OK;
+    run->init = strata__host_alloc(run->model.count * sizeof(float));
+    if (!run->init)
+        return STRATA_ENOMEM;
+    strata__model_init(&run->model, (uint64_t)run->s->train.seed, run->init);
+    return setup_init_from(run);
+}
+
+int strata__run_init_values(strata__run_t *run, const strata_var_t *var,
+                            size_t lo, size_t n, float *dst)
+{
+    const strata__model_t *m = &run->model;
+    if (var->index >= (uint32_t)m->nvars)
+        return STRATA_EINVAL;
+    const strata_var_t *v = &m->vars[var->index];
+    if (lo > v->count || n > v->count - lo)
+        return STRATA_EINVAL;
+    if (run->init) {
+        memcpy(dst, run->init + v->offset + lo, n * sizeof *dst);
+        return STRATA_OK;
+    }
+    return strata__model_init_range(m, (uint64_t)run->s->train.seed,
+                                    (int)var->index, lo, n, dst);
 }
 
 /* [model] init_from: a warm start. After the seeded init, every variable is
@@ -458,16 +495,6 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
     if (rc == STRATA_OK)
         rc = strata__model_check_ids(&run->model, &run->test, "the test set",
                                      "test_ids");
-    if (rc == STRATA_OK) {
-        run->init = malloc(run->model.count * sizeof(float));
-        if (!run->init)
-            rc = STRATA_ENOMEM;
-        else
-            strata__model_init(&run->model, (uint64_t)run->s->train.seed,
-                               run->init);
-    }
-    if (rc == STRATA_OK)
-        rc = setup_init_from(run);
     if (rc == STRATA_OK)
         rc = strata__devices_parse(run->s->train.devices, run->devices,
                                    STRATA_MAX_REPLICAS, &run->nreplicas);
@@ -475,6 +502,10 @@ int strata__run_setup(strata_ctx_t *ctx, strata__run_t *run)
         rc = setup_augment(run);
     if (rc == STRATA_OK)
         rc = load_strategy(run);
+    if (rc == STRATA_OK)
+        rc = strata__run_memory_check(run);
+    if (rc == STRATA_OK)
+        rc = setup_init(run);
     if (rc == STRATA_OK)
         rc = strata__best_check(run);
     if (rc == STRATA_OK)
@@ -749,7 +780,7 @@ void strata__run_teardown(strata__run_t *run)
     if (run->crew_ok)
         strata__crew_destroy(&run->crew);
     strata__stepsum_free(&run->stepsum);
-    free(run->init);
+    strata__host_free(run->init);
     free(run->init_states);
     strata__cursor_free(&run->cur);
     free(run->brows);

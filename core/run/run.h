@@ -212,6 +212,14 @@ static inline strata__slice_t strata__replica_slice(const strata__run_t *run,
                               (float)S / (float)B };
 }
 
+/* host init_values (plugin ABI 2.12, run.c): elements [lo, lo + n) of a
+ * variable's initial values, from the core's copy or drawn again. */
+int  strata__run_init_values(strata__run_t *run, const strata_var_t *var,
+                             size_t lo, size_t n, float *dst);
+/* memlimit.c: STRATA_ENOMEM, one line, when the model cannot fit the
+ * memory limit of this task (rlimits, cgroups) under its strategy. */
+int  strata__run_memory_check(strata__run_t *run);
+
 /* host batch_rows (plugin ABI 2.11, batchrows.c): the rows each embedding
  * table is read at in batch `batch` of epoch `epoch` by this process's
  * replicas; run->brows holds them until the next call. */

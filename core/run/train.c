@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "kernels_cpu.h"
@@ -957,6 +958,7 @@ static const strata__run_services_t services = {
     .membership = strata__elastic_membership,
     .states_get = host_states_get,     .states_set = host_states_set,
     .batch_rows = host_batch_rows,
+    .init_values = strata__run_init_values,
 };
 
 /* The strategy drives this task (ps server, coordinator); ENOTSUP: it
@@ -1061,9 +1063,17 @@ static int train(strata_ctx_t *ctx)
     else if (strata__elastic_job_over(run))
         rc = STRATA_OK; /* it joined a job that had finished: nothing to do */
     attach(ctx, NULL);
+    int tasks = run->cluster_ok ? run->cluster.pub.ntasks : 1;
     strata__run_teardown(run);
     /* After the teardown: the transports are closed, their counts final. */
     strata__ctx_strangers_line(ctx);
+    /* A task of a job says what it held at most (what a memory limit per
+     * task must allow: a ps worker holds a batch's rows of a table, the
+     * ps tasks its shards). */
+    struct rusage ru;
+    if (tasks > 1 && getrusage(RUSAGE_SELF, &ru) == 0)
+        strata__log(STRATA_LOG_INFO, "train", "peak resident memory of this "
+                    "task: %.1f MiB", ru.ru_maxrss / 1024.0);
     return rc;
 }
 

@@ -165,8 +165,25 @@ extern "C" {
                                        * without it the core hands the dense
                                        * form. Ignored from a plugin built
                                        * before 2.9                          */
+/* strategy, ABI 2.12 */
+#define STRATA_CAP_LAZY_INIT  0x4000u /* create_var reads initial values
+                                       * through host init_values only:
+                                       * var->init is NULL and the core
+                                       * holds no copy of the model's
+                                       * initial values (a task that keeps
+                                       * part of the model commits only its
+                                       * part). Ignored from a plugin built
+                                       * before 2.12                         */
+#define STRATA_CAP_ROWS_APART 0x8000u /* with STRATA_CAP_SPARSE: reduce()
+                                       * leaves an embedding table's range
+                                       * of buf as it found it (zeros): the
+                                       * strategy moves the rows elsewhere
+                                       * (ps pushes them to the ps tasks),
+                                       * so the core clears that range once,
+                                       * not at every backward. Ignored
+                                       * from a plugin built before 2.12     */
 /* The bits of each kind; a bit of the other kind is refused at load. */
-#define STRATA_CAPS_STRATEGY  0x30ffu
+#define STRATA_CAPS_STRATEGY  0xf0ffu
 #define STRATA_CAPS_TRANSPORT 0x0f00u
 
 #define STRATA_PLUGIN_HEADER_CAPS(kind_, name_, version_, description_, caps_) \

@@ -355,6 +355,32 @@ static int k_batch_rows(strata_hctx_t *hc, int32_t epoch, int64_t batch,
                          : STRATA_ENOTSUP;
 }
 
+/* ABI 2.12: a variable's initial values in part: the kit's variables
+ * carry theirs in var->init (strata_kit_replicas_create and the test's
+ * own). */
+static int k_init_values(strata_hctx_t *hc, const strata_var_t *var,
+                         size_t lo, size_t n, float *dst)
+{
+    (void)hc;
+    if (!var || !var->init || lo > var->count || n > var->count - lo ||
+        (n && !dst))
+        return STRATA_EINVAL;
+    memcpy(dst, var->init + lo, n * sizeof *dst);
+    return STRATA_OK;
+}
+
+/* ABI 2.12: zeros over a range of the kit's CPU memory. */
+static int k_discard(strata_hctx_t *hc, int32_t device, void *ptr,
+                     size_t bytes)
+{
+    (void)hc;
+    if (STRATA_DEVICE_TYPE(device) != STRATA_DEV_CPU || (bytes && !ptr))
+        return STRATA_EINVAL;
+    if (bytes)
+        memset(ptr, 0, bytes);
+    return STRATA_OK;
+}
+
 /* ABI 2.8: the kit's fake run has a model without layer states. */
 static int k_states_get(strata_hctx_t *hc, float *buf, size_t cap, size_t *n)
 {
@@ -382,7 +408,8 @@ size_t strata_kit_host_size(int abi_minor)
     case 5: case 6: case 7: return offsetof(strata_host_v2_t, states_get);
     case 8: case 9: return offsetof(strata_host_v2_t, opt_step_rows);
     case 10:        return offsetof(strata_host_v2_t, batch_rows);
-    case 11:        return sizeof(strata_host_v2_t);
+    case 11:        return offsetof(strata_host_v2_t, init_values);
+    case 12:        return sizeof(strata_host_v2_t);
     default:        return 0;
     }
 }
@@ -435,6 +462,8 @@ int strata_kit_host(const strata_kit_config_t *cfg, strata_kit_t **out)
     h->states_set = k_states_set;
     h->opt_step_rows = k_opt_step_rows;
     h->batch_rows = k_batch_rows;
+    h->init_values = k_init_values;
+    h->discard = k_discard;
     strata__kit_transport_entries(h);
     /* Posing as an older minor: its size, and nothing of a later one (a
      * plugin that reads past struct_size finds NULL, not a stale entry). */

@@ -148,6 +148,7 @@ static size_t layout_v2(size_t n)
     F(strata_host_v2_t, t_barrier) F(strata_host_v2_t, t_caps)
     F(strata_host_v2_t, states_get) F(strata_host_v2_t, states_set)
     F(strata_host_v2_t, opt_step_rows) F(strata_host_v2_t, batch_rows)
+    F(strata_host_v2_t, init_values) F(strata_host_v2_t, discard)
     S(strata_membership_t)
     F(strata_membership_t, struct_size) F(strata_membership_t, generation)
     F(strata_membership_t, size) F(strata_membership_t, rank)
@@ -253,7 +254,7 @@ static const struct { const char *ver; unsigned long crc; } k_pinned[] = {
     { "2.3", 0x79ee9433UL }, { "2.4", 0x0b61fc0fUL }, { "2.5", 0x907c1eabUL },
     { "2.6", 0x02ce5e48UL }, { "2.7", 0x3a16da74UL }, { "2.8", 0xefbc21b8UL },
     { "2.9", 0xaf5db815UL }, { "2.10", 0x1982dbd8UL },
-    { "2.11", 0x72ea57bcUL },
+    { "2.11", 0x72ea57bcUL }, { "2.12", 0xd552d40cUL },
 };
 #define NPINNED (sizeof k_pinned / sizeof k_pinned[0])
 

@@ -78,7 +78,7 @@ static void check_table(int minor)
 {
     /* sizeof(strata_host_v2_t) of each minor: tests/abi/abi_history.txt */
     static const uint32_t sizes[] = { 200, 200, 224, 240, 240, 272, 272, 272,
-                                      288, 288, 296, 304 };
+                                      288, 288, 296, 304, 320 };
     strata_kit_t *kit = make_kit(minor, 0.0);
     if (!kit)
         return;
@@ -104,6 +104,8 @@ static void check_table(int minor)
     CHECK(STRATA_HAS_FIELD(strata_host_v2_t, h, batch_rows) ==
           (minor >= 11));
     CHECK(minor >= 11 || h->batch_rows == NULL);
+    CHECK(STRATA_HAS_FIELD(strata_host_v2_t, h, discard) == (minor >= 12));
+    CHECK(minor >= 12 || (h->init_values == NULL && h->discard == NULL));
     /* the entries every minor has, real */
     strata_hctx_t *hc = strata_kit_hctx(kit);
     if (minor >= 10) { /* 2.10: sgd on the rows named, nothing else */
@@ -120,6 +122,20 @@ static void check_table(int minor)
         CHECK(h->opt_step_rows(hc, o, w, rows, 2, 3, g, 0.5f) ==
               STRATA_EINVAL);
         h->opt_destroy(hc, o);
+    }
+    if (minor >= 12) { /* 2.12: a range of var->init; zeros on the CPU */
+        const float init[4] = { 1, 2, 3, 4 };
+        strata_var_t v = { .struct_size = sizeof v, .count = 4,
+                           .init = init };
+        float got[3] = { 0 };
+        CHECK(h->init_values(hc, &v, 1, 3, got) == STRATA_OK &&
+              got[0] == 2 && got[2] == 4);
+        CHECK(h->init_values(hc, &v, 2, 3, got) == STRATA_EINVAL);
+        CHECK(h->discard(hc, STRATA_DEVICE(STRATA_DEV_CPU, 0), got,
+                         2 * sizeof *got) == STRATA_OK &&
+              got[0] == 0 && got[1] == 0 && got[2] == 4);
+        CHECK(h->discard(hc, STRATA_DEVICE(STRATA_DEV_GPU, 0), got, 4) ==
+              STRATA_EINVAL);
     }
     CHECK(strcmp(h->cfg_get(hc, "strategy", "lr"), "0.5") == 0);
     CHECK(h->cfg_get(hc, "strategy", "l") == NULL);

@@ -711,6 +711,19 @@ static void test_sparse_cap(void)
            "2.10 minor %d caps %#x", p ? (int)p->vt->hdr.abi_minor : -1,
            p ? p->caps : 0u);
     strata__plugin_close(p);
+    /* 2.12's lazy_init and rows_apart: kept from 2.12, dropped from 2.11
+     * (which keeps its sparse bit) */
+    const uint32_t c212 = STRATA_CAP_LAZY_INIT | STRATA_CAP_ROWS_APART |
+                          STRATA_CAP_SPARSE | STRATA_CAP_STATE;
+    p = expect_ok("fake_li212", STRATA_KIND_STRATEGY, LOADER_DIR3);
+    CHECKF(p && p->caps == c212, "2.12 caps %#x, want %#x",
+           p ? p->caps : 0u, c212);
+    strata__plugin_close(p);
+    p = expect_ok("fake_li211", STRATA_KIND_STRATEGY, LOADER_DIR3);
+    CHECKF(p && p->caps == (STRATA_CAP_SPARSE | STRATA_CAP_STATE),
+           "2.11 caps %#x, want %#x", p ? p->caps : 0u,
+           STRATA_CAP_SPARSE | STRATA_CAP_STATE);
+    strata__plugin_close(p);
 }
 
 int main(void)

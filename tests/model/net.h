@@ -45,12 +45,36 @@ static inline int net_capture(int (*build)(const void *, strata__model_t *),
     return rc;
 }
 
+/* Every variable's initial values drawn again in part (a ps task's
+ * shards: strata__model_init_range) are the bits of the whole draw: the
+ * whole range, a middle one, the last element; a range past the end is
+ * refused. */
+static inline void net_check_init_range(const strata__model_t *m,
+                                        uint64_t seed, const float *flat)
+{
+    for (int i = 0; i < m->nvars; i++) {
+        const strata_var_t *v = &m->vars[i];
+        size_t lo = v->count / 3, n = v->count - lo - v->count / 4;
+        float *got = malloc((v->count + 1) * sizeof *got);
+        CHECK(strata__model_init_range(m, seed, i, 0, v->count, got) == 0 &&
+              memcmp(got, flat + v->offset, v->count * sizeof *got) == 0);
+        CHECK(strata__model_init_range(m, seed, i, lo, n, got) == 0 &&
+              memcmp(got, flat + v->offset + lo, n * sizeof *got) == 0);
+        CHECK(strata__model_init_range(m, seed, i, v->count - 1, 1, got) ==
+                  0 && got[0] == flat[v->offset + v->count - 1]);
+        CHECK(strata__model_init_range(m, seed, i, v->count, 1, got) ==
+              STRATA_EINVAL);
+        free(got);
+    }
+}
+
 /* n->m is built: seeded variables, work for ROWS samples, a seeded batch
  * of inputs in [0, 1) and labels below NCLS. */
 static inline int net_ready(net_t *n)
 {
     n->flat = malloc(n->m.count * sizeof(float));
     strata__model_init(&n->m, 7, n->flat);
+    net_check_init_range(&n->m, 7, n->flat);
     for (int i = 0; i < n->m.nvars; i++) {
         n->slots[i] = n->flat + n->m.vars[i].offset;
         n->m.vars[i].value = &n->slots[i];

@@ -93,9 +93,14 @@ static int emb_forward(const strata__layer_t *l, const strata__pass_t *p)
 static int emb_backward(const strata__layer_t *l, const strata__pass_t *p)
 {
     if (p->row_vals) {
-        int rc = p->k->ops->fill_const(p->k,
-                                       (size_t)l->vocab * (size_t)l->units,
-                                       p->dW, 0.0f);
+        /* The table's range is 0 for the strategy: cleared here when it
+         * wrote the combined gradient there last step (mirrored), left
+         * alone when it never writes it (ps: the range then takes no
+         * memory, CPU memory being committed where written). */
+        int rc = p->row_dW_zero ? 0
+                 : p->k->ops->fill_const(p->k, (size_t)l->vocab *
+                                                   (size_t)l->units,
+                                         p->dW, 0.0f);
         return rc != 0 ? rc
              : p->k->ops->emb_sparse(p->k, p->rows, l->in.c, l->units,
                                      l->vocab, l->combiner, p->ids, p->dy,

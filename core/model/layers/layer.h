@@ -129,6 +129,8 @@ typedef struct strata__pass {
     int32_t        *row_uniq;
     float          *row_vals;
     int32_t        *row_n;
+    int             row_dW_zero;    /* dW holds zeros already (the strategy
+                                       never writes it: rows_apart)        */
 } strata__pass_t;
 
 struct strata__layer_kind {

@@ -269,6 +269,29 @@ typedef struct strata_host_v2 {
      * no collective. */
     int  (*batch_rows)(strata_hctx_t *hc, int32_t epoch, int64_t batch,
                        strata_sparse_t *out, size_t cap, size_t *n);
+
+    /* ---- ABI 2.12: STRATA_HAS_FIELD(strata_host_v2_t, host, init_values) */
+    /* Elements [lo, lo + n) of var's initial values into dst (host
+     * memory): what var->init holds for a strategy without
+     * STRATA_CAP_LAZY_INIT, the seeded values or [model] init_from's, the
+     * same on every task. For a strategy that keeps a part of a variable
+     * (a ps task its shards, a ps worker no table): the core then holds
+     * none of the model's initial values. Time linear in lo + n (the
+     * seeded stream is drawn from its start): one call per range.
+     * STRATA_EINVAL for a range outside the variable, STRATA_ESTATE
+     * outside a run. Main thread, from create_var on. */
+    int  (*init_values)(strata_hctx_t *hc, const strata_var_t *var,
+                        size_t lo, size_t n, float *dst);
+    /* Zero [ptr, ptr + bytes) of memory that alloc gave for a CPU device
+     * and hand its whole pages back to the system: they read as zeros
+     * and take no memory until written again (alloc's CPU memory is
+     * committed only where written). A strategy that reads a variable in
+     * part (a ps worker, an embedding table's rows of a batch) calls it
+     * on the part it no longer needs, so that a task's memory stays at
+     * what a step writes. STRATA_EINVAL for another device. Any thread,
+     * on memory no other thread uses meanwhile. */
+    int  (*discard)(strata_hctx_t *hc, int32_t device, void *ptr,
+                    size_t bytes);
 } strata_host_v2_t;
 
 /* The vtable a plugin exports as `strata_plugin_v2`. Every entry but init

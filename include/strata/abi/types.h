@@ -158,7 +158,8 @@ typedef struct strata_var {
     size_t       count;        /* elements                                      */
     size_t       offset;       /* first element in the flat layout              */
     const float *init;         /* initial value on the host, identical on every */
-                               /* task (seeded): copy it, do not keep it        */
+                               /* task (seeded): copy it, do not keep it; NULL  */
+                               /* for STRATA_CAP_LAZY_INIT (host init_values)   */
     void       **value;        /* nreplicas slots: where replica r reads the    */
                                /* variable (device memory of replica r)         */
     void        *state;        /* var_state_size zeroed bytes for the plugin    */

@@ -243,6 +243,24 @@ static int ps_placed(void *pctx)
     }
 }
 
+/* Elements [lo, lo + n) of var's initial values into dst (host memory):
+ * from var->init when the core gave it (a core before ABI 2.12). */
+static int init_part(ps_t *p, const strata_var_t *var, size_t lo, size_t n,
+                     float *dst)
+{
+    if (var->init) {
+        memcpy(dst, var->init + lo, n * sizeof *dst);
+        return STRATA_OK;
+    }
+    if (!STRATA_HAS_FIELD(strata_host_v2_t, p->host, init_values))
+        return STRATA_EINVAL;
+    int rc = p->host->init_values(p->hc, var, lo, n, dst);
+    if (rc != STRATA_OK)
+        ps_log(p, STRATA_LOG_ERROR, "initial values of %s [%zu, %zu): %s",
+               var->name, lo, lo + n, ps_strerror(rc));
+    return rc;
+}
+
 static int ps_create_var(void *pctx, strata_var_t *var)
 {
     ps_t *p = pctx;
@@ -253,18 +271,39 @@ static int ps_create_var(void *pctx, strata_var_t *var)
                "%zu)", var->name, var->count, var->offset);
         return STRATA_EINVAL;
     }
-    /* Every task starts from the same seeded values: no broadcast. */
-    size_t bytes = var->count * sizeof(float);
-    for (int r = 0; r < p->nrep; r++) {
-        float *dst = p->slab ? p->slab[r] + var->offset : p->master + var->offset;
-        int32_t dev = p->slab ? p->devices[r] : p->cpu;
-        if ((p->slab || r == 0)
-            && p->host->copy(p->hc, dev, dst, p->cpu, var->init, bytes)
-                   != STRATA_OK)
-            return STRATA_EDEVICE;
-        var->value[r] = dst;
+    for (int r = 0; r < p->nrep; r++)
+        var->value[r] = p->slab ? p->slab[r] + var->offset
+                                : p->master + var->offset;
+    /* Every task starts from the same seeded values, no broadcast; each
+     * takes the part it holds (host init_values, STRATA_CAP_LAZY_INIT): a
+     * worker none (it pulls before every step, and a table's rows only
+     * where its batch reads them), a ps task its shards, the coordinator
+     * (which evaluates and checkpoints) everything. */
+    if (p->role == PS_ROLE_WORKER)
+        return STRATA_OK;
+    if (p->role == PS_ROLE_PS) {
+        for (int i = 0; i < p->place.n; i++) {
+            const ps_shard_t *sh = &p->place.shard[i];
+            if (sh->var == (int32_t)var->index &&
+                sh->ps == p->member_ps[p->self] &&
+                init_part(p, var, sh->offset - var->offset, sh->count,
+                          p->master + sh->offset) != STRATA_OK)
+                return STRATA_EINVAL;
+        }
+        return STRATA_OK;
     }
-    return STRATA_OK;
+    size_t bytes = var->count * sizeof(float);
+    float *tmp = var->init ? NULL : malloc(bytes ? bytes : 1);
+    const float *src = var->init ? var->init : tmp;
+    int rc = src ? STRATA_OK : STRATA_ENOMEM;
+    if (rc == STRATA_OK && tmp)
+        rc = init_part(p, var, 0, var->count, tmp);
+    for (int r = 0; rc == STRATA_OK && r < (p->slab ? p->nrep : 1); r++)
+        if (p->host->copy(p->hc, p->slab ? p->devices[r] : p->cpu,
+                          var->value[r], p->cpu, src, bytes) != STRATA_OK)
+            rc = STRATA_EDEVICE;
+    free(tmp);
+    return rc;
 }
 
 /* Worker replicas: reduce in process, then replica 0 pushes. With
@@ -281,6 +320,12 @@ static int ps_reduce(void *pctx, strata_op_t *op)
      * the worker pushes them so; else into their zero ranges first. */
     int rows = STRATA_HAS_FIELD(strata_op_t, op, nsparse) && op->nsparse > 0;
     if (rows && !p->rows_ok) {
+        /* STRATA_CAP_ROWS_APART: the core leaves the ranges as they were,
+         * so this step's densify first clears last step's (host memory:
+         * rows are for CPU replicas only). */
+        for (size_t i = 0; i < op->nsparse; i++)
+            memset((float *)op->buf + op->sparse[i].offset, 0,
+                   op->sparse[i].count * sizeof(float));
         int rc = strata_kit_sparse_densify(p->host, p->hc, op);
         if (rc != STRATA_OK)
             return rc;
@@ -357,7 +402,8 @@ STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
                               "that schedules steps",
                               STRATA_CAP_DRIVES | STRATA_CAP_NEXT_STEP |
                                   STRATA_CAP_STATE | STRATA_CAP_LAYER_STATES |
-                                  STRATA_CAP_SPARSE),
+                                  STRATA_CAP_SPARSE | STRATA_CAP_LAZY_INIT |
+                                  STRATA_CAP_ROWS_APART),
     .options = ps_options,
     .cfg_size = sizeof(ps_cfg_t),
     .init = ps_init,

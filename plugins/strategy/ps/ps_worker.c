@@ -291,10 +291,14 @@ int ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other_fn,
                    ps_name(p, p->self), m.h.count, (long long)m.h.b,
                    ps_name(p, m.from), expect, (long long)sent[j].b);
         } else if (j >= 0) {
-            rc = sent[j].b > 0
-                     ? ps_pull_scatter(p, j, want, m.payload, p->slab[0],
-                                       p->devices[0])
-                     : ps_scatter(p, j, m.payload, p->slab[0], p->devices[0]);
+            /* into every replica's copy: a copy of replica 0's whole slab
+             * would write every table whole */
+            for (int r = 0; rc == STRATA_OK && r < p->nrep; r++)
+                rc = sent[j].b > 0
+                         ? ps_pull_scatter(p, j, want, m.payload, p->slab[r],
+                                           p->devices[r])
+                         : ps_scatter(p, j, m.payload, p->slab[r],
+                                      p->devices[r]);
             p->pull_bytes += 4 * (int64_t)m.h.count;
             versions[j] = m.h.a;
             pending[j] = 0;
@@ -303,9 +307,6 @@ int ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other_fn,
             rc = other_fn(p, &m);
         }
     }
-    for (int r = 1; rc == STRATA_OK && r < p->nrep; r++)
-        rc = p->host->copy(p->hc, p->devices[r], p->slab[r], p->devices[0],
-                           p->slab[0], p->model_count * sizeof(float));
     free(pending);
     free(req);
     free(sent);
@@ -329,6 +330,16 @@ static int want_rows(ps_t *p, int32_t epoch, int64_t batch)
     if (rc == STRATA_OK && n > 0)
         rc = p->host->batch_rows(p->hc, epoch, batch, k->tabs, k->ntabs_cap,
                                  &n);
+    /* The last batch's rows go: a worker holds one batch's rows of a
+     * table, not the table (host discard, ABI 2.12: whole pages back to
+     * the system, zeros until the pull writes this batch's rows). */
+    for (size_t t = 0; rc == STRATA_OK && t < n; t++)
+        for (int r = 0; r < p->nrep &&
+                        STRATA_HAS_FIELD(strata_host_v2_t, p->host, discard);
+             r++)
+            (void)p->host->discard(p->hc, p->devices[r],
+                                   p->slab[r] + k->tabs[t].offset,
+                                   k->tabs[t].count * sizeof(float));
     for (int j = 0; rc == STRATA_OK && j < p->nps; j++)
         rc = ps_pull_pack(p, j, k->tabs, n, &k->want);
     if (rc != STRATA_OK)
