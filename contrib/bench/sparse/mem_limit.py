@@ -27,29 +27,18 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-GEN = os.path.join(ROOT, "contrib", "recsys", "make_data.py")
 INI = os.path.join(ROOT, "etc", "recsys.ini")
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "scaling"))
 import memcg  # noqa: E402
-
-
-def free_ports(n):
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
+from ps_vs_mwms import make_data  # noqa: E402
+from train import free_ports  # noqa: E402  (contrib/bench/scaling/train.py)
 
 
 def job_sets(a, d, strategy, tasks):
@@ -162,12 +151,7 @@ def main(argv):
     d = a.keep or tempfile.mkdtemp(prefix="strata-memlimit-")
     os.makedirs(d, exist_ok=True)
     try:
-        g = subprocess.run([sys.executable, GEN, "--out", d, "--samples",
-                            str(a.steps * a.batch), "--vocab",
-                            str(a.rows // 4), "--test-samples", "1000"],
-                           capture_output=True, text=True)
-        if g.returncode != 0:
-            sys.exit("make_data.py: " + g.stderr)
+        make_data(a, d)
         table = a.rows * a.dim * 4 / 2**20
         print("table %d x %d (%.0f MiB), %d workers each in a memory cgroup "
               "of %d MiB, batch %d, %d steps, loopback, plaintext"

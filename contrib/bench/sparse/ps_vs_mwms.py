@@ -65,6 +65,16 @@ def launch(a, d, tag, head, sets):
     return float(last["samples_per_s"]), ru.ru_maxrss / 1024.0, text
 
 
+def make_data(a, d):
+    """The click logs of a --rows table for --steps batches into d."""
+    g = subprocess.run([sys.executable, GEN, "--out", d, "--samples",
+                        str(a.steps * a.batch), "--vocab", str(a.rows // 4),
+                        "--test-samples", "1000"],
+                       capture_output=True, text=True)
+    if g.returncode != 0:
+        sys.exit("make_data.py: " + g.stderr)
+
+
 def mwms_bytes(a, w, text, dense):
     """Bytes a worker sends per step: the ring all-reduce of the whole
     gradient (2 (w-1)/w of it), or for rows the counts and the
@@ -106,12 +116,7 @@ def main(argv):
     d = a.keep or tempfile.mkdtemp(prefix="strata-psmwms-")
     os.makedirs(d, exist_ok=True)
     try:
-        g = subprocess.run([sys.executable, GEN, "--out", d, "--samples",
-                            str(a.steps * a.batch), "--vocab",
-                            str(a.rows // 4), "--test-samples", "1000"],
-                           capture_output=True, text=True)
-        if g.returncode != 0:
-            sys.exit("make_data.py: " + g.stderr)
+        make_data(a, d)
         print("table %d x %d (%.0f MB), batch %d, %d steps of Adam, "
               "loopback, plaintext" % (a.rows, a.dim,
                                        a.rows * a.dim * 4 / 1e6, a.batch,
