@@ -172,6 +172,8 @@ class Axis:
 
     def frac(self, v):
         v = math.log(v) if self.log else v
+        if self.hi == self.lo:  # one point: the middle
+            return 0.5
         return (v - self.lo) / (self.hi - self.lo)
 
 
@@ -432,8 +434,8 @@ def main():
     legend_tr = []
     crossover_lines = []
     if tr:
-        print("== training throughput, samples/s (global batch 64; ps: P "
-              "ps tasks + a chief)")
+        print("== training throughput, samples/s (global batch 64, recsys "
+              "512; ps: P ps tasks + a chief)")
         pss = sorted({k[4] for k in tr if k[2] == "ps"})
         for c in conds:
             for model in sorted({k[1] for k in tr if k[0] == c}):
@@ -550,7 +552,8 @@ def main():
             tr_panels = [p for _, p in sorted(tr_panels, key=lambda x: x[0])]
             write_svg(os.path.join(a.svg_dir, "training.svg"),
                       "Training throughput: mwms vs ps (P ps tasks)",
-                      "samples/s (global batch 64), W workers, each a "
+                      "samples/s (global batch 64, recsys 512), W workers, "
+                      "each a "
                       "process; ps runs a chief too", tr_panels, legend_tr,
                       ncond)
 

@@ -6,6 +6,7 @@
 #   contrib/bench/scaling/run.sh [-b BUILD] [-n "2 4 8"]
 #                                [-r "loopback 1gbit 100mbit"] [-k LAUNCHES]
 #                                [-p "1 2 3 4"] [-m "mlp cnn"] [-t ROUNDS]
+#                                [-T ROWSxDIM]
 #                                [-o DIR] [--quick] [--no-train]
 #                                [--no-allreduce]
 #
@@ -21,7 +22,10 @@
 #       are reported (3)
 #   -t  rounds of every training run (1); medians are reported
 #   -p  ps task counts of the ps runs (1 2 3 4)
-#   -m  models: mlp (101,770 parameters) and/or cnn (etc/seeds-cnn.ini's
+#   -T  recsys: the embedding table (default 1000000x64: 256 MB)
+#   -m  models: recsys (etc/recsys.ini's click model, its table grown to
+#       -T, global batch 512; data from contrib/recsys/make_data.py),
+#       mlp (101,770 parameters) and/or cnn (etc/seeds-cnn.ini's
 #       convnet, 2,378,826)
 #   -o  where the report (report.txt) and the SVGs go (default: $OUT)
 #   --quick  n "2 4", 1 launch, fewer sizes and steps, ps 1 and 2, mlp only
@@ -38,11 +42,12 @@ conds="loopback 1gbit 100mbit"
 launches=3
 pss="1 2 3 4"
 models="mlp cnn"
+table=1000000x64
 report_dir=
 quick=0
 do_train=1
 do_ar=1
-usage() { sed -n '2,31p' "$0" >&2; exit 2; }
+usage() { sed -n '2,35p' "$0" >&2; exit 2; }
 rounds=1
 while [ $# -gt 0 ]; do
     case $1 in
@@ -52,6 +57,7 @@ while [ $# -gt 0 ]; do
     -k) launches=${2:?}; shift 2 ;;
     -p) pss=${2?}; shift 2 ;;  # "": mwms only
     -m) models=${2:?}; shift 2 ;;
+    -T) table=${2:?}; shift 2 ;;
     -t) rounds=${2:?}; shift 2 ;;
     -o) mkdir -p "${2:?}"; report_dir=$(cd "$2" && pwd); shift 2 ;;
     --quick) quick=1; shift ;;
@@ -76,7 +82,7 @@ for p in $pss; do
     case $p in [1-4]) ;; *) echo "run.sh: -p: ps counts of 1..4" >&2; exit 2 ;; esac
 done
 for m in $models; do
-    case $m in mlp|cnn) ;; *) echo "run.sh: -m: mlp, cnn" >&2; exit 2 ;; esac
+    case $m in mlp|cnn|recsys) ;; *) echo "run.sh: -m: mlp, cnn, recsys" >&2; exit 2 ;; esac
 done
 plugin=$build/lib/strata/plugins/zmq.so
 strata=$build/bin/strata
@@ -222,6 +228,7 @@ sizes_for() { # condition -> all-reduce sizes (bytes)
 steps_for() { # condition model -> training steps of one run
     s=600
     [ "$2" = cnn ] && s=24
+    [ "$2" = recsys ] && s=40
     case $1 in
     loopback|netns) ;;
     *gbit) s=$((s / 2)) ;;
@@ -231,6 +238,22 @@ steps_for() { # condition model -> training steps of one run
     [ "$s" -ge 4 ] || s=4
     echo "$s"
 }
+
+batch_for() { # model -> global batch
+    if [ "$1" = recsys ]; then echo 512; else echo 64; fi
+}
+# recsys: click logs for the table, as many samples as the longest run
+data_for() { # model -> --data of train.py
+    [ "$1" = recsys ] || { echo /usr/share/datasets/fashion-mnist; return; }
+    d=$OUT/recsys-data
+    if [ ! -f "$d/meta.json" ]; then
+        "$py" "$root/contrib/recsys/make_data.py" --out "$d" \
+            --samples $((40 * 512)) --vocab $((${table%x*} / 4)) \
+            --test-samples 1000 >&2 || return 1
+    fi
+    echo "$d"
+}
+case $table in [1-9]*x[1-9]*) ;; *) echo "run.sh: -T: ROWSxDIM" >&2; exit 2 ;; esac
 
 t0=$(date +%s)
 elapsed() { echo $(($(date +%s) - t0)); }
@@ -268,6 +291,7 @@ for c in $conds; do
     for round in $(seq 1 "$rounds"); do
     for m in $models; do
         steps=$(steps_for "$c" "$m")
+        data=$(data_for "$m") || { echo "run.sh: make_data.py failed" >&2; exit 1; }
         for n in $ns_list; do
             runs="mwms:0"
             for p in $pss; do runs="$runs ps:$p"; done
@@ -282,8 +306,9 @@ for c in $conds; do
                 [ "$c" = loopback ] || targs="$targs --ns $prefix --net $net"
                 # shellcheck disable=SC2086
                 if runbg "$py" "$here/train.py" --strata "$strata" --model "$m" \
-                        --steps "$steps" --batch 64 --label "$c" \
-                        --timeout 150 --dir "$OUT/train" $targs \
+                        --steps "$steps" --batch "$(batch_for "$m")" --label "$c" \
+                        --data "$data" --table "$table" \
+                        --timeout 300 --dir "$OUT/train" $targs \
                         >"$OUT/last.out" 2>"$OUT/last.err"; then
                     cat "$OUT/last.out" >>"$raw"
                 else

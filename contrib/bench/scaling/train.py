@@ -4,9 +4,15 @@ ps tasks, W workers and a chief, each task a `strata train` process started
 here with its TF_CONFIG (as a user starts them by hand), on loopback or each
 in a network namespace of its own (made and shaped by run.sh).
 
-    train.py --strata BIN --model mlp|cnn --strategy mwms|ps --workers W
-             [--ps P] [--steps S] [--batch B] [--ns PREFIX --net 10.A.B.]
-             [--label L] [--timeout SECONDS] [--dir DIR]
+    train.py --strata BIN --model mlp|cnn|recsys --strategy mwms|ps
+             --workers W [--ps P] [--steps S] [--batch B]
+             [--ns PREFIX --net 10.A.B.] [--label L] [--timeout SECONDS]
+             [--dir DIR] [--data DIR] [--table ROWSxDIM]
+
+recsys: etc/recsys.ini's click model with its table grown to --table
+(default 1000000x64), on --data made by contrib/recsys/make_data.py with
+rows/4 ids a feature (mwms moves the table's gradient as rows while they
+are few, ps pushes and pulls rows).
 
 Prints one line "TRAIN <label> <model> <strategy> <W> <P> <samples/s>
 <train seconds> <steps> <wall s>" (samples/s and seconds from the chief's
@@ -35,6 +41,8 @@ MODELS = {
     # etc/seeds-cnn.ini's convnet: 2,378,826 parameters, 9.5 MB
     "cnn": "conv2d 32 3 relu, conv2d 64 3 relu, flatten, dense 64 relu, "
            "dense 10 softmax",
+    # etc/recsys.ini's graph, its table grown to --table
+    "recsys": None,
 }
 NS_PORT = 29700
 
@@ -75,6 +83,8 @@ def main(argv):
     p.add_argument("--label", default="loopback")
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--dir")
+    p.add_argument("--table", default="1000000x64",
+                   help="recsys: the embedding table, ROWSxDIM")
     a = p.parse_args(argv)
     if not 1 <= a.workers <= 8 or not 1 <= a.ps <= 4 or a.steps < 1:
         p.error("--workers 1..8, --ps 1..4, --steps >= 1")
@@ -108,7 +118,7 @@ def main(argv):
     sets = ["train.epochs=1", "train.max_steps=%d" % a.steps,
             "train.batch_size=%d" % a.batch, "train.seed=1",
             "train.devices=cpu:0", "train.progress=none", "train.eval=false",
-            "train.metrics_csv=" + csv_path, "model.layers=" + MODELS[a.model],
+            "train.metrics_csv=" + csv_path,
             "optimizer.name=adam", "optimizer.lr=0.001",
             "data.dir=" + a.data,
             "data.limit_train=%d" % (a.steps * a.batch),
@@ -118,10 +128,21 @@ def main(argv):
     if a.strategy == "ps":
         # every variable of >= 64 KiB split over all the ps tasks
         sets.append("strategy.ps.partitioner=min_size:64K:%d" % a.ps)
+    if a.model == "recsys":
+        rows, dim = (int(x) for x in a.table.split("x"))
+        sets += ["strategy.plugin=" + a.strategy, "data.validation_split=",
+                 "graph.emb=embedding vocab=%d dim=%d <- ids" % (rows, dim),
+                 # a ps shard goes whole to the chief, which pulls whole
+                 "transport.zmq.window_bytes=1G"]
+        if a.strategy == "ps":  # ps reports sums, no AUC
+            sets.append("model.metric=accuracy")
+        ini = os.path.join(REPO, "etc", "recsys.ini")
+    else:
+        sets.append("model.layers=" + MODELS[a.model])
+        ini = os.path.join(REPO, "etc", a.strategy + ".ini")
     args = []
     for kv in sets:
         args += ["--set", kv]
-    ini = os.path.join(REPO, "etc", a.strategy + ".ini")
 
     procs, logs = [], []
 
