@@ -37,7 +37,7 @@ INI = os.path.join(ROOT, "etc", "recsys.ini")
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "scaling"))
 import memcg  # noqa: E402
-from ps_vs_mwms import make_data  # noqa: E402
+from ps_vs_mwms import make_data, ps_bytes  # noqa: E402
 from train import free_ports  # noqa: E402  (contrib/bench/scaling/train.py)
 
 
@@ -168,13 +168,10 @@ def main(argv):
                                 % (codes, d)))
             if ok:
                 print("  samples/s %.0f" % samples_per_s(d, strategy))
-                m = re.search(r"worker:0 ran (\d+) steps .*?, (\d+) gradient "
-                              r"bytes pushed, .*?\), (\d+) parameter bytes "
-                              r"pulled", text)
-                if m:
+                b = ps_bytes(text)
+                if b == b:  # not NaN: mwms has no such line
                     print("  worker:0 moved %.3f MB a step (pushes and "
-                          "pulls)" % ((int(m.group(2)) + int(m.group(3)))
-                                      / int(m.group(1)) / 1e6))
+                          "pulls)" % (b / 1e6))
             for task, mib in re.findall(
                     r"\[(\w+:\d+)\] strata: train: peak resident memory of "
                     r"this task: ([0-9.]+) MiB", text):
