@@ -292,14 +292,24 @@ static int ps_create_var(void *pctx, strata_var_t *var)
         }
         return STRATA_OK;
     }
+    /* The values on the host: var->init, else drawn straight into
+     * replica 0's copy when that is host memory (no second copy of a
+     * table), else into a bounce buffer; then copied to the others. */
     size_t bytes = var->count * sizeof(float);
-    float *tmp = var->init ? NULL : malloc(bytes ? bytes : 1);
-    const float *src = var->init ? var->init : tmp;
-    int rc = src ? STRATA_OK : STRATA_ENOMEM;
-    if (rc == STRATA_OK && tmp)
-        rc = init_part(p, var, 0, var->count, tmp);
+    int32_t dev0 = p->slab ? p->devices[0] : p->cpu;
+    float *tmp = NULL;
+    const float *src = var->init;
+    int rc = STRATA_OK;
+    if (!src && STRATA_DEVICE_TYPE(dev0) == STRATA_DEV_CPU) {
+        rc = init_part(p, var, 0, var->count, var->value[0]);
+        src = var->value[0];
+    } else if (!src) {
+        src = tmp = malloc(bytes ? bytes : 1);
+        rc = tmp ? init_part(p, var, 0, var->count, tmp) : STRATA_ENOMEM;
+    }
     for (int r = 0; rc == STRATA_OK && r < (p->slab ? p->nrep : 1); r++)
-        if (p->host->copy(p->hc, p->slab ? p->devices[r] : p->cpu,
+        if (var->value[r] != src &&
+            p->host->copy(p->hc, p->slab ? p->devices[r] : p->cpu,
                           var->value[r], p->cpu, src, bytes) != STRATA_OK)
             rc = STRATA_EDEVICE;
     free(tmp);
