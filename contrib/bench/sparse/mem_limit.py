@@ -24,6 +24,7 @@ the peak of each worker's cgroup.
 Root only (cgroups); exit 2 where no memory cgroup can be made.
 """
 import argparse
+import csv
 import os
 import re
 import shutil
@@ -122,7 +123,6 @@ def run_job(a, d, strategy):
 
 
 def samples_per_s(d, strategy):
-    import csv
     try:
         with open(os.path.join(d, strategy + ".csv"), newline="") as f:
             rows = list(csv.DictReader(f))
