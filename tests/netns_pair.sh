@@ -3,14 +3,16 @@
 # here and removed at exit with every pid in pids[] and the temp dir $tmp.
 # Where they cannot be made (not root, no iproute2, no netns support) the
 # test reports SKIPPED with the reason (exit 77). Also: check NAME EXPR,
-# skip REASON, counters passed/failed.
+# skip REASON, counters passed/failed. A test that reads no Fashion-MNIST
+# sets netns_no_data=1 first.
 # usage: . netns_pair.sh TAG OCTET   (TAG names the namespaces, OCTET in
 # 1..200 picks the test's 10.OCTET+ range so that two tests never share one)
 passed=0 failed=0
 check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $1"; fi; }
 skip() { echo "SKIPPED: $*"; exit 77; }
 command -v ip >/dev/null || skip "iproute2 (ip) not installed"
-[ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || skip "Fashion-MNIST not installed"
+[ -n "${netns_no_data:-}" ] || [ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
+    skip "Fashion-MNIST not installed"
 
 id=$$
 a=strata-$1a-$id b=strata-$1b-$id

@@ -9,7 +9,12 @@
  *  - a peer that went away is named within the send's timeout, and is
  *    reached again once it restarts on its address;
  *  - ctl(ABORT) wakes a blocked receive; collectives refused on p2p
- *    groups, send/recv on ring groups. */
+ *    groups, send/recv on ring groups;
+ *  - data longer than STRZ_P2P_CHUNK travel in frames of at most that
+ *    (seen by a raw ROUTER) and arrive whole; raw messages whose data
+ *    frames disagree with their header (too long or too short in all, one
+ *    frame too long, too many frames) are dropped and counted, never
+ *    delivered nor written past the buffer, and the next one arrives. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -321,6 +326,202 @@ static void abort_and_refusals(void **m)
     }
 }
 
+static void pick_ports(int *port);
+
+/* ---- messages of several chunks ------------------------------------- */
+
+#define MIB (1u << 20)
+
+static unsigned char pattern(size_t i)
+{
+    return (unsigned char)(i ^ (i >> 11) * 31u ^ (i >> 19) * 7u);
+}
+
+/* One raw p2p message from member `sender`: header "hdr" (3 bytes) and
+ * data frames of the sizes in fr[0..k) cut from pattern(), whatever the
+ * length field `dl` says of the data. */
+static void raw_chunks(void *s, const char *tag, int sender, size_t dl,
+                       const size_t *fr, int k)
+{
+    strz_hdr_t h = { .type = STRZ_DATA, .flags = STRZ_P2P_FLAG,
+                     .sender = sender, .offset = 3,
+                     .length = (uint32_t)(3 + dl),
+                     .aux = (int32_t)tag_hash(tag) };
+    unsigned char hb[STRZ_HDR_SIZE];
+    strz_wire_pack(&h, hb);
+    zmq_send(s, hb, sizeof hb, ZMQ_SNDMORE);
+    zmq_send(s, "hdr", 3, k ? ZMQ_SNDMORE : 0);
+    size_t off = 0;
+    for (int i = 0; i < k; i++) {
+        unsigned char *b = malloc(fr[i] ? fr[i] : 1);
+        for (size_t j = 0; j < fr[i]; j++)
+            b[j] = pattern(off + j);
+        zmq_send(s, b, fr[i], i + 1 < k ? ZMQ_SNDMORE : 0);
+        free(b);
+        off += fr[i];
+    }
+}
+
+/* The frames member 0 puts on the wire for `dl` bytes of data with a
+ * 1-byte header, as a raw ROUTER (member 2's address) receives them:
+ * routing id, zmq.so header, user header, then the data in frames of
+ * STRZ_P2P_CHUNK, the last shorter; no data: one empty frame. */
+static void wire_frames(void *m0, void *router, size_t dl, const char *data)
+{
+    CHECK(g_vt->send(m0, 2, "H", 1, data, dl, 0) == 0);
+    size_t want = dl ? (dl + MIB - 1) / MIB : 1, got = 0, bad = 0;
+    int frames = 0, more = 1;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, router, 0) < 0) {
+            zmq_msg_close(&m);
+            break;
+        }
+        more = zmq_msg_more(&m);
+        size_t n = zmq_msg_size(&m);
+        if (frames == 1)
+            bad += n != STRZ_HDR_SIZE;
+        else if (frames == 2)
+            bad += n != 1;
+        else if (frames > 2) {
+            /* full chunks but the last */
+            bad += more ? n != STRZ_P2P_CHUNK : n > STRZ_P2P_CHUNK;
+            bad += got + n > dl || memcmp(zmq_msg_data(&m), data + got, n);
+            got += n;
+        }
+        frames++;
+        zmq_msg_close(&m);
+    }
+    CHECKF(frames == 3 + (int)want && got == dl && !bad,
+           "%zu bytes of data: %d frames (want %zu), %zu bytes, %zu bad",
+           dl, frames, 3 + want, got, bad);
+}
+
+static void chunked(void)
+{
+    const char *tag = "ps-chunks";
+    int64_t window = g_cfg.window_bytes;
+    g_cfg.window_bytes = 8 * MIB;
+    int port[4];
+    pick_ports(port);
+    /* members 0 and 1; member 2's address is a raw ROUTER's */
+    void *zc = zmq_ctx_new(), *router = zmq_socket(zc, ZMQ_ROUTER),
+         *dealer = zmq_socket(zc, ZMQ_DEALER);
+    int zero = 0, ms = 3000;
+    zmq_setsockopt(router, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(router, ZMQ_RCVTIMEO, &ms, sizeof ms);
+    zmq_setsockopt(dealer, ZMQ_LINGER, &zero, sizeof zero);
+    char ep[96];
+    snprintf(ep, sizeof ep, "tcp://%s", g_addrs[2]);
+    CHECK(zmq_bind(router, ep) == 0);
+    void *m[2] = { open_member(0, 3, tag), open_member(1, 3, tag) };
+    size_t big = 3 * MIB + MIB / 2, cap = 3 + big;
+    char *data = malloc(big), *buf = malloc(cap + 4096);
+    for (size_t i = 0; i < big; i++)
+        data[i] = (char)pattern(i);
+    if (!m[0] || !m[1] || !data || !buf)
+        goto out;
+
+    /* on the wire: a message of at most one chunk is the 3 frames it
+     * always was; longer data are cut */
+    wire_frames(m[0], router, 0, "");
+    wire_frames(m[0], router, 1000, data);
+    wire_frames(m[0], router, MIB, data);
+    wire_frames(m[0], router, MIB + 1, data);
+    wire_frames(m[0], router, big, data);
+
+    /* 3.5 MiB with a header, member 0 to member 1: arrives whole */
+    CHECK(g_vt->send(m[0], 1, "hdr", 3, data, big, 0) == 0);
+    int peer = -1;
+    size_t len = 0;
+    memset(buf, 0, cap);
+    CHECK(g_vt->recv(m[1], &peer, buf, cap, &len, 5000) == 0);
+    CHECKF(peer == 0 && len == cap && memcmp(buf, "hdr", 3) == 0
+           && memcmp(buf + 3, data, big) == 0,
+           "3.5 MiB: peer %d, len %zu (want %zu)", peer, len, cap);
+    /* longer than the buffer: refused, all its frames drained, and the
+     * next message arrives */
+    CHECK(g_vt->send(m[0], 1, "hdr", 3, data, 2 * MIB + 5, 0) == 0);
+    CHECK(g_vt->send(m[0], 1, "hdr", 3, data, MIB + 7, 0) == 0);
+    CHECK(g_vt->recv(m[1], &peer, buf, 2 * MIB, &len, 5000) == STRATA_EPROTO);
+    CHECK(g_vt->recv(m[1], &peer, buf, 2 * MIB, &len, 5000) == 0);
+    CHECK(peer == 0 && len == 3 + MIB + 7
+          && memcmp(buf + 3, data, MIB + 7) == 0);
+
+    /* hostile: a raw DEALER speaks for member 0 */
+    snprintf(ep, sizeof ep, "tcp://%s", g_addrs[1]);
+    CHECK(zmq_connect(dealer, ep) == 0);
+    static const struct {
+        size_t dl, fr[4];
+        int k;
+        const char *why;
+    } bad[] = {
+        { 3 * MIB / 2, { MIB, MIB }, 2,
+          "data frames longer than the length field says" },
+        { 3 * MIB / 2, { MIB, MIB / 4 }, 2,
+          "data frames shorter than the length field says" },
+        { 2 * MIB, { MIB + 1, MIB - 1 }, 2,
+          "a data frame longer than STRZ_P2P_CHUNK" },
+        { 3, { 1, 1, 1 }, 3, "more data frames than its length needs" },
+        { 2 * MIB, { MIB, MIB / 2, MIB / 2 }, 3,
+          "more data frames than its length needs" },
+        { 3, { 0 }, 0, "fewer than 3 frames" },
+    };
+    int nbad = (int)(sizeof bad / sizeof bad[0]), before[8];
+    for (int i = 0; i < nbad; i++)
+        before[i] = log_count(bad[i].why);
+    for (int i = 0; i < nbad; i++)
+        raw_chunks(dealer, tag, 0, bad[i].dl, bad[i].fr, bad[i].k);
+    /* then a well-formed one cut differently from a member's: the data
+     * go where their offsets say */
+    size_t half = 3 * MIB / 4, good[2] = { half, half };
+    raw_chunks(dealer, tag, 0, 2 * half, good, 2);
+    /* the buffer holds the longest that is not too long; a guard after */
+    size_t bcap = 3 + 2 * half;
+    memset(buf, 0, bcap);
+    memset(buf + bcap, 0x77, 4096);
+    CHECK(g_vt->recv(m[1], &peer, buf, bcap, &len, 5000) == 0);
+    CHECKF(peer == 0 && len == bcap && memcmp(buf, "hdr", 3) == 0
+           && memcmp(buf + 3, data, 2 * half) == 0,
+           "after the hostile ones: peer %d, len %zu (want %zu)", peer, len,
+           bcap);
+    int guard = 1;
+    for (size_t i = 0; i < 4096; i++)
+        guard &= (unsigned char)buf[bcap + i] == 0x77;
+    CHECK(guard);
+    /* each for its reason (the first 10 drops are logged one by one) */
+    for (int i = 0; i < nbad; i++) {
+        int same = 0;
+        for (int j = 0; j < nbad; j++)
+            same += strcmp(bad[j].why, bad[i].why) == 0;
+        int n = log_count(bad[i].why) - before[i];
+        CHECKF(n == same, "'%s' logged %d times, want %d", bad[i].why, n,
+               same);
+    }
+    if (STRATA_HAS(g_vt, strangers)) {
+        strata_strangers_t st = { .struct_size = sizeof st };
+        CHECK(g_vt->strangers(m[1], &st, 1) == 0);
+        /* the malformed ones and the one longer than the buffer */
+        CHECKF(st.bad_message == (uint64_t)nbad + 1, "%llu counted, want %d",
+               (unsigned long long)st.bad_message, nbad + 1);
+    }
+    /* and a member's message after them */
+    CHECK(g_vt->send(m[0], 1, "hdr", 3, data, big, 0) == 0);
+    CHECK(g_vt->recv(m[1], &peer, buf, cap, &len, 5000) == 0);
+    CHECK(peer == 0 && len == cap && memcmp(buf + 3, data, big) == 0);
+out:
+    for (int i = 0; i < 2; i++)
+        if (m[i])
+            g_vt->fini(m[i]);
+    free(data);
+    free(buf);
+    zmq_close(dealer);
+    zmq_close(router);
+    zmq_ctx_term(zc);
+    g_cfg.window_bytes = window;
+}
+
 static void pick_ports(int *port)
 {
     for (int i = 0; i < 4; i++) {
@@ -357,6 +558,8 @@ int main(void)
     for (int i = 0; i < n; i++)
         if (m[i])
             g_vt->fini(m[i]);
+    g_flags = STRATA_GROUP_P2P;
+    chunked();
     /* An ABI 1.2 opener's group, marked by its tag: point to point too. */
     pick_ports(port);
     g_flags = 0;

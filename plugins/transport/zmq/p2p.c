@@ -315,16 +315,33 @@ static void *peer_socket(strz_p2p_t *p, int peer)
     return s;
 }
 
+/* Send one part; a signal while it waits does not cut the message. */
+static int send_part(void *s, const void *buf, size_t len, int flags)
+{
+    int r;
+    while ((r = zmq_send(s, buf, len, flags)) < 0 && zmq_errno() == EINTR) {
+    }
+    return r;
+}
+
 static int send_frames(void *s, const unsigned char *hb, const void *hdr,
                        size_t hlen, const void *data, size_t dlen)
 {
     if (zmq_send(s, hb, STRZ_HDR_SIZE, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0)
         return zmq_errno() == EAGAIN ? STRATA_EAGAIN : STRATA_EIO;
     /* The first part went in: the others join it (zmq takes a message
-     * whole), so these do not wait. */
-    if (zmq_send(s, hlen ? hdr : "", hlen, ZMQ_SNDMORE) < 0
-        || zmq_send(s, dlen ? data : "", dlen, 0) < 0)
+     * whole), so these do not wait. The data in frames of at most
+     * STRZ_P2P_CHUNK (p2p.h says why); no data: one empty frame. */
+    if (send_part(s, hlen ? hdr : "", hlen, ZMQ_SNDMORE) < 0)
         return STRATA_EIO;
+    const char *d = dlen ? data : "";
+    size_t off = 0;
+    do {
+        size_t n = dlen - off < STRZ_P2P_CHUNK ? dlen - off : STRZ_P2P_CHUNK;
+        if (send_part(s, d + off, n, off + n < dlen ? ZMQ_SNDMORE : 0) < 0)
+            return STRATA_EIO;
+        off += n;
+    } while (off < dlen);
     return 0;
 }
 
@@ -389,45 +406,63 @@ int strz_p2p_send(strz_p2p_t *p, int peer, const void *hdr, size_t hlen,
 
 /* ---- receiving ------------------------------------------------------ */
 
-/* One whole message into part[0..4); parts beyond are read and counted in
- * *extra. 0, STRATA_EAGAIN, or STRATA_EIO. */
-static int read_message(void *s, zmq_msg_t part[4], int *np, int *extra)
+/* Frames of a message before its data: routing id (the ROUTER's),
+ * zmq.so header, user header. */
+#define P2P_HEAD 3
+
+/* Read one part of the message under way. 0, STRATA_EAGAIN (none) or
+ * STRATA_EIO; *more: another part follows. */
+static int read_part(void *s, zmq_msg_t *m, int *more)
 {
-    *np = *extra = 0;
-    for (;;) {
-        zmq_msg_t spare, *m = *np < 4 ? &part[*np] : &spare;
-        zmq_msg_init(m);
-        if (zmq_msg_recv(m, s, ZMQ_DONTWAIT) < 0) {
-            int e = zmq_errno();
-            zmq_msg_close(m);
-            for (int i = 0; i < *np; i++)
-                zmq_msg_close(&part[i]);
-            int first = *np == 0 && *extra == 0;
-            *np = 0;
-            return first && e == EAGAIN ? STRATA_EAGAIN : STRATA_EIO;
-        }
-        int more = zmq_msg_more(m);
-        if (m == &spare) {
-            zmq_msg_close(m);
-            ++*extra;
-        } else {
-            ++*np;
-        }
-        if (!more)
-            return 0;
+    zmq_msg_init(m);
+    if (zmq_msg_recv(m, s, ZMQ_DONTWAIT) < 0) {
+        int e = zmq_errno();
+        zmq_msg_close(m);
+        return e == EAGAIN ? STRATA_EAGAIN : STRATA_EIO;
     }
+    *more = zmq_msg_more(m);
+    return 0;
 }
 
-/* Why a received message is not ours, or NULL when it is well-formed. */
-static const char *check(const strz_p2p_t *p, zmq_msg_t part[4], int np,
-                         int extra, strz_hdr_t *h)
+/* The first parts of the next message (up to P2P_HEAD) into part[];
+ * *more: parts follow the last one read. 0 (*np parts to close),
+ * STRATA_EAGAIN (no message), or STRATA_EIO (nothing to close; the rest
+ * of the message, if any, is left). */
+static int read_head(void *s, zmq_msg_t part[P2P_HEAD], int *np, int *more)
+{
+    *np = 0;
+    *more = 1;
+    while (*np < P2P_HEAD && *more) {
+        int rc = read_part(s, &part[*np], more);
+        if (rc != 0) {
+            for (int i = 0; i < *np; i++)
+                zmq_msg_close(&part[i]);
+            rc = *np == 0 ? rc : STRATA_EIO;
+            *np = 0;
+            return rc;
+        }
+        ++*np;
+    }
+    return 0;
+}
+
+/* Why the head of a message (read_head) is not ours, or NULL when it is
+ * well-formed; then h is its zmq.so header. */
+static const char *check(const strz_p2p_t *p, zmq_msg_t part[P2P_HEAD],
+                         int np, int more, strz_hdr_t *h)
 {
     const char *why = NULL;
-    if (np != 4 || extra)
-        return "not 3 frames";
-    size_t hl = zmq_msg_size(&part[2]), dl = zmq_msg_size(&part[3]);
-    if (strz_wire_unpack(zmq_msg_data(&part[1]), zmq_msg_size(&part[1]),
-                         hl + dl, h, &why) != 0)
+    if (np < P2P_HEAD || !more)
+        return "fewer than 3 frames";
+    size_t hl = zmq_msg_size(&part[2]), hsz = zmq_msg_size(&part[1]);
+    /* The length field as sent (wire.h: offset 32, little-endian): the
+     * data frames are counted against it as they are read. */
+    const unsigned char *raw = zmq_msg_data(&part[1]);
+    uint32_t len = hsz == STRZ_HDR_SIZE
+                       ? (uint32_t)raw[32] | (uint32_t)raw[33] << 8
+                             | (uint32_t)raw[34] << 16 | (uint32_t)raw[35] << 24
+                       : 0;
+    if (strz_wire_unpack(raw, hsz, len, h, &why) != 0)
         return why;
     if (h->type != STRZ_DATA || h->flags != STRZ_P2P_FLAG)
         return "not a point-to-point message";
@@ -437,12 +472,48 @@ static const char *check(const strz_p2p_t *p, zmq_msg_t part[4], int np,
         return "sender is not a member";
     if (h->offset != hl)
         return "header length field does not match its frame";
+    if (h->length < hl)
+        return "length field shorter than the user header";
+    if ((int64_t)h->length > p->maxmsg - STRZ_HDR_SIZE)
+        return "longer than window_bytes";
     /* Secured: the sender is whom the connection authenticated, and the
      * header must agree (a member cannot speak for another). */
     if (p->c->secure && strz_curve_member(p->c, &part[1]) != h->sender)
         return "sender field differs from the connection's authenticated "
                "member";
     return NULL;
+}
+
+/* The data frames of a message, after its head: each one copied to
+ * dst + its offset (dst NULL: only checked), `dl` bytes in all. Every
+ * frame of the message is read and closed, whatever they hold. NULL, or
+ * why they do not make the data the header announced. */
+static const char *read_data(void *s, char *dst, size_t dl)
+{
+    /* ceil(dl / chunk) frames, and one (empty) for no data */
+    size_t most = dl ? (dl - 1) / STRZ_P2P_CHUNK + 1 : 1, frames = 0, got = 0;
+    const char *why = NULL;
+    int more = 1;
+    while (more) {
+        zmq_msg_t m;
+        if (read_part(s, &m, &more) != 0)
+            return why ? why : "incomplete message";
+        size_t n = zmq_msg_size(&m);
+        if (!why)
+            why = ++frames > most ? "more data frames than its length needs"
+                  : n > STRZ_P2P_CHUNK ? "a data frame longer than "
+                                         "STRZ_P2P_CHUNK"
+                  : n > dl - got ? "data frames longer than the length "
+                                   "field says"
+                  : NULL;
+        if (!why && dst && n)
+            memcpy(dst + got, zmq_msg_data(&m), n);
+        got += why ? 0 : n;
+        zmq_msg_close(&m);
+    }
+    if (!why && got != dl)
+        why = "data frames shorter than the length field says";
+    return why;
 }
 
 static void dropped(strz_p2p_t *p, zmq_msg_t *any, const char *why)
@@ -468,13 +539,13 @@ int strz_p2p_recv(strz_p2p_t *p, int *peer, void *buf, size_t cap,
     int rc = STRATA_EAGAIN;
     pthread_mutex_lock(&p->rx_lock);
     while (rc == STRATA_EAGAIN) {
-        zmq_msg_t part[4];
-        int np, extra;
+        zmq_msg_t part[P2P_HEAD];
+        int np, more;
         if (atomic_load(&p->canceled)) {
             rc = STRATA_ECANCELED;
             break;
         }
-        rc = read_message(p->rx, part, &np, &extra);
+        rc = read_head(p->rx, part, &np, &more);
         if (rc == STRATA_EAGAIN) {
             p2p_monitor(p);
             if ((rc = wait_sock(p, p->rx, ZMQ_POLLIN, until)) == 0)
@@ -487,27 +558,34 @@ int strz_p2p_recv(strz_p2p_t *p, int *peer, void *buf, size_t cap,
             continue;
         }
         strz_hdr_t h;
-        const char *why = check(p, part, np, extra, &h);
+        const char *why = check(p, part, np, more, &h);
+        if (!why) {
+            /* the user header, then the data frames at their offsets;
+             * into buf only when it all fits */
+            size_t hl = zmq_msg_size(&part[2]);
+            int fits = h.length <= cap && buf; /* cap 0: buf may be NULL */
+            if (fits && hl)
+                memcpy(buf, zmq_msg_data(&part[2]), hl);
+            why = read_data(p->rx, fits ? (char *)buf + hl : NULL,
+                            h.length - hl);
+            more = 0;
+        }
         if (why) {
             dropped(p, np > 1 ? &part[1] : &part[0], why);
+            rc = STRATA_EAGAIN;
         } else if (h.length > cap) {
             *peer = h.sender;
             dropped(p, &part[1], "longer than the receiver's buffer");
             rc = STRATA_EPROTO;
         } else {
-            size_t hl = zmq_msg_size(&part[2]);
-            if (hl)
-                memcpy(buf, zmq_msg_data(&part[2]), hl);
-            if (h.length > hl)
-                memcpy((char *)buf + hl, zmq_msg_data(&part[3]), h.length - hl);
             *peer = h.sender;
             *len = h.length;
             rc = 0;
         }
+        if (more)
+            (void)read_data(p->rx, NULL, 0); /* a bad head's other frames */
         for (int i = 0; i < np; i++)
             zmq_msg_close(&part[i]);
-        if (why)
-            rc = STRATA_EAGAIN;
     }
     pthread_mutex_unlock(&p->rx_lock);
     return rc;

@@ -21,22 +21,40 @@
  *
  * Frames of one message (the ROUTER prepends the routing id):
  *
- *     [zmq.so header, STRZ_HDR_SIZE bytes] [user header] [user data]
+ *     [zmq.so header, STRZ_HDR_SIZE bytes] [user header]
+ *     [data chunk 1] ... [data chunk k]
+ *
+ * The user data travel in k = ceil(dlen / STRZ_P2P_CHUNK) frames of
+ * STRZ_P2P_CHUNK bytes, the last one shorter; no data is one empty frame
+ * (k = 1), so a message of up to one chunk is the 3 frames it always was.
+ * Why: libzmq's ZMTP heartbeat (heartbeat_ms, timeout 3 x heartbeat_ms)
+ * resets a receiver's timeout only when a whole frame has been decoded
+ * (stream_engine_base.cpp), so a frame that takes longer than the timeout
+ * to arrive -- 37 MB at 100 Mbit/s with the default 1 s -- has the
+ * connection closed under it, the message lost, and again on every resend;
+ * CURVE also encrypts a frame whole before any of it leaves. 1 MiB takes
+ * 0.08 s at 100 Mbit/s.
  *
  * The header is wire.h's, type DATA with these meanings:
  *     flags   STRZ_P2P_FLAG (a point-to-point message)
  *     sender  the sender's rank in the group
  *     seq     the sender's message counter (for logs)
  *     offset  bytes of the user header (the second frame)
- *     length  bytes of user header + user data (frames 2 and 3)
+ *     length  bytes of user header + user data (the second frame and all
+ *             data frames)
  *     aux     hash of the group tag (31 bits): another job's message is
  *             dropped
  *     total   random id of the sending instance (changes on restart)
  *     step    0
- * A receiver checks every field against the frames before it uses any;
- * a malformed message is counted, logged (rate-limited) and dropped, and
- * recv() goes on waiting. ZMQ_MAXMSGSIZE is window_bytes: longer messages
- * never reach the plugin, and send() refuses them (STRATA_EINVAL).
+ * A receiver checks every field of the header against its frames before
+ * it uses any, then copies the data frames one by one into the caller's
+ * buffer at their offsets: more frames than ceil(data / STRZ_P2P_CHUNK)
+ * (1 for no data), a frame longer than STRZ_P2P_CHUNK, or frames that add
+ * up to anything but length - offset make the message malformed (its
+ * remaining frames are read and dropped). A malformed message is counted,
+ * logged (rate-limited) and dropped, and recv() goes on waiting. send()
+ * refuses messages longer than window_bytes (STRATA_EINVAL) and a receiver
+ * drops them; ZMQ_MAXMSGSIZE (window_bytes) bounds each frame.
  *
  * Threads. send() and recv() are thread-safe: one lock per peer's DEALER,
  * one for the ROUTER; a send to one peer does not wait for another's.
@@ -48,6 +66,13 @@
 
 #define STRZ_P2P_PREFIX "p2p:"
 #define STRZ_P2P_FLAG   0x50 /* 'P' in the flags byte of a DATA header */
+/* Most bytes of user data in one frame. The ZMTP heartbeat times a
+ * connection out while one frame is still arriving (see above): a frame
+ * must arrive well within 3 x heartbeat_ms on the slowest link (1 MiB:
+ * 0.08 s at 100 Mbit/s, 0.4 s at 20 Mbit/s), and more frames cost nothing
+ * measurable on loopback. Part of the wire format: receivers drop data
+ * frames longer than this. */
+#define STRZ_P2P_CHUNK  (1u << 20)
 
 typedef struct strz_p2p strz_p2p_t;
 
