@@ -153,13 +153,15 @@ static void under_attack(int secure)
     /* The core's line (ABI 2.7): the flood's connections are strangers
      * closed before a handshake (not all of them: those the kernel's
      * accept queue dropped never reached the worker -- 1331 of 2000 in
-     * one secured run); the foreign key is refused by key. */
+     * one secured run, 327 in another on a busy 2-core machine, so the
+     * bound is zmq's listen backlog, ZMQ_BACKLOG's 100, which the kernel
+     * queues whatever the load); the foreign key is refused by key. */
     long long k[4] = { -1, -1, -1, -1 };
     int have = core_line(g_out[0], k);
     printf("%s: worker 0's strangers line: %lld refused by key, %lld closed "
            "early, %lld not the protocol, %lld bad messages\n", mode, k[0],
            k[1], k[2], k[3]);
-    CHECKF(have && k[1] >= opened / 4 && k[0] + k[2] + k[3] >= 2 &&
+    CHECKF(have && k[1] >= 100 && k[0] + k[2] + k[3] >= 2 &&
                (!secure || k[0] >= 1),
            "%s: worker 0's strangers line: %s", mode,
            have ? strstr(g_out[0], "strangers: ") : "none");

@@ -8,7 +8,7 @@
 #                                [-p "1 2 3 4"] [-m "mlp cnn"] [-t ROUNDS]
 #                                [-T ROWSxDIM]
 #                                [-o DIR] [--quick] [--no-train]
-#                                [--no-allreduce]
+#                                [--no-allreduce] [--no-mwms]
 #
 #   -b  strata build directory (default: build): bin/strata and
 #       lib/strata/plugins/zmq.so
@@ -29,6 +29,8 @@
 #       convnet, 2,378,826)
 #   -o  where the report (report.txt) and the SVGs go (default: $OUT)
 #   --quick  n "2 4", 1 launch, fewer sizes and steps, ps 1 and 2, mlp only
+#   --no-mwms  ps runs only (a table no mwms worker of this machine holds:
+#       10 M x 64 and its gradient and Adam slots in every worker)
 #
 # Needs root (network namespaces, tc) and iproute2 when a condition other
 # than loopback is asked for; refuses otherwise (exit 2). Raw lines in
@@ -47,6 +49,7 @@ report_dir=
 quick=0
 do_train=1
 do_ar=1
+do_mwms=1
 usage() { sed -n '2,35p' "$0" >&2; exit 2; }
 rounds=1
 while [ $# -gt 0 ]; do
@@ -63,6 +66,7 @@ while [ $# -gt 0 ]; do
     --quick) quick=1; shift ;;
     --no-train) do_train=0; shift ;;
     --no-allreduce) do_ar=0; shift ;;
+    --no-mwms) do_mwms=0; shift ;;
     *) usage ;;
     esac
 done
@@ -293,7 +297,8 @@ for c in $conds; do
         steps=$(steps_for "$c" "$m")
         data=$(data_for "$m") || { echo "run.sh: make_data.py failed" >&2; exit 1; }
         for n in $ns_list; do
-            runs="mwms:0"
+            runs=""
+            [ "$do_mwms" = 1 ] && runs="mwms:0"
             for p in $pss; do runs="$runs ps:$p"; done
             for r in $runs; do
                 strat=${r%%:*}

@@ -7,9 +7,15 @@
  *
  * A PUSH or PULL lost with its connection (a reset; a replayed or dropped
  * frame, after which CurveZMQ drops the link and zmq reconnects) is sent
- * again, the same request, every resend_ms until timeout_s: a pull is a
- * read, and a ps applies a step once and acks a copy as a duplicate
- * (ps-lite's resender). A STEP_REQ is not: it reports a result. */
+ * again, the same request, until timeout_s: a pull is a read, and a ps
+ * applies a step once and acks a copy as a duplicate (ps-lite's
+ * resender). A request is not lost while it or its answer may still be
+ * on the wire: the first resend comes after resend_ms plus the time the
+ * largest request and answer of the round take at 100 Mbit/s (a whole
+ * shard of hundreds of MB: seconds), the next ones after twice as long
+ * each time, up to 8 x that; the deadline grows by the same allowance.
+ * Each resend has the ps send its answer again. A STEP_REQ is not
+ * resent: it reports a result. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,16 +220,35 @@ static int missing(ps_t *p, const int *pending, const char *what)
     return STRATA_ETIMEDOUT;
 }
 
-/* The next answer by `deadline`; every resend_ms without one, what is
+/* When the requests still pending go again: at `at`, then `gap` later,
+ * the gap doubling up to `most`. */
+typedef struct resend {
+    int64_t at, gap, most;
+} resend_t;
+
+/* What `bytes` (the largest request and its answer of a round) take at
+ * 100 Mbit/s, in ms: 1 ms per 12.5 kB. */
+static int64_t on_wire_ms(int64_t bytes)
+{
+    return bytes / 12500;
+}
+
+static resend_t resend_first(const ps_t *p, int64_t bytes)
+{
+    int64_t gap = p->cfg.resend_ms + on_wire_ms(bytes);
+    return (resend_t){ ps_now_ms() + gap, gap, 8 * gap };
+}
+
+/* The next answer by `deadline`; when rs->at passes without one, what is
  * still pending goes again (h[j], with nstage[j] values of stage[j] when
  * stage). STRATA_ETIMEDOUT at the deadline, naming who did not answer. */
-static int recv_resending(ps_t *p, int64_t deadline, int64_t *again,
+static int recv_resending(ps_t *p, int64_t deadline, resend_t *rs,
                           const int *pending, ps_hdr_t *h,
                           float *const *stage, const uint32_t *nstage,
                           const char *what, ps_msg_t *m)
 {
     for (;;) {
-        int64_t until = *again < deadline ? *again : deadline;
+        int64_t until = rs->at < deadline ? rs->at : deadline;
         int rc = ps_net_recv(p, until, m);
         if (rc != STRATA_ETIMEDOUT)
             return rc;
@@ -235,8 +260,7 @@ static int recv_resending(ps_t *p, int64_t deadline, int64_t *again,
             ps_log(p, STRATA_LOG_INFO, "%s: no answer from %s (%s) to %s "
                    "%llu in %lld ms: sent again", ps_name(p, p->self),
                    ps_name(p, p->ps_member[j]), ps_addr(p, p->ps_member[j]),
-                   what, (unsigned long long)h[j].req,
-                   (long long)p->cfg.resend_ms);
+                   what, (unsigned long long)h[j].req, (long long)rs->gap);
             p->resent++;
             rc = ps_net_send(p, p->ps_member[j], &h[j],
                              stage ? stage[j] : NULL,
@@ -244,7 +268,8 @@ static int recv_resending(ps_t *p, int64_t deadline, int64_t *again,
             if (rc != STRATA_OK)
                 return rc;
         }
-        *again = ps_now_ms() + p->cfg.resend_ms;
+        rs->gap = rs->gap * 2 < rs->most ? rs->gap * 2 : rs->most;
+        rs->at = ps_now_ms() + rs->gap;
     }
 }
 
@@ -271,11 +296,18 @@ int ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other_fn,
         left++;
     }
     p->row_pulls += rows;
-    int64_t deadline = ps_now_ms() + p->timeout_ms,
-            again = ps_now_ms() + p->cfg.resend_ms;
+    int64_t bytes = 0; /* the largest request and answer of this round */
+    for (int j = 0; j < p->nps; j++) {
+        int64_t b = 4 * ((int64_t)sent[j].count + (sent[j].b > 0
+                                                  ? want->reply[j]
+                                                  : p->place.ps_count[j]));
+        bytes = b > bytes ? b : bytes;
+    }
+    int64_t deadline = ps_now_ms() + p->timeout_ms + on_wire_ms(bytes);
+    resend_t rs = resend_first(p, bytes);
     while (rc == STRATA_OK && left > 0) {
         ps_msg_t m;
-        rc = recv_resending(p, deadline, &again, pending, sent,
+        rc = recv_resending(p, deadline, &rs, pending, sent,
                             want ? want->words : NULL,
                             want ? want->count : NULL, "PULL", &m);
         if (rc != STRATA_OK)
@@ -536,11 +568,15 @@ int ps_worker_push(ps_t *p, const strata_op_t *op)
         pending[j] = 1;
         left++;
     }
-    int64_t deadline = ps_now_ms() + p->timeout_ms,
-            again = ps_now_ms() + p->cfg.resend_ms;
+    int64_t bytes = 0; /* the largest push of this round */
+    for (int j = 0; j < p->nps; j++)
+        bytes = 4 * (int64_t)k->nstage[j] > bytes ? 4 * (int64_t)k->nstage[j]
+                                                  : bytes;
+    int64_t deadline = ps_now_ms() + p->timeout_ms + on_wire_ms(bytes);
+    resend_t rs = resend_first(p, bytes);
     while (rc == STRATA_OK && left > 0) {
         ps_msg_t m;
-        rc = recv_resending(p, deadline, &again, pending, sent, k->stage,
+        rc = recv_resending(p, deadline, &rs, pending, sent, k->stage,
                             k->nstage, "PUSH", &m);
         if (rc != STRATA_OK)
             break;
