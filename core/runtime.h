@@ -166,6 +166,8 @@ typedef struct strata__run_services {
     /* a variable's initial values in part (plugin ABI 2.12) */
     int (*init_values)(struct strata__run *run, const strata_var_t *var,
                        size_t lo, size_t n, float *dst);
+    /* this task's part of a checkpoint (plugin ABI 2.13) */
+    int (*part_write)(struct strata__run *run, strata_part_t *part);
 } strata__run_services_t;
 
 struct strata_ctx {

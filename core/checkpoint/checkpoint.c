@@ -41,6 +41,9 @@ struct strata__ckpt {
     int               nm;
     unsigned char    *arena;    /* every tensor's data */
     uint64_t          hdr_len, data_len;
+    /* tensors joined from part files (parts.c): their names and data */
+    char             *joined_names;
+    unsigned char    *joined;
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -498,7 +501,8 @@ int strata__ckpt_write(const char *path, const strata__tensor_t *t, int nt,
 /* msg: why the file was refused. weights: read for its tensors only
  * (strata__ckpt_read_weights), where a failed check of strata's own
  * metadata goes to soft (the first one) instead of refusing the file. */
-struct why { char msg[512]; int weights; char soft[512]; };
+struct why { char msg[512]; int weights; char soft[512]; int header_only,
+             part; };
 
 __attribute__((format(printf, 3, 4)))
 static int fail(struct why *w, int code, const char *fmt, ...)
@@ -876,6 +880,8 @@ static int load_fd(int fd, uint64_t size, strata__ckpt_t *c, struct why *w)
                              "were changed)", hcrc, want_crc[1]);
     }
 
+    if (rc || w->header_only)
+        return rc;
     /* Only now, with every size proven to lie within the file: the data. */
     size_t arena = SLOT_ALIGN;
     for (int i = 0; i < c->nt && !rc; i++)
@@ -942,6 +948,11 @@ static int ckpt_load(const char *path, strata__ckpt_t **out, struct why *w)
     }
     int rc = load_fd(fd, (uint64_t)st.st_size, c, w);
     close(fd);
+    /* A checkpoint written in parts (plugin ABI 2.13): its variables are
+     * in the part files beside it. */
+    if (!rc && !w->header_only && !w->part
+        && strata__ckpt_meta(c, "strata.part_count"))
+        rc = strata__ckpt_join(path, c, w->msg, sizeof w->msg);
     if (rc) {
         strata__ckpt_free(c);
         return rc;
@@ -1054,7 +1065,55 @@ void strata__ckpt_free(strata__ckpt_t *c)
     free(c->by_name);
     free(c->m);
     free(c->arena);
+    free(c->joined_names);
+    free(c->joined);
     free(c);
+}
+
+int strata__ckpt_header(const char *path, strata__ckpt_t **out, char *why,
+                        size_t len)
+{
+    struct why w = { .msg = "", .header_only = 1 };
+    int rc = ckpt_load(path, out, &w);
+    if (why && len)
+        snprintf(why, len, "%s", w.msg);
+    return rc;
+}
+
+int strata__ckpt_load_part(const char *path, strata__ckpt_t **out,
+                           char *why, size_t len)
+{
+    struct why w = { .msg = "", .part = 1 };
+    int rc = ckpt_load(path, out, &w);
+    if (why && len)
+        snprintf(why, len, "%s", w.msg);
+    return rc;
+}
+
+int strata__ckpt_adopt(strata__ckpt_t *c, const strata__tensor_t *t, int n,
+                       char *names, unsigned char *data)
+{
+    assert(!c->joined_names && !c->joined);
+    c->joined_names = names;
+    c->joined = data;
+    strata__tensor_t *nt = realloc(c->t, sizeof *nt * (size_t)(c->nt + n + 1));
+    if (nt)
+        c->t = nt;
+    int *nb = nt ? realloc(c->by_name, sizeof *nb * (size_t)(c->nt + n + 1))
+                 : NULL;
+    if (nb)
+        c->by_name = nb;
+    if (!nt || !nb)
+        return STRATA_ENOMEM;
+    for (int i = 0; i < n; i++, c->nt++) {
+        c->t[c->nt] = t[i];
+        c->by_name[c->nt] = c->nt;
+    }
+    qsort_r(c->by_name, (size_t)c->nt, sizeof *c->by_name, cmp_by_name, c->t);
+    for (int i = 1; i < c->nt; i++)
+        if (strcmp(c->t[c->by_name[i - 1]].name, c->t[c->by_name[i]].name) == 0)
+            return STRATA_EDATA;
+    return STRATA_OK;
 }
 
 /* ---- accessors ---------------------------------------------------------- */

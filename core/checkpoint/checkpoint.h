@@ -172,6 +172,57 @@ int strata__ckpt_newest_step(const char *dir, int64_t *step);
  * to `f`. Returns what strata__ckpt_read returns. */
 int strata__ckpt_inspect(const char *path, FILE *f);
 
+/* ---- checkpoints in parts (parts.c; plugin ABI 2.13) -------------------- */
+/* A strategy whose tasks each hold part of the model may have each write
+ * its part beside the checkpoint (host part_write):
+ *   DIR/ckpt-<step, %010>.part-<index>-of-<count>.safetensors
+ * holding tensors "NAME[ROW0:ROW1]" (rows along dimension 0; a slot's
+ * "optimizer/SLOT/NAME[ROW0:ROW1]") and the metadata strata.step,
+ * strata.part_tag (16 lowercase hex digits, drawn for that checkpoint),
+ * strata.part_index and strata.part_count. The main file, written last,
+ * holds no variable or slot and says strata.part_count and
+ * strata.part_tag. Every reader (strata__ckpt_read, _load_quiet,
+ * _read_weights, _latest) joins the parts into whole tensors: a
+ * checkpoint reads the same whatever placement wrote it. */
+#define STRATA_CKPT_MAX_PARTS 4096
+
+/* buf = "DIR/ckpt-<step, %010>.part-<index>-of-<count>.safetensors". */
+int strata__ckpt_part_path(const char *dir, int64_t step, int index,
+                           int count, char *buf, size_t len);
+
+/* Write part->index of part->count (host part_write): vars/nvars the
+ * model's variables, slot[0..nslots) its optimizer's slot names. Checks
+ * every piece (variable, slot, rows within the variable, no two pieces
+ * of a tensor overlapping) before writing: STRATA_EINVAL, one line.
+ * part->bytes receives the file's size. */
+int strata__ckpt_part_write(const char *dir, const strata_var_t *vars,
+                            int nvars, const char *const *slot, int nslots,
+                            strata_part_t *part);
+
+/* After a STATE_GET in parts: is every part of the checkpoint of `step`
+ * there with its tag, index and count? Headers only (the data's CRC is
+ * checked when read). STRATA_OK, or the first problem in why. */
+int strata__ckpt_parts_check(const char *dir, int64_t step, uint64_t tag,
+                             int count, char *why, size_t len);
+
+/* Join the parts of the loaded main file `c` (read from `path`) into
+ * whole tensors of c. The reason of a refusal goes to why. */
+int strata__ckpt_join(const char *path, strata__ckpt_t *c, char *why,
+                      size_t len);
+
+/* Internal to parts.c and checkpoint.c: a file's header only (tensors
+ * without data; every structural check of strata__ckpt_read but the
+ * data's CRC), and the joined tensors handed to c (it owns names and
+ * data from then on, also on failure). */
+int strata__ckpt_header(const char *path, strata__ckpt_t **out, char *why,
+                        size_t len);
+/* A part file, read whole and checked, never joined (a part names no
+ * parts of its own). */
+int strata__ckpt_load_part(const char *path, strata__ckpt_t **out,
+                           char *why, size_t len);
+int strata__ckpt_adopt(strata__ckpt_t *c, const strata__tensor_t *t, int n,
+                       char *names, unsigned char *data);
+
 /* ---- crc32c.c ----------------------------------------------------------- */
 
 /* CRC-32C (Castagnoli). Start with crc = 0; continue a running checksum by

@@ -48,28 +48,45 @@ static int parse_digits(const char *s, size_t n, int64_t *v)
     return 0;
 }
 
-/* "ckpt-<10+ digits>.safetensors" -> step; with tmp_pid, also the temp name
- * "<that>.tmp.<pid>" or "<that>.tmp.<pid>.<n>" (strata__create_temp) -> step
- * and pid. 0 when the name matches. */
-static int parse_name(const char *name, int64_t *step, int64_t *tmp_pid)
+/* "ckpt-<10+ digits>.safetensors" -> step, *part 0; a part of one
+ * (parts.c), "ckpt-<digits>.part-<j>-of-<n>.safetensors" -> step, *part
+ * 1; with tmp_pid, also the temp name of either, "<that>.tmp.<pid>" or
+ * "<that>.tmp.<pid>.<n>" (strata__create_temp) -> step and pid. 0 when
+ * the name matches. */
+static int parse_name(const char *name, int64_t *step, int *part,
+                      int64_t *tmp_pid)
 {
     size_t plen = strlen(PREFIX), slen = strlen(SUFFIX);
     if (strncmp(name, PREFIX, plen) != 0)
         return -1;
-    const char *d = name + plen, *suf = strstr(d, SUFFIX);
-    if (!suf || suf - d < 10 || parse_digits(d, (size_t)(suf - d), step) < 0)
+    const char *d = name + plen, *dot = strchr(d, '.');
+    if (!dot || dot - d < 10 || parse_digits(d, (size_t)(dot - d), step) < 0)
         return -1;
-    const char *rest = suf + slen;
+    *part = strncmp(dot, ".part-", 6) == 0;
+    if (*part) { /* .part-<j>-of-<n> */
+        const char *j = dot + 6, *of = strstr(j, "-of-"), *n, *e;
+        int64_t x;
+        if (!of || parse_digits(j, (size_t)(of - j), &x) < 0)
+            return -1;
+        n = of + 4;
+        e = strchr(n, '.');
+        if (!e || parse_digits(n, (size_t)(e - n), &x) < 0)
+            return -1;
+        dot = e;
+    }
+    if (strncmp(dot, SUFFIX, slen) != 0)
+        return -1;
+    const char *rest = dot + slen;
     if (!tmp_pid)
         return *rest ? -1 : 0;
     if (strncmp(rest, TMPTAG, strlen(TMPTAG)) != 0)
         return -1;
     rest += strlen(TMPTAG);
-    const char *dot = strchr(rest, '.');
+    const char *nth = strchr(rest, '.');
     int64_t n;
-    if (dot && parse_digits(dot + 1, strlen(dot + 1), &n) < 0)
+    if (nth && parse_digits(nth + 1, strlen(nth + 1), &n) < 0)
         return -1;
-    return parse_digits(rest, dot ? (size_t)(dot - rest) : strlen(rest),
+    return parse_digits(rest, nth ? (size_t)(nth - rest) : strlen(rest),
                         tmp_pid);
 }
 
@@ -90,9 +107,12 @@ static void ents_free(struct ent *e, int n)
     free(e);
 }
 
-/* The checkpoints of dir, newest first. want_tmp: the stale temp files of
- * dead writers instead. Missing dir: STRATA_ENOENT (not logged). */
-static int list_dir(const char *dir, int want_tmp, struct ent **out, int *count)
+enum { MAINS, STALE_TEMPS, PARTS };
+
+/* The checkpoints of dir, newest first; STALE_TEMPS: the temp files of
+ * dead writers instead (of checkpoints and of parts); PARTS: the part
+ * files. Missing dir: STRATA_ENOENT (not logged). */
+static int list_dir(const char *dir, int what, struct ent **out, int *count)
 {
     *out = NULL;
     *count = 0;
@@ -117,7 +137,9 @@ static int list_dir(const char *dir, int want_tmp, struct ent **out, int *count)
             break;
         }
         int64_t step, pid = 0;
-        if (parse_name(de->d_name, &step, want_tmp ? &pid : NULL) != 0)
+        int part, want_tmp = what == STALE_TEMPS;
+        if (parse_name(de->d_name, &step, &part, want_tmp ? &pid : NULL) != 0
+            || (what == MAINS && part) || (what == PARTS && !part))
             continue;
         /* A temp file is stale when its writer is gone: not us, and no
          * process has its pid (EPERM: one exists, owned by someone else). */
@@ -196,15 +218,30 @@ int strata__ckpt_rotate(const char *dir, int keep)
         return STRATA_EINVAL;
     }
     struct ent *v;
-    int n, rc = list_dir(dir, 0, &v, &n);
+    int n, rc = list_dir(dir, MAINS, &v, &n);
     if (rc == STRATA_ENOENT)
         strata__log(STRATA_LOG_ERROR, WHO, "rotate: no directory %s", dir);
     if (rc)
         return rc;
     if (keep > 0 && n > keep)
         rc = remove_all(dir, v, keep, n, "old checkpoint");
+    /* The parts of a checkpoint go with it; parts without one (a writer
+     * stopped between its parts and its main file) are stale. */
+    int kept = keep > 0 && n > keep ? keep : n;
+    struct ent *pv;
+    int np, rc3 = list_dir(dir, PARTS, &pv, &np);
+    for (int i = 0; i < np && !rc3; i++) {
+        int live = 0;
+        for (int k = 0; k < kept && !live; k++)
+            live = v[k].step == pv[i].step;
+        if (!live)
+            rc3 = remove_all(dir, pv, i, i + 1, "part of no checkpoint");
+    }
+    ents_free(pv, np);
     ents_free(v, n);
-    int rc2 = list_dir(dir, 1, &v, &n);
+    if (!rc)
+        rc = rc3;
+    int rc2 = list_dir(dir, STALE_TEMPS, &v, &n);
     if (!rc2)
         rc2 = remove_all(dir, v, 0, n, "stale temp file");
     ents_free(v, n);
@@ -214,7 +251,7 @@ int strata__ckpt_rotate(const char *dir, int keep)
 int strata__ckpt_newest_step(const char *dir, int64_t *step)
 {
     struct ent *v;
-    int n, rc = list_dir(dir, 0, &v, &n);
+    int n, rc = list_dir(dir, MAINS, &v, &n);
     if (rc == STRATA_OK && n == 0)
         rc = STRATA_ENOENT;
     if (rc == STRATA_OK)
@@ -234,7 +271,7 @@ int strata__ckpt_latest(const char *dir, strata__ckpt_t **out, char *path_out,
         return STRATA_EINVAL;
     }
     struct ent *v;
-    int n, rc = list_dir(dir, 0, &v, &n);
+    int n, rc = list_dir(dir, MAINS, &v, &n);
     if (rc)
         return rc;
     rc = STRATA_ENOENT;
@@ -356,6 +393,11 @@ int strata__ckpt_inspect(const char *path, FILE *f)
     fprintf(f, "%s: %d tensor%s, %" PRIu64 " data bytes, header %" PRIu64
             " bytes\n", path, nt, nt == 1 ? "" : "s", strata__ckpt_data_len(c),
             strata__ckpt_header_len(c));
+    const char *parts = strata__ckpt_meta(c, "strata.part_count");
+    if (parts && !strata__ckpt_meta(c, "strata.part_index"))
+        fprintf(f, "its variables and optimizer slots: joined from the %s "
+                "part files beside it (ckpt-<step>.part-<i>-of-%s"
+                ".safetensors)\n", parts, parts);
     if (nt)
         fprintf(f, "  %-*s  %-7s  %-20s  %12s\n", w, "name", "dtype", "shape", "bytes");
     for (int i = 0; i < nt; i++) {

@@ -4,7 +4,9 @@
  * (safetensors, CRC-32C, atomic rename, rotation) is checkpoint.c. */
 #include <errno.h>
 #include <inttypes.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +50,7 @@ int strata__state_alloc(const strata__run_t *run, strata_state_t *st)
 {
     memset(st, 0, sizeof *st);
     st->struct_size = sizeof *st;
+    st->part_step = -1; /* gathered, unless a checkpoint asks for parts */
     st->nslots = strata__opt_nslots(&run->s->optimizer);
     size_t n = run->model.count, bytes = n * sizeof(float);
     st->vars = calloc(1, bytes);
@@ -99,24 +102,85 @@ int strata__checkpoint_probe(strata__run_t *run)
     return rc;
 }
 
+int strata__checkpoint_part_write(strata__run_t *run, strata_part_t *part)
+{
+    const char *dir = run->s->checkpoint.dir;
+    if (!dir[0]) {
+        strata__log(STRATA_LOG_ERROR, "checkpoint", "part_write: this task "
+                    "has no [checkpoint] dir");
+        return STRATA_ESTATE;
+    }
+    const char *slot[4];
+    int nslots = strata__opt_nslots(&run->s->optimizer);
+    nslots = nslots < 4 ? nslots : 4; /* strata_state_t.slots[4] */
+    for (int i = 0; i < nslots; i++)
+        slot[i] = strata__opt_slot_name(run->s->optimizer.name, i);
+    return strata__ckpt_part_write(dir, run->model.vars, run->model.nvars,
+                                   slot, nslots, part);
+}
+
+/* STATE_GET for the checkpoint of `step`: in parts, each written by the
+ * task that holds it, where the strategy offers that (plugin ABI 2.13)
+ * and this task then sees every part in [checkpoint] dir; else gathered
+ * into st (also from then on: tasks on machines that do not share the
+ * directory). */
+static int get_state(strata__run_t *run, int best, int64_t step,
+                     strata_state_t *st)
+{
+    const char *dir = run->s->checkpoint.dir;
+    if (!best && !run->parts_off
+        && (run->strategy->caps & STRATA_CAP_STATE_PARTS)) {
+        st->part_step = step;
+        if (getrandom(&st->part_tag, sizeof st->part_tag, 0) !=
+            (ssize_t)sizeof st->part_tag)
+            st->part_tag = ((uint64_t)(strata__now() * 1e9) ^ (uint64_t)getpid())
+                           * 0x9e3779b97f4a7c15ull;
+    }
+    int rc = strata__run_state(run, STRATA_CTL_STATE_GET, st);
+    if (rc != STRATA_OK || st->part_step < 0 || st->nparts == 0
+        || !run->geo.chief)
+        return rc;
+    char why[700];
+    if (st->nparts < 0 || st->nparts > STRATA_CKPT_MAX_PARTS) {
+        snprintf(why, sizeof why, "a count of %d parts", st->nparts);
+        rc = STRATA_EDATA;
+    } else
+        rc = strata__ckpt_parts_check(dir, step, st->part_tag, st->nparts,
+                                      why, sizeof why);
+    if (rc == STRATA_OK || rc == STRATA_ENOMEM)
+        return rc;
+    strata__log(STRATA_LOG_WARN, "checkpoint", "strategy %s wrote the state "
+                "of step %" PRId64 " in %d parts, and this task does not see "
+                "them all in %s (%s): do its tasks share that directory? The "
+                "state is gathered here instead, for this checkpoint and the "
+                "rest of the run", run->strategy->name, step, st->nparts, dir,
+                why);
+    run->parts_off = 1;
+    st->part_step = -1;
+    st->nparts = 0;
+    return strata__run_state(run, STRATA_CTL_STATE_GET, st);
+}
+
 /* A checkpoint at a step boundary into DIR/ckpt-<step> and the rotation,
  * or (best) into DIR/best.safetensors, outside it. */
 static int save(strata__run_t *run, int best, int epoch, int64_t batch,
                 int64_t step)
 {
     const strata__checkpoint_cfg_t *c = &run->s->checkpoint;
+    double t0 = strata__now();
     strata_state_t st;
     int rc = strata__state_alloc(run, &st);
     if (rc == STRATA_OK)
-        rc = strata__run_state(run, STRATA_CTL_STATE_GET, &st);
+        rc = get_state(run, best, step, &st);
     if (rc != STRATA_OK || !run->geo.chief) {
         strata__state_free(&st);
         return rc;
     }
     const strata__model_t *m = &run->model;
-    int nt = m->nvars * (1 + st.nslots);
+    /* In parts: the variables and slots are in the part files. */
+    int nt = st.nparts > 0 ? 0 : m->nvars * (1 + st.nslots);
     strata__tensor_t *t = calloc((size_t)(nt + m->nstates), sizeof *t);
-    char (*names)[96] = calloc((size_t)nt, sizeof *names);
+    char (*names)[96] = calloc((size_t)nt + 1, sizeof *names);
     float *states = malloc(m->state_count * sizeof *states + 1);
     if (!t || !names || !states) {
         free(t);
@@ -126,7 +190,7 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
         return STRATA_ENOMEM;
     }
     int k = 0;
-    for (int s = -1; s < st.nslots; s++)
+    for (int s = -1; s < st.nslots && nt; s++)
         for (int i = 0; i < m->nvars; i++, k++) {
             const strata_var_t *v = &m->vars[i];
             if (s < 0)
@@ -160,7 +224,7 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
     snprintf(smp, sizeof smp, "%" PRId64, sample);
     int moved = sample != batch * (int64_t)run->geo.batch;
     enum { FIXED = 13 };
-    strata__meta_t meta[FIXED + 2 + STRATA__MONITOR_NMETA +
+    strata__meta_t meta[FIXED + 4 + STRATA__MONITOR_NMETA +
                         STRATA__PLATEAU_NMETA] = {
         { "strata.epoch", e },          { "strata.batch", b },
         { "strata.step", n },           { "strata.opt_steps", o },
@@ -185,6 +249,13 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
         meta[FIXED + nm++] = (strata__meta_t){ "strata.final", "1" };
     if (moved)
         meta[FIXED + nm++] = (strata__meta_t){ "strata.sample", smp };
+    char pc[16], ptag[24];
+    snprintf(pc, sizeof pc, "%d", st.nparts);
+    snprintf(ptag, sizeof ptag, "%016" PRIx64, st.part_tag);
+    if (st.nparts > 0) {
+        meta[FIXED + nm++] = (strata__meta_t){ "strata.part_count", pc };
+        meta[FIXED + nm++] = (strata__meta_t){ "strata.part_tag", ptag };
+    }
     char path[4096];
     if (rc != STRATA_OK)
         ; /* the state could not be read */
@@ -201,8 +272,13 @@ static int save(strata__run_t *run, int best, int epoch, int64_t batch,
                     strata__monitor_name(&run->monitor), run->monitor.kept,
                     run->monitor.kept_epoch, step);
     if (rc == STRATA_OK && !best) {
+        char in[64] = "";
+        if (st.nparts > 0)
+            snprintf(in, sizeof in, ", the model in %d parts its tasks wrote",
+                     st.nparts);
         strata__log(STRATA_LOG_INFO, "checkpoint", "wrote %s (epoch %d, batch "
-                    "%" PRId64 ", step %" PRId64 ")", path, epoch, batch, step);
+                    "%" PRId64 ", step %" PRId64 "%s) in %.2f s", path, epoch,
+                    batch, step, in, strata__now() - t0);
         rc = strata__ckpt_rotate(c->dir, (int)c->keep);
     }
     free(t);

@@ -21,6 +21,10 @@ int  strata__run_state(strata__run_t *run, int op, strata_state_t *st);
 int strata__checkpoint_save(strata__run_t *run, int epoch, int64_t batch,
                             int64_t step);
 
+/* host part_write (plugin ABI 2.13): this task's part of the checkpoint
+ * of part->step into [checkpoint] dir (checkpoint.h: parts). */
+int strata__checkpoint_part_write(strata__run_t *run, strata_part_t *part);
+
 /* [checkpoint] keep_best: the same checkpoint as DIR/best.safetensors
  * (written atomically; the rotation and the resume never see it), after
  * the monitor has found a new best. Collective as above. */

@@ -777,6 +777,17 @@ static int host_discard(strata_hctx_t *hc, int32_t device, void *ptr,
     return STRATA_OK;
 }
 
+/* ABI 2.13: this task's part of a checkpoint. */
+static int host_part_write(strata_hctx_t *hc, strata_part_t *part)
+{
+    strata_ctx_t *ctx = run_ctx(hc);
+    if (!part)
+        return STRATA_EINVAL;
+    return ctx && ctx->run_svc->part_write
+               ? ctx->run_svc->part_write(ctx->run, part)
+               : STRATA_ESTATE;
+}
+
 const strata_host_v2_t strata__host_v2 = {
     .struct_size = sizeof(strata_host_v2_t),
     .abi_major = STRATA_ABI_MAJOR,
@@ -820,6 +831,7 @@ const strata_host_v2_t strata__host_v2 = {
     .batch_rows = host_batch_rows,
     .init_values = host_init_values,
     .discard = host_discard,
+    .part_write = host_part_write,
 };
 
 /* ---- strata_plugin_caps: the word of a plugin on the search path -------- */

@@ -530,6 +530,7 @@ static const struct cap_bit {
     { STRATA_CAP_SPARSE, "sparse", STRATA_KIND_STRATEGY },
     { STRATA_CAP_LAZY_INIT, "lazy_init", STRATA_KIND_STRATEGY },
     { STRATA_CAP_ROWS_APART, "rows_apart", STRATA_KIND_STRATEGY },
+    { STRATA_CAP_STATE_PARTS, "state_parts", STRATA_KIND_STRATEGY },
     { STRATA_CAP_P2P, "p2p", STRATA_KIND_TRANSPORT },
     { STRATA_CAP_SHARDS, "shards", STRATA_KIND_TRANSPORT },
     { STRATA_CAP_BARRIER, "barrier", STRATA_KIND_TRANSPORT },
@@ -577,10 +578,12 @@ uint32_t strata__plugin_caps(const strata_plugin_v2_t *vt, int major)
 {
     /* LAYER_STATES (2.8) promises strata_step_t.states and the host's
      * states_set, SPARSE (2.9) reads strata_op_t.sparse, LAZY_INIT (2.12)
-     * calls host init_values, ROWS_APART (2.12) keeps a promise on buf: a
-     * table of an older minor knows none of them, whatever its bits
-     * 0x1000 / 0x2000 / 0x4000 / 0x8000 say (it then gets the dense form,
-     * var->init, its tables' ranges cleared at every step). */
+     * calls host init_values, ROWS_APART (2.12) keeps a promise on buf,
+     * STATE_PARTS (2.13) reads strata_state_t.part_step and calls host
+     * part_write: a table of an older minor knows none of them, whatever
+     * its bits 0x1000 / 0x2000 / 0x4000 / 0x8000 / 0x10000 say (it then
+     * gets the dense form, var->init, its tables' ranges cleared at every
+     * step, a checkpoint's state gathered). */
     if (declares_caps(major, &vt->hdr)) {
         uint32_t c = vt->hdr.caps;
         if (vt->hdr.abi_minor < 8)
@@ -589,6 +592,8 @@ uint32_t strata__plugin_caps(const strata_plugin_v2_t *vt, int major)
             c &= ~STRATA_CAP_SPARSE;
         if (vt->hdr.abi_minor < 12)
             c &= ~(STRATA_CAP_LAZY_INIT | STRATA_CAP_ROWS_APART);
+        if (vt->hdr.abi_minor < 13)
+            c &= ~STRATA_CAP_STATE_PARTS;
         return c;
     }
     /* Before 2.5: what the core learnt by asking. A strategy with ctl may

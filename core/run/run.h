@@ -132,6 +132,9 @@ struct strata__run {
     int                       sync_bar_ok;
     strata__resume_t          resume;       /* where the run goes on       */
     int                       resume_done;
+    int                       parts_off;    /* a checkpoint's parts were not
+                                               all seen here: gather (ABI
+                                               2.13, resume.c)             */
     int64_t                   last_boundary; /* drive(): step of the last
                                                 checkpoint (or the resume) */
     _Atomic int               rc;           /* first failure (any thread)  */

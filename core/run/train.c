@@ -959,6 +959,7 @@ static const strata__run_services_t services = {
     .states_get = host_states_get,     .states_set = host_states_set,
     .batch_rows = host_batch_rows,
     .init_values = strata__run_init_values,
+    .part_write = strata__checkpoint_part_write,
 };
 
 /* The strategy drives this task (ps server, coordinator); ENOTSUP: it

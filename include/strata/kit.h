@@ -14,7 +14,9 @@
  *      and the collectives checked as the core checks them (the same
  *      STRATA_EINVAL, the same error line). The services of a run
  *      (evaluate, report, boundary, membership, ...) are STRATA_ENOTSUP
- *      unless the caller sets hooks for them.
+ *      unless the caller sets hooks for them. part_write (2.13) checks a
+ *      part against the variables the caller names and keeps a copy in
+ *      memory (strata_kit_parts_written).
  *   2. strata_kit_cfg(): a plugin's option struct, filled from its own
  *      table's defaults and key=value overrides (what the core does).
  *   3. strata_kit_replicas_*: mirrored replicas (one slab and one optimizer
@@ -100,6 +102,14 @@ typedef struct strata_kit_config {
     const void *transport_cfg;
     const strata_kit_hooks_t  *hooks;   /* NULL: none                     */
     const strata_kit_device_t *device;  /* NULL: CPU only                 */
+    /* The model, for ABI 2.13's part_write (the caller's, kept until
+     * strata_kit_free): vars[i] is variable i (its ndim, shape and count
+     * are read: rows along shape[0], a rank-0 variable 1 row). A piece is
+     * checked against its variable and copied as rows x (count /
+     * shape[0]) floats; without vars (nvars 0) the kit cannot size a
+     * piece and part_write refuses every part (STRATA_EINVAL, logged). */
+    const strata_var_t *vars;
+    int         nvars;
 } strata_kit_config_t;
 
 /* The defaults: pose as this SDK's minor, warnings and errors to stderr. */
@@ -119,6 +129,15 @@ size_t strata_kit_placed(const strata_kit_t *kit);
 /* sizeof(strata_host_v2_t) of minor `abi_minor` of major 2; 0 for a minor
  * not released. */
 size_t strata_kit_host_size(int abi_minor);
+/* ABI 2.13: the parts host part_write recorded, in the order first
+ * written (a later part of the same step, index and count replaces one,
+ * as its file would be): their number. With out set, *out = part i (0 ..
+ * that number - 1; else NULL): a copy whose pieces and their data are the
+ * kit's, valid until the next part_write or strata_kit_free. The kit
+ * writes no file: a part's `bytes` is that of the values it holds
+ * (rows x elements per row x 4), without a file's header. */
+int  strata_kit_parts_written(strata_kit_t *kit, int i,
+                              const strata_part_t **out);
 
 /* ---- 2. a plugin's options ---------------------------------------------- */
 

@@ -182,8 +182,16 @@ extern "C" {
                                        * so the core clears that range once,
                                        * not at every backward. Ignored
                                        * from a plugin built before 2.12     */
+/* strategy, ABI 2.13 */
+#define STRATA_CAP_STATE_PARTS 0x10000u /* with STRATA_CAP_STATE: a
+                                       * STATE_GET for a checkpoint may
+                                       * have the tasks that hold the
+                                       * model write it in parts, in
+                                       * parallel (host part_write,
+                                       * strata_state_t.nparts). Ignored
+                                       * from a plugin built before 2.13     */
 /* The bits of each kind; a bit of the other kind is refused at load. */
-#define STRATA_CAPS_STRATEGY  0xf0ffu
+#define STRATA_CAPS_STRATEGY  0x1f0ffu
 #define STRATA_CAPS_TRANSPORT 0x0f00u
 
 #define STRATA_PLUGIN_HEADER_CAPS(kind_, name_, version_, description_, caps_) \

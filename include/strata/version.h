@@ -12,7 +12,7 @@
  * struct, and the core accepts any minor (it guards newer members by
  * struct_size, see STRATA_HAS). */
 #define STRATA_ABI_MAJOR 2
-#define STRATA_ABI_MINOR 12
+#define STRATA_ABI_MINOR 13
 
 /* Build signature: compile-time facts that change ABI-visible layouts
  * (cf. nginx's NGX_MODULE_SIGNATURE). A plugin whose signature differs from

@@ -381,6 +381,161 @@ static int k_discard(strata_hctx_t *hc, int32_t device, void *ptr,
     return STRATA_OK;
 }
 
+/* ---- 2.13: a task's part of a checkpoint, kept in memory ---------------- */
+
+/* Variable v's rows along dimension 0 and floats per row, as the test
+ * named it (strata_kit_config_t.vars); 0 when the kit does not know it. */
+static int part_var(const strata_kit_t *kit, int32_t v, int64_t *rows,
+                    size_t *per_row)
+{
+    if (!kit->cfg.vars || v < 0 || v >= kit->cfg.nvars)
+        return 0;
+    const strata_var_t *var = &kit->cfg.vars[v];
+    if (var->ndim == 0) {
+        *rows = 1;
+        *per_row = var->count;
+    } else {
+        if (var->shape[0] <= 0 || var->count % (size_t)var->shape[0] != 0)
+            return 0;
+        *rows = var->shape[0];
+        *per_row = var->count / (size_t)var->shape[0];
+    }
+    return *per_row > 0;
+}
+
+static void part_free(strata_part_t *p)
+{
+    for (int32_t i = 0; p->pieces && i < p->npieces; i++)
+        free((void *)p->pieces[i].data);
+    free((void *)p->pieces);
+    memset(p, 0, sizeof *p);
+}
+
+static int part_refuse(strata_kit_t *kit, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int part_refuse(strata_kit_t *kit, const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    strata__kit_log(kit, STRATA_LOG_ERROR, "kit", "part_write: %s", why);
+    return STRATA_EINVAL;
+}
+
+/* Checked as the core checks it, except that the kit knows the variables
+ * the test named only and that its optimizer (sgd) has no slots; kept in
+ * memory, not written (the kit has no [checkpoint] dir to write to). */
+static int k_part_write(strata_hctx_t *hc, strata_part_t *part)
+{
+    strata_kit_t *kit = kit_of(hc);
+    if (!part || part->struct_size < sizeof *part)
+        return part_refuse(kit, "no part, or a struct_size below %zu",
+                           sizeof *part);
+    if (part->count < 1 || part->index < 0 || part->index >= part->count)
+        return part_refuse(kit, "part %d of %d", (int)part->index,
+                           (int)part->count);
+    if (part->step < 0)
+        return part_refuse(kit, "step %lld", (long long)part->step);
+    if (part->npieces < 0 || (part->npieces > 0 && !part->pieces))
+        return part_refuse(kit, "%d pieces at %p", (int)part->npieces,
+                           (const void *)part->pieces);
+    if (part->npieces > 0 && kit->cfg.nvars <= 0)
+        return part_refuse(kit, "the kit knows no variables to size a "
+                           "piece by (strata_kit_config_t.vars)");
+    size_t total = 0;
+    for (int32_t i = 0; i < part->npieces; i++) {
+        const strata_part_piece_t *pc = &part->pieces[i];
+        int64_t nrows = 0;
+        size_t per_row = 0;
+        if (!pc->data || pc->rows < 1 || pc->row0 < 0 || pc->slot < -1)
+            return part_refuse(kit, "piece %d: data %p, rows %lld, row0 "
+                               "%lld, slot %d", (int)i,
+                               (const void *)pc->data, (long long)pc->rows,
+                               (long long)pc->row0, (int)pc->slot);
+        if (!part_var(kit, pc->var, &nrows, &per_row))
+            return part_refuse(kit, "piece %d: variable %d is not one of "
+                               "the %d the kit was given", (int)i,
+                               (int)pc->var, kit->cfg.nvars);
+        if (pc->slot >= 0)
+            return part_refuse(kit, "piece %d: slot %d, but the kit's "
+                               "optimizer (sgd) has none", (int)i,
+                               (int)pc->slot);
+        if (pc->row0 > nrows || pc->rows > nrows - pc->row0)
+            return part_refuse(kit, "piece %d: rows [%lld, %lld) outside "
+                               "variable %d's %lld", (int)i,
+                               (long long)pc->row0,
+                               (long long)(pc->row0 + pc->rows),
+                               (int)pc->var, (long long)nrows);
+        for (int32_t j = 0; j < i; j++) {
+            const strata_part_piece_t *q = &part->pieces[j];
+            if (q->var == pc->var && q->slot == pc->slot &&
+                q->row0 < pc->row0 + pc->rows && pc->row0 < q->row0 + q->rows)
+                return part_refuse(kit, "pieces %d and %d overlap (variable "
+                                   "%d, slot %d)", (int)j, (int)i,
+                                   (int)pc->var, (int)pc->slot);
+        }
+        total += (size_t)pc->rows * per_row;
+    }
+    /* the copy */
+    strata_part_t rec = *part;
+    rec.struct_size = sizeof rec;
+    rec.pieces = NULL;
+    rec.bytes = (int64_t)(total * sizeof(float));
+    strata_part_piece_t *pcs = NULL;
+    if (part->npieces > 0 &&
+        !(pcs = calloc((size_t)part->npieces, sizeof *pcs)))
+        return STRATA_ENOMEM;
+    rec.pieces = pcs;
+    for (int32_t i = 0; i < part->npieces; i++) {
+        int64_t nrows;
+        size_t per_row, n;
+        part_var(kit, part->pieces[i].var, &nrows, &per_row);
+        n = (size_t)part->pieces[i].rows * per_row;
+        float *d = malloc(n * sizeof *d);
+        if (!d) {
+            rec.npieces = i;
+            part_free(&rec);
+            return STRATA_ENOMEM;
+        }
+        memcpy(d, part->pieces[i].data, n * sizeof *d);
+        pcs[i] = part->pieces[i];
+        pcs[i].data = d;
+    }
+    int at = 0;
+    while (at < kit->nparts &&
+           !(kit->parts[at].step == part->step &&
+             kit->parts[at].index == part->index &&
+             kit->parts[at].count == part->count))
+        at++;
+    if (at == kit->nparts && kit->nparts == kit->cap_parts) {
+        int cap = kit->cap_parts ? 2 * kit->cap_parts : 4;
+        strata_part_t *grown = realloc(kit->parts, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            part_free(&rec);
+            return STRATA_ENOMEM;
+        }
+        kit->parts = grown;
+        kit->cap_parts = cap;
+    }
+    if (at < kit->nparts)
+        part_free(&kit->parts[at]);
+    else
+        kit->nparts++;
+    kit->parts[at] = rec;
+    part->bytes = rec.bytes;
+    return STRATA_OK;
+}
+
+int strata_kit_parts_written(strata_kit_t *kit, int i,
+                             const strata_part_t **out)
+{
+    if (out)
+        *out = kit && i >= 0 && i < kit->nparts ? &kit->parts[i] : NULL;
+    return kit ? kit->nparts : 0;
+}
+
 /* ABI 2.8: the kit's fake run has a model without layer states. */
 static int k_states_get(strata_hctx_t *hc, float *buf, size_t cap, size_t *n)
 {
@@ -409,7 +564,8 @@ size_t strata_kit_host_size(int abi_minor)
     case 8: case 9: return offsetof(strata_host_v2_t, opt_step_rows);
     case 10:        return offsetof(strata_host_v2_t, batch_rows);
     case 11:        return offsetof(strata_host_v2_t, init_values);
-    case 12:        return sizeof(strata_host_v2_t);
+    case 12:        return offsetof(strata_host_v2_t, part_write);
+    case 13:        return sizeof(strata_host_v2_t);
     default:        return 0;
     }
 }
@@ -464,6 +620,7 @@ int strata_kit_host(const strata_kit_config_t *cfg, strata_kit_t **out)
     h->batch_rows = k_batch_rows;
     h->init_values = k_init_values;
     h->discard = k_discard;
+    h->part_write = k_part_write;
     strata__kit_transport_entries(h);
     /* Posing as an older minor: its size, and nothing of a later one (a
      * plugin that reads past struct_size finds NULL, not a stale entry). */
@@ -477,6 +634,10 @@ int strata_kit_host(const strata_kit_config_t *cfg, strata_kit_t **out)
 
 void strata_kit_free(strata_kit_t *kit)
 {
+    for (int i = 0; kit && i < kit->nparts; i++)
+        part_free(&kit->parts[i]);
+    if (kit)
+        free(kit->parts);
     free(kit);
 }
 

@@ -13,6 +13,10 @@ struct strata_kit {
     strata_kit_hooks_t  hooks;   /* zeroed when cfg.hooks is NULL         */
     strata_kit_device_t dev;     /* zeroed when cfg.device is NULL        */
     atomic_size_t       placed;
+    /* ABI 2.13: the parts part_write recorded (host.c), each a copy with
+     * its pieces' array and their data (one block per piece) the kit's */
+    strata_part_t      *parts;
+    int                 nparts, cap_parts;
 };
 
 static inline strata_kit_t *kit_of(strata_hctx_t *hc)

@@ -430,7 +430,8 @@ class Job:
         if not d or not os.path.isdir(d):
             return None
         names = sorted(n for n in os.listdir(d)
-                       if n.startswith("ckpt-") and n.endswith(".safetensors"))
+                       if n.startswith("ckpt-") and n.endswith(".safetensors")
+                       and ".part-" not in n)
         return os.path.join(d, names[-1]) if names else None
 
     def _ckpt(self, checkpoint: Optional[str]) -> bytes:

@@ -54,3 +54,36 @@ def test_set_weights(data):
     other.set_weights(w)
     assert other.evaluate(data["xt"], data["yt"])[0] != \
         job.evaluate(data["xt"], data["yt"])[0]
+
+
+def test_load_parts(tmp_path):
+    """A checkpoint in parts (a ps job: each ps task writes its shards
+    beside the main file) loads joined, whole variables; a part of
+    another checkpoint or a gap in the rows is refused."""
+    table = np.arange(15, dtype=np.float32).reshape(5, 3)
+    bias = np.array([1.5, -2.0], dtype=np.float32)
+    main = str(tmp_path / "ckpt-0000000010.safetensors")
+
+    def part(j, tensors, tag="00000000000000ab"):
+        strata.save_checkpoint(
+            str(tmp_path / ("ckpt-0000000010.part-%d-of-2.safetensors" % j)),
+            tensors, {"strata.step": 10, "strata.part_tag": tag,
+                      "strata.part_index": j, "strata.part_count": 2})
+
+    part(0, {"emb[0:2]": table[0:2], "optimizer/m/emb[2:5]": table[2:5] * 2,
+             "bias[0:2]": bias})
+    part(1, {"emb[2:5]": table[2:5], "optimizer/m/emb[0:2]": table[0:2] * 2})
+    strata.save_checkpoint(main, {}, {"strata.step": 10,
+                                      "strata.part_count": 2,
+                                      "strata.part_tag": "00000000000000ab"})
+    back = strata.load_checkpoint(main)
+    assert sorted(back) == ["bias", "emb", "optimizer/m/emb"]
+    assert np.array_equal(back["emb"], table)
+    assert np.array_equal(back["optimizer/m/emb"], table * 2)
+    assert np.array_equal(back["bias"], bias)
+    part(1, {"emb[2:5]": table[2:5]}, tag="00000000000000ac")
+    with pytest.raises(ValueError, match="another checkpoint"):
+        strata.load_checkpoint(main)
+    part(1, {"emb[3:5]": table[3:5], "optimizer/m/emb[0:2]": table[0:2]})
+    with pytest.raises(ValueError, match="in no part or in two"):
+        strata.load_checkpoint(main)

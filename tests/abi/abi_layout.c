@@ -102,6 +102,8 @@ static size_t layout_v1(void)
     S(strata_state_t)
     F(strata_state_t, struct_size) F(strata_state_t, nslots)
     F(strata_state_t, vars) F(strata_state_t, slots) F(strata_state_t, opt_steps)
+    F(strata_state_t, part_step) F(strata_state_t, part_tag)
+    F(strata_state_t, nparts) F(strata_state_t, pad_)
     S(strata_step_t)
     F(strata_step_t, struct_size) F(strata_step_t, done) F(strata_step_t, id)
     F(strata_step_t, epoch) F(strata_step_t, attempt) F(strata_step_t, batch)
@@ -149,6 +151,7 @@ static size_t layout_v2(size_t n)
     F(strata_host_v2_t, states_get) F(strata_host_v2_t, states_set)
     F(strata_host_v2_t, opt_step_rows) F(strata_host_v2_t, batch_rows)
     F(strata_host_v2_t, init_values) F(strata_host_v2_t, discard)
+    F(strata_host_v2_t, part_write)
     S(strata_membership_t)
     F(strata_membership_t, struct_size) F(strata_membership_t, generation)
     F(strata_membership_t, size) F(strata_membership_t, rank)
@@ -178,6 +181,15 @@ static size_t layout_v2(size_t n)
     F(strata_sparse_t, row_len)
     F(strata_sparse_t, nrows) F(strata_sparse_t, rows)
     F(strata_sparse_t, values)
+    S(strata_part_piece_t)
+    F(strata_part_piece_t, var) F(strata_part_piece_t, slot)
+    F(strata_part_piece_t, row0) F(strata_part_piece_t, rows)
+    F(strata_part_piece_t, data)
+    S(strata_part_t)
+    F(strata_part_t, struct_size) F(strata_part_t, index)
+    F(strata_part_t, count) F(strata_part_t, npieces)
+    F(strata_part_t, step) F(strata_part_t, tag)
+    F(strata_part_t, pieces) F(strata_part_t, bytes)
     return n;
 }
 
@@ -255,6 +267,7 @@ static const struct { const char *ver; unsigned long crc; } k_pinned[] = {
     { "2.6", 0x02ce5e48UL }, { "2.7", 0x3a16da74UL }, { "2.8", 0xefbc21b8UL },
     { "2.9", 0xaf5db815UL }, { "2.10", 0x1982dbd8UL },
     { "2.11", 0x72ea57bcUL }, { "2.12", 0xd552d40cUL },
+    { "2.13", 0x3e46ddb5UL },
 };
 #define NPINNED (sizeof k_pinned / sizeof k_pinned[0])
 

@@ -72,13 +72,122 @@ static strata_kit_t *make_kit(int minor, double clip)
     return kit;
 }
 
+/* ---- 2.13: part_write, checked and kept ------------------------------- */
+
+static void check_part_write(const strata_host_v2_t *h, strata_hctx_t *hc)
+{
+    /* make_kit's kit names no variables: an empty part only */
+    float d0[4] = { 1, 2, 3, 4 }, s0 = 9;
+    strata_part_piece_t pc[2] = {
+        { .var = 0, .slot = -1, .row0 = 1, .rows = 2, .data = d0 },
+        { .var = 1, .slot = -1, .row0 = 0, .rows = 1, .data = &s0 },
+    };
+    strata_part_t part = { .struct_size = sizeof part, .index = 1,
+                           .count = 2, .npieces = 2, .step = 7,
+                           .tag = 0x0123456789abcdefULL, .pieces = pc,
+                           .bytes = -1 };
+    CHECK(h->part_write(hc, &part) == STRATA_EINVAL && part.bytes == -1);
+    part.npieces = 0;
+    CHECK(h->part_write(hc, &part) == STRATA_OK && part.bytes == 0);
+    part.npieces = 2;
+
+    /* a kit that knows the model: a [3 x 2] table and a scalar */
+    strata_var_t vars[2] = {
+        { .struct_size = sizeof vars[0], .index = 0, .ndim = 2,
+          .shape = { 3, 2 }, .count = 6 },
+        { .struct_size = sizeof vars[1], .index = 1, .ndim = 0, .count = 1 },
+    };
+    strata_kit_config_t cfg = STRATA_KIT_CONFIG_INIT;
+    cfg.log = kit_log;
+    cfg.vars = vars;
+    cfg.nvars = 2;
+    strata_kit_t *kit = NULL;
+    CHECK(strata_kit_host(&cfg, &kit) == STRATA_OK);
+    if (!kit)
+        return;
+    h = strata_kit_table(kit);
+    hc = strata_kit_hctx(kit);
+    const strata_part_t *got = NULL;
+    CHECK(h->part_write(hc, &part) == STRATA_OK &&
+          part.bytes == 5 * (int64_t)sizeof(float));
+    d0[0] = -1;   /* a copy was kept, not the caller's pointer */
+    CHECK(strata_kit_parts_written(kit, 0, &got) == 1 && got &&
+          got->index == 1 && got->count == 2 && got->step == 7 &&
+          got->tag == 0x0123456789abcdefULL && got->npieces == 2 &&
+          got->bytes == part.bytes && got->pieces != pc);
+    if (got && got->npieces == 2) {
+        CHECK(got->pieces[0].data != d0 && got->pieces[0].data[0] == 1 &&
+              got->pieces[0].data[3] == 4 && got->pieces[0].row0 == 1 &&
+              got->pieces[0].rows == 2);
+        CHECK(got->pieces[1].var == 1 && got->pieces[1].data[0] == 9);
+    }
+    CHECK(strata_kit_parts_written(kit, 1, &got) == 1 && got == NULL);
+    /* refused, nothing recorded: each breaks one rule */
+    struct { const char *what; strata_part_t p; strata_part_piece_t a, b; }
+        bad[] = {
+        { "struct_size", part, pc[0], pc[1] },
+        { "index == count", part, pc[0], pc[1] },
+        { "count 0", part, pc[0], pc[1] },
+        { "npieces < 0", part, pc[0], pc[1] },
+        { "pieces NULL", part, pc[0], pc[1] },
+        { "data NULL", part, pc[0], pc[1] },
+        { "rows 0", part, pc[0], pc[1] },
+        { "row0 < 0", part, pc[0], pc[1] },
+        { "slot -2", part, pc[0], pc[1] },
+        { "slot 0 (sgd: none)", part, pc[0], pc[1] },
+        { "an unknown variable", part, pc[0], pc[1] },
+        { "rows past the table", part, pc[0], pc[1] },
+        { "a scalar's row 1", part, pc[0], pc[1] },
+        { "overlapping pieces", part, pc[0], pc[1] },
+    };
+    bad[0].p.struct_size = sizeof part - 8;
+    bad[1].p.index = 2;
+    bad[2].p.count = 0;
+    bad[3].p.npieces = -1;
+    bad[5].a.data = NULL;
+    bad[6].a.rows = 0;
+    bad[7].a.row0 = -1;
+    bad[8].a.slot = -2;
+    bad[9].a.slot = 0;
+    bad[10].b.var = 2;
+    bad[11].a.row0 = 2;
+    bad[12].b.row0 = 1;
+    bad[13].b = bad[13].a;
+    bad[13].b.row0 = 2;
+    bad[13].b.rows = 1;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        strata_part_piece_t two[2] = { bad[i].a, bad[i].b };
+        bad[i].p.pieces = i == 4 ? NULL : two;
+        bad[i].p.bytes = -1;
+        int rc = h->part_write(hc, &bad[i].p);
+        CHECKF(rc == STRATA_EINVAL && bad[i].p.bytes == -1 &&
+               strata_kit_parts_written(kit, 0, NULL) == 1,
+               "%s: %d, %d parts", bad[i].what, rc,
+               strata_kit_parts_written(kit, 0, NULL));
+    }
+    /* the same file again replaces it; another index is another part */
+    part.npieces = 1;
+    CHECK(h->part_write(hc, &part) == STRATA_OK &&
+          part.bytes == 4 * (int64_t)sizeof(float) &&
+          strata_kit_parts_written(kit, 0, &got) == 1 && got &&
+          got->npieces == 1 && got->pieces[0].data[0] == -1);
+    part.index = 0;
+    pc[0].row0 = 0;
+    pc[0].rows = 1;
+    CHECK(h->part_write(hc, &part) == STRATA_OK &&
+          part.bytes == 2 * (int64_t)sizeof(float) &&
+          strata_kit_parts_written(kit, 1, &got) == 2 && got &&
+          got->index == 0 && got->pieces[0].rows == 1);
+    strata_kit_free(kit);
+}
+
 /* ---- the table of each minor ------------------------------------------- */
 
 static void check_table(int minor)
 {
     /* sizeof(strata_host_v2_t) of each minor: tests/abi/abi_history.txt */
     static const uint32_t sizes[] = { 200, 200, 224, 240, 240, 272, 272, 272,
-                                      288, 288, 296, 304, 320 };
+                                      288, 288, 296, 304, 320, 328 };
     strata_kit_t *kit = make_kit(minor, 0.0);
     if (!kit)
         return;
@@ -106,6 +215,9 @@ static void check_table(int minor)
     CHECK(minor >= 11 || h->batch_rows == NULL);
     CHECK(STRATA_HAS_FIELD(strata_host_v2_t, h, discard) == (minor >= 12));
     CHECK(minor >= 12 || (h->init_values == NULL && h->discard == NULL));
+    CHECK(STRATA_HAS_FIELD(strata_host_v2_t, h, part_write) ==
+          (minor >= 13));
+    CHECK(minor >= 13 || h->part_write == NULL);
     /* the entries every minor has, real */
     strata_hctx_t *hc = strata_kit_hctx(kit);
     if (minor >= 10) { /* 2.10: sgd on the rows named, nothing else */
@@ -137,6 +249,8 @@ static void check_table(int minor)
         CHECK(h->discard(hc, STRATA_DEVICE(STRATA_DEV_GPU, 0), got, 4) ==
               STRATA_EINVAL);
     }
+    if (minor >= 13)
+        check_part_write(h, hc);
     CHECK(strcmp(h->cfg_get(hc, "strategy", "lr"), "0.5") == 0);
     CHECK(h->cfg_get(hc, "strategy", "l") == NULL);
     CHECK(h->cfg_get(hc, "strategy", "momentum") == NULL);

@@ -726,6 +726,32 @@ static void test_sparse_cap(void)
     strata__plugin_close(p);
 }
 
+/* ABI 2.13: STRATA_CAP_STATE_PARTS, the first bit past 16 (0x10000), is a
+ * strategy's bit and counts only in a table of 2.13 or newer (an older
+ * one knows no part_step, no host part_write: its state is gathered). */
+static void test_state_parts_cap(void)
+{
+    const uint32_t c213 = STRATA_CAP_STATE_PARTS | STRATA_CAP_STATE;
+    strata__plugin_t *p = expect_ok("fake_pt213", STRATA_KIND_STRATEGY,
+                                    LOADER_DIR3);
+    CHECKF(p && p->vt->hdr.caps == 0x10008u && p->caps == c213,
+           "2.13 caps %#x, want %#x", p ? p->caps : 0u, c213);
+    char txt[160];
+    strata__caps_str(p ? p->caps : 0, txt, sizeof txt);
+    CHECKF(!strcmp(txt, "state,state_parts"), "%s", txt);
+    strata__plugin_close(p);
+    p = expect_ok("fake_pt212", STRATA_KIND_STRATEGY, LOADER_DIR3);
+    CHECKF(p && p->vt->hdr.abi_minor == 12 && p->caps == STRATA_CAP_STATE,
+           "2.12 caps %#x, want %#x", p ? p->caps : 0u, STRATA_CAP_STATE);
+    strata__plugin_close(p);
+    /* every strategy bit at once: each named, none lost to a narrower
+     * word */
+    strata__caps_str(STRATA_CAPS_STRATEGY, txt, sizeof txt);
+    CHECKF(!strcmp(txt, "elastic,drives,next_step,state,clip,world_sum,"
+                        "overlap,step_sum,layer_states,sparse,lazy_init,"
+                        "rows_apart,state_parts"), "%s", txt);
+}
+
 int main(void)
 {
     strata__log_set_level(STRATA_LOG_INFO);
@@ -744,5 +770,6 @@ int main(void)
     test_strangers_entry();
     test_layer_states_cap();
     test_sparse_cap();
+    test_state_parts_cap();
     return CHECK_DONE();
 }

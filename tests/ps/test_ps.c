@@ -22,8 +22,8 @@
  *                  the whole job
  *   replay         in plaintext ([security] mode = off): malformed
  *                  messages, replayed pushes (one with a step id not run
- *                  yet), a worker's STATE_PUT/STATE_REQ, and the
- *                  coordinator's STATE_PUT, FINISH, ABORT and a PING with
+ *                  yet), a worker's STATE_PUT/STATE_REQ/STATE_SAVE, and the
+ *                  coordinator's STATE_PUT, STATE_SAVE, FINISH, ABORT and a PING with
  *                  another lease key forged in its name, sent to ps:0 with
  *                  a raw zmq socket change nothing: the pushes' leases and
  *                  the control messages' tags do not match (its counters
@@ -617,6 +617,10 @@ static void replay(void)
                     .a = 1, .b = 2 };
     ps_wire_pack(&pk, msg);
     raw(s, 0, msg, PS_HDR_SIZE);
+    ps_hdr_t sv = { .type = PS_STATE_SAVE, .sender = 0, .step = 5, .req = 11,
+                    .a = 1, .b = 2, .c = 2 };     /* write a checkpoint part */
+    ps_wire_pack(&sv, msg);
+    raw(s, 0, msg, PS_HDR_SIZE);
     ps_hdr_t push = { .type = PS_PUSH, .sender = w0, .attempt = 1, .step = 0,
                       .req = 1, .a = 0, .f = 0.5, .count = (uint32_t)count };
     ps_wire_pack(&push, msg);
@@ -646,6 +650,9 @@ static void replay(void)
     ps_hdr_t get = { .type = PS_STATE_REQ, .sender = w0, .step = -1 };
     ps_wire_pack(&get, msg);
     raw(s, w0, msg, PS_HDR_SIZE);                 /* nor read the state     */
+    sv.sender = w0;
+    ps_wire_pack(&sv, msg);
+    raw(s, w0, msg, PS_HDR_SIZE);                 /* nor have it written    */
     free(msg);
     zmq_close(s);
     zmq_ctx_term(zc);
@@ -657,16 +664,18 @@ static void replay(void)
     printf("ps:0: applied %lld, %lld duplicates, %lld malformed\n", c.applied,
            c.dups, c.malformed);
     /* Every forged push is refused by its lease (none is a duplicate):
-     * bad magic, short count, PING, the three pushes, STATE_PUT, STATE_REQ;
-     * the coordinator's forged STATE_PUT, FINISH, ABORT and PING by
-     * their tags. */
-    CHECKF(c.dups == 0 && c.malformed == 12, "ps:0 counters");
+     * bad magic, short count, PING, the three pushes, STATE_PUT,
+     * STATE_REQ, STATE_SAVE; the coordinator's forged STATE_PUT, FINISH,
+     * ABORT, PING and STATE_SAVE by their tags. */
+    CHECKF(c.dups == 0 && c.malformed == 14, "ps:0 counters");
     CHECKF(strstr(j.t[ps0].err, "its lease is not the coordinator's"),
            "the ps did not name the lease");
     CHECKF(strstr(j.t[ps0].err, "dropped STATE_PUT from chief:0: its tag is "
                                 "not the coordinator's (forged)") &&
            strstr(j.t[ps0].err, "dropped FINISH from chief:0: its tag") &&
            strstr(j.t[ps0].err, "dropped ABORT from chief:0: its tag") &&
+           strstr(j.t[ps0].err, "dropped STATE_SAVE from chief:0: its tag") &&
+           !strstr(j.t[ps0].err, "part of the checkpoint") &&
            strstr(j.t[ps0].err, "dropped PING from chief:0: a lease key "
                                 "other than the coordinator's"),
            "the ps did not name the forged control messages");

@@ -397,6 +397,35 @@ static void wire_state(void)
     ps_wire_pack(&done, c);
     CHECK(ps_wire_unpack(c, PS_HDR_SIZE, &o, &pl, &why) == -1);
     CHECK(strcmp(ps_wire_type_name(PS_STATE_ACK), "STATE_ACK") == 0);
+    /* v8: STATE_SAVE names the checkpoint's step, its tag (any bits), the
+     * slots and the part count; STATE_SAVED the steps and bytes */
+    ps_hdr_t sv = { .type = PS_STATE_SAVE, .step = 40, .a = -5, .b = 2,
+                    .c = 3 };
+    ps_wire_pack(&sv, c);
+    CHECK(ps_wire_unpack(c, PS_HDR_SIZE, &o, &pl, &why) == 0 && o.a == -5
+          && o.c == 3 && o.step == 40);
+    const int64_t bad[][3] = { { -1, 2, 3 }, { 40, PS_MAX_SLOTS + 1, 3 },
+                               { 40, 2, 0 }, { 40, -1, 3 } };
+    for (int i = 0; i < 4; i++) {
+        sv.step = bad[i][0];
+        sv.b = bad[i][1];
+        sv.c = bad[i][2];
+        ps_wire_pack(&sv, c);
+        CHECK(ps_wire_unpack(c, PS_HDR_SIZE, &o, &pl, &why) == -1);
+    }
+    ps_hdr_t sd = { .type = PS_STATE_SAVED, .status = PS_FAILED, .step = 40,
+                    .a = 7, .b = 1 << 20 };
+    ps_wire_pack(&sd, c);
+    CHECK(ps_wire_unpack(c, PS_HDR_SIZE, &o, &pl, &why) == 0
+          && o.status == PS_FAILED && o.b == 1 << 20);
+    sd.b = -1;
+    ps_wire_pack(&sd, c);
+    CHECK(ps_wire_unpack(c, PS_HDR_SIZE, &o, &pl, &why) == -1);
+    sd.b = 0;
+    sd.status = PS_STALE;
+    ps_wire_pack(&sd, c);
+    CHECK(ps_wire_unpack(c, PS_HDR_SIZE, &o, &pl, &why) == -1);
+    CHECK(strcmp(ps_wire_type_name(PS_STATE_SAVED), "STATE_SAVED") == 0);
 }
 
 /* ---- row blocks (ps_rows.c) ---------------------------------------------- */

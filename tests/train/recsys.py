@@ -32,6 +32,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -182,15 +183,36 @@ def training(tmp, data, meta):
           % (ps_auc, mirrored), out + err)
 
 
-def tensors(path):
-    """{name: raw bytes} of a safetensors file."""
+def raw_tensors(path):
+    """({name: raw bytes}, metadata) of a safetensors file."""
     with open(path, "rb") as f:
         blob = f.read()
     n = int.from_bytes(blob[:8], "little")
     head = json.loads(blob[8:8 + n])
     base = 8 + n
-    return {k: blob[base + v["data_offsets"][0]:base + v["data_offsets"][1]]
-            for k, v in head.items() if k != "__metadata__"}
+    return ({k: blob[base + v["data_offsets"][0]:base + v["data_offsets"][1]]
+             for k, v in head.items() if k != "__metadata__"},
+            head.get("__metadata__", {}))
+
+
+def tensors(path):
+    """{name: raw bytes} of a checkpoint, a ps job's parts joined (each
+    ps task writes "NAME[ROW0:ROW1]" of its shards beside the main file,
+    which names their count and tag): the bytes of whole variables."""
+    got, md = raw_tensors(path)
+    n = int(md.get("strata.part_count", "0"))
+    rows = {}
+    for j in range(n):
+        part = path.replace(".safetensors", ".part-%d-of-%d.safetensors"
+                            % (j, n))
+        pt, pmd = raw_tensors(part)
+        assert pmd["strata.part_tag"] == md["strata.part_tag"], part
+        for name, b in pt.items():
+            base, r = name[:-1].rsplit("[", 1)
+            rows.setdefault(base, []).append((int(r.split(":")[0]), b))
+    for base, pieces in rows.items():
+        got[base] = b"".join(b for _, b in sorted(pieces))
+    return got
 
 
 def ps_run(data, ck, nps, steps):
@@ -221,7 +243,14 @@ def reshard(tmp, data):
               out + err + out2 + err2)
         if code2 != 0:
             continue
-        got = tensors(os.path.join(ck, "ckpt-0000000030.safetensors"))
+        main = os.path.join(ck, "ckpt-0000000030.safetensors")
+        parts = sorted(glob.glob(os.path.join(ck, "ckpt-0000000030.part-*")))
+        check(len(parts) == then and not raw_tensors(main)[0] and
+              "ps tasks wrote their parts" in err2,
+              "ps: the checkpoint of step 30 is the %d parts its ps tasks "
+              "wrote and a main file of no variable" % then,
+              "parts: %s; main: %s" % (parts, sorted(raw_tensors(main)[0])))
+        got = tensors(main)
         differ = sorted(k for k in want if got.get(k) != want[k])
         check(set(got) == set(want) and not differ and len(want) > 5,
               "ps: resumed from %d ps tasks into %d, the last checkpoint's "
@@ -247,6 +276,69 @@ def too_long(data):
           % code, out + err)
 
 
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for k in socks:
+        k.bind(("127.0.0.1", 0))
+    ports = [k.getsockname()[1] for k in socks]
+    for k in socks:
+        k.close()
+    return ports
+
+
+def unshared(tmp, data):
+    """The ps tasks started elsewhere, as on machines that do not share
+    [checkpoint] dir: one launch runs the chief and the worker, another
+    the 2 ps tasks with a directory of their own. Where the ps tasks
+    write their parts somewhere the coordinator does not see them, the
+    core says so once and the coordinator gathers; where they cannot
+    write (no such directory), the coordinator says so once and gathers.
+    Either way every checkpoint holds the whole state and the job ends
+    as it should."""
+    for case, ps_dir in (("elsewhere", os.path.join(tmp, "ps-own")),
+                         ("unwritable", os.path.join(tmp, "no", "such"))):
+        ck = os.path.join(tmp, "unshared-" + case)
+        if case == "elsewhere":
+            os.makedirs(ps_dir)
+        c, w, p0, p1 = free_ports(4)
+        sets = ini_sets(data) + [
+            "--set", "strategy.plugin=ps", "--set", "model.metric=accuracy",
+            "--set", "train.devices=cpu:0", "--set", "train.max_steps=30",
+            "--set", "checkpoint.every_steps=10", "--set", "checkpoint.keep=0",
+            "--set", "security.mode=off",
+            "--set", "strategy.ps.partitioner=fixed:2",
+            "--set", "cluster.chief=127.0.0.1:%d" % c,
+            "--set", "cluster.worker=127.0.0.1:%d" % w,
+            "--set", "cluster.ps=127.0.0.1:%d, 127.0.0.1:%d" % (p0, p1)]
+        procs = [subprocess.Popen(
+            [BIN, "launch", "--tasks", tasks, "-c", INI] + sets +
+            ["--set", "checkpoint.dir=" + d], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+            for tasks, d in (("chief:0,worker:0", ck), ("ps:0,ps:1", ps_dir))]
+        outs = []
+        for proc in procs:
+            try:
+                outs.append(proc.communicate(timeout=180))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                outs.append(proc.communicate())
+        text = "".join(o + e for o, e in outs)
+        said = ("does not see them all" if case == "elsewhere"
+                else "the coordinator gathers the state and writes it alone")
+        mains = sorted(glob.glob(os.path.join(ck, "ckpt-*.safetensors")))
+        whole = [m for m in mains if ".part-" not in m and
+                 len(raw_tensors(m)[0]) > 5 and
+                 "strata.part_count" not in raw_tensors(m)[1]]
+        check(all(x.returncode == 0 for x in procs) and
+              text.count(said) == 1 and len(whole) == 3 and
+              len(mains) == 3, "ps: %s: said once, then every checkpoint "
+              "gathered whole (%d of %d)" % (
+                  "parts the coordinator cannot see (another directory)"
+                  if case == "elsewhere" else
+                  "parts the ps tasks cannot write (no such directory)",
+                  len(whole), len(mains)), text)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="strata-recsys-")
     try:
@@ -254,6 +346,7 @@ def main():
         if got:
             training(tmp, *got)
             reshard(tmp, got[0])
+            unshared(tmp, got[0])
             too_long(got[0])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

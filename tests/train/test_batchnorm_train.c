@@ -21,6 +21,7 @@
  *    of an uninterrupted one (its worker starts from the checkpoint's
  *    statistics). */
 #include "check.h"
+#include "ckpt_tensor.h"
 #include "dumps.h"
 #include "spawn.h"
 
@@ -256,29 +257,12 @@ static void shipped_resnet(void)
 /* ---- ps (plugin ABI 2.8): the workers' moving statistics reach the
  * coordinator, which evaluates and checkpoints ---------------------------- */
 
-/* The bytes of tensor `name` of the safetensors file at `path` into out
- * (cap bytes); returns their count, or 0. */
+/* The bytes of tensor `name` of the checkpoint at `path` into out (cap
+ * bytes; a ps job's in parts, joined); returns their count, or 0. */
 static size_t tensor_bytes(const char *path, const char *name, void *out,
                            size_t cap)
 {
-    size_t len = 0, n = 0;
-    char *f = slurp(path, &len);
-    uint64_t hlen = 0;
-    if (f && len >= 8)
-        memcpy(&hlen, f, 8);
-    char key[160];
-    snprintf(key, sizeof key, "\"%s\"", name);
-    const char *k = f && hlen && 8 + hlen <= len ? strstr(f + 8, key) : NULL;
-    const char *o = k ? strstr(k, "\"data_offsets\":[") : NULL;
-    unsigned long long a, b;
-    if (o && (size_t)(o - f) < 8 + hlen &&
-        sscanf(o + strlen("\"data_offsets\":["), "%llu,%llu", &a, &b) == 2 &&
-        a <= b && 8 + hlen + b <= len && b - a <= cap) {
-        n = (size_t)(b - a);
-        memcpy(out, f + 8 + hlen + a, n);
-    }
-    free(f);
-    return n;
+    return ckpt_tensor_bytes(path, name, out, cap);
 }
 
 /* `strata launch` of a ps job: a chief (the coordinator), 1 ps, `workers`

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 
 #include "check.h"
+#include "ckpt_tensor.h"
 #include "dumps.h"
 #include "npy_write.h"
 #include "spawn.h"
@@ -276,32 +277,15 @@ static void densified(void)
                        k_counts, NVARS);
 }
 
-/* A float32 tensor of a safetensors file (the checkpoint's format): its
+/* A float32 tensor of a checkpoint (a ps job's: in parts, joined): its
  * n values, malloc'd; NULL when it is not there. */
 static float *tensor(const char *path, const char *name, size_t n)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    uint64_t hlen = 0;
-    char *h = NULL, key[128];
-    float *v = NULL;
-    long long lo = -1, hi = -1;
-    if (fread(&hlen, 8, 1, f) == 1 && hlen < (1u << 20) &&
-        (h = calloc(1, hlen + 1)) && fread(h, 1, hlen, f) == hlen) {
-        snprintf(key, sizeof key, "\"%s\"", name);
-        const char *at = strstr(h, key);
-        at = at ? strstr(at, "\"data_offsets\"") : NULL;
-        if (at && sscanf(at, "\"data_offsets\":[%lld,%lld]", &lo, &hi) == 2 &&
-            hi - lo == (long long)(n * 4) && (v = malloc(n * 4)) &&
-            (fseek(f, (long)(8 + hlen + (uint64_t)lo), SEEK_SET) != 0 ||
-             fread(v, 4, n, f) != n)) {
-            free(v);
-            v = NULL;
-        }
+    float *v = malloc(n * 4 + 1);
+    if (v && ckpt_tensor_bytes(path, name, v, n * 4) != n * 4) {
+        free(v);
+        v = NULL;
     }
-    free(h);
-    fclose(f);
     return v;
 }
 

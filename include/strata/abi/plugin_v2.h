@@ -292,6 +292,21 @@ typedef struct strata_host_v2 {
      * on memory no other thread uses meanwhile. */
     int  (*discard)(strata_hctx_t *hc, int32_t device, void *ptr,
                     size_t bytes);
+
+    /* ---- ABI 2.13: STRATA_HAS_FIELD(strata_host_v2_t, host, part_write) */
+    /* Write this task's part of the checkpoint of step part->step into
+     * [checkpoint] dir, as DIR/ckpt-<step>.part-<index>-of-<count>
+     * .safetensors: every piece a tensor "NAME[ROW0:ROW1]" (a slot's
+     * "optimizer/SLOT/NAME[ROW0:ROW1]"), the tag, step and index in its
+     * metadata; atomically (a temp file, fsync, rename), like the core's
+     * own checkpoints. The task that calls STATE_GET's host writes the
+     * checkpoint's main file after every part, naming their count and
+     * tag; a reader joins the parts into whole variables, whatever
+     * placement wrote them. part->bytes receives the file's size.
+     * STRATA_EINVAL: a piece outside its variable, an unknown slot, two
+     * pieces that overlap; STRATA_ESTATE: no [checkpoint] dir; STRATA_EIO.
+     * Any task of a run, main thread. */
+    int  (*part_write)(strata_hctx_t *hc, strata_part_t *part);
 } strata_host_v2_t;
 
 /* The vtable a plugin exports as `strata_plugin_v2`. Every entry but init

@@ -285,7 +285,42 @@ typedef struct strata_state {
     float   *vars;       /* model_count elements                             */
     float   *slots[4];   /* nslots buffers of model_count elements           */
     int64_t  opt_steps;  /* updates the optimizer has applied (Adam's t)     */
+    /* ---- ABI 2.13: STRATA_HAS_FIELD(strata_state_t, st, nparts) ---- */
+    /* STATE_GET for a checkpoint, to a strategy with
+     * STRATA_CAP_STATE_PARTS: the tasks that hold the model may write it
+     * into part files of the checkpoint of step part_step, each task its
+     * own (host part_write, part_tag), instead of gathering it into vars
+     * and slots. part_step -1: gather (an in-memory copy, best.safetensors,
+     * a strategy or job that cannot). */
+    int64_t  part_step;
+    uint64_t part_tag;   /* the checkpoint's random id, for part_write       */
+    int32_t  nparts;     /* strategy: 0 (vars and slots hold the state) or
+                            the part files written, which together hold
+                            every variable and every slot (vars and slots
+                            are then left as they were)                     */
+    int32_t  pad_;
 } strata_state_t;
+
+/* A task's part of a checkpoint (ABI 2.13, host part_write): rows of
+ * variables and of their optimizer slots, as that task holds them. */
+typedef struct strata_part_piece {
+    int32_t      var;    /* the model's variable index                      */
+    int32_t      slot;   /* -1: its values; 0 .. nslots - 1: optimizer slot */
+    int64_t      row0;   /* rows [row0, row0 + rows) along dimension 0      */
+    int64_t      rows;   /* (a variable of rank 0: row0 0, rows 1)          */
+    const float *data;   /* rows x the variable's elements per row          */
+} strata_part_piece_t;
+
+typedef struct strata_part {
+    uint32_t struct_size;
+    int32_t  index;      /* this part: 0 .. count - 1 (the ps task index)   */
+    int32_t  count;      /* parts of the checkpoint (strata_state_t.nparts) */
+    int32_t  npieces;
+    int64_t  step;       /* strata_state_t.part_step                        */
+    uint64_t tag;        /* strata_state_t.part_tag                         */
+    const strata_part_piece_t *pieces;
+    int64_t  bytes;      /* out: the size of the file written               */
+} strata_part_t;
 
 /* One generation of an elastic job's membership (ABI 2.3): the workers
  * that train together now, what host->membership() returns. Owned by the

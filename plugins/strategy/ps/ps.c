@@ -42,8 +42,11 @@ static const strata_option_t ps_options[] = {
     { .key = "resend_ms", .type = STRATA_OPT_INT, .def = "2000",
       .offset = offsetof(ps_cfg_t, resend_ms), .min = 10, .max = 600000,
       .help = "a worker sends a PUSH or PULL again when no answer came in "
-              "this long (one lost with its connection: a reset, a replayed "
-              "or dropped frame); the ps applies a step once" },
+              "this long plus the time the request and its answer take at "
+              "100 Mbit/s (one lost with its connection: a reset, a "
+              "replayed or dropped frame), then after twice as long each "
+              "time, up to 8 times the first wait; the ps applies a step "
+              "once" },
     { .key = "sparse_as_dense", .type = STRATA_OPT_BOOL, .def = "false",
       .offset = offsetof(ps_cfg_t, sparse_as_dense),
       .help = "workers push an embedding table's gradient dense, the whole "
@@ -56,6 +59,14 @@ static const strata_option_t ps_options[] = {
               "the rows its step's batch reads, and the other variables "
               "whole (the core must offer batch_rows, plugin ABI 2.11); "
               "false: every pull is the whole of every ps's shards" },
+    { .key = "checkpoint_parts", .type = STRATA_OPT_BOOL, .def = "true",
+      .offset = offsetof(ps_cfg_t, checkpoint_parts),
+      .help = "each ps task writes its shards and their optimizer slots "
+              "into a part file of the checkpoint, all in parallel, and the "
+              "coordinator gathers nothing (plugin ABI 2.13; [checkpoint] dir "
+              "must be one directory for every task: where the coordinator "
+              "does not see the parts, it gathers instead); false: the "
+              "coordinator gathers the whole state and writes it alone" },
     { .key = NULL },
 };
 
@@ -413,7 +424,8 @@ STRATA_EXPORT const strata_plugin_v2_t strata_plugin_v2 = {
                               STRATA_CAP_DRIVES | STRATA_CAP_NEXT_STEP |
                                   STRATA_CAP_STATE | STRATA_CAP_LAYER_STATES |
                                   STRATA_CAP_SPARSE | STRATA_CAP_LAZY_INIT |
-                                  STRATA_CAP_ROWS_APART),
+                                  STRATA_CAP_ROWS_APART |
+                                  STRATA_CAP_STATE_PARTS),
     .options = ps_options,
     .cfg_size = sizeof(ps_cfg_t),
     .init = ps_init,

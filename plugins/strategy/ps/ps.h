@@ -36,6 +36,7 @@ typedef struct ps_cfg {
     int64_t     resend_ms;
     int         sparse_as_dense;
     int         pull_rows;
+    int         checkpoint_parts;
 } ps_cfg_t;
 
 enum ps_role { PS_ROLE_COORD = 1, PS_ROLE_WORKER, PS_ROLE_PS, PS_ROLE_IDLE };

@@ -39,6 +39,7 @@ struct ps_coord {
     int64_t      rescheduled, stale;
     int32_t      batch;       /* global batch, for the figures           */
     int          stopped;     /* the job stopped on request (SIGTERM)    */
+    int          parts_off;   /* a ps could not write its part: gather  */
     /* a restored checkpoint, for the ps tasks before the first step     */
     float       *rs;          /* (1 + rs_slots) x model_count, or NULL   */
     int          rs_slots;
@@ -370,11 +371,19 @@ static int tick(ps_t *p)
 
 /* Handle messages, with ticks in between, until `until`: STRATA_ETIMEDOUT.
  * With `want`, until a message that matches it (type, sender member,
- * request id), returned in *got; without, after each message handled. */
+ * request id; from -1: any sender and request), returned in *got;
+ * without, after each message handled. */
 typedef struct co_want {
     int      type, from;
     uint64_t req;
 } co_want_t;
+
+static int wanted(const co_want_t *want, const ps_msg_t *m)
+{
+    return want && m->h.type == want->type
+           && (want->from < 0 || (m->from == want->from
+                                  && m->h.req == want->req));
+}
 
 static int pump(ps_t *p, int64_t until, const co_want_t *want, ps_msg_t *got)
 {
@@ -387,8 +396,7 @@ static int pump(ps_t *p, int64_t until, const co_want_t *want, ps_msg_t *got)
             int rc, n = 0;
             while (n++ < 100000
                    && (rc = ps_net_recv(p, ps_now_ms() + 1, &m)) == STRATA_OK) {
-                if (want && m.h.type == want->type && m.from == want->from
-                    && m.h.req == want->req) {
+                if (wanted(want, &m)) {
                     *got = m;
                     return STRATA_OK;
                 }
@@ -411,8 +419,7 @@ static int pump(ps_t *p, int64_t until, const co_want_t *want, ps_msg_t *got)
             continue;
         if (rc != STRATA_OK)
             return rc;
-        if (want && m.h.type == want->type && m.from == want->from
-            && m.h.req == want->req) {
+        if (wanted(want, &m)) {
             *got = m;
             return STRATA_OK;
         }
@@ -471,12 +478,114 @@ static int hand_lease_key(ps_t *p)
     return STRATA_OK;
 }
 
+/* The same optimizer step count on every ps: a step boundary. */
+static int same_opt_steps(ps_t *p, int j, int64_t steps, strata_state_t *st)
+{
+    if (j == 0)
+        st->opt_steps = steps;
+    else if (steps != st->opt_steps) {
+        ps_log(p, STRATA_LOG_ERROR, "checkpoint: %s applied %lld optimizer "
+               "steps, ps:0 %lld: not a step boundary",
+               ps_name(p, p->ps_member[j]), (long long)steps,
+               (long long)st->opt_steps);
+        return STRATA_EINTERNAL;
+    }
+    return STRATA_OK;
+}
+
+/* STRATA_CTL_STATE_GET for a checkpoint in parts (plugin ABI 2.13): every
+ * ps writes its own, all at once (STATE_SAVE); nothing comes here. A ps
+ * has timeout_s to answer, and as long again per 100 MB it writes. */
+static int save_parts(ps_t *p, strata_state_t *st)
+{
+    uint64_t *req = calloc((size_t)p->nps, sizeof *req);
+    int rc = req ? STRATA_OK : STRATA_ENOMEM;
+    for (int j = 0; rc == STRATA_OK && j < p->nps; j++) {
+        ps_hdr_t h = { .type = PS_STATE_SAVE, .step = st->part_step,
+                       .a = (int64_t)st->part_tag, .b = st->nslots,
+                       .c = p->nps };
+        h.req = ps_ctl_req(p, &h);
+        req[j] = h.req;
+        rc = ps_net_send(p, p->ps_member[j], &h, NULL, 0, reply_ms(p));
+        if (rc != STRATA_OK)
+            ps_log(p, STRATA_LOG_ERROR, "checkpoint: cannot ask %s (%s) to "
+                   "write its part: %s", ps_name(p, p->ps_member[j]),
+                   ps_addr(p, p->ps_member[j]), ps_strerror(rc));
+    }
+    /* The answers come in any order, until the largest part's deadline. */
+    double most = 0;
+    for (int j = 0; j < p->nps; j++)
+        if ((double)p->place.ps_count[j] > most)
+            most = (double)p->place.ps_count[j];
+    int64_t deadline = ps_now_ms() + (int64_t)((1.0 + most * 4.0 *
+                                                (1 + st->nslots) / 1e8) *
+                                               p->timeout_ms);
+    int64_t bytes = 0, steps = 0;
+    int left = p->nps, failed = -1;
+    while (rc == STRATA_OK && left > 0) {
+        co_want_t want = { PS_STATE_SAVED, -1, 0 };
+        ps_msg_t m;
+        rc = pump(p, deadline, &want, &m);
+        int j = rc == STRATA_OK && m.from >= 0 && m.from < p->nmembers
+                    ? p->member_ps[m.from] : -1;
+        if (rc != STRATA_OK || j < 0 || req[j] != m.h.req)
+            continue; /* a stale or stray answer: pump counted nothing */
+        req[j] = 0;
+        left--;
+        if (m.h.status != PS_OK)
+            failed = j;
+        else if (left == p->nps - 1)
+            steps = m.h.a;
+        else if (m.h.a != steps)
+            rc = STRATA_EINTERNAL;
+        bytes += m.h.b;
+    }
+    if (rc == STRATA_EINTERNAL)
+        ps_log(p, STRATA_LOG_ERROR, "checkpoint of step %lld: the ps tasks "
+               "applied different optimizer step counts: not a step boundary",
+               (long long)st->part_step);
+    for (int j = 0; j < p->nps; j++)
+        if (j == failed || (req[j] && rc != STRATA_OK && rc != STRATA_EINTERNAL))
+            ps_log(p, STRATA_LOG_ERROR, "checkpoint: %s (%s) did not write "
+                   "its part of step %lld: %s", ps_name(p, p->ps_member[j]),
+                   ps_addr(p, p->ps_member[j]), (long long)st->part_step,
+                   j == failed ? "it failed (its log says why)"
+                               : ps_strerror(rc));
+    if (rc == STRATA_OK && failed >= 0)
+        rc = STRATA_EPEER;
+    st->opt_steps = steps;
+    free(req);
+    if (rc == STRATA_OK) {
+        st->nparts = p->nps;
+        ps_log(p, STRATA_LOG_INFO, "checkpoint of step %lld: %d ps tasks "
+               "wrote their parts (%.1f MiB)", (long long)st->part_step,
+               p->nps, (double)bytes / 1048576.0);
+    }
+    return rc;
+}
+
 /* STRATA_CTL_STATE_GET at a step boundary: every part of every ps's state
- * (ps_wire.h: STATE_*) into the flat host buffers of st. */
+ * (ps_wire.h: STATE_*) into the flat host buffers of st, or (ABI 2.13,
+ * [strategy.ps] checkpoint_parts) into part files the ps tasks write. */
 static int gather_state(ps_t *p, strata_state_t *st)
 {
     if (st->nslots < 0 || st->nslots > PS_MAX_SLOTS)
         return STRATA_EINVAL;
+    if (STRATA_HAS_FIELD(strata_state_t, st, nparts) && st->part_step >= 0
+        && p->cfg.checkpoint_parts && !p->co->parts_off) {
+        int rc = save_parts(p, st);
+        if (rc != STRATA_EPEER)
+            return rc;
+        /* A ps could not write (no such directory on its machine, no
+         * room): the whole state comes here, now and from then on. */
+        ps_log(p, STRATA_LOG_WARN, "checkpoint of step %lld: the coordinator "
+               "gathers the state and writes it alone, for this checkpoint "
+               "and the rest of the job (strategy.ps.checkpoint_parts needs a "
+               "[checkpoint] dir every ps task can write)",
+               (long long)st->part_step);
+        p->co->parts_off = 1;
+        st->nparts = 0;
+    }
     for (int j = 0; j < p->nps; j++) {
         int member = p->ps_member[j];
         for (int part = 0; part <= st->nslots; part++) {
@@ -497,15 +606,8 @@ static int gather_state(ps_t *p, strata_state_t *st)
                        ps_addr(p, member), part, ps_strerror(rc));
                 return rc;
             }
-            if (j == 0)
-                st->opt_steps = m.h.b;
-            else if (m.h.b != st->opt_steps) {
-                ps_log(p, STRATA_LOG_ERROR, "checkpoint: %s applied %lld "
-                       "optimizer steps, ps:0 %lld: not a step boundary",
-                       ps_name(p, member), (long long)m.h.b,
-                       (long long)st->opt_steps);
-                return STRATA_EINTERNAL;
-            }
+            if ((rc = same_opt_steps(p, j, m.h.b, st)) != STRATA_OK)
+                return rc;
         }
     }
     return STRATA_OK;

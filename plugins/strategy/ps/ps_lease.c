@@ -65,7 +65,8 @@ int64_t ps_lease(const ps_t *p, int64_t step, int32_t attempt, int member)
 int ps_ctl_bound(int type)
 {
     return type == PS_PING || type == PS_FINISH || type == PS_ABORT ||
-           type == PS_STATE_REQ || type == PS_STATE_PUT;
+           type == PS_STATE_REQ || type == PS_STATE_PUT ||
+           type == PS_STATE_SAVE;
 }
 
 /* The keyed hash of a control message's header under key16. */

@@ -359,6 +359,56 @@ static void on_state_req(ps_t *p, const ps_msg_t *m)
                       reply_ms(p));
 }
 
+/* STATE_SAVE (v8, plugin ABI 2.13): this ps's shards and their optimizer
+ * slots as part j of the checkpoint of `step`, written here, in parallel
+ * with the other ps tasks (host part_write). */
+static void on_state_save(ps_t *p, const ps_msg_t *m)
+{
+    ps_server_t *s = p->srv;
+    int nslots = (int)m->h.b;
+    ps_hdr_t r = { .type = PS_STATE_SAVED, .req = m->h.req, .step = m->h.step };
+    strata_part_piece_t *pc = calloc((size_t)s->nmine * (1 + (size_t)nslots)
+                                     + 1, sizeof *pc);
+    int rc = pc ? state_room(p, nslots) : STRATA_ENOMEM;
+    if (rc == STRATA_OK && !STRATA_HAS_FIELD(strata_host_v2_t, p->host,
+                                             part_write))
+        rc = STRATA_ENOTSUP;
+    if (rc == STRATA_OK)
+        rc = state_slots_io(p, 0, &r.a);
+    if (rc == STRATA_OK)
+        rc = ps_gather(p, s->j, p->master, p->cpu, s->state);
+    strata_part_t part = { .struct_size = sizeof part, .index = s->j,
+                           .count = (int32_t)m->h.c, .step = m->h.step,
+                           .tag = (uint64_t)m->h.a, .pieces = pc };
+    size_t at = 0;
+    for (int i = 0; rc == STRATA_OK && i < s->nmine; i++) {
+        const ps_shard_t *sh = &p->place.shard[s->mine[i]];
+        for (int k = -1; sh->count && k < nslots; k++)
+            pc[part.npieces++] = (strata_part_piece_t){
+                .var = sh->var, .slot = k, .row0 = sh->row0,
+                .rows = sh->rows, .data = s->state + (size_t)(1 + k) *
+                                                      s->count + at };
+        at += sh->count;
+    }
+    if (rc == STRATA_OK && (part.count != p->nps || part.index >= part.count))
+        rc = STRATA_EPROTO;
+    if (rc == STRATA_OK)
+        rc = p->host->part_write(p->hc, &part);
+    free(pc);
+    free(s->state); /* three copies of a table are not kept between saves */
+    s->state = NULL;
+    s->state_got = 0;
+    if (rc != STRATA_OK) {
+        ps_log(p, STRATA_LOG_ERROR, "%s: cannot write its part of the "
+               "checkpoint of step %lld (%d optimizer slots, %lld parts): %s",
+               ps_name(p, p->self), (long long)m->h.step, nslots,
+               (long long)m->h.c, ps_strerror(rc));
+        r.status = PS_FAILED;
+    }
+    r.b = part.bytes;
+    (void)ps_net_send(p, m->from, &r, NULL, 0, reply_ms(p));
+}
+
 /* Steps [0, steps) count as applied here: a restored job goes on. */
 static void restored_version(ps_t *p, int64_t steps)
 {
@@ -482,10 +532,13 @@ static int handle(ps_t *p, const ps_msg_t *m)
     }
     case PS_STATE_REQ:
     case PS_STATE_PUT:
+    case PS_STATE_SAVE:
         if (!from_coord)
             refuse(p, m, "not from the coordinator");
         else if (m->h.type == PS_STATE_REQ)
             on_state_req(p, m);
+        else if (m->h.type == PS_STATE_SAVE)
+            on_state_save(p, m);
         else
             on_state_put(p, m);
         return 0;

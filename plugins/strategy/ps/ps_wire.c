@@ -71,6 +71,7 @@ static int status_ok(int type, int status)
         return status == PS_OK || status == PS_DUPLICATE || status == PS_STALE;
     case PS_STATE:
     case PS_STATE_ACK:
+    case PS_STATE_SAVED:
         return status == PS_OK || status == PS_FAILED;
     default:
         return status == PS_OK;
@@ -152,6 +153,15 @@ static const char *check_fields(const ps_hdr_t *h)
         if (h->a < 0 || h->a > PS_MAX_SLOTS)
             return "bad state part";
         break;
+    case PS_STATE_SAVE:
+        if (h->step < 0 || h->b < 0 || h->b > PS_MAX_SLOTS || h->c < 1
+            || h->c > 65535)
+            return "bad checkpoint step, slot count or part count";
+        break;
+    case PS_STATE_SAVED:
+        if (h->a < 0 || h->b < 0)
+            return "negative optimizer steps or bytes";
+        break;
     default:
         break;
     }
@@ -220,6 +230,7 @@ const char *ps_wire_type_name(int type)
         "?", "STEP_REQ", "STEP", "WAIT", "DONE", "HEARTBEAT", "PULL",
         "PARAMS", "PUSH", "PUSH_ACK", "PING", "PONG", "FINISH", "FIN_ACK",
         "ABORT", "STATE_REQ", "STATE", "STATE_PUT", "STATE_ACK",
+        "STATE_SAVE", "STATE_SAVED",
     };
     return type >= 1 && type <= PS_TYPE_LAST_ ? names[type] : names[0];
 }

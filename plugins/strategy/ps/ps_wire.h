@@ -13,7 +13,7 @@
  *
  *   off size field        meaning
  *    0   4   magic        'S' 'T' 'P' 'S'
- *    4   2   version      PS_WIRE_VERSION (7); another version is dropped
+ *    4   2   version      PS_WIRE_VERSION (8); another version is dropped
  *    6   1   type         enum ps_type
  *    7   1   status       replies: enum ps_status; requests: 0
  *    8   4   sender       group member of the sender (its cluster task index)
@@ -84,6 +84,11 @@
  *                                     (`step`: the steps the state holds)
  *   STATE_ACK 18  ps -> coord         part             (status PS_OK, or
  *                                     PS_FAILED: not installed)
+ *   STATE_SAVE 19 coord -> ps         tag              nslots   parts
+ *                                     (`step`: the checkpoint's)
+ *   STATE_SAVED 20 ps -> coord        optimizer steps  bytes
+ *                                     (status PS_OK: its part file is
+ *                                      written; PS_FAILED: it is not)
  *
  * Leases (ps_lease.c): a PUSH is applied only when its lease (c) is the
  * coordinator's keyed hash of its step, attempt and sender, as the STEP
@@ -114,6 +119,13 @@
  * states_set) before each evaluation, each step boundary and the job's
  * end. A payload of another count is dropped with the message, counted,
  * never installed.
+ *
+ * Checkpoints in parts (v8, plugin ABI 2.13): where the core asks for a
+ * checkpoint in parts, the coordinator sends every ps STATE_SAVE at once;
+ * each writes its shards' values and optimizer slots as its part file
+ * (host part_write: part j of nps, under the checkpoint's tag) and
+ * answers STATE_SAVED with its optimizer's step count; the coordinator
+ * gathers nothing. Version 8: a ps of v7 would refuse STATE_SAVE.
  *
  * Checkpoints (STATE_*): at a step boundary the coordinator gathers the
  * training state of every ps, part by part: part 0 is the values of its
@@ -170,7 +182,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define PS_WIRE_VERSION 7
+#define PS_WIRE_VERSION 8
 #define PS_HDR_SIZE     80
 #define PS_MAX_SLOTS    4   /* optimizer slots a STATE part may name */
 
@@ -179,7 +191,8 @@ enum ps_type {
     PS_PULL = 6, PS_PARAMS = 7, PS_PUSH = 8, PS_PUSH_ACK = 9, PS_PING = 10,
     PS_PONG = 11, PS_FINISH = 12, PS_FIN_ACK = 13, PS_ABORT = 14,
     PS_STATE_REQ = 15, PS_STATE = 16, PS_STATE_PUT = 17, PS_STATE_ACK = 18,
-    PS_TYPE_LAST_ = PS_STATE_ACK
+    PS_STATE_SAVE = 19, PS_STATE_SAVED = 20,
+    PS_TYPE_LAST_ = PS_STATE_SAVED
 };
 
 enum ps_status {
