@@ -42,8 +42,8 @@ static const strata_option_t ps_options[] = {
     { .key = "resend_ms", .type = STRATA_OPT_INT, .def = "2000",
       .offset = offsetof(ps_cfg_t, resend_ms), .min = 10, .max = 600000,
       .help = "a worker sends a PUSH or PULL again when no answer came in "
-              "this long plus the time the request and its answer take at "
-              "100 Mbit/s (one lost with its connection: a reset, a "
+              "this long plus the time the round's requests and answers "
+              "take at 100 Mbit/s (one lost with its connection: a reset, a "
               "replayed or dropped frame), then after twice as long each "
               "time, up to 8 times the first wait; the ps applies a step "
               "once" },

@@ -11,9 +11,10 @@
  * applies a step once and acks a copy as a duplicate (ps-lite's
  * resender). A request is not lost while it or its answer may still be
  * on the wire: the first resend comes after resend_ms plus the time the
- * largest request and answer of the round take at 100 Mbit/s (a whole
- * shard of hundreds of MB: seconds), the next ones after twice as long
- * each time, up to 8 x that; the deadline grows by the same allowance.
+ * round's requests and answers take at 100 Mbit/s (they share this
+ * task's link; whole shards of hundreds of MB: seconds), the next ones
+ * after twice as long each time, up to 8 x that; the deadline grows by
+ * the same allowance.
  * Each resend has the ps send its answer again. A STEP_REQ is not
  * resent: it reports a result. */
 #include <math.h>
@@ -226,8 +227,8 @@ typedef struct resend {
     int64_t at, gap, most;
 } resend_t;
 
-/* What `bytes` (the largest request and its answer of a round) take at
- * 100 Mbit/s, in ms: 1 ms per 12.5 kB. */
+/* What `bytes` (a round's requests and answers) take at 100 Mbit/s, in
+ * ms: 1 ms per 12.5 kB. */
 static int64_t on_wire_ms(int64_t bytes)
 {
     return bytes / 12500;
@@ -296,13 +297,11 @@ int ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other_fn,
         left++;
     }
     p->row_pulls += rows;
-    int64_t bytes = 0; /* the largest request and answer of this round */
-    for (int j = 0; j < p->nps; j++) {
-        int64_t b = 4 * ((int64_t)sent[j].count + (sent[j].b > 0
-                                                  ? want->reply[j]
-                                                  : p->place.ps_count[j]));
-        bytes = b > bytes ? b : bytes;
-    }
+    int64_t bytes = 0; /* this round's requests and answers */
+    for (int j = 0; j < p->nps; j++)
+        bytes += 4 * ((int64_t)sent[j].count + (sent[j].b > 0
+                                               ? want->reply[j]
+                                               : p->place.ps_count[j]));
     int64_t deadline = ps_now_ms() + p->timeout_ms + on_wire_ms(bytes);
     resend_t rs = resend_first(p, bytes);
     while (rc == STRATA_OK && left > 0) {
@@ -568,10 +567,9 @@ int ps_worker_push(ps_t *p, const strata_op_t *op)
         pending[j] = 1;
         left++;
     }
-    int64_t bytes = 0; /* the largest push of this round */
+    int64_t bytes = 0; /* this round's pushes */
     for (int j = 0; j < p->nps; j++)
-        bytes = 4 * (int64_t)k->nstage[j] > bytes ? 4 * (int64_t)k->nstage[j]
-                                                  : bytes;
+        bytes += 4 * (int64_t)k->nstage[j];
     int64_t deadline = ps_now_ms() + p->timeout_ms + on_wire_ms(bytes);
     resend_t rs = resend_first(p, bytes);
     while (rc == STRATA_OK && left > 0) {
