@@ -246,6 +246,14 @@ steps_for() { # condition model -> training steps of one run
 batch_for() { # model -> global batch
     if [ "$1" = recsys ]; then echo 512; else echo 64; fi
 }
+# seconds a training run may take: 300, and for recsys as long again as
+# the whole table takes at 100 Mbit/s (the chief's last pull of it)
+timeout_for() {
+    if [ "$1" = recsys ]; then
+        echo $((300 + ${table%x*} * ${table#*x} * 4 / 12500000))
+    else echo 300; fi
+}
+
 # recsys: click logs for the table, as many samples as the longest run
 data_for() { # model -> --data of train.py
     [ "$1" = recsys ] || { echo /usr/share/datasets/fashion-mnist; return; }
@@ -313,7 +321,7 @@ for c in $conds; do
                 if runbg "$py" "$here/train.py" --strata "$strata" --model "$m" \
                         --steps "$steps" --batch "$(batch_for "$m")" --label "$c" \
                         --data "$data" --table "$table" \
-                        --timeout 300 --dir "$OUT/train" $targs \
+                        --timeout "$(timeout_for "$m")" --dir "$OUT/train" $targs \
                         >"$OUT/last.out" 2>"$OUT/last.err"; then
                     cat "$OUT/last.out" >>"$raw"
                 else

@@ -31,6 +31,9 @@ struct ps_server {
     int32_t        restores;   /* states installed by STATE_PUT            */
     uint64_t       digest;     /* XOR of ps_step_mix over applied steps   */
     int64_t        last_coord; /* when the coordinator last spoke          */
+    int64_t        coord_busy; /* until when it may still be receiving the
+                                  answers of its whole pull (it says
+                                  nothing meanwhile)                       */
     /* checkpoints: parts of the state, slot-major, count values each     */
     float         *state;      /* (1 + state_slots) x count                */
     int            state_slots;
@@ -167,6 +170,11 @@ static int on_pull(ps_t *p, const ps_msg_t *m)
                    .a = s->version, .b = m->h.b };
     s->pulls++;
     s->pull_bytes += 4 * (int64_t)n;
+    /* The coordinator pulls every ps whole through its one link: silent
+     * until all those answers are in (ours times the ps tasks, at the
+     * slowest link we plan for). */
+    if (m->from == p->coord)
+        s->coord_busy = ps_now_ms() + ps_on_wire_ms(4 * (int64_t)n * p->nps);
     if (ps_net_send(p, m->from, &r, s->vals, n, reply_ms(p)) !=
         STRATA_EINVAL)
         return STRATA_OK;
@@ -572,7 +580,9 @@ int ps_server_drive(ps_t *p, const strata_drive_t *d)
     int rc;
     for (;;) {
         ps_msg_t m;
-        rc = ps_net_recv(p, s->last_coord + p->timeout_ms, &m);
+        int64_t since = s->last_coord > s->coord_busy ? s->last_coord
+                                                      : s->coord_busy;
+        rc = ps_net_recv(p, since + p->timeout_ms, &m);
         if (rc == STRATA_ETIMEDOUT) {
             ps_log(p, STRATA_LOG_ERROR, "%s: no word from the coordinator %s "
                    "(%s) for %.1f s; giving up", ps_name(p, p->self),

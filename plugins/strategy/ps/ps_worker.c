@@ -227,16 +227,9 @@ typedef struct resend {
     int64_t at, gap, most;
 } resend_t;
 
-/* What `bytes` (a round's requests and answers) take at 100 Mbit/s, in
- * ms: 1 ms per 12.5 kB. */
-static int64_t on_wire_ms(int64_t bytes)
-{
-    return bytes / 12500;
-}
-
 static resend_t resend_first(const ps_t *p, int64_t bytes)
 {
-    int64_t gap = p->cfg.resend_ms + on_wire_ms(bytes);
+    int64_t gap = p->cfg.resend_ms + ps_on_wire_ms(bytes);
     return (resend_t){ ps_now_ms() + gap, gap, 8 * gap };
 }
 
@@ -302,7 +295,7 @@ int ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other_fn,
         bytes += 4 * ((int64_t)sent[j].count + (sent[j].b > 0
                                                ? want->reply[j]
                                                : p->place.ps_count[j]));
-    int64_t deadline = ps_now_ms() + p->timeout_ms + on_wire_ms(bytes);
+    int64_t deadline = ps_now_ms() + p->timeout_ms + ps_on_wire_ms(bytes);
     resend_t rs = resend_first(p, bytes);
     while (rc == STRATA_OK && left > 0) {
         ps_msg_t m;
@@ -570,7 +563,7 @@ int ps_worker_push(ps_t *p, const strata_op_t *op)
     int64_t bytes = 0; /* this round's pushes */
     for (int j = 0; j < p->nps; j++)
         bytes += 4 * (int64_t)k->nstage[j];
-    int64_t deadline = ps_now_ms() + p->timeout_ms + on_wire_ms(bytes);
+    int64_t deadline = ps_now_ms() + p->timeout_ms + ps_on_wire_ms(bytes);
     resend_t rs = resend_first(p, bytes);
     while (rc == STRATA_OK && left > 0) {
         ps_msg_t m;
