@@ -250,7 +250,7 @@ batch_for() { # model -> global batch
 # the whole table takes at 100 Mbit/s (the chief's last pull of it)
 timeout_for() {
     if [ "$1" = recsys ]; then
-        echo $((300 + ${table%x*} * ${table#*x} * 4 / 12500000))
+        echo $((300 + ${table%x*} * ${table#*x} * 4 / 10000000))
     else echo 300; fi
 }
 

@@ -28,6 +28,9 @@ struct ps_coord {
     ps_sched_t   s;
     co_worker_t *w;
     int64_t     *ps_last;     /* when ps j last spoke                    */
+    int64_t      pulling;     /* until when the answers of our whole pull
+                                 may still be arriving (the ps tasks'
+                                 other replies wait behind them)         */
     int64_t      spe;         /* step id = epoch * spe + batch           */
     int64_t      next_tick, next_ping;
     int64_t      lost_ms;     /* silence after which a worker is lost    */
@@ -328,7 +331,9 @@ static int tick(ps_t *p)
         now = ps_now_ms();
     }
     for (int j = 0; j < p->nps; j++)
-        if (now - co->ps_last[j] > p->timeout_ms) {
+        if (now - (co->ps_last[j] > co->pulling ? co->ps_last[j]
+                                                : co->pulling)
+            > p->timeout_ms) {
             ps_log(p, STRATA_LOG_ERROR, "%s (%s) stopped answering: no reply "
                    "for %.1f s (strategy.timeout_s); stopping the job",
                    ps_name(p, p->ps_member[j]), ps_addr(p, p->ps_member[j]),
@@ -564,6 +569,18 @@ static int save_parts(ps_t *p, strata_state_t *st)
     return rc;
 }
 
+/* Every ps's shards, whole (to evaluate, or the final values): the
+ * answers share our link, so no ps counts as silent before they may all
+ * have arrived at 100 Mbit/s (ps_on_wire_ms). */
+static int pull_whole(ps_t *p, int64_t *versions)
+{
+    int64_t bytes = 4 * (int64_t)p->model_count;
+    p->co->pulling = ps_now_ms() + ps_on_wire_ms(bytes);
+    int rc = ps_pull_all(p, versions, handle, NULL);
+    p->co->pulling = 0;
+    return rc;
+}
+
 /* STRATA_CTL_STATE_GET at a step boundary: every part of every ps's state
  * (ps_wire.h: STATE_*) into the flat host buffers of st, or (ABI 2.13,
  * [strategy.ps] checkpoint_parts) into part files the ps tasks write. */
@@ -727,7 +744,7 @@ static int run_epoch(ps_t *p, const strata_drive_t *d, int epoch,
     int64_t *versions = calloc((size_t)p->nps, sizeof *versions);
     int rc = versions ? STRATA_OK : STRATA_ENOMEM;
     if (rc == STRATA_OK && d->eval) {
-        rc = ps_pull_all(p, versions, handle, NULL);
+        rc = pull_whole(p, versions);
         if (rc == STRATA_OK)
             rc = install_states(p);
         if (rc == STRATA_OK)
@@ -926,7 +943,7 @@ int ps_coord_drive(ps_t *p, const strata_drive_t *d)
     co->finishing = 1;
     int64_t *versions = calloc((size_t)p->nps, sizeof *versions);
     if (rc == STRATA_OK && !d->eval) /* the final values, for the core */
-        rc = versions ? ps_pull_all(p, versions, handle, NULL) : STRATA_ENOMEM;
+        rc = versions ? pull_whole(p, versions) : STRATA_ENOMEM;
     free(versions);
     if (rc == STRATA_OK) /* and the final statistics */
         rc = install_states(p);
