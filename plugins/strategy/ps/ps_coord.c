@@ -578,6 +578,8 @@ static int pull_whole(ps_t *p, int64_t *versions)
     p->co->pulling = ps_now_ms() + ps_on_wire_ms(bytes);
     int rc = ps_pull_all(p, versions, handle, NULL);
     p->co->pulling = 0;
+    for (int j = 0; rc == STRATA_OK && j < p->nps; j++)
+        p->co->ps_last[j] = ps_now_ms(); /* each answered: alive now */
     return rc;
 }
 
