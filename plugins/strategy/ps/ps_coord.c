@@ -343,7 +343,9 @@ static int tick(ps_t *p)
     int alive = 0;
     for (int wi = 0; wi < p->nworkers; wi++) {
         co_worker_t *w = &co->w[wi];
-        if (w->seen && !w->lost && now - w->last_seen > co->lost_ms) {
+        /* finishing: the workers were told DONE, and go */
+        if (!co->finishing && w->seen && !w->lost
+            && now - w->last_seen > co->lost_ms) {
             w->lost = 1;
             ps_log(p, STRATA_LOG_WARN, "%s (%s) lost: no heartbeat for %.1f s",
                    ps_name(p, p->worker_member[wi]),
@@ -356,7 +358,7 @@ static int tick(ps_t *p)
     /* Workers come and go (launch restarts them); below min_workers for
      * longer than the timeout, the job cannot go on. EPEER, not ETIMEDOUT:
      * the callers read ETIMEDOUT as "the pump's own deadline passed". */
-    if (alive >= p->cfg.min_workers)
+    if (alive >= p->cfg.min_workers || co->finishing)
         co->last_enough = now;
     if (alive < p->cfg.min_workers && now - co->last_enough > p->timeout_ms) {
         if (alive == 0)
