@@ -489,8 +489,8 @@ static int k_part_write(strata_hctx_t *hc, strata_part_t *part)
         return STRATA_ENOMEM;
     rec.pieces = pcs;
     for (int32_t i = 0; i < part->npieces; i++) {
-        int64_t nrows;
-        size_t per_row, n;
+        int64_t nrows = 0;
+        size_t per_row = 0, n; /* checked above: known */
         part_var(kit, part->pieces[i].var, &nrows, &per_row);
         n = (size_t)part->pieces[i].rows * per_row;
         float *d = malloc(n * sizeof *d);
