@@ -880,8 +880,10 @@ static int load_fd(int fd, uint64_t size, strata__ckpt_t *c, struct why *w)
                              "were changed)", hcrc, want_crc[1]);
     }
 
-    if (rc || w->header_only)
+    if (rc || w->header_only) {
+        free(s);
         return rc;
+    }
     /* Only now, with every size proven to lie within the file: the data. */
     size_t arena = SLOT_ALIGN;
     for (int i = 0; i < c->nt && !rc; i++)
