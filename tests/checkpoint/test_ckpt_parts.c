@@ -44,7 +44,9 @@ static int write_part(const char *dir, int64_t step, uint64_t tag, int index,
 {
     strata_part_piece_t pc[8];
     for (int i = 0; i < n; i++) {
-        const strata_var_t *v = &vars_[spec[i][0]];
+        /* a variable the model lacks (a refusal's case): one float a row */
+        int known = spec[i][0] >= 0 && spec[i][0] < 3;
+        const strata_var_t *v = &vars_[known ? spec[i][0] : 2];
         size_t per = v->ndim ? v->count / (size_t)v->shape[0] : 1;
         const float *src = spec[i][0] == 0 ? tbl_ : spec[i][0] == 1 ? bias_
                                                                     : &one_;
