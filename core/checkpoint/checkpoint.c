@@ -979,14 +979,20 @@ int strata__ckpt_read(const char *path, strata__ckpt_t **out)
     return rc;
 }
 
-int strata__ckpt_load_quiet(const char *path, strata__ckpt_t **out, char *why,
-                            size_t len)
+/* ckpt_load as `w` says, its reason into why[len]. */
+static int load_why(const char *path, strata__ckpt_t **out, struct why w,
+                    char *why, size_t len)
 {
-    struct why w = { .msg = "" };
     int rc = ckpt_load(path, out, &w);
     if (why && len)
         snprintf(why, len, "%s", w.msg);
     return rc;
+}
+
+int strata__ckpt_load_quiet(const char *path, strata__ckpt_t **out, char *why,
+                            size_t len)
+{
+    return load_why(path, out, (struct why){ .msg = "" }, why, len);
 }
 
 int strata__ckpt_read_weights(const char *path, const char *who,
@@ -1075,21 +1081,15 @@ void strata__ckpt_free(strata__ckpt_t *c)
 int strata__ckpt_header(const char *path, strata__ckpt_t **out, char *why,
                         size_t len)
 {
-    struct why w = { .msg = "", .header_only = 1 };
-    int rc = ckpt_load(path, out, &w);
-    if (why && len)
-        snprintf(why, len, "%s", w.msg);
-    return rc;
+    return load_why(path, out, (struct why){ .msg = "", .header_only = 1 },
+                    why, len);
 }
 
 int strata__ckpt_load_part(const char *path, strata__ckpt_t **out,
                            char *why, size_t len)
 {
-    struct why w = { .msg = "", .part = 1 };
-    int rc = ckpt_load(path, out, &w);
-    if (why && len)
-        snprintf(why, len, "%s", w.msg);
-    return rc;
+    return load_why(path, out, (struct why){ .msg = "", .part = 1 }, why,
+                    len);
 }
 
 int strata__ckpt_adopt(strata__ckpt_t *c, const strata__tensor_t *t, int n,

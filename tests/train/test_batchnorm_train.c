@@ -257,14 +257,6 @@ static void shipped_resnet(void)
 /* ---- ps (plugin ABI 2.8): the workers' moving statistics reach the
  * coordinator, which evaluates and checkpoints ---------------------------- */
 
-/* The bytes of tensor `name` of the checkpoint at `path` into out (cap
- * bytes; a ps job's in parts, joined); returns their count, or 0. */
-static size_t tensor_bytes(const char *path, const char *name, void *out,
-                           size_t cap)
-{
-    return ckpt_tensor_bytes(path, name, out, cap);
-}
-
 /* `strata launch` of a ps job: a chief (the coordinator), 1 ps, `workers`
  * workers, `more` settings (NULL-ended). */
 static int ps_launch(const char *job, const char *workers,
@@ -291,8 +283,8 @@ static int same_states(const char *a, const char *b, const char *const *names,
     int same = 1;
     for (int i = 0; i < n; i++) {
         float x[256], y[256];
-        size_t nx = tensor_bytes(a, names[i], x, sizeof x),
-               ny = tensor_bytes(b, names[i], y, sizeof y);
+        size_t nx = ckpt_tensor_bytes(a, names[i], x, sizeof x),
+               ny = ckpt_tensor_bytes(b, names[i], y, sizeof y);
         CHECKF(nx > 0 && ny > 0, "%s: %s missing (%zu, %zu bytes)", names[i],
                nx ? b : a, nx, ny);
         same &= nx == ny && nx > 0 && memcmp(x, y, nx) == 0;
@@ -355,8 +347,8 @@ static void ps_two_workers_and_resume(void)
     CHECKF(acc > 0.6, "ps 2 workers: test accuracy %.4f (chance 0.1)", acc);
     snprintf(f2, sizeof f2, "%s/ck-ps2/ckpt-0000000200.safetensors", g_dir);
     float mean[64], var[64];
-    CHECK(tensor_bytes(f2, names[0], mean, sizeof mean) == sizeof mean);
-    CHECK(tensor_bytes(f2, names[1], var, sizeof var) == sizeof var);
+    CHECK(ckpt_tensor_bytes(f2, names[0], mean, sizeof mean) == sizeof mean);
+    CHECK(ckpt_tensor_bytes(f2, names[1], var, sizeof var) == sizeof var);
     int moved_mean = 0, moved_var = 0;
     for (int i = 0; i < 64; i++) {
         moved_mean += mean[i] != 0.0f;
@@ -394,8 +386,8 @@ static void ps_two_workers_and_resume(void)
                                         "logits/kernel" };
     for (int i = 0; i < 3; i++) {
         static float x[784 * 64], y[784 * 64];
-        size_t nx = tensor_bytes(fu, vars[i], x, sizeof x),
-               ny = tensor_bytes(fr, vars[i], y, sizeof y);
+        size_t nx = ckpt_tensor_bytes(fu, vars[i], x, sizeof x),
+               ny = ckpt_tensor_bytes(fr, vars[i], y, sizeof y);
         CHECKF(nx > 0 && nx == ny && memcmp(x, y, nx) == 0,
                "ps resumed at step 70: %s differs", vars[i]);
     }
