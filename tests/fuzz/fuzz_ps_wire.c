@@ -2,7 +2,7 @@
  * one received message, header and payload, as ps_net.c hands it to
  * ps_wire_unpack. Invariants: an accepted message is exactly its header
  * plus 4 x count bytes, its payload pointer lies right after the header
- * (NULL when count is 0), it re-packs to the same 80 bytes, has a known
+ * (NULL when count is 0), it re-packs to the same header bytes, has a known
  * type and a finite float, finite layer states (STEP_REQ, STEP); a
  * refused one says why. */
 #include <math.h>

@@ -378,9 +378,13 @@ def zmq_seeds():
 # ---- ps wire message (plugins/strategy/ps/ps_wire.h) --------------------------
 
 def ps(type_, status=0, sender=0, attempt=0, step=-1, req=0, inc=0, a=0, b=0,
-       c=0, f=0.0, count=0, epoch=0, magic=b"STPS", version=7, payload=None):
-    h = struct.pack("<4sHBBiiqQQqqqdIi", magic, version, type_, status,
-                    sender, attempt, step, req, inc, a, b, c, f, count, epoch)
+       c=0, f=0.0, count=0, epoch=0, magic=b"STPS", version=9, payload=None,
+       at=0, total=None, reserved=0):
+    if total is None:
+        total = count
+    h = struct.pack("<4sHBBiiqQQqqqdIiIIQ", magic, version, type_, status,
+                    sender, attempt, step, req, inc, a, b, c, f, count, epoch,
+                    at, total, reserved)
     if payload is None:
         payload = struct.pack("<%df" % count, *[0.25 * i for i in range(count)])
     return h + payload
@@ -429,6 +433,10 @@ def ps_seeds():
         # PARAMS answering it (the 2 rows of 2, then a dense shard of 1)
         "pull-rows": ps(PULL, req=78, b=1, count=6, payload=PULL_BLOCK),
         "params-rows": ps(PARAMS, req=78, a=12, b=1, count=5),
+        # version 9: pieces of a whole pull's answer and of a state part
+        "params-piece": ps(PARAMS, req=79, a=12, count=4, at=8, total=16),
+        "state-put-piece": ps(STATE_PUT, step=40, a=0, b=2, c=40, count=2,
+                              at=2, total=4),
     }
     for k, v in seeds.items():
         put("ps_wire", "valid-" + k, v)
@@ -452,7 +460,14 @@ def ps_seeds():
     put("ps_wire", "bad-step-negative", ps(STEP, attempt=1, step=-1))
     put("ps_wire", "bad-wait-range", ps(WAIT, a=60001))
     put("ps_wire", "bad-state-part", ps(STATE_REQ, a=3, b=2))
-    put("ps_wire", "bad-short", ps(PING)[:79])
+    put("ps_wire", "bad-short", ps(PING)[:95])
+    put("ps_wire", "bad-version-8", ps(PING, version=8))
+    put("ps_wire", "bad-piece-beyond", ps(PARAMS, a=1, count=4, at=13,
+                                          total=16))
+    put("ps_wire", "bad-piece-push", ps(PUSH, attempt=1, step=0, count=2,
+                                        total=4))
+    put("ps_wire", "bad-piece-empty", ps(STATE, a=0, count=0, at=0, total=5))
+    put("ps_wire", "bad-reserved", ps(PING, reserved=1))
     put("ps_wire", "bad-version-5", ps(PUSH, attempt=2, step=10, a=11, b=1,
                                        f=0.01, count=6, payload=ROWS_BLOCK,
                                        version=5))

@@ -51,6 +51,10 @@
  *                  resets in the middle of one: each costs worker:0 a
  *                  resend (resend_ms), not its life; every step is applied
  *                  once
+ *   pieces_lossy   the lossy job with every whole pull answered in pieces
+ *                  of 16 KiB (wire v9): the proxy's resets cut answers in
+ *                  the middle; each is asked again and comes whole, every
+ *                  step applied once
  *   sparse_lossy   the same with the embedding model, whose pushes carry
  *                  its table as rows and whose pulls ask for a batch's rows
  *                  (the proxy faults frames above 256 bytes: both): a
@@ -1321,10 +1325,11 @@ static void through(job_t *j, int worker, int ps, int port)
 static const char *emb_job(void);
 static void went_as_rows(const char *ps_err, const char *w_err, int nps);
 
-static void lossy(int sparse)
+static void lossy(int sparse, int pieces)
 {
     char *more[] = { "train.epochs=1", "data.limit_train=9600",
-                     "strategy.ps.timeout_s=10", "strategy.ps.resend_ms=300" };
+                     "strategy.ps.timeout_s=10", "strategy.ps.resend_ms=300",
+                     "strategy.ps.piece_bytes=16K" };
     if (sparse) { /* 1600 samples: 6 epochs of 50 steps */
         tmp_make("ps-sparse-lossy");
         more[0] = "train.epochs=6";
@@ -1332,7 +1337,7 @@ static void lossy(int sparse)
     }
     char *sets[JOB_SETS];
     int n;
-    sets_with(sets, &n, more, 4);
+    sets_with(sets, &n, more, 4 + pieces);
     job_t j;
     job_init(&j, 1, 1, sets, n); /* every push through the proxy */
     if (sparse)
@@ -1367,6 +1372,10 @@ static void lossy(int sparse)
            "worker:0 sent %lld requests again", resent);
     CHECKF(!sparse || strstr(j.t[w0].err, "to PULL "),
            "no PULL of rows was sent again:\n%s", j.t[w0].err);
+    /* every whole pull of the MLP (101 770 values) in 25 pieces of 16 KiB,
+     * cut by the proxy's resets as they come (wire v9) */
+    CHECKF(!pieces || strstr(j.t[ps0].err, " pieces sent"),
+           "ps:0 sent no answer in pieces:\n%s", j.t[ps0].err);
     double acc = test_accuracy(j.t[0].out);
     CHECKF(sparse || acc > 0.6, "accuracy %.4f", acc);
     if (check_failed_ || getenv("PS_TEST_VERBOSE"))
@@ -1461,14 +1470,14 @@ static void *sniffer_main(void *arg)
 static uint64_t coordinator_tag(const ps_hdr_t *ping, const ps_hdr_t *h,
                                 int sender)
 {
-    unsigned char key[16], in[52], out[crypto_shorthash_BYTES];
+    unsigned char key[16], in[60], out[crypto_shorthash_BYTES];
     memcpy(key, &ping->a, 8);
     memcpy(key + 8, &ping->b, 8);
     int64_t v[6] = { h->type | (int64_t)sender << 8, (int64_t)h->incarnation,
                      h->step, h->a, h->b, h->c };
-    uint32_t n = h->count;
+    uint32_t n[3] = { h->count, h->at, h->count }; /* whole: total = count */
     memcpy(in, v, sizeof v);
-    memcpy(in + sizeof v, &n, 4);
+    memcpy(in + sizeof v, n, sizeof n);
     crypto_shorthash(out, in, sizeof in, key);
     uint64_t tag;
     memcpy(&tag, out, 8);
@@ -2021,9 +2030,11 @@ int main(int argc, char **argv)
     else if (!strcmp(g_scenario, "stranger"))
         stranger();
     else if (!strcmp(g_scenario, "lossy"))
-        lossy(0);
+        lossy(0, 0);
+    else if (!strcmp(g_scenario, "pieces_lossy"))
+        lossy(0, 1);
     else if (!strcmp(g_scenario, "sparse_lossy"))
-        lossy(1);
+        lossy(1, 0);
     else if (!strcmp(g_scenario, "outside_ledger"))
         outside_ledger();
     else if (!strcmp(g_scenario, "stranger_kinds"))

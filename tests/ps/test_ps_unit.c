@@ -274,6 +274,44 @@ static void wire(void)
     ps_wire_pack(&ping, sb);
     sb[4] = 4;
     CHECK(unpack(sb, PS_HDR_SIZE, &o) == -1);
+    /* pieces (v9): a PARAMS, STATE or STATE_PUT may carry words
+     * [at, at + count) of a payload of `total`; nothing else may */
+    unsigned char pb[PS_HDR_SIZE + 16];
+    ps_hdr_t pc = { .type = PS_PARAMS, .a = 3, .count = 4, .at = 8,
+                    .total = 16 };
+    ps_wire_pack(&pc, pb);
+    memcpy(pb + PS_HDR_SIZE, grad, sizeof grad);
+    CHECK(unpack(pb, sizeof pb, &o) == 0 && o.at == 8 && o.total == 16
+          && o.count == 4);
+    pc.at = 12; /* the last piece */
+    ps_wire_pack(&pc, pb);
+    CHECK(unpack(pb, sizeof pb, &o) == 0 && o.at == 12);
+    pc.at = 13; /* past the whole */
+    ps_wire_pack(&pc, pb);
+    CHECK(ps_wire_unpack(pb, sizeof pb, &o, &pl, &why) == -1
+          && strstr(why, "beyond") != NULL);
+    pc.at = 0xfffffffeu; /* at + count wraps 32 bits */
+    pc.total = 0xffffffffu;
+    ps_wire_pack(&pc, pb);
+    CHECK(unpack(pb, sizeof pb, &o) == -1);
+    ps_hdr_t pp = { .type = PS_STATE_PUT, .step = 3, .a = 0, .b = 2,
+                    .count = 4, .at = 4, .total = 8 };
+    ps_wire_pack(&pp, pb);
+    CHECK(unpack(pb, sizeof pb, &o) == 0 && o.at == 4 && o.total == 8);
+    h.total = 8; /* a PUSH goes whole: packed with total = count */
+    ps_wire_pack(&h, pb);
+    CHECK(unpack(pb, sizeof pb, &o) == 0 && o.total == 4 && o.at == 0);
+    pb[84] = 8; /* as another sender would write it */
+    CHECK(ps_wire_unpack(pb, sizeof pb, &o, &pl, &why) == -1
+          && strstr(why, "whole") != NULL);
+    h.total = 0;
+    ps_hdr_t pe = { .type = PS_PARAMS, .at = 0, .total = 5 };
+    ps_wire_pack(&pe, pb);
+    CHECK(unpack(pb, PS_HDR_SIZE, &o) == -1);   /* an empty piece */
+    ps_wire_pack(&h, pb);
+    pb[91] = 1;                                 /* reserved bytes */
+    CHECK(ps_wire_unpack(pb, sizeof pb, &o, &pl, &why) == -1
+          && strstr(why, "reserved") != NULL);
     CHECK(strcmp(ps_wire_type_name(PS_FIN_ACK), "FIN_ACK") == 0);
     CHECK(strcmp(ps_wire_type_name(0), "?") == 0);
 }

@@ -20,9 +20,12 @@ end to end through the strata binary, the way its header says to run it:
     one worker so that the steps apply in one order) ends on the bits of
     the uninterrupted job: every variable and optimizer slot of the last
     checkpoint equal;
-  - a ps whose answer to a pull cannot fit one message of the transport
+  - answers longer than [strategy.ps] piece_bytes go in pieces (wire v9):
+    1 ps resumed into 2 through a window of 256 KiB, pieces of 16 KiB
+    (pulls, the gathered checkpoint, the restore) ends on the same bits;
+  - a ps whose pieces cannot fit one message of the transport
     ([transport.zmq] window_bytes) ends the job at once with one line
-    naming the key, not after the puller's timeout.
+    naming the keys, not after the puller's timeout.
 
 Environment: STRATA_BIN, STRATA_PLUGIN_PATH, STRATA_SRC (set by ctest).
 Exit 77 (skipped) when numpy is missing (Debian: python3-numpy)."""
@@ -215,8 +218,8 @@ def tensors(path):
     return got
 
 
-def ps_run(data, ck, nps, steps):
-    sets = ini_sets(data) + [
+def ps_run(data, ck, nps, steps, extra=()):
+    sets = ini_sets(data) + list(extra) + [
         "--set", "strategy.plugin=ps", "--set", "model.metric=accuracy",
         "--set", "train.devices=cpu:0", "--set", "checkpoint.dir=" + ck,
         "--set", "checkpoint.every_steps=10", "--set", "checkpoint.keep=10",
@@ -233,10 +236,17 @@ def reshard(tmp, data):
     if code != 0:
         return
     want = tensors(os.path.join(base, "ckpt-0000000030.safetensors"))
-    for first, then in ((2, 3), (3, 1)):
+    # the last: every whole answer longer than 16 KiB in pieces (wire v9)
+    # through a transport window of 256 KiB (a batch's rows fit; the 5 MB
+    # whole pull does not), the checkpoints gathered by the coordinator
+    # (STATE in pieces) and restored (STATE_PUT in pieces)
+    pieces = ["--set", "strategy.ps.piece_bytes=16K",
+              "--set", "transport.zmq.window_bytes=256K",
+              "--set", "strategy.ps.checkpoint_parts=false"]
+    for first, then, extra in ((2, 3, []), (3, 1, []), (1, 2, pieces)):
         ck = os.path.join(tmp, "reshard-%d-%d" % (first, then))
-        code, out, err = ps_run(data, ck, first, 20)
-        code2, out2, err2 = ps_run(data, ck, then, 30)
+        code, out, err = ps_run(data, ck, first, 20, extra)
+        code2, out2, err2 = ps_run(data, ck, then, 30, extra)
         check(code == 0 and code2 == 0 and
               "the %d ps tasks hold the state of step 20" % then in err2,
               "ps: 20 steps with %d ps tasks, resumed with %d" % (first, then),
@@ -245,17 +255,24 @@ def reshard(tmp, data):
             continue
         main = os.path.join(ck, "ckpt-0000000030.safetensors")
         parts = sorted(glob.glob(os.path.join(ck, "ckpt-0000000030.part-*")))
-        check(len(parts) == then and not raw_tensors(main)[0] and
-              "ps tasks wrote their parts" in err2,
-              "ps: the checkpoint of step 30 is the %d parts its ps tasks "
-              "wrote and a main file of no variable" % then,
-              "parts: %s; main: %s" % (parts, sorted(raw_tensors(main)[0])))
+        if extra:
+            check(not parts and raw_tensors(main)[0],
+                  "ps: in pieces, the coordinator gathered the checkpoint "
+                  "whole", "parts: %s" % parts)
+        else:
+            check(len(parts) == then and not raw_tensors(main)[0] and
+                  "ps tasks wrote their parts" in err2,
+                  "ps: the checkpoint of step 30 is the %d parts its ps "
+                  "tasks wrote and a main file of no variable" % then,
+                  "parts: %s; main: %s" % (parts,
+                                           sorted(raw_tensors(main)[0])))
         got = tensors(main)
         differ = sorted(k for k in want if got.get(k) != want[k])
         check(set(got) == set(want) and not differ and len(want) > 5,
-              "ps: resumed from %d ps tasks into %d, the last checkpoint's "
+              "ps: resumed from %d ps tasks into %d%s, the last checkpoint's "
               "%d tensors equal the uninterrupted job's bit for bit"
-              % (first, then, len(want)),
+              % (first, then, " (in pieces of 16 KiB)" if extra else "",
+                 len(want)),
               "differ: %s; only one side: %s" % (differ[:8],
                                                  sorted(set(got) ^ set(want))))
 
@@ -271,7 +288,7 @@ def too_long(data):
              if "does not fit one message of the transport: raise "
                 "[transport.zmq] window_bytes" in l]
     check(code == 2 and len(lines) == 1 and "ps:0" in lines[0],
-          "ps: an answer longer than window_bytes ends the job (exit %d, "
+          "ps: a piece longer than window_bytes ends the job (exit %d, "
           "well before the 120 s timeout) with one line naming the key"
           % code, out + err)
 

@@ -67,6 +67,14 @@ static const strata_option_t ps_options[] = {
               "must be one directory for every task: where the coordinator "
               "does not see the parts, it gathers instead); false: the "
               "coordinator gathers the whole state and writes it alone" },
+    { .key = "piece_bytes", .type = STRATA_OPT_SIZE, .def = "1M",
+      .offset = offsetof(ps_cfg_t, piece_bytes), .min = 16384,
+      .max = 1024.0 * 1024 * 1024,
+      .help = "a pull's answer, or a checkpoint's part, longer than this "
+              "goes in pieces of this size (wire version 9), each a "
+              "message of its own: no model needs a transport window of "
+              "its size, and a puller copies each piece into place as it "
+              "comes; a piece must fit [transport.zmq] window_bytes" },
     { .key = NULL },
 };
 
@@ -246,6 +254,15 @@ static int ps_init(const strata_host_v2_t *host, strata_hctx_t *hc,
 static int ps_placed(void *pctx)
 {
     ps_t *p = pctx;
+    /* a payload's words are counted in 32 bits on the wire */
+    for (int j = 0; j < p->nps; j++)
+        if (p->place.ps_count[j] > UINT32_MAX) {
+            ps_log(p, STRATA_LOG_ERROR, "ps:%d would hold %zu values, more "
+                   "than one ps may (2^32 - 1): run more ps tasks, or split "
+                   "the variables ([strategy.ps] partitioner)", j,
+                   p->place.ps_count[j]);
+            return STRATA_ECONFIG;
+        }
     switch (p->role) {
     case PS_ROLE_PS:     return ps_server_init(p);
     case PS_ROLE_COORD:  return ps_coord_init(p);

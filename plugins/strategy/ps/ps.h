@@ -10,6 +10,7 @@
  *   ps_wire.c    the message header (ps_wire.h)
  *   ps_rows.c    a PUSH whose embedding tables go as rows (wire v6)
  *   ps_pull.c    a PULL that asks for the rows of a batch (wire v7)
+ *   ps_outbox.c  a ps's thread that sends large answers in pieces (v9)
  *
  * Roles, from the cluster (env->cluster): the task of rank 0 (the chief,
  * or worker 0 when there is no chief) is the coordinator and does not
@@ -37,6 +38,7 @@ typedef struct ps_cfg {
     int         sparse_as_dense;
     int         pull_rows;
     int         checkpoint_parts;
+    int64_t     piece_bytes;
 } ps_cfg_t;
 
 enum ps_role { PS_ROLE_COORD = 1, PS_ROLE_WORKER, PS_ROLE_PS, PS_ROLE_IDLE };
@@ -51,6 +53,7 @@ typedef struct ps_msg {
 typedef struct ps_server ps_server_t;
 typedef struct ps_coord  ps_coord_t;
 typedef struct ps_worker ps_worker_t;
+typedef struct ps_outbox ps_outbox_t;
 
 typedef struct ps {
     const strata_host_v2_t *host;
@@ -99,6 +102,7 @@ typedef struct ps {
     ps_server_t            *srv;
     ps_coord_t             *co;
     ps_worker_t            *wk;
+    ps_outbox_t            *out;           /* ps: answers going in pieces */
 } ps_t;
 
 #define ps_log(p, lvl, ...)                                                  \
@@ -122,10 +126,26 @@ int  ps_net_members(ps_t *p);
 int  ps_net_open(ps_t *p);
 /* A fresh request id. */
 uint64_t ps_net_req(ps_t *p);
+/* Header h carries `count` values: a whole payload (total = count)
+ * unless the caller made it a piece (at > 0, or total above count). */
+static inline void ps_hdr_count(ps_hdr_t *h, uint32_t count)
+{
+    h->count = count;
+    h->total = ps_wire_total(h);
+}
+/* Words of one piece (v9): payloads longer go in pieces. */
+static inline uint32_t ps_piece_words(const ps_t *p)
+{
+    return (uint32_t)(p->cfg.piece_bytes / 4);
+}
 /* Send header h (sender and incarnation filled here) and `count` float32
  * values to `member`. timeout_ms <= 0: the strategy's timeout. */
 int  ps_net_send(ps_t *p, int member, ps_hdr_t *h, const float *payload,
                  uint32_t count, int timeout_ms);
+/* The words [at, at + count) of ps j's payload (its shards, placement
+ * order) into `dst`, a flat model buffer on `device`: a piece of it. */
+int  ps_scatter_at(ps_t *p, int ps, uint32_t at, const unsigned char *payload,
+                   uint32_t count, float *dst, int32_t device);
 /* One well-formed message by `deadline` (ps_now_ms clock): 0 with m
  * filled (m->payload points into p->rbuf until the next receive),
  * STRATA_ETIMEDOUT, or a transport error. Malformed messages, and messages
@@ -152,6 +172,26 @@ int  ps_gather(ps_t *p, int ps, const float *src, int32_t device, float *out);
 int  ps_server_init(ps_t *p);          /* after placement: optimizer state */
 void ps_server_fini(ps_t *p);
 int  ps_server_drive(ps_t *p, const strata_drive_t *d);
+
+/* ---- ps_outbox.c ----------------------------------------------------- */
+
+/* The ps's sender of answers in pieces: a thread that sends, piece by
+ * piece and puller by puller in turn, what ps_outbox_put hands it, while
+ * the ps serves the other messages. */
+int  ps_outbox_start(ps_t *p);
+void ps_outbox_stop(ps_t *p);
+/* Answer `member` with header h and the `total` values of vals (malloc'd;
+ * the outbox owns it from now, also on failure): in pieces, from a
+ * thread. An answer to `member` not yet sent whole is dropped for it (the
+ * puller asked again or moved on). */
+int  ps_outbox_put(ps_t *p, int member, const ps_hdr_t *h, float *vals,
+                   uint32_t total);
+/* STRATA_ECONFIG once a piece could not fit any message (said once),
+ * else STRATA_OK: the ps's loop ends on it. */
+int  ps_outbox_failed(ps_t *p);
+/* An answer (or piece) of n values to `to` that no message of the
+ * transport holds: one line naming both keys; STRATA_ECONFIG. */
+int  ps_too_long(ps_t *p, int to, size_t n);
 
 /* ---- ps_coord.c ------------------------------------------------------ */
 

@@ -440,7 +440,7 @@ static int pump(ps_t *p, int64_t until, const co_want_t *want, ps_msg_t *got)
 static int request(ps_t *p, int member, ps_hdr_t *h, const float *payload,
                    uint32_t count, int type, int64_t deadline, ps_msg_t *m)
 {
-    h->count = count; /* as ps_net_send will: the tag covers it */
+    ps_hdr_count(h, count); /* as ps_net_send will: the tag covers it */
     h->req = ps_ctl_req(p, h);
     co_want_t want = { type, member, h->req };
     int rc = ps_net_send(p, member, h, payload, count, reply_ms(p));
@@ -613,14 +613,25 @@ static int gather_state(ps_t *p, strata_state_t *st)
             ps_hdr_t h = { .type = PS_STATE_REQ, .step = -1, .a = part,
                            .b = st->nslots };
             ps_msg_t m;
-            int rc = request(p, member, &h, NULL, 0, PS_STATE,
-                             ps_now_ms() + p->timeout_ms, &m);
-            if (rc == STRATA_OK && (m.h.status != PS_OK || m.h.a != part ||
-                                    m.h.count != p->place.ps_count[j]))
-                rc = STRATA_EPROTO;
-            if (rc == STRATA_OK)
-                rc = ps_scatter(p, j, m.payload, part ? st->slots[part - 1]
-                                                      : st->vars, p->cpu);
+            uint32_t n = (uint32_t)p->place.ps_count[j], got = 0;
+            int64_t deadline = ps_now_ms() + p->timeout_ms
+                               + ps_on_wire_ms(4 * (int64_t)n);
+            int rc = request(p, member, &h, NULL, 0, PS_STATE, deadline, &m);
+            /* the answer's pieces (v9), in order, each into place */
+            while (rc == STRATA_OK) {
+                if (m.h.status != PS_OK || m.h.a != part || m.h.total != n
+                    || m.h.at != got)
+                    rc = STRATA_EPROTO;
+                if (rc == STRATA_OK)
+                    rc = ps_scatter_at(p, j, m.h.at, m.payload, m.h.count,
+                                       part ? st->slots[part - 1] : st->vars,
+                                       p->cpu);
+                got += m.h.count;
+                if (rc != STRATA_OK || got == n)
+                    break;
+                rc = pump(p, deadline, &(co_want_t){ PS_STATE, member, h.req },
+                          &m);
+            }
             if (rc != STRATA_OK) {
                 ps_log(p, STRATA_LOG_ERROR, "checkpoint: %s (%s) did not "
                        "give part %d of its state: %s", ps_name(p, member),
@@ -632,6 +643,30 @@ static int gather_state(ps_t *p, strata_state_t *st)
         }
     }
     return STRATA_OK;
+}
+
+/* Part `part` of ps j's state (`vals`, every word of it) in pieces (v9),
+ * the last one awaiting the ps's acknowledgement until `until`. */
+static int put_part(ps_t *p, int j, int part, int64_t step,
+                    const float *vals, int64_t until, ps_msg_t *m)
+{
+    ps_coord_t *co = p->co;
+    int member = p->ps_member[j];
+    uint32_t n = (uint32_t)p->place.ps_count[j], piece = ps_piece_words(p);
+    for (uint32_t at = 0;; at += piece) {
+        uint32_t k = n - at < piece ? n - at : piece;
+        ps_hdr_t h = { .type = PS_STATE_PUT, .step = step, .a = part,
+                       .b = co->rs_slots, .c = co->rs_opt_steps, .at = at,
+                       .total = n };
+        if (at + k == n)
+            return request(p, member, &h, vals + at, k, PS_STATE_ACK, until,
+                           m);
+        ps_hdr_count(&h, k); /* the tag covers the piece's place */
+        h.req = ps_ctl_req(p, &h);
+        int rc = ps_net_send(p, member, &h, vals + at, k, 0);
+        if (rc != STRATA_OK)
+            return rc;
+    }
 }
 
 /* A restored state goes to every ps before the first step: each part of
@@ -646,7 +681,9 @@ static int push_state(ps_t *p, int64_t step)
             most = p->place.ps_count[j];
     float *buf = malloc(most * sizeof *buf);
     int rc = buf ? STRATA_OK : STRATA_ENOMEM;
-    int64_t deadline = ps_now_ms() + p->timeout_ms;
+    /* timeout_s, and the time the whole state takes at 100 Mbit/s */
+    int64_t deadline = ps_now_ms() + p->timeout_ms + ps_on_wire_ms(
+                           4 * (int64_t)p->model_count * (1 + co->rs_slots));
     for (int j = 0; rc == STRATA_OK && j < p->nps; j++) {
         int member = p->ps_member[j];
         for (int part = 0; rc == STRATA_OK && part <= co->rs_slots; part++) {
@@ -654,13 +691,11 @@ static int push_state(ps_t *p, int64_t step)
                            p->cpu, buf);
             ps_msg_t m;
             do {
-                ps_hdr_t h = { .type = PS_STATE_PUT, .step = step, .a = part,
-                               .b = co->rs_slots, .c = co->rs_opt_steps };
-                int64_t until = ps_now_ms() + 1000;
+                int64_t until = ps_now_ms() + 1000 + ps_on_wire_ms(
+                                    4 * (int64_t)p->place.ps_count[j]);
                 if (rc == STRATA_OK)
-                    rc = request(p, member, &h, buf,
-                                 (uint32_t)p->place.ps_count[j], PS_STATE_ACK,
-                                 until < deadline ? until : deadline, &m);
+                    rc = put_part(p, j, part, step, buf,
+                                  until < deadline ? until : deadline, &m);
                 if (rc != STRATA_OK && rc != STRATA_ENOMEM
                     && ps_now_ms() < deadline) {
                     if (rc != STRATA_ETIMEDOUT) /* the send failed */

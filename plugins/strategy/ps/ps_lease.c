@@ -76,10 +76,10 @@ static uint64_t tag_under(const unsigned char key16[16], const ps_hdr_t *h,
     unsigned char in[64], out[crypto_shorthash_BYTES];
     int64_t v[6] = { h->type | (int64_t)sender << 8, (int64_t)incarnation,
                      h->step, h->a, h->b, h->c };
-    uint32_t n = h->count;
+    uint32_t n[3] = { h->count, h->at, ps_wire_total(h) }; /* a piece's place too */
     memcpy(in, v, sizeof v);
-    memcpy(in + sizeof v, &n, 4);
-    crypto_shorthash(out, in, sizeof v + 4, key16);
+    memcpy(in + sizeof v, n, sizeof n);
+    crypto_shorthash(out, in, sizeof v + sizeof n, key16);
     uint64_t tag;
     memcpy(&tag, out, 8);
     return tag;

@@ -164,7 +164,7 @@ int ps_net_send(ps_t *p, int member, ps_hdr_t *h, const float *payload,
     unsigned char hb[PS_HDR_SIZE];
     h->sender = p->self;
     h->incarnation = p->incarnation;
-    h->count = count;
+    ps_hdr_count(h, count);
     ps_wire_pack(h, hb);
     return p->host->t_send(p->hc, p->net, member, hb, sizeof hb, payload,
                            (size_t)count * sizeof(float),
@@ -211,21 +211,33 @@ int ps_net_recv(ps_t *p, int64_t deadline, ps_msg_t *m)
     }
 }
 
-int ps_scatter(ps_t *p, int ps, const unsigned char *payload, float *dst,
-               int32_t device)
+int ps_scatter_at(ps_t *p, int ps, uint32_t at, const unsigned char *payload,
+                  uint32_t count, float *dst, int32_t device)
 {
-    size_t at = 0;
-    for (int i = 0; i < p->place.n; i++) {
+    size_t lo = at, hi = (size_t)at + count, w = 0; /* words of the whole */
+    for (int i = 0; i < p->place.n && w < hi; i++) {
         const ps_shard_t *s = &p->place.shard[i];
         if (s->ps != ps)
             continue;
-        int rc = p->host->copy(p->hc, device, dst + s->offset, p->cpu,
-                               payload + at, s->count * sizeof(float));
+        size_t w0 = w; /* the shard's words of the whole: [w0, w) */
+        w += s->count;
+        size_t a = w0 > lo ? w0 : lo, b = w < hi ? w : hi;
+        if (a >= b)
+            continue;
+        int rc = p->host->copy(p->hc, device, dst + s->offset + (a - w0),
+                               p->cpu, payload + 4 * (a - lo),
+                               (b - a) * sizeof(float));
         if (rc != STRATA_OK)
             return rc;
-        at += s->count * sizeof(float);
     }
     return STRATA_OK;
+}
+
+int ps_scatter(ps_t *p, int ps, const unsigned char *payload, float *dst,
+               int32_t device)
+{
+    return ps_scatter_at(p, ps, 0, payload, (uint32_t)p->place.ps_count[ps],
+                         dst, device);
 }
 
 int ps_gather(ps_t *p, int ps, const float *src, int32_t device, float *out)

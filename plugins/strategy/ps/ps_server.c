@@ -38,6 +38,8 @@ struct ps_server {
     float         *state;      /* (1 + state_slots) x count                */
     int            state_slots;
     unsigned       state_got;  /* STATE_PUT parts received, a bit each     */
+    int            state_part; /* the part whose pieces arrive (v9), and   */
+    uint32_t       state_next; /* the next word of it awaited              */
 };
 
 int ps_server_init(ps_t *p)
@@ -94,6 +96,7 @@ void ps_server_fini(ps_t *p)
     ps_server_t *s = p->srv;
     if (!s)
         return;
+    ps_outbox_stop(p);
     for (int i = 0; s->opt && i < s->nmine; i++)
         p->host->opt_destroy(p->hc, s->opt[i]);
     p->host->free(p->hc, p->cpu, s->vals);
@@ -143,16 +146,32 @@ static int reply_ms(const ps_t *p)
     return p->timeout_ms < 1000 ? p->timeout_ms : 1000;
 }
 
+/* A copy for the outbox, which frees it, of n values: of vals, or (NULL)
+ * of this ps's shards; NULL when there is no memory for it. */
+static float *snapshot(ps_t *p, const float *vals, size_t n)
+{
+    float *c = malloc(n * sizeof *c + 1);
+    if (c && vals)
+        memcpy(c, vals, n * sizeof *c);
+    else if (c && ps_gather(p, p->srv->j, p->master, p->cpu, c) != STRATA_OK) {
+        free(c);
+        c = NULL;
+    }
+    if (!c)
+        ps_log(p, STRATA_LOG_ERROR, "%s: no memory for a copy of %zu values "
+               "to answer with", ps_name(p, p->self), n);
+    return c;
+}
+
 /* A PULL: every shard's values, or (wire v7, b > 0) the rows it asks
  * for of the table shards it names and the rest whole (ps_pull.c). The
- * whole request is checked before anything is answered. An answer that
- * no message of the transport can hold ends this ps at once, naming the
- * key (the puller would otherwise ask again until its timeout); any other
- * failed send is the puller's to repeat. */
+ * whole request is checked before anything is answered. A whole answer
+ * longer than a piece goes in pieces from the outbox's thread (v9). */
 static int on_pull(ps_t *p, const ps_msg_t *m)
 {
     ps_server_t *s = p->srv;
     uint32_t n = (uint32_t)s->count;
+    int pieces = 0;
     if (m->h.b > 0) {
         const char *why = ps_pull_check(p, s->j, m->payload, m->h.count,
                                         m->h.b);
@@ -163,6 +182,8 @@ static int on_pull(ps_t *p, const ps_msg_t *m)
         n = ps_pull_answer(p, s->j, m->payload, m->h.count, m->h.b,
                            p->master, s->vals);
         s->row_pulls++;
+    } else if (n > ps_piece_words(p)) {
+        pieces = 1;
     } else if (ps_gather(p, s->j, p->master, p->cpu, s->vals) != STRATA_OK) {
         return STRATA_OK;
     }
@@ -175,15 +196,14 @@ static int on_pull(ps_t *p, const ps_msg_t *m)
      * slowest link we plan for). */
     if (m->from == p->coord)
         s->coord_busy = ps_now_ms() + ps_on_wire_ms(4 * (int64_t)n * p->nps);
+    if (pieces) {
+        float *snap = snapshot(p, NULL, n);
+        return snap ? ps_outbox_put(p, m->from, &r, snap, n) : STRATA_ENOMEM;
+    }
     if (ps_net_send(p, m->from, &r, s->vals, n, reply_ms(p)) !=
         STRATA_EINVAL)
         return STRATA_OK;
-    ps_log(p, STRATA_LOG_ERROR, "%s: the answer to %s's pull, %lld bytes, "
-           "does not fit one message of the transport: raise [transport.zmq] "
-           "window_bytes above it, or split the variables over more ps "
-           "tasks ([strategy.ps] partitioner)", ps_name(p, p->self),
-           ps_name(p, m->from), (long long)PS_HDR_SIZE + 4 * (long long)n);
-    return STRATA_ECONFIG;
+    return ps_too_long(p, m->from, n);
 }
 
 /* The shard of mine at placement index `shard`, or -1. */
@@ -314,6 +334,7 @@ static int state_room(ps_t *p, int nslots)
         return STRATA_OK;
     free(s->state);
     s->state_got = 0;
+    s->state_next = 0;
     s->state_slots = nslots;
     s->state = calloc((size_t)(1 + nslots) * s->count + 1, sizeof(float));
     return s->state ? STRATA_OK : STRATA_ENOMEM;
@@ -363,8 +384,15 @@ static void on_state_req(ps_t *p, const ps_msg_t *m)
         r.status = PS_FAILED;
         vals = NULL;
     }
-    (void)ps_net_send(p, m->from, &r, vals, vals ? (uint32_t)s->count : 0,
-                      reply_ms(p));
+    if (vals && s->count > ps_piece_words(p)) { /* in pieces (v9) */
+        float *snap = snapshot(p, vals, s->count);
+        if (snap)
+            (void)ps_outbox_put(p, m->from, &r, snap, (uint32_t)s->count);
+        return;
+    }
+    if (ps_net_send(p, m->from, &r, vals, vals ? (uint32_t)s->count : 0,
+                    reply_ms(p)) == STRATA_EINVAL)
+        (void)ps_too_long(p, m->from, s->count);
 }
 
 /* STATE_SAVE (v8, plugin ABI 2.13): this ps's shards and their optimizer
@@ -430,21 +458,36 @@ static void restored_version(ps_t *p, int64_t steps)
     s->version = steps;
 }
 
-/* STATE_PUT: keep the part; with the last one, install them all. */
+/* STATE_PUT: keep the part (its pieces in order, v9); with the last
+ * part, install them all. A part is acknowledged when it is whole. */
 static void on_state_put(ps_t *p, const ps_msg_t *m)
 {
     ps_server_t *s = p->srv;
-    int part = (int)m->h.a, nslots = (int)m->h.b;
-    ps_hdr_t r = { .type = PS_STATE_ACK, .req = m->h.req, .step = -1,
+    const ps_hdr_t *h = &m->h;
+    int part = (int)h->a, nslots = (int)h->b;
+    ps_hdr_t r = { .type = PS_STATE_ACK, .req = h->req, .step = -1,
                    .a = part };
-    int rc = m->h.count == s->count ? state_room(p, nslots) : STRATA_EPROTO;
+    int rc = h->total == s->count ? state_room(p, nslots) : STRATA_EPROTO;
+    if (rc == STRATA_OK && h->at > 0 && (part != s->state_part ||
+                                         h->at != s->state_next)) {
+        /* a piece lost before this one: the coordinator sends the part
+         * again from its first word when no acknowledgement comes */
+        refuse(p, m, "a piece of a state part out of order");
+        s->state_next = 0;
+        return;
+    }
     if (rc == STRATA_OK) {
-        memcpy(s->state + (size_t)part * s->count, m->payload,
-               s->count * sizeof(float));
+        memcpy(s->state + (size_t)part * s->count + h->at, m->payload,
+               (size_t)h->count * sizeof(float));
+        s->state_part = part;
+        s->state_next = h->at + h->count;
+        if (s->state_next < h->total)
+            return; /* more pieces to come */
+        s->state_next = 0;
         s->state_got |= 1u << part;
     }
     if (rc == STRATA_OK && part == nslots) {
-        int64_t steps = m->h.c; /* the optimizer's */
+        int64_t steps = h->c; /* the optimizer's */
         if (s->state_got != (1u << (nslots + 1)) - 1)
             rc = STRATA_EPROTO; /* a part is missing */
         if (rc == STRATA_OK)
@@ -453,17 +496,17 @@ static void on_state_put(ps_t *p, const ps_msg_t *m)
         if (rc == STRATA_OK)
             rc = state_slots_io(p, 1, &steps);
         if (rc == STRATA_OK) {
-            restored_version(p, m->h.step);
+            restored_version(p, h->step);
             s->restores++;
             ps_log(p, STRATA_LOG_INFO, "%s: state restored at step %lld",
-                   ps_name(p, p->self), (long long)m->h.step);
+                   ps_name(p, p->self), (long long)h->step);
         }
         s->state_got = 0;
     }
     if (rc != STRATA_OK) {
         ps_log(p, STRATA_LOG_ERROR, "%s: cannot restore part %d of its state "
                "(%u values for %zu, %d optimizer slots): %s",
-               ps_name(p, p->self), part, m->h.count, s->count, nslots,
+               ps_name(p, p->self), part, h->total, s->count, nslots,
                ps_strerror(rc));
         r.status = PS_FAILED;
     }
@@ -574,10 +617,12 @@ int ps_server_drive(ps_t *p, const strata_drive_t *d)
     if (!s->applied)
         return STRATA_ENOMEM;
     s->last_coord = ps_now_ms();
+    int rc = ps_outbox_start(p);
+    if (rc != STRATA_OK)
+        return rc;
     ps_log(p, STRATA_LOG_INFO, "%s serves %d shard%s (%zu values) for %d "
            "worker%s", ps_name(p, p->self), s->nmine, s->nmine == 1 ? "" : "s",
            s->count, p->nworkers, p->nworkers == 1 ? "" : "s");
-    int rc;
     for (;;) {
         ps_msg_t m;
         int64_t since = s->last_coord > s->coord_busy ? s->last_coord
@@ -594,9 +639,12 @@ int ps_server_drive(ps_t *p, const strata_drive_t *d)
             rc = rc == 2 ? STRATA_ESTOPPED : STRATA_OK;
             break;
         }
+        if (rc == STRATA_OK)
+            rc = ps_outbox_failed(p);
         if (rc != STRATA_OK)
             break;
     }
+    ps_outbox_stop(p);
     summary(p);
     return rc;
 }

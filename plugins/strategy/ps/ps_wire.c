@@ -59,6 +59,9 @@ void ps_wire_pack(const ps_hdr_t *h, unsigned char out[PS_HDR_SIZE])
     put64(out + 64, fbits);
     put32(out + 72, h->count);
     put32(out + 76, (uint32_t)h->epoch);
+    put32(out + 80, h->at);
+    put32(out + 84, ps_wire_total(h));
+    put64(out + 88, 0);
 }
 
 /* Which statuses a type may carry. */
@@ -93,6 +96,12 @@ static const char *check_fields(const ps_hdr_t *h)
         return "status not allowed for this type";
     if (!isfinite(h->f))
         return "non-finite float field";
+    if ((uint64_t)h->at + h->count > h->total)
+        return "a piece beyond the whole payload's words";
+    if (!ps_wire_pieced(h->type) && (h->at != 0 || h->total != h->count))
+        return "in pieces, but this type goes whole";
+    if (h->total > h->count && h->count == 0)
+        return "an empty piece";
     switch (h->type) {
     case PS_STEP:
         if (h->step < 0 || h->attempt < 1 || h->a < 0 || h->epoch < 0)
@@ -200,6 +209,12 @@ int ps_wire_unpack(const void *msg, size_t len, ps_hdr_t *h,
     memcpy(&h->f, &fbits, sizeof fbits);
     h->count = get32(p + 72);
     h->epoch = (int32_t)get32(p + 76);
+    h->at = get32(p + 80);
+    h->total = get32(p + 84);
+    if (get64(p + 88) != 0) {
+        *why = "reserved header bytes are not 0";
+        return -1;
+    }
     if (h->type < PS_STEP_REQ || h->type > PS_TYPE_LAST_) {
         *why = "unknown message type";
         return -1;

@@ -9,11 +9,17 @@
  *
  *     [header: PS_HDR_SIZE bytes] [payload: 4 x count bytes]
  *
+ * A PARAMS answering a whole pull, a STATE or a STATE_PUT whose payload is
+ * longer than `[strategy.ps] piece_bytes` goes as several messages, its
+ * pieces (v9): each carries the same header but `count`, `at` and the
+ * coordinator's tag, and the words [at, at + count) of the payload of
+ * `total` words, in order (below: Pieces).
+ *
  * All integers and floats are little-endian.
  *
  *   off size field        meaning
  *    0   4   magic        'S' 'T' 'P' 'S'
- *    4   2   version      PS_WIRE_VERSION (8); another version is dropped
+ *    4   2   version      PS_WIRE_VERSION (9); another version is dropped
  *    6   1   type         enum ps_type
  *    7   1   status       replies: enum ps_status; requests: 0
  *    8   4   sender       group member of the sender (its cluster task index)
@@ -31,7 +37,10 @@
  *   72   4   count        4-byte words in the payload (PARAMS, PUSH, STATE,
  *                         STATE_PUT, STEP_REQ with has_res = 1, STEP, a PULL
  *                         with b > 0); else 0
- *   76   4   epoch        STEP: 0-based epoch; else 0
+ *   76   4   epoch        STEP: 0-based epoch; FIN_ACK: restores; else 0
+ *   80   4   at           the payload's first word within the whole (v9)
+ *   84   4   total        words of the whole payload: count unless pieced
+ *   88   8   reserved     0
  *
  *   type          from -> to          a                b        c        f
  *   STEP_REQ   1  worker -> coord     samples          metric   has_res  loss_sum
@@ -167,6 +176,21 @@
  * refuse a PULL with a payload, and a worker of v6 would read a PARAMS of
  * rows as whole shards.
  *
+ * Pieces (v9): a payload of more than piece_bytes (PARAMS answering a
+ * whole pull, STATE, STATE_PUT) goes as consecutive messages of at most
+ * piece_bytes each, at = 0, then the next word, until at + count = total;
+ * any other message is one piece (at = 0, total = count). Each piece is a
+ * message of its own on the wire (at most window_bytes), so that no size
+ * of model needs a window of its size, no message of a gigabyte sits
+ * whole in a queue or a receive buffer, and the puller copies each piece
+ * into place as it comes (its peak: one piece, not the answer). A
+ * receiver takes the pieces of one answer in order: a piece whose `at` is
+ * not the next word it awaits (one lost with its connection) voids the
+ * answer until the requester asks again, which starts at 0; the pieces of
+ * one PARAMS carry one version. A ps sends large answers from a thread of
+ * its own (ps_outbox.c) while it goes on serving pushes. Version 9: the
+ * header grew by 16 bytes (80 before).
+ *
  * A receiver checks the whole message before it uses any field
  * (ps_wire_unpack): total length = PS_HDR_SIZE + 4 x count exactly, magic,
  * version, a known type, a status the type allows, count = 0 for types
@@ -182,8 +206,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#define PS_WIRE_VERSION 8
-#define PS_HDR_SIZE     80
+#define PS_WIRE_VERSION 9
+#define PS_HDR_SIZE     96  /* a multiple of 16: payloads stay aligned */
 #define PS_MAX_SLOTS    4   /* optimizer slots a STATE part may name */
 
 enum ps_type {
@@ -207,7 +231,24 @@ typedef struct ps_hdr {
     int64_t  a, b, c;
     double   f;
     uint32_t count;
+    uint32_t at, total;    /* pieces (v9): this payload's first word, and
+                              the words of the whole                      */
 } ps_hdr_t;
+
+/* May a message of this type go in pieces (v9)? */
+static inline int ps_wire_pieced(int type)
+{
+    return type == PS_PARAMS || type == PS_STATE || type == PS_STATE_PUT;
+}
+
+/* The words of the whole payload h belongs to: count for a message that
+ * goes whole, and for a header of a pieced type that leaves total 0. */
+static inline uint32_t ps_wire_total(const ps_hdr_t *h)
+{
+    if (!ps_wire_pieced(h->type) || (h->at == 0 && h->total < h->count))
+        return h->count;
+    return h->total;
+}
 
 /* Write PS_HDR_SIZE bytes. */
 void ps_wire_pack(const ps_hdr_t *h, unsigned char out[PS_HDR_SIZE]);

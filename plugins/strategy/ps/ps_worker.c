@@ -267,14 +267,49 @@ static int recv_resending(ps_t *p, int64_t deadline, resend_t *rs,
     }
 }
 
+/* A PARAMS for ps j's pending request: 0 when taken (*done: the answer
+ * is whole), else why it is dropped. A whole answer comes in pieces (v9)
+ * in order, each copied into place as it comes; a piece out of order (one
+ * lost before it) voids the answer until the resent request's, from 0. */
+static const char *take_params(ps_t *p, int j, const ps_hdr_t *sent,
+                               const ps_want_t *want, const ps_msg_t *m,
+                               uint32_t *got, int64_t *versions, int *done,
+                               int *rc)
+{
+    /* what this request must bring back: its rows and the rest whole */
+    size_t expect = sent->b > 0 ? want->reply[j] : p->place.ps_count[j];
+    if (m->h.total != expect || m->h.b != sent->b)
+        return "not the size the request asks for";
+    if (sent->b > 0 && m->h.count != m->h.total)
+        return "rows in pieces";
+    if (m->h.at != 0 && (m->h.at != *got || m->h.a != versions[j])) {
+        *got = 0;
+        return NULL; /* a piece lost before it: wait for the resent one */
+    }
+    /* into every replica's copy: a copy of replica 0's whole slab would
+     * write every table whole */
+    for (int r = 0; *rc == STRATA_OK && r < p->nrep; r++)
+        *rc = sent->b > 0
+                  ? ps_pull_scatter(p, j, want, m->payload, p->slab[r],
+                                    p->devices[r])
+                  : ps_scatter_at(p, j, m->h.at, m->payload, m->h.count,
+                                  p->slab[r], p->devices[r]);
+    p->pull_bytes += 4 * (int64_t)m->h.count;
+    versions[j] = m->h.a;
+    *got = m->h.at + m->h.count;
+    *done = *got == m->h.total;
+    return NULL;
+}
+
 int ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other_fn,
                 const ps_want_t *want)
 {
     int *pending = calloc((size_t)p->nps, sizeof *pending);
     uint64_t *req = calloc((size_t)p->nps, sizeof *req);
     ps_hdr_t *sent = calloc((size_t)p->nps, sizeof *sent);
-    int rc = pending && req && sent ? STRATA_OK : STRATA_ENOMEM, left = 0,
-        rows = 0;
+    uint32_t *got = calloc((size_t)p->nps, sizeof *got);
+    int rc = pending && req && sent && got ? STRATA_OK : STRATA_ENOMEM,
+        left = 0, rows = 0;
     for (int j = 0; rc == STRATA_OK && j < p->nps; j++) {
         ps_hdr_t h = { .type = PS_PULL, .step = -1, .req = ps_net_req(p) };
         if (want && want->nblocks[j] > 0) { /* rows of a batch (wire v7) */
@@ -304,36 +339,26 @@ int ps_pull_all(ps_t *p, int64_t *versions, ps_other_fn other_fn,
                             want ? want->count : NULL, "PULL", &m);
         if (rc != STRATA_OK)
             break;
-        int j = ps_reply(p, &m, PS_PARAMS, req, pending);
-        /* what this request must bring back: its rows and the rest whole */
-        size_t expect = j < 0 ? 0 : sent[j].b > 0 ? want->reply[j]
-                                                 : p->place.ps_count[j];
-        if (j >= 0 && (m.h.count != expect || m.h.b != sent[j].b)) {
+        int j = ps_reply(p, &m, PS_PARAMS, req, pending), done = 0;
+        const char *why = j < 0 ? NULL
+                                : take_params(p, j, &sent[j], want, &m,
+                                              &got[j], versions, &done, &rc);
+        if (why) {
             atomic_fetch_add(&p->malformed, 1);
             ps_log(p, STRATA_LOG_WARN, "%s: PARAMS of %u values (%lld row "
-                   "blocks) from %s, expected %zu (%lld): dropped",
-                   ps_name(p, p->self), m.h.count, (long long)m.h.b,
-                   ps_name(p, m.from), expect, (long long)sent[j].b);
-        } else if (j >= 0) {
-            /* into every replica's copy: a copy of replica 0's whole slab
-             * would write every table whole */
-            for (int r = 0; rc == STRATA_OK && r < p->nrep; r++)
-                rc = sent[j].b > 0
-                         ? ps_pull_scatter(p, j, want, m.payload, p->slab[r],
-                                           p->devices[r])
-                         : ps_scatter(p, j, m.payload, p->slab[r],
-                                      p->devices[r]);
-            p->pull_bytes += 4 * (int64_t)m.h.count;
-            versions[j] = m.h.a;
+                   "blocks) from %s: %s: dropped", ps_name(p, p->self),
+                   m.h.total, (long long)m.h.b, ps_name(p, m.from), why);
+        } else if (j >= 0 && done) {
             pending[j] = 0;
             left--;
-        } else {
+        } else if (j < 0) {
             rc = other_fn(p, &m);
         }
     }
     free(pending);
     free(req);
     free(sent);
+    free(got);
     return rc;
 }
 
