@@ -18,33 +18,14 @@ static double uniform_limit(const strata__layer_t *l, double fan_in,
                                        : sqrt(6.0 / (fan_in + fan_out));
 }
 
+/* Every variable as strata__model_init_range fills it: the whole model's
+ * initial values are its ranges', bit for bit. */
 void strata__model_init(const strata__model_t *m, uint64_t seed, float *flat)
 {
     memset(flat, 0, m->count * sizeof *flat);
-    for (int i = 0; i < m->nlayers; i++) {
-        const strata__layer_t *l = &m->layers[i];
-        if (!l->kind->nvars)
-            continue;
-        int64_t dims[4];
-        size_t bias;
-        double fan_in, fan_out;
-        l->kind->kernel_shape(l, dims, &bias, &fan_in, &fan_out);
-        const strata_var_t *k = &m->vars[l->var0];
-        const strata_var_t *b = l->kind->nvars > 1 ? &m->vars[l->var0 + 1]
-                                                   : NULL;
-        if (l->kind->init) {
-            l->kind->init(l, flat + k->offset, k->count,
-                          b ? flat + b->offset : NULL, b ? b->count : 0);
-            continue;
-        }
-        strata__rng_t rng;
-        /* One stream per layer: adding a layer leaves the others unchanged. */
-        strata__rng_seed(&rng, seed, 1000u + (uint64_t)i);
-        double limit = uniform_limit(l, fan_in, fan_out);
-        for (size_t j = 0; j < k->count; j++)
-            flat[k->offset + j] =
-                (float)((2.0 * strata__rng_uniform(&rng) - 1.0) * limit);
-    }
+    for (int v = 0; v < m->nvars; v++)
+        (void)strata__model_init_range(m, seed, v, 0, m->vars[v].count,
+                                       flat + m->vars[v].offset);
 }
 
 int strata__model_init_range(const strata__model_t *m, uint64_t seed, int vi,

@@ -242,6 +242,13 @@ size_t ps_rows_head(const ps_t *p, int i, const strata_sparse_t *t,
  * (host memory): *count words into out, *nblocks row blocks. */
 int    ps_rows_pack(ps_t *p, int ps, const strata_op_t *op, float *out,
                     uint32_t *count, int64_t *nblocks);
+/* Walk and check the first nblocks row blocks of a payload of len bytes
+ * for ps j, with their values (a PUSH's, finite) or without (a PULL's):
+ * NULL, with *at past the last and *named the values of the shards they
+ * name, or the reason one is malformed. */
+const char *ps_rows_blocks(const ps_t *p, int j, const unsigned char *payload,
+                           size_t len, int64_t nblocks, int values,
+                           size_t *at, size_t *named);
 /* Check a PUSH payload of `count` words with `nblocks` row blocks for ps
  * j: NULL when every field is right, else the reason. */
 const char *ps_rows_check(const ps_t *p, int j, const unsigned char *payload,

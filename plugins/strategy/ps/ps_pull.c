@@ -62,23 +62,12 @@ int ps_pull_pack(const ps_t *p, int ps, const strata_sparse_t *tabs,
 const char *ps_pull_check(const ps_t *p, int j, const unsigned char *payload,
                           uint32_t count, int64_t nblocks)
 {
-    size_t len = (size_t)count * 4, at = 0;
-    int holds = 0, prev = -1;
-    for (int i = 0; i < p->place.n; i++)
-        holds += p->place.shard[i].ps == j;
-    if (nblocks < 0 || nblocks > holds)
-        return "more row blocks than this ps holds shards";
-    for (int64_t b = 0; b < nblocks; b++) {
-        ps_rows_t r;
-        const char *why = ps_rows_walk(p, j, payload, len, &at, &prev, &r, 0);
-        if (!why)
-            why = ps_rows_ids_check(p, &r);
-        if (why)
-            return why;
-    }
-    if (at != len)
-        return "payload size disagrees with its row blocks";
-    return NULL;
+    size_t len = (size_t)count * 4, at, named;
+    const char *why = ps_rows_blocks(p, j, payload, len, nblocks, 0, &at,
+                                     &named);
+    if (!why && at != len)
+        why = "payload size disagrees with its row blocks";
+    return why;
 }
 
 /* The next block of a checked request (*at, *prev: where the walk is),

@@ -152,33 +152,44 @@ const char *ps_rows_ids_check(const ps_t *p, const ps_rows_t *r)
     return NULL;
 }
 
-const char *ps_rows_check(const ps_t *p, int j, const unsigned char *payload,
-                          uint32_t count, int64_t nblocks)
+const char *ps_rows_blocks(const ps_t *p, int j, const unsigned char *payload,
+                           size_t len, int64_t nblocks, int values,
+                           size_t *at, size_t *named)
 {
-    size_t len = (size_t)count * 4, at = 0, named = 0;
     int holds = 0, prev = -1;
+    *at = *named = 0;
     for (int i = 0; i < p->place.n; i++)
         holds += p->place.shard[i].ps == j;
     if (nblocks < 0 || nblocks > holds)
         return "more row blocks than this ps holds shards";
     for (int64_t b = 0; b < nblocks; b++) {
         ps_rows_t r;
-        const char *why = ps_rows_walk(p, j, payload, len, &at, &prev, &r, 1);
+        const char *why = ps_rows_walk(p, j, payload, len, at, &prev, &r,
+                                       values);
         if (why)
             return why;
-        named += p->place.shard[r.shard].count;
+        *named += p->place.shard[r.shard].count;
         if ((why = ps_rows_ids_check(p, &r)))
             return why;
-        for (size_t e = 0; e < (size_t)r.nrows * r.row_len; e++) {
+        for (size_t e = 0; values && e < (size_t)r.nrows * r.row_len; e++) {
             float v;
             memcpy(&v, r.values + 4 * e, 4);
             if (!isfinite(v))
                 return "a row value that is not finite";
         }
     }
-    if (len - at != (p->place.ps_count[j] - named) * sizeof(float))
-        return "payload size disagrees with its row blocks";
     return NULL;
+}
+
+const char *ps_rows_check(const ps_t *p, int j, const unsigned char *payload,
+                          uint32_t count, int64_t nblocks)
+{
+    size_t len = (size_t)count * 4, at, named;
+    const char *why = ps_rows_blocks(p, j, payload, len, nblocks, 1, &at,
+                                     &named);
+    if (!why && len - at != (p->place.ps_count[j] - named) * sizeof(float))
+        why = "payload size disagrees with its row blocks";
+    return why;
 }
 
 size_t ps_rows_next(const ps_t *p, int j, const unsigned char *payload,
