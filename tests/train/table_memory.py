@@ -64,8 +64,7 @@ def sets(data, rows, strategy):
          "graph.emb=embedding vocab=%d dim=%d <- ids" % (rows, DIM),
          "train.max_steps=12", "train.devices=cpu:0", "train.eval=false",
          "train.progress=none", "optimizer.name=sgd",
-         "data.validation_split=", "security.mode=off",
-         "transport.zmq.window_bytes=1G"]
+         "data.validation_split=", "security.mode=off"]
     if strategy == "ps":
         s += ["strategy.ps.partitioner=fixed:2", "model.metric=accuracy"]
     out = []

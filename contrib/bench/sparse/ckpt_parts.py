@@ -41,8 +41,8 @@ def run_job(a, d, parts):
             "strategy.plugin=ps", "strategy.ps.partitioner=fixed:%d" % a.ps,
             "strategy.ps.checkpoint_parts=%s" % ("true" if parts else "false"),
             # whole shards travel to the coordinator (its pulls, and the
-            # gathered checkpoint): one message each, waited for 120 s
-            "transport.zmq.window_bytes=1G", "strategy.ps.timeout_s=120",
+            # gathered checkpoint), in pieces: waited for 120 s
+            "strategy.ps.timeout_s=120",
             "checkpoint.dir=" + ck, "checkpoint.every_steps=%d" % a.steps]
     cmd = [os.path.join(a.build, "bin", "strata"), "launch", "--ps",
            str(a.ps), "-n", "1", "--chief", "-c", INI]

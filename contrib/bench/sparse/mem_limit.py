@@ -54,9 +54,7 @@ def job_sets(a, d, strategy, tasks):
          "train.eval=false", "train.progress=none", "train.devices=cpu:0",
          "data.validation_split=", "security.mode=off",
          "train.metrics_csv=" + os.path.join(d, strategy + ".csv"),
-         "strategy.plugin=" + strategy,
-         # a ps shard travels whole to the coordinator, which pulls whole
-         "transport.zmq.window_bytes=1G"]
+         "strategy.plugin=" + strategy]
     if strategy == "ps":
         # the chief's last pull takes whole shards (850 MB each for a
         # 10 M x 64 table on 3 ps): resent and given up by resend_ms's

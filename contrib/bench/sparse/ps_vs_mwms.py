@@ -44,10 +44,7 @@ def launch(a, d, tag, head, sets):
               "train.max_steps=%d" % a.steps, "train.eval=false",
               "train.progress=none", "train.devices=cpu:0",
               "data.validation_split=", "train.metrics_csv=" + csv_path,
-              "security.mode=off",
-              # a ps shard travels whole to the coordinator, which pulls
-              # whole: a message may hold up to window_bytes (1 GiB max)
-              "transport.zmq.window_bytes=1G"] + sets:
+              "security.mode=off"] + sets:
         cmd += ["--set", s]
     env = dict(os.environ, STRATA_PLUGIN_PATH=os.path.join(
         a.build, "lib", "strata", "plugins"))
