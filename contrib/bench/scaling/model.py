@@ -9,10 +9,15 @@ raw.txt is what run.sh collects:
 
   RESULT <cond> <n> <bytes> <s per call> <iters> <cpu/call mean> <max> <sum>
   RANKCPU <cond> <n> <rank> <user s> <sys s> <wall s>
-  TRAIN <cond> <model> <mwms|ps> <workers> <ps> <samples/s> <s> <steps> <wall>
-  TASKCPU <cond> <model> <mwms|ps> <workers> <ps> <task> <user> <sys> <wall>
+  TRAIN <cond> <model> <strategy> <workers> <ps> <samples/s> <s> <steps> <wall>
+  TASKCPU <cond> <model> <strategy> <workers> <ps> <task> <user> <sys> <wall>
   LINK <cond> <Mbit/s of a bulk transfer through the shaped link>
   FAILED ...
+
+strategy: mwms, ps, or mwms-dense (mwms with sparse_as_dense = true: an
+embedding table's gradient as the dense all-reduce of the whole table;
+its own column "mwms dense", shown when the raw lines have it; ps is then
+set against the better of the two mwms forms).
 
 The model: a ring all-reduce of S bytes over n ranks takes 2(n-1) steps,
 each moving S/n bytes over every link at once, so
@@ -434,28 +439,41 @@ def main():
     legend_tr = []
     crossover_lines = []
     if tr:
+        # mwms's dense form: a column of its own where the raw lines have it
+        dense = any(k[2] == "mwms-dense" for k in tr)
         print("== training throughput, samples/s (global batch 64, recsys "
-              "512; ps: P ps tasks + a chief)")
+              "512; ps: P ps tasks + a chief%s)"
+              % ("; mwms dense: sparse_as_dense = true" if dense else ""))
         pss = sorted({k[4] for k in tr if k[2] == "ps"})
         for c in conds:
             for model in sorted({k[1] for k in tr if k[0] == c}):
                 ws = sorted({k[3] for k in tr if k[0] == c and k[1] == model})
                 print("   %s, %s" % (c, model))
-                print("   %2s %9s " % ("W", "mwms") + " ".join(
-                    "%9s" % ("ps P=%d" % p) for p in pss)
-                    + "  %-14s %s" % ("winner", "ps best / mwms"))
+                print("   %2s %9s " % ("W", "mwms")
+                      + ("%10s " % "mwms dense" if dense else "")
+                      + " ".join("%9s" % ("ps P=%d" % p) for p in pss)
+                      + "  %-14s %s" % ("winner", "ps best / best mwms"
+                                        if dense else "ps best / mwms"))
                 winners = []
                 for w in ws:
                     mw = tr.get((c, model, "mwms", w, 0))
+                    md = tr.get((c, model, "mwms-dense", w, 0))
+                    # the better mwms form: rows (the default) or dense
+                    mwv = [(v, name) for v, name in ((mw, "mwms"),
+                                                     (md, "mwms dense")) if v]
+                    best_m = max(mwv) if mwv else (None, None)
                     pv = {p: tr.get((c, model, "ps", w, p)) for p in pss}
                     best_p = max((p for p in pss if pv[p]),
                                  key=lambda p: pv[p], default=None)
                     win, rat = "-", None
-                    if mw and best_p:
-                        rat = pv[best_p] / mw
-                        win = ("ps (P=%d)" % best_p if rat > 1 else "mwms")
+                    if best_m[0] and best_p:
+                        rat = pv[best_p] / best_m[0]
+                        win = ("ps (P=%d)" % best_p if rat > 1
+                               else best_m[1])
                     winners.append((w, win, rat))
                     print("   %2d %9s " % (w, "%.0f" % mw if mw else "-")
+                          + ("%10s " % ("%.0f" % md if md else "-")
+                             if dense else "")
                           + " ".join("%9s" % ("%.0f" % pv[p] if pv[p] else "-")
                                      for p in pss)
                           + "  %-14s %s" % (win, "%.2f" % rat if rat else "-"))
@@ -488,6 +506,14 @@ def main():
                            "line": True, "marks": True,
                            "points": [(w, tr.get((c, model, "mwms", w, 0)))
                                       for w in ws]}]
+                if dense:
+                    series.append({"name": "mwms dense",
+                                   "colour": COLOURS[6], "line": True,
+                                   "marks": True, "dash": "2 3",
+                                   "points": [(w, tr.get((c, model,
+                                                          "mwms-dense", w,
+                                                          0)))
+                                              for w in ws]})
                 for i, p in enumerate(pss):
                     series.append({"name": "ps P=%d" % p,
                                    "colour": COLOURS[1 + i], "line": True,
@@ -510,15 +536,17 @@ def main():
         print()
         print("== training: CPU time per process (user + sys over the whole "
               "run, start-up included)")
-        print("   %-9s %-4s %-5s %2s %2s %6s %8s %8s %8s %6s" % (
-            "link", "model", "strat", "W", "P", "procs", "mean s", "max s",
-            "wall s", "cores"))
+        # strat: mwms-dense is wider than the column's 5
+        sw = max([5] + [len(k[2]) for k in d["task"]])
+        print("   %-9s %-4s %-*s %2s %2s %6s %8s %8s %8s %6s" % (
+            "link", "model", sw, "strat", "W", "P", "procs", "mean s",
+            "max s", "wall s", "cores"))
         for k in sorted(d["task"], key=lambda k: (cond_key(k[0]), k[1:])):
             v = d["task"][k]
             cpu = [x[1] for x in v]
             wall = max(x[2] for x in v)
-            print("   %-9s %-4s %-5s %2d %2d %6d %8.2f %8.2f %8.2f %6.2f" % (
-                k[0], k[1], k[2], k[3], k[4], len(v), statistics.mean(cpu),
+            print("   %-9s %-4s %-*s %2d %2d %6d %8.2f %8.2f %8.2f %6.2f" % (
+                k[0], k[1], sw, k[2], k[3], k[4], len(v), statistics.mean(cpu),
                 max(cpu), wall, sum(cpu) / wall if wall else 0))
         print()
     if d["failed"]:

@@ -8,7 +8,7 @@
 #                                [-p "1 2 3 4"] [-m "mlp cnn"] [-t ROUNDS]
 #                                [-T ROWSxDIM]
 #                                [-o DIR] [--quick] [--no-train]
-#                                [--no-allreduce] [--no-mwms]
+#                                [--no-allreduce] [--no-mwms] [--mwms-dense]
 #
 #   -b  strata build directory (default: build): bin/strata and
 #       lib/strata/plugins/zmq.so
@@ -31,6 +31,10 @@
 #   --quick  n "2 4", 1 launch, fewer sizes and steps, ps 1 and 2, mlp only
 #   --no-mwms  ps runs only (a table no mwms worker of this machine holds:
 #       10 M x 64 and its gradient and Adam slots in every worker)
+#   --mwms-dense  also mwms with [strategy.mwms] sparse_as_dense = true
+#       (an embedding table's gradient always as the dense all-reduce of
+#       the whole table, never as rows) at every worker count: strategy
+#       mwms-dense in the raw lines, "mwms dense" in the report
 #
 # Needs root (network namespaces, tc) and iproute2 when a condition other
 # than loopback is asked for; refuses otherwise (exit 2). Raw lines in
@@ -50,7 +54,8 @@ quick=0
 do_train=1
 do_ar=1
 do_mwms=1
-usage() { sed -n '2,35p' "$0" >&2; exit 2; }
+do_dense=0
+usage() { sed -n '2,39p' "$0" >&2; exit 2; }
 rounds=1
 while [ $# -gt 0 ]; do
     case $1 in
@@ -67,6 +72,7 @@ while [ $# -gt 0 ]; do
     --no-train) do_train=0; shift ;;
     --no-allreduce) do_ar=0; shift ;;
     --no-mwms) do_mwms=0; shift ;;
+    --mwms-dense) do_dense=1; shift ;;
     *) usage ;;
     esac
 done
@@ -246,12 +252,28 @@ steps_for() { # condition model -> training steps of one run
 batch_for() { # model -> global batch
     if [ "$1" = recsys ]; then echo 512; else echo 64; fi
 }
+rate_bps() { # condition -> its bit/s (loopback, netns: taken as 1 Gbit/s)
+    case $1 in
+    *kbit) echo $((${1%kbit} * 1000)) ;;
+    *mbit) echo $((${1%mbit} * 1000000)) ;;
+    *gbit) echo $((${1%gbit} * 1000000000)) ;;
+    *) echo 1000000000 ;;
+    esac
+}
 # seconds a training run may take: 300, and for recsys as long again as
-# the whole table takes at 100 Mbit/s (the chief's last pull of it)
-timeout_for() {
-    if [ "$1" = recsys ]; then
-        echo $((300 + ${table%x*} * ${table#*x} * 4 / 10000000))
-    else echo 300; fi
+# the whole table takes at 100 Mbit/s (the chief's last pull of it); for
+# mwms-dense on recsys, twice what the ring moves too: every step each
+# worker sends and receives 2(W-1)/W of the table (4 bytes a value) at
+# the condition's rate, loopback's taken as 1 Gbit/s (1 M x 64 at
+# 100 Mbit/s, 8 workers, 10 steps: 4.48 GB, 358 s; 325 + 2 x that = 1041 s)
+timeout_for() { # condition model strategy W steps
+    if [ "$2" != recsys ]; then echo 300; return; fi
+    tb=$((${table%x*} * ${table#*x} * 4))
+    t=$((300 + tb / 10000000))
+    if [ "$3" = mwms-dense ]; then
+        t=$((t + 2 * $5 * 2 * ($4 - 1) * (tb / $4) / ($(rate_bps "$1") / 8)))
+    fi
+    echo "$t"
 }
 
 # recsys: click logs for the table, as many samples as the longest run
@@ -307,6 +329,7 @@ for c in $conds; do
         for n in $ns_list; do
             runs=""
             [ "$do_mwms" = 1 ] && runs="mwms:0"
+            [ "$do_dense" = 1 ] && runs="$runs mwms-dense:0"
             for p in $pss; do runs="$runs ps:$p"; done
             for r in $runs; do
                 strat=${r%%:*}
@@ -321,7 +344,8 @@ for c in $conds; do
                 if runbg "$py" "$here/train.py" --strata "$strata" --model "$m" \
                         --steps "$steps" --batch "$(batch_for "$m")" --label "$c" \
                         --data "$data" --table "$table" \
-                        --timeout "$(timeout_for "$m")" --dir "$OUT/train" $targs \
+                        --timeout "$(timeout_for "$c" "$m" "$strat" "$n" "$steps")" \
+                        --dir "$OUT/train" $targs \
                         >"$OUT/last.out" 2>"$OUT/last.err"; then
                     cat "$OUT/last.out" >>"$raw"
                 else

@@ -4,15 +4,19 @@ ps tasks, W workers and a chief, each task a `strata train` process started
 here with its TF_CONFIG (as a user starts them by hand), on loopback or each
 in a network namespace of its own (made and shaped by run.sh).
 
-    train.py --strata BIN --model mlp|cnn|recsys --strategy mwms|ps
-             --workers W [--ps P] [--steps S] [--batch B]
+    train.py --strata BIN --model mlp|cnn|recsys
+             --strategy mwms|mwms-dense|ps --workers W [--ps P]
+             [--steps S] [--batch B]
              [--ns PREFIX --net 10.A.B.] [--label L] [--timeout SECONDS]
              [--dir DIR] [--data DIR] [--table ROWSxDIM]
 
 recsys: etc/recsys.ini's click model with its table grown to --table
 (default 1000000x64), on --data made by contrib/recsys/make_data.py with
 rows/4 ids a feature (mwms moves the table's gradient as rows while they
-are few, ps pushes and pulls rows).
+are few, ps pushes and pulls rows). mwms-dense is mwms with
+[strategy.mwms] sparse_as_dense = true (Horovod's name): the table's
+gradient always as the dense all-reduce of the whole table, never as
+rows; its TRAIN and TASKCPU lines name the strategy mwms-dense.
 
 Prints one line "TRAIN <label> <model> <strategy> <W> <P> <samples/s>
 <train seconds> <steps> <wall s>" (samples/s and seconds from the chief's
@@ -72,7 +76,8 @@ def main(argv):
     p.add_argument("--strata", required=True)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--model", choices=sorted(MODELS), default="mlp")
-    p.add_argument("--strategy", choices=("mwms", "ps"), default="mwms")
+    p.add_argument("--strategy", choices=("mwms", "mwms-dense", "ps"),
+                   default="mwms")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--ps", type=int, default=1)
     p.add_argument("--steps", type=int, default=200)
@@ -88,12 +93,14 @@ def main(argv):
     a = p.parse_args(argv)
     if not 1 <= a.workers <= 8 or not 1 <= a.ps <= 4 or a.steps < 1:
         p.error("--workers 1..8, --ps 1..4, --steps >= 1")
-    if a.strategy == "mwms" and a.batch % a.workers:
+    # the plugin: mwms-dense is mwms with sparse_as_dense
+    plugin = a.strategy.split("-")[0]
+    if plugin == "mwms" and a.batch % a.workers:
         p.error("mwms: --batch must split evenly over the workers")
     if bool(a.ns) != bool(a.net):
         p.error("--ns and --net go together")
 
-    if a.strategy == "mwms":
+    if plugin == "mwms":
         tasks = [("worker", i) for i in range(a.workers)]
     else:
         tasks = ([("chief", 0)] + [("worker", i) for i in range(a.workers)]
@@ -122,15 +129,23 @@ def main(argv):
             "optimizer.name=adam", "optimizer.lr=0.001",
             "data.dir=" + a.data,
             "data.limit_train=%d" % (a.steps * a.batch),
-            "strategy.plugin=" + a.strategy, "transport.world=zmq",
+            "strategy.plugin=" + plugin, "transport.world=zmq",
             # plaintext TCP between the tasks, as the all-reduce runs
             "security.mode=off", "transport.zmq.shm=off"]
     if a.strategy == "ps":
         # every variable of >= 64 KiB split over all the ps tasks
         sets.append("strategy.ps.partitioner=min_size:64K:%d" % a.ps)
+    if a.strategy == "mwms-dense":
+        # Horovod's sparse_as_dense: the table's gradient all-reduced whole
+        # every step, one collective of the whole variable (256 MB for
+        # 1 M x 64: the ring's 2(W-1)/W of it is about 40 s at 100 Mbit/s
+        # with 8 workers), near zmq's default bound of 60 s on one
+        # collective: 600 s
+        sets += ["strategy.mwms.sparse_as_dense=true",
+                 "transport.zmq.timeout_s=600"]
     if a.model == "recsys":
         rows, dim = (int(x) for x in a.table.split("x"))
-        sets += ["strategy.plugin=" + a.strategy, "data.validation_split=",
+        sets += ["strategy.plugin=" + plugin, "data.validation_split=",
                  "graph.emb=embedding vocab=%d dim=%d <- ids" % (rows, dim),
                  # a ps shard goes whole to the chief, which pulls whole
                  "transport.zmq.window_bytes=1G"]
@@ -145,7 +160,7 @@ def main(argv):
         ini = os.path.join(REPO, "etc", "recsys.ini")
     else:
         sets.append("model.layers=" + MODELS[a.model])
-        ini = os.path.join(REPO, "etc", a.strategy + ".ini")
+        ini = os.path.join(REPO, "etc", plugin + ".ini")
     args = []
     for kv in sets:
         args += ["--set", kv]
