@@ -146,9 +146,7 @@ def main(argv):
     if a.model == "recsys":
         rows, dim = (int(x) for x in a.table.split("x"))
         sets += ["strategy.plugin=" + plugin, "data.validation_split=",
-                 "graph.emb=embedding vocab=%d dim=%d <- ids" % (rows, dim),
-                 # a ps shard goes whole to the chief, which pulls whole
-                 "transport.zmq.window_bytes=1G"]
+                 "graph.emb=embedding vocab=%d dim=%d <- ids" % (rows, dim)]
         if a.strategy == "ps":
             # ps reports sums, no AUC. The chief's last pull takes a whole
             # shard (256 MB for 1 M x 64 on one ps: 2 s at 1 Gbit/s, 20 at

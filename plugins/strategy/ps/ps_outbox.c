@@ -9,9 +9,12 @@
  * puller's answer at a time, pullers in turn, each answer from a snapshot
  * the ps took when asked (one version of the values). A new answer for a
  * puller replaces the one it had not received whole: that puller asked
- * again (its request was resent) or has moved on. A piece the transport
- * does not take drops its answer (the puller asks again); one it can
- * never take (longer than its window) ends the ps. */
+ * again (its request was resent) or has moved on. A piece waits for room
+ * on its link as long as the puller waits for the answer (timeout_s and
+ * the answer's time at 100 Mbit/s: a full window drains slowly), in slices
+ * that let a newer answer or the ps's end take over; past that the answer
+ * is dropped (the puller asks again). A piece the transport can never
+ * take (longer than its window) ends the ps. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +25,7 @@ typedef struct answer {
     float   *vals;    /* NULL: none                                      */
     uint32_t total;   /* words                                           */
     uint32_t next;    /* the first word not sent                         */
+    int64_t  until;   /* ps_now_ms: when the puller no longer waits      */
 } answer_t;
 
 struct ps_outbox {
@@ -55,14 +59,41 @@ static int next_member(ps_t *p, ps_outbox_t *o, int from)
     return -1;
 }
 
+/* Lock held: the ps is ending, or a newer answer for m waits. */
+static int superseded(const ps_outbox_t *o, int m)
+{
+    return o->stop || o->queued[m].vals != NULL;
+}
+
+/* One piece of answer a to member m, waiting for room on the link until
+ * the answer's deadline, a slice at a time. STRATA_EAGAIN: superseded. */
+static int send_piece(ps_t *p, ps_outbox_t *o, int m, const answer_t *a,
+                      uint32_t n)
+{
+    ps_hdr_t h = a->h;
+    h.at = a->next;
+    h.total = a->total;
+    for (;;) {
+        int64_t left = a->until - ps_now_ms();
+        if (left <= 0)
+            return STRATA_ETIMEDOUT;
+        int rc = ps_net_send(p, m, &h, a->vals + a->next, n,
+                             left < 2000 ? (int)left : 2000);
+        if (rc != STRATA_ETIMEDOUT)
+            return rc;
+        pthread_mutex_lock(&o->lock);
+        int gone = superseded(o, m);
+        pthread_mutex_unlock(&o->lock);
+        if (gone)
+            return STRATA_EAGAIN;
+    }
+}
+
 static void *sender(void *arg)
 {
     ps_t *p = arg;
     ps_outbox_t *o = p->out;
     uint32_t piece = ps_piece_words(p);
-    /* A piece waits at most this long for room on its link (100 Mbit/s
-     * drains a 16 MiB window in 1.4 s). */
-    int wait_ms = p->timeout_ms < 10000 ? p->timeout_ms : 10000;
     pthread_mutex_lock(&o->lock);
     while (!o->stop) {
         int m = next_member(p, o, o->turn);
@@ -73,12 +104,11 @@ static void *sender(void *arg)
         answer_t a = o->cur[m]; /* only this thread changes cur */
         pthread_mutex_unlock(&o->lock);
         uint32_t n = a.total - a.next < piece ? a.total - a.next : piece;
-        ps_hdr_t h = a.h;
-        h.at = a.next;
-        h.total = a.total;
-        int rc = ps_net_send(p, m, &h, a.vals + a.next, n, wait_ms);
+        int rc = send_piece(p, o, m, &a, n);
         pthread_mutex_lock(&o->lock);
         o->turn = (m + 1) % p->nmembers;
+        if (rc == STRATA_EAGAIN)
+            continue; /* the newer answer replaces it, or the ps ends */
         o->pieces += rc == STRATA_OK;
         if (rc == STRATA_OK && a.next + n < a.total) {
             o->cur[m].next = a.next + n;
@@ -180,7 +210,10 @@ int ps_outbox_put(ps_t *p, int member, const ps_hdr_t *h, float *vals,
     if (o->queued[member].vals)
         o->replaced++;
     free(o->queued[member].vals);
-    o->queued[member] = (answer_t){ .h = *h, .vals = vals, .total = total };
+    o->queued[member] = (answer_t){
+        .h = *h, .vals = vals, .total = total,
+        .until = ps_now_ms() + p->timeout_ms +
+                 ps_on_wire_ms(4 * (int64_t)total) };
     pthread_cond_signal(&o->cond);
     pthread_mutex_unlock(&o->lock);
     return STRATA_OK;
