@@ -6,7 +6,7 @@
 #   contrib/bench/scaling/run.sh [-b BUILD] [-n "2 4 8"]
 #                                [-r "loopback 1gbit 100mbit"] [-k LAUNCHES]
 #                                [-p "1 2 3 4"] [-m "mlp cnn"] [-t ROUNDS]
-#                                [-T ROWSxDIM]
+#                                [-T ROWSxDIM] [-s STEPS]
 #                                [-o DIR] [--quick] [--no-train]
 #                                [--no-allreduce] [--no-mwms] [--mwms-dense]
 #
@@ -23,6 +23,8 @@
 #   -t  rounds of every training run (1); medians are reported
 #   -p  ps task counts of the ps runs (1 2 3 4)
 #   -T  recsys: the embedding table (default 1000000x64: 256 MB)
+#   -s  training steps of a run on loopback (default: mlp 600, cnn 24,
+#       recsys 40), halved at Gbit/s rates, quartered on slower links
 #   -m  models: recsys (etc/recsys.ini's click model, its table grown to
 #       -T, global batch 512; data from contrib/recsys/make_data.py),
 #       mlp (101,770 parameters) and/or cnn (etc/seeds-cnn.ini's
@@ -49,13 +51,14 @@ launches=3
 pss="1 2 3 4"
 models="mlp cnn"
 table=1000000x64
+steps_base=
 report_dir=
 quick=0
 do_train=1
 do_ar=1
 do_mwms=1
 do_dense=0
-usage() { sed -n '2,39p' "$0" >&2; exit 2; }
+usage() { sed -n '2,41p' "$0" >&2; exit 2; }
 rounds=1
 while [ $# -gt 0 ]; do
     case $1 in
@@ -66,6 +69,7 @@ while [ $# -gt 0 ]; do
     -p) pss=${2?}; shift 2 ;;  # "": mwms only
     -m) models=${2:?}; shift 2 ;;
     -T) table=${2:?}; shift 2 ;;
+    -s) steps_base=${2:?}; shift 2 ;;
     -t) rounds=${2:?}; shift 2 ;;
     -o) mkdir -p "${2:?}"; report_dir=$(cd "$2" && pwd); shift 2 ;;
     --quick) quick=1; shift ;;
@@ -239,6 +243,7 @@ steps_for() { # condition model -> training steps of one run
     s=600
     [ "$2" = cnn ] && s=24
     [ "$2" = recsys ] && s=40
+    [ -n "$steps_base" ] && s=$steps_base
     case $1 in
     loopback|netns) ;;
     *gbit) s=$((s / 2)) ;;
@@ -282,7 +287,7 @@ data_for() { # model -> --data of train.py
     d=$OUT/recsys-data
     if [ ! -f "$d/meta.json" ]; then
         "$py" "$root/contrib/recsys/make_data.py" --out "$d" \
-            --samples $((40 * 512)) --vocab $((${table%x*} / 4)) \
+            --samples $(($(steps_for loopback recsys) * 512)) --vocab $((${table%x*} / 4)) \
             --test-samples 1000 >&2 || return 1
     fi
     echo "$d"
