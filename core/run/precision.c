@@ -1,5 +1,6 @@
 /* [train] precision: see precision.h. */
 #include <stdio.h>
+#include <string.h>
 
 #include "kernels_cpu.h"
 #include "run/precision.h"
@@ -52,6 +53,15 @@ void strata__precision_apply(const strata__settings_t *s, strata__model_t *m)
 
 const char *strata__precision_name(const strata__settings_t *s)
 {
-    return s->train.precision == STRATA__PREC_MIXED_BFLOAT16
-               ? "mixed_bfloat16 (AVX512_BF16)" : "float32";
+    if (s->train.precision != STRATA__PREC_MIXED_BFLOAT16)
+        return "float32";
+    return strcmp(kc_bf16_engine(), "AMX-BF16") == 0
+               ? "mixed_bfloat16 (AMX-BF16)" : "mixed_bfloat16 (AVX512_BF16)";
+}
+
+const char *strata__precision_conv(void)
+{
+    return strcmp(kc_bf16_engine(), "AMX-BF16") == 0
+               ? "direct, bf16 inputs, fp32 sums (AMX-BF16 tiles)"
+               : "direct, bf16 inputs, fp32 sums (AVX512_BF16)";
 }

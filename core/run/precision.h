@@ -3,7 +3,7 @@
  *
  * float32 (the default) or mixed_bfloat16 (Keras's policy): conv2d and
  * dense round their inputs to bf16 and sum the products in fp32 through
- * the device table's *_bf16 ops (kernels/cpu: VDPBF16PS). Only the layers'
+ * the device table's *_bf16 ops (kernels/cpu: AMX tiles or VDPBF16PS). Only the layers'
  * arithmetic changes: the variables (fp32 master weights), the gradients
  * the strategy reduces, the optimizer's slots and the checkpoints are
  * fp32 as before, so every strategy, transport and checkpoint is unchanged.
@@ -28,7 +28,10 @@ int strata__precision_check(const strata__cfg_t *c,
 void strata__precision_apply(const strata__settings_t *s,
                              strata__model_t *m);
 
-/* The banner's words: "float32", "mixed_bfloat16 (AVX512_BF16)". */
+/* The banner's words: "float32", "mixed_bfloat16 (AMX-BF16)" (tiles),
+ * "mixed_bfloat16 (AVX512_BF16)" (vectors); and its conv line in
+ * mixed_bfloat16. */
 const char *strata__precision_name(const strata__settings_t *s);
+const char *strata__precision_conv(void);
 
 #endif /* STRATA_CORE_PRECISION_H */

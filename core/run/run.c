@@ -565,7 +565,7 @@ void strata__run_banner(const strata__run_t *run)
             strata__out(ctx, "conv: %s\n",
                         run->s->train.precision == STRATA__PREC_FLOAT32
                             ? strata_conv_kernels()
-                            : "direct, bf16 inputs, fp32 sums (AVX512_BF16)");
+                            : strata__precision_conv());
             break;
         }
     if (run->s->train.precision != STRATA__PREC_FLOAT32)

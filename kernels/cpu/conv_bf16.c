@@ -1,10 +1,12 @@
 /* conv2d in mixed_bfloat16 (kernels_cpu.h): the direct convolution's
  * drivers (conv_direct.c) on bf16 operands, fp32 accumulators and outputs.
  *
- * The micro-kernel (conv_avx512bf16.c) steps over 32-bit elements that are
- * pairs of bf16 along the reduction, so each driver packs its operands in
- * pairs -- in the workspace, never allocating -- and then runs the fp32
- * driver's geometry with "pair" for "float":
+ * The micro-kernel -- AMX tiles (conv_amx.c) where the CPU has them, else
+ * VDPBF16PS vectors (conv_avx512bf16.c) -- steps over 32-bit elements that
+ * are pairs of bf16 along the reduction, so each driver packs its operands
+ * in pairs -- in the workspace, never allocating -- and then runs the fp32
+ * driver's geometry with "pair" for "float" (dW's input pairs laid out
+ * across for the tiles, whose rows read side by side):
  *   forward  pairs of channels (c, c+1) of the same pixel: the image, zero
  *            padded, with C rounded up to even (a +0 channel); the weights
  *            Wp[tap][c/2][f] once per call;
@@ -14,7 +16,7 @@
  *            zero padded, per kernel column kx the pairs (x(2q), x(2q+1))
  *            it reads, and dY's pairs; the row's odd end a +0.
  * So every output element is still ONE fixed chain, now of VDPBF16PS
- * steps (a pair each) -- forward from the bias over (ky, kx, c pairs); dX
+ * steps (a pair each) or TDPBF16PS steps (16 pairs) -- forward from the bias over (ky, kx, c pairs); dX
  * from +0 over the taps (ky, kx), each over f pairs, or the gather's
  * flipped taps; dW per image from +0 over (oy, ox pairs), image 0's, + image
  * 1's ... -- and depends only on the geometry: an image's output is the
@@ -57,6 +59,41 @@ int kc_bf16_usable(void)
 }
 
 #ifdef KC_CONV_X86
+
+/* -1: AMX where the CPU has it and Linux grants it; 0 / 1 forced. */
+static _Atomic int forced = -1;
+
+static int amx_usable(void)
+{
+    static _Atomic int known = -1;
+    int k = atomic_load(&known);
+    if (k < 0) {
+        kc_cpu_t cpu;
+        kc_cpu_detect(&cpu);
+        k = cpu.bf16 && cpu.amx_bf16 && kc__amx_ready();
+        atomic_store(&known, k);
+    }
+    return k;
+}
+
+const kc_conv_isa_t *kc__bf16_isa(void)
+{
+    int f = atomic_load(&forced);
+    return (f < 0 ? amx_usable() : f) ? &kc_conv_amx : &kc_conv_avx512bf16;
+}
+
+const char *kc_bf16_engine(void)
+{
+    return kc__bf16_isa() == &kc_conv_amx ? "AMX-BF16" : "AVX512_BF16";
+}
+
+int kc_bf16_force_engine(int amx)
+{
+    if (amx > 0 && !amx_usable())
+        return -1;
+    atomic_store(&forced, amx < 0 ? -1 : amx > 0);
+    return 0;
+}
 
 static size_t half(size_t n) { return (n + 1) / 2; }
 
@@ -136,7 +173,7 @@ static void pad_image(const kops_conv2d_t *g, const float *img, size_t C,
 static void fwd(const kops_conv2d_t *g, const float *X, const float *W,
                 const float *b, float *Y, float *work)
 {
-    const kc_conv_isa_t *isa = &kc_conv_avx512bf16;
+    const kc_conv_isa_t *isa = kc__bf16_isa();
     size_t C = (size_t)g->c, F = (size_t)g->f, Ch = half(C);
     size_t T = (size_t)g->kh * g->kw;
     float *wp = work, *img = work + T * Ch * F;
@@ -157,19 +194,42 @@ static void fwd(const kops_conv2d_t *g, const float *X, const float *W,
     }
 }
 
+/* Word q of the pairs (lo[c], hi[c]) for c < C, at dst + c * cs: cs = 1
+ * side by side (the vector kernel's [q][C]), cs = ow2 across (AMX's
+ * [C][q], whose steps over q must be side by side). */
+static void zip_to(const float *lo, const float *hi, size_t C, float *dst,
+                   size_t cs)
+{
+    if (cs == 1) {
+        kc__bf16_zip(lo, hi, C, dst);
+        return;
+    }
+    float t[16];
+    for (size_t c0 = 0; c0 < C; c0 += 16) {
+        size_t n = C - c0 < 16 ? C - c0 : 16;
+        kc__bf16_zip(lo ? lo + c0 : NULL, hi ? hi + c0 : NULL, n, t);
+        for (size_t j = 0; j < n; j++)
+            dst[(c0 + j) * cs] = t[j];
+    }
+}
+
 /* dW[tap][c][f] = per image, a chain over (oy, ox pairs) of x . dy. */
 static void dw(const kops_conv2d_t *g, const float *X, const float *dY,
                float *dW, float *work)
 {
-    const kc_conv_isa_t *isa = &kc_conv_avx512bf16;
+    const kc_conv_isa_t *isa = kc__bf16_isa();
     size_t C = (size_t)g->c, F = (size_t)g->f;
     size_t hp = (size_t)pad_rows(g), ow2 = half((size_t)g->ow);
-    float *xq = work;                        /* [kx][hp][ow2][C] */
+    /* the input's pairs per kx: [kx][hp][ow2][C], or [kx][hp][C][ow2] for
+     * AMX; word (y, q, c) at xq + (kx * hp + y) * ow2 * C + q * sq + c * sc */
+    int amx = isa == &kc_conv_amx;
+    size_t sq = amx ? 1 : C, sc = amx ? ow2 : 1;
+    float *xq = work;
     float *dyq = work + (size_t)g->kw * hp * ow2 * C;   /* [oh][ow2][F] */
     kc_uk_t u = { .nrow = 1, .nseg = g->oh, .R = (int)ow2,
                   .bseg = (ptrdiff_t)((size_t)g->stride_h * ow2 * C),
-                  .vseg = (ptrdiff_t)(ow2 * F), .bp = 1,
-                  .br = (ptrdiff_t)C, .vr = (ptrdiff_t)F,
+                  .vseg = (ptrdiff_t)(ow2 * F), .bp = (ptrdiff_t)sc,
+                  .br = (ptrdiff_t)sq, .vr = (ptrdiff_t)F,
                   .op = (ptrdiff_t)F, .init = KC_UK_ZERO };
     for (int i = 0; i < g->n; i++) {
         const float *img = X + (size_t)i * g->h * g->w * C;
@@ -186,8 +246,8 @@ static void dw(const kops_conv2d_t *g, const float *X, const float *dY,
                             xx < g->w)
                             px[j] = img + ((size_t)yy * g->w + xx) * C;
                     }
-                    kc__bf16_zip(px[0], px[1], C,
-                                 xq + (((size_t)kx * hp + y) * ow2 + q) * C);
+                    zip_to(px[0], px[1], C,
+                           xq + ((size_t)kx * hp + y) * ow2 * C + q * sq, sc);
                 }
             }
         for (int oy = 0; oy < g->oh; oy++)
@@ -200,7 +260,7 @@ static void dw(const kops_conv2d_t *g, const float *X, const float *dY,
         for (int ky = 0; ky < g->kh; ky++)
             for (int kx = 0; kx < g->kw; kx++)
                 kc__conv_blocks(isa, &u, g->c, g->f,
-                                xq + (((size_t)kx * hp + (size_t)ky) * ow2) * C,
+                                xq + ((size_t)kx * hp + (size_t)ky) * ow2 * C,
                                 dyq,
                                 dW + ((size_t)ky * g->kw + kx) * C * F);
     }
@@ -211,7 +271,7 @@ static void dw(const kops_conv2d_t *g, const float *X, const float *dY,
 static void dx_gather(const kops_conv2d_t *g, const float *W, const float *dY,
                       float *dX, float *work)
 {
-    const kc_conv_isa_t *isa = &kc_conv_avx512bf16;
+    const kc_conv_isa_t *isa = kc__bf16_isa();
     size_t C = (size_t)g->c, F = (size_t)g->f, Fh = half(F);
     size_t T = (size_t)g->kh * g->kw;
     int hq = g->h + g->kh - 1, wq = g->w + g->kw - 1;
@@ -242,7 +302,7 @@ static void dx_gather(const kops_conv2d_t *g, const float *W, const float *dY,
 static void dx_taps(const kops_conv2d_t *g, const float *W, const float *dY,
                     float *dX, float *work)
 {
-    const kc_conv_isa_t *isa = &kc_conv_avx512bf16;
+    const kc_conv_isa_t *isa = kc__bf16_isa();
     size_t C = (size_t)g->c, F = (size_t)g->f, Fh = half(F);
     size_t T = (size_t)g->kh * g->kw;
     float *wt = work, *dyb = work + T * Fh * C;     /* [oh][ow][Fh] */
@@ -284,6 +344,7 @@ void kc_conv2d_fwd_bf16(const kops_conv2d_t *g, const float *X,
     if (g->n <= 0 || g->f <= 0)
         return;
     fwd(g, X, W, b, Y, work);
+    kc__amx_release();
 }
 
 void kc_conv2d_bwd_bf16(const kops_conv2d_t *g, const float *X,
@@ -300,15 +361,18 @@ void kc_conv2d_bwd_bf16(const kops_conv2d_t *g, const float *X,
         return;
     }
     dw(g, X, dY, dW, work);
-    if (!dX)
-        return;
-    if (kc__conv_dx_gather(g))
+    if (dX && kc__conv_dx_gather(g))
         dx_gather(g, W, dY, dX, work);
-    else
+    else if (dX)
         dx_taps(g, W, dY, dX, work);
+    kc__amx_release();
 }
 
 #else /* not x86-64: no AVX512_BF16, kc_bf16_usable() is 0 */
+
+const char *kc_bf16_engine(void) { return "none"; }
+
+int kc_bf16_force_engine(int amx) { return amx > 0 ? -1 : 0; }
 
 void kc_conv2d_fwd_bf16(const kops_conv2d_t *g, const float *X,
                         const float *W, const float *b, float *Y, float *work,

@@ -87,6 +87,16 @@ extern const kc_conv_isa_t kc_conv_avx512, kc_conv_avx2;
  * denormals to signed zero, as the instruction) into (n + 1) / 2 words of
  * dst, an odd n's last pair completed with +0. */
 extern const kc_conv_isa_t kc_conv_avx512bf16;
+/* The same contract on AMX tiles (conv_amx.c), blocks of 16 pixels and the
+ * broadcast operand's steps side by side (u->br == 1 only). kc__amx_ready:
+ * the OS gave this process the tile state (asked once); kc__amx_release:
+ * the calling thread is done with the tiles for now. */
+extern const kc_conv_isa_t kc_conv_amx;
+int kc__amx_ready(void);
+void kc__amx_release(void);
+/* The bf16 kernel calls take now: kc_conv_amx or kc_conv_avx512bf16
+ * (conv_bf16.c, by kc_bf16_engine()). */
+const kc_conv_isa_t *kc__bf16_isa(void);
 void kc__bf16_pack(const float *src, size_t n, float *dst);
 /* dst[j] = the pair (bf16 of lo[j], bf16 of hi[j]) for j < n words, NULL
  * for zeros. */

@@ -1,12 +1,15 @@
 /* The dense layer in mixed_bfloat16 (kernels_cpu.h): the three GEMMs on
  * bf16 pairs along their reduction, fp32 accumulation and outputs, through
- * the direct convolution's bf16 micro-kernel (a GEMM is a 1x1 convolution
- * of one row):
+ * the direct convolution's bf16 micro-kernel, tiles or vectors (a GEMM is a
+ * 1x1 convolution of one row):
  *   Y  = X W + b   rows of X are "pixels", pairs (k, k+1) of a row of X
  *                  (contiguous), W packed once per call [k/2][n];
  *   dX = dY W^T    pairs (j, j+1) of a row of dY, W^T packed [n/2][k];
  *   dW = X^T dY    the k inputs are "pixels", pairs of rows (r, r+1) of X
- *                  and of dY; an odd m's last pair ends in +0.
+ *                  and of dY; an odd m's last pair ends in +0 (X's pairs
+ *                  laid out across, [k][m/2], for the tiles).
+ * The tile engine keeps its tiles for one call and releases them at the
+ * end (kc__amx_release).
  * Each output element is one fixed chain of VDPBF16PS steps: from the bias
  * (Y) or +0 over the pairs in order -- cut in blocks of KB pairs whose
  * accumulators go through the fp32 output (stored and loaded back, which
@@ -46,12 +49,57 @@ static void zip_rows(const float *a, size_t m, size_t k, float *out)
                      k, out + q * k);
 }
 
+/* Pairs of rows of a[m][k], across: out[k][half(m)] (the AMX path's
+ * operand of X^T, whose steps over the pairs must be side by side). In
+ * blocks of 16 pairs x 256 columns: reads run along rows, writes fill
+ * lines. */
+static void zip_rows_across(const float *a, size_t m, size_t k, float *out)
+{
+    size_t mh = half(m);
+    float t[16][256];
+    for (size_t k0 = 0; k0 < k; k0 += 256) {
+        size_t n = k - k0 < 256 ? k - k0 : 256;
+        for (size_t q0 = 0; q0 < mh; q0 += 16) {
+            size_t nq = mh - q0 < 16 ? mh - q0 : 16;
+            for (size_t i = 0; i < nq; i++) {
+                size_t q = q0 + i;
+                kc__bf16_zip(a + 2 * q * k + k0,
+                             2 * q + 1 < m ? a + (2 * q + 1) * k + k0 : NULL,
+                             n, t[i]);
+            }
+            for (size_t j = 0; j < n; j++)
+                for (size_t i = 0; i < nq; i++)
+                    out[(k0 + j) * mh + q0 + i] = t[i][j];
+        }
+    }
+}
+
+/* W[k][n] as pairs along its rows, across: wt[half(n)][k] (dX's operand
+ * W^T), in blocks of 16 rows of W. */
+static void pack_rows_across(const float *w, size_t k, size_t n, float *wt)
+{
+    size_t nh = half(n);
+    float t[16][256];
+    for (size_t j0 = 0; j0 < nh; j0 += 256) {
+        size_t nj = nh - j0 < 256 ? nh - j0 : 256;
+        size_t cnt = n - 2 * j0 < 512 ? n - 2 * j0 : 512;
+        for (size_t k0 = 0; k0 < k; k0 += 16) {
+            size_t nk = k - k0 < 16 ? k - k0 : 16;
+            for (size_t i = 0; i < nk; i++)
+                kc__bf16_pack(w + (k0 + i) * n + 2 * j0, cnt, t[i]);
+            for (size_t j = 0; j < nj; j++)
+                for (size_t i = 0; i < nk; i++)
+                    wt[(j0 + j) * k + k0 + i] = t[i][j];
+        }
+    }
+}
+
 /* out[pixels x lanes] = chain over R pairs, in passes of KB pairs: the
  * first from `init` (ZERO or BIAS), the rest from the stored partials. */
 static void gemm(kc_uk_t *u, int init, int pixels, int lanes, int R,
                  const float *b, const float *v, float *out)
 {
-    const kc_conv_isa_t *isa = &kc_conv_avx512bf16;
+    const kc_conv_isa_t *isa = kc__bf16_isa();
     for (int r0 = 0; r0 < R || r0 == 0; r0 += KB) {
         u->R = R - r0 < KB ? R - r0 : KB;
         u->init = r0 == 0 ? init : KC_UK_LOAD;
@@ -74,6 +122,7 @@ void kc_dense_fwd_bf16(int m, int kk, int n, const float *X, const float *W,
     kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = (ptrdiff_t)Kh, .br = 1,
                   .vr = (ptrdiff_t)N, .op = (ptrdiff_t)N, .bias = b };
     gemm(&u, b ? KC_UK_BIAS : KC_UK_ZERO, m, n, (int)Kh, xw, wp, Y);
+    kc__amx_release();
 }
 
 void kc_dense_bwd_bf16(int m, int kk, int n, const float *X, const float *W,
@@ -97,26 +146,28 @@ void kc_dense_bwd_bf16(int m, int kk, int n, const float *X, const float *W,
     size_t Mh = half(M), Nh = half(N);
     /* dW[k x n] = X^T dY: pairs of rows */
     float *xq = work, *dyq = work + Mh * K;
-    zip_rows(X, M, K, xq);
+    int amx = kc__bf16_isa() == &kc_conv_amx;
+    if (amx)
+        zip_rows_across(X, M, K, xq);          /* [k][Mh] */
+    else
+        zip_rows(X, M, K, xq);                 /* [Mh][k] */
     zip_rows(dY, M, N, dyq);
-    kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = 1, .br = (ptrdiff_t)K,
-                  .vr = (ptrdiff_t)N, .op = (ptrdiff_t)N };
+    kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = amx ? (ptrdiff_t)Mh : 1,
+                  .br = amx ? 1 : (ptrdiff_t)K, .vr = (ptrdiff_t)N,
+                  .op = (ptrdiff_t)N };
     gemm(&u, KC_UK_ZERO, kk, n, (int)Mh, xq, dyq, dW);
-    if (!dX)
+    if (!dX) {
+        kc__amx_release();
         return;
+    }
     /* dX[m x k] = dY W^T: pairs (j, j+1) of dY's rows and of W's */
-    float *dyw = work, *wt = work + M * Nh, tmp[256];
+    float *dyw = work, *wt = work + M * Nh;
     pack_rows(dY, M, N, dyw);
-    for (size_t k = 0; k < K; k++)
-        for (size_t j0 = 0; j0 < N; j0 += 2 * 256) {
-            size_t cnt = N - j0 < 2 * 256 ? N - j0 : 2 * 256;
-            kc__bf16_pack(W + k * N + j0, cnt, tmp);
-            for (size_t j = 0; j < half(cnt); j++)
-                wt[(j0 / 2 + j) * K + k] = tmp[j];
-        }
+    pack_rows_across(W, K, N, wt);
     kc_uk_t v = { .nrow = 1, .nseg = 1, .bp = (ptrdiff_t)Nh, .br = 1,
                   .vr = (ptrdiff_t)K, .op = (ptrdiff_t)K };
     gemm(&v, KC_UK_ZERO, m, kk, (int)Nh, dyw, wt, dX);
+    kc__amx_release();
 }
 
 #else /* not x86-64: no AVX512_BF16, kc_bf16_usable() is 0 */

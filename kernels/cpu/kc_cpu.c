@@ -71,6 +71,10 @@ void kc_cpu_detect(kc_cpu_t *cpu)
     if (cpu->isa == KC_ISA_AVX2 && (b & avx512) == avx512 &&
         (xcr & 0xe0) == 0xe0) {                 /* opmask, ZMM state */
         cpu->isa = KC_ISA_AVX512;
+        /* AMX-TILE and AMX-BF16, with the OS saving the tile state
+         * (XCR0 bits 17, 18) */
+        cpu->amx_bf16 = ((d >> 22) & 1) && ((d >> 24) & 1) &&
+                        (xcr & 0x60000) == 0x60000;
         if (subleaves >= 1) {
             __cpuid_count(7, 1, a, b, c, d);
             cpu->bf16 = (a >> 5) & 1;
@@ -78,6 +82,8 @@ void kc_cpu_detect(kc_cpu_t *cpu)
     }
     if (cpu->bf16 && hidden("avx512_bf16"))
         cpu->bf16 = 0;
+    if (cpu->amx_bf16 && hidden("amx_bf16"))
+        cpu->amx_bf16 = 0;
 }
 #else
 void kc_cpu_detect(kc_cpu_t *cpu)

@@ -30,11 +30,14 @@ typedef struct kc_cpu {
     unsigned family, model;
     kc_isa_t isa;         /* usable: the CPU has it and the OS saves it */
     int      bf16;        /* AVX512_BF16 usable */
+    int      amx_bf16;    /* AMX-TILE and AMX-BF16, tile state saved by the
+                             OS (a process must still ask Linux for it) */
 } kc_cpu_t;
 
 /* This CPU, from cpuid. $KC_CPU_HIDE, a comma-separated list of feature
- * names (for now: avx512_bf16, /proc/cpuinfo's name), makes it report those
- * as absent: tests and benchmarks simulate a CPU without them. */
+ * names (for now: avx512_bf16, amx_bf16, /proc/cpuinfo's names), makes it
+ * report those as absent: tests and benchmarks simulate a CPU without
+ * them. */
 void kc_cpu_detect(kc_cpu_t *cpu);
 
 /* "SSE3", "AVX", "AVX2", "AVX-512", "unknown". */

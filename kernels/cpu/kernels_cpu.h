@@ -58,6 +58,14 @@ int kc_conv2d_path(const kops_conv2d_t *g);
  * depends only on the shapes (conv_bf16.c, dense_bf16.c): an image's
  * output is the same bits in any batch, any shape takes this path. */
 int      kc_bf16_usable(void);
+/* What multiplies: "AMX-BF16" (TDPBF16PS on tiles, where the CPU has
+ * AMX-BF16 and Linux grants the tile state) or "AVX512_BF16" (VDPBF16PS on
+ * vectors). The two differ in the last bits of a sum, each is one fixed
+ * chain. kc_bf16_force_engine(1: AMX, 0: vectors, -1: back to the default)
+ * for tests and benchmarks, not while another thread convolves: -1 when
+ * this CPU cannot. */
+const char *kc_bf16_engine(void);
+int      kc_bf16_force_engine(int amx);
 uint16_t kc_bf16_of(float x);
 void kc_conv2d_fwd_bf16(const kops_conv2d_t *g, const float *X,
                         const float *W, const float *b, float *Y, float *work,

@@ -505,8 +505,18 @@ int main(void)
         return 77;
     }
     conversion();
-    conv();
-    dense();
-    net();
+    /* every engine this CPU has: AMX tiles, VDPBF16PS vectors */
+    for (int amx = 1; amx >= 0; amx--) {
+        if (kc_bf16_force_engine(amx) != 0) {
+            printf("no AMX-BF16 here (or KC_CPU_HIDE hides it): the vector "
+                   "engine only\n");
+            continue;
+        }
+        printf("engine %s\n", kc_bf16_engine());
+        conv();
+        dense();
+        net();
+    }
+    kc_bf16_force_engine(-1);
     return CHECK_DONE();
 }

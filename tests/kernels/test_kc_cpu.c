@@ -52,9 +52,21 @@ static void detect_matches_cpuinfo(void)
            kc_isa_name(cpu.isa), kc_isa_name(expect));
     CHECK(cpu.bf16 == (expect == KC_ISA_AVX512 &&
                        cpuinfo_has(line, "avx512_bf16")));
+    CHECK(cpu.amx_bf16 == (expect == KC_ISA_AVX512 &&
+                           cpuinfo_has(line, "amx_bf16") &&
+                           cpuinfo_has(line, "amx_tile")));
     CHECK(strlen(cpu.vendor) == 12);
-    printf("this CPU: %s family %u model %u, %s%s\n", cpu.vendor, cpu.family,
-           cpu.model, kc_isa_name(cpu.isa), cpu.bf16 ? " + BF16" : "");
+    printf("this CPU: %s family %u model %u, %s%s%s\n", cpu.vendor,
+           cpu.family, cpu.model, kc_isa_name(cpu.isa),
+           cpu.bf16 ? " + BF16" : "", cpu.amx_bf16 ? " + AMX-BF16" : "");
+    if (cpu.amx_bf16) {
+        /* KC_CPU_HIDE takes it away, and only it */
+        setenv("KC_CPU_HIDE", "amx_bf16", 1);
+        kc_cpu_t hid;
+        kc_cpu_detect(&hid);
+        unsetenv("KC_CPU_HIDE");
+        CHECK(!hid.amx_bf16 && hid.bf16 == cpu.bf16 && hid.isa == cpu.isa);
+    }
 }
 
 static kc_cpu_t mk(const char *vendor, unsigned family, unsigned model,

@@ -3,7 +3,10 @@
  *    samples, 3 epochs, mirrored over 2 CPU replicas: the replicas are
  *    bitwise equal after every step (debug.check_sync), the training loss
  *    falls epoch after epoch and stays within 5 % of float32's, the banner
- *    says "precision: mixed_bfloat16 (AVX512_BF16)", and the checkpoint
+ *    says "precision: mixed_bfloat16 (AMX-BF16)" where the CPU has AMX
+ *    (and the run again on the vector engine, KC_CPU_HIDE=amx_bf16: its
+ *    banner "(AVX512_BF16)", its losses as close), else "(AVX512_BF16)";
+ *    and the checkpoint
  *    holds float32 tensors (F32: the master weights) that a float32 run
  *    resumes from;
  *  - refusals, one line each, exit 2, nothing written: a value that is not
@@ -100,9 +103,28 @@ static void trains(void)
                         "train.precision=mixed_bfloat16",
                         "debug.check_sync=true", set16, setck, NULL };
     CHECKF(train(NULL, a) == 0, "exit %d:\n%s%s", g_r.code, g_r.out, g_r.err);
-    CHECKF(strstr(g_r.out, "\nprecision: mixed_bfloat16 (AVX512_BF16)\n") &&
+    kc_cpu_t cpu;
+    kc_cpu_detect(&cpu);
+    const char *banner = cpu.amx_bf16
+                             ? "\nprecision: mixed_bfloat16 (AMX-BF16)\n"
+                             : "\nprecision: mixed_bfloat16 (AVX512_BF16)\n";
+    CHECKF(strstr(g_r.out, banner) &&
            strstr(g_r.out, "\nconv: direct, bf16 inputs, fp32 sums"),
            "%s", g_r.out);
+    /* where the tiles multiply, the vector engine too (KC_CPU_HIDE) */
+    char csvv[640], setv[700];
+    snprintf(csvv, sizeof csvv, "%s/bf16v.csv", g_dir);
+    snprintf(setv, sizeof setv, "train.metrics_csv=%s", csvv);
+    if (cpu.amx_bf16) {
+        const char *v[] = { "train.epochs=3", "train.devices=cpu:0, cpu:1",
+                            "train.precision=mixed_bfloat16",
+                            "debug.check_sync=true", setv, NULL };
+        setenv("KC_CPU_HIDE", "amx_bf16", 1);
+        CHECKF(train(NULL, v) == 0, "exit %d:\n%s", g_r.code, g_r.err);
+        unsetenv("KC_CPU_HIDE");
+        CHECKF(strstr(g_r.out, "\nprecision: mixed_bfloat16 (AVX512_BF16)\n"),
+               "%s", g_r.out);
+    }
     const char *b[] = { "train.epochs=3", "train.devices=cpu:0, cpu:1",
                         set32, NULL };
     CHECKF(train(NULL, b) == 0, "exit %d:\n%s", g_r.code, g_r.err);
@@ -119,6 +141,16 @@ static void trains(void)
         CHECKF(fabs(l16[e] - l32[e]) <= 0.05 * l32[e], "epoch %d: loss "
                "%.4f in mixed_bfloat16, %.4f in float32", e + 1, l16[e],
                l32[e]);
+    if (cpu.amx_bf16) {
+        double lv[3] = { 0 };
+        CHECKF(csv_losses(csvv, lv, 3) == 3, "epochs in %s", csvv);
+        printf("train loss by epoch, vector engine: %.4f %.4f %.4f\n", lv[0],
+               lv[1], lv[2]);
+        for (int e = 0; e < 3; e++)
+            CHECKF(fabs(lv[e] - l32[e]) <= 0.05 * l32[e], "epoch %d: loss "
+                   "%.4f on the vector engine, %.4f in float32", e + 1,
+                   lv[e], l32[e]);
+    }
     /* The checkpoint: the variables and slots in F32, nothing in BF16; a
      * float32 run takes it up. */
     char file[700];
