@@ -107,6 +107,10 @@ typedef struct kops_conv2d {
      * (read only where both passes take the GEMM path: the CPU's direct
      * path leaves no im2col there) */
     int col_ready;
+    /* forward only: Y goes through ReLU (x < 0 ? 0 : x, kc_relu_fwd's
+     * bits) image by image while it is in cache -- the conv2d layer's own
+     * relu, fused: one pass over Y less */
+    int relu;
 } kops_conv2d_t;
 
 /* Floats of im2col workspace that one image needs: oh*ow*kh*kw*c. The conv
@@ -226,6 +230,15 @@ KOP_ACT(relu, "relu forward", "relu backward")
 KOP_ACT(tanh, "tanh forward", "tanh backward")
 KOP_ACT(sigmoid, "sigmoid forward", "sigmoid backward")
 #undef KOP_ACT
+/* relu backward fused with the bias gradient of the layer before it, for
+ * dy[m x n] of rows of n channels: dy = y > 0 ? dy : 0 in place (relu_bwd's
+ * bits), and when db != NULL db[j] = the sum of dy's column j over the
+ * rows in order, in double, rounded once (the bias gradient's bits, 0 for
+ * m <= 0). One pass over dy where the two took two. */
+KOP(relu_bias_grad, 0, "relu backward and bias gradient",
+    (int m, int n, const float *y, float *dy, float *db), (m, n, y, dy, db),
+    (KOP_NOOP(n <= 0) KOP_DEV(y, KOP_F(KOP_MN(m, n)))
+     KOP_DEV(dy, KOP_F(KOP_MN(m, n))) KOP_OPT(db, KOP_F(n))))
 
 /* ---- the activation layers' own ops (relu, tanh, sigmoid above serve
  * those layers too). Backward from the forward INPUT x here; y may be x,

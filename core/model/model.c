@@ -407,6 +407,12 @@ static int act_backward(strata__kdev_t *k, int act, size_t n, const float *y,
     }
 }
 
+/* The layer applies its relu itself (layer.h's fuses_relu). */
+static int fused_relu(const strata__layer_t *l)
+{
+    return l->kind->fuses_relu && l->act == STRATA__ACT_RELU;
+}
+
 /* The pass of layer i with replica r's variables; gradients into `grads`
  * when not NULL. */
 static strata__pass_t pass_of(const strata__model_t *m, int r,
@@ -454,7 +460,7 @@ static int forward(const strata__model_t *m, int r, strata__work_t *w,
             continue;
         strata__pass_t p = pass_of(m, r, w, i, rows, training, NULL);
         rc = l->kind->forward(l, &p);
-        if (rc == STRATA_OK)
+        if (rc == STRATA_OK && !fused_relu(l))
             rc = act_forward(w->kd, l->act,
                              (size_t)rows * strata__shape_size(&l->out),
                              w->act[i]);
@@ -477,7 +483,8 @@ static int backward(const strata__model_t *m, int r, strata__work_t *w,
             continue;
         float *dy = w->delta[m->dy_slot[i]];
         size_t n = (size_t)rows * strata__shape_size(&l->out);
-        rc = act_backward(w->kd, l->act, n, w->act[i], dy);
+        if (!fused_relu(l))
+            rc = act_backward(w->kd, l->act, n, w->act[i], dy);
         strata__pass_t p = pass_of(m, r, w, i, rows, 1, grads);
         p.dy = dy;
         int any = 0;

@@ -128,10 +128,14 @@ void kc_conv2d_fwd(const kops_conv2d_t *g, const float *X, const float *W,
          * CPUs), and an image must come out the same however the batch is
          * split over replicas and workers -- else max pooling's ties break
          * differently and a split job drifts from one device's. */
-        for (int j = 0; j < m; j++)
+        for (int j = 0; j < m; j++) {
+            float *yj = y + (size_t)j * plane * F;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)plane,
                         F, K, 1.0f, col + (size_t)j * plane * K, K, W, F,
-                        b ? 1.0f : 0.0f, y + (size_t)j * plane * F, F);
+                        b ? 1.0f : 0.0f, yj, F);
+            if (g->relu)
+                kc_relu_fwd(plane * (size_t)F, yj, yj);
+        }
     }
 }
 

@@ -189,8 +189,10 @@ static void fwd(const kops_conv2d_t *g, const float *X, const float *W,
                   .bias = b };
     for (int i = 0; i < g->n; i++) {
         pad_image(g, X + (size_t)i * g->h * g->w * C, C, img);
-        kc__conv_blocks(isa, &u, g->ow, g->f, img, wp,
-                        Y + (size_t)i * g->oh * g->ow * F);
+        float *yi = Y + (size_t)i * g->oh * g->ow * F;
+        kc__conv_blocks(isa, &u, g->ow, g->f, img, wp, yi);
+        if (g->relu)
+            kc_relu_fwd((size_t)g->oh * g->ow * F, yi, yi);
     }
 }
 

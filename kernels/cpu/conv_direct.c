@@ -142,7 +142,8 @@ static void fwd_scalar(const kops_conv2d_t *g, const float *X, const float *W,
                                                ox * g->stride_w - g->pad_left + kx, c),
                                            W[(((size_t)ky * g->kw + kx) * g->c + c) * F + f],
                                            acc);
-                    Y[(((size_t)i * g->oh + oy) * g->ow + ox) * F + f] = acc;
+                    Y[(((size_t)i * g->oh + oy) * g->ow + ox) * F + f] =
+                        g->relu && acc < 0.0f ? 0.0f : acc;   /* kc_relu */
                 }
 }
 
@@ -346,8 +347,10 @@ static void fwd_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
             }
             img = col;
         }
-        blocks(isa, &u, g->ow, g->f, img, W,
-               Y + (size_t)i * g->oh * g->ow * F);
+        float *yi = Y + (size_t)i * g->oh * g->ow * F;
+        blocks(isa, &u, g->ow, g->f, img, W, yi);
+        if (g->relu)
+            kc_relu_fwd((size_t)g->oh * g->ow * F, yi, yi);
     }
 }
 
@@ -410,7 +413,10 @@ static void dx_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
                   .nseg = 1, .R = g->f, .bp = (ptrdiff_t)F, .br = 1,
                   .op = (ptrdiff_t)(g->stride_w * C),
                   .init = KC_UK_LOAD, .fin = KC_UK_STORE };
-    for (int i = 0; i < g->n; i++)
+    size_t img = (size_t)g->h * g->w * C;
+    for (int i = 0; i < g->n; i++) {
+        /* zeroed image by image, while it is in cache */
+        memset(dX + (size_t)i * img, 0, img * sizeof *dX);
         for (int ky = 0; ky < g->kh; ky++)
             for (int kx = 0; kx < g->kw; kx++) {
                 size_t t = (size_t)ky * g->kw + kx;
@@ -435,6 +441,7 @@ static void dx_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
                            wt, dX + (((size_t)i * g->h + y) * g->w + x) * C + c0);
                 }
             }
+    }
 }
 
 static void dw_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
@@ -517,9 +524,10 @@ void kc__conv2d_bwd_direct(int path, const kops_conv2d_t *g, const float *X,
             dx_scalar_gather(g, W, dY, dX);
         return;
     }
+    if (isa) {
+        dx_vec(isa, g, W, dY, dX, col, col_len);       /* zeroes dX itself */
+        return;
+    }
     memset(dX, 0, (size_t)g->n * g->h * g->w * g->c * sizeof *dX);
-    if (isa)
-        dx_vec(isa, g, W, dY, dX, col, col_len);
-    else
-        dx_scalar(g, W, dY, dX);
+    dx_scalar(g, W, dY, dX);
 }

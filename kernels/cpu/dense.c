@@ -51,6 +51,39 @@ void kc_bias_grad(int m, int n, const float *restrict dY, float *restrict db)
     }
 }
 
+/* One row: d masked by y as relu's backward, then added into acc -- two
+ * loops over the row while it is in L1 (one loop does not vectorise), on
+ * restrict parameters (locals' restrict does not free gcc's vectoriser). */
+static inline void relu_row_sum(size_t w, const float *restrict y,
+                                float *restrict d, double *restrict acc)
+{
+    KC_FOR(j, w, d[j] = y[j] > 0.0f ? d[j] : 0.0f);
+    KC_FOR(j, w, acc[j] += (double)d[j]);
+}
+
+KC_HOT void kc_relu_bias_grad(int m, int n, const float *y, float *dy,
+                              float *db)
+{
+    if (n <= 0)
+        return;
+    size_t nn = (size_t)n, mm = (size_t)(m > 0 ? m : 0);
+    if (!db) {
+        kc_relu_bwd(mm * nn, y, dy, dy);
+        return;
+    }
+    /* kc_bias_grad's loop, each value masked as relu_bwd masks it first */
+    double acc[KC_BIAS_CHUNK];
+    for (size_t j0 = 0; j0 < nn; j0 += KC_BIAS_CHUNK) {
+        size_t w = nn - j0 < KC_BIAS_CHUNK ? nn - j0 : KC_BIAS_CHUNK;
+        for (size_t j = 0; j < w; j++)
+            acc[j] = 0.0;
+        for (size_t r = 0; r < mm; r++)
+            relu_row_sum(w, y + r * nn + j0, dy + r * nn + j0, acc);
+        for (size_t j = 0; j < w; j++)
+            db[j0 + j] = (float)acc[j];
+    }
+}
+
 void kc_dense_fwd(int m, int k, int n, const float *X, const float *W,
                   const float *b, float *Y)
 {

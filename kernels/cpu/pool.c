@@ -56,11 +56,16 @@ void kc_maxpool2d_fwd(const kops_pool2d_t *g, const float *X,
 void kc_maxpool2d_bwd(const kops_pool2d_t *g, const float *dY,
                       const int32_t *argmax, float *dX)
 {
-    size_t in = (size_t)g->n * g->h * g->w * g->c;
-    size_t out = (size_t)g->n * g->oh * g->ow * g->c;
-    memset(dX, 0, in * sizeof *dX);
-    for (size_t o = 0; o < out; o++)
-        dX[argmax[o]] += dY[o];
+    /* Image by image: an image's windows read only that image, so its
+     * dX is zeroed and filled while it is in cache (the same adds in the
+     * same order as over the whole batch at once). */
+    size_t in = (size_t)g->h * g->w * g->c;
+    size_t out = (size_t)g->oh * g->ow * g->c;
+    for (size_t i = 0; i < (size_t)(g->n > 0 ? g->n : 0); i++) {
+        memset(dX + i * in, 0, in * sizeof *dX);
+        for (size_t o = i * out; o < (i + 1) * out; o++)
+            dX[argmax[o]] += dY[o];
+    }
 }
 
 /* One output position of average pooling: the taps added in row-major

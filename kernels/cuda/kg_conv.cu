@@ -141,6 +141,8 @@ int kg_conv2d_fwd(kg_blas_t h, const kops_conv2d_t *g, const float *X,
     }
     if (rc == KG_OK && b)
         rc = kg_bias_add((int)(plane * (size_t)g->n), F, b, Y, s);
+    if (rc == KG_OK && g->relu)
+        rc = kg_relu_fwd(plane * (size_t)g->n * (size_t)F, Y, Y, s);
     return rc;
 }
 

@@ -75,6 +75,18 @@ int kg_bias_grad(int m, int n, const float *dY, float *db, kg_stream_t s)
     return kg__launched();
 }
 
+int kg_relu_bias_grad(int m, int n, const float *y, float *dy, float *db,
+                      kg_stream_t s)
+{
+    if (n <= 0)
+        return KG_OK;
+    size_t mn = m > 0 ? (size_t)m * (size_t)n : 0;
+    int rc = mn ? kg_relu_bwd(mn, y, dy, dy, s) : KG_OK;
+    if (rc == KG_OK && db)
+        rc = kg_bias_grad(m, n, dy, db, s);
+    return rc;
+}
+
 int kg_dense_fwd(kg_blas_t h, int m, int k, int n, const float *X,
                  const float *W, const float *b, float *Y, kg_stream_t s)
 {

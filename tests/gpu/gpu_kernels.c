@@ -204,6 +204,24 @@ static void test_bias(int m, int n)
     dev_free(gY), dev_free(gb), dev_free(gdb);
 }
 
+/* relu backward fused with the bias gradient: kc's bits, db NULL masks
+ * only. */
+static void test_relu_bias(int m, int n)
+{
+    size_t mn = (size_t)m * n;
+    float *y = fill(mn, -1, 1), *dy = fill(mn, -1, 1), *db = fill(n, 0, 0);
+    float *gy = dev_from(y, mn * 4), *gdy = dev_from(dy, mn * 4);
+    float *gdy2 = dev_from(dy, mn * 4), *gdb = dev_from(NULL, (size_t)n * 4);
+    CHECK(kg_relu_bias_grad(m, n, gy, gdy, gdb, S) == 0);
+    CHECK(kg_relu_bias_grad(m, n, gy, gdy2, NULL, S) == 0);
+    kc_relu_bias_grad(m, n, y, dy, db);
+    expect_elem("relu_bias_grad dy", mn, dy, gdy);
+    expect_elem("relu_bias_grad dy (no db)", mn, dy, gdy2);
+    expect_elem("relu_bias_grad db", (size_t)n, db, gdb);
+    free(y), free(dy), free(db);
+    dev_free(gy), dev_free(gdy), dev_free(gdy2), dev_free(gdb);
+}
+
 /* ---- activations ------------------------------------------------------------ */
 static void test_relu(size_t n)
 {
@@ -542,7 +560,7 @@ static void test_conv(int n, int h, int w, int c, int kh, int kw, int f,
 {
     kops_conv2d_t g = { n, h, w, c, kh, kw, f, sh, sw, pt, pl,
                          (h + pt + pb - kh) / sh + 1,
-                         (w + pl + pr - kw) / sw + 1, 0 };
+                         (w + pl + pr - kw) / sw + 1, 0, 0 };
     kops_conv2d_t gg = g;
     char shape[128];
     snprintf(shape, sizeof shape,
@@ -572,6 +590,17 @@ static void test_conv(int n, int h, int w, int c, int kh, int kw, int f,
     rc = kg_conv2d_fwd(H, &gg, gX, gW, NULL, gY, gcol, col_len, S);
     CHECKF(rc == 0, "kg_conv2d_fwd(b NULL) %s: %s", shape, kg_last_error());
     expect_gemm("conv2d_fwd Y (no bias)", shape, ny, Ynb, gY);
+    /* the fused relu: Y through relu */
+    {
+        kops_conv2d_t gr = gg;
+        gr.relu = 1;
+        float *Yr = fill(ny, 0, 0);
+        kc_relu_fwd(ny, Y, Yr);
+        rc = kg_conv2d_fwd(H, &gr, gX, gW, gb, gY, gcol, col_len, S);
+        CHECKF(rc == 0, "kg_conv2d_fwd(relu) %s: %s", shape, kg_last_error());
+        expect_gemm("conv2d_fwd Y (relu)", shape, ny, Yr, gY);
+        free(Yr);
+    }
 
     /* Garbage first: the backward pass must overwrite, not accumulate. */
     CHECK(kg_memset(gdX, 0x7f, nx * 4, S) == 0);
@@ -611,7 +640,7 @@ static void test_conv(int n, int h, int w, int c, int kh, int kw, int f,
 /* n = 0: nothing forward; backward writes zeros to dW and db, as kc. */
 static void test_conv_empty(void)
 {
-    kops_conv2d_t gg = { 0, 4, 4, 2, 3, 3, 5, 1, 1, 0, 0, 2, 2, 0 };
+    kops_conv2d_t gg = { 0, 4, 4, 2, 3, 3, 5, 1, 1, 0, 0, 2, 2, 0, 0 };
     size_t nw = 3 * 3 * 2 * 5;
     float *gdW = dev_from(NULL, nw * 4), *gdb = dev_from(NULL, 5 * 4);
     float *got = fill(nw, 1, 1);
@@ -1150,7 +1179,7 @@ static void test_errors(void)
     CHECK(kg_softmax_fwd(0, 10, NULL, NULL, S) == 0);
     CHECK(kg_softmax_bwd(4, 0, NULL, NULL, NULL, S) == 0);
     /* conv2d: a handle and a workspace of at least one image are needed. */
-    kops_conv2d_t cg = { 2, 5, 5, 3, 3, 3, 4, 1, 1, 0, 0, 3, 3, 0 };
+    kops_conv2d_t cg = { 2, 5, 5, 3, 3, 3, 4, 1, 1, 0, 0, 3, 3, 0, 0 };
     float *col = dev_from(NULL, 16);
     CHECK(kg_conv2d_fwd(NULL, &cg, col, col, NULL, col, col, 1000, S) ==
           KG_EINVAL);
@@ -1196,6 +1225,9 @@ int main(int argc, char **argv)
     test_bias(37, 129);
     test_bias(0, 5);
     test_bias(32 * 24 * 24, 8);             /* a conv2d bias: many rows */
+    test_relu_bias(1, 1);
+    test_relu_bias(32 * 24 * 24, 8);
+    test_relu_bias(0, 5);
 
     static const size_t sizes[] = { 1, 7, 16, 1000, 4099, 2100003 };
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {

@@ -303,6 +303,36 @@ static void test_softmax_edges(void)
     CHECK(guard == 7.0f);
 }
 
+/* kc_relu_bias_grad = kc_relu_bwd then kc_bias_grad, bit for bit; db NULL
+ * masks only; no rows: db = 0. */
+static void test_relu_bias_grad(int m, int n)
+{
+    size_t mn = (size_t)m * (size_t)n;
+    float *y = malloc((mn + 1) * sizeof *y), *d1 = malloc((mn + 1) * sizeof *d1);
+    float *d2 = malloc((mn + 1) * sizeof *d2), *d3 = malloc((mn + 1) * sizeof *d3);
+    float *b1 = malloc((size_t)n * sizeof *b1), *b2 = malloc((size_t)n * sizeof *b2);
+    CHECK(y && d1 && d2 && d3 && b1 && b2);
+    kc_fill(mn, y, -1, 1);
+    for (size_t i = 0; i < mn; i += 5)
+        y[i] = 0.0f;                      /* relu's zeros: masked too */
+    kc_fill(mn, d1, -1, 1);
+    memcpy(d2, d1, mn * sizeof *d1);
+    memcpy(d3, d1, mn * sizeof *d1);
+    kc_relu_bwd(mn, y, d1, d1);
+    kc_bias_grad(m, n, d1, b1);
+    kc_relu_bias_grad(m, n, y, d2, b2);
+    kc_relu_bias_grad(m, n, y, d3, NULL);
+    CHECKF(!memcmp(d1, d2, mn * sizeof *d1) && !memcmp(d1, d3, mn * sizeof *d1)
+           && !memcmp(b1, b2, (size_t)n * sizeof *b1),
+           "relu_bias_grad %dx%d differs from relu_bwd + bias_grad", m, n);
+    kc_relu_bias_grad(0, n, y, d2, b2);
+    int zero = 1;
+    for (int j = 0; j < n; j++)
+        zero &= b2[j] == 0.0f;
+    CHECK(zero);
+    free(y), free(d1), free(d2), free(d3), free(b1), free(b2);
+}
+
 int main(void)
 {
     kc_seed(2);
@@ -329,5 +359,8 @@ int main(void)
     test_softmax(3, 100, 5);
     test_softmax(4, 33, 60);
     test_softmax_edges();
+    test_relu_bias_grad(1, 1);
+    test_relu_bias_grad(677, 32);
+    test_relu_bias_grad(50, 300);         /* more than one chunk of columns */
     return CHECK_DONE();
 }

@@ -88,7 +88,7 @@ static void conversion(void)
     /* the vector conversion: Y = bf16(x) * 1.0 by a 1x1 convolution
      * (normal, finite inputs: the dot product flushes denormals too) */
     enum { N = 1000 };
-    kops_conv2d_t g = { 1, 1, N, 1, 1, 1, 1, 1, 1, 0, 0, 1, N, 0 };
+    kops_conv2d_t g = { 1, 1, N, 1, 1, 1, 1, 1, 1, 0, 0, 1, N, 0, 0 };
     float *X = malloc(N * sizeof *X), *Y = malloc(N * sizeof *Y);
     float W = 1.0f;
     float *work = malloc(kops_conv2d_bf16_len(&g) * sizeof(float));
@@ -129,7 +129,7 @@ static int axis(int n, int k, int s, int same, int *pad)
 static kops_conv2d_t geom(int n, int h, int w, int c, int kh, int kw, int f,
                           int s, int same)
 {
-    kops_conv2d_t g = { n, h, w, c, kh, kw, f, s, s, 0, 0, 0, 0, 0 };
+    kops_conv2d_t g = { n, h, w, c, kh, kw, f, s, s, 0, 0, 0, 0, 0, 0 };
     g.oh = axis(h, kh, s, same, &g.pad_top);
     g.ow = axis(w, kw, s, same, &g.pad_left);
     return g;
@@ -234,6 +234,18 @@ static void conv_case(int n, int h, int w, int c, int kh, int kw, int f, int s,
     for (int i = 0; i < 16; i++)
         guard &= work[wl + i] == 12345.0f;
     CHECKF(guard, "%s: wrote past kops_conv2d_bf16_len", what);
+    /* the fused relu: Y through kc_relu_fwd, bit for bit */
+    {
+        kops_conv2d_t gr = g;
+        gr.relu = 1;
+        float *Yr = malloc(ny(&g) * 4), *Yc = malloc(ny(&g) * 4);
+        CHECK(Yr && Yc);
+        memcpy(Yc, Y, ny(&g) * 4);
+        kc_relu_fwd(ny(&g), Yc, Yc);
+        kc_conv2d_fwd_bf16(&gr, X, W, b, Yr, work, wl);
+        CHECKF(!memcmp(Yr, Yc, ny(&g) * 4), "%s: fused relu", what);
+        free(Yr), free(Yc);
+    }
     ref_conv(&g, X, W, b, dY, rY, aY, rW, aW, rX, aX);
     double u = ldexp(1.0, -24);
     size_t steps_y = (size_t)kh * kw * ((c + 1) / 2) + 2;

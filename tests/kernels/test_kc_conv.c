@@ -26,7 +26,7 @@ static int axis(int n, int k, int s, int same, int *pad)
 static kops_conv2d_t geom(int n, int h, int w, int c, int kh, int kw, int f,
                           int sh, int sw, int same)
 {
-    kops_conv2d_t g = { n, h, w, c, kh, kw, f, sh, sw, 0, 0, 0, 0, 0 };
+    kops_conv2d_t g = { n, h, w, c, kh, kw, f, sh, sw, 0, 0, 0, 0, 0, 0 };
     g.oh = axis(h, kh, sh, same, &g.pad_top);
     g.ow = axis(w, kw, sw, same, &g.pad_left);
     return g;

@@ -26,7 +26,7 @@ static int axis(int n, int k, int s, int same, int *pad)
 static kops_conv2d_t geom(int n, int h, int w, int c, int kh, int kw, int f,
                           int s, int same)
 {
-    kops_conv2d_t g = { n, h, w, c, kh, kw, f, s, s, 0, 0, 0, 0, 0 };
+    kops_conv2d_t g = { n, h, w, c, kh, kw, f, s, s, 0, 0, 0, 0, 0, 0 };
     g.oh = axis(h, kh, s, same, &g.pad_top);
     g.ow = axis(w, kw, s, same, &g.pad_left);
     return g;
@@ -145,9 +145,43 @@ static void test_shape(kops_conv2d_t g, int bias)
     free(X), free(W), free(b), free(dY);
 }
 
+/* g.relu: on every path the forward's output is the unfused output through
+ * kc_relu_fwd, bit for bit (negatives, zeros and a NaN input included). */
+static void test_relu(kops_conv2d_t g)
+{
+    float *X = malloc(nx(&g) * sizeof *X), *W = malloc(nw(&g) * sizeof *W);
+    float *b = malloc((size_t)g.f * sizeof *b);
+    float *Y = malloc(ny(&g) * sizeof *Y), *Yr = malloc(ny(&g) * sizeof *Yr);
+    size_t len = kc_conv2d_col_len(&g) * (size_t)g.n;
+    float *col = malloc(len * sizeof *col);
+    CHECK(X && W && b && Y && Yr && col);
+    kc_fill(nx(&g), X, -1, 1);
+    kc_fill(nw(&g), W, -0.5, 0.5);
+    kc_fill((size_t)g.f, b, -1, 1);
+    X[nx(&g) / 2] = NAN;                  /* relu keeps NaN (x < 0 ? 0 : x) */
+    for (int p = KC_CONV_GEMM; p <= KC_CONV_AVX512; p++) {
+        if (kc_conv2d_force_path(p) != 0)
+            continue;
+        kops_conv2d_t gr = g;
+        gr.relu = 1;
+        kc_conv2d_fwd(&g, X, W, b, Y, col, len);
+        kc_relu_fwd(ny(&g), Y, Y);
+        kc_conv2d_fwd(&gr, X, W, b, Yr, col, len);
+        int neg = 0;
+        for (size_t i = 0; i < ny(&g); i++)
+            neg |= Yr[i] < 0;
+        CHECKF(same(Y, Yr, ny(&g)) && !neg, "%s: fused relu differs",
+               names[p]);
+    }
+    kc_conv2d_force_path(KC_CONV_AUTO);
+    free(X), free(W), free(b), free(Y), free(Yr), free(col);
+}
+
 int main(void)
 {
     kc_seed(27);
+    test_relu(geom(3, 14, 14, 16, 3, 3, 32, 1, 0));
+    test_relu(geom(2, 9, 11, 3, 5, 5, 7, 2, 1));
     /* n h w c kh kw f stride same */
     test_shape(geom(1, 7, 7, 1, 3, 3, 16, 1, 1), 1);
     test_shape(geom(2, 28, 28, 1, 3, 3, 32, 1, 0), 1);

@@ -170,7 +170,7 @@ int main(int argc, char **argv)
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         const struct shape *sh = &shapes[si];
         kops_conv2d_t g = { batch, sh->h, sh->w, sh->c, sh->k, sh->k, sh->f,
-                            sh->s, sh->s, 0, 0, 0, 0, 0 };
+                            sh->s, sh->s, 0, 0, 0, 0, 0, 0 };
         g.oh = axis(sh->h, sh->k, sh->s, sh->same, &g.pad_top);
         g.ow = axis(sh->w, sh->k, sh->s, sh->same, &g.pad_left);
         size_t nx = (size_t)batch * g.h * g.w * g.c,

@@ -142,6 +142,7 @@ static size_t conv_aux_bytes(const strata__layer_t *l, int rows)
 static int conv_forward(const strata__layer_t *l, const strata__pass_t *p)
 {
     kops_conv2d_t g = conv_geom(l, p->rows);
+    g.relu = l->act == STRATA__ACT_RELU;          /* fuses_relu below */
     if (l->bf16)
         return p->k->ops->conv2d_fwd_bf16(p->k, &g, p->x, p->W, p->b, p->y,
                                           p->aux,
@@ -156,18 +157,30 @@ static int conv_backward(const strata__layer_t *l, const strata__pass_t *p)
 {
     kops_conv2d_t g = conv_geom(l, p->rows);
     size_t col_len = p->aux_bytes / sizeof(float);
+    float *db = p->db;
+    if (l->act == STRATA__ACT_RELU) {
+        /* the relu's mask and the bias gradient in one pass over dy,
+         * masked in place: the model's own gradient slot, which its relu
+         * pass would have masked in place too (model.c) */
+        int rc = p->k->ops->relu_bias_grad(
+            p->k, p->rows * l->out.h * l->out.w, l->units, p->y,
+            (float *)p->dy, db);
+        if (rc != STRATA_OK)
+            return rc;
+        db = NULL;
+    }
     if (l->bf16)
         return p->k->ops->conv2d_bwd_bf16(p->k, &g, p->x, p->W, p->dy, p->dW,
-                                          p->db, p->dx, p->aux, col_len);
+                                          db, p->dx, p->aux, col_len);
     g.col_ready = col_len >= conv_col_one(l) * (size_t)p->rows;
-    return p->k->ops->conv2d_bwd(p->k, &g, p->x, p->W, p->dy, p->dW, p->db,
+    return p->k->ops->conv2d_bwd(p->k, &g, p->x, p->W, p->dy, p->dW, db,
                                  p->dx, p->aux, col_len);
 }
 
 const strata__layer_kind_t strata__layer_conv2d = {
     .name = "conv2d",
     .usage = "conv2d FILTERS KERNEL [stride=S] [padding=valid|same] [ACT]",
-    .nvars = 2, .has_act = 1,
+    .nvars = 2, .has_act = 1, .fuses_relu = 1,
     .parse = conv_parse, .infer = conv_infer,
     .kernel_shape = conv_kernel_shape, .aux_bytes = conv_aux_bytes,
     .forward = conv_forward, .backward = conv_backward,

@@ -140,6 +140,10 @@ struct strata__layer_kind {
     int         nvars;              /* 0; 1: a kernel only (embedding's
                                        table); 2: kernel and bias           */
     int         has_act;            /* takes an activation word             */
+    int         fuses_relu;         /* its forward and backward apply its
+                                       relu themselves (conv2d: in cache,
+                                       with the bias gradient): the model
+                                       then does not                         */
     int         alias;              /* output = input, nothing computed
                                        (flatten): no buffer, no pass        */
     int         max_in;             /* inputs it takes: 0 = exactly one;
