@@ -85,14 +85,19 @@ T_FMA = 0.60            # strata 2 replicas' conv+dense FLOPs / FMA peak
 T_BF16 = 1.6
 
 
-def cpu_has_bf16():
-    """AVX512_BF16 on this CPU (strata refuses mixed_bfloat16 without)."""
+def cpu_has(flag):
+    """/proc/cpuinfo lists `flag` (Linux lists what the OS supports)."""
     try:
         with open("/proc/cpuinfo") as f:
-            return re.search(r"^flags\s*:.*\bavx512_bf16\b", f.read(),
+            return re.search(r"^flags\s*:.*\b%s\b" % flag, f.read(),
                              re.M) is not None
     except OSError:
         return False
+
+
+def cpu_has_bf16():
+    """AVX512_BF16 on this CPU (strata refuses mixed_bfloat16 without)."""
+    return cpu_has("avx512_bf16")
 
 
 def default_samples_text():
@@ -271,7 +276,7 @@ def read_speed_csv(path, what):
 
 
 def run_strata_speed(a, ctx, tag, model, batch, devices, workers=1,
-                     precision="float32"):
+                     precision="float32", hide=None):
     """One pass over `limit` samples to warm up, then passes until at least
     `steps` steps; samples/s over all passes but the first. workers > 1:
     mwms, that many processes through strata launch (as users start them;
@@ -304,7 +309,10 @@ def run_strata_speed(a, ctx, tag, model, batch, devices, workers=1,
         cmd[1:2] = ["launch", "-n", str(workers)]
     for s in sets:
         cmd += ["--set", s]
-    rc, rss, _ = mb.run_child(cmd, log_path)
+    env = None
+    if hide:  # KC_CPU_HIDE: strata takes the CPU for one without `hide`
+        env = dict(os.environ, KC_CPU_HIDE=hide)
+    rc, rss, _ = mb.run_child(cmd, log_path, env)
     if rc != 0:
         mb.fail_child("strata " + tag, rc, log_path)
     check_strata_params(log_path, tag, model)
@@ -371,7 +379,16 @@ def configs(a):
                  "cpu:0, cpu:1"),
                 ("mw2", "strata mwms, 2 workers (launch)", 2, "strata",
                  ("cpu:0", 2))]
-        if cpu_has_bf16():
+        if cpu_has_bf16() and cpu_has("amx_bf16"):
+            # strata multiplies on the AMX tiles; the vector engine beside
+            # them (KC_CPU_HIDE), which on such CPUs runs VDPBF16PS at half
+            # the fp32 FMA rate
+            out += [("s2bf", "strata 2 replicas, mixed_bf16 AMX", 2,
+                     "strata", ("cpu:0, cpu:1", 1, "mixed_bfloat16")),
+                    ("s2bfv", "strata 2 replicas, mixed_bf16 vector", 2,
+                     "strata", ("cpu:0, cpu:1", 1, "mixed_bfloat16",
+                                "amx_bf16"))]
+        elif cpu_has_bf16():
             out.append(("s2bf", "strata 2 replicas, mixed_bfloat16", 2,
                         "strata", ("cpu:0, cpu:1", 1, "mixed_bfloat16")))
     out += [("t1", "torch 1 thread", 1, "torch", ["--threads", "1"]),
@@ -402,11 +419,15 @@ def speed(a, ctx):
                              % (MODELS[model][0], label, batch, rnd + 1,
                                 a.rounds))
                     if kind == "strata":
-                        dev, nw, prec = (args + ("float32",))[:3] \
+                        # (devices, workers[, precision[, hidden
+                        # feature]]) or the devices alone
+                        dev, nw, prec, hide = \
+                            args + ("float32", None)[len(args) - 2:] \
                             if isinstance(args, tuple) \
-                            else (args, 1, "float32")
+                            else (args, 1, "float32", None)
                         sps, rss = run_strata_speed(a, ctx, tag, model,
-                                                    batch, dev, nw, prec)
+                                                    batch, dev, nw, prec,
+                                                    hide)
                     elif kind == "torch":
                         sps, rss = run_anchor(a, ctx, tag, model, batch,
                                               a.python, TORCH_CNN, args)
