@@ -16,7 +16,8 @@
  *            zero padded, per kernel column kx the pairs (x(2q), x(2q+1))
  *            it reads, and dY's pairs; the row's odd end a +0.
  * So every output element is still ONE fixed chain, now of VDPBF16PS
- * steps (a pair each) or TDPBF16PS steps (16 pairs) -- forward from the bias over (ky, kx, c pairs); dX
+ * steps (a pair each) or TDPBF16PS steps (16 pairs) -- forward from the
+ * bias over (ky, kx, c pairs); dX
  * from +0 over the taps (ky, kx), each over f pairs, or the gather's
  * flipped taps; dW per image from +0 over (oy, ox pairs), image 0's, + image
  * 1's ... -- and depends only on the geometry: an image's output is the

@@ -45,8 +45,14 @@ wanted gloo || with_gloo=0
 
 # ---- dependencies (Debian packages only) ---------------------------------
 need=""
-[ "$with_mpi" = 0 ] || command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 \
-    || need="openmpi-bin libopenmpi-dev"
+# mpicc can be there without Open MPI's headers (openmpi-bin alone): a
+# program that includes mpi.h must build
+mpi_ok() {
+    command -v mpirun >/dev/null 2>&1 &&
+        printf '#include <mpi.h>\nint main(void) { return 0; }\n' |
+        mpicc -x c -o /dev/null - >/dev/null 2>&1
+}
+[ "$with_mpi" = 0 ] || mpi_ok || need="openmpi-bin libopenmpi-dev"
 [ "$with_gloo" = 0 ] || "$py" -c 'import torch' >/dev/null 2>&1 \
     || need="$need python3-torch"
 if [ -n "$need" ]; then

@@ -16,6 +16,7 @@
  * with N threads every thread runs at once and the rate is per core, the
  * figure for N replicas. Prints one line per kind and a JSON line. */
 #define _GNU_SOURCE
+#include <cpuid.h>
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -136,8 +137,15 @@ typedef struct amx_cfg {
     unsigned char rows[16];
 } amx_cfg_t;
 
+/* AMX-TILE and AMX-BF16 from cpuid (leaf 7, EDX bits 24 and 22: older
+ * compilers' __builtin_cpu_supports does not know them), then Linux's
+ * permission. */
 static int amx_request(void)
 {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) ||
+        ((d >> 22) & 5) != 5)
+        return 0;
     return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */,
                    18 /* XTILEDATA */) == 0;
 }
@@ -261,7 +269,7 @@ int main(int argc, char **argv)
         printf("bf16 VDPBF16PS: %.1f GFLOP/s per core\n", bf16);
     }
     double amx = 0;
-    if (__builtin_cpu_supports("amx-bf16") && amx_request()) {
+    if (amx_request()) {
         amx = rate(amxdp, threads, seconds);
         printf("bf16 AMX TDPBF16PS: %.1f GFLOP/s per core\n", amx);
     }
