@@ -135,25 +135,25 @@ static AMX_TGT void uk_amx(const kc_uk_t *u, int P, int NV, int tail,
         }
         for (int s = 0; s < u->nseg; s++) {
             const float *bb = b + s * u->bseg, *vv = v + s * u->vseg;
+            /* one step at word r: A into tile TA, B's lanes into TB0 (and
+             * TB1), into the accumulators 0 (and 1); tile numbers are
+             * immediates, hence a macro */
+#define AMX_STEP(TA, TB0, TB1)                                                \
+    do {                                                                      \
+        _tile_loadd(TA, bb + r, sa);                                          \
+        _tile_loadd(TB0, vv + r * u->vr, sb);                                 \
+        _tile_dpbf16ps(0, TA, TB0);                                           \
+        if (NV == 2) {                                                        \
+            _tile_loadd(TB1, vv + r * u->vr + 16, sb);                        \
+            _tile_dpbf16ps(1, TA, TB1);                                       \
+        }                                                                     \
+    } while (0)
             int r = 0;
-            for (; r < rfull; r += 16) {
-                _tile_loadd(2, bb + r, sa);
-                _tile_loadd(3, vv + r * u->vr, sb);
-                _tile_dpbf16ps(0, 2, 3);
-                if (NV == 2) {
-                    _tile_loadd(4, vv + r * u->vr + 16, sb);
-                    _tile_dpbf16ps(1, 2, 4);
-                }
-            }
-            if (rt) {
-                _tile_loadd(5, bb + r, sa);
-                _tile_loadd(6, vv + r * u->vr, sb);
-                _tile_dpbf16ps(0, 5, 6);
-                if (NV == 2) {
-                    _tile_loadd(7, vv + r * u->vr + 16, sb);
-                    _tile_dpbf16ps(1, 5, 7);
-                }
-            }
+            for (; r < rfull; r += 16)
+                AMX_STEP(2, 3, 4);
+            if (rt)
+                AMX_STEP(5, 6, 7);                 /* the shorter last step */
+#undef AMX_STEP
         }
         if (u->fin == KC_UK_STORE) {
             _tile_stored(0, out, so);
