@@ -3,10 +3,11 @@
  *
  * float32 (the default) or mixed_bfloat16 (Keras's policy): conv2d and
  * dense round their inputs to bf16 and sum the products in fp32 through
- * the device table's *_bf16 ops (kernels/cpu: AMX tiles or VDPBF16PS). Only the layers'
- * arithmetic changes: the variables (fp32 master weights), the gradients
- * the strategy reduces, the optimizer's slots and the checkpoints are
- * fp32 as before, so every strategy, transport and checkpoint is unchanged.
+ * the device table's *_bf16 ops (kernels/cpu: AMX tiles or VDPBF16PS).
+ * Only the layers' arithmetic changes: the variables (fp32 master
+ * weights), the gradients the strategy reduces, the optimizer's slots and
+ * the checkpoints are fp32 as before, so every strategy, transport and
+ * checkpoint is unchanged.
  * Replicas stay bitwise equal: they run the same kernels in the same order
  * (each output element one fixed chain). */
 #ifndef STRATA_CORE_PRECISION_H
