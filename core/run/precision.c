@@ -51,17 +51,22 @@ void strata__precision_apply(const strata__settings_t *s, strata__model_t *m)
     }
 }
 
+/* The bf16 kernels multiply on AMX tiles (else VDPBF16PS vectors). */
+static int on_tiles(void)
+{
+    return strcmp(kc_bf16_engine(), "AMX-BF16") == 0;
+}
+
 const char *strata__precision_name(const strata__settings_t *s)
 {
     if (s->train.precision != STRATA__PREC_MIXED_BFLOAT16)
         return "float32";
-    return strcmp(kc_bf16_engine(), "AMX-BF16") == 0
-               ? "mixed_bfloat16 (AMX-BF16)" : "mixed_bfloat16 (AVX512_BF16)";
+    return on_tiles() ? "mixed_bfloat16 (AMX-BF16)"
+                      : "mixed_bfloat16 (AVX512_BF16)";
 }
 
 const char *strata__precision_conv(void)
 {
-    return strcmp(kc_bf16_engine(), "AMX-BF16") == 0
-               ? "direct, bf16 inputs, fp32 sums (AMX-BF16 tiles)"
-               : "direct, bf16 inputs, fp32 sums (AVX512_BF16)";
+    return on_tiles() ? "direct, bf16 inputs, fp32 sums (AMX-BF16 tiles)"
+                      : "direct, bf16 inputs, fp32 sums (AVX512_BF16)";
 }

@@ -49,6 +49,17 @@ static void zip_rows(const float *a, size_t m, size_t k, float *out)
                      k, out + q * k);
 }
 
+/* The block t[ni][nj] (rows of 256) transposed into out: out[j * stride +
+ * i] = t[i][j] (the two "across" packings below fill t along rows, then
+ * write it so). */
+static void put_across(const float *t, size_t ni, size_t nj, float *out,
+                       size_t stride)
+{
+    for (size_t j = 0; j < nj; j++)
+        for (size_t i = 0; i < ni; i++)
+            out[j * stride + i] = t[i * 256 + j];
+}
+
 /* Pairs of rows of a[m][k], across: out[k][half(m)] (the AMX path's
  * operand of X^T, whose steps over the pairs must be side by side). In
  * blocks of 16 pairs x 256 columns: reads run along rows, writes fill
@@ -67,9 +78,7 @@ static void zip_rows_across(const float *a, size_t m, size_t k, float *out)
                              2 * q + 1 < m ? a + (2 * q + 1) * k + k0 : NULL,
                              n, t[i]);
             }
-            for (size_t j = 0; j < n; j++)
-                for (size_t i = 0; i < nq; i++)
-                    out[(k0 + j) * mh + q0 + i] = t[i][j];
+            put_across(&t[0][0], nq, n, out + k0 * mh + q0, mh);
         }
     }
 }
@@ -87,9 +96,7 @@ static void pack_rows_across(const float *w, size_t k, size_t n, float *wt)
             size_t nk = k - k0 < 16 ? k - k0 : 16;
             for (size_t i = 0; i < nk; i++)
                 kc__bf16_pack(w + (k0 + i) * n + 2 * j0, cnt, t[i]);
-            for (size_t j = 0; j < nj; j++)
-                for (size_t i = 0; i < nk; i++)
-                    wt[(j0 + j) * k + k0 + i] = t[i][j];
+            put_across(&t[0][0], nk, nj, wt + j0 * k + k0, k);
         }
     }
 }
