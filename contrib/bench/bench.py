@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""strata vs PyTorch: training throughput, peak memory and accuracy.
+"""strata vs PyTorch and TensorFlow: training throughput, peak memory and
+accuracy.
 
 Run it through run.sh (which installs the PyTorch anchor first). See
 README.md beside this file for what is measured and how.
@@ -20,8 +21,14 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 TORCH_MLP = os.path.join(HERE, "torch_mlp.py")
+TF_SCRIPT = os.path.join(HERE, "cnn", "tf_cnn.py")  # a Sequential of layers
 DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
 LAYERS = "dense 128 relu, dense 10"
+# the same network in tf_cnn.py's terms: its input is 28x28x1, and its last
+# softmax meets sparse_categorical_crossentropy as strata's logits meet its
+# softmax cross-entropy
+TF_LAYERS = "flatten, dense 128 relu, dense 10 softmax"
+TF_PARAMS = 101770
 
 # Targets from the benchmark issue.
 T_SINGLE_RATIO = 1.6    # batch 256: strata 2 replicas / best torch single
@@ -30,7 +37,7 @@ T_RSS_MIB = 150.0       # peak RSS of a strata run
 T_MWMS_RATIO = 5.0      # batch 64: strata mwms 2 workers / torch DDP
 # 784*128 + 128 + 128*10 + 10 float32 variables, plus Adam's 2 slots
 MODEL_STATE_MIB = 3 * 101770 * 4 / 2**20
-T_FASTEST = 1.25       # issue 27: strata 2 replicas / fastest peer, each batch
+T_FASTEST = 1.25        # issue 27: strata 2 replicas / fastest peer, each batch
 T_ACC_PP = 0.5          # accuracy: at most 0.5 points below torch's median
 
 
@@ -38,9 +45,33 @@ class BenchError(Exception):
     pass
 
 
+def default_tf_python():
+    """The venv both benchmarks share: $BENCH_VENV, else cnn/.venv."""
+    venv = os.environ.get("BENCH_VENV") or os.path.join(HERE, "cnn", ".venv")
+    return os.path.join(venv, "bin", "python")
+
+
+def check_tf(a):
+    """TensorFlow's version under a.tf_python, or a BenchError."""
+    try:
+        out = subprocess.run(
+            [a.tf_python, "-c", "import os; os.environ['TF_CPP_MIN_LOG_LEVEL']"
+             "='2'; import tensorflow as tf; print(tf.__version__)"],
+            capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BenchError("cannot run %s: %s (run.sh makes the venv; or "
+                         "--skip-tf)" % (a.tf_python, e))
+    if out.returncode != 0:
+        raise BenchError("%s cannot import tensorflow (run.sh installs "
+                         "tensorflow-cpu; or --skip-tf):\n%s"
+                         % (a.tf_python, out.stderr[-800:]))
+    return out.stdout.strip().splitlines()[-1]
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(
-        description="Benchmark strata against PyTorch on Fashion-MNIST.")
+        description="Benchmark strata against PyTorch and TensorFlow "
+                    "MirroredStrategy on Fashion-MNIST.")
     p.add_argument("--strata", help="strata binary (default: $STRATA_BIN, "
                    "then build/bin/strata under the repository root)")
     p.add_argument("--config", help="INI file for strata (default: one "
@@ -48,6 +79,12 @@ def parse_args(argv):
                    "the benchmark depends on is also passed with --set")
     p.add_argument("--python", default="/usr/bin/python3",
                    help="interpreter that has torch (default %(default)s)")
+    p.add_argument("--tf-python", default=default_tf_python(),
+                   help="interpreter that has tensorflow (default: "
+                        "$BENCH_VENV/bin/python, else the CNN benchmark's "
+                        "venv: %(default)s)")
+    p.add_argument("--skip-tf", action="store_true",
+                   help="leave out TensorFlow (no venv needed)")
     p.add_argument("--data", default=DEFAULT_DATA)
     p.add_argument("--batches", default="64,256",
                    help="global batches of the speed runs (%(default)s)")
@@ -56,7 +93,9 @@ def parse_args(argv):
                         "reported (%(default)s)")
     p.add_argument("--max-steps", type=int, default=300,
                    help="PyTorch speed runs train this many steps per epoch "
-                        "and extrapolate (%(default)s; 0: whole epochs)")
+                        "and extrapolate, TensorFlow's time this many after "
+                        "a tenth as many untimed (%(default)s; 0: whole "
+                        "epochs, TF 300 steps)")
     p.add_argument("--rounds", type=int, default=2,
                    help="repeat every speed run this many times, keep the "
                         "best (%(default)s)")
@@ -260,6 +299,39 @@ def run_torch(a, ctx, tag, batch, epochs, seed, extra, max_steps):
     return rows, (rss, None), wall
 
 
+# ---- TensorFlow ---------------------------------------------------------
+
+def run_tf(a, ctx, tag, batch, seed):
+    """MirroredStrategy over 2 logical CPUs (cnn/tf_cnn.py): model.fit
+    timed over --max-steps steps after a tenth as many; one row whose
+    seconds are scaled to a whole epoch, as torch's are."""
+    steps = a.max_steps or 300
+    log_path = os.path.join(ctx["dir"], tag + ".log")
+    cmd = [a.tf_python, TF_SCRIPT, "--layers", TF_LAYERS, "--replicas", "2",
+           "--batch", str(batch), "--steps", str(steps),
+           "--warmup", str(max(3, steps // 10)), "--seed", str(seed),
+           "--data", a.data]
+    rc, rss, _ = run_child(cmd, log_path)
+    if rc != 0:
+        fail_child("tensorflow " + tag, rc, log_path)
+    rec = None
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            if line.startswith("{"):
+                rec = json.loads(line)
+    if rec is None or "samples_per_s" not in rec:
+        raise BenchError("tensorflow %s: no result line in %s:\n%s"
+                         % (tag, log_path, tail(log_path)))
+    if rec.get("trainable_params") != TF_PARAMS:
+        raise BenchError("tensorflow %s: the model has %s parameters "
+                         "trained, expected %d (%s)"
+                         % (tag, rec.get("trainable_params"), TF_PARAMS,
+                            log_path))
+    sps = rec["samples_per_s"]
+    epoch = (60000 // batch) * batch
+    return [{"samples_per_s": sps, "seconds": epoch / sps}], (rss, None)
+
+
 # ---- speed --------------------------------------------------------------
 
 def configs(a):
@@ -278,6 +350,8 @@ def configs(a):
              ["--threads", "1", "--blas-threads", "2"]),
             ("ddp", "torch DDP gloo, 2 procs x 1 thread", "torch",
              ["--mode", "ddp", "--procs", "2"])]
+    if not a.skip_tf:
+        out.append(("tf", "TF MirroredStrategy, 2 logical CPUs", "tf", None))
     return out
 
 
@@ -295,6 +369,8 @@ def speed(a, ctx):
                         2 if kind == "mwms" else 0,
                         "central" if kind == "central" else "mirrored")
                     rss = (rss, None)
+                elif kind == "tf":
+                    rows, rss = run_tf(a, ctx, tag, batch, a.seed)
                 else:
                     rows, rss, wall = run_torch(a, ctx, tag, batch, a.epochs,
                                                 a.seed, args, a.max_steps)
@@ -375,6 +451,7 @@ def report_speed(a, res, targets):
         t_best = max(("t1", "t2", "t2b"), key=lambda k: res[(batch, k)]["sps"])
         best_sps = res[(batch, t_best)]["sps"]
         ddp_sps = res[(batch, "ddp")]["sps"]
+        tf_sps = None if a.skip_tf else res[(batch, "tf")]["sps"]
         print("        best torch single-process: %s (%.0f samples/s)"
               % (res[(batch, t_best)]["label"], best_sps))
         if a.skip_strata:
@@ -409,10 +486,15 @@ def report_speed(a, res, targets):
             targets.append(("batch 256: strata 2 replicas >= %.1fx best torch "
                             "single-process" % T_SINGLE_RATIO,
                             fmt_ratio(r_single), r_single >= T_SINGLE_RATIO))
-        r_fast = ratio(s2, max(best_sps, ddp_sps))
+        if tf_sps:
+            print("        strata 2 replicas / TF MirroredStrategy:       %s"
+                  % fmt_ratio(ratio(s2, tf_sps)))
+        r_fast = ratio(s2, max(best_sps, ddp_sps, tf_sps or 0))
         targets.append(("batch %d: strata 2 replicas >= %.2fx the fastest "
-                        "of torch 1 process and DDP (no TF here)"
-                        % (batch, T_FASTEST), fmt_ratio(r_fast),
+                        "of torch 1 process, DDP%s"
+                        % (batch, T_FASTEST,
+                           " (TF skipped)" if a.skip_tf else " and TF"),
+                        fmt_ratio(r_fast),
                         r_fast is not None and r_fast >= T_FASTEST))
         if batch == 64:
             targets.append(("batch 64: strata 2 replicas >= %.0fx torch DDP"
@@ -492,6 +574,9 @@ def main(argv):
         if not a.skip_strata:
             ctx["strata"] = find_strata(a)
         tv = check_torch(a)
+        tfv = None
+        if not a.skip_tf and not a.accuracy_only:
+            tfv = check_tf(a)
         if a.keep:
             os.makedirs(a.keep, exist_ok=True)
             ctx["dir"] = os.path.abspath(a.keep)
@@ -504,13 +589,15 @@ def main(argv):
         print("strata: %s" % ctx.get("strata", "(skipped)"))
         print("torch:  %s under %s (%d CPUs)" % (tv, a.python,
                                                  os.cpu_count() or 0))
+        print("tensorflow: %s" % ("%s under %s" % (tfv, a.tf_python) if tfv
+                                  else "(skipped)"))
         targets = []
         if not a.accuracy_only:
             res = speed(a, ctx)
             report_speed(a, res, targets)
         if a.accuracy:
             accuracy(a, ctx, targets)
-        print_targets(targets)
+        print_targets(targets, width=72)
         close_run(ctx, a.keep, t0)
     except BenchError as e:
         return report_error(e, ctx)

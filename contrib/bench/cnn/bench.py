@@ -104,11 +104,6 @@ def default_samples_text():
     return ", ".join("%d for the %s" % (m[3], m[0]) for m in MODELS.values())
 
 
-def default_tf_python():
-    venv = os.environ.get("BENCH_VENV") or os.path.join(HERE, ".venv")
-    return os.path.join(venv, "bin", "python")
-
-
 def parse_args(argv):
     p = argparse.ArgumentParser(
         description="Benchmark strata's CNN training against PyTorch and "
@@ -117,7 +112,7 @@ def parse_args(argv):
                    "then build/bin/strata under the repository root)")
     p.add_argument("--python", default="/usr/bin/python3",
                    help="interpreter that has torch (default %(default)s)")
-    p.add_argument("--tf-python", default=default_tf_python(),
+    p.add_argument("--tf-python", default=mb.default_tf_python(),
                    help="interpreter that has tensorflow (default: "
                         "$BENCH_VENV/bin/python, else .venv/bin/python "
                         "beside this file: %(default)s)")
@@ -620,23 +615,6 @@ def accuracy(a, ctx, targets):
 
 # ---- main ---------------------------------------------------------------
 
-def check_tf(a):
-    try:
-        out = subprocess.run(
-            [a.tf_python, "-c", "import os; os.environ['TF_CPP_MIN_LOG_LEVEL']"
-             "='2'; import tensorflow as tf; print(tf.__version__)"],
-            capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise BenchError("cannot run %s: %s (run contrib/bench/cnn/run.sh, "
-                         "which makes the venv, or --skip-tf)"
-                         % (a.tf_python, e))
-    if out.returncode != 0:
-        raise BenchError("%s cannot import tensorflow (run contrib/bench/cnn/"
-                         "run.sh, which installs tensorflow-cpu, or pass "
-                         "--skip-tf):\n%s" % (a.tf_python, out.stderr[-800:]))
-    return out.stdout.strip().splitlines()[-1]
-
-
 def main(argv):
     a = parse_args(argv)
     t0 = time.monotonic()
@@ -651,7 +629,7 @@ def main(argv):
         tv = mb.check_torch(a)
         tfv = None
         if not a.skip_tf and not a.accuracy_only:
-            tfv = check_tf(a)
+            tfv = mb.check_tf(a)
         if a.keep:
             os.makedirs(a.keep, exist_ok=True)
             ctx["dir"] = os.path.abspath(a.keep)

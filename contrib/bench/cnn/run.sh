@@ -4,7 +4,8 @@
 #   - PyTorch: Debian's python3-torch into the system python
 #     (../ensure_torch.sh, as for the MLP benchmark);
 #   - TensorFlow: PyPI's tensorflow-cpu into a venv, $BENCH_VENV or .venv
-#     beside this file (~1.6 GB), unless --skip-tf or --accuracy-only.
+#     beside this file (~1.6 GB; ../ensure_tf.sh), unless --skip-tf or
+#     --accuracy-only.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 py=${BENCH_PYTHON:-/usr/bin/python3}
@@ -19,22 +20,7 @@ done
 
 "$here/../ensure_torch.sh" "$py"
 
-if [ "$need_tf" = 1 ] &&
-    ! "$venv/bin/python" -c 'import tensorflow' >/dev/null 2>&1; then
-    echo "run.sh: installing tensorflow-cpu (PyPI) into $venv" >&2
-    [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
-    "$venv/bin/python" -m pip index versions tensorflow-cpu >&2 || {
-        echo "run.sh: PyPI has no tensorflow-cpu for this Python; run with" \
-            "--skip-tf" >&2
-        exit 2
-    }
-    "$venv/bin/python" -m pip install -q tensorflow-cpu >&2
-    "$venv/bin/python" -c 'import tensorflow' || {
-        echo "run.sh: tensorflow-cpu installed but 'import tensorflow'" \
-            "fails (run with --skip-tf)" >&2
-        exit 2
-    }
-fi
+[ "$need_tf" = 0 ] || "$here/../ensure_tf.sh" "$venv"
 
 if [ "$need_tf" = 1 ]; then
     set -- --tf-python "$venv/bin/python" "$@"
