@@ -495,6 +495,25 @@ static const kc_conv_isa_t *isa_of(int path)
     return NULL;
 }
 
+const kc_conv_isa_t *kc__direct_isa(void)
+{
+    int f = atomic_load(&forced);
+    return isa_of(f >= 0 ? f : resolve());
+}
+
+void kc__uk_passes(const kc_conv_isa_t *isa, kc_uk_t *u, int init,
+                   int pixels, int lanes, int R, int kb, const float *b,
+                   const float *v, float *out)
+{
+    for (int r0 = 0; r0 < R || r0 == 0; r0 += kb) {
+        u->R = R - r0 < kb ? R - r0 : kb;
+        u->init = r0 == 0 ? init : KC_UK_LOAD;
+        u->fin = KC_UK_STORE;
+        blocks(isa, u, pixels, lanes, b + (ptrdiff_t)r0 * u->br,
+               v + (ptrdiff_t)r0 * u->vr, out);
+    }
+}
+
 void kc__conv2d_fwd_direct(int path, const kops_conv2d_t *g, const float *X,
                            const float *W, const float *b, float *Y,
                            float *col)

@@ -78,9 +78,21 @@ void kc__conv_range(int out, int s, int pad, int k, int n, int *lo, int *hi);
 void kc__conv_blocks(const kc_conv_isa_t *isa, kc_uk_t *u, int n, int lanes,
                      const float *b, const float *v, float *out);
 
+/* out[pixels x lanes] = chains of R steps (u->br, u->vr apart; u's other
+ * fields as kc__conv_blocks wants them), in passes of at most kb steps:
+ * the first from init (KC_UK_ZERO or KC_UK_BIAS), the rest from the
+ * partial sums stored in out (exact), so the chain is the same whatever
+ * kb. The GEMMs of dense (dense.c, dense_bf16.c). */
+void kc__uk_passes(const kc_conv_isa_t *isa, kc_uk_t *u, int init,
+                   int pixels, int lanes, int R, int kb, const float *b,
+                   const float *v, float *out);
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #define KC_CONV_X86 1
 extern const kc_conv_isa_t kc_conv_avx512, kc_conv_avx2;
+/* The fp32 vector kernels the direct path takes now (forced or chosen:
+ * kc_conv_avx512 or kc_conv_avx2); NULL on the GEMM and scalar paths. */
+const kc_conv_isa_t *kc__direct_isa(void);
 /* mixed_bfloat16 (conv_avx512bf16.c): the same kernel shape over 32-bit
  * elements that are pairs of bf16 along the reduction, VDPBF16PS for the
  * FMA; and the conversion of n floats to bf16 (round to nearest even,

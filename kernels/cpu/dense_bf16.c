@@ -101,21 +101,6 @@ static void pack_rows_across(const float *w, size_t k, size_t n, float *wt)
     }
 }
 
-/* out[pixels x lanes] = chain over R pairs, in passes of KB pairs: the
- * first from `init` (ZERO or BIAS), the rest from the stored partials. */
-static void gemm(kc_uk_t *u, int init, int pixels, int lanes, int R,
-                 const float *b, const float *v, float *out)
-{
-    const kc_conv_isa_t *isa = kc__bf16_isa();
-    for (int r0 = 0; r0 < R || r0 == 0; r0 += KB) {
-        u->R = R - r0 < KB ? R - r0 : KB;
-        u->init = r0 == 0 ? init : KC_UK_LOAD;
-        u->fin = KC_UK_STORE;
-        kc__conv_blocks(isa, u, pixels, lanes, b + (ptrdiff_t)r0 * u->br,
-                        v + (ptrdiff_t)r0 * u->vr, out);
-    }
-}
-
 void kc_dense_fwd_bf16(int m, int kk, int n, const float *X, const float *W,
                        const float *b, float *Y, float *work, size_t work_len)
 {
@@ -128,7 +113,8 @@ void kc_dense_fwd_bf16(int m, int kk, int n, const float *X, const float *W,
     zip_rows(W, K, N, wp);
     kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = (ptrdiff_t)Kh, .br = 1,
                   .vr = (ptrdiff_t)N, .op = (ptrdiff_t)N, .bias = b };
-    gemm(&u, b ? KC_UK_BIAS : KC_UK_ZERO, m, n, (int)Kh, xw, wp, Y);
+    kc__uk_passes(kc__bf16_isa(), &u, b ? KC_UK_BIAS : KC_UK_ZERO, m, n,
+                  (int)Kh, KB, xw, wp, Y);
     kc__amx_release();
 }
 
@@ -162,7 +148,8 @@ void kc_dense_bwd_bf16(int m, int kk, int n, const float *X, const float *W,
     kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = amx ? (ptrdiff_t)Mh : 1,
                   .br = amx ? 1 : (ptrdiff_t)K, .vr = (ptrdiff_t)N,
                   .op = (ptrdiff_t)N };
-    gemm(&u, KC_UK_ZERO, kk, n, (int)Mh, xq, dyq, dW);
+    kc__uk_passes(kc__bf16_isa(), &u, KC_UK_ZERO, kk, n, (int)Mh, KB, xq,
+                  dyq, dW);
     if (!dX) {
         kc__amx_release();
         return;
@@ -173,7 +160,8 @@ void kc_dense_bwd_bf16(int m, int kk, int n, const float *X, const float *W,
     pack_rows_across(W, K, N, wt);
     kc_uk_t v = { .nrow = 1, .nseg = 1, .bp = (ptrdiff_t)Nh, .br = 1,
                   .vr = (ptrdiff_t)K, .op = (ptrdiff_t)K };
-    gemm(&v, KC_UK_ZERO, m, kk, (int)Nh, dyw, wt, dX);
+    kc__uk_passes(kc__bf16_isa(), &v, KC_UK_ZERO, m, kk, (int)Nh, KB, dyw,
+                  wt, dX);
     kc__amx_release();
 }
 

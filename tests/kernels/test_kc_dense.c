@@ -1,5 +1,7 @@
 /* Dense layer kernels: forward against a double reference, every gradient
- * against central finite differences, edge shapes. */
+ * against central finite differences, edge shapes; the direct kernels'
+ * promises (a row's Y and dX the same bits in any batch and on each vector
+ * path, near the BLAS path's). */
 #include "kc_test.h"
 #include "kernels_cpu.h"
 
@@ -153,6 +155,94 @@ static void test_bias_many_rows(void)
     free(Y);
 }
 
+/* Y and dX of m rows on the current path (dW and db thrown away). */
+static void run_rows(int m, int k, int n, const float *X, const float *W,
+                     const float *b, const float *dY, float *Y, float *dX)
+{
+    float *dW = malloc(sizeof(float) * (size_t)k * n);
+    float *db = malloc(sizeof(float) * n);
+    kc_dense_fwd(m, k, n, X, W, b, Y);
+    kc_dense_bwd(m, k, n, X, W, dY, dW, db, dX);
+    free(dW);
+    free(db);
+}
+
+static int same(size_t n, const float *a, const float *b)
+{
+    return memcmp(a, b, n * sizeof *a) == 0;
+}
+
+/* k > 512 takes several passes of the chain; n > 32 several lane blocks
+ * and a masked tail; k*n <= 256K floats makes dX direct, in panels of
+ * 16384/n/16*16 columns (n = 40: 400, three panels of 1100); n = 1100
+ * leaves dX to BLAS (dx_direct 0: its rows are not checked for bits).
+ * Without bias too (the chain then starts from +0). */
+static void test_paths(int m, int k, int n, int bias, int dx_direct)
+{
+    size_t MK = (size_t)m * k, KN = (size_t)k * n, MN = (size_t)m * n;
+    float *X = malloc(MK * sizeof *X), *W = malloc(KN * sizeof *W);
+    float *b = malloc((size_t)n * sizeof *b), *dY = malloc(MN * sizeof *dY);
+    float *Y = nanbuf(MN), *dX = nanbuf(MK), *Y1 = nanbuf(n), *dX1 = nanbuf(k);
+    float *Yv = nanbuf(MN), *dXv = nanbuf(MK);
+    double *ref = malloc(MN * sizeof *ref), *rdx = malloc(MK * sizeof *rdx);
+    kc_fill(MK, X, -1, 1);
+    kc_fill(KN, W, -0.1, 0.1);
+    kc_fill((size_t)n, b, -1, 1);
+    kc_fill(MN, dY, -1, 1);
+    const float *bb = bias ? b : NULL;
+    char what[96];
+
+    CHECK(kc_conv2d_force_path(KC_CONV_AUTO) == 0);
+    /* the promises of the direct kernels, where the CPU has them */
+    int direct = strstr(kc_conv2d_kernels(), "AVX") != NULL;
+    dx_direct &= direct;
+    run_rows(m, k, n, X, W, bb, dY, Y, dX);
+    float *zero = calloc((size_t)n, sizeof *zero);
+    ref_fwd(m, k, n, X, W, bias ? b : zero, ref);
+    for (int r = 0; r < m; r++)
+        for (int i = 0; i < k; i++) {
+            double s = 0;
+            for (int j = 0; j < n; j++)
+                s += (double)dY[(size_t)r * n + j] * W[(size_t)i * n + j];
+            rdx[(size_t)r * k + i] = s;
+        }
+    snprintf(what, sizeof what, "fwd %dx%dx%d%s", m, k, n,
+             bias ? "" : " no bias");
+    KC_CHECK_NEAR(what, MN, Y, ref, 1e-4, 1e-4);
+    snprintf(what, sizeof what, "dX %dx%dx%d", m, k, n);
+    KC_CHECK_NEAR(what, MK, dX, rdx, 1e-4, 1e-4);
+
+    /* each row alone: the same bits as in the batch */
+    int rows = 1;
+    for (int r = 0; r < m; r++) {
+        run_rows(1, k, n, X + (size_t)r * k, W, bb, dY + (size_t)r * n, Y1,
+                 dX1);
+        rows &= same((size_t)n, Y1, Y + (size_t)r * n) &&
+                (!dx_direct || same((size_t)k, dX1, dX + (size_t)r * k));
+    }
+    CHECKF(rows || !direct, "%dx%dx%d: a row alone differs from the batch's",
+           m, k, n);
+
+    /* every vector path this CPU has: the same bits; BLAS near them */
+    for (int p = KC_CONV_AVX2; direct && p <= KC_CONV_AVX512; p++) {
+        if (kc_conv2d_force_path(p) != 0)
+            continue;
+        run_rows(m, k, n, X, W, bb, dY, Yv, dXv);
+        CHECKF(same(MN, Yv, Y) && (!dx_direct || same(MK, dXv, dX)),
+               "%dx%dx%d: path %d gives other bits", m, k, n, p);
+    }
+    CHECK(kc_conv2d_force_path(KC_CONV_GEMM) == 0);
+    run_rows(m, k, n, X, W, bb, dY, Yv, dXv);
+    snprintf(what, sizeof what, "BLAS fwd %dx%dx%d", m, k, n);
+    KC_CHECK_NEAR(what, MN, Yv, ref, 1e-4, 1e-4);
+    snprintf(what, sizeof what, "BLAS dX %dx%dx%d", m, k, n);
+    KC_CHECK_NEAR(what, MK, dXv, rdx, 1e-4, 1e-4);
+    CHECK(kc_conv2d_force_path(KC_CONV_AUTO) == 0);
+
+    free(X); free(W); free(b); free(dY); free(Y); free(dX); free(Y1);
+    free(dX1); free(Yv); free(dXv); free(ref); free(rdx); free(zero);
+}
+
 static void test_edges(void)
 {
     float X[12], W[12], b[4] = { 1, 2, 3, 4 }, Y[12], dW[12], db[4], dX[12];
@@ -210,5 +300,9 @@ int main(void)
     test_bias();
     test_bias_many_rows();
     test_edges();
+    test_paths(13, 1100, 40, 1, 1);
+    test_paths(7, 36, 300, 0, 1);
+    test_paths(5, 70, 1100, 1, 0);
+    test_paths(3, 3000, 10, 0, 1);
     return CHECK_DONE();
 }
