@@ -155,6 +155,37 @@ static inline size_t kops_dense_bf16_len(int m, int kk, int n)
     return len > dx ? len : dx;
 }
 
+/* mixed_bfloat16 on a GPU (kernels/cuda: kg_conv2d_fwd_bf16 / _bwd_bf16,
+ * kg_dense_fwd_bf16 / _bwd_bf16: cuBLAS GEMMs on bf16 copies of the
+ * operands, fp32 accumulation and outputs). The workspace is carved in
+ * parts of whole 256-byte lines (cuBLAS's alignment for tensor cores);
+ * kops_bf16_part: the floats of the part that holds `halves` bf16 values. */
+static inline size_t kops_bf16_part(size_t halves)
+{
+    return ((halves + 1) / 2 + 63) / 64 * 64;
+}
+
+/* conv2d, `group` images at once: W, the group's im2col and its dY in
+ * bf16, and the group's dX columns in fp32. The kernels take as many
+ * images at once as their work_len holds (at least one). */
+static inline size_t kops_conv2d_bf16_gpu_len(const kops_conv2d_t *g,
+                                              size_t group)
+{
+    size_t K = (size_t)g->kh * g->kw * g->c, F = (size_t)g->f;
+    size_t rows = group * (size_t)g->oh * g->ow;
+    return kops_bf16_part(K * F) + kops_bf16_part(rows * K) +
+           kops_bf16_part(rows * F) + kops_bf16_part(2 * rows * K);
+}
+
+/* dense, m rows of kk inputs and n outputs: X, W and dY in bf16. */
+static inline size_t kops_dense_bf16_gpu_len(int m, int kk, int n)
+{
+    size_t M = m > 0 ? (size_t)m : 0, K = kk > 0 ? (size_t)kk : 0;
+    size_t N = n > 0 ? (size_t)n : 0;
+    return kops_bf16_part(M * K) + kops_bf16_part(K * N) +
+           kops_bf16_part(M * N);
+}
+
 /* Pooling (maxpool2d, avgpool2d), 'valid' windows: output (oy, ox) covers
  * the ph x pw inputs from (oy*stride_h, ox*stride_w); oh = (h - ph) /
  * stride_h + 1, the same for ow, filled by the caller (>= 1). */
@@ -198,7 +229,8 @@ static inline KOPS_HD float kops_emb_scale(const int32_t *ids, int k,
 #ifdef KOP
 
 /* ---- dense layer: Y[m x n] = X[m x kk] W[kk x n] + b[n] -----------------
- * GEMM: OpenBLAS on the CPU, cuBLAS on a GPU (where b may also be NULL). */
+ * b may be NULL (no bias). The CPU's own kernels where the CPU has AVX2
+ * or AVX-512 (kernels/cpu/dense.c), else OpenBLAS; cuBLAS on a GPU. */
 KOP(dense_fwd, 1, "dense forward",
     (int m, int kk, int n, const float *X, const float *W, const float *b,
      float *Y),

@@ -118,10 +118,10 @@ static const strata_option_t k_train[] = {
         "float32|mixed_bfloat16",
         "the arithmetic of conv2d and dense (Keras's policy names): "
         "mixed_bfloat16 rounds their inputs to bf16 and sums the products "
-        "in float32 (AMX tiles where the CPU has them, else VDPBF16PS), on "
-        "CPU replicas whose CPU has AVX512_BF16 (refused elsewhere, GPUs "
-        "included); variables, gradients, optimizer state and checkpoints "
-        "stay float32"),
+        "in float32 (AMX tiles where the CPU has them, else VDPBF16PS; "
+        "cuBLAS on GPUs), on CPUs with AVX512_BF16 and GPUs of compute "
+        "capability 8.0 or newer (refused elsewhere); variables, gradients, "
+        "optimizer state and checkpoints stay float32"),
     { 0 }
 };
 #undef T

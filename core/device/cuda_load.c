@@ -77,7 +77,7 @@ static int try_module(const char *path)
     } else if (t->struct_size != sizeof *t ||
                t->kops_size != sizeof(strata__kops_t) || !t->version ||
                strcmp(t->version, STRATA_VERSION_STRING) != 0 || !t->init ||
-               !t->gpu_count || !t->kdev_gpu) {
+               !t->gpu_count || !t->kdev_gpu || !t->gpu_arch) {
         if (t->struct_size == sizeof *t && t->version &&
             strcmp(t->version, STRATA_VERSION_STRING) != 0)
             why_add("%s: not the CUDA module of this build (it comes from "
@@ -178,6 +178,12 @@ int strata__kdev_gpu(int index, strata__kdev_t **out)
     return g_cuda->kdev_gpu(index, out);
 }
 
+int strata__gpu_arch(int index, int *major, int *minor)
+{
+    pthread_once(&g_once, load);
+    return g_cuda ? g_cuda->gpu_arch(index, major, minor) : STRATA_ENOTSUP;
+}
+
 #else /* !STRATA_HAVE_CUDA */
 
 #define NO_CUDA "this build has no CUDA support (configure with -DSTRATA_CUDA=ON)"
@@ -198,6 +204,12 @@ int strata__kdev_gpu(int index, strata__kdev_t **out)
 {
     *out = NULL;
     strata__log(STRATA_LOG_ERROR, "device", "gpu:%d: %s", index, NO_CUDA);
+    return STRATA_ENOTSUP;
+}
+
+int strata__gpu_arch(int index, int *major, int *minor)
+{
+    (void)index, (void)major, (void)minor;
     return STRATA_ENOTSUP;
 }
 

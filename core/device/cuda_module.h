@@ -31,6 +31,8 @@ typedef struct strata_cuda_v1 {
     /* As strata__gpu_count / strata__kdev_gpu of kops.h. */
     int  (*gpu_count)(int *n, const char **why);
     int  (*kdev_gpu)(int index, strata__kdev_t **out);
+    /* As strata__gpu_arch of kops.h. */
+    int  (*gpu_arch)(int index, int *major, int *minor);
 } strata_cuda_v1_t;
 
 #endif /* STRATA_CORE_CUDA_MODULE_H */

@@ -108,10 +108,11 @@ struct strata__kops {
     int (*sumsq)(strata__kdev_t *k, size_t n, const float *x, double *out);
 
     /* mixed_bfloat16 ([train] precision): conv2d and dense with bf16
-     * inputs and fp32 sums, as kernels_cpu.h's kc_*_bf16 -- the ops of the
-     * list with `work` of kops_conv2d_bf16_len(g) / kops_dense_bf16_len(m,
-     * kk, n) floats in place of col. NULL on a GPU: the run refuses the
-     * precision there before anything is made. */
+     * inputs and fp32 sums -- the ops of the list with `work` in place of
+     * col: kernels_cpu.h's kc_*_bf16 on a CPU (work_len >=
+     * kops_conv2d_bf16_len(g) / kops_dense_bf16_len(m, kk, n) floats),
+     * kernels_cuda.h's kg_*_bf16 on a GPU (kops_conv2d_bf16_gpu_len(g, 1)
+     * and up / kops_dense_bf16_gpu_len(m, kk, n)). */
     int (*conv2d_fwd_bf16)(strata__kdev_t *k, const kops_conv2d_t *g,
                            const float *X, const float *W, const float *b,
                            float *Y, float *work, size_t work_len);
@@ -146,5 +147,9 @@ int strata__gpu_present(void);
 int strata__gpu_count(int *n, const char **why);
 /* The context of GPU `index`, made once (thread-safe). */
 int strata__kdev_gpu(int index, strata__kdev_t **out);
+/* The compute capability of GPU `index` (loads the module): STRATA_OK,
+ * else STRATA_ENOTSUP (no CUDA build or module) or STRATA_EDEVICE (no such
+ * GPU), nothing logged. */
+int strata__gpu_arch(int index, int *major, int *minor);
 
 #endif /* STRATA_CORE_KOPS_H */

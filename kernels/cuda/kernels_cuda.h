@@ -49,6 +49,9 @@ const char *kg_last_error(void);
  * error, never a crash, so callers can probe freely. */
 int kg_device_count(int *n);
 int kg_set_device(int dev);                 /* for the calling thread */
+/* The compute capability of device dev (8.0 and up: bf16 tensor cores,
+ * which the *_bf16 ops below need). */
+int kg_device_arch(int dev, int *major, int *minor);
 
 int kg_stream_create(kg_stream_t *out);     /* non-blocking stream; NULL on failure */
 int kg_stream_destroy(kg_stream_t s);       /* NULL: no-op */
@@ -152,6 +155,32 @@ int kg_topk_count(int m, int c, int k, const float *x, const int32_t *labels,
 #define KG_SUMSQ_BLOCKS 256
 #define KG_SUMSQ_SCRATCH (KG_SUMSQ_BLOCKS + 1)
 int kg_sumsq(size_t n, const float *x, double *scratch, kg_stream_t s);
+
+/* ---- mixed_bfloat16: bf16 GEMM inputs, fp32 accumulation ----------------
+ * The twins of kernels_cpu.h's kc_*_bf16 on a GPU of compute capability
+ * 8.0 or newer: the operands are rounded to bf16 (round to nearest even,
+ * __float2bfloat16_rn) into `work` and multiplied by cuBLAS GemmEx with
+ * fp32 accumulation (CUBLAS_COMPUTE_32F, tensor cores); bias, relu,
+ * outputs and gradients fp32, as the float32 ops. `work`: DEVICE memory of
+ * work_len floats, at least kops_conv2d_bf16_gpu_len(g, 1) /
+ * kops_dense_bf16_gpu_len(m, kk, n) (kops_list.h; else KG_EINVAL); a
+ * conv2d takes as many images per GEMM as work_len holds. Deterministic
+ * on a given GPU for given shapes and work_len (cuBLAS's guarantee), not
+ * the CPU's bits. */
+int kg_conv2d_fwd_bf16(kg_blas_t h, const kops_conv2d_t *g, const float *X,
+                       const float *W, const float *b, float *Y, float *work,
+                       size_t work_len, kg_stream_t s);
+int kg_conv2d_bwd_bf16(kg_blas_t h, const kops_conv2d_t *g, const float *X,
+                       const float *W, const float *dY, float *dW, float *db,
+                       float *dX, float *work, size_t work_len,
+                       kg_stream_t s);
+int kg_dense_fwd_bf16(kg_blas_t h, int m, int kk, int n, const float *X,
+                      const float *W, const float *b, float *Y, float *work,
+                      size_t work_len, kg_stream_t s);
+int kg_dense_bwd_bf16(kg_blas_t h, int m, int kk, int n, const float *X,
+                      const float *W, const float *dY, float *dW, float *db,
+                      float *dX, float *work, size_t work_len,
+                      kg_stream_t s);
 
 /* Host function: kops_conv2d_col_len(g), the im2col workspace of one
  * image; conv2d's `col` is DEVICE workspace of at least this many floats

@@ -3,7 +3,8 @@
  * kh*kw*c taps in the kernel's [kh][kw][c] order), Y = col W is one cuBLAS
  * sgemm, and the backward pass is dW (+)= col^T dY, dcol = dY W^T and
  * col2im. Groups hold as many images as col_len floats allow, exactly as the
- * CPU twin, so the same workspace serves both. */
+ * CPU twin, so the same workspace serves both. mixed_bfloat16 (at the end):
+ * the same steps with col, W and dY in bf16 and GemmEx. */
 #include "kg_internal.h"
 
 static size_t kg_taps(const kops_conv2d_t *g)
@@ -26,11 +27,19 @@ static int kg_group_of(const kops_conv2d_t *g, size_t col_len)
     return k > (size_t)g->n ? g->n : (int)k;
 }
 
+/* A float stored as col's type: itself, or rounded to bf16. */
+static __device__ __forceinline__ void kg_put(float *p, float v) { *p = v; }
+static __device__ __forceinline__ void kg_put(kg_bf16 *p, float v)
+{
+    *p = __float2bfloat16_rn(v);
+}
+
 /* col[(i*oh + oy)*ow + ox][(ky*kw + kx)*c + ch] = X[i][y][x][ch], zero in
  * the padding; one thread per col element, taps innermost (coalesced
  * writes, and reads along channels). */
+template <typename T>
 __global__ void kg_im2col_k(size_t total, kops_conv2d_t g, const float *X,
-                            float *col)
+                            T *col)
 {
     size_t K = (size_t)g.kh * g.kw * g.c;
     KG_FOR(idx, total) {
@@ -43,9 +52,9 @@ __global__ void kg_im2col_k(size_t total, kops_conv2d_t g, const float *X,
         size_t i = o.i;
         int y = oy * g.stride_h - g.pad_top + ky;
         int x = ox * g.stride_w - g.pad_left + kx;
-        col[idx] = (y >= 0 && y < g.h && x >= 0 && x < g.w)
-                       ? X[((i * g.h + y) * g.w + x) * g.c + ch]
-                       : 0.0f;
+        kg_put(col + idx, (y >= 0 && y < g.h && x >= 0 && x < g.w)
+                              ? X[((i * g.h + y) * g.w + x) * g.c + ch]
+                              : 0.0f);
     }
 }
 
@@ -84,8 +93,9 @@ __global__ void kg_col2im_k(size_t total, kops_conv2d_t g,
     }
 }
 
-static int kg_im2col(const kops_conv2d_t *g, int m, const float *X,
-                     float *col, kg_stream_t s)
+template <typename T>
+static int kg_im2col(const kops_conv2d_t *g, int m, const float *X, T *col,
+                     kg_stream_t s)
 {
     size_t total = (size_t)m * kg_conv2d_col_len(g);
     if (total == 0)
@@ -189,6 +199,126 @@ int kg_conv2d_bwd(kg_blas_t h, const kops_conv2d_t *g, const float *X,
                          col);
         if (rc == KG_OK)
             rc = kg_col2im(g, m, col, dX + (size_t)i * in_img, s);
+    }
+    return rc;
+}
+
+/* ---- mixed_bfloat16 ------------------------------------------------------ */
+
+/* The workspace's parts (kops_conv2d_bf16_gpu_len): W, a group's im2col
+ * and its dY in bf16, the group's dX columns in fp32; `group` images, as
+ * many as work_len holds. */
+typedef struct conv_bf16 {
+    kg_bf16 *w, *col, *dy;
+    float   *dcol;
+    int      group;
+} conv_bf16_t;
+
+static int conv_parts(const char *who, const kops_conv2d_t *g, float *work,
+                      size_t work_len, conv_bf16_t *p)
+{
+    if (!work || work_len < kops_conv2d_bf16_gpu_len(g, 1))
+        return kg__fail(KG_EINVAL, who);
+    size_t one = kops_conv2d_bf16_gpu_len(g, 1);
+    size_t each = kops_conv2d_bf16_gpu_len(g, 2) - one;  /* >= one image */
+    size_t more = each ? (work_len - one) / each : 0;
+    p->group = more + 1 < (size_t)g->n ? (int)(more + 1) : g->n;
+    while (p->group > 1 &&
+           kops_conv2d_bf16_gpu_len(g, (size_t)p->group) > work_len)
+        p->group--;                  /* the parts' rounding, at the margin */
+    size_t K = kg_taps(g), F = (size_t)g->f;
+    size_t rows = (size_t)p->group * g->oh * g->ow;
+    size_t at = 0;
+    p->w = (kg_bf16 *)work;
+    at += kops_bf16_part(K * F);
+    p->col = (kg_bf16 *)(work + at);
+    at += kops_bf16_part(rows * K);
+    p->dy = (kg_bf16 *)(work + at);
+    at += kops_bf16_part(rows * F);
+    p->dcol = work + at;
+    return KG_OK;
+}
+
+int kg_conv2d_fwd_bf16(kg_blas_t h, const kops_conv2d_t *g, const float *X,
+                       const float *W, const float *b, float *Y, float *work,
+                       size_t work_len, kg_stream_t s)
+{
+    if (!g)
+        return kg__fail(KG_EINVAL, "kg_conv2d_fwd_bf16: no geometry");
+    if (g->n <= 0 || g->f <= 0)
+        return KG_OK;                           /* as kc_conv2d_fwd_bf16 */
+    if (!h)
+        return kg__fail(KG_EINVAL, "kg_conv2d_fwd_bf16: no cuBLAS handle");
+    conv_bf16_t p;
+    int rc = conv_parts("kg_conv2d_fwd_bf16: work_len below one image",
+                        g, work, work_len, &p);
+    size_t plane = (size_t)g->oh * g->ow;
+    size_t in_img = (size_t)g->h * g->w * g->c;
+    int K = (int)kg_taps(g), F = g->f;
+    if (rc == KG_OK)
+        rc = kg__bf16_of((size_t)K * F, W, p.w, s);
+    for (int i = 0; i < g->n && rc == KG_OK; i += p.group) {
+        int m = g->n - i < p.group ? g->n - i : p.group;
+        int rows = (int)(plane * (size_t)m);
+        rc = kg_im2col(g, m, X + (size_t)i * in_img, p.col, s);
+        /* Y[rows x F] = col[rows x K] W[K x F] */
+        if (rc == KG_OK)
+            rc = kg__gemm_bf16_rm(h, s, false, false, rows, F, K, p.col, K,
+                                  p.w, F, 0.0f, Y + (size_t)i * plane * F);
+    }
+    if (rc == KG_OK && b)
+        rc = kg_bias_add((int)(plane * (size_t)g->n), F, b, Y, s);
+    if (rc == KG_OK && g->relu)
+        rc = kg_relu_fwd(plane * (size_t)g->n * (size_t)F, Y, Y, s);
+    return rc;
+}
+
+int kg_conv2d_bwd_bf16(kg_blas_t h, const kops_conv2d_t *g, const float *X,
+                       const float *W, const float *dY, float *dW, float *db,
+                       float *dX, float *work, size_t work_len,
+                       kg_stream_t s)
+{
+    if (!g || !dW)
+        return kg__fail(KG_EINVAL, "kg_conv2d_bwd_bf16: no geometry or dW");
+    size_t plane = (size_t)g->oh * g->ow;
+    size_t in_img = (size_t)g->h * g->w * g->c;
+    int K = (int)kg_taps(g), F = g->f;
+    int rc = KG_OK;
+    if (db)
+        rc = kg_bias_grad((int)(plane * (size_t)(g->n > 0 ? g->n : 0)), F, dY,
+                          db, s);
+    if (rc != KG_OK)
+        return rc;
+    if (g->n <= 0) {                            /* as kc: dW = 0 */
+        size_t kf = (size_t)K * (size_t)(F > 0 ? F : 0);
+        return kf ? kg__cuda(cudaMemsetAsync(dW, 0, kf * sizeof *dW, s))
+                  : KG_OK;
+    }
+    if (!h)
+        return kg__fail(KG_EINVAL, "kg_conv2d_bwd_bf16: no cuBLAS handle");
+    conv_bf16_t p;
+    rc = conv_parts("kg_conv2d_bwd_bf16: work_len below one image", g, work,
+                    work_len, &p);
+    if (rc == KG_OK && dX)
+        rc = kg__bf16_of((size_t)K * F, W, p.w, s);
+    for (int i = 0; i < g->n && rc == KG_OK; i += p.group) {
+        int m = g->n - i < p.group ? g->n - i : p.group;
+        int rows = (int)(plane * (size_t)m);
+        rc = kg_im2col(g, m, X + (size_t)i * in_img, p.col, s);
+        if (rc == KG_OK)
+            rc = kg__bf16_of((size_t)rows * F, dY + (size_t)i * plane * F,
+                             p.dy, s);
+        /* dW[K x F] (+)= col^T[K x rows] dY[rows x F] */
+        if (rc == KG_OK)
+            rc = kg__gemm_bf16_rm(h, s, true, false, K, F, rows, p.col, K,
+                                  p.dy, F, i == 0 ? 0.0f : 1.0f, dW);
+        if (rc != KG_OK || !dX)
+            continue;
+        /* dcol[rows x K] = dY[rows x F] W^T[F x K], fp32 */
+        rc = kg__gemm_bf16_rm(h, s, false, true, rows, K, F, p.dy, F, p.w, F,
+                              0.0f, p.dcol);
+        if (rc == KG_OK)
+            rc = kg_col2im(g, m, p.dcol, dX + (size_t)i * in_img, s);
     }
     return rc;
 }

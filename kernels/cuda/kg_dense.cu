@@ -1,6 +1,7 @@
 /* Dense layer on cuBLAS. cuBLAS is column-major; a row-major A[r x c] is the
  * column-major A^T, so row-major C = A B is computed as C^T = B^T A^T by
- * swapping the operands (no transposes are materialised). */
+ * swapping the operands (no transposes are materialised). mixed_bfloat16:
+ * the same GEMMs on bf16 copies (GemmEx, fp32 accumulation). */
 #include <cublas_v2.h>
 
 #include "kg_internal.h"
@@ -31,6 +32,41 @@ int kg__gemm_rm(kg_blas_t h, kg_stream_t s, bool ta, bool tb, int rows,
                      ta ? CUBLAS_OP_T : CUBLAS_OP_N, cols, rows, inner, &one,
                      B, ldb, A, lda, &beta, C, cols);
     return st == CUBLAS_STATUS_SUCCESS ? KG_OK : kg_blas_fail(st);
+}
+
+/* kg__gemm_rm's twin on bf16 operands: C stays fp32, the products are
+ * summed in fp32 (tensor cores on compute capability 8.0+). */
+int kg__gemm_bf16_rm(kg_blas_t h, kg_stream_t s, bool ta, bool tb, int rows,
+                     int cols, int inner, const kg_bf16 *A, int lda,
+                     const kg_bf16 *B, int ldb, float beta, float *C)
+{
+    if (rows == 0 || cols == 0)
+        return KG_OK;
+    if (inner == 0)
+        return beta != 0.0f ? KG_OK
+                            : kg__cuda(cudaMemsetAsync(C, 0, sizeof(float)
+                                       * (size_t)rows * (size_t)cols, s));
+    cublasStatus_t st = cublasSetStream(h, s);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return kg_blas_fail(st);
+    const float one = 1.0f;
+    st = cublasGemmEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                      ta ? CUBLAS_OP_T : CUBLAS_OP_N, cols, rows, inner, &one,
+                      B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda, &beta, C,
+                      CUDA_R_32F, cols, CUBLAS_COMPUTE_32F,
+                      CUBLAS_GEMM_DEFAULT);
+    return st == CUBLAS_STATUS_SUCCESS ? KG_OK : kg_blas_fail(st);
+}
+
+__global__ void kg_bf16_of_k(size_t n, const float *x, kg_bf16 *y)
+{
+    KG_FOR(i, n)
+        y[i] = __float2bfloat16_rn(x[i]);
+}
+
+int kg__bf16_of(size_t n, const float *x, kg_bf16 *y, kg_stream_t s)
+{
+    KG_LAUNCH(kg_bf16_of_k, n, s, x, y);
 }
 
 __global__ void kg_bias_add_k(size_t total, int n, const float *b, float *Y)
@@ -116,5 +152,81 @@ int kg_dense_bwd(kg_blas_t h, int m, int k, int n, const float *X,
     /* dX[m x k] = dY[m x n] W^T[n x k]: W (k x n, ld n) used transposed. */
     if (rc == KG_OK && dX)
         rc = kg__gemm_rm(h, s, false, true, m, k, n, dY, n, W, n, 0.0f, dX);
+    return rc;
+}
+
+/* ---- mixed_bfloat16 ------------------------------------------------------ */
+
+/* The workspace's parts (kops_dense_bf16_gpu_len): X, W and dY in bf16. */
+typedef struct dense_bf16 {
+    kg_bf16 *x, *w, *dy;
+} dense_bf16_t;
+
+static int dense_parts(const char *who, int m, int k, int n, float *work,
+                       size_t work_len, dense_bf16_t *p)
+{
+    if (!work || work_len < kops_dense_bf16_gpu_len(m, k, n))
+        return kg__fail(KG_EINVAL, who);
+    size_t M = (size_t)m, K = (size_t)k, N = (size_t)n;
+    p->x = (kg_bf16 *)work;
+    p->w = (kg_bf16 *)(work + kops_bf16_part(M * K));
+    p->dy = (kg_bf16 *)(work + kops_bf16_part(M * K) +
+                        kops_bf16_part(K * N));
+    return KG_OK;
+}
+
+int kg_dense_fwd_bf16(kg_blas_t h, int m, int k, int n, const float *X,
+                      const float *W, const float *b, float *Y, float *work,
+                      size_t work_len, kg_stream_t s)
+{
+    if (m <= 0 || n <= 0 || k < 0)
+        return KG_OK;                           /* as kc_dense_fwd_bf16 */
+    if (!h)
+        return kg__fail(KG_EINVAL, "kg_dense_fwd_bf16: no cuBLAS handle");
+    dense_bf16_t p;
+    int rc = dense_parts("kg_dense_fwd_bf16: work_len below "
+                         "kops_dense_bf16_gpu_len", m, k, n, work, work_len,
+                         &p);
+    if (rc == KG_OK)
+        rc = kg__bf16_of((size_t)m * k, X, p.x, s);
+    if (rc == KG_OK)
+        rc = kg__bf16_of((size_t)k * n, W, p.w, s);
+    if (rc == KG_OK)
+        rc = kg__gemm_bf16_rm(h, s, false, false, m, n, k, p.x, k, p.w, n,
+                              0.0f, Y);
+    if (rc == KG_OK && b)
+        rc = kg_bias_add(m, n, b, Y, s);
+    return rc;
+}
+
+int kg_dense_bwd_bf16(kg_blas_t h, int m, int k, int n, const float *X,
+                      const float *W, const float *dY, float *dW, float *db,
+                      float *dX, float *work, size_t work_len,
+                      kg_stream_t s)
+{
+    if (m < 0 || k < 0 || n < 0)
+        return KG_OK;                           /* as kc_dense_bwd_bf16 */
+    if (!h)
+        return kg__fail(KG_EINVAL, "kg_dense_bwd_bf16: no cuBLAS handle");
+    dense_bf16_t p;
+    int rc = dense_parts("kg_dense_bwd_bf16: work_len below "
+                         "kops_dense_bf16_gpu_len", m, k, n, work, work_len,
+                         &p);
+    if (rc == KG_OK)
+        rc = kg__bf16_of((size_t)m * k, X, p.x, s);
+    if (rc == KG_OK)
+        rc = kg__bf16_of((size_t)m * n, dY, p.dy, s);
+    /* dW[k x n] = X^T dY */
+    if (rc == KG_OK)
+        rc = kg__gemm_bf16_rm(h, s, true, false, k, n, m, p.x, k, p.dy, n,
+                              0.0f, dW);
+    if (rc == KG_OK)
+        rc = kg_bias_grad(m, n, dY, db, s);
+    /* dX[m x k] = dY W^T */
+    if (rc == KG_OK && dX)
+        rc = kg__bf16_of((size_t)k * n, W, p.w, s);
+    if (rc == KG_OK && dX)
+        rc = kg__gemm_bf16_rm(h, s, false, true, m, k, n, p.dy, n, p.w, n,
+                              0.0f, dX);
     return rc;
 }

@@ -3,6 +3,7 @@
 #ifndef STRATA_KG_INTERNAL_H
 #define STRATA_KG_INTERNAL_H
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "kernels_cuda.h"
@@ -59,4 +60,13 @@ static __device__ __forceinline__ kg_nhwc kg_nhwc_of(size_t idx, int h, int w,
 int kg__gemm_rm(kg_blas_t h, kg_stream_t s, bool ta, bool tb, int rows,
                 int cols, int inner, const float *A, int lda, const float *B,
                 int ldb, float beta, float *C);
+
+/* mixed_bfloat16 (kg_dense.cu): y[i] = x[i] rounded to bf16 (nearest
+ * even), and kg__gemm_rm on bf16 operands with fp32 accumulation into an
+ * fp32 C. */
+typedef __nv_bfloat16 kg_bf16;
+int kg__bf16_of(size_t n, const float *x, kg_bf16 *y, kg_stream_t s);
+int kg__gemm_bf16_rm(kg_blas_t h, kg_stream_t s, bool ta, bool tb, int rows,
+                     int cols, int inner, const kg_bf16 *A, int lda,
+                     const kg_bf16 *B, int ldb, float beta, float *C);
 #endif /* STRATA_KG_INTERNAL_H */

@@ -56,6 +56,18 @@ int kg_set_device(int dev)
     return kg__cuda(cudaSetDevice(dev));
 }
 
+int kg_device_arch(int dev, int *major, int *minor)
+{
+    if (!major || !minor)
+        return kg__fail(KG_EINVAL, "kg_device_arch: NULL output");
+    int rc = kg__cuda(cudaDeviceGetAttribute(
+        major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (rc == KG_OK)
+        rc = kg__cuda(cudaDeviceGetAttribute(
+            minor, cudaDevAttrComputeCapabilityMinor, dev));
+    return rc;
+}
+
 int kg_stream_create(kg_stream_t *out)
 {
     if (!out)

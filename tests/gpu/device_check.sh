@@ -90,19 +90,23 @@ stage tests 300 "$out/tests.log" ctest --test-dir "$b" --output-on-failure \
 grep -E "tests passed|Passed|Failed|Skipped|\*\*\*" "$out/tests.log" |
     sed 's/^/  /' | tee -a "$summary"
 
-# Steps of the seeds' CNN on one GPU against the CPU, the same job (the
-# first steps, cuBLAS's start among them, are in the mean: 300 steps).
+# Steps of the seeds' CNN on one GPU against the CPU, the same job, in
+# float32 and mixed_bfloat16 (the first steps, cuBLAS's start among them,
+# are in the mean: 300 steps).
 {
     for dev in gpu:0 cpu:0; do
-        for bs in 64 256; do
-            steps=300
-            [ "$dev" = cpu:0 ] && steps=40
-            echo "--- $dev, global batch $bs, $steps steps"
-            timeout 120 "$b/bin/strata" train -c etc/seeds-cnn.ini \
-                --set train.devices=$dev --set train.batch_size=$bs \
-                --set train.max_steps=$steps --set train.eval=false \
-                --set data.validation_split= --set train.progress=line 2>&1 |
-                grep -E "ms/step|error|done"
+        for prec in float32 mixed_bfloat16; do
+            for bs in 64 256; do
+                steps=300
+                [ "$dev" = cpu:0 ] && steps=40
+                echo "--- $dev, $prec, global batch $bs, $steps steps"
+                timeout 120 "$b/bin/strata" train -c etc/seeds-cnn.ini \
+                    --set train.devices=$dev --set train.batch_size=$bs \
+                    --set train.max_steps=$steps --set train.eval=false \
+                    --set train.precision=$prec \
+                    --set data.validation_split= --set train.progress=line \
+                    2>&1 | grep -E "ms/step|error|done|precision"
+            done
         done
     done
 } >"$out/bench.log" 2>&1

@@ -394,3 +394,173 @@ static int arg_req(const char *op, const char *cond, int ok)
     }
 #include "kops_list.h"
 #undef KOP
+
+/* ---- mixed_bfloat16 --------------------------------------------------------
+ * The twins round their operands to bf16 into host copies (kc_bf16_of:
+ * nearest even, as __float2bfloat16_rn, but denormals to zero) and run
+ * the float32 kernels on them: a product of two bf16 is exact in fp32, so
+ * this is the GPU ops' arithmetic but for the order of the sums. Bias
+ * gradients from the fp32 dY, as the GPU's. The device workspace is
+ * checked for the length kernels/cuda asks, and not used. */
+
+int kg_device_arch(int dev, int *major, int *minor)
+{
+    if (dev < 0 || dev >= ndev()) {
+        t_err = "invalid device ordinal (fake)";
+        return KG_ECUDA;
+    }
+    const char *e = getenv("FAKE_KG_ARCH");    /* "8.6"; default 9.0 */
+    *major = 9;
+    *minor = 0;
+    if (e && sscanf(e, "%d.%d", major, minor) != 2)
+        *major = 0;
+    return KG_OK;
+}
+
+static float *bf16_copy(const float *x, size_t n)
+{
+    float *y = malloc(F(n ? n : 1));
+    for (size_t i = 0; y && i < n; i++) {
+        uint32_t w = (uint32_t)kc_bf16_of(x[i]) << 16;
+        memcpy(&y[i], &w, sizeof w);
+    }
+    return y;
+}
+
+/* The checks every twin makes: handle, stream, the workspace. */
+static int bf16_args(const char *op, kg_blas_t h, kg_stream_t s,
+                     const float *work, size_t work_len, size_t need)
+{
+    return arg_req(op, "a cuBLAS handle", h != NULL) && stream_ok(s) &&
+           arg_req(op, "work_len >= the kernels' length", work_len >= need) &&
+           arg_dev(op, "work", work, F(work_len));
+}
+
+static size_t conv_in(const kops_conv2d_t *g)
+{
+    return kops_n4(g->n, g->h, g->w, g->c);
+}
+static size_t conv_out(const kops_conv2d_t *g)
+{
+    return kops_n4(g->n, g->oh, g->ow, g->f);
+}
+static size_t conv_w(const kops_conv2d_t *g)
+{
+    return kops_n4(g->kh, g->kw, g->c, g->f);
+}
+
+int kg_conv2d_fwd_bf16(kg_blas_t h, const kops_conv2d_t *g, const float *X,
+                       const float *W, const float *b, float *Y, float *work,
+                       size_t work_len, kg_stream_t s)
+{
+    if (!g)
+        return KG_EINVAL;
+    if (g->n <= 0 || g->f <= 0)
+        return KG_OK;
+    const char *op = __func__;
+    if (!bf16_args(op, h, s, work, work_len, kops_conv2d_bf16_gpu_len(g, 1))
+        || !arg_dev(op, "X", X, F(conv_in(g))) ||
+        !arg_dev(op, "W", W, F(conv_w(g))) ||
+        (b && !arg_dev(op, "b", b, F(g->f))) ||
+        !arg_dev(op, "Y", Y, F(conv_out(g))))
+        return KG_EINVAL;
+    size_t cl = kops_conv2d_col_len(g);
+    float *xr = bf16_copy(X, conv_in(g)), *wr = bf16_copy(W, conv_w(g));
+    float *col = malloc(F(cl ? cl : 1));
+    int rc = xr && wr && col ? KG_OK : KG_ECUDA;
+    if (rc == KG_OK)
+        kc_conv2d_fwd(g, xr, wr, b, Y, col, cl);
+    free(xr);
+    free(wr);
+    free(col);
+    return rc;
+}
+
+int kg_conv2d_bwd_bf16(kg_blas_t h, const kops_conv2d_t *g, const float *X,
+                       const float *W, const float *dY, float *dW, float *db,
+                       float *dX, float *work, size_t work_len,
+                       kg_stream_t s)
+{
+    const char *op = __func__;
+    if (!g || !arg_dev(op, "dW", dW, F(conv_w(g))) ||
+        (db && !arg_dev(op, "db", db, F(g->f > 0 ? g->f : 0))))
+        return KG_EINVAL;
+    if (g->n <= 0) {
+        memset(dW, 0, F(conv_w(g)));
+        if (db)
+            memset(db, 0, F(g->f > 0 ? g->f : 0));
+        return KG_OK;
+    }
+    if (!bf16_args(op, h, s, work, work_len, kops_conv2d_bf16_gpu_len(g, 1))
+        || !arg_dev(op, "X", X, F(conv_in(g))) ||
+        !arg_dev(op, "W", W, F(conv_w(g))) ||
+        !arg_dev(op, "dY", dY, F(conv_out(g))) ||
+        (dX && !arg_dev(op, "dX", dX, F(conv_in(g)))))
+        return KG_EINVAL;
+    size_t cl = kops_conv2d_col_len(g);
+    float *xr = bf16_copy(X, conv_in(g)), *wr = bf16_copy(W, conv_w(g));
+    float *dyr = bf16_copy(dY, conv_out(g)), *col = malloc(F(cl ? cl : 1));
+    int rc = xr && wr && dyr && col ? KG_OK : KG_ECUDA;
+    if (rc == KG_OK) {
+        kc_conv2d_bwd(g, xr, wr, dyr, dW, NULL, dX, col, cl);
+        if (db)
+            kc_bias_grad(g->n * g->oh * g->ow, g->f, dY, db);
+    }
+    free(xr);
+    free(wr);
+    free(dyr);
+    free(col);
+    return rc;
+}
+
+int kg_dense_fwd_bf16(kg_blas_t h, int m, int kk, int n, const float *X,
+                      const float *W, const float *b, float *Y, float *work,
+                      size_t work_len, kg_stream_t s)
+{
+    if (m <= 0 || n <= 0 || kk < 0)
+        return KG_OK;
+    const char *op = __func__;
+    if (!bf16_args(op, h, s, work, work_len, kops_dense_bf16_gpu_len(m, kk, n))
+        || !arg_dev(op, "X", X, F(MN(m, kk))) ||
+        !arg_dev(op, "W", W, F(MN(kk, n))) ||
+        (b && !arg_dev(op, "b", b, F(n))) ||
+        !arg_dev(op, "Y", Y, F(MN(m, n))))
+        return KG_EINVAL;
+    float *xr = bf16_copy(X, MN(m, kk)), *wr = bf16_copy(W, MN(kk, n));
+    int rc = xr && wr ? KG_OK : KG_ECUDA;
+    if (rc == KG_OK)
+        kc_dense_fwd(m, kk, n, xr, wr, b, Y);
+    free(xr);
+    free(wr);
+    return rc;
+}
+
+int kg_dense_bwd_bf16(kg_blas_t h, int m, int kk, int n, const float *X,
+                      const float *W, const float *dY, float *dW, float *db,
+                      float *dX, float *work, size_t work_len,
+                      kg_stream_t s)
+{
+    if (m < 0 || kk < 0 || n < 0)
+        return KG_OK;
+    const char *op = __func__;
+    if (!bf16_args(op, h, s, work, work_len, kops_dense_bf16_gpu_len(m, kk, n))
+        || !arg_dev(op, "X", X, F(MN(m, kk))) ||
+        !arg_dev(op, "W", W, F(MN(kk, n))) ||
+        !arg_dev(op, "dY", dY, F(MN(m, n))) ||
+        !arg_dev(op, "dW", dW, F(MN(kk, n))) ||
+        !arg_dev(op, "db", db, F(n)) ||
+        (dX && !arg_dev(op, "dX", dX, F(MN(m, kk)))))
+        return KG_EINVAL;
+    float *xr = bf16_copy(X, MN(m, kk)), *wr = bf16_copy(W, MN(kk, n));
+    float *dyr = bf16_copy(dY, MN(m, n)), *dbr = malloc(F(n ? n : 1));
+    int rc = xr && wr && dyr && dbr ? KG_OK : KG_ECUDA;
+    if (rc == KG_OK) {
+        kc_dense_bwd(m, kk, n, xr, wr, dyr, dW, dbr, dX);
+        kc_bias_grad(m, n, dY, db);
+    }
+    free(xr);
+    free(wr);
+    free(dyr);
+    free(dbr);
+    return rc;
+}

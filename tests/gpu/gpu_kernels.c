@@ -6,7 +6,10 @@
  * 1e-5 relative for gelu and softmax forward (CUDA's erfcf / expf);
  * 1e-6 for batchnorm and layernorm, whose sums over rows are a tree of
  * doubles on the GPU (bn_stats: the same bits from the same sums);
- * maxpool2d, avgpool2d and dropout are bitwise equal everywhere. Without a CUDA device it prints the reason and
+ * maxpool2d, avgpool2d and dropout are bitwise equal everywhere.
+ * mixed_bfloat16 (kg_*_bf16): against the CPU's float32 kernels on the
+ * operands rounded to bf16 (exact products, fp32 sums: the same
+ * arithmetic but for the order), 5e-4 norm-wise. Without a CUDA device it prints the reason and
  * exits 77 (ctest: Skipped). `gpu_kernels --probe` only does that check
  * (exit 0 with a device), for the compute-sanitizer wrapper. */
 #include "check.h"
@@ -633,6 +636,134 @@ static void test_conv(int n, int h, int w, int c, int kh, int kw, int f,
     for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++)
         free(ptrs[i]);
     float *gptrs[] = { gX, gW, gb, gdY, gcol, gY, gdW, gdb, gdX };
+    for (size_t i = 0; i < sizeof gptrs / sizeof *gptrs; i++)
+        dev_free(gptrs[i]);
+}
+
+/* ---- mixed_bfloat16 ---------------------------------------------------- */
+
+/* x rounded to bf16 (kc_bf16_of), as floats. */
+static float *bf16_copy(const float *x, size_t n)
+{
+    float *y = fill(n, 0, 0);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t w = (uint32_t)kc_bf16_of(x[i]) << 16;
+        memcpy(&y[i], &w, sizeof w);
+    }
+    return y;
+}
+
+static void expect_bf16(const char *what, const char *shape, size_t n,
+                        const float *want, const float *d)
+{
+    float *got = fill(n, 0, 0);
+    to_host(got, d, n * sizeof *got);
+    double e = norm_rel(got, want, n);
+    CHECKF(e <= 5e-4, "%s %s: error %g", what, shape, e);
+    free(got);
+}
+
+static void test_dense_bf16(int m, int k, int n)
+{
+    size_t mk = (size_t)m * k, kn = (size_t)k * n, mn = (size_t)m * n;
+    char shape[64];
+    snprintf(shape, sizeof shape, "%dx%dx%d", m, k, n);
+    float *X = fill(mk, -1, 1), *W = fill(kn, -1, 1), *b = fill(n, -1, 1);
+    float *dY = fill(mn, -1, 1);
+    float *Xr = bf16_copy(X, mk), *Wr = bf16_copy(W, kn);
+    float *dYr = bf16_copy(dY, mn);
+    float *Y = fill(mn, 0, 0), *dW = fill(kn, 0, 0), *db = fill(n, 0, 0);
+    float *dX = fill(mk, 0, 0), *db32 = fill(n, 0, 0);
+    kc_dense_fwd(m, k, n, Xr, Wr, b, Y);
+    kc_dense_bwd(m, k, n, Xr, Wr, dYr, dW, db, dX);
+    kc_bias_grad(m, n, dY, db32);             /* db from the fp32 dY */
+    size_t wl = kops_dense_bf16_gpu_len(m, k, n);
+    float *gX = dev_from(X, mk * 4), *gW = dev_from(W, kn * 4);
+    float *gb = dev_from(b, (size_t)n * 4), *gdY = dev_from(dY, mn * 4);
+    float *gY = dev_from(NULL, mn * 4), *gdW = dev_from(NULL, kn * 4);
+    float *gdb = dev_from(NULL, (size_t)n * 4), *gdX = dev_from(NULL, mk * 4);
+    float *gw = dev_from(NULL, wl * 4);
+    int rc = kg_dense_fwd_bf16(H, m, k, n, gX, gW, gb, gY, gw, wl, S);
+    CHECKF(rc == 0, "kg_dense_fwd_bf16 %s: %s", shape, kg_last_error());
+    expect_bf16("dense_fwd_bf16 Y", shape, mn, Y, gY);
+    rc = kg_dense_bwd_bf16(H, m, k, n, gX, gW, gdY, gdW, gdb, gdX, gw, wl, S);
+    CHECKF(rc == 0, "kg_dense_bwd_bf16 %s: %s", shape, kg_last_error());
+    expect_bf16("dense_bwd_bf16 dW", shape, kn, dW, gdW);
+    expect_bf16("dense_bwd_bf16 dX", shape, mk, dX, gdX);
+    expect_elem("dense_bwd_bf16 db", (size_t)n, db32, gdb);
+    if (m > 0 && n > 0 && wl > 64)      /* a workspace too short: refused */
+        CHECK(kg_dense_fwd_bf16(H, m, k, n, gX, gW, gb, gY, gw, wl - 64, S)
+              == KG_EINVAL);
+    float *ptrs[] = { X, W, b, dY, Xr, Wr, dYr, Y, dW, db, dX, db32 };
+    for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++)
+        free(ptrs[i]);
+    float *gptrs[] = { gX, gW, gb, gdY, gY, gdW, gdb, gdX, gw };
+    for (size_t i = 0; i < sizeof gptrs / sizeof *gptrs; i++)
+        dev_free(gptrs[i]);
+}
+
+/* One conv2d geometry in bf16 (the fused relu forward too), with a
+ * workspace of `group` images (and some floats more, which must not
+ * count). */
+static void test_conv_bf16(int n, int h, int w, int c, int kh, int kw, int f,
+                           int sh, int sw, int pt, int pl, int pb, int pr,
+                           int group)
+{
+    kops_conv2d_t g = { n, h, w, c, kh, kw, f, sh, sw, pt, pl,
+                         (h + pt + pb - kh) / sh + 1,
+                         (w + pl + pr - kw) / sw + 1, 0, 0 };
+    char shape[128];
+    snprintf(shape, sizeof shape,
+             "bf16 n%d %dx%dx%d k%dx%d f%d s%d,%d pad %d,%d,%d,%d group %d",
+             n, h, w, c, kh, kw, f, sh, sw, pt, pl, pb, pr, group);
+    size_t nx = (size_t)n * h * w * c, nw = (size_t)kh * kw * c * f;
+    size_t ny = (size_t)n * g.oh * g.ow * f, cl = kc_conv2d_col_len(&g);
+    size_t wl = kops_conv2d_bf16_gpu_len(&g, (size_t)group) + 100;
+    float *X = fill(nx, -1, 1), *W = fill(nw, -1, 1), *b = fill(f, -1, 1);
+    float *dY = fill(ny, -1, 1), *col = fill(cl, 0, 0);
+    float *Xr = bf16_copy(X, nx), *Wr = bf16_copy(W, nw);
+    float *dYr = bf16_copy(dY, ny);
+    float *Y = fill(ny, 0, 0), *Yr = fill(ny, 0, 0), *dW = fill(nw, 0, 0);
+    float *db = fill(f, 0, 0), *dX = fill(nx, 0, 0);
+    kc_conv2d_fwd(&g, Xr, Wr, b, Y, col, cl);
+    kc_relu_fwd(ny, Y, Yr);
+    kc_conv2d_bwd(&g, Xr, Wr, dYr, dW, NULL, dX, col, cl);
+    kc_bias_grad(n * g.oh * g.ow, f, dY, db);
+
+    float *gX = dev_from(X, nx * 4), *gW = dev_from(W, nw * 4);
+    float *gb = dev_from(b, (size_t)f * 4), *gdY = dev_from(dY, ny * 4);
+    float *gw = dev_from(NULL, wl * 4), *gY = dev_from(NULL, ny * 4);
+    float *gdW = dev_from(NULL, nw * 4), *gdb = dev_from(NULL, (size_t)f * 4);
+    float *gdX = dev_from(NULL, nx * 4);
+    int rc = kg_conv2d_fwd_bf16(H, &g, gX, gW, gb, gY, gw, wl, S);
+    CHECKF(rc == 0, "kg_conv2d_fwd_bf16 %s: %s", shape, kg_last_error());
+    expect_bf16("conv2d_fwd_bf16 Y", shape, ny, Y, gY);
+    kops_conv2d_t gr = g;
+    gr.relu = 1;
+    rc = kg_conv2d_fwd_bf16(H, &gr, gX, gW, gb, gY, gw, wl, S);
+    CHECKF(rc == 0, "kg_conv2d_fwd_bf16(relu) %s: %s", shape,
+           kg_last_error());
+    expect_bf16("conv2d_fwd_bf16 Y (relu)", shape, ny, Yr, gY);
+    /* garbage first: the backward pass overwrites */
+    CHECK(kg_memset(gdX, 0x7f, nx * 4, S) == 0);
+    CHECK(kg_memset(gdW, 0x7f, nw * 4, S) == 0);
+    rc = kg_conv2d_bwd_bf16(H, &g, gX, gW, gdY, gdW, gdb, gdX, gw, wl, S);
+    CHECKF(rc == 0, "kg_conv2d_bwd_bf16 %s: %s", shape, kg_last_error());
+    expect_bf16("conv2d_bwd_bf16 dW", shape, nw, dW, gdW);
+    expect_bf16("conv2d_bwd_bf16 dX", shape, nx, dX, gdX);
+    expect_elem("conv2d_bwd_bf16 db", (size_t)f, db, gdb);
+    rc = kg_conv2d_bwd_bf16(H, &g, gX, gW, gdY, gdW, NULL, NULL, gw, wl, S);
+    CHECKF(rc == 0, "kg_conv2d_bwd_bf16(db, dX NULL) %s: %s", shape,
+           kg_last_error());
+    expect_bf16("conv2d_bwd_bf16 dW (no dX)", shape, nw, dW, gdW);
+    CHECK(kg_conv2d_fwd_bf16(H, &g, gX, gW, gb, gY, gw,
+                             kops_conv2d_bf16_gpu_len(&g, 1) - 1, S) ==
+          KG_EINVAL);
+
+    float *ptrs[] = { X, W, b, dY, col, Xr, Wr, dYr, Y, Yr, dW, db, dX };
+    for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++)
+        free(ptrs[i]);
+    float *gptrs[] = { gX, gW, gb, gdY, gw, gY, gdW, gdb, gdX };
     for (size_t i = 0; i < sizeof gptrs / sizeof *gptrs; i++)
         dev_free(gptrs[i]);
 }
@@ -1285,6 +1416,21 @@ int main(int argc, char **argv)
                   v[10], v[11], v[12], v[13]);
     }
     test_conv_empty();
+
+    int arch_major = 0, arch_minor = 0;
+    CHECKF(kg_device_arch(0, &arch_major, &arch_minor) == 0,
+           "kg_device_arch: %s", kg_last_error());
+    printf("device 0: compute capability %d.%d\n", arch_major, arch_minor);
+    if (arch_major >= 8) {
+        for (size_t i = 0; i < 5; i++)
+            test_dense_bf16(dense[i][0], dense[i][1], dense[i][2]);
+        test_dense_bf16(128, 36864, 64);         /* the seeds' CNN's */
+        for (size_t i = 0; i < sizeof conv / sizeof *conv; i++) {
+            const int *v = conv[i];
+            test_conv_bf16(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7],
+                           v[8], v[9], v[10], v[11], v[12], v[13]);
+        }
+    }
 
     /* maxpool2d: n, h, w, c, ph, pw, strides. */
     static const int pool[][8] = {

@@ -20,6 +20,10 @@
  *     channels and on features, layernorm first); the MLP with RMSprop
  *     (with momentum) and Adagrad too, whose accumulator opt_create fills
  *     on the device;
+ *   - mixed_bfloat16 on GPUs: [train] precision's check (compute
+ *     capability 8.0 and up) and a CNN trained on gpu:1 through the
+ *     module's bf16 ops, with the workspace the layers size for a GPU,
+ *     close to float32 and not its bits;
  *   - copies and comparisons between CPU and GPUs and GPU to GPU work;
  *   - nothing is left allocated, and no pointer was misused. */
 #include <dlfcn.h>
@@ -28,6 +32,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "run/precision.h"
 #include "runtime.h"
 #include "../model/graph_lines.h"
 
@@ -111,6 +116,7 @@ typedef struct result {
     double   loss[STEPS], eval_loss;
     double   correct, eval_correct; /* the accuracy metric: counts */
     int      x_dev;             /* fake device of work.x             */
+    int      bf16;              /* conv2d and dense: STRATA__BF16_*   */
 } result_t;
 
 static strata__dataset_t g_data;
@@ -172,6 +178,10 @@ static void *train_on(void *arg)
     } else {
         rc = strata__model_build(res->mc->spec, NULL, &res->mc->in, 10, &m);
     }
+    for (int i = 0; rc == STRATA_OK && i < m.nlayers; i++)
+        if (m.layers[i].kind == &strata__layer_conv2d ||
+            m.layers[i].kind == &strata__layer_dense)
+            m.layers[i].bf16 = res->bf16;
     void *values[STRATA__MAX_VARS];
     float *init = malloc(m.count * sizeof(float));
     float *slab = strata__dev_alloc(dev, m.count * sizeof(float));
@@ -378,6 +388,53 @@ static void compare(const model_case_t *mc, const strata__optimizer_cfg_t *opt)
     free(gpu.vars);
 }
 
+/* [train] precision = mixed_bfloat16 on GPUs: allowed on compute
+ * capability 8.0 and up (the fake says 9.0, or $FAKE_KG_ARCH), refused
+ * below with the GPU named. */
+static void precision_check(void)
+{
+    strata__settings_t st;
+    memset(&st, 0, sizeof st);
+    st.train.precision = STRATA__PREC_MIXED_BFLOAT16;
+    st.train.devices = "gpu:0, gpu:1";
+    CHECK(strata__precision_check(NULL, &st) == STRATA_OK);
+    CHECK(strcmp(strata__precision_name(&st),
+                 "mixed_bfloat16 (cuBLAS bf16 GEMMs, fp32 sums)") == 0);
+    setenv("FAKE_KG_ARCH", "7.5", 1);
+    CHECK(strata__precision_check(NULL, &st) == STRATA_ECONFIG);
+    setenv("FAKE_KG_ARCH", "8.0", 1);
+    CHECK(strata__precision_check(NULL, &st) == STRATA_OK);
+    unsetenv("FAKE_KG_ARCH");
+}
+
+/* `mc` on gpu:1 in mixed_bfloat16 against float32 on cpu:0: trained
+ * through the bf16 ops (not float32's bits), losses within 2 %. */
+static void compare_bf16(const model_case_t *mc)
+{
+    result_t cpu = { .mc = mc, .opt = &k_adam, .dev = CPU0 };
+    result_t gpu = { .mc = mc, .opt = &k_adam,
+                     .dev = STRATA_DEVICE(STRATA_DEV_GPU, 1),
+                     .bf16 = STRATA__BF16_GPU };
+    train_on(&cpu);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, train_on, &gpu) == 0);
+    pthread_join(th, NULL);
+    CHECKF(cpu.rc == STRATA_OK && gpu.rc == STRATA_OK,
+           "%s bf16: cpu %d, gpu %d", mc->spec, cpu.rc, gpu.rc);
+    CHECK(cpu.count == gpu.count && cpu.vars && gpu.vars &&
+          memcmp(cpu.vars, gpu.vars, cpu.count * sizeof(float)) != 0);
+    for (int s = 0; s < STEPS; s++)
+        CHECKF(fabs(gpu.loss[s] - cpu.loss[s]) <= 0.02 * cpu.loss[s],
+               "%s bf16, step %d: loss %g against float32's %g", mc->spec,
+               s, gpu.loss[s], cpu.loss[s]);
+    CHECK(fabs(gpu.eval_loss - cpu.eval_loss) <= 0.02 * cpu.eval_loss);
+    printf("%s, mixed_bfloat16 on gpu:1: losses %.6f %.6f %.6f (float32 "
+           "%.6f %.6f %.6f)\n", mc->spec, gpu.loss[0], gpu.loss[1],
+           gpu.loss[2], cpu.loss[0], cpu.loss[1], cpu.loss[2]);
+    free(cpu.vars);
+    free(gpu.vars);
+}
+
 int main(void)
 {
     make_data();
@@ -401,6 +458,9 @@ int main(void)
     compare(&k_norm, &k_adam);
     compare(&k_mlp, &k_rmsprop);
     compare(&k_mlp, &k_adagrad);
+    precision_check();
+    compare_bf16(&k_cnn_avg);
+    compare_bf16(&k_mlp);
     CHECKF(fk_live_blocks() == live0, "%zu device/page-locked blocks "
            "leaked", fk_live_blocks() - live0);
     CHECKF(*fk_violations == 0, "%d pointer misuses (see above)",

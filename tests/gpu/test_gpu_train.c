@@ -4,7 +4,9 @@
  * single-CPU run after 50 steps at the same global batch and seed (GPU GEMM
  * and loss sums differ from the CPU's in the last bits, so the bound is
  * looser than the CPU strategies' 1e-5); so does central on gpu:0 (staged
- * through the host). Without a CUDA device: exit 77 with the reason. */
+ * through the host); and mixed_bfloat16 on gpu:0 (compute capability 8.0
+ * and up: the banner says cuBLAS multiplies) within 1e-2 of the CPU's
+ * float32 run. Without a CUDA device: exit 77 with the reason. */
 #include <math.h>
 
 #include "check.h"
@@ -79,6 +81,19 @@ int main(void)
         spawn_run(argv, 120, &g_last);
         CHECKF(g_last.code == 0, "etc/gpu-mirrored.ini: exit %d\n%s",
                g_last.code, g_last.err);
+    }
+
+    /* mixed_bfloat16: bf16 GEMM inputs, fp32 sums on the tensor cores */
+    int major = 0, minor = 0;
+    if (kg_device_arch(0, &major, &minor) == 0 && major >= 8) {
+        CHECK(train_dump("mirrored", "gpu:0", "nccl", g1,
+                         "train.precision=mixed_bfloat16") == 0);
+        CHECKF(strstr(g_last.out, "precision: mixed_bfloat16 (cuBLAS") !=
+               NULL, "banner:\n%s", g_last.out);
+        dump_compare(cpu, g1, "mixed_bfloat16 gpu:0 vs float32 cpu:0", 0.01);
+    } else {
+        printf("SKIPPED part: mixed_bfloat16 needs compute capability 8.0; "
+               "gpu:0 has %d.%d\n", major, minor);
     }
 
     /* central keeps the variables on the host; GPU replicas read a staged

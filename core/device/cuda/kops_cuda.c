@@ -242,6 +242,49 @@ static int cu_sumsq(strata__kdev_t *k, size_t n, const float *x, double *out)
 #include "../../../kernels/kops_list.h"
 #undef KOP
 
+/* mixed_bfloat16: kg_*_bf16 (the run has checked the GPUs' arch). */
+static int cu_conv2d_fwd_bf16(strata__kdev_t *k, const kops_conv2d_t *g,
+                              const float *X, const float *W, const float *b,
+                              float *Y, float *work, size_t work_len)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "conv2d forward (bf16)",
+              kg_conv2d_fwd_bf16(c->blas, g, X, W, b, Y, work, work_len,
+                                 c->stream));
+}
+
+static int cu_conv2d_bwd_bf16(strata__kdev_t *k, const kops_conv2d_t *g,
+                              const float *X, const float *W, const float *dY,
+                              float *dW, float *db, float *dX, float *work,
+                              size_t work_len)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "conv2d backward (bf16)",
+              kg_conv2d_bwd_bf16(c->blas, g, X, W, dY, dW, db, dX, work,
+                                 work_len, c->stream));
+}
+
+static int cu_dense_fwd_bf16(strata__kdev_t *k, int m, int kk, int n,
+                             const float *X, const float *W, const float *b,
+                             float *Y, float *work, size_t work_len)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "dense forward (bf16)",
+              kg_dense_fwd_bf16(c->blas, m, kk, n, X, W, b, Y, work, work_len,
+                                c->stream));
+}
+
+static int cu_dense_bwd_bf16(strata__kdev_t *k, int m, int kk, int n,
+                             const float *X, const float *W, const float *dY,
+                             float *dW, float *db, float *dX, float *work,
+                             size_t work_len)
+{
+    kdev_cuda_t *c = cu(k);
+    return KG(c, "dense backward (bf16)",
+              kg_dense_bwd_bf16(c->blas, m, kk, n, X, W, dY, dW, db, dX, work,
+                                work_len, c->stream));
+}
+
 static const strata__kops_t k_kops_cuda = {
     .name = "cuda",
     .alloc = cu_alloc,
@@ -256,6 +299,10 @@ static const strata__kops_t k_kops_cuda = {
     .loss = cu_loss,
     .xent_read = cu_xent_read,
     .sumsq = cu_sumsq,
+    .conv2d_fwd_bf16 = cu_conv2d_fwd_bf16,
+    .conv2d_bwd_bf16 = cu_conv2d_bwd_bf16,
+    .dense_fwd_bf16 = cu_dense_fwd_bf16,
+    .dense_bwd_bf16 = cu_dense_bwd_bf16,
 #define KOP(name, blas, what, params, args, data) .name = cu_##name,
 #include "../../../kernels/kops_list.h"
 #undef KOP
@@ -336,6 +383,17 @@ static int cuda_kdev_gpu(int index, strata__kdev_t **out)
     return rc;
 }
 
+static int cuda_gpu_arch(int index, int *major, int *minor)
+{
+    int n;
+    const char *why;
+    cuda_gpu_count(&n, &why);
+    if (index < 0 || index >= n)
+        return STRATA_EDEVICE;
+    return kg_device_arch(index, major, minor) == KG_OK ? STRATA_OK
+                                                        : STRATA_EDEVICE;
+}
+
 /* ---- the one exported symbol --------------------------------------------- */
 
 STRATA_EXPORT const strata_cuda_v1_t strata_cuda_v1 = {
@@ -345,4 +403,5 @@ STRATA_EXPORT const strata_cuda_v1_t strata_cuda_v1 = {
     .init = cuda_init,
     .gpu_count = cuda_gpu_count,
     .kdev_gpu = cuda_kdev_gpu,
+    .gpu_arch = cuda_gpu_arch,
 };

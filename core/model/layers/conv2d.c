@@ -126,16 +126,19 @@ static size_t conv_col_one(const strata__layer_t *l)
  * group), at least one. */
 static size_t conv_aux_bytes(const strata__layer_t *l, int rows)
 {
-    if (l->bf16) {       /* mixed_bfloat16: the bf16 kernels' workspace */
-        kops_conv2d_t g = conv_geom(l, 1);
-        return kops_conv2d_bf16_len(&g) * sizeof(float);
-    }
     size_t one = conv_col_one(l);
     size_t group = one ? CONV_COL_BUDGET / one : 1;
     if (group < 1)
         group = 1;
     if (group > (size_t)rows)
         group = (size_t)(rows > 0 ? rows : 1);
+    /* mixed_bfloat16: the bf16 kernels' workspace, on a GPU for the same
+     * group of images */
+    kops_conv2d_t g = conv_geom(l, 1);
+    if (l->bf16 == STRATA__BF16_CPU)
+        return kops_conv2d_bf16_len(&g) * sizeof(float);
+    if (l->bf16 == STRATA__BF16_GPU)
+        return kops_conv2d_bf16_gpu_len(&g, group) * sizeof(float);
     return one * group * sizeof(float);
 }
 

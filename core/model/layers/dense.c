@@ -46,10 +46,12 @@ static int dense_kernel_shape(const strata__layer_t *l, int64_t *dims,
 /* mixed_bfloat16: the bf16 kernels' workspace (none in float32). */
 static size_t dense_aux_bytes(const strata__layer_t *l, int rows)
 {
-    if (!l->bf16)
-        return 0;
-    return kops_dense_bf16_len(rows, (int)strata__shape_size(&l->in),
-                               l->units) * sizeof(float);
+    int in = (int)strata__shape_size(&l->in);
+    if (l->bf16 == STRATA__BF16_CPU)
+        return kops_dense_bf16_len(rows, in, l->units) * sizeof(float);
+    if (l->bf16 == STRATA__BF16_GPU)
+        return kops_dense_bf16_gpu_len(rows, in, l->units) * sizeof(float);
+    return 0;
 }
 
 static int dense_forward(const strata__layer_t *l, const strata__pass_t *p)

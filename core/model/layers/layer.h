@@ -85,8 +85,13 @@ typedef struct strata__layer {
     /* embedding: rows of the table (its dim is `units`), KOPS_EMB_* */
     int             vocab, combiner;
     int             bf16;           /* conv2d, dense: mixed_bfloat16, through
-                                       the table's *_bf16 ops (CPU only)    */
+                                       the table's *_bf16 ops, STRATA__BF16_*:
+                                       the workspace is the device kind's  */
 } strata__layer_t;
+
+/* strata__layer_t.bf16: float32, or mixed_bfloat16 on CPU or GPU replicas
+ * (their kernels want workspaces of different sizes: kops_list.h). */
+enum { STRATA__BF16_OFF, STRATA__BF16_CPU, STRATA__BF16_GPU };
 
 /* What a forward or backward call works on: pointers on the replica's
  * device. */
