@@ -124,6 +124,121 @@ static int kg_col_ok(const kops_conv2d_t *g, const float *col,
     return one == 0 || (col && col_len >= one);
 }
 
+/* The end of every forward pass: + b, then the fused relu. */
+static int kg_fwd_bias_relu(const kops_conv2d_t *g, const float *b, float *Y,
+                            kg_stream_t s)
+{
+    size_t rows = (size_t)g->oh * g->ow * (size_t)g->n;
+    int rc = b ? kg_bias_add((int)rows, g->f, b, Y, s) : KG_OK;
+    if (rc == KG_OK && g->relu)
+        rc = kg_relu_fwd(rows * (size_t)g->f, Y, Y, s);
+    return rc;
+}
+
+/* The start of every backward pass: db from dY, and for an empty batch
+ * dW = 0 (as kc), which is then all there is to do. */
+static int kg_bwd_bias_empty(const kops_conv2d_t *g, const float *dY,
+                             float *dW, float *db, kg_stream_t s)
+{
+    size_t plane = (size_t)g->oh * g->ow;
+    int rc = KG_OK;
+    if (db)
+        rc = kg_bias_grad((int)(plane * (size_t)(g->n > 0 ? g->n : 0)), g->f,
+                          dY, db, s);
+    if (rc != KG_OK || g->n > 0)
+        return rc;
+    size_t kf = kg_taps(g) * (size_t)(g->f > 0 ? g->f : 0);
+    return kf ? kg__cuda(cudaMemsetAsync(dW, 0, kf * sizeof *dW, s)) : KG_OK;
+}
+
+/* ---- the drivers, for both precisions: T is the GEMMs' operand type
+ * (float: the operands as they are; kg_bf16: rounded into the workspace) */
+
+static int kg_gemm(kg_blas_t h, kg_stream_t s, bool ta, bool tb, int rows,
+                   int cols, int inner, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C)
+{
+    return kg__gemm_rm(h, s, ta, tb, rows, cols, inner, A, lda, B, ldb, beta,
+                       C);
+}
+static int kg_gemm(kg_blas_t h, kg_stream_t s, bool ta, bool tb, int rows,
+                   int cols, int inner, const kg_bf16 *A, int lda,
+                   const kg_bf16 *B, int ldb, float beta, float *C)
+{
+    return kg__gemm_bf16_rm(h, s, ta, tb, rows, cols, inner, A, lda, B, ldb,
+                            beta, C);
+}
+
+/* A group's dY as the GEMMs take it: itself, or rounded into buf. */
+static int kg_dy_as(const float *dy, size_t n, float *buf, const float **out,
+                    kg_stream_t s)
+{
+    (void)n, (void)buf, (void)s;
+    *out = dy;
+    return KG_OK;
+}
+static int kg_dy_as(const float *dy, size_t n, kg_bf16 *buf,
+                    const kg_bf16 **out, kg_stream_t s)
+{
+    *out = buf;
+    return kg__bf16_of(n, dy, buf, s);
+}
+
+/* Y = conv(X, W) + b (relu), `step` images per GEMM through col. */
+template <typename T>
+static int kg_fwd(kg_blas_t h, const kops_conv2d_t *g, const float *X,
+                  const T *W, const float *b, float *Y, T *col, int step,
+                  kg_stream_t s)
+{
+    size_t plane = (size_t)g->oh * g->ow;
+    size_t in_img = (size_t)g->h * g->w * g->c;
+    int K = (int)kg_taps(g), F = g->f, rc = KG_OK;
+    for (int i = 0; i < g->n && rc == KG_OK; i += step) {
+        int m = g->n - i < step ? g->n - i : step;
+        int rows = (int)(plane * (size_t)m);
+        rc = kg_im2col(g, m, X + (size_t)i * in_img, col, s);
+        /* Y[rows x F] = col[rows x K] W[K x F] */
+        if (rc == KG_OK)
+            rc = kg_gemm(h, s, false, false, rows, F, K, col, K, W, F, 0.0f,
+                         Y + (size_t)i * plane * F);
+    }
+    return rc == KG_OK ? kg_fwd_bias_relu(g, b, Y, s) : rc;
+}
+
+/* dW and dX (when dX), `step` images per GEMM: col for the im2col, dyb
+ * for a group's dY (kg_dy_as), dcol for its dX columns (float32 may give
+ * col itself: the stream runs that GEMM after the one that read col). */
+template <typename T>
+static int kg_bwd(kg_blas_t h, const kops_conv2d_t *g, const float *X,
+                  const T *W, const float *dY, float *dW, float *dX, T *col,
+                  T *dyb, float *dcol, int step, kg_stream_t s)
+{
+    size_t plane = (size_t)g->oh * g->ow;
+    size_t in_img = (size_t)g->h * g->w * g->c;
+    int K = (int)kg_taps(g), F = g->f, rc = KG_OK;
+    for (int i = 0; i < g->n && rc == KG_OK; i += step) {
+        int m = g->n - i < step ? g->n - i : step;
+        int rows = (int)(plane * (size_t)m);
+        const T *dy = NULL;
+        if (!(g->col_ready && m == g->n))      /* else the forward's im2col */
+            rc = kg_im2col(g, m, X + (size_t)i * in_img, col, s);
+        if (rc == KG_OK)
+            rc = kg_dy_as(dY + (size_t)i * plane * F, (size_t)rows * F, dyb,
+                          &dy, s);
+        /* dW[K x F] (+)= col^T[K x rows] dY[rows x F] */
+        if (rc == KG_OK)
+            rc = kg_gemm(h, s, true, false, K, F, rows, col, K, dy, F,
+                         i == 0 ? 0.0f : 1.0f, dW);
+        if (rc != KG_OK || !dX)
+            continue;
+        /* dcol[rows x K] = dY[rows x F] W^T[F x K] */
+        rc = kg_gemm(h, s, false, true, rows, K, F, dy, F, W, F, 0.0f, dcol);
+        if (rc == KG_OK)
+            rc = kg_col2im(g, m, dcol, dX + (size_t)i * in_img, s);
+    }
+    return rc;
+}
+
 int kg_conv2d_fwd(kg_blas_t h, const kops_conv2d_t *g, const float *X,
                   const float *W, const float *b, float *Y, float *col,
                   size_t col_len, kg_stream_t s)
@@ -136,24 +251,7 @@ int kg_conv2d_fwd(kg_blas_t h, const kops_conv2d_t *g, const float *X,
         return kg__fail(KG_EINVAL, "kg_conv2d_fwd: no cuBLAS handle");
     if (!kg_col_ok(g, col, col_len))
         return kg__fail(KG_EINVAL, "kg_conv2d_fwd: col_len below one image");
-    size_t plane = (size_t)g->oh * g->ow;
-    size_t in_img = (size_t)g->h * g->w * g->c;
-    int K = (int)kg_taps(g), F = g->f, step = kg_group_of(g, col_len);
-    int rc = KG_OK;
-    for (int i = 0; i < g->n && rc == KG_OK; i += step) {
-        int m = g->n - i < step ? g->n - i : step;
-        int rows = (int)(plane * (size_t)m);
-        rc = kg_im2col(g, m, X + (size_t)i * in_img, col, s);
-        /* Y[rows x F] = col[rows x K] W[K x F] */
-        if (rc == KG_OK)
-            rc = kg__gemm_rm(h, s, false, false, rows, F, K, col, K, W, F,
-                             0.0f, Y + (size_t)i * plane * F);
-    }
-    if (rc == KG_OK && b)
-        rc = kg_bias_add((int)(plane * (size_t)g->n), F, b, Y, s);
-    if (rc == KG_OK && g->relu)
-        rc = kg_relu_fwd(plane * (size_t)g->n * (size_t)F, Y, Y, s);
-    return rc;
+    return kg_fwd(h, g, X, W, b, Y, col, kg_group_of(g, col_len), s);
 }
 
 int kg_conv2d_bwd(kg_blas_t h, const kops_conv2d_t *g, const float *X,
@@ -162,45 +260,15 @@ int kg_conv2d_bwd(kg_blas_t h, const kops_conv2d_t *g, const float *X,
 {
     if (!g || !dW)
         return kg__fail(KG_EINVAL, "kg_conv2d_bwd: no geometry or dW");
-    size_t plane = (size_t)g->oh * g->ow;
-    size_t in_img = (size_t)g->h * g->w * g->c;
-    int K = (int)kg_taps(g), F = g->f;
-    int rc = KG_OK;
-    if (db)
-        rc = kg_bias_grad((int)(plane * (size_t)(g->n > 0 ? g->n : 0)), F, dY,
-                          db, s);
-    if (rc != KG_OK)
+    int rc = kg_bwd_bias_empty(g, dY, dW, db, s);
+    if (rc != KG_OK || g->n <= 0)
         return rc;
-    if (g->n <= 0) {                            /* as kc: dW = 0 */
-        size_t kf = (size_t)K * (size_t)(F > 0 ? F : 0);
-        return kf ? kg__cuda(cudaMemsetAsync(dW, 0, kf * sizeof *dW, s))
-                  : KG_OK;
-    }
     if (!h)
         return kg__fail(KG_EINVAL, "kg_conv2d_bwd: no cuBLAS handle");
     if (!kg_col_ok(g, col, col_len))
         return kg__fail(KG_EINVAL, "kg_conv2d_bwd: col_len below one image");
-    int step = kg_group_of(g, col_len);
-    for (int i = 0; i < g->n && rc == KG_OK; i += step) {
-        int m = g->n - i < step ? g->n - i : step;
-        int rows = (int)(plane * (size_t)m);
-        const float *dy = dY + (size_t)i * plane * F;
-        if (!(g->col_ready && m == g->n))      /* else the forward's im2col */
-            rc = kg_im2col(g, m, X + (size_t)i * in_img, col, s);
-        /* dW[K x F] (+)= col^T[K x rows] dY[rows x F] */
-        if (rc == KG_OK)
-            rc = kg__gemm_rm(h, s, true, false, K, F, rows, col, K, dy, F,
-                             i == 0 ? 0.0f : 1.0f, dW);
-        if (rc != KG_OK || !dX)
-            continue;
-        /* dcol[rows x K] = dY[rows x F] W^T[F x K], into col: the stream
-         * runs it after the GEMM above has read col. */
-        rc = kg__gemm_rm(h, s, false, true, rows, K, F, dy, F, W, F, 0.0f,
-                         col);
-        if (rc == KG_OK)
-            rc = kg_col2im(g, m, col, dX + (size_t)i * in_img, s);
-    }
-    return rc;
+    return kg_bwd(h, g, X, W, dY, dW, dX, col, (float *)NULL, col,
+                  kg_group_of(g, col_len), s);
 }
 
 /* ---- mixed_bfloat16 ------------------------------------------------------ */
@@ -252,25 +320,11 @@ int kg_conv2d_fwd_bf16(kg_blas_t h, const kops_conv2d_t *g, const float *X,
     conv_bf16_t p;
     int rc = conv_parts("kg_conv2d_fwd_bf16: work_len below one image",
                         g, work, work_len, &p);
-    size_t plane = (size_t)g->oh * g->ow;
-    size_t in_img = (size_t)g->h * g->w * g->c;
-    int K = (int)kg_taps(g), F = g->f;
     if (rc == KG_OK)
-        rc = kg__bf16_of((size_t)K * F, W, p.w, s);
-    for (int i = 0; i < g->n && rc == KG_OK; i += p.group) {
-        int m = g->n - i < p.group ? g->n - i : p.group;
-        int rows = (int)(plane * (size_t)m);
-        rc = kg_im2col(g, m, X + (size_t)i * in_img, p.col, s);
-        /* Y[rows x F] = col[rows x K] W[K x F] */
-        if (rc == KG_OK)
-            rc = kg__gemm_bf16_rm(h, s, false, false, rows, F, K, p.col, K,
-                                  p.w, F, 0.0f, Y + (size_t)i * plane * F);
-    }
-    if (rc == KG_OK && b)
-        rc = kg_bias_add((int)(plane * (size_t)g->n), F, b, Y, s);
-    if (rc == KG_OK && g->relu)
-        rc = kg_relu_fwd(plane * (size_t)g->n * (size_t)F, Y, Y, s);
-    return rc;
+        rc = kg__bf16_of(kg_taps(g) * (size_t)g->f, W, p.w, s);
+    return rc == KG_OK ? kg_fwd(h, g, X, (const kg_bf16 *)p.w, b, Y, p.col,
+                                p.group, s)
+                       : rc;
 }
 
 int kg_conv2d_bwd_bf16(kg_blas_t h, const kops_conv2d_t *g, const float *X,
@@ -280,45 +334,19 @@ int kg_conv2d_bwd_bf16(kg_blas_t h, const kops_conv2d_t *g, const float *X,
 {
     if (!g || !dW)
         return kg__fail(KG_EINVAL, "kg_conv2d_bwd_bf16: no geometry or dW");
-    size_t plane = (size_t)g->oh * g->ow;
-    size_t in_img = (size_t)g->h * g->w * g->c;
-    int K = (int)kg_taps(g), F = g->f;
-    int rc = KG_OK;
-    if (db)
-        rc = kg_bias_grad((int)(plane * (size_t)(g->n > 0 ? g->n : 0)), F, dY,
-                          db, s);
-    if (rc != KG_OK)
+    int rc = kg_bwd_bias_empty(g, dY, dW, db, s);
+    if (rc != KG_OK || g->n <= 0)
         return rc;
-    if (g->n <= 0) {                            /* as kc: dW = 0 */
-        size_t kf = (size_t)K * (size_t)(F > 0 ? F : 0);
-        return kf ? kg__cuda(cudaMemsetAsync(dW, 0, kf * sizeof *dW, s))
-                  : KG_OK;
-    }
     if (!h)
         return kg__fail(KG_EINVAL, "kg_conv2d_bwd_bf16: no cuBLAS handle");
     conv_bf16_t p;
     rc = conv_parts("kg_conv2d_bwd_bf16: work_len below one image", g, work,
                     work_len, &p);
     if (rc == KG_OK && dX)
-        rc = kg__bf16_of((size_t)K * F, W, p.w, s);
-    for (int i = 0; i < g->n && rc == KG_OK; i += p.group) {
-        int m = g->n - i < p.group ? g->n - i : p.group;
-        int rows = (int)(plane * (size_t)m);
-        rc = kg_im2col(g, m, X + (size_t)i * in_img, p.col, s);
-        if (rc == KG_OK)
-            rc = kg__bf16_of((size_t)rows * F, dY + (size_t)i * plane * F,
-                             p.dy, s);
-        /* dW[K x F] (+)= col^T[K x rows] dY[rows x F] */
-        if (rc == KG_OK)
-            rc = kg__gemm_bf16_rm(h, s, true, false, K, F, rows, p.col, K,
-                                  p.dy, F, i == 0 ? 0.0f : 1.0f, dW);
-        if (rc != KG_OK || !dX)
-            continue;
-        /* dcol[rows x K] = dY[rows x F] W^T[F x K], fp32 */
-        rc = kg__gemm_bf16_rm(h, s, false, true, rows, K, F, p.dy, F, p.w, F,
-                              0.0f, p.dcol);
-        if (rc == KG_OK)
-            rc = kg_col2im(g, m, p.dcol, dX + (size_t)i * in_img, s);
-    }
-    return rc;
+        rc = kg__bf16_of(kg_taps(g) * (size_t)g->f, W, p.w, s);
+    kops_conv2d_t gb = *g;
+    gb.col_ready = 0;                 /* the forward's col is not this one */
+    return rc == KG_OK ? kg_bwd(h, &gb, X, (const kg_bf16 *)p.w, dY, dW, dX,
+                                p.col, p.dy, p.dcol, p.group, s)
+                       : rc;
 }

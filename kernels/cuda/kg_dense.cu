@@ -13,10 +13,12 @@ static int kg_blas_fail(cublasStatus_t st)
 
 /* Row-major C[rows x cols] = op(A) op(B) + beta C with ldc = cols, i.e.
  * column-major C^T[cols x rows] = op(B)^T op(A)^T. ta/tb say whether A/B
- * are stored transposed (row-major), inner is the shared dimension. */
-int kg__gemm_rm(kg_blas_t h, kg_stream_t s, bool ta, bool tb, int rows,
-                int cols, int inner, const float *A, int lda, const float *B,
-                int ldb, float beta, float *C)
+ * are stored transposed (row-major), inner is the shared dimension. A and
+ * B are float, or bf16 (then GemmEx sums their products in fp32, tensor
+ * cores on compute capability 8.0+); C is float. */
+static int gemm_rm(kg_blas_t h, kg_stream_t s, bool ta, bool tb, int rows,
+                   int cols, int inner, const void *A, int lda, const void *B,
+                   int ldb, float beta, float *C, bool bf16)
 {
     if (rows == 0 || cols == 0)
         return KG_OK;
@@ -28,34 +30,34 @@ int kg__gemm_rm(kg_blas_t h, kg_stream_t s, bool ta, bool tb, int rows,
     if (st != CUBLAS_STATUS_SUCCESS)
         return kg_blas_fail(st);
     const float one = 1.0f;
-    st = cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                     ta ? CUBLAS_OP_T : CUBLAS_OP_N, cols, rows, inner, &one,
-                     B, ldb, A, lda, &beta, C, cols);
+    cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (bf16)
+        st = cublasGemmEx(h, opb, opa, cols, rows, inner, &one, B,
+                          CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda, &beta, C,
+                          CUDA_R_32F, cols, CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT);
+    else
+        st = cublasSgemm(h, opb, opa, cols, rows, inner, &one,
+                         (const float *)B, ldb, (const float *)A, lda, &beta,
+                         C, cols);
     return st == CUBLAS_STATUS_SUCCESS ? KG_OK : kg_blas_fail(st);
 }
 
-/* kg__gemm_rm's twin on bf16 operands: C stays fp32, the products are
- * summed in fp32 (tensor cores on compute capability 8.0+). */
+int kg__gemm_rm(kg_blas_t h, kg_stream_t s, bool ta, bool tb, int rows,
+                int cols, int inner, const float *A, int lda, const float *B,
+                int ldb, float beta, float *C)
+{
+    return gemm_rm(h, s, ta, tb, rows, cols, inner, A, lda, B, ldb, beta, C,
+                   false);
+}
+
 int kg__gemm_bf16_rm(kg_blas_t h, kg_stream_t s, bool ta, bool tb, int rows,
                      int cols, int inner, const kg_bf16 *A, int lda,
                      const kg_bf16 *B, int ldb, float beta, float *C)
 {
-    if (rows == 0 || cols == 0)
-        return KG_OK;
-    if (inner == 0)
-        return beta != 0.0f ? KG_OK
-                            : kg__cuda(cudaMemsetAsync(C, 0, sizeof(float)
-                                       * (size_t)rows * (size_t)cols, s));
-    cublasStatus_t st = cublasSetStream(h, s);
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return kg_blas_fail(st);
-    const float one = 1.0f;
-    st = cublasGemmEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                      ta ? CUBLAS_OP_T : CUBLAS_OP_N, cols, rows, inner, &one,
-                      B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda, &beta, C,
-                      CUDA_R_32F, cols, CUBLAS_COMPUTE_32F,
-                      CUBLAS_GEMM_DEFAULT);
-    return st == CUBLAS_STATUS_SUCCESS ? KG_OK : kg_blas_fail(st);
+    return gemm_rm(h, s, ta, tb, rows, cols, inner, A, lda, B, ldb, beta, C,
+                   true);
 }
 
 __global__ void kg_bf16_of_k(size_t n, const float *x, kg_bf16 *y)
@@ -162,17 +164,23 @@ typedef struct dense_bf16 {
     kg_bf16 *x, *w, *dy;
 } dense_bf16_t;
 
-static int dense_parts(const char *who, int m, int k, int n, float *work,
-                       size_t work_len, dense_bf16_t *p)
+/* Both passes start here: the handle and the workspace checked, the
+ * parts laid out, X rounded into its part. */
+static int dense_start(kg_blas_t h, int m, int k, int n, const float *X,
+                       float *work, size_t work_len, dense_bf16_t *p,
+                       kg_stream_t s)
 {
+    if (!h)
+        return kg__fail(KG_EINVAL, "kg_dense_*_bf16: no cuBLAS handle");
     if (!work || work_len < kops_dense_bf16_gpu_len(m, k, n))
-        return kg__fail(KG_EINVAL, who);
+        return kg__fail(KG_EINVAL, "kg_dense_*_bf16: work_len below "
+                                   "kops_dense_bf16_gpu_len");
     size_t M = (size_t)m, K = (size_t)k, N = (size_t)n;
     p->x = (kg_bf16 *)work;
     p->w = (kg_bf16 *)(work + kops_bf16_part(M * K));
     p->dy = (kg_bf16 *)(work + kops_bf16_part(M * K) +
                         kops_bf16_part(K * N));
-    return KG_OK;
+    return kg__bf16_of(M * K, X, p->x, s);
 }
 
 int kg_dense_fwd_bf16(kg_blas_t h, int m, int k, int n, const float *X,
@@ -181,14 +189,8 @@ int kg_dense_fwd_bf16(kg_blas_t h, int m, int k, int n, const float *X,
 {
     if (m <= 0 || n <= 0 || k < 0)
         return KG_OK;                           /* as kc_dense_fwd_bf16 */
-    if (!h)
-        return kg__fail(KG_EINVAL, "kg_dense_fwd_bf16: no cuBLAS handle");
     dense_bf16_t p;
-    int rc = dense_parts("kg_dense_fwd_bf16: work_len below "
-                         "kops_dense_bf16_gpu_len", m, k, n, work, work_len,
-                         &p);
-    if (rc == KG_OK)
-        rc = kg__bf16_of((size_t)m * k, X, p.x, s);
+    int rc = dense_start(h, m, k, n, X, work, work_len, &p, s);
     if (rc == KG_OK)
         rc = kg__bf16_of((size_t)k * n, W, p.w, s);
     if (rc == KG_OK)
@@ -206,14 +208,8 @@ int kg_dense_bwd_bf16(kg_blas_t h, int m, int k, int n, const float *X,
 {
     if (m < 0 || k < 0 || n < 0)
         return KG_OK;                           /* as kc_dense_bwd_bf16 */
-    if (!h)
-        return kg__fail(KG_EINVAL, "kg_dense_bwd_bf16: no cuBLAS handle");
     dense_bf16_t p;
-    int rc = dense_parts("kg_dense_bwd_bf16: work_len below "
-                         "kops_dense_bf16_gpu_len", m, k, n, work, work_len,
-                         &p);
-    if (rc == KG_OK)
-        rc = kg__bf16_of((size_t)m * k, X, p.x, s);
+    int rc = dense_start(h, m, k, n, X, work, work_len, &p, s);
     if (rc == KG_OK)
         rc = kg__bf16_of((size_t)m * n, dY, p.dy, s);
     /* dW[k x n] = X^T dY */
