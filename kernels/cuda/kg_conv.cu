@@ -317,7 +317,7 @@ int kg_conv2d_fwd_bf16(kg_blas_t h, const kops_conv2d_t *g, const float *X,
         return KG_OK;                           /* as kc_conv2d_fwd_bf16 */
     if (!h)
         return kg__fail(KG_EINVAL, "kg_conv2d_fwd_bf16: no cuBLAS handle");
-    conv_bf16_t p;
+    conv_bf16_t p = {};
     int rc = conv_parts("kg_conv2d_fwd_bf16: work_len below one image",
                         g, work, work_len, &p);
     if (rc == KG_OK)
@@ -339,7 +339,7 @@ int kg_conv2d_bwd_bf16(kg_blas_t h, const kops_conv2d_t *g, const float *X,
         return rc;
     if (!h)
         return kg__fail(KG_EINVAL, "kg_conv2d_bwd_bf16: no cuBLAS handle");
-    conv_bf16_t p;
+    conv_bf16_t p = {};
     rc = conv_parts("kg_conv2d_bwd_bf16: work_len below one image", g, work,
                     work_len, &p);
     if (rc == KG_OK && dX)

@@ -189,7 +189,7 @@ int kg_dense_fwd_bf16(kg_blas_t h, int m, int k, int n, const float *X,
 {
     if (m <= 0 || n <= 0 || k < 0)
         return KG_OK;                           /* as kc_dense_fwd_bf16 */
-    dense_bf16_t p;
+    dense_bf16_t p = {};
     int rc = dense_start(h, m, k, n, X, work, work_len, &p, s);
     if (rc == KG_OK)
         rc = kg__bf16_of((size_t)k * n, W, p.w, s);
@@ -208,7 +208,7 @@ int kg_dense_bwd_bf16(kg_blas_t h, int m, int k, int n, const float *X,
 {
     if (m < 0 || k < 0 || n < 0)
         return KG_OK;                           /* as kc_dense_bwd_bf16 */
-    dense_bf16_t p;
+    dense_bf16_t p = {};
     int rc = dense_start(h, m, k, n, X, work, work_len, &p, s);
     if (rc == KG_OK)
         rc = kg__bf16_of((size_t)m * n, dY, p.dy, s);
