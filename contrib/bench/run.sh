@@ -11,17 +11,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 py=${BENCH_PYTHON:-/usr/bin/python3}
 venv=${BENCH_VENV:-$here/cnn/.venv}
 
-need_tf=1
-for arg in "$@"; do
-    case $arg in
-    --skip-tf | --accuracy-only | -h | --help) need_tf=0 ;;
-    esac
-done
-
 "$here/ensure_torch.sh" "$py"
-[ "$need_tf" = 0 ] || "$here/ensure_tf.sh" "$venv"
-
-if [ "$need_tf" = 1 ]; then
-    set -- --tf-python "$venv/bin/python" "$@"
-fi
+rc=0
+"$here/ensure_tf.sh" "$venv" "$@" || rc=$?
+case $rc in
+0) set -- --tf-python "$venv/bin/python" "$@" ;;
+3) ;;                                   # no TensorFlow wanted
+*) exit "$rc" ;;
+esac
 exec "$py" "$here/bench.py" --python "$py" "$@"

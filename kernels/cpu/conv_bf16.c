@@ -46,6 +46,14 @@ uint16_t kc_bf16_of(float x)
     return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
 }
 
+void kc_bf16_round(size_t n, const float *x, float *y)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)kc_bf16_of(x[i]) << 16;
+        memcpy(&y[i], &u, sizeof u);
+    }
+}
+
 int kc_bf16_usable(void)
 {
     static _Atomic int known = -1;

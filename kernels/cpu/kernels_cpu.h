@@ -67,6 +67,9 @@ int      kc_bf16_usable(void);
 const char *kc_bf16_engine(void);
 int      kc_bf16_force_engine(int amx);
 uint16_t kc_bf16_of(float x);
+/* y[i] = x[i] rounded to bf16 (kc_bf16_of), as a float: the operands a
+ * bf16 kernel multiplies, for references and twins (y may be x). */
+void     kc_bf16_round(size_t n, const float *x, float *y);
 void kc_conv2d_fwd_bf16(const kops_conv2d_t *g, const float *X,
                         const float *W, const float *b, float *Y, float *work,
                         size_t work_len);

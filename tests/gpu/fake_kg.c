@@ -420,10 +420,8 @@ int kg_device_arch(int dev, int *major, int *minor)
 static float *bf16_copy(const float *x, size_t n)
 {
     float *y = malloc(F(n ? n : 1));
-    for (size_t i = 0; y && i < n; i++) {
-        uint32_t w = (uint32_t)kc_bf16_of(x[i]) << 16;
-        memcpy(&y[i], &w, sizeof w);
-    }
+    if (y)
+        kc_bf16_round(n, x, y);
     return y;
 }
 

@@ -543,15 +543,22 @@ static int64_t ulps(float a, float b)
     return la > lb ? la - lb : lb - la;
 }
 
-/* GEMM-shaped result d (device) against the CPU's want (host). */
-static void expect_gemm(const char *what, const char *shape, size_t n,
-                        const float *want, const float *d)
+/* GEMM-shaped result d (device) against the CPU's want (host), within
+ * tol norm-wise. */
+static void expect_norm(const char *what, const char *shape, size_t n,
+                        const float *want, const float *d, double tol)
 {
     float *got = fill(n, 0, 0);
     to_host(got, d, n * sizeof *got);
     double e = norm_rel(got, want, n);
-    CHECKF(e <= 1e-4, "%s %s: error %g", what, shape, e);
+    CHECKF(e <= tol, "%s %s: error %g", what, shape, e);
     free(got);
+}
+
+static void expect_gemm(const char *what, const char *shape, size_t n,
+                        const float *want, const float *d)
+{
+    expect_norm(what, shape, n, want, d, 1e-4);
 }
 
 /* One conv2d geometry: padding (pt, pl, pb, pr) explicit, `group` images
@@ -642,25 +649,18 @@ static void test_conv(int n, int h, int w, int c, int kh, int kw, int f,
 
 /* ---- mixed_bfloat16 ---------------------------------------------------- */
 
-/* x rounded to bf16 (kc_bf16_of), as floats. */
+/* x rounded to bf16 (kc_bf16_round), as floats. */
 static float *bf16_copy(const float *x, size_t n)
 {
     float *y = fill(n, 0, 0);
-    for (size_t i = 0; i < n; i++) {
-        uint32_t w = (uint32_t)kc_bf16_of(x[i]) << 16;
-        memcpy(&y[i], &w, sizeof w);
-    }
+    kc_bf16_round(n, x, y);
     return y;
 }
 
 static void expect_bf16(const char *what, const char *shape, size_t n,
                         const float *want, const float *d)
 {
-    float *got = fill(n, 0, 0);
-    to_host(got, d, n * sizeof *got);
-    double e = norm_rel(got, want, n);
-    CHECKF(e <= 5e-4, "%s %s: error %g", what, shape, e);
-    free(got);
+    expect_norm(what, shape, n, want, d, 5e-4);
 }
 
 static void test_dense_bf16(int m, int k, int n)
