@@ -495,8 +495,58 @@ static void run_missing(int n, int missing)
     printf("missing rank %d/%d: done in %.2f s\n", missing, n, now_s() - t0);
 }
 
+/* A member that does not read (it computes between collectives) while its
+ * left neighbour fills the link. libzmq 4.3.4 stops reading a connection at
+ * its high-water mark, so the ZMTP PINGs queued behind the data went
+ * unanswered: the left declared this live member dead after 3 heartbeats,
+ * and this member, once that connection was closed on it, aborted in
+ * libzmq's "!_io_error (stream_engine_base.cpp:331)" (libzmq issue #4841)
+ * at its next heartbeat. Now: a member that stalls for 10 heartbeats is
+ * not dead (both finish the sum), and one whose left dies meanwhile wakes
+ * to an error naming it. With direct = off the data take the zmq link (ipc
+ * and tcp); a 64 KiB window fills at once. */
+static void run_stalled_reader(int ipc, int kill_left)
+{
+    static const char *const acts0[] = { "sum:4194304", NULL };
+    static const char *const acts1[] = { "sleep:2000", "sum:4194304", NULL };
+    static const char *const opts[] = { "timeout_s=4", "heartbeat_ms=100",
+                                        "window_bytes=64K", "direct=off",
+                                        NULL };
+    const char *how = ipc ? "ipc" : "tcp";
+    proc_t ps[2];
+    char addrs[512];
+
+    g_runs++;
+    CHECK(make_addrs(2, ipc, addrs, sizeof addrs) == 0);
+    double t0 = now_s();
+    CHECK(spawn(&ps[0], 0, 2, addrs, kill_left ? "KILL:800" : NULL, "-k",
+                opts, acts0) == 0);
+    CHECK(spawn(&ps[1], 1, 2, addrs, NULL, NULL, opts, acts1) == 0);
+    wait_all(ps, 2, t0, 2.0 + 4.0 + 5.0, kill_left ? 0 : -1);
+    for (int i = kill_left; i < 2; i++) {
+        char *e = slurp(ps[i].err);
+        int code = exit_code(&ps[i]);
+        int ok = kill_left ? (code == EXIT_EPEER || code == EXIT_ETIMEDOUT)
+                                 && first_error_names(e, "worker:0")
+                           : code == 0;
+        CHECKF(ok, "%s, a reader stalled for 20 heartbeats%s: rank %d exit "
+               "%d, status 0x%x (want %s)", how,
+               kill_left ? " while its left died" : "", i, code,
+               ps[i].status, kill_left ? "an error naming worker:0" : "0");
+        if (!ok || g_verbose)
+            dump(&ps[i], i);
+        free(e);
+    }
+    printf("stalled reader, %s%s: done in %.2f s\n", how,
+           kill_left ? ", its left killed" : "", now_s() - t0);
+}
+
 static void fail(void)
 {
+    for (int ipc = 0; ipc < 2; ipc++) {
+        run_stalled_reader(ipc, 0);
+        run_stalled_reader(ipc, 1);
+    }
     run_victim(4, 1, "KILL", 400);
     run_victim(3, 1, "KILL", 300);
     run_victim(3, 2, "STOP", 400);

@@ -14,7 +14,8 @@
  *
  * Every socket carries ZMTP heartbeats (a silent peer is dropped after 3
  * intervals, which the monitors report), a bounded LINGER and SNDTIMEO, a
- * MAXMSGSIZE of one segment and a high-water mark of window_bytes. */
+ * MAXMSGSIZE of one segment and a send high-water mark of window_bytes
+ * (common_opts says why there is no receive one). */
 #include "strz.h"
 #include "aead.h"
 
@@ -212,7 +213,15 @@ static int common_opts(strz_ctx_t *c, void *s)
     rc |= opt_int(c, s, ZMQ_HEARTBEAT_TTL, 3 * hb > 6553599 ? 6553599 : 3 * hb,
                   "HEARTBEAT_TTL");
     rc |= opt_int(c, s, ZMQ_SNDHWM, hwm, "SNDHWM");
-    rc |= opt_int(c, s, ZMQ_RCVHWM, hwm, "RCVHWM");
+    /* No receive limit: libzmq 4.3.4 stops reading a connection whose
+     * receive queue is full, so the ZMTP PINGs behind the data go
+     * unanswered -- the sender declared a member that computes for 3
+     * heartbeats dead -- and if that connection then closes, libzmq aborts
+     * the process at its next heartbeat (libzmq issue #4841). What a
+     * receiver holds is bounded by the collectives instead: a member sends
+     * at most the chunk of one ring step (or its gather buffer) ahead of
+     * what it has received. */
+    rc |= opt_int(c, s, ZMQ_RCVHWM, 0, "RCVHWM");
     rc |= opt_int(c, s, ZMQ_SNDTIMEO, (int)c->timeout_ms, "SNDTIMEO");
     /* A connection that does not finish its handshake in time is dropped:
      * a flood of idle connections cannot pile up. */
