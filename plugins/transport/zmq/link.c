@@ -218,9 +218,9 @@ static int common_opts(strz_ctx_t *c, void *s)
      * unanswered -- the sender declared a member that computes for 3
      * heartbeats dead -- and if that connection then closes, libzmq aborts
      * the process at its next heartbeat (libzmq issue #4841). What a
-     * receiver holds is bounded by the collectives instead: a member sends
-     * at most the chunk of one ring step (or its gather buffer) ahead of
-     * what it has received. */
+     * receiver holds is bounded by the collective in progress instead: the
+     * ring's members run about a step's chunk ahead of what they have
+     * received, a broadcast's root streams its whole buffer. */
     rc |= opt_int(c, s, ZMQ_RCVHWM, 0, "RCVHWM");
     rc |= opt_int(c, s, ZMQ_SNDTIMEO, (int)c->timeout_ms, "SNDTIMEO");
     /* A connection that does not finish its handshake in time is dropped:
