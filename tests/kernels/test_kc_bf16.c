@@ -23,9 +23,8 @@
 
 static float rb(float x) /* x rounded to bf16, as a float */
 {
-    uint32_t u = (uint32_t)kc_bf16_of(x) << 16;
     float f;
-    memcpy(&f, &u, sizeof f);
+    kc_bf16_round(1, &x, &f);
     return f;
 }
 
