@@ -109,7 +109,7 @@ void kc_conv2d_fwd(const kops_conv2d_t *g, const float *X, const float *W,
         return;
     int path = kc_conv2d_path(g);
     if (path != KC_CONV_GEMM) {
-        kc__conv2d_fwd_direct(path, g, X, W, b, Y, col);
+        kc__conv2d_fwd_direct(path, g, X, W, b, Y, col, col_len);
         return;
     }
     size_t plane = (size_t)g->oh * g->ow;     /* output positions per image */

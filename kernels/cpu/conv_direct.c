@@ -305,11 +305,12 @@ static void blocks(const kc_conv_isa_t *isa, kc_uk_t *u, int n, int lanes,
         int nl = lanes - l0 < chunk ? lanes - l0 : chunk;
         int nv = (nl + isa->vw - 1) / isa->vw, tail = nl - (nv - 1) * isa->vw;
         int pm = isa->pmax[nv], nb = (n + pm - 1) / pm;
+        const float *vl = v + (u->vch ? l0 / chunk * u->vch : l0);
         if (bias)
             u->bias = bias + l0;
         for (int k = 0, p0 = 0; k < nb; k++) {
             int p = n / nb + (k < n % nb);
-            isa->uk(u, p, nv, tail, b + (ptrdiff_t)p0 * u->bp, v + l0,
+            isa->uk(u, p, nv, tail, b + (ptrdiff_t)p0 * u->bp, vl,
                     out + (ptrdiff_t)p0 * u->op + l0);
             p0 += p;
         }
@@ -317,9 +318,39 @@ static void blocks(const kc_conv_isa_t *isa, kc_uk_t *u, int n, int lanes,
     u->bias = bias;
 }
 
+/* With more filters than one chunk of lanes, forward reads the weights
+ * from wp[q][tap][c][chunk], chunk q's lanes side by side (one chunk's
+ * 288 x 128 bytes of a 3x3x32 -> 64 conv), where col holds them after the
+ * padded image: in W's rows, 256 bytes apart, a chunk would sit on half
+ * of L1's sets and not stay there (contrib/bench/conv --reps 8, batch
+ * 128: the Keras CNN's conv2 forward 157 -> 183 GFLOP/s, ResNet's s3_c1
+ * 125 -> 144, the seeds' conv2 145 -> 152). The same chains, the same
+ * bits. */
+static const float *fwd_weights(const kc_conv_isa_t *isa,
+                                const kops_conv2d_t *g, const float *W,
+                                float *col, size_t col_len, size_t used,
+                                kc_uk_t *u)
+{
+    size_t F = (size_t)g->f, chunk = (size_t)(isa->nvmax * isa->vw);
+    size_t taps = (size_t)g->kh * g->kw * g->c, nq = (F + chunk - 1) / chunk;
+    if (nq < 2 || used + nq * taps * chunk > col_len)
+        return W;
+    float *wp = col + used;
+    for (size_t q = 0; q < nq; q++) {
+        size_t w = F - q * chunk < chunk ? F - q * chunk : chunk;
+        for (size_t t = 0; t < taps; t++)
+            memcpy(wp + (q * taps + t) * chunk, W + t * F + q * chunk,
+                   w * sizeof *wp);
+    }
+    u->vr = (ptrdiff_t)chunk;
+    u->vseg = (ptrdiff_t)((size_t)g->kw * g->c * chunk);
+    u->vch = (ptrdiff_t)(taps * chunk);
+    return wp;
+}
+
 static void fwd_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
                     const float *X, const float *W, const float *b, float *Y,
-                    float *col)
+                    float *col, size_t col_len)
 {
     size_t C = (size_t)g->c, F = (size_t)g->f;
     int pad = needs_pad(g), hp = pad_rows(g), wp = pad_cols(g);
@@ -332,6 +363,7 @@ static void fwd_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
                   .vr = (ptrdiff_t)F, .op = (ptrdiff_t)F,
                   .init = b ? KC_UK_BIAS : KC_UK_ZERO, .fin = KC_UK_STORE,
                   .bias = b };
+    W = fwd_weights(isa, g, W, col, col_len, pad ? (size_t)hp * row : 0, &u);
     for (int i = 0; i < g->n; i++) {
         const float *img = X + (size_t)i * g->h * g->w * C;
         if (pad) {
@@ -516,11 +548,11 @@ void kc__uk_passes(const kc_conv_isa_t *isa, kc_uk_t *u, int init,
 
 void kc__conv2d_fwd_direct(int path, const kops_conv2d_t *g, const float *X,
                            const float *W, const float *b, float *Y,
-                           float *col)
+                           float *col, size_t col_len)
 {
     const kc_conv_isa_t *isa = isa_of(path);
     if (isa)
-        fwd_vec(isa, g, X, W, b, Y, col);
+        fwd_vec(isa, g, X, W, b, Y, col, col_len);
     else
         fwd_scalar(g, X, W, b, Y);
 }

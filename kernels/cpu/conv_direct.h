@@ -41,6 +41,8 @@ typedef struct kc_uk {
     ptrdiff_t bseg, vseg;    /* per segment: broadcast, vector operand */
     ptrdiff_t bp, br;        /* broadcast operand: per pixel, per step */
     ptrdiff_t vr;            /* vector operand per step                */
+    ptrdiff_t vch;           /* vector operand from one chunk of lanes
+                                to the next (0: the chunk's first lane) */
     ptrdiff_t op;            /* out per pixel                          */
     int init, fin;
     const float *bias;       /* KC_UK_BIAS: the block's first lane     */
@@ -60,7 +62,7 @@ typedef struct kc_conv_isa {
  * kc_conv2d_fwd/bwd's workspace. dW and dX are overwritten. */
 void kc__conv2d_fwd_direct(int path, const kops_conv2d_t *g, const float *X,
                            const float *W, const float *b, float *Y,
-                           float *col);
+                           float *col, size_t col_len);
 void kc__conv2d_bwd_direct(int path, const kops_conv2d_t *g, const float *X,
                            const float *W, const float *dY, float *dW,
                            float *dX, float *col, size_t col_len);
@@ -73,8 +75,9 @@ int kc__conv_dx_gather(const kops_conv2d_t *g);
 void kc__conv_range(int out, int s, int pad, int k, int n, int *lo, int *hi);
 
 /* Runs u over pixels [0, n) of a row (pixel j at b + j*u->bp, out +
- * j*u->op) and the lanes [0, lanes) (vector operand and out at + lane), in
- * blocks of at most isa's pmax, of near-equal size. */
+ * j*u->op) and the lanes [0, lanes) (out at + lane; the vector operand at
+ * + lane, or chunk q's at + q*u->vch), in chunks of nvmax vectors and
+ * blocks of at most isa's pmax pixels, of near-equal size. */
 void kc__conv_blocks(const kc_conv_isa_t *isa, kc_uk_t *u, int n, int lanes,
                      const float *b, const float *v, float *out);
 

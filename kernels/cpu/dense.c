@@ -1,16 +1,19 @@
 /* Dense layer forward/backward on row-major float32.
  *
  * Where the direct convolution has vector kernels (AVX-512 or AVX2 with
- * FMA: kc__direct_isa), Y = X W + b and, for weights of at most
- * DX_DIRECT_MAX floats, dX = dY W^T run on its micro-kernel (a GEMM is a
- * 1x1 convolution of one row): each element one fixed chain of fmas --
- * Y from b[j] over i = 0..k-1, dX from +0 over j = 0..n-1 -- so a row
- * depends only on its own row of X or dY (a sample's output is the same
- * bits whatever batch it is in) and the AVX-512 and AVX2 kernels give the
- * same bits. dW = X^T dY, the other dX and every GEMM elsewhere go through
- * CBLAS (OpenBLAS was as fast or faster there: dW's broadcast operand
- * runs down X's columns; a large W^T costs more to lay out than BLAS's
- * own packing). */
+ * FMA: kc__direct_isa), Y = X W + b, dW = X^T dY and (for up to 512
+ * outputs on AVX-512, 1024 on AVX2) dX = dY W^T run on its micro-kernel
+ * (a GEMM is a 1x1 convolution of one row): each element one fixed chain
+ * of fmas -- Y from b[j] over i = 0..k-1, dX from +0 over j = 0..n-1, dW
+ * from +0 over the rows in order -- so a row of Y or dX depends only on
+ * its own row of X or dY (a sample's output is the same bits whatever
+ * batch it is in) and the AVX-512 and AVX2 kernels give the same bits.
+ * The backward's operands are laid out in stack panels first (dx_direct,
+ * dw_direct: read in place, their strides fall on few cache sets); with
+ * them the seeds' CNN's 128 x 36864 x 64 layer's backward takes 3 ms less
+ * a step than OpenBLAS's (about 8 ms each for dW and dX there, with its
+ * own packing and a separate pass that zeroes C). The other dX and every
+ * GEMM elsewhere go through CBLAS. */
 #include "conv_direct.h"
 #include "kernels_cpu.h"
 #include "kc_loop.h"
@@ -103,29 +106,124 @@ KC_HOT void kc_relu_bias_grad(int m, int n, const float *y, float *dy,
  * GFLOP/s at 512, 126-145 at 128, 256 or 4096, OpenBLAS SkylakeX 107-114
  * on the same Xeon core). */
 #define KB 512
-/* dX direct up to this many floats of W: W^T is laid out a panel at a
- * time (PANEL floats, on the stack). 128 x 784 x 128: 170 GFLOP/s against
- * OpenBLAS's 139; 128 x 36864 x 64: 85 against 105. */
-#define DX_DIRECT_MAX (256 * 1024)
+/* Floats of the stack panels that the backward's operands are laid out in
+ * (64 KiB, as the direct conv's transposes). */
 #define PANEL 16384
 
-/* dX[m x k] = dY[m x n] W^T: panels wt[n][w] of W's rows k0..k0+w-1 (the
- * vector operand: lanes along k) */
+#ifdef KC_CONV_X86
+#include <immintrin.h>
+
+/* dst[j*dp + l] = src[l*sp + j] for l, j < 16: 16 loads, 64 shuffles, 16
+ * stores (the scalar loop took 2.8 % of the seeds' CNN's step in
+ * dx_direct alone). */
+__attribute__((target("avx512f"))) static void tr16(const float *src,
+                                                    size_t sp, float *dst,
+                                                    size_t dp)
+{
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = _mm512_loadu_ps(src + (size_t)i * sp);
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; i++) {
+            t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + 4 + i], 0x88);
+            t[h + 4 + i] = _mm512_shuffle_f32x4(r[h + i], r[h + 4 + i], 0xDD);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);
+    }
+    for (int i = 0; i < 16; i++)
+        _mm512_storeu_ps(dst + (size_t)i * dp, r[i]);
+}
+#endif
+
+/* wt[l / ch][j][l % ch] = W[l][j] for l < w, j < n (W's rows n apart) */
+static void panel_wt(const kc_conv_isa_t *isa, const float *W, size_t w,
+                     size_t n, size_t ch, float *wt)
+{
+    size_t l0 = 0, j16 = 0;
+#ifdef KC_CONV_X86
+    if (isa == &kc_conv_avx512 && ch % 16 == 0) {
+        j16 = n / 16 * 16;
+        for (; l0 + 16 <= w; l0 += 16)
+            for (size_t j = 0; j < j16; j += 16)
+                tr16(W + l0 * n + j, n, wt + l0 / ch * ch * n + j * ch + l0 % ch,
+                     ch);
+    }
+#else
+    (void)isa;
+#endif
+    for (size_t l = 0; l < w; l++) {
+        const float *row = W + l * n;
+        float *d = wt + l / ch * ch * n + l % ch;
+        for (size_t j = l < l0 ? j16 : 0; j < n; j++)
+            d[j * ch] = row[j];
+    }
+}
+
+/* dX[m x k] = dY[m x n] W^T, pl columns of dX at a time from the panel
+ * wt[q][j][l] = W[i0 + q*ch + l][j]: each chunk of ch lanes contiguous
+ * (in one wide panel a chunk's rows would fall on a few of L1's sets).
+ * The chains from +0 over j = 0..n-1, in one pass. */
 static void dx_direct(const kc_conv_isa_t *isa, int m, int k, int n,
                       const float *dY, const float *W, float *dX)
 {
     float wt[PANEL];
-    int kl = PANEL / n / 16 * 16;
-    for (int k0 = 0; k0 < k; k0 += kl) {
-        int w = k - k0 < kl ? k - k0 : kl;
-        for (int i = 0; i < w; i++) {
-            const float *row = W + (size_t)(k0 + i) * (size_t)n;
-            for (int j = 0; j < n; j++)
-                wt[(size_t)j * (size_t)w + (size_t)i] = row[j];
+    size_t ch = (size_t)(isa->nvmax * isa->vw), nn = (size_t)n;
+    int pl = (int)(PANEL / nn / ch * ch), rows = 2 * isa->pmax[isa->nvmax];
+    kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = n, .br = 1, .vr = (ptrdiff_t)ch,
+                  .vch = (ptrdiff_t)(ch * nn), .op = k, .R = n,
+                  .init = KC_UK_ZERO, .fin = KC_UK_STORE };
+    for (int i0 = 0; i0 < k; i0 += pl) {
+        int w = k - i0 < pl ? k - i0 : pl;
+        panel_wt(isa, W + (size_t)i0 * nn, (size_t)w, nn, ch, wt);
+        /* a few blocks of rows through every chunk: dX's rows, a multiple
+         * of 4 KiB apart, are written a panel-wide run at a time */
+        for (int r0 = 0; r0 < m; r0 += rows) {
+            int h = m - r0 < rows ? m - r0 : rows;
+            kc__conv_blocks(isa, &u, h, w, dY + (size_t)r0 * nn, wt,
+                            dX + (size_t)r0 * (size_t)k + i0);
         }
-        kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = n, .br = 1, .vr = w,
-                      .op = k };
-        kc__uk_passes(isa, &u, KC_UK_ZERO, m, w, n, KB, dY, wt, dX + k0);
+    }
+}
+
+/* dW[k x n] = X^T dY, DWP rows of dW at a time, over DWR of X's rows a
+ * pass: the broadcast operand from a copy of X's slice, rows DWP floats
+ * apart (7 cache lines: a block's steps fall on different sets; in X
+ * itself each step would be a new page, and on one L1 set when X's rows
+ * are a multiple of 4 KiB apart, as the seeds' CNN's 36864 floats). The
+ * chains from +0 over X's rows in order, through dW between passes. */
+#define DWP 112
+#define DWR (PANEL / DWP)
+static void dw_direct(const kc_conv_isa_t *isa, int m, int k, int n,
+                      const float *X, const float *dY, float *dW)
+{
+    float xp[DWR * DWP];
+    kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = 1, .br = DWP, .vr = n,
+                  .op = n, .fin = KC_UK_STORE };
+    for (int i0 = 0; i0 < k; i0 += DWP) {
+        int w = k - i0 < DWP ? k - i0 : DWP;
+        for (int r0 = 0; r0 < m; r0 += DWR) {
+            int rb = m - r0 < DWR ? m - r0 : DWR;
+            for (int r = 0; r < rb; r++)
+                memcpy(xp + (size_t)r * DWP,
+                       X + (size_t)(r0 + r) * (size_t)k + i0,
+                       (size_t)w * sizeof *xp);
+            u.R = rb;
+            u.init = r0 ? KC_UK_LOAD : KC_UK_ZERO;
+            kc__conv_blocks(isa, &u, w, n, xp, dY + (size_t)r0 * (size_t)n,
+                            dW + (size_t)i0 * (size_t)n);
+        }
     }
 }
 
@@ -173,13 +271,15 @@ void kc_dense_bwd(int m, int k, int n, const float *X, const float *W,
             zero((size_t)m * (size_t)k, dX);
         return;
     }
-    /* dW[k x n] = X^T[k x m] dY[m x n] */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, m,
-                1.0f, X, k, dY, n, 0.0f, dW, n);
-    /* dX[m x k] = dY[m x n] W^T[n x k] */
     const kc_conv_isa_t *isa = kc__direct_isa();
-    if (dX && isa && (size_t)k * (size_t)n <= DX_DIRECT_MAX &&
-        n <= PANEL / 16)
+    /* dW[k x n] = X^T[k x m] dY[m x n] */
+    if (isa)
+        dw_direct(isa, m, k, n, X, dY, dW);
+    else
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, m,
+                    1.0f, X, k, dY, n, 0.0f, dW, n);
+    /* dX[m x k] = dY[m x n] W^T[n x k] */
+    if (dX && isa && (size_t)n * (size_t)(isa->nvmax * isa->vw) <= PANEL)
         dx_direct(isa, m, k, n, dY, W, dX);
     else if (dX)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, k, n,

@@ -172,11 +172,48 @@ static int same(size_t n, const float *a, const float *b)
     return memcmp(a, b, n * sizeof *a) == 0;
 }
 
-/* k > 512 takes several passes of the chain; n > 32 several lane blocks
- * and a masked tail; k*n <= 256K floats makes dX direct, in panels of
- * 16384/n/16*16 columns (n = 40: 400, three panels of 1100); n = 1100
- * leaves dX to BLAS (dx_direct 0: its rows are not checked for bits).
- * Without bias too (the chain then starts from +0). */
+/* dW[i][j] on the direct paths: one fmaf chain from +0 over the rows in
+ * order */
+static void chain_dw(int m, int k, int n, const float *X, const float *dY,
+                     float *dW)
+{
+    for (int i = 0; i < k; i++)
+        for (int j = 0; j < n; j++) {
+            float acc = 0.0f;
+            for (int r = 0; r < m; r++)
+                acc = fmaf(X[(size_t)r * k + i], dY[(size_t)r * n + j], acc);
+            dW[(size_t)i * n + j] = acc;
+        }
+}
+
+/* dW of the current path, checked against chain_dw's bits (direct) or
+ * near them (BLAS) */
+static void check_dw(int m, int k, int n, const float *X, const float *dY,
+                     const float *want, int bits, const char *path)
+{
+    size_t KN = (size_t)k * n;
+    float *dW = nanbuf(KN), *db = nanbuf((size_t)n);
+    double *ref = malloc(KN * sizeof *ref);
+    kc_dense_bwd(m, k, n, X, NULL, dY, dW, db, NULL);
+    for (size_t i = 0; i < KN; i++)
+        ref[i] = want[i];
+    char what[96];
+    snprintf(what, sizeof what, "%s dW %dx%dx%d", path, m, k, n);
+    if (bits)
+        CHECKF(same(KN, dW, want), "%s: not the chain's bits", what);
+    else
+        KC_CHECK_NEAR(what, KN, dW, ref, 1e-4, 1e-4);
+    free(dW), free(db), free(ref);
+}
+
+/* k > 512 takes several passes of the forward's chain; n > 32 several
+ * lane blocks and a masked tail; dX direct up to n = 16384 / (lanes of a
+ * chunk) (512 on AVX-512), in panels of 16384/n/chunk*chunk columns, the
+ * AVX-512 path's transposes 16 x 16 with scalar edges (n = 40: 24 columns
+ * of each row by the scalar loop); n = 1100 leaves dX to BLAS (dx_direct
+ * 0: its rows are not checked for bits). dW direct on every vector path,
+ * 112 of its rows a panel, 146 of X's rows a pass (m = 300: three passes
+ * through dW). Without bias too (the chain then starts from +0). */
 static void test_paths(int m, int k, int n, int bias, int dx_direct)
 {
     size_t MK = (size_t)m * k, KN = (size_t)k * n, MN = (size_t)m * n;
@@ -222,6 +259,9 @@ static void test_paths(int m, int k, int n, int bias, int dx_direct)
     }
     CHECKF(rows || !direct, "%dx%dx%d: a row alone differs from the batch's",
            m, k, n);
+    float *cdw = malloc((size_t)k * n * sizeof *cdw);
+    chain_dw(m, k, n, X, dY, cdw);
+    check_dw(m, k, n, X, dY, cdw, direct, "auto");
 
     /* every vector path this CPU has: the same bits; BLAS near them */
     for (int p = KC_CONV_AVX2; direct && p <= KC_CONV_AVX512; p++) {
@@ -230,8 +270,10 @@ static void test_paths(int m, int k, int n, int bias, int dx_direct)
         run_rows(m, k, n, X, W, bb, dY, Yv, dXv);
         CHECKF(same(MN, Yv, Y) && (!dx_direct || same(MK, dXv, dX)),
                "%dx%dx%d: path %d gives other bits", m, k, n, p);
+        check_dw(m, k, n, X, dY, cdw, 1, p == KC_CONV_AVX2 ? "AVX2" : "AVX-512");
     }
     CHECK(kc_conv2d_force_path(KC_CONV_GEMM) == 0);
+    check_dw(m, k, n, X, dY, cdw, 0, "BLAS");
     run_rows(m, k, n, X, W, bb, dY, Yv, dXv);
     snprintf(what, sizeof what, "BLAS fwd %dx%dx%d", m, k, n);
     KC_CHECK_NEAR(what, MN, Yv, ref, 1e-4, 1e-4);
@@ -241,6 +283,7 @@ static void test_paths(int m, int k, int n, int bias, int dx_direct)
 
     free(X); free(W); free(b); free(dY); free(Y); free(dX); free(Y1);
     free(dX1); free(Yv); free(dXv); free(ref); free(rdx); free(zero);
+    free(cdw);
 }
 
 static void test_edges(void)
@@ -304,5 +347,7 @@ int main(void)
     test_paths(7, 36, 300, 0, 1);
     test_paths(5, 70, 1100, 1, 0);
     test_paths(3, 3000, 10, 0, 1);
+    test_paths(300, 230, 40, 1, 1);
+    test_paths(29, 64, 512, 0, 1);
     return CHECK_DONE();
 }

@@ -94,6 +94,25 @@ static void fwd(const kops_conv2d_t *g, const float *X, const float *W,
 
 /* user-CPU seconds of one call, best of reps (each rep repeats the call
  * until it has run >= 20 ms of CPU) */
+/* Half a second of one shape's forward, untimed: the first shape timed
+ * in a process ran at half its rate for its first ~150 ms (the seeds'
+ * conv2 forward: 42 and 35 ms a call, then 17-19), which best of 3 reps
+ * did not outlast: the core's clock comes up under load. */
+static void warm_up(void)
+{
+    kops_conv2d_t g = { .n = 8, .h = 26, .w = 26, .c = 32, .kh = 3, .kw = 3,
+                        .f = 64, .stride_h = 1, .stride_w = 1, .oh = 24,
+                        .ow = 24 };
+    size_t nx = 8u * 26 * 26 * 32, ny = 8u * 24 * 24 * 64, nw = 9u * 32 * 64;
+    size_t len = kc_conv2d_col_len(&g);
+    float *X = calloc(nx, 4), *W = calloc(nw, 4), *Y = malloc(ny * 4),
+          *col = malloc(len * 4);
+    double t0 = cpu_seconds();
+    while (X && W && Y && col && cpu_seconds() - t0 < 0.5)
+        kc_conv2d_fwd(&g, X, W, NULL, Y, col, len);
+    free(X), free(W), free(Y), free(col);
+}
+
 static double best(int op, const kops_conv2d_t *g, const float *X,
                    const float *W, const float *b, float *Y, const float *dY,
                    float *dW, float *db, float *dX, float *col, size_t len,
@@ -149,6 +168,7 @@ int main(int argc, char **argv)
         }
     }
     openblas_set_num_threads(1);
+    warm_up();
     static const char *const names[] = { "auto", "gemm", "scalar", "avx2",
                                          "avx512", "bf16" };
     enum { BF16 = 5 };
