@@ -24,6 +24,7 @@
 #define UK_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define UK_ADD(a, b) _mm256_add_ps((a), (b))
 #define UK_ZERO() _mm256_setzero_ps()
+#define UK_MAX(a, b) _mm256_max_ps((a), (b))
 #define UK_NAME kc_conv_avx2
 #include "conv_ukern.h"
 #endif

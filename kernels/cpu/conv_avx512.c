@@ -25,6 +25,7 @@
 #define UK_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define UK_ADD(a, b) _mm512_add_ps((a), (b))
 #define UK_ZERO() _mm512_setzero_ps()
+#define UK_MAX(a, b) _mm512_max_ps((a), (b))
 #define UK_NAME kc_conv_avx512
 #include "conv_ukern.h"
 #endif

@@ -31,6 +31,7 @@
 #define UK_FMA(a, b, c) _mm512_dpbf16_ps((c), (__m512bh)(a), (__m512bh)(b))
 #define UK_ADD(a, b) _mm512_add_ps((a), (b))
 #define UK_ZERO() _mm512_setzero_ps()
+#define UK_MAX(a, b) _mm512_max_ps((a), (b))
 #define UK_NAME kc_conv_avx512bf16
 #include "conv_ukern.h"
 

@@ -362,7 +362,7 @@ static void fwd_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
                   .bp = (ptrdiff_t)(g->stride_w * C), .br = 1,
                   .vr = (ptrdiff_t)F, .op = (ptrdiff_t)F,
                   .init = b ? KC_UK_BIAS : KC_UK_ZERO, .fin = KC_UK_STORE,
-                  .bias = b };
+                  .relu = g->relu, .bias = b };
     W = fwd_weights(isa, g, W, col, col_len, pad ? (size_t)hp * row : 0, &u);
     for (int i = 0; i < g->n; i++) {
         const float *img = X + (size_t)i * g->h * g->w * C;
@@ -381,8 +381,6 @@ static void fwd_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
         }
         float *yi = Y + (size_t)i * g->oh * g->ow * F;
         blocks(isa, &u, g->ow, g->f, img, W, yi);
-        if (g->relu)
-            kc_relu_fwd((size_t)g->oh * g->ow * F, yi, yi);
     }
 }
 
@@ -485,10 +483,24 @@ static void dw_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
                   .vseg = (ptrdiff_t)((size_t)g->ow * F), .bp = 1,
                   .br = (ptrdiff_t)(g->stride_w * C), .vr = (ptrdiff_t)F,
                   .op = (ptrdiff_t)F, .init = KC_UK_ZERO };
+    /* Fewer channels than a block has pixels (a first layer's 1 or 3):
+     * where every kx reads the same output columns (no padding across), a
+     * row of taps is one call, its kw x C (kx, c) side by side in X's
+     * rows (3 x 1 channel: blocks of 3 pixels instead of 1; the seeds'
+     * conv1 dW 20 -> 27 GFLOP/s, contrib/bench/conv). */
+    int xa0, xb0;
+    range(g->ow, g->stride_w, g->pad_left, 0, g->w, &xa0, &xb0);
+    int across = xb0 > xa0 && g->c < isa->pmax[isa->nvmax];
+    for (int kx = 1; kx < g->kw; kx++) {
+        int xa, xb;
+        range(g->ow, g->stride_w, g->pad_left, kx, g->w, &xa, &xb);
+        across &= xa == xa0 && xb == xb0;
+    }
+    int kw = across ? 1 : g->kw, px = across ? g->kw * g->c : g->c;
     for (int i = 0; i < g->n; i++) {
         u.fin = i == 0 ? KC_UK_STORE : KC_UK_ADD;
         for (int ky = 0; ky < g->kh; ky++)
-            for (int kx = 0; kx < g->kw; kx++) {
+            for (int kx = 0; kx < kw; kx++) {
                 int ya, yb, xa, xb;
                 range(g->oh, g->stride_h, g->pad_top, ky, g->h, &ya, &yb);
                 range(g->ow, g->stride_w, g->pad_left, kx, g->w, &xa, &xb);
@@ -499,7 +511,7 @@ static void dw_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
                 /* an empty range reads nothing: clamp its (unread) start */
                 if (u.nseg == 0 || u.R == 0)
                     y = x = 0, ya = xa = 0;
-                blocks(isa, &u, g->c, g->f,
+                blocks(isa, &u, px, g->f,
                        X + (((size_t)i * g->h + y) * g->w + x) * C,
                        dY + (((size_t)i * g->oh + ya) * g->ow + xa) * F,
                        dW + ((size_t)ky * g->kw + kx) * C * F);

@@ -45,6 +45,8 @@ typedef struct kc_uk {
                                 to the next (0: the chunk's first lane) */
     ptrdiff_t op;            /* out per pixel                          */
     int init, fin;
+    int relu;                /* out = acc < 0 ? 0 : acc (kc_relu_fwd's
+                                bits: NaN and -0 kept) as it is stored */
     const float *bias;       /* KC_UK_BIAS: the block's first lane     */
 } kc_uk_t;
 

@@ -6,6 +6,8 @@
  *   UK_MASK(n)    mask of the first n lanes
  *   UK_LOAD(p) UK_MLOAD(p, m) UK_STORE(p, v) UK_MSTORE(p, m, v)
  *   UK_BCAST(p) UK_FMA(a, b, c) UK_ADD(a, b) UK_ZERO()
+ *   UK_MAX(a, b)  a > b ? a : b lane by lane (MAXPS: b where either is a
+ *                 NaN or both are zeros)
  *   UK_NAME       the kc_conv_isa_t to define
  * The accumulators are an array whose loops are all unrolled with the
  * block's constant sizes, so they live in registers. */
@@ -67,6 +69,8 @@ uk_body(const kc_uk_t *u, const int P, const int NV, const int masked,
             UK_V r = acc[p][j];
             if (u->fin == KC_UK_ADD)
                 r = UK_ADD(j == last ? UK_MLOAD(o, m) : UK_LOAD(o), r);
+            if (u->relu)
+                r = UK_MAX(UK_ZERO(), r);
             if (j == last)
                 UK_MSTORE(o, m, r);
             else
