@@ -105,9 +105,10 @@ const kc_conv_isa_t *kc__direct_isa(void);
  * dst, an odd n's last pair completed with +0. */
 extern const kc_conv_isa_t kc_conv_avx512bf16;
 /* The same contract on AMX tiles (conv_amx.c), blocks of 16 pixels and the
- * broadcast operand's steps side by side (u->br == 1 only). kc__amx_ready:
- * the OS gave this process the tile state (asked once); kc__amx_release:
- * the calling thread is done with the tiles for now. */
+ * broadcast operand's steps side by side (u->br == 1 only; neither u->vch
+ * nor u->relu, which the bf16 drivers do not set). kc__amx_ready: the OS
+ * gave this process the tile state (asked once); kc__amx_release: the
+ * calling thread is done with the tiles for now. */
 extern const kc_conv_isa_t kc_conv_amx;
 int kc__amx_ready(void);
 void kc__amx_release(void);

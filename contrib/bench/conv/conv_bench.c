@@ -92,8 +92,6 @@ static void fwd(const kops_conv2d_t *g, const float *X, const float *W,
         kc_conv2d_fwd(g, X, W, b, Y, col, len);
 }
 
-/* user-CPU seconds of one call, best of reps (each rep repeats the call
- * until it has run >= 20 ms of CPU) */
 /* Half a second of one shape's forward, untimed: the first shape timed
  * in a process ran at half its rate for its first ~150 ms (the seeds'
  * conv2 forward: 42 and 35 ms a call, then 17-19), which best of 3 reps
@@ -113,6 +111,8 @@ static void warm_up(void)
     free(X), free(W), free(Y), free(col);
 }
 
+/* user-CPU seconds of one call, best of reps (each rep repeats the call
+ * until it has run >= 20 ms of CPU) */
 static double best(int op, const kops_conv2d_t *g, const float *X,
                    const float *W, const float *b, float *Y, const float *dY,
                    float *dW, float *db, float *dX, float *col, size_t len,
