@@ -48,7 +48,8 @@ void kc_bias_add(int m, int n, const float *restrict b, float *restrict Y)
  * the same bits. */
 enum { KC_BIAS_CHUNK = 256 };
 
-void kc_bias_grad(int m, int n, const float *restrict dY, float *restrict db)
+KC_HOT void kc_bias_grad(int m, int n, const float *restrict dY,
+                         float *restrict db)
 {
     if (n <= 0)
         return;
