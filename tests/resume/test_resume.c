@@ -41,6 +41,7 @@ static int run_(char *const *args, int timeout_s)
 #define run(...) run_((char *const[]){ __VA_ARGS__, NULL }, 180)
 
 static int count_ckpts(const char *dir, char *newest, size_t len);
+static void wait_for_checkpoint(const char *ck);
 
 /* Start a run in the background; once checkpoint dir `ck` holds a
  * checkpoint (the run is mid-training; bounded wait), send `sig`. */
@@ -53,13 +54,7 @@ static int interrupt_(char *const *args, const char *ck, int sig)
     spawn_child_t c;
     if (spawn_start(argv, NULL, &c) != 0)
         return -1;
-    char newest[256];
-    /* polled every 2 ms: the MLP's epoch takes well under 100 ms on a fast
-     * core, and a kill after its last checkpoint would resume at an epoch's
-     * start, not mid-epoch (30 s at most) */
-    for (int i = 0; i < 15000 && count_ckpts(ck, newest, sizeof newest) < 1;
-         i++)
-        usleep(2000);
+    wait_for_checkpoint(ck);
     kill(c.pid, sig);
     spawn_wait(&c, 60);
     spawn_collect(&c, g_out, sizeof g_out, g_err, sizeof g_err);
