@@ -43,6 +43,7 @@ typedef struct child {
     double restart_at;   /* > 0: due to be started again then */
     int   lost;          /* a ps worker gone for good: not the job's end */
     int   keyfd;         /* its keys (launch_keys.c), -1: the job's own */
+    int   hold;          /* holds `port` for the task (free_port), or -1 */
 } child_t;
 
 /* How launch supervises one start of the job. */
@@ -147,31 +148,40 @@ static const char *const k_usage =
     "      --tasks LIST     this machine's tasks of the job's [cluster]\n"
     "  -c, --config FILE, -s, --set K=V   passed to every task\n";
 
-/* 1 when `port` (0: any) can be bound on 127.0.0.1 now; *got: which. */
-static int bindable(int port, int *got)
+/* A socket bound to `port` (0: any) on 127.0.0.1, kept to hold it, or -1;
+ * *got: which port. It binds without SO_REUSEADDR, so a port that any
+ * socket holds (a listener, another launch's hold) is refused, then sets
+ * SO_REUSEADDR on it: Linux lets a socket that sets it too bind and listen
+ * beside one that is bound but not listening (the task's zmq listener
+ * does), while plain bind()s -- another launch's probe -- and the kernel's
+ * choice of a port for bind(0) or connect() keep away from it. */
+static int hold_port(int port, int *got)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return 0;
+        return -1;
     struct sockaddr_in a = { .sin_family = AF_INET,
                              .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     socklen_t len = sizeof a;
-    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-             getsockname(fd, (struct sockaddr *)&a, &len) == 0;
-    if (ok)
-        *got = ntohs(a.sin_port);
-    close(fd);
-    return ok;
+    int one = 1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
+        close(fd);
+        return -1;
+    }
+    *got = ntohs(a.sin_port);
+    return fd;
 }
 
-/* A free TCP port on 127.0.0.1 for a task to listen on, drawn at random
- * below Linux's ephemeral range (32768 and up): the kernel hands a port
- * that launch probed and let go to the next bind(0) or outgoing connection
- * of any process, and another job starting beside this one (or a test
- * suite's) took a task's port that way; a random draw from 12k ports
- * rarely meets another. Falls back to the kernel's choice. */
-static int free_port(void)
+/* A free TCP port on 127.0.0.1 for a task to listen on, held by launch
+ * (*hold) until the job's end: a port probed and let go went to the next
+ * bind(0) or outgoing connection of any process, or to another launch's
+ * task beside this one (a test suite's), before this task bound it.
+ * Drawn at random below Linux's ephemeral range (32768 and up), which the
+ * kernel fills; falls back to the kernel's choice. -1: none. */
+static int free_port(int *hold)
 {
     static unsigned seed;
     if (!seed)
@@ -179,10 +189,10 @@ static int free_port(void)
     int port = -1;
     for (int tries = 0; tries < 64; tries++) {
         int want = 20000 + (int)(rand_r(&seed) % 12768u);
-        if (bindable(want, &port))
+        if ((*hold = hold_port(want, &port)) >= 0)
             return port;
     }
-    return bindable(0, &port) ? port : -1;
+    return (*hold = hold_port(0, &port)) >= 0 ? port : -1;
 }
 
 /* Append to a bounded string; returns -1 once it no longer fits. */
@@ -585,6 +595,15 @@ static int open_membership(int emin, int emax, int workers)
            setenv("STRATA_ELASTIC_TOKEN", g_token, 1) == 0 ? 0 : -1;
 }
 
+static void release_ports(child_t *c, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (c[i].hold >= 0) {
+            close(c[i].hold);
+            c[i].hold = -1;
+        }
+}
+
 /* One start of the whole job on fresh ports: every task started, supervised
  * and reaped. Returns the job's exit code; *started: tasks started. */
 static int run_job(child_t *c, int n, const plan_t *pl, int *started)
@@ -599,13 +618,11 @@ static int run_job(child_t *c, int n, const plan_t *pl, int *started)
         c[i].index = keep.index;
         c[i].keyfd = keep.keyfd;
         c[i].fd[0] = c[i].fd[1] = -1;
-        c[i].port = free_port();
-        for (int j = 0; j < i; j++)
-            if (c[j].port == c[i].port)
-                c[i].port = free_port(), j = -1;
-        if (c[i].port <= 0) {
+        /* distinct: the ports held already are refused */
+        if ((c[i].port = free_port(&c[i].hold)) <= 0) {
             fprintf(stderr, "strata: launch: no free port: %s\n",
                     strerror(errno));
+            release_ports(c, i);
             return 1;
         }
     }
@@ -619,6 +636,7 @@ static int run_job(child_t *c, int n, const plan_t *pl, int *started)
         (*started)++;
     }
     int sup = supervise(c, *started, pl);
+    release_ports(c, n);
     return code ? code : sup;
 }
 
