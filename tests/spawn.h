@@ -151,6 +151,12 @@ static inline void spawn_collect(spawn_child_t *c, char *out, size_t outcap, cha
 /* A TCP port that was free on 127.0.0.1 a moment ago. */
 static inline int spawn_free_port(void);
 
+/* A port on 127.0.0.1 for a task that listens (zmq: SO_REUSEADDR), held
+ * until this test ends, as strata launch holds its tasks' (see launch.c's
+ * free_port): the kernel never hands it to another bind(0) or connect()
+ * meanwhile, and two calls never give the same port. */
+static inline int spawn_task_port(void);
+
 /* The strata binary under test ($STRATA_BIN, set by ctest). */
 static inline const char *spawn_strata_bin(void)
 {
@@ -253,6 +259,21 @@ static inline int spawn_free_port(void)
     if (fd >= 0)
         close(fd);
     return port;
+}
+
+static inline int spawn_task_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof a;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0 &&
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0)
+        return ntohs(a.sin_port); /* fd stays open: the exit closes it */
+    if (fd >= 0)
+        close(fd);
+    return -1;
 }
 
 #endif

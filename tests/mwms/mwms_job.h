@@ -33,10 +33,7 @@ static void start_job(job_t *j, int n, char **sets, int nsets)
 {
     j->n = n;
     for (int i = 0; i < n; i++) {
-        j->port[i] = spawn_free_port();
-        for (int k = 0; k < i; k++)
-            if (j->port[k] == j->port[i])
-                j->port[i] = spawn_free_port(), k = -1;
+        j->port[i] = spawn_task_port();
     }
     for (int i = 0; i < n; i++) {
         tf_config(j, i);

@@ -75,12 +75,7 @@ static void job_init(job_t *j, int nw, int nps, char *const *sets, int nsets)
     }
     j->n = k;
     for (int i = 0; i < j->n; i++) {
-        j->t[i].port = spawn_free_port();
-        for (int m = 0; m < i; m++)
-            if (j->t[m].port == j->t[i].port) {
-                j->t[i].port = spawn_free_port();
-                m = -1;
-            }
+        j->t[i].port = spawn_task_port();
         j->t[i].out = calloc(1, JOB_OUT);
         j->t[i].err = calloc(1, JOB_OUT);
     }

@@ -525,12 +525,7 @@ out:
 static void pick_ports(int *port)
 {
     for (int i = 0; i < 4; i++) {
-        port[i] = spawn_free_port();
-        for (int k = 0; k < i; k++)
-            if (port[k] == port[i]) {
-                port[i] = spawn_free_port();
-                k = -1;
-            }
+        port[i] = spawn_task_port();
         snprintf(g_addr[i], sizeof g_addr[i], "127.0.0.1:%d", port[i]);
         g_addrs[i] = g_addr[i];
     }

@@ -62,14 +62,12 @@ static void keygen(void)
     CHECK(run(bad, 30) == 2 && strstr(g_r.err, "is not TYPE:INDEX"));
 }
 
-/* A 2-worker job started by hand on free ports, with extra --set for both
- * (sets) and for worker 1 only (sets1, may be NULL). */
+/* A 2-worker job started by hand on ports held for it, with extra --set
+ * for both (sets) and for worker 1 only (sets1, may be NULL). */
 static void job2(const char *const *sets, const char *const *sets1,
                  int timeout_s, spawn_result_t out[2])
 {
-    int port[2] = { spawn_free_port(), spawn_free_port() };
-    while (port[1] == port[0])
-        port[1] = spawn_free_port();
+    int port[2] = { spawn_task_port(), spawn_task_port() };
     spawn_child_t c[2];
     char tf[2][300];
     for (int i = 0; i < 2; i++) {
