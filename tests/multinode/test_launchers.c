@@ -493,7 +493,7 @@ static void case_launch_args(void)
 
     /* node 0 alone: its tasks wait, then name the ranks of node 1 */
     char rdzv[32];
-    snprintf(rdzv, sizeof rdzv, "127.0.0.1:%d", spawn_free_port());
+    snprintf(rdzv, sizeof rdzv, "127.0.0.1:%d", spawn_task_port());
     char *argv[] = { (char *)spawn_strata_bin(), "launch", "--nnodes", "2",
                      "--node-rank", "0", "--rendezvous", rdzv, "-n", "2",
                      "--set", "cluster.rendezvous_timeout_s=2", "--set",
@@ -575,7 +575,7 @@ static void case_rdzv_trust(void)
 {
     /* a squatter first: a well-formed REGISTER for rank 1 of 2, with a tag
      * it cannot compute */
-    int port = spawn_free_port();
+    int port = spawn_task_port();
     char rdzv[32], *argv[32];
     snprintf(rdzv, sizeof rdzv, "127.0.0.1:%d", port);
     spawn_child_t n0, n1;
@@ -610,7 +610,7 @@ static void case_rdzv_trust(void)
                             "with the job's keys"), "%s", g_err[0]);
 
     /* two nodes given --node-rank 1 of 3 */
-    port = spawn_free_port();
+    port = spawn_task_port();
     snprintf(rdzv, sizeof rdzv, "127.0.0.1:%d", port);
     spawn_child_t ch[3];
     double t0 = mono_s();
@@ -655,7 +655,7 @@ static int stderr_says(const spawn_child_t *c, const char *what)
 
 static void case_rdzv_late(void)
 {
-    int port = spawn_free_port();
+    int port = spawn_task_port();
     char rdzv[32], *argv[4][40];
     snprintf(rdzv, sizeof rdzv, "127.0.0.1:%d", port);
     /* a job that would train for minutes: it must end at the late claim */

@@ -320,7 +320,7 @@ static void check_tables(task_t **t, int n)
 
 static void test_four(void)
 {
-    int port = spawn_free_port();
+    int port = spawn_task_port();
     task_t *t[4];
     for (int r = 0; r < 4; r++)
         t[r] = task_new(4, r, port, 20);
@@ -374,7 +374,7 @@ static void test_mpi_local(void)
 
 static void test_hostile(void)
 {
-    int port = spawn_free_port();
+    int port = spawn_task_port();
     task_t *r0 = task_new(2, 0, port, 20), *r1 = task_new(2, 1, port, 20);
     capture_begin();
     task_start(r0);
@@ -427,7 +427,7 @@ static void test_hostile(void)
 
 static void test_world(void)
 {
-    int port = spawn_free_port();
+    int port = spawn_task_port();
     task_t *r0 = task_new(2, 0, port, 20), *bad = task_new(3, 1, port, 20);
     capture_begin();
     task_start(r0);
@@ -447,7 +447,7 @@ static void test_world(void)
 
 static void test_duplicate(void)
 {
-    int port = spawn_free_port();
+    int port = spawn_task_port();
     task_t *r0 = task_new(3, 0, port, 20), *a = task_new(3, 1, port, 20),
            *b = task_new(3, 1, port, 20), *r2 = task_new(3, 2, port, 20);
     capture_begin();
@@ -504,7 +504,7 @@ static int register_as(int port, strata__rdzv_auth_t *a, uint32_t rank,
 
 static void test_keys(void)
 {
-    int port = spawn_free_port();
+    int port = spawn_task_port();
     task_t *t[3];
     for (int r = 0; r < 3; r++) {
         t[r] = task_new(3, r, port, 20);
@@ -559,7 +559,7 @@ static void test_keys(void)
 
 static void test_token(void)
 {
-    int port = spawn_free_port();
+    int port = spawn_task_port();
     task_t *r0 = task_new(2, 0, port, 20), *r1 = task_new(2, 1, port, 20),
            *bad = task_new(2, 1, port, 1);
     use_token(r0, 2, "the job's own token, 16+");
@@ -584,7 +584,7 @@ static void test_token(void)
 
 static void test_late(void)
 {
-    int port = spawn_free_port();
+    int port = spawn_task_port();
     task_t *r0 = task_new(2, 0, port, 20), *r1 = task_new(2, 1, port, 20),
            *again = task_new(2, 1, port, 20), *s = task_new(2, 1, port, 20);
     use_keys(r0, 2, 0, g_sk[0]);
@@ -634,7 +634,7 @@ static void test_late(void)
 
 static void test_mismatch(void)
 {
-    int port = spawn_free_port();
+    int port = spawn_task_port();
     task_t *r0 = task_new(2, 0, port, 20), *r1 = task_new(2, 1, port, 20);
     use_keys(r0, 2, 0, g_sk[0]);
     capture_begin();
@@ -652,7 +652,7 @@ static void test_mismatch(void)
 
 static void test_timeout(void)
 {
-    int port = spawn_free_port();
+    int port = spawn_task_port();
     task_t *r0 = task_new(4, 0, port, 1.5), *r1 = task_new(4, 1, port, 1.5);
     capture_begin();
     task_start(r0);
@@ -671,7 +671,7 @@ static void test_timeout(void)
 
 static void test_no_rank0(void)
 {
-    int port = spawn_free_port();
+    int port = spawn_task_port();
     task_t *r1 = task_new(2, 1, port, 0.5);
     capture_begin();
     task_start(r1);
@@ -795,7 +795,7 @@ static void test_forged_tag(void)
 
 static void test_stop(void)
 {
-    int port = spawn_free_port();
+    int port = spawn_task_port();
     task_t *r1 = task_new(2, 1, port, 60), *r0 = task_new(3, 0, port, 60);
     capture_begin();
     task_start(r1); /* nobody serves yet: it retries */
