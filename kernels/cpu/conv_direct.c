@@ -474,6 +474,57 @@ static void dx_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
     }
 }
 
+/* dW with the operands' roles swapped: X's channels as the vector lanes,
+ * dY's filters broadcast, into t[tap][f][c], then transposed into dW.
+ * Each r step then reads whole lines of X (all its C channels) and one
+ * of dY, where dW's own order read half of dY's 256-byte pixel row and
+ * a piece of X's. fma(dY, X, acc) is fma(X, dY, acc): the same chains,
+ * the same sums in the same order (t holds dW + S_i exactly), the same
+ * bits. -1 (nothing done) unless C is one chunk of lanes (2 vectors:
+ * with 1, a block's broadcasts would outnumber its vector loads 14 to 1)
+ * and there are more filters than channels, or where t cannot be had. */
+static int dw_vec_swapped(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
+                          const float *X, const float *dY, float *dW)
+{
+    size_t C = (size_t)g->c, F = (size_t)g->f, taps = (size_t)g->kh * g->kw;
+    if (C != (size_t)(isa->nvmax * isa->vw) || F <= C)
+        return -1;
+    float *t = malloc(taps * F * C * sizeof *t);
+    if (!t)
+        return -1;
+    kc_uk_t u = { .nrow = 1,
+                  .bseg = (ptrdiff_t)((size_t)g->ow * F),
+                  .vseg = (ptrdiff_t)((size_t)g->stride_h * g->w * C),
+                  .bp = 1, .br = (ptrdiff_t)F,
+                  .vr = (ptrdiff_t)(g->stride_w * C), .op = (ptrdiff_t)C,
+                  .init = KC_UK_ZERO };
+    for (int i = 0; i < g->n; i++) {
+        u.fin = i == 0 ? KC_UK_STORE : KC_UK_ADD;
+        for (int ky = 0; ky < g->kh; ky++)
+            for (int kx = 0; kx < g->kw; kx++) {
+                int ya, yb, xa, xb;
+                range(g->oh, g->stride_h, g->pad_top, ky, g->h, &ya, &yb);
+                range(g->ow, g->stride_w, g->pad_left, kx, g->w, &xa, &xb);
+                u.nseg = yb - ya;
+                u.R = xb - xa;
+                int y = ya * g->stride_h - g->pad_top + ky;
+                int x = xa * g->stride_w - g->pad_left + kx;
+                if (u.nseg == 0 || u.R == 0)
+                    y = x = 0, ya = xa = 0;
+                blocks(isa, &u, g->f, g->c,
+                       dY + (((size_t)i * g->oh + ya) * g->ow + xa) * F,
+                       X + (((size_t)i * g->h + y) * g->w + x) * C,
+                       t + ((size_t)ky * g->kw + kx) * F * C);
+            }
+    }
+    for (size_t k = 0; k < taps; k++)
+        for (size_t f = 0; f < F; f++)
+            for (size_t c = 0; c < C; c++)
+                dW[(k * C + c) * F + f] = t[(k * F + f) * C + c];
+    free(t);
+    return 0;
+}
+
 static void dw_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
                    const float *X, const float *dY, float *dW)
 {
@@ -496,6 +547,8 @@ static void dw_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
         range(g->ow, g->stride_w, g->pad_left, kx, g->w, &xa, &xb);
         across &= xa == xa0 && xb == xb0;
     }
+    if (!across && dw_vec_swapped(isa, g, X, dY, dW) == 0)
+        return;
     int kw = across ? 1 : g->kw, px = across ? g->kw * g->c : g->c;
     for (int i = 0; i < g->n; i++) {
         u.fin = i == 0 ? KC_UK_STORE : KC_UK_ADD;

@@ -197,5 +197,10 @@ int main(void)
     test_shape(geom(2, 8, 8, 9, 4, 4, 70, 2, 1), 1);
     test_shape(geom(1, 9, 9, 3, 3, 3, 300, 1, 1), 1);   /* GEMM (f > 256) */
     test_shape(geom(2, 16, 16, 2, 1, 1, 5, 2, 0), 1);
+    /* dW with X's channels as the lanes (conv_direct.c's dw_vec_swapped:
+     * AVX-512 where C is 32, AVX2 where it is 16; the 14x14x16 ones above)
+     * -- the seeds' conv2, and stride 2 with padding */
+    test_shape(geom(2, 26, 26, 32, 3, 3, 64, 1, 0), 1);
+    test_shape(geom(3, 15, 13, 32, 3, 3, 48, 2, 1), 0);
     return CHECK_DONE();
 }
