@@ -474,6 +474,26 @@ static void dx_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
     }
 }
 
+/* Image i's tap (ky, kx) for dW: u->nseg rows of u->R outputs, *x at X's
+ * first pixel they read, *dy at dY's first (an empty range reads nothing:
+ * its unread start clamped to the image's first pixel). */
+static void dw_tap(const kops_conv2d_t *g, int i, int ky, int kx,
+                   kc_uk_t *u, const float *X, const float *dY,
+                   const float **x, const float **dy)
+{
+    int ya, yb, xa, xb;
+    range(g->oh, g->stride_h, g->pad_top, ky, g->h, &ya, &yb);
+    range(g->ow, g->stride_w, g->pad_left, kx, g->w, &xa, &xb);
+    u->nseg = yb - ya;
+    u->R = xb - xa;
+    int iy = ya * g->stride_h - g->pad_top + ky;
+    int ix = xa * g->stride_w - g->pad_left + kx;
+    if (u->nseg == 0 || u->R == 0)
+        iy = ix = 0, ya = xa = 0;
+    *x = X + (((size_t)i * g->h + iy) * g->w + ix) * (size_t)g->c;
+    *dy = dY + (((size_t)i * g->oh + ya) * g->ow + xa) * (size_t)g->f;
+}
+
 /* dW with the operands' roles swapped: X's channels as the vector lanes,
  * dY's filters broadcast, into t[tap][f][c], then transposed into dW.
  * Each r step then reads whole lines of X (all its C channels) and one
@@ -502,18 +522,9 @@ static int dw_vec_swapped(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
         u.fin = i == 0 ? KC_UK_STORE : KC_UK_ADD;
         for (int ky = 0; ky < g->kh; ky++)
             for (int kx = 0; kx < g->kw; kx++) {
-                int ya, yb, xa, xb;
-                range(g->oh, g->stride_h, g->pad_top, ky, g->h, &ya, &yb);
-                range(g->ow, g->stride_w, g->pad_left, kx, g->w, &xa, &xb);
-                u.nseg = yb - ya;
-                u.R = xb - xa;
-                int y = ya * g->stride_h - g->pad_top + ky;
-                int x = xa * g->stride_w - g->pad_left + kx;
-                if (u.nseg == 0 || u.R == 0)
-                    y = x = 0, ya = xa = 0;
-                blocks(isa, &u, g->f, g->c,
-                       dY + (((size_t)i * g->oh + ya) * g->ow + xa) * F,
-                       X + (((size_t)i * g->h + y) * g->w + x) * C,
+                const float *x, *dy;
+                dw_tap(g, i, ky, kx, &u, X, dY, &x, &dy);
+                blocks(isa, &u, g->f, g->c, dy, x,
                        t + ((size_t)ky * g->kw + kx) * F * C);
             }
     }
@@ -554,19 +565,9 @@ static void dw_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
         u.fin = i == 0 ? KC_UK_STORE : KC_UK_ADD;
         for (int ky = 0; ky < g->kh; ky++)
             for (int kx = 0; kx < kw; kx++) {
-                int ya, yb, xa, xb;
-                range(g->oh, g->stride_h, g->pad_top, ky, g->h, &ya, &yb);
-                range(g->ow, g->stride_w, g->pad_left, kx, g->w, &xa, &xb);
-                u.nseg = yb - ya;
-                u.R = xb - xa;
-                int y = ya * g->stride_h - g->pad_top + ky;
-                int x = xa * g->stride_w - g->pad_left + kx;
-                /* an empty range reads nothing: clamp its (unread) start */
-                if (u.nseg == 0 || u.R == 0)
-                    y = x = 0, ya = xa = 0;
-                blocks(isa, &u, px, g->f,
-                       X + (((size_t)i * g->h + y) * g->w + x) * C,
-                       dY + (((size_t)i * g->oh + ya) * g->ow + xa) * F,
+                const float *x, *dy;
+                dw_tap(g, i, ky, kx, &u, X, dY, &x, &dy);
+                blocks(isa, &u, px, g->f, x, dy,
                        dW + ((size_t)ky * g->kw + kx) * C * F);
             }
     }
