@@ -526,6 +526,25 @@ KOP(conv2d_bwd, 1, "conv2d backward",
      KOP_DEV(col, KOP_F(g->n > 0 ? col_len : 0))
      KOP_DEV(dY, KOP_F(kops_n4(g->n, g->oh, g->ow, g->f)))
      KOP_OPT(dX, KOP_F(kops_n4(g->n, g->h, g->w, g->c)))))
+/* conv2d_bwd through the layer's own relu: dY, the gradient of the relu's
+ * output Y[n][oh][ow][f], is first masked in place where Y <= 0 (relu_bwd's
+ * bits) and db summed from the masked values (relu_bias_grad's bits), then
+ * conv2d_bwd runs on it: the same bits as relu_bias_grad then conv2d_bwd,
+ * on the CPU a few images at a time while each one's dY is in cache. */
+KOP(conv2d_bwd_relu, 1, "conv2d backward through relu",
+    (const kops_conv2d_t *g, const float *X, const float *W, const float *Y,
+     float *dY, float *dW, float *db, float *dX, float *col, size_t col_len),
+    (g, X, W, Y, dY, dW, db, dX, col, col_len),
+    (KOP_REQ(g != NULL)
+     KOP_DEV(dW, KOP_F(kops_n4(g->kh, g->kw, g->c, g->f)))
+     KOP_OPT(db, KOP_F(g->f > 0 ? g->f : 0))
+     KOP_REQ(g->n <= 0 || col_len >= kops_conv2d_col_len(g))
+     KOP_DEV(X, KOP_F(kops_n4(g->n, g->h, g->w, g->c)))
+     KOP_DEV(W, KOP_F(g->n > 0 ? kops_n4(g->kh, g->kw, g->c, g->f) : 0))
+     KOP_DEV(col, KOP_F(g->n > 0 ? col_len : 0))
+     KOP_DEV(Y, KOP_F(kops_n4(g->n, g->oh, g->ow, g->f)))
+     KOP_DEV(dY, KOP_F(kops_n4(g->n, g->oh, g->ow, g->f)))
+     KOP_OPT(dX, KOP_F(kops_n4(g->n, g->h, g->w, g->c)))))
 
 /* ---- pooling (kops_pool2d_t above) -------------------------------------
  * Max: Y[n][oh][ow][c] is the max of the window; argmax[n*oh*ow*c] keeps,

@@ -139,22 +139,32 @@ void kc_conv2d_fwd(const kops_conv2d_t *g, const float *X, const float *W,
     }
 }
 
-void kc_conv2d_bwd(const kops_conv2d_t *g, const float *X, const float *W,
-                   const float *dY, float *dW, float *db, float *dX,
-                   float *col, size_t col_len)
+/* kc_conv2d_bwd, and with Y kc_conv2d_bwd_relu: dY is then written (masked
+ * in place), else only read. */
+static void bwd(const kops_conv2d_t *g, const float *X, const float *W,
+                const float *Y, float *dY, float *dW, float *db, float *dX,
+                float *col, size_t col_len)
 {
     size_t plane = (size_t)g->oh * g->ow;
     size_t in_img = (size_t)g->h * g->w * g->c;
     int K = (int)taps(g), F = g->f, step = group_of(g, col_len);
-    if (db)
-        kc_bias_grad((int)(plane * (size_t)(g->n > 0 ? g->n : 0)), F, dY, db);
+    int rows_all = (int)(plane * (size_t)(g->n > 0 ? g->n : 0));
+    int path = g->n > 0 ? kc_conv2d_path(g) : KC_CONV_GEMM;
+    if (path != KC_CONV_GEMM && Y) {
+        kc__conv2d_bwd_direct(path, g, X, W, Y, dY, dW, db, dX, col, col_len);
+        return;
+    }
+    if (Y)
+        kc_relu_bias_grad(rows_all, F, Y, dY, db);
+    else if (db)
+        kc_bias_grad(rows_all, F, dY, db);
     if (g->n <= 0) {
         memset(dW, 0, (size_t)K * F * sizeof *dW);
         return;
     }
-    int path = kc_conv2d_path(g);
     if (path != KC_CONV_GEMM) {
-        kc__conv2d_bwd_direct(path, g, X, W, dY, dW, dX, col, col_len);
+        kc__conv2d_bwd_direct(path, g, X, W, NULL, dY, dW, NULL, dX, col,
+                              col_len);
         return;
     }
     if (dX)
@@ -175,4 +185,18 @@ void kc_conv2d_bwd(const kops_conv2d_t *g, const float *X, const float *W,
                     1.0f, dy, F, W, F, 0.0f, col, K);
         col2im(g, m, col, dX + (size_t)i * in_img);
     }
+}
+
+void kc_conv2d_bwd(const kops_conv2d_t *g, const float *X, const float *W,
+                   const float *dY, float *dW, float *db, float *dX,
+                   float *col, size_t col_len)
+{
+    bwd(g, X, W, NULL, (float *)dY, dW, db, dX, col, col_len);  /* read only */
+}
+
+void kc_conv2d_bwd_relu(const kops_conv2d_t *g, const float *X,
+                        const float *W, const float *Y, float *dY, float *dW,
+                        float *db, float *dX, float *col, size_t col_len)
+{
+    bwd(g, X, W, Y, dY, dW, db, dX, col, col_len);
 }

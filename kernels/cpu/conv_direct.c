@@ -159,11 +159,13 @@ static void range(int out, int s, int pad, int k, int n, int *lo, int *hi)
         *lo = *hi;
 }
 
+/* The backward's image loops below run images [i0, i1) of the batch, so
+ * that kc__conv2d_bwd_direct can take the batch a group at a time. */
 static void dx_scalar(const kops_conv2d_t *g, const float *W, const float *dY,
-                      float *dX)
+                      float *dX, int i0, int i1)
 {
     size_t C = (size_t)g->c, F = (size_t)g->f;
-    for (int i = 0; i < g->n; i++)
+    for (int i = i0; i < i1; i++)
         for (int ky = 0; ky < g->kh; ky++)
             for (int kx = 0; kx < g->kw; kx++) {
                 int ya, yb, xa, xb;
@@ -240,11 +242,11 @@ void kc__conv_range(int out, int s, int pad, int k, int n, int *lo, int *hi)
 }
 
 static void dx_scalar_gather(const kops_conv2d_t *g, const float *W,
-                             const float *dY, float *dX)
+                             const float *dY, float *dX, int i0, int i1)
 {
     size_t C = (size_t)g->c, F = (size_t)g->f;
     int oy0 = g->kh - 1 - g->pad_top, ox0 = g->kw - 1 - g->pad_left;
-    for (int i = 0; i < g->n; i++)
+    for (int i = i0; i < i1; i++)
         for (int y = 0; y < g->h; y++)
             for (int x = 0; x < g->w; x++)
                 for (size_t c = 0; c < C; c++) {
@@ -268,10 +270,10 @@ static void dx_scalar_gather(const kops_conv2d_t *g, const float *W,
 }
 
 static void dw_scalar(const kops_conv2d_t *g, const float *X, const float *dY,
-                      float *dW)
+                      float *dW, int i0, int i1)
 {
     size_t C = (size_t)g->c, F = (size_t)g->f;
-    for (int i = 0; i < g->n; i++)
+    for (int i = i0; i < i1; i++)
         for (int ky = 0; ky < g->kh; ky++)
             for (int kx = 0; kx < g->kw; kx++) {
                 int ya, yb, xa, xb;
@@ -384,18 +386,28 @@ static void fwd_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
     }
 }
 
-static void dx_vec_gather(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
-                          const float *W, const float *dY, float *dX,
-                          float *col)
+/* dX by the gather form: Wf[t'][f][c] (t' = T-1-t) and the padded dY's
+ * zero borders set once in col (dx_gather_prep), then image by image. */
+static void dx_gather_prep(const kops_conv2d_t *g, const float *W, float *col)
 {
     size_t C = (size_t)g->c, F = (size_t)g->f, T = (size_t)g->kh * g->kw;
-    int hq = gather_rows(g), wq = gather_cols(g);
-    int oy0 = g->kh - 1 - g->pad_top, ox0 = g->kw - 1 - g->pad_left;
     float *wf = col, *dyp = col + T * C * F;
-    for (size_t t = 0; t < T; t++)       /* Wf[t'][f][c], t' = T-1-t */
+    for (size_t t = 0; t < T; t++)
         for (size_t c = 0; c < C; c++)
             for (size_t f = 0; f < F; f++)
                 wf[((T - 1 - t) * F + f) * C + c] = W[(t * C + c) * F + f];
+    memset(dyp, 0, (size_t)gather_rows(g) * gather_cols(g) * F * sizeof *dyp);
+}
+
+static void dx_vec_gather(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
+                          const float *dY, float *dX, float *col, int i0,
+                          int i1)
+{
+    size_t C = (size_t)g->c, F = (size_t)g->f, T = (size_t)g->kh * g->kw;
+    int wq = gather_cols(g);
+    int oy0 = g->kh - 1 - g->pad_top, ox0 = g->kw - 1 - g->pad_left;
+    const float *wf = col;
+    float *dyp = col + T * C * F;
     size_t row = (size_t)wq * F;
     kc_uk_t u = { .nrow = g->h, .brow = (ptrdiff_t)row,
                   .orow = (ptrdiff_t)((size_t)g->w * C),
@@ -403,8 +415,7 @@ static void dx_vec_gather(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
                   .vseg = (ptrdiff_t)((size_t)g->kw * F * C),
                   .bp = (ptrdiff_t)F, .br = 1, .vr = (ptrdiff_t)C,
                   .op = (ptrdiff_t)C, .init = KC_UK_ZERO, .fin = KC_UK_STORE };
-    memset(dyp, 0, (size_t)hq * row * sizeof *dyp);
-    for (int i = 0; i < g->n; i++) {
+    for (int i = i0; i < i1; i++) {
         const float *dy = dY + (size_t)i * g->oh * g->ow * F;
         for (int oy = 0; oy < g->oh; oy++)   /* the borders stay zero */
             memcpy(dyp + (size_t)(oy + oy0) * row + (size_t)ox0 * F,
@@ -423,28 +434,41 @@ static void transpose(const float *w, size_t F, size_t c0, size_t cc,
             wt[f * cc + j] = w[(c0 + j) * F + f];
 }
 
-static void dx_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
-                   const float *W, const float *dY, float *dX, float *col,
-                   size_t col_len)
+/* All the taps' transposes in col when it holds them, else one tap's
+ * slice of *cc channels at a time on the stack: the same sums. */
+static int dx_all(const kops_conv2d_t *g, size_t col_len, size_t *cc)
 {
     size_t C = (size_t)g->c, F = (size_t)g->f, T = (size_t)g->kh * g->kw;
-    float stack[KC_WT];
-    /* All the taps' transposes in col when it holds them, else one tap's
-     * slice of cc channels at a time on the stack: the same sums. */
     int all = col_len >= T * C * F;
-    size_t cc = all ? C : (KC_WT / F) / 16 * 16;
-    if (cc > C)
-        cc = C;
-    if (all)
+    *cc = all ? C : (KC_WT / F) / 16 * 16;
+    if (*cc > C)
+        *cc = C;
+    return all;
+}
+
+static void dx_vec_prep(const kops_conv2d_t *g, const float *W, float *col,
+                        size_t col_len)
+{
+    size_t C = (size_t)g->c, F = (size_t)g->f, T = (size_t)g->kh * g->kw, cc;
+    if (dx_all(g, col_len, &cc))
         for (size_t t = 0; t < T; t++)
             transpose(W + t * C * F, F, 0, C, col + t * C * F);
+}
+
+static void dx_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
+                   const float *W, const float *dY, float *dX, float *col,
+                   size_t col_len, int i0, int i1)
+{
+    size_t C = (size_t)g->c, F = (size_t)g->f, cc;
+    float stack[KC_WT];
+    int all = dx_all(g, col_len, &cc);
     kc_uk_t u = { .brow = (ptrdiff_t)((size_t)g->ow * F),
                   .orow = (ptrdiff_t)((size_t)g->stride_h * g->w * C),
                   .nseg = 1, .R = g->f, .bp = (ptrdiff_t)F, .br = 1,
                   .op = (ptrdiff_t)(g->stride_w * C),
                   .init = KC_UK_LOAD, .fin = KC_UK_STORE };
     size_t img = (size_t)g->h * g->w * C;
-    for (int i = 0; i < g->n; i++) {
+    for (int i = i0; i < i1; i++) {
         /* zeroed image by image, while it is in cache */
         memset(dX + (size_t)i * img, 0, img * sizeof *dX);
         for (int ky = 0; ky < g->kh; ky++)
@@ -494,62 +518,28 @@ static void dw_tap(const kops_conv2d_t *g, int i, int ky, int kx,
     *dy = dY + (((size_t)i * g->oh + ya) * g->ow + xa) * (size_t)g->f;
 }
 
-/* dW with the operands' roles swapped: X's channels as the vector lanes,
- * dY's filters broadcast, into t[tap][f][c], then transposed into dW.
- * Each r step then reads whole lines of X (all its C channels) and one
- * of dY, where dW's own order read half of dY's 256-byte pixel row and
- * a piece of X's. fma(dY, X, acc) is fma(X, dY, acc): the same chains,
- * the same sums in the same order (t holds dW + S_i exactly), the same
- * bits. -1 (nothing done) unless C is one chunk of lanes (2 vectors:
- * with 1, a block's broadcasts would outnumber its vector loads 14 to 1)
- * and there are more filters than channels, or where t cannot be had. */
-static int dw_vec_swapped(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
-                          const float *X, const float *dY, float *dW)
-{
-    size_t C = (size_t)g->c, F = (size_t)g->f, taps = (size_t)g->kh * g->kw;
-    if (C != (size_t)(isa->nvmax * isa->vw) || F <= C)
-        return -1;
-    float *t = malloc(taps * F * C * sizeof *t);
-    if (!t)
-        return -1;
-    kc_uk_t u = { .nrow = 1,
-                  .bseg = (ptrdiff_t)((size_t)g->ow * F),
-                  .vseg = (ptrdiff_t)((size_t)g->stride_h * g->w * C),
-                  .bp = 1, .br = (ptrdiff_t)F,
-                  .vr = (ptrdiff_t)(g->stride_w * C), .op = (ptrdiff_t)C,
-                  .init = KC_UK_ZERO };
-    for (int i = 0; i < g->n; i++) {
-        u.fin = i == 0 ? KC_UK_STORE : KC_UK_ADD;
-        for (int ky = 0; ky < g->kh; ky++)
-            for (int kx = 0; kx < g->kw; kx++) {
-                const float *x, *dy;
-                dw_tap(g, i, ky, kx, &u, X, dY, &x, &dy);
-                blocks(isa, &u, g->f, g->c, dy, x,
-                       t + ((size_t)ky * g->kw + kx) * F * C);
-            }
-    }
-    for (size_t k = 0; k < taps; k++)
-        for (size_t f = 0; f < F; f++)
-            for (size_t c = 0; c < C; c++)
-                dW[(k * C + c) * F + f] = t[(k * F + f) * C + c];
-    free(t);
-    return 0;
-}
+/* dW's orders on the vector paths, each the same chains in the same order
+ * (the same bits):
+ *  DW_TAPS     a tap at a time, dY's filters as the vector lanes;
+ *  DW_ACROSS   fewer channels than a block has pixels (a first layer's 1
+ *              or 3): where every kx reads the same output columns (no
+ *              padding across), a row of taps is one call, its kw x C (kx,
+ *              c) side by side in X's rows (3 x 1 channel: blocks of 3
+ *              pixels instead of 1; the seeds' conv1 dW 20 -> 27 GFLOP/s,
+ *              contrib/bench/conv);
+ *  DW_SWAPPED  the operands' roles swapped: X's channels as the vector
+ *              lanes, dY's filters broadcast, into t[tap][f][c], then
+ *              transposed into dW. Each r step then reads whole lines of X
+ *              (all its C channels) and one of dY, where DW_TAPS read half
+ *              of dY's 256-byte pixel row and a piece of X's.
+ *              fma(dY, X, acc) is fma(X, dY, acc): t holds dW + S_i
+ *              exactly. Where C is one chunk of lanes (2 vectors: with 1,
+ *              a block's broadcasts would outnumber its vector loads 14 to
+ *              1) and there are more filters than channels. */
+enum { DW_TAPS, DW_ACROSS, DW_SWAPPED };
 
-static void dw_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
-                   const float *X, const float *dY, float *dW)
+static int dw_order(const kc_conv_isa_t *isa, const kops_conv2d_t *g)
 {
-    size_t C = (size_t)g->c, F = (size_t)g->f;
-    kc_uk_t u = { .nrow = 1,
-                  .bseg = (ptrdiff_t)((size_t)g->stride_h * g->w * C),
-                  .vseg = (ptrdiff_t)((size_t)g->ow * F), .bp = 1,
-                  .br = (ptrdiff_t)(g->stride_w * C), .vr = (ptrdiff_t)F,
-                  .op = (ptrdiff_t)F, .init = KC_UK_ZERO };
-    /* Fewer channels than a block has pixels (a first layer's 1 or 3):
-     * where every kx reads the same output columns (no padding across), a
-     * row of taps is one call, its kw x C (kx, c) side by side in X's
-     * rows (3 x 1 channel: blocks of 3 pixels instead of 1; the seeds'
-     * conv1 dW 20 -> 27 GFLOP/s, contrib/bench/conv). */
     int xa0, xb0;
     range(g->ow, g->stride_w, g->pad_left, 0, g->w, &xa0, &xb0);
     int across = xb0 > xa0 && g->c < isa->pmax[isa->nvmax];
@@ -558,17 +548,41 @@ static void dw_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
         range(g->ow, g->stride_w, g->pad_left, kx, g->w, &xa, &xb);
         across &= xa == xa0 && xb == xb0;
     }
-    if (!across && dw_vec_swapped(isa, g, X, dY, dW) == 0)
-        return;
-    int kw = across ? 1 : g->kw, px = across ? g->kw * g->c : g->c;
-    for (int i = 0; i < g->n; i++) {
+    if (across)
+        return DW_ACROSS;
+    if (g->c == isa->nvmax * isa->vw && g->f > g->c)
+        return DW_SWAPPED;
+    return DW_TAPS;
+}
+
+/* Images [i0, i1) into out: dW, or DW_SWAPPED's t[tap][f][c]. */
+static void dw_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
+                   int order, const float *X, const float *dY, float *out,
+                   int i0, int i1)
+{
+    size_t C = (size_t)g->c, F = (size_t)g->f;
+    ptrdiff_t xrow = (ptrdiff_t)((size_t)g->stride_h * g->w * C);
+    ptrdiff_t dyrow = (ptrdiff_t)((size_t)g->ow * F);
+    ptrdiff_t xpix = (ptrdiff_t)(g->stride_w * C);
+    int swapped = order == DW_SWAPPED;
+    kc_uk_t u = { .nrow = 1, .bseg = swapped ? dyrow : xrow,
+                  .vseg = swapped ? xrow : dyrow, .bp = 1,
+                  .br = swapped ? (ptrdiff_t)F : xpix,
+                  .vr = swapped ? xpix : (ptrdiff_t)F,
+                  .op = (ptrdiff_t)(swapped ? C : F), .init = KC_UK_ZERO };
+    int kw = order == DW_ACROSS ? 1 : g->kw;
+    int px = order == DW_ACROSS ? g->kw * g->c : g->c;
+    for (int i = i0; i < i1; i++) {
         u.fin = i == 0 ? KC_UK_STORE : KC_UK_ADD;
         for (int ky = 0; ky < g->kh; ky++)
             for (int kx = 0; kx < kw; kx++) {
                 const float *x, *dy;
                 dw_tap(g, i, ky, kx, &u, X, dY, &x, &dy);
-                blocks(isa, &u, px, g->f, x, dy,
-                       dW + ((size_t)ky * g->kw + kx) * C * F);
+                float *o = out + ((size_t)ky * g->kw + kx) * C * F;
+                if (swapped)
+                    blocks(isa, &u, g->f, g->c, dy, x, o);
+                else
+                    blocks(isa, &u, px, g->f, x, dy, o);
             }
     }
 }
@@ -623,28 +637,82 @@ void kc__conv2d_fwd_direct(int path, const kops_conv2d_t *g, const float *X,
         fwd_scalar(g, X, W, b, Y);
 }
 
+/* Images per group of the backward: each group's dY is masked (with Y),
+ * summed into db, read by dW and by dX while it is in L2 (its dY, Y, X
+ * and dX within half of a 2 MiB L2), where the whole batch's passes one
+ * after another each streamed it from memory: the seeds' CNN at 256, 2.5
+ * to 3 % less a step (groups of 2 there; 1 or 4 about the same). */
+#define KC_BWD_GROUP_BYTES ((size_t)1 << 20)
+
+static int bwd_group(const kops_conv2d_t *g)
+{
+    size_t img = ((size_t)g->oh * g->ow * g->f * 2 +
+                  (size_t)g->h * g->w * g->c * 2) * sizeof(float);
+    size_t n = img ? KC_BWD_GROUP_BYTES / img : 1;
+    return n < 1 ? 1 : n > (size_t)g->n ? g->n : (int)n;
+}
+
 void kc__conv2d_bwd_direct(int path, const kops_conv2d_t *g, const float *X,
-                           const float *W, const float *dY, float *dW,
-                           float *dX, float *col, size_t col_len)
+                           const float *W, const float *Y, float *dY,
+                           float *dW, float *db, float *dX, float *col,
+                           size_t col_len)
 {
     const kc_conv_isa_t *isa = isa_of(path);
-    if (isa)
-        dw_vec(isa, g, X, dY, dW);
-    else
-        dw_scalar(g, X, dY, dW);
-    if (!dX)
-        return;
-    if (dx_gather(g)) {
-        if (isa)
-            dx_vec_gather(isa, g, W, dY, dX, col);
+    size_t F = (size_t)g->f, plane = (size_t)g->oh * g->ow;
+    int gather = dX && dx_gather(g);
+    if (dX && isa)
+        gather ? dx_gather_prep(g, W, col) : dx_vec_prep(g, W, col, col_len);
+    int order = isa ? dw_order(isa, g) : DW_TAPS;
+    float *t = NULL;
+    if (order == DW_SWAPPED) {
+        t = malloc((size_t)g->kh * g->kw * F * g->c * sizeof *t);
+        if (!t)
+            order = DW_TAPS;
+    }
+    double *acc = NULL;
+    if (Y && db) {
+        acc = calloc(F, sizeof *acc);
+        if (!acc) {                    /* the whole batch's pass instead */
+            kc_relu_bias_grad(g->n * (int)plane, g->f, Y, dY, db);
+            Y = NULL;
+        }
+    }
+    int group = bwd_group(g);
+    for (int i0 = 0; i0 < g->n; i0 += group) {
+        int i1 = g->n - i0 < group ? g->n : i0 + group;
+        size_t at = (size_t)i0 * plane * F;
+        if (Y)
+            kc__relu_bias_rows((size_t)(i1 - i0) * plane, F, Y + at, dY + at,
+                               acc);
+        if (!isa)
+            dw_scalar(g, X, dY, dW, i0, i1);
         else
-            dx_scalar_gather(g, W, dY, dX);
-        return;
+            dw_vec(isa, g, order, X, dY, t ? t : dW, i0, i1);
+        if (!dX)
+            continue;
+        if (isa)
+            gather ? dx_vec_gather(isa, g, dY, dX, col, i0, i1)
+                   : dx_vec(isa, g, W, dY, dX, col, col_len, i0, i1);
+        else if (gather)
+            dx_scalar_gather(g, W, dY, dX, i0, i1);
+        else {
+            size_t img = (size_t)g->h * g->w * g->c;
+            memset(dX + (size_t)i0 * img, 0,
+                   (size_t)(i1 - i0) * img * sizeof *dX);
+            dx_scalar(g, W, dY, dX, i0, i1);
+        }
     }
-    if (isa) {
-        dx_vec(isa, g, W, dY, dX, col, col_len);       /* zeroes dX itself */
-        return;
+    if (t) {
+        size_t C = (size_t)g->c, taps = (size_t)g->kh * g->kw;
+        for (size_t k = 0; k < taps; k++)
+            for (size_t f = 0; f < F; f++)
+                for (size_t c = 0; c < C; c++)
+                    dW[(k * C + c) * F + f] = t[(k * F + f) * C + c];
+        free(t);
     }
-    memset(dX, 0, (size_t)g->n * g->h * g->w * g->c * sizeof *dX);
-    dx_scalar(g, W, dY, dX);
+    if (acc) {
+        for (size_t j = 0; j < F; j++)
+            db[j] = (float)acc[j];
+        free(acc);
+    }
 }

@@ -65,9 +65,19 @@ typedef struct kc_conv_isa {
 void kc__conv2d_fwd_direct(int path, const kops_conv2d_t *g, const float *X,
                            const float *W, const float *b, float *Y,
                            float *col, size_t col_len);
+/* The backward: with Y, dY (the relu's output gradient) is first masked
+ * in place where Y <= 0 and db (may be NULL) summed from it, group by
+ * group of images (kc__relu_bias_rows: kc_relu_bias_grad's bits); without,
+ * dY is only read and db not touched. */
 void kc__conv2d_bwd_direct(int path, const kops_conv2d_t *g, const float *X,
-                           const float *W, const float *dY, float *dW,
-                           float *dX, float *col, size_t col_len);
+                           const float *W, const float *Y, float *dY,
+                           float *dW, float *db, float *dX, float *col,
+                           size_t col_len);
+/* Rows [0, m) of n columns: dy masked in place where y <= 0 (relu's
+ * backward), then added in double into acc[n] when acc != NULL: a batch's
+ * rows in pieces, in order, make kc_relu_bias_grad's sums. */
+void kc__relu_bias_rows(size_t m, size_t n, const float *y, float *dy,
+                        double *acc);
 
 /* dX by the gather form (a stride-1 convolution of the padded dY with the
  * flipped weights): by shape only, where most of its products are real. */

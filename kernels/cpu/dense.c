@@ -101,6 +101,20 @@ KC_HOT void kc_relu_bias_grad(int m, int n, const float *y, float *dy,
     }
 }
 
+KC_HOT void kc__relu_bias_rows(size_t m, size_t n, const float *y, float *dy,
+                               double *acc)
+{
+    if (!acc) {
+        kc_relu_bwd(m * n, y, dy, dy);
+        return;
+    }
+    for (size_t r = 0; r < m; r++)
+        for (size_t j0 = 0; j0 < n; j0 += KC_BIAS_CHUNK) {
+            size_t w = n - j0 < KC_BIAS_CHUNK ? n - j0 : KC_BIAS_CHUNK;
+            relu_row_sum(w, y + r * n + j0, dy + r * n + j0, acc + j0);
+        }
+}
+
 /* Steps of a chain per pass over a block of outputs: W's slice (KB rows
  * x 32 lanes, 64 KiB) stays in L2 while every block of rows reads it
  * (the forward of 128 x 36864 x 64, the seeds' CNN's dense layer: 148

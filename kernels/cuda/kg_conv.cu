@@ -271,6 +271,22 @@ int kg_conv2d_bwd(kg_blas_t h, const kops_conv2d_t *g, const float *X,
                   kg_group_of(g, col_len), s);
 }
 
+/* The relu's mask and db first, one pass over dY on the device, then the
+ * backward (kops_list.h: the same bits as the two ops). */
+int kg_conv2d_bwd_relu(kg_blas_t h, const kops_conv2d_t *g, const float *X,
+                       const float *W, const float *Y, float *dY, float *dW,
+                       float *db, float *dX, float *col, size_t col_len,
+                       kg_stream_t s)
+{
+    if (!g || !dW)
+        return kg__fail(KG_EINVAL, "kg_conv2d_bwd_relu: no geometry or dW");
+    int m = g->n > 0 ? g->n * g->oh * g->ow : 0;
+    int rc = kg_relu_bias_grad(m, g->f, Y, dY, db, s);
+    if (rc != KG_OK)
+        return rc;
+    return kg_conv2d_bwd(h, g, X, W, dY, dW, NULL, dX, col, col_len, s);
+}
+
 /* ---- mixed_bfloat16 ------------------------------------------------------ */
 
 /* The workspace's parts (kops_conv2d_bf16_gpu_len): W, a group's im2col

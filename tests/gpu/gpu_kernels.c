@@ -639,6 +639,27 @@ static void test_conv(int n, int h, int w, int c, int kh, int kw, int f,
         expect_gemm("conv2d_bwd dX (col_ready)", shape, nx, dX, gdX);
     }
 
+    /* through the layer's relu: dY masked in place by the relu's output,
+     * db from the masked values, then the backward */
+    {
+        float *Yr = fill(ny, 0, 0), *dYr = fill(ny, 0, 0);
+        float *dWr = fill(nw, 0, 0), *dbr = fill(f, 0, 0), *dXr = fill(nx, 0, 0);
+        kc_relu_fwd(ny, Y, Yr);
+        memcpy(dYr, dY, ny * 4);
+        kc_conv2d_bwd_relu(&g, X, W, Yr, dYr, dWr, dbr, dXr, col, col_len);
+        float *gYr = dev_from(Yr, ny * 4), *gdYr = dev_from(dY, ny * 4);
+        CHECK(kg_memset(gdX, 0x7f, nx * 4, S) == 0);
+        rc = kg_conv2d_bwd_relu(H, &gg, gX, gW, gYr, gdYr, gdW, gdb, gdX,
+                                gcol, col_len, S);
+        CHECKF(rc == 0, "kg_conv2d_bwd_relu %s: %s", shape, kg_last_error());
+        expect_elem("conv2d_bwd_relu dY", ny, dYr, gdYr);
+        expect_gemm("conv2d_bwd_relu dW", shape, nw, dWr, gdW);
+        expect_gemm("conv2d_bwd_relu dX", shape, nx, dXr, gdX);
+        expect_elem("conv2d_bwd_relu db", (size_t)f, dbr, gdb);
+        free(Yr), free(dYr), free(dWr), free(dbr), free(dXr);
+        dev_free(gYr), dev_free(gdYr);
+    }
+
     float *ptrs[] = { X, W, b, dY, col, Y, Ynb, dW, db, dX };
     for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++)
         free(ptrs[i]);

@@ -177,11 +177,63 @@ static void test_relu(kops_conv2d_t g)
     free(X), free(W), free(b), free(Y), free(Yr), free(col);
 }
 
+/* kc_conv2d_bwd_relu on every path: the same bits as kc_relu_bias_grad
+ * then kc_conv2d_bwd on that path (dY masked in place, db, dW, dX), with
+ * and without db and dX. The seeds' conv2 with 5 images runs in groups of
+ * 2, 2, 1 (KC_BWD_GROUP_BYTES): db's sums and dW's chains cross them. */
+static void test_bwd_relu(kops_conv2d_t g)
+{
+    size_t len = kc_conv2d_col_len(&g) * (size_t)(g.n > 0 ? g.n : 1);
+    size_t F = (size_t)g.f;
+    float *X = malloc(nx(&g) * sizeof *X), *W = malloc(nw(&g) * sizeof *W);
+    float *Y = malloc(ny(&g) * sizeof *Y), *dY = malloc(ny(&g) * sizeof *dY);
+    float *d1 = malloc(ny(&g) * sizeof *d1), *d2 = malloc(ny(&g) * sizeof *d2);
+    float *dW1 = malloc(nw(&g) * sizeof *dW1), *dW2 = malloc(nw(&g) * sizeof *dW2);
+    float *dX1 = malloc(nx(&g) * sizeof *dX1), *dX2 = malloc(nx(&g) * sizeof *dX2);
+    float *db1 = malloc(F * sizeof *db1), *db2 = malloc(F * sizeof *db2);
+    float *col = malloc(len * sizeof *col);
+    CHECK(X && W && Y && dY && d1 && d2 && dW1 && dW2 && dX1 && dX2 && db1 &&
+          db2 && col);
+    kc_fill(nx(&g), X, -1, 1);
+    kc_fill(nw(&g), W, -0.5, 0.5);
+    kc_fill(ny(&g), Y, -1, 1);
+    kc_relu_fwd(ny(&g), Y, Y);               /* a relu's output: half zero */
+    kc_fill(ny(&g), dY, -1, 1);
+    for (int p = KC_CONV_GEMM; p <= KC_CONV_AVX512; p++) {
+        if (kc_conv2d_force_path(p) != 0)
+            continue;
+        for (int v = 0; v < 3; v++) {        /* all; db NULL; dX NULL */
+            float *b1 = v == 1 ? NULL : db1, *b2 = v == 1 ? NULL : db2;
+            float *x1 = v == 2 ? NULL : dX1, *x2 = v == 2 ? NULL : dX2;
+            memcpy(d1, dY, ny(&g) * sizeof *d1);
+            memcpy(d2, dY, ny(&g) * sizeof *d2);
+            for (size_t i = 0; i < F; i++)
+                db1[i] = db2[i] = NAN;
+            kc_relu_bias_grad(g.n * g.oh * g.ow, g.f, Y, d1, b1);
+            kc_conv2d_bwd(&g, X, W, d1, dW1, NULL, x1, col, len);
+            kc_conv2d_bwd_relu(&g, X, W, Y, d2, dW2, b2, x2, col, len);
+            CHECKF(same(d1, d2, ny(&g)) && same(db1, db2, F) &&
+                   same(dW1, dW2, nw(&g)) && (v == 2 || same(dX1, dX2, nx(&g))),
+                   "%s n%d %dx%dx%d f%d s%d (variant %d): bwd_relu differs "
+                   "from relu_bias_grad + bwd", names[p], g.n, g.h, g.w, g.c,
+                   g.f, g.stride_h, v);
+        }
+    }
+    kc_conv2d_force_path(KC_CONV_AUTO);
+    free(X), free(W), free(Y), free(dY), free(d1), free(d2), free(dW1);
+    free(dW2), free(dX1), free(dX2), free(db1), free(db2), free(col);
+}
+
 int main(void)
 {
     kc_seed(27);
     test_relu(geom(3, 14, 14, 16, 3, 3, 32, 1, 0));
     test_relu(geom(2, 9, 11, 3, 5, 5, 7, 2, 1));
+    test_bwd_relu(geom(5, 26, 26, 32, 3, 3, 64, 1, 0));   /* groups 2, 2, 1 */
+    test_bwd_relu(geom(3, 28, 28, 1, 3, 3, 32, 1, 0));    /* conv1: across */
+    test_bwd_relu(geom(4, 14, 14, 16, 3, 3, 32, 1, 1));   /* gather */
+    test_bwd_relu(geom(3, 13, 10, 17, 3, 3, 33, 2, 0));   /* scatter dX */
+    test_bwd_relu(geom(0, 8, 8, 4, 3, 3, 8, 1, 0));       /* no images */
     /* n h w c kh kw f stride same */
     test_shape(geom(1, 7, 7, 1, 3, 3, 16, 1, 1), 1);
     test_shape(geom(2, 28, 28, 1, 3, 3, 32, 1, 0), 1);
@@ -199,8 +251,9 @@ int main(void)
     test_shape(geom(2, 16, 16, 2, 1, 1, 5, 2, 0), 1);
     /* dW with X's channels as the lanes (conv_direct.c's dw_vec_swapped:
      * AVX-512 where C is 32, AVX2 where it is 16; the 14x14x16 ones above)
-     * -- the seeds' conv2, and stride 2 with padding */
-    test_shape(geom(2, 26, 26, 32, 3, 3, 64, 1, 0), 1);
+     * -- the seeds' conv2 (5 images: the backward's groups of 2, 2, 1),
+     * and stride 2 with padding */
+    test_shape(geom(5, 26, 26, 32, 3, 3, 64, 1, 0), 1);
     test_shape(geom(3, 15, 13, 32, 3, 3, 48, 2, 1), 0);
     return CHECK_DONE();
 }

@@ -155,27 +155,34 @@ static int conv_forward(const strata__layer_t *l, const strata__pass_t *p)
 }
 
 /* The workspace is the layer's own: when it held the whole batch, the
- * forward pass's im2col is still there and the backward pass reuses it. */
+ * forward pass's im2col is still there and the backward pass reuses it.
+ * With the layer's relu, its mask and the bias gradient go with the
+ * backward (conv2d_bwd_relu: image by image on the CPU), masking dy in
+ * place: the model's own gradient slot, which its relu pass would have
+ * masked in place too (model.c). */
 static int conv_backward(const strata__layer_t *l, const strata__pass_t *p)
 {
     kops_conv2d_t g = conv_geom(l, p->rows);
     size_t col_len = p->aux_bytes / sizeof(float);
     float *db = p->db;
-    if (l->act == STRATA__ACT_RELU) {
-        /* the relu's mask and the bias gradient in one pass over dy,
-         * masked in place: the model's own gradient slot, which its relu
-         * pass would have masked in place too (model.c) */
-        int rc = p->k->ops->relu_bias_grad(
-            p->k, p->rows * l->out.h * l->out.w, l->units, p->y,
-            (float *)p->dy, db);
-        if (rc != STRATA_OK)
-            return rc;
-        db = NULL;
-    }
-    if (l->bf16)
+    int relu = l->act == STRATA__ACT_RELU;
+    if (l->bf16) {
+        if (relu) {
+            int rc = p->k->ops->relu_bias_grad(
+                p->k, p->rows * l->out.h * l->out.w, l->units, p->y,
+                (float *)p->dy, db);
+            if (rc != STRATA_OK)
+                return rc;
+            db = NULL;
+        }
         return p->k->ops->conv2d_bwd_bf16(p->k, &g, p->x, p->W, p->dy, p->dW,
                                           db, p->dx, p->aux, col_len);
+    }
     g.col_ready = col_len >= conv_col_one(l) * (size_t)p->rows;
+    if (relu)
+        return p->k->ops->conv2d_bwd_relu(p->k, &g, p->x, p->W, p->y,
+                                          (float *)p->dy, p->dW, db, p->dx,
+                                          p->aux, col_len);
     return p->k->ops->conv2d_bwd(p->k, &g, p->x, p->W, p->dy, p->dW, db,
                                  p->dx, p->aux, col_len);
 }
