@@ -193,9 +193,21 @@ static void dx_scalar(const kops_conv2d_t *g, const float *W, const float *dY,
  * and transposed: dX[y][x][c] = chain from +0 over (ky', kx', f) of
  * dYp[y + ky'][x + kx'][f] Wf[ky'][kx'][f][c], where dYp is dY at (kh-1-pt,
  * kw-1-pl) in zeros and Wf[ky'][kx'][f][c] = W[kh-1-ky'][kw-1-kx'][c][f].
- * Taken for stride 1 where the padded dY and Wf fit one image's col (by
- * shape, so every batch takes the same); else dx_scalar/dx_vec's form. */
+ * The rows ky' that fall in dYp's zero rows are left out of the chain
+ * (gather_ky): a product 0 * w added to a sum that is never -0 (it starts
+ * at +0, and x + (-x) is +0) changes no bit. Taken for stride 1 where the
+ * padded dY and Wf fit one image's col (by shape, so every batch takes the
+ * same); else dx_scalar/dx_vec's form. */
 static int gather_rows(const kops_conv2d_t *g) { return g->h + g->kh - 1; }
+/* The rows [*lo, *hi) of taps ky' whose dYp row y + ky' is one of dY's. */
+static void gather_ky(const kops_conv2d_t *g, int y, int *lo, int *hi)
+{
+    int oy0 = g->kh - 1 - g->pad_top;
+    *lo = oy0 - y > 0 ? oy0 - y : 0;
+    *hi = g->oh + oy0 - y < g->kh ? g->oh + oy0 - y : g->kh;
+    if (*hi < *lo)
+        *hi = *lo;
+}
 static int gather_cols(const kops_conv2d_t *g) { return g->w + g->kw - 1; }
 static size_t gather_scratch(const kops_conv2d_t *g)
 {
@@ -251,7 +263,9 @@ static void dx_scalar_gather(const kops_conv2d_t *g, const float *W,
             for (int x = 0; x < g->w; x++)
                 for (size_t c = 0; c < C; c++) {
                     float acc = 0.0f;
-                    for (int ky = 0; ky < g->kh; ky++)
+                    int klo, khi;
+                    gather_ky(g, y, &klo, &khi);
+                    for (int ky = klo; ky < khi; ky++)
                         for (int kx = 0; kx < g->kw; kx++) {
                             int oy = y + ky - oy0, ox = x + kx - ox0;
                             int in = oy >= 0 && oy < g->oh && ox >= 0 &&
@@ -420,8 +434,25 @@ static void dx_vec_gather(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
         for (int oy = 0; oy < g->oh; oy++)   /* the borders stay zero */
             memcpy(dyp + (size_t)(oy + oy0) * row + (size_t)ox0 * F,
                    dy + (size_t)oy * g->ow * F, (size_t)g->ow * F * sizeof *dy);
-        blocks(isa, &u, g->w, g->c, dyp, wf,
-               dX + (size_t)i * g->h * g->w * C);
+        /* bands of rows with the same taps ky' (the middle: all of them) */
+        for (int y0 = 0, y1; y0 < g->h; y0 = y1) {
+            int lo, hi, lo1, hi1;
+            gather_ky(g, y0, &lo, &hi);
+            for (y1 = y0 + 1; y1 < g->h; y1++) {
+                gather_ky(g, y1, &lo1, &hi1);
+                if (lo1 != lo || hi1 != hi)
+                    break;
+            }
+            float *o = dX + ((size_t)i * g->h + y0) * g->w * C;
+            if (hi == lo) {                  /* no tap reads dY: zeros */
+                memset(o, 0, (size_t)(y1 - y0) * g->w * C * sizeof *o);
+                continue;
+            }
+            u.nrow = y1 - y0;
+            u.nseg = hi - lo;
+            blocks(isa, &u, g->w, g->c, dyp + (size_t)(y0 + lo) * row,
+                   wf + (size_t)lo * (size_t)u.vseg, o);
+        }
     }
 }
 
