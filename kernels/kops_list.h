@@ -125,20 +125,28 @@ static inline size_t kops_conv2d_col_len(const kops_conv2d_t *g)
  * kc_conv2d_bwd_bf16): the floats of workspace a call needs, whatever g->n
  * -- the weights packed as bf16 pairs along the reduction, and one image's
  * operands in bf16 (a forward's padded input; dW's input pairs per kernel
- * column and dY's pairs; dX's padded or plain dY). */
+ * column and dY's pairs; dX's padded or plain dY). The backward holds dW's
+ * part and dX's side by side: it takes the batch a few images at a time
+ * through both. */
+static inline size_t kops_conv2d_bf16_dw_len(const kops_conv2d_t *g)
+{
+    size_t C = (size_t)g->c, F = (size_t)g->f, ow2 = ((size_t)g->ow + 1) / 2;
+    size_t hp = (size_t)(g->oh - 1) * g->stride_h + g->kh;
+    return (size_t)g->kw * hp * ow2 * C + (size_t)g->oh * ow2 * F;
+}
+
 static inline size_t kops_conv2d_bf16_len(const kops_conv2d_t *g)
 {
     size_t C = (size_t)g->c, F = (size_t)g->f, T = (size_t)g->kh * g->kw;
-    size_t Ch = (C + 1) / 2, Fh = (F + 1) / 2, ow2 = ((size_t)g->ow + 1) / 2;
+    size_t Ch = (C + 1) / 2, Fh = (F + 1) / 2;
     size_t hp = (size_t)(g->oh - 1) * g->stride_h + g->kh;
     size_t wp = (size_t)(g->ow - 1) * g->stride_w + g->kw;
     size_t hq = (size_t)g->h + g->kh - 1, wq = (size_t)g->w + g->kw - 1;
     size_t plane = (size_t)g->oh * g->ow;
     size_t fwd = T * Ch * F + hp * wp * Ch;
-    size_t dw = (size_t)g->kw * hp * ow2 * C + (size_t)g->oh * ow2 * F;
-    size_t dx = T * Fh * C + (hq * wq > plane ? hq * wq : plane) * Fh;
-    size_t len = fwd > dw ? fwd : dw;
-    return len > dx ? len : dx;
+    size_t bwd = kops_conv2d_bf16_dw_len(g) + T * Fh * C +
+                 (hq * wq > plane ? hq * wq : plane) * Fh;
+    return fwd > bwd ? fwd : bwd;
 }
 
 /* ... and kc_dense_fwd_bf16 / kc_dense_bwd_bf16's, for m rows of kk inputs

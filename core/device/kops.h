@@ -112,14 +112,16 @@ struct strata__kops {
      * col: kernels_cpu.h's kc_*_bf16 on a CPU (work_len >=
      * kops_conv2d_bf16_len(g) / kops_dense_bf16_len(m, kk, n) floats),
      * kernels_cuda.h's kg_*_bf16 on a GPU (kops_conv2d_bf16_gpu_len(g, 1)
-     * and up / kops_dense_bf16_gpu_len(m, kk, n)). */
+     * and up / kops_dense_bf16_gpu_len(m, kk, n)). conv2d_bwd_bf16 with Y
+     * != NULL goes through the layer's relu first, as conv2d_bwd_relu:
+     * dY, Y's gradient, masked in place, db from the masked values. */
     int (*conv2d_fwd_bf16)(strata__kdev_t *k, const kops_conv2d_t *g,
                            const float *X, const float *W, const float *b,
                            float *Y, float *work, size_t work_len);
     int (*conv2d_bwd_bf16)(strata__kdev_t *k, const kops_conv2d_t *g,
-                           const float *X, const float *W, const float *dY,
-                           float *dW, float *db, float *dX, float *work,
-                           size_t work_len);
+                           const float *X, const float *W, const float *Y,
+                           float *dY, float *dW, float *db, float *dX,
+                           float *work, size_t work_len);
     int (*dense_fwd_bf16)(strata__kdev_t *k, int m, int kk, int n,
                           const float *X, const float *W, const float *b,
                           float *Y, float *work, size_t work_len);

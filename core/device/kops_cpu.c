@@ -110,12 +110,15 @@ static int cpu_conv2d_fwd_bf16(strata__kdev_t *k, const kops_conv2d_t *g,
 }
 
 static int cpu_conv2d_bwd_bf16(strata__kdev_t *k, const kops_conv2d_t *g,
-                               const float *X, const float *W,
-                               const float *dY, float *dW, float *db,
-                               float *dX, float *work, size_t work_len)
+                               const float *X, const float *W, const float *Y,
+                               float *dY, float *dW, float *db, float *dX,
+                               float *work, size_t work_len)
 {
     (void)k;
-    kc_conv2d_bwd_bf16(g, X, W, dY, dW, db, dX, work, work_len);
+    if (Y)
+        kc_conv2d_bwd_relu_bf16(g, X, W, Y, dY, dW, db, dX, work, work_len);
+    else
+        kc_conv2d_bwd_bf16(g, X, W, dY, dW, db, dX, work, work_len);
     return STRATA_OK;
 }
 

@@ -115,6 +115,11 @@ static float pair_of(float lo, float hi)
     return f;
 }
 
+/* Channels below which a pixel's words are made one by one (pair_of, the
+ * same bits): a call of the vector converters per pixel of a first layer's
+ * 1 or 3 channels cost the seeds' CNN more than its conv1 multiplies. */
+#define SMALL_C 16
+
 /* npix pixels of C floats at src -> npix x half(C) words at dst (pairs of
  * channels; an odd C's last pair ends in +0). */
 static void pack_pixels(const float *src, size_t npix, size_t C, float *dst)
@@ -123,8 +128,17 @@ static void pack_pixels(const float *src, size_t npix, size_t C, float *dst)
         kc__bf16_pack(src, npix * C, dst);
         return;
     }
-    for (size_t p = 0; p < npix; p++)
-        kc__bf16_pack(src + p * C, C, dst + p * half(C));
+    size_t Ch = half(C);
+    for (size_t p = 0; p < npix; p++) {
+        const float *s = src + p * C;
+        if (C >= SMALL_C) {
+            kc__bf16_pack(s, C, dst + p * Ch);
+            continue;
+        }
+        for (size_t q = 0; q < Ch; q++)
+            dst[p * Ch + q] = pair_of(s[2 * q], 2 * q + 1 < C ? s[2 * q + 1]
+                                                              : 0.0f);
+    }
 }
 
 /* Weights W[T][C][F] with the reduction over c: wp[t][c/2][f]. */
@@ -211,6 +225,11 @@ static void fwd(const kops_conv2d_t *g, const float *X, const float *W,
 static void zip_to(const float *lo, const float *hi, size_t C, float *dst,
                    size_t cs)
 {
+    if (C < SMALL_C) {
+        for (size_t c = 0; c < C; c++)
+            dst[c * cs] = pair_of(lo ? lo[c] : 0.0f, hi ? hi[c] : 0.0f);
+        return;
+    }
     if (cs == 1) {
         kc__bf16_zip(lo, hi, C, dst);
         return;
@@ -224,9 +243,36 @@ static void zip_to(const float *lo, const float *hi, size_t C, float *dst,
     }
 }
 
+/* AMX's input pairs of one row (y, kx) at out[C][ow2]: pixel pair q's
+ * words made 16 channels at a time side by side (tmp[q][16]), then
+ * transposed 16 x 16 (kc__tr16), where a word at a time cost the seeds'
+ * CNN's mixed_bfloat16 step 10 %. For ow2 <= 16 and C a multiple of 16;
+ * each chunk's last row runs 16 - ow2 words past it, into what is written
+ * next (the next chunk or row, or dyq after xq). */
+static void zip_row_amx(const kops_conv2d_t *g, const float *img, int kx,
+                        int yy, size_t ow2, float *out)
+{
+    size_t C = (size_t)g->c;
+    float tmp[16 * 16];
+    memset(tmp + ow2 * 16, 0, (16 - ow2) * 16 * sizeof *tmp);
+    for (size_t c0 = 0; c0 < C; c0 += 16) {
+        for (size_t q = 0; q < ow2; q++) {
+            const float *px[2] = { NULL, NULL };
+            for (int j = 0; j < 2; j++) {
+                int ox = (int)(2 * q) + j;
+                int xx = ox * g->stride_w + kx - g->pad_left;
+                if (ox < g->ow && yy >= 0 && yy < g->h && xx >= 0 && xx < g->w)
+                    px[j] = img + ((size_t)yy * g->w + xx) * C + c0;
+            }
+            kc__bf16_zip(px[0], px[1], 16, tmp + q * 16);
+        }
+        kc__tr16(tmp, 16, out + c0 * ow2, ow2);
+    }
+}
+
 /* dW[tap][c][f] = per image, a chain over (oy, ox pairs) of x . dy. */
 static void dw(const kops_conv2d_t *g, const float *X, const float *dY,
-               float *dW, float *work)
+               float *dW, float *work, int i0, int i1)
 {
     const kc_conv_isa_t *isa = kc__bf16_isa();
     size_t C = (size_t)g->c, F = (size_t)g->f;
@@ -242,12 +288,19 @@ static void dw(const kops_conv2d_t *g, const float *X, const float *dY,
                   .vseg = (ptrdiff_t)(ow2 * F), .bp = (ptrdiff_t)sc,
                   .br = (ptrdiff_t)sq, .vr = (ptrdiff_t)F,
                   .op = (ptrdiff_t)F, .init = KC_UK_ZERO };
-    for (int i = 0; i < g->n; i++) {
+    /* the transposes' last overrun lands in dyq, written after xq */
+    int tr = amx && C % 16 == 0 && ow2 <= 16 && (size_t)g->oh * ow2 * F >= 16;
+    for (int i = i0; i < i1; i++) {
         const float *img = X + (size_t)i * g->h * g->w * C;
         const float *dy = dY + (size_t)i * g->oh * g->ow * F;
         for (int kx = 0; kx < g->kw; kx++)
             for (size_t y = 0; y < hp; y++) {
                 int yy = (int)y - g->pad_top;
+                if (tr) {
+                    zip_row_amx(g, img, kx, yy, ow2,
+                                xq + ((size_t)kx * hp + y) * ow2 * C);
+                    continue;
+                }
                 for (size_t q = 0; q < ow2; q++) {
                     const float *px[2] = { NULL, NULL };
                     for (int j = 0; j < 2; j++) {
@@ -278,53 +331,75 @@ static void dw(const kops_conv2d_t *g, const float *X, const float *dY,
 }
 
 /* dX by the gather form: a stride-1 convolution of dY, padded, with the
- * flipped weights (conv_direct.c's dx_vec_gather), pairs of filters. */
-static void dx_gather(const kops_conv2d_t *g, const float *W, const float *dY,
-                      float *dX, float *work)
+ * flipped weights (conv_direct.c's dx_vec_gather), pairs of filters; the
+ * tap rows that read only the padding's zero rows left out (kc__gather_ky).
+ * dx_gather_prep packs the weights and zeroes the borders once. */
+static void dx_gather_prep(const kops_conv2d_t *g, const float *W,
+                           float *work)
+{
+    size_t C = (size_t)g->c, F = (size_t)g->f, Fh = half(F);
+    size_t T = (size_t)g->kh * g->kw;
+    size_t hq = (size_t)g->h + g->kh - 1, wq = (size_t)g->w + g->kw - 1;
+    pack_w_f(W, T, C, F, 1, work);
+    memset(work + T * Fh * C, 0, hq * wq * Fh * sizeof *work);
+}
+
+static void dx_gather(const kops_conv2d_t *g, const float *dY, float *dX,
+                      float *work, int i0, int i1)
 {
     const kc_conv_isa_t *isa = kc__bf16_isa();
     size_t C = (size_t)g->c, F = (size_t)g->f, Fh = half(F);
     size_t T = (size_t)g->kh * g->kw;
-    int hq = g->h + g->kh - 1, wq = g->w + g->kw - 1;
+    int wq = g->w + g->kw - 1;
     int oy0 = g->kh - 1 - g->pad_top, ox0 = g->kw - 1 - g->pad_left;
-    float *wf = work, *dyp = work + T * Fh * C;
-    pack_w_f(W, T, C, F, 1, wf);
+    const float *wf = work;
+    float *dyp = work + T * Fh * C;
     size_t row = (size_t)wq * Fh;
-    kc_uk_t u = { .nrow = g->h, .brow = (ptrdiff_t)row,
+    kc_uk_t u = { .brow = (ptrdiff_t)row,
                   .orow = (ptrdiff_t)((size_t)g->w * C),
-                  .nseg = g->kh, .R = (int)((size_t)g->kw * Fh),
+                  .R = (int)((size_t)g->kw * Fh),
                   .bseg = (ptrdiff_t)row,
                   .vseg = (ptrdiff_t)((size_t)g->kw * Fh * C),
                   .bp = (ptrdiff_t)Fh, .br = 1, .vr = (ptrdiff_t)C,
                   .op = (ptrdiff_t)C, .init = KC_UK_ZERO, .fin = KC_UK_STORE };
-    memset(dyp, 0, (size_t)hq * row * sizeof *dyp);
-    for (int i = 0; i < g->n; i++) {
+    for (int i = i0; i < i1; i++) {
         const float *dy = dY + (size_t)i * g->oh * g->ow * F;
         for (int oy = 0; oy < g->oh; oy++)   /* the borders stay zero */
             pack_pixels(dy + (size_t)oy * g->ow * F, (size_t)g->ow, F,
                         dyp + (size_t)(oy + oy0) * row + (size_t)ox0 * Fh);
-        kc__conv_blocks(isa, &u, g->w, g->c, dyp, wf,
-                        dX + (size_t)i * g->h * g->w * C);
+        for (int y0 = 0, y1; y0 < g->h; y0 = y1) {
+            int lo, hi;
+            y1 = kc__gather_ky(g, y0, &lo, &hi);
+            float *o = dX + ((size_t)i * g->h + y0) * g->w * C;
+            if (hi == lo) {
+                memset(o, 0, (size_t)(y1 - y0) * g->w * C * sizeof *o);
+                continue;
+            }
+            u.nrow = y1 - y0;
+            u.nseg = hi - lo;
+            kc__conv_blocks(isa, &u, g->w, g->c, dyp + (size_t)(y0 + lo) * row,
+                            wf + (size_t)lo * (size_t)u.vseg, o);
+        }
     }
 }
 
 /* dX by taps (conv_direct.c's dx_vec): zeroed, then per tap (ky, kx) the
  * chain goes on over f pairs of that tap. */
-static void dx_taps(const kops_conv2d_t *g, const float *W, const float *dY,
-                    float *dX, float *work)
+static void dx_taps(const kops_conv2d_t *g, const float *dY, float *dX,
+                    float *work, int i0, int i1)
 {
     const kc_conv_isa_t *isa = kc__bf16_isa();
     size_t C = (size_t)g->c, F = (size_t)g->f, Fh = half(F);
-    size_t T = (size_t)g->kh * g->kw;
-    float *wt = work, *dyb = work + T * Fh * C;     /* [oh][ow][Fh] */
-    pack_w_f(W, T, C, F, 0, wt);
-    memset(dX, 0, (size_t)g->n * g->h * g->w * C * sizeof *dX);
+    size_t T = (size_t)g->kh * g->kw, img = (size_t)g->h * g->w * C;
+    const float *wt = work;
+    float *dyb = work + T * Fh * C;                /* [oh][ow][Fh] */
+    memset(dX + (size_t)i0 * img, 0, (size_t)(i1 - i0) * img * sizeof *dX);
     kc_uk_t u = { .brow = (ptrdiff_t)((size_t)g->ow * Fh),
                   .orow = (ptrdiff_t)((size_t)g->stride_h * g->w * C),
                   .nseg = 1, .R = (int)Fh, .bp = (ptrdiff_t)Fh, .br = 1,
                   .vr = (ptrdiff_t)C, .op = (ptrdiff_t)(g->stride_w * C),
                   .init = KC_UK_LOAD, .fin = KC_UK_STORE };
-    for (int i = 0; i < g->n; i++) {
+    for (int i = i0; i < i1; i++) {
         pack_pixels(dY + (size_t)i * g->oh * g->ow * F,
                     (size_t)g->oh * g->ow, F, dyb);
         for (int ky = 0; ky < g->kh; ky++)
@@ -358,25 +433,69 @@ void kc_conv2d_fwd_bf16(const kops_conv2d_t *g, const float *X,
     kc__amx_release();
 }
 
+/* The backward a group of images at a time (kc__bwd_group: each group's
+ * dY masked, summed, packed for dW and for dX while it is in L2), dW's
+ * and dX's packed operands side by side in work (kops_conv2d_bf16_len). */
+static void bwd(const kops_conv2d_t *g, const float *X, const float *W,
+                const float *Y, float *dY, float *dW, float *db, float *dX,
+                float *work)
+{
+    size_t plane = (size_t)g->oh * g->ow, F = (size_t)g->f;
+    int rows = (int)(plane * (size_t)(g->n > 0 ? g->n : 0));
+    double *acc = NULL;
+    if (Y && db && g->n > 0 && !(acc = calloc(F, sizeof *acc))) {
+        kc_relu_bias_grad(rows, g->f, Y, dY, db);      /* the whole batch */
+        Y = NULL;
+    } else if (!Y && db)
+        kc_bias_grad(rows, g->f, dY, db);
+    if (g->n <= 0) {
+        if (Y)
+            kc_relu_bias_grad(0, g->f, Y, dY, db);
+        memset(dW, 0, kops_n4(g->kh, g->kw, g->c, g->f) * sizeof *dW);
+        return;
+    }
+    float *wdx = work + kops_conv2d_bf16_dw_len(g);
+    int gather = dX && kc__conv_dx_gather(g);
+    if (gather)
+        dx_gather_prep(g, W, wdx);
+    else if (dX)
+        pack_w_f(W, (size_t)g->kh * g->kw, (size_t)g->c, F, 0, wdx);
+    int group = kc__bwd_group(g);
+    for (int i0 = 0; i0 < g->n; i0 += group) {
+        int i1 = g->n - i0 < group ? g->n : i0 + group;
+        size_t at = (size_t)i0 * plane * F;
+        if (Y)
+            kc__relu_bias_rows((size_t)(i1 - i0) * plane, F, Y + at, dY + at,
+                               acc);
+        dw(g, X, dY, dW, work, i0, i1);
+        if (gather)
+            dx_gather(g, dY, dX, wdx, i0, i1);
+        else if (dX)
+            dx_taps(g, dY, dX, wdx, i0, i1);
+    }
+    if (acc) {
+        for (size_t j = 0; j < F; j++)
+            db[j] = (float)acc[j];
+        free(acc);
+    }
+    kc__amx_release();
+}
+
 void kc_conv2d_bwd_bf16(const kops_conv2d_t *g, const float *X,
                         const float *W, const float *dY, float *dW, float *db,
                         float *dX, float *work, size_t work_len)
 {
     (void)work_len;
-    size_t plane = (size_t)g->oh * g->ow;
-    if (db)
-        kc_bias_grad((int)(plane * (size_t)(g->n > 0 ? g->n : 0)), g->f, dY,
-                     db);
-    if (g->n <= 0) {
-        memset(dW, 0, kops_n4(g->kh, g->kw, g->c, g->f) * sizeof *dW);
-        return;
-    }
-    dw(g, X, dY, dW, work);
-    if (dX && kc__conv_dx_gather(g))
-        dx_gather(g, W, dY, dX, work);
-    else if (dX)
-        dx_taps(g, W, dY, dX, work);
-    kc__amx_release();
+    bwd(g, X, W, NULL, (float *)dY, dW, db, dX, work);  /* dY read only */
+}
+
+void kc_conv2d_bwd_relu_bf16(const kops_conv2d_t *g, const float *X,
+                             const float *W, const float *Y, float *dY,
+                             float *dW, float *db, float *dX, float *work,
+                             size_t work_len)
+{
+    (void)work_len;
+    bwd(g, X, W, Y, dY, dW, db, dX, work);
 }
 
 #else /* not x86-64: no AVX512_BF16, kc_bf16_usable() is 0 */
@@ -399,6 +518,16 @@ void kc_conv2d_bwd_bf16(const kops_conv2d_t *g, const float *X,
 {
     (void)g, (void)X, (void)W, (void)dY, (void)dW, (void)db, (void)dX;
     (void)work, (void)work_len;
+    abort();
+}
+
+void kc_conv2d_bwd_relu_bf16(const kops_conv2d_t *g, const float *X,
+                             const float *W, const float *Y, float *dY,
+                             float *dW, float *db, float *dX, float *work,
+                             size_t work_len)
+{
+    (void)g, (void)X, (void)W, (void)Y, (void)dY, (void)dW, (void)db;
+    (void)dX, (void)work, (void)work_len;
     abort();
 }
 #endif

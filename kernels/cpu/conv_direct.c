@@ -208,6 +208,18 @@ static void gather_ky(const kops_conv2d_t *g, int y, int *lo, int *hi)
     if (*hi < *lo)
         *hi = *lo;
 }
+
+int kc__gather_ky(const kops_conv2d_t *g, int y0, int *lo, int *hi)
+{
+    int y1, lo1, hi1;
+    gather_ky(g, y0, lo, hi);
+    for (y1 = y0 + 1; y1 < g->h; y1++) {
+        gather_ky(g, y1, &lo1, &hi1);
+        if (lo1 != *lo || hi1 != *hi)
+            break;
+    }
+    return y1;
+}
 static int gather_cols(const kops_conv2d_t *g) { return g->w + g->kw - 1; }
 static size_t gather_scratch(const kops_conv2d_t *g)
 {
@@ -436,13 +448,8 @@ static void dx_vec_gather(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
                    dy + (size_t)oy * g->ow * F, (size_t)g->ow * F * sizeof *dy);
         /* bands of rows with the same taps ky' (the middle: all of them) */
         for (int y0 = 0, y1; y0 < g->h; y0 = y1) {
-            int lo, hi, lo1, hi1;
-            gather_ky(g, y0, &lo, &hi);
-            for (y1 = y0 + 1; y1 < g->h; y1++) {
-                gather_ky(g, y1, &lo1, &hi1);
-                if (lo1 != lo || hi1 != hi)
-                    break;
-            }
+            int lo, hi;
+            y1 = kc__gather_ky(g, y0, &lo, &hi);
             float *o = dX + ((size_t)i * g->h + y0) * g->w * C;
             if (hi == lo) {                  /* no tap reads dY: zeros */
                 memset(o, 0, (size_t)(y1 - y0) * g->w * C * sizeof *o);
@@ -675,7 +682,7 @@ void kc__conv2d_fwd_direct(int path, const kops_conv2d_t *g, const float *X,
  * to 3 % less a step (groups of 2 there; 1 or 4 about the same). */
 #define KC_BWD_GROUP_BYTES ((size_t)1 << 20)
 
-static int bwd_group(const kops_conv2d_t *g)
+int kc__bwd_group(const kops_conv2d_t *g)
 {
     size_t img = ((size_t)g->oh * g->ow * g->f * 2 +
                   (size_t)g->h * g->w * g->c * 2) * sizeof(float);
@@ -708,7 +715,7 @@ void kc__conv2d_bwd_direct(int path, const kops_conv2d_t *g, const float *X,
             Y = NULL;
         }
     }
-    int group = bwd_group(g);
+    int group = kc__bwd_group(g);
     for (int i0 = 0; i0 < g->n; i0 += group) {
         int i1 = g->n - i0 < group ? g->n : i0 + group;
         size_t at = (size_t)i0 * plane * F;

@@ -78,6 +78,13 @@ void kc__conv2d_bwd_direct(int path, const kops_conv2d_t *g, const float *X,
  * rows in pieces, in order, make kc_relu_bias_grad's sums. */
 void kc__relu_bias_rows(size_t m, size_t n, const float *y, float *dy,
                         double *acc);
+/* Images per group of a backward (dY, Y, X and dX of a group within half
+ * of a 2 MiB L2), at least 1, at most g->n. */
+int kc__bwd_group(const kops_conv2d_t *g);
+/* dX's gather form, output row y0: the tap rows [*lo, *hi) whose padded
+ * dY row is one of dY's (the others read zeros and are left out of the
+ * chains); returns the end of the band of rows from y0 with the same. */
+int kc__gather_ky(const kops_conv2d_t *g, int y0, int *lo, int *hi);
 
 /* dX by the gather form (a stride-1 convolution of the padded dY with the
  * flipped weights): by shape only, where most of its products are real. */
@@ -108,6 +115,10 @@ extern const kc_conv_isa_t kc_conv_avx512, kc_conv_avx2;
 /* The fp32 vector kernels the direct path takes now (forced or chosen:
  * kc_conv_avx512 or kc_conv_avx2); NULL on the GEMM and scalar paths. */
 const kc_conv_isa_t *kc__direct_isa(void);
+/* dst[j*dp + l] = src[l*sp + j] for l, j < 16 (dense.c, AVX-512F): 16
+ * loads, 64 shuffles, and 16 stores of 16 floats, row j = 0..15 in order
+ * (where dp < 16, each row's tail is overwritten by the next row). */
+void kc__tr16(const float *src, size_t sp, float *dst, size_t dp);
 /* mixed_bfloat16 (conv_avx512bf16.c): the same kernel shape over 32-bit
  * elements that are pairs of bf16 along the reduction, VDPBF16PS for the
  * FMA; and the conversion of n floats to bf16 (round to nearest even,

@@ -128,12 +128,10 @@ KC_HOT void kc__relu_bias_rows(size_t m, size_t n, const float *y, float *dy,
 #ifdef KC_CONV_X86
 #include <immintrin.h>
 
-/* dst[j*dp + l] = src[l*sp + j] for l, j < 16: 16 loads, 64 shuffles, 16
- * stores (the scalar loop took 2.8 % of the seeds' CNN's step in
- * dx_direct alone). */
-__attribute__((target("avx512f"))) static void tr16(const float *src,
-                                                    size_t sp, float *dst,
-                                                    size_t dp)
+/* kc__tr16 (conv_direct.h): the scalar loop took 2.8 % of the seeds' CNN's
+ * step in dx_direct alone. */
+__attribute__((target("avx512f"))) void kc__tr16(const float *src, size_t sp,
+                                                 float *dst, size_t dp)
 {
     __m512 r[16], t[16];
     for (int i = 0; i < 16; i++)
@@ -172,7 +170,7 @@ static void panel_wt(const kc_conv_isa_t *isa, const float *W, size_t w,
         j16 = n / 16 * 16;
         for (; l0 + 16 <= w; l0 += 16)
             for (size_t j = 0; j < j16; j += 16)
-                tr16(W + l0 * n + j, n, wt + l0 / ch * ch * n + j * ch + l0 % ch,
+                kc__tr16(W + l0 * n + j, n, wt + l0 / ch * ch * n + j * ch + l0 % ch,
                      ch);
     }
 #else

@@ -76,6 +76,13 @@ void kc_conv2d_fwd_bf16(const kops_conv2d_t *g, const float *X,
 void kc_conv2d_bwd_bf16(const kops_conv2d_t *g, const float *X,
                         const float *W, const float *dY, float *dW, float *db,
                         float *dX, float *work, size_t work_len);
+/* ... through the layer's relu: dY masked in place where Y <= 0 and db
+ * summed from it first, as kc_relu_bias_grad then kc_conv2d_bwd_bf16 (the
+ * same bits), a few images at a time. */
+void kc_conv2d_bwd_relu_bf16(const kops_conv2d_t *g, const float *X,
+                             const float *W, const float *Y, float *dY,
+                             float *dW, float *db, float *dX, float *work,
+                             size_t work_len);
 void kc_dense_fwd_bf16(int m, int kk, int n, const float *X, const float *W,
                        const float *b, float *Y, float *work, size_t work_len);
 void kc_dense_bwd_bf16(int m, int kk, int n, const float *X, const float *W,

@@ -243,6 +243,28 @@ static void conv_case(int n, int h, int w, int c, int kh, int kw, int f, int s,
         kc_relu_fwd(ny(&g), Yc, Yc);
         kc_conv2d_fwd_bf16(&gr, X, W, b, Yr, work, wl);
         CHECKF(!memcmp(Yr, Yc, ny(&g) * 4), "%s: fused relu", what);
+        /* the backward through that relu: as kc_relu_bias_grad then
+         * kc_conv2d_bwd_bf16, bit for bit (dY masked, db, dW, dX) */
+        float *d1 = malloc(ny(&g) * 4), *d2 = malloc(ny(&g) * 4);
+        float *w1 = malloc(nw(&g) * 4), *w2 = malloc(nw(&g) * 4);
+        float *x1 = malloc(nx(&g) * 4), *x2 = malloc(nx(&g) * 4);
+        float *b1 = malloc(f * 4), *b2 = malloc(f * 4);
+        CHECK(d1 && d2 && w1 && w2 && x1 && x2 && b1 && b2);
+        memcpy(d1, dY, ny(&g) * 4);
+        memcpy(d2, dY, ny(&g) * 4);
+        kc_relu_bias_grad(n * g.oh * g.ow, f, Yr, d1, b1);
+        kc_conv2d_bwd_bf16(&g, X, W, d1, w1, NULL, x1, work, wl);
+        kc_conv2d_bwd_relu_bf16(&g, X, W, Yr, d2, w2, b2, x2, work, wl);
+        CHECKF(!memcmp(d1, d2, ny(&g) * 4) && !memcmp(b1, b2, f * 4) &&
+               !memcmp(w1, w2, nw(&g) * 4) && !memcmp(x1, x2, nx(&g) * 4),
+               "%s: bwd_relu_bf16 differs from relu_bias_grad + bwd_bf16",
+               what);
+        int guard2 = 1;
+        for (int i = 0; i < 16; i++)
+            guard2 &= work[wl + i] == 12345.0f;
+        CHECKF(guard2, "%s: bwd_relu_bf16 wrote past its workspace", what);
+        free(d1), free(d2), free(w1), free(w2), free(x1), free(x2);
+        free(b1), free(b2);
         free(Yr), free(Yc);
     }
     ref_conv(&g, X, W, b, dY, rY, aY, rW, aW, rX, aX);
@@ -292,9 +314,11 @@ static void conv(void)
 {
     kc_seed(11);
     conv_case(2, 28, 28, 1, 3, 3, 32, 1, 0);       /* the CNNs' first layer */
-    conv_case(2, 26, 26, 32, 3, 3, 64, 1, 0);      /* the seeds' second */
+    conv_case(5, 26, 26, 32, 3, 3, 64, 1, 0);      /* the seeds' second:
+                                                    * groups of 2, 2, 1 */
     conv_case(3, 14, 14, 16, 3, 3, 32, 1, 1);      /* same: the gather form */
-    conv_case(2, 13, 13, 32, 3, 3, 64, 1, 0);      /* valid 13: by taps */
+    conv_case(12, 13, 13, 32, 3, 3, 64, 1, 0);     /* valid 13: by taps,
+                                                    * groups of 9, 3 */
     conv_case(4, 9, 11, 3, 3, 3, 5, 1, 1);         /* odd c and f */
     conv_case(1, 7, 9, 5, 2, 3, 17, 2, 1);
     conv_case(3, 10, 10, 7, 5, 5, 33, 2, 0);

@@ -254,11 +254,19 @@ static int cu_conv2d_fwd_bf16(strata__kdev_t *k, const kops_conv2d_t *g,
 }
 
 static int cu_conv2d_bwd_bf16(strata__kdev_t *k, const kops_conv2d_t *g,
-                              const float *X, const float *W, const float *dY,
-                              float *dW, float *db, float *dX, float *work,
-                              size_t work_len)
+                              const float *X, const float *W, const float *Y,
+                              float *dY, float *dW, float *db, float *dX,
+                              float *work, size_t work_len)
 {
     kdev_cuda_t *c = cu(k);
+    if (Y) {          /* the relu's mask and db, then the plain backward */
+        int rows = g->n > 0 ? g->n * g->oh * g->ow : 0;
+        int rc = KG(c, "relu backward and bias gradient",
+                    kg_relu_bias_grad(rows, g->f, Y, dY, db, c->stream));
+        if (rc != STRATA_OK)
+            return rc;
+        db = NULL;
+    }
     return KG(c, "conv2d backward (bf16)",
               kg_conv2d_bwd_bf16(c->blas, g, X, W, dY, dW, db, dX, work,
                                  work_len, c->stream));

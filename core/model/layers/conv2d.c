@@ -166,18 +166,10 @@ static int conv_backward(const strata__layer_t *l, const strata__pass_t *p)
     size_t col_len = p->aux_bytes / sizeof(float);
     float *db = p->db;
     int relu = l->act == STRATA__ACT_RELU;
-    if (l->bf16) {
-        if (relu) {
-            int rc = p->k->ops->relu_bias_grad(
-                p->k, p->rows * l->out.h * l->out.w, l->units, p->y,
-                (float *)p->dy, db);
-            if (rc != STRATA_OK)
-                return rc;
-            db = NULL;
-        }
-        return p->k->ops->conv2d_bwd_bf16(p->k, &g, p->x, p->W, p->dy, p->dW,
-                                          db, p->dx, p->aux, col_len);
-    }
+    if (l->bf16)
+        return p->k->ops->conv2d_bwd_bf16(p->k, &g, p->x, p->W,
+                                          relu ? p->y : NULL, (float *)p->dy,
+                                          p->dW, db, p->dx, p->aux, col_len);
     g.col_ready = col_len >= conv_col_one(l) * (size_t)p->rows;
     if (relu)
         return p->k->ops->conv2d_bwd_relu(p->k, &g, p->x, p->W, p->y,
