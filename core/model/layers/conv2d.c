@@ -157,7 +157,8 @@ static int conv_forward(const strata__layer_t *l, const strata__pass_t *p)
 /* The workspace is the layer's own: when it held the whole batch, the
  * forward pass's im2col is still there and the backward pass reuses it.
  * With the layer's relu, its mask and the bias gradient go with the
- * backward (conv2d_bwd_relu: image by image on the CPU), masking dy in
+ * backward (conv2d_bwd_relu, conv2d_bwd_bf16 with y: a few images at a
+ * time on the CPU, while each one's dy is in cache), masking dy in
  * place: the model's own gradient slot, which its relu pass would have
  * masked in place too (model.c). */
 static int conv_backward(const strata__layer_t *l, const strata__pass_t *p)
