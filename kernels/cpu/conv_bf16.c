@@ -332,7 +332,7 @@ static void dw(const kops_conv2d_t *g, const float *X, const float *dY,
 
 /* dX by the gather form: a stride-1 convolution of dY, padded, with the
  * flipped weights (conv_direct.c's dx_vec_gather), pairs of filters; the
- * tap rows that read only the padding's zero rows left out (kc__gather_ky).
+ * tap rows that read only the padding's zero rows left out.
  * dx_gather_prep packs the weights and zeroes the borders once. */
 static void dx_gather_prep(const kops_conv2d_t *g, const float *W,
                            float *work)
@@ -367,19 +367,8 @@ static void dx_gather(const kops_conv2d_t *g, const float *dY, float *dX,
         for (int oy = 0; oy < g->oh; oy++)   /* the borders stay zero */
             pack_pixels(dy + (size_t)oy * g->ow * F, (size_t)g->ow, F,
                         dyp + (size_t)(oy + oy0) * row + (size_t)ox0 * Fh);
-        for (int y0 = 0, y1; y0 < g->h; y0 = y1) {
-            int lo, hi;
-            y1 = kc__gather_ky(g, y0, &lo, &hi);
-            float *o = dX + ((size_t)i * g->h + y0) * g->w * C;
-            if (hi == lo) {
-                memset(o, 0, (size_t)(y1 - y0) * g->w * C * sizeof *o);
-                continue;
-            }
-            u.nrow = y1 - y0;
-            u.nseg = hi - lo;
-            kc__conv_blocks(isa, &u, g->w, g->c, dyp + (size_t)(y0 + lo) * row,
-                            wf + (size_t)lo * (size_t)u.vseg, o);
-        }
+        kc__gather_bands(isa, g, &u, dyp, row, wf,
+                         dX + (size_t)i * g->h * g->w * C);
     }
 }
 

@@ -209,7 +209,9 @@ static void gather_ky(const kops_conv2d_t *g, int y, int *lo, int *hi)
         *hi = *lo;
 }
 
-int kc__gather_ky(const kops_conv2d_t *g, int y0, int *lo, int *hi)
+/* The band of output rows from y0 whose taps [*lo, *hi) are the same;
+ * returns its end. */
+static int gather_band(const kops_conv2d_t *g, int y0, int *lo, int *hi)
 {
     int y1, lo1, hi1;
     gather_ky(g, y0, lo, hi);
@@ -446,20 +448,29 @@ static void dx_vec_gather(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
         for (int oy = 0; oy < g->oh; oy++)   /* the borders stay zero */
             memcpy(dyp + (size_t)(oy + oy0) * row + (size_t)ox0 * F,
                    dy + (size_t)oy * g->ow * F, (size_t)g->ow * F * sizeof *dy);
-        /* bands of rows with the same taps ky' (the middle: all of them) */
-        for (int y0 = 0, y1; y0 < g->h; y0 = y1) {
-            int lo, hi;
-            y1 = kc__gather_ky(g, y0, &lo, &hi);
-            float *o = dX + ((size_t)i * g->h + y0) * g->w * C;
-            if (hi == lo) {                  /* no tap reads dY: zeros */
-                memset(o, 0, (size_t)(y1 - y0) * g->w * C * sizeof *o);
-                continue;
-            }
-            u.nrow = y1 - y0;
-            u.nseg = hi - lo;
-            blocks(isa, &u, g->w, g->c, dyp + (size_t)(y0 + lo) * row,
-                   wf + (size_t)lo * (size_t)u.vseg, o);
+        kc__gather_bands(isa, g, &u, dyp, row, wf,
+                         dX + (size_t)i * g->h * g->w * C);
+    }
+}
+
+void kc__gather_bands(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
+                      kc_uk_t *u, const float *dyp, size_t row,
+                      const float *wf, float *dx)
+{
+    size_t C = (size_t)g->c;
+    /* bands of rows with the same taps ky' (the middle: all of them) */
+    for (int y0 = 0, y1; y0 < g->h; y0 = y1) {
+        int lo, hi;
+        y1 = gather_band(g, y0, &lo, &hi);
+        float *o = dx + (size_t)y0 * g->w * C;
+        if (hi == lo) {                      /* no tap reads dY: zeros */
+            memset(o, 0, (size_t)(y1 - y0) * g->w * C * sizeof *o);
+            continue;
         }
+        u->nrow = y1 - y0;
+        u->nseg = hi - lo;
+        blocks(isa, u, g->w, g->c, dyp + (size_t)(y0 + lo) * row,
+               wf + (size_t)lo * (size_t)u->vseg, o);
     }
 }
 

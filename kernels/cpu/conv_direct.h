@@ -81,10 +81,14 @@ void kc__relu_bias_rows(size_t m, size_t n, const float *y, float *dy,
 /* Images per group of a backward (dY, Y, X and dX of a group within half
  * of a 2 MiB L2), at least 1, at most g->n. */
 int kc__bwd_group(const kops_conv2d_t *g);
-/* dX's gather form, output row y0: the tap rows [*lo, *hi) whose padded
- * dY row is one of dY's (the others read zeros and are left out of the
- * chains); returns the end of the band of rows from y0 with the same. */
-int kc__gather_ky(const kops_conv2d_t *g, int y0, int *lo, int *hi);
+/* One image of dX's gather form into dx[h][w][C], from its padded dY
+ * (dyp, rows `row` floats apart) and the flipped weights wf (u: its
+ * blocks' strides; nrow and nseg set here): in bands of rows with the same
+ * taps ky', those that read only the padding's zero rows left out of the
+ * chains (a row that reads none is zeros). */
+void kc__gather_bands(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
+                      kc_uk_t *u, const float *dyp, size_t row,
+                      const float *wf, float *dx);
 
 /* dX by the gather form (a stride-1 convolution of the padded dY with the
  * flipped weights): by shape only, where most of its products are real. */
