@@ -450,12 +450,8 @@ static void bwd(const kops_conv2d_t *g, const float *X, const float *W,
     else if (dX)
         pack_w_f(W, (size_t)g->kh * g->kw, (size_t)g->c, F, 0, wdx);
     int group = kc__bwd_group(g);
-    for (int i0 = 0; i0 < g->n; i0 += group) {
-        int i1 = g->n - i0 < group ? g->n : i0 + group;
-        size_t at = (size_t)i0 * plane * F;
-        if (Y)
-            kc__relu_bias_rows((size_t)(i1 - i0) * plane, F, Y + at, dY + at,
-                               acc);
+    for (int i0 = 0, i1; i0 < g->n; i0 = i1) {
+        i1 = kc__bwd_next(g, i0, group, Y, dY, acc);
         dw(g, X, dY, dW, work, i0, i1);
         if (gather)
             dx_gather(g, dY, dX, wdx, i0, i1);

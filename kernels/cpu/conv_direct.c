@@ -701,6 +701,17 @@ int kc__bwd_group(const kops_conv2d_t *g)
     return n < 1 ? 1 : n > (size_t)g->n ? g->n : (int)n;
 }
 
+int kc__bwd_next(const kops_conv2d_t *g, int i0, int group, const float *Y,
+                 float *dY, double *acc)
+{
+    int i1 = g->n - i0 < group ? g->n : i0 + group;
+    size_t plane = (size_t)g->oh * g->ow, at = (size_t)i0 * plane * g->f;
+    if (Y)
+        kc__relu_bias_rows((size_t)(i1 - i0) * plane, (size_t)g->f, Y + at,
+                           dY + at, acc);
+    return i1;
+}
+
 void kc__conv2d_bwd_direct(int path, const kops_conv2d_t *g, const float *X,
                            const float *W, const float *Y, float *dY,
                            float *dW, float *db, float *dX, float *col,
@@ -727,12 +738,8 @@ void kc__conv2d_bwd_direct(int path, const kops_conv2d_t *g, const float *X,
         }
     }
     int group = kc__bwd_group(g);
-    for (int i0 = 0; i0 < g->n; i0 += group) {
-        int i1 = g->n - i0 < group ? g->n : i0 + group;
-        size_t at = (size_t)i0 * plane * F;
-        if (Y)
-            kc__relu_bias_rows((size_t)(i1 - i0) * plane, F, Y + at, dY + at,
-                               acc);
+    for (int i0 = 0, i1; i0 < g->n; i0 = i1) {
+        i1 = kc__bwd_next(g, i0, group, Y, dY, acc);
         if (!isa)
             dw_scalar(g, X, dY, dW, i0, i1);
         else

@@ -81,6 +81,10 @@ void kc__relu_bias_rows(size_t m, size_t n, const float *y, float *dy,
 /* Images per group of a backward (dY, Y, X and dX of a group within half
  * of a 2 MiB L2), at least 1, at most g->n. */
 int kc__bwd_group(const kops_conv2d_t *g);
+/* The group of images from i0 (group of them, fewer at the end): with Y,
+ * its dY masked and summed into acc (kc__relu_bias_rows); returns its end. */
+int kc__bwd_next(const kops_conv2d_t *g, int i0, int group, const float *Y,
+                 float *dY, double *acc);
 /* One image of dX's gather form into dx[h][w][C], from its padded dY
  * (dyp, rows `row` floats apart) and the flipped weights wf (u: its
  * blocks' strides; nrow and nseg set here): in bands of rows with the same
