@@ -430,16 +430,12 @@ static void bwd(const kops_conv2d_t *g, const float *X, const float *W,
                 float *work)
 {
     size_t plane = (size_t)g->oh * g->ow, F = (size_t)g->f;
-    int rows = (int)(plane * (size_t)(g->n > 0 ? g->n : 0));
-    double *acc = NULL;
-    if (Y && db && g->n > 0 && !(acc = calloc(F, sizeof *acc))) {
-        kc_relu_bias_grad(rows, g->f, Y, dY, db);      /* the whole batch */
-        Y = NULL;
-    } else if (!Y && db)
-        kc_bias_grad(rows, g->f, dY, db);
+    if (!Y && db)
+        kc_bias_grad((int)(plane * (size_t)(g->n > 0 ? g->n : 0)), g->f, dY,
+                     db);
+    double *acc = kc__bwd_sums(g, &Y, dY, db);
     if (g->n <= 0) {
-        if (Y)
-            kc_relu_bias_grad(0, g->f, Y, dY, db);
+        kc__bwd_sums_done(g, acc, db);                  /* db = 0 */
         memset(dW, 0, kops_n4(g->kh, g->kw, g->c, g->f) * sizeof *dW);
         return;
     }
@@ -458,11 +454,7 @@ static void bwd(const kops_conv2d_t *g, const float *X, const float *W,
         else if (dX)
             dx_taps(g, dY, dX, wdx, i0, i1);
     }
-    if (acc) {
-        for (size_t j = 0; j < F; j++)
-            db[j] = (float)acc[j];
-        free(acc);
-    }
+    kc__bwd_sums_done(g, acc, db);
     kc__amx_release();
 }
 

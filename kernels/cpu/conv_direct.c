@@ -701,6 +701,29 @@ int kc__bwd_group(const kops_conv2d_t *g)
     return n < 1 ? 1 : n > (size_t)g->n ? g->n : (int)n;
 }
 
+double *kc__bwd_sums(const kops_conv2d_t *g, const float **Y, float *dY,
+                     float *db)
+{
+    if (!*Y || !db)
+        return NULL;
+    double *acc = calloc((size_t)g->f, sizeof *acc);
+    if (!acc) {                        /* the whole batch's pass instead */
+        kc_relu_bias_grad(g->n > 0 ? g->n * g->oh * g->ow : 0, g->f, *Y, dY,
+                          db);
+        *Y = NULL;
+    }
+    return acc;
+}
+
+void kc__bwd_sums_done(const kops_conv2d_t *g, double *acc, float *db)
+{
+    if (!acc)
+        return;
+    for (int j = 0; j < g->f; j++)
+        db[j] = (float)acc[j];
+    free(acc);
+}
+
 int kc__bwd_next(const kops_conv2d_t *g, int i0, int group, const float *Y,
                  float *dY, double *acc)
 {
@@ -718,7 +741,7 @@ void kc__conv2d_bwd_direct(int path, const kops_conv2d_t *g, const float *X,
                            size_t col_len)
 {
     const kc_conv_isa_t *isa = isa_of(path);
-    size_t F = (size_t)g->f, plane = (size_t)g->oh * g->ow;
+    size_t F = (size_t)g->f;
     int gather = dX && dx_gather(g);
     if (dX && isa)
         gather ? dx_gather_prep(g, W, col) : dx_vec_prep(g, W, col, col_len);
@@ -729,14 +752,7 @@ void kc__conv2d_bwd_direct(int path, const kops_conv2d_t *g, const float *X,
         if (!t)
             order = DW_TAPS;
     }
-    double *acc = NULL;
-    if (Y && db) {
-        acc = calloc(F, sizeof *acc);
-        if (!acc) {                    /* the whole batch's pass instead */
-            kc_relu_bias_grad(g->n * (int)plane, g->f, Y, dY, db);
-            Y = NULL;
-        }
-    }
+    double *acc = kc__bwd_sums(g, &Y, dY, db);
     int group = kc__bwd_group(g);
     for (int i0 = 0, i1; i0 < g->n; i0 = i1) {
         i1 = kc__bwd_next(g, i0, group, Y, dY, acc);
@@ -766,9 +782,5 @@ void kc__conv2d_bwd_direct(int path, const kops_conv2d_t *g, const float *X,
                     dW[(k * C + c) * F + f] = t[(k * F + f) * C + c];
         free(t);
     }
-    if (acc) {
-        for (size_t j = 0; j < F; j++)
-            db[j] = (float)acc[j];
-        free(acc);
-    }
+    kc__bwd_sums_done(g, acc, db);
 }

@@ -81,6 +81,14 @@ void kc__relu_bias_rows(size_t m, size_t n, const float *y, float *dy,
 /* Images per group of a backward (dY, Y, X and dX of a group within half
  * of a 2 MiB L2), at least 1, at most g->n. */
 int kc__bwd_group(const kops_conv2d_t *g);
+/* db's double sums for a backward through relu (*Y and db given), zeroed,
+ * for kc__bwd_next to fill and kc__bwd_sums_done to round into db and
+ * free; where they cannot be had, the whole batch's kc_relu_bias_grad
+ * runs at once (the same bits) and *Y becomes NULL. NULL without *Y or
+ * db. */
+double *kc__bwd_sums(const kops_conv2d_t *g, const float **Y, float *dY,
+                     float *db);
+void kc__bwd_sums_done(const kops_conv2d_t *g, double *acc, float *db);
 /* The group of images from i0 (group of them, fewer at the end): with Y,
  * its dY masked and summed into acc (kc__relu_bias_rows); returns its end. */
 int kc__bwd_next(const kops_conv2d_t *g, int i0, int group, const float *Y,
