@@ -1,10 +1,31 @@
 /* Pooling on NHWC float32, 'valid' windows. Max: the forward pass records
  * each output's argmax (its index in X) for the backward pass. Average: the
  * window's sum in row-major tap order over ph*pw, and back. */
+#include "conv_direct.h"
 #include "kernels_cpu.h"
 #include "kc_loop.h"
 
 #include <string.h>
+
+#ifdef KC_CONV_X86
+static void max_rows_512(const kops_pool2d_t *g, const float *X, float *Y,
+                         int32_t *argmax, int i);
+#endif
+
+/* Max pooling's forward on AVX-512 where the direct convolutions run on it
+ * (and so follows kc_conv2d_force_path: tests hold both paths to the same
+ * bits), for 16k channels and windows of up to MAX_TAPS. */
+#define MAX_TAPS 64
+static int max_512(const kops_pool2d_t *g)
+{
+#ifdef KC_CONV_X86
+    return g->c % 16 == 0 && g->ph * g->pw <= MAX_TAPS &&
+           kc__direct_isa() == &kc_conv_avx512;
+#else
+    (void)g;
+    return 0;
+#endif
+}
 
 /* One output position: the max of its window and the index in X of the
  * first maximum (row-major window order). While the taps run, arg holds the
@@ -41,6 +62,12 @@ void kc_maxpool2d_fwd(const kops_pool2d_t *g, const float *X,
 {
     size_t c = (size_t)g->c, row = (size_t)g->w * c;
     for (int i = 0; i < g->n; i++) {
+#ifdef KC_CONV_X86
+        if (max_512(g)) {
+            max_rows_512(g, X, Y, argmax, i);
+            continue;
+        }
+#endif
         size_t img = (size_t)i * g->h * row;
         for (int oy = 0; oy < g->oh; oy++)
             for (int ox = 0; ox < g->ow; ox++) {
@@ -135,3 +162,51 @@ void kc_avgpool2d_bwd(const kops_pool2d_t *g, const float *dY, float *dX)
             }
     }
 }
+
+#ifdef KC_CONV_X86
+#include <immintrin.h>
+
+/* Image i's outputs as pool_window computes them, 16 channels to a
+ * register: the window's first element, then each later tap taken where
+ * it is strictly greater (_CMP_GT_OQ: never a NaN, and a NaN first element
+ * stays), its offset kept under the same mask. */
+__attribute__((target("avx512f"))) static void
+max_rows_512(const kops_pool2d_t *g, const float *X, float *Y,
+             int32_t *argmax, int i)
+{
+    size_t c = (size_t)g->c, row = (size_t)g->w * c;
+    size_t img = (size_t)i * g->h * row;
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                           11, 12, 13, 14, 15);
+    /* The taps after the first, flat: one short loop of a constant count */
+    size_t off[MAX_TAPS];
+    int taps = 0;
+    for (int ky = 0; ky < g->ph; ky++)
+        for (int kx = ky ? 0 : 1; kx < g->pw; kx++)
+            off[taps++] = (size_t)ky * row + (size_t)kx * c;
+    for (int oy = 0; oy < g->oh; oy++)
+        for (int ox = 0; ox < g->ow; ox++) {
+            size_t o = (((size_t)i * g->oh + oy) * g->ow + ox) * c;
+            size_t first = img + (size_t)oy * g->stride_h * row +
+                           (size_t)ox * g->stride_w * c;
+            const float *x0 = X + first;
+            for (size_t ch = 0; ch < c; ch += 16) {
+                __m512 m = _mm512_loadu_ps(x0 + ch);
+                __m512i a = _mm512_setzero_si512();
+                for (int t = 0; t < taps; t++) {
+                    __m512 v = _mm512_loadu_ps(x0 + off[t] + ch);
+                    __mmask16 k = _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ);
+                    m = _mm512_mask_mov_ps(m, k, v);
+                    a = _mm512_mask_mov_epi32(
+                        a, k, _mm512_set1_epi32((int32_t)off[t]));
+                }
+                _mm512_storeu_ps(Y + o + ch, m);
+                a = _mm512_add_epi32(
+                    a, _mm512_add_epi32(iota, _mm512_set1_epi32(
+                                                  (int32_t)(first + ch))));
+                _mm512_storeu_si512(argmax + o + ch, a);
+            }
+        }
+}
+
+#endif

@@ -229,6 +229,41 @@ static void test_pool(int n, int h, int w, int c, int ph, int pw, int sh,
     free(pc.X); free(pc.Y); free(pc.R); free(pc.arg); free(dX);
 }
 
+/* The AVX-512 forward (taken where the direct convolutions run on
+ * AVX-512, 16k channels) against the portable loop, bit for bit: values
+ * with ties, +0 and -0, NaN as a window's first element and later, through
+ * windows that tile, overlap, leave gaps or leave strips uncovered. */
+static void test_pool_paths(int n, int h, int w, int c, int ph, int pw,
+                            int sh, int sw)
+{
+    kops_pool2d_t g = { n, h, w, c, ph, pw, sh, sw, (h - ph) / sh + 1,
+                        (w - pw) / sw + 1 };
+    float *X = malloc(pin(&g) * sizeof(float));
+    float *Y[2] = { malloc(pout(&g) * sizeof(float)),
+                    malloc(pout(&g) * sizeof(float)) };
+    int32_t *arg[2] = { malloc(pout(&g) * sizeof(int32_t)),
+                        malloc(pout(&g) * sizeof(int32_t)) };
+    const float few[] = { -1.0f, -0.0f, 0.0f, 0.5f, 2.0f, NAN };
+    for (size_t i = 0; i < pin(&g); i++)
+        X[i] = few[(size_t)kc_unif(0, 6) % 6];
+    int paths[2] = { KC_CONV_SCALAR, KC_CONV_AVX512 };
+    if (kc_conv2d_force_path(KC_CONV_AVX512) != 0) {
+        printf("# maxpool AVX-512: not on this CPU, skipped\n");
+        free(X), free(Y[0]), free(Y[1]), free(arg[0]), free(arg[1]);
+        return;
+    }
+    for (int p = 0; p < 2; p++) {
+        CHECK(kc_conv2d_force_path(paths[p]) == 0);
+        kc_maxpool2d_fwd(&g, X, Y[p], arg[p]);
+    }
+    kc_conv2d_force_path(KC_CONV_AUTO);
+    CHECKF(memcmp(Y[0], Y[1], pout(&g) * sizeof(float)) == 0 &&
+               memcmp(arg[0], arg[1], pout(&g) * sizeof(int32_t)) == 0,
+           "maxpool %dx%dx%d window %dx%d stride %dx%d: AVX-512 differs "
+           "from the portable loop", h, w, c, ph, pw, sh, sw);
+    free(X), free(Y[0]), free(Y[1]), free(arg[0]), free(arg[1]);
+}
+
 /* ---- dropout and activations ------------------------------------------- */
 
 static void test_dropout(void)
@@ -364,6 +399,13 @@ int main(void)
     test_pool(2, 6, 6, 3, 2, 2, 2, 2);
     test_pool(1, 7, 5, 2, 3, 2, 2, 1);
     test_pool(2, 5, 5, 1, 2, 2, 1, 1);
+    test_pool(2, 7, 6, 32, 2, 2, 2, 2);
+    test_pool(1, 6, 7, 16, 3, 2, 2, 1);
+    test_pool_paths(3, 26, 26, 32, 2, 2, 2, 2);
+    test_pool_paths(2, 11, 11, 64, 2, 2, 2, 2);
+    test_pool_paths(2, 9, 8, 16, 3, 3, 2, 2);
+    test_pool_paths(2, 9, 9, 48, 2, 3, 3, 2);
+    test_pool_paths(1, 5, 5, 16, 1, 1, 1, 1);
     test_dropout();
     test_act("tanh", kc_tanh_fwd, kc_tanh_bwd, tanh);
     test_act("sigmoid", kc_sigmoid_fwd, kc_sigmoid_bwd, sigmoid_ref);
