@@ -575,6 +575,19 @@ KOP(maxpool2d_bwd, 0, "maxpool2d backward",
     (KOP_REQ(g != NULL) KOP_DEV(dY, KOP_F(kops_n4(g->n, g->oh, g->ow, g->c)))
      KOP_DEV(argmax, kops_n4(g->n, g->oh, g->ow, g->c) * sizeof(int32_t))
      KOP_DEV(dX, KOP_F(kops_n4(g->n, g->h, g->w, g->c)))))
+/* maxpool2d_bwd into a relu's output: X was relu(Z), whose backward (dX
+ * where X > 0, else 0) is applied here, so it needs no pass of its own.
+ * An output's gradient reaches its argmax only where Y > 0 -- Y (the
+ * forward's output) is the argmax's own X -- the same bits as
+ * maxpool2d_bwd then relu_bwd with X. */
+KOP(maxpool2d_bwd_relu, 0, "maxpool2d backward into a relu",
+    (const kops_pool2d_t *g, const float *dY, const int32_t *argmax,
+     const float *Y, float *dX),
+    (g, dY, argmax, Y, dX),
+    (KOP_REQ(g != NULL) KOP_DEV(dY, KOP_F(kops_n4(g->n, g->oh, g->ow, g->c)))
+     KOP_DEV(argmax, kops_n4(g->n, g->oh, g->ow, g->c) * sizeof(int32_t))
+     KOP_DEV(Y, KOP_F(kops_n4(g->n, g->oh, g->ow, g->c)))
+     KOP_DEV(dX, KOP_F(kops_n4(g->n, g->h, g->w, g->c)))))
 /* Average: Y[n][oh][ow][c] = (the window's sum, taps added in row-major
  * window order) / (ph * pw), the same bits on every device. */
 KOP(avgpool2d_fwd, 0, "avgpool2d forward",

@@ -664,6 +664,28 @@ static void plan_backward(strata__model_t *m)
 #undef TAKE
 }
 
+/* Layers whose relu their only reader's backward can apply (layer.h's
+ * masks_relu_in): model.h's relu_by_reader. */
+static void plan_relu_masks(strata__model_t *m)
+{
+    int readers[STRATA_MAX_LAYERS] = { 0 };
+    for (int i = 0; i < m->nlayers; i++) {
+        m->relu_by_reader[i] = 0;
+        for (int k = 0; k < m->layers[i].nin; k++) {
+            int t = source_of(m, m->layers[i].inputs[k]);
+            if (t >= 0)
+                readers[t]++;
+        }
+    }
+    for (int i = 0; i < m->nlayers; i++) {
+        const strata__layer_t *l = &m->layers[i];
+        int j = l->nin == 1 ? l->inputs[0] : -1;
+        if (l->kind->masks_relu_in && j >= 0 && !m->layers[j].kind->alias &&
+            m->layers[j].act == STRATA__ACT_RELU && readers[j] == 1)
+            m->relu_by_reader[j] = 1;
+    }
+}
+
 /* ---- entry points ---------------------------------------------------------- */
 
 strata__shape_t strata__data_shape(const strata__dataset_t *d)
@@ -709,7 +731,7 @@ static int build(build_t *b, const strata__shape_t *input, int nclasses,
     }
     if (rc == STRATA_OK) {
         m->nclasses = m->layers[m->nlayers - 1].out.c;
-        plan_backward(m);
+        plan_backward(m), plan_relu_masks(m);
     }
     free(b->parsed);
     free(b->pos);

@@ -450,6 +450,84 @@ static strata__pass_t pass_of(const strata__model_t *m, int r,
     return p;
 }
 
+/* Bytes of a group's output of layer i (its reader's input) that stay in
+ * a core's L2 while the reader takes them. */
+#define PAIR_GROUP_BYTES ((size_t)256 << 10)
+
+/* Rows per group where layer i and its only reader i + 1 (a pooling that
+ * applies i's relu: relu_by_reader) go through the batch a group at a
+ * time on a CPU, i's output for the group in the first rows of its own
+ * buffer, read back from L2 by the reader, never written out whole: i's
+ * backward does not read it (its relu is the reader's). Both kinds take
+ * rows apart, so the bits are the batch's. 0: not grouped. */
+static int pair_group(const strata__model_t *m, const strata__work_t *w,
+                      int i, int rows)
+{
+    if (i + 1 >= m->nlayers || !m->relu_by_reader[i] ||
+        STRATA_DEVICE_TYPE(w->kd->device) != STRATA_DEV_CPU)
+        return 0;
+    const strata__layer_t *l = &m->layers[i], *q = &m->layers[i + 1];
+    if (!l->kind->rows_apart || !q->kind->rows_apart || q->nin != 1 ||
+        q->inputs[0] != i || !q->kind->masks_relu_in)
+        return 0;
+    size_t row = strata__shape_size(&l->out) * sizeof(float);
+    size_t group = row ? PAIR_GROUP_BYTES / row : 0;
+    group = group < 1 ? 1 : group;
+    return group < (size_t)rows ? (int)group : 0;
+}
+
+/* Per-row bytes of layer i's scratch (its aux_bytes are rows times it). */
+static size_t aux_row(const strata__layer_t *l)
+{
+    return l->kind->aux_bytes ? l->kind->aux_bytes(l, 1) : 0;
+}
+
+/* Layer i and its reader i + 1, `group` rows at a time (pair_group). */
+static int forward_pair(const strata__model_t *m, int r, strata__work_t *w,
+                        int i, int rows, int group, int training)
+{
+    const strata__layer_t *l = &m->layers[i], *q = &m->layers[i + 1];
+    size_t in = strata__shape_size(&l->in), mid = strata__shape_size(&l->out);
+    size_t out = strata__shape_size(&q->out);
+    int rc = STRATA_OK;
+    for (int r0 = 0; rc == STRATA_OK && r0 < rows; r0 += group) {
+        int n = rows - r0 < group ? rows - r0 : group;
+        strata__pass_t p = pass_of(m, r, w, i, n, training, NULL);
+        p.x = p.xs[0] = p.x + (size_t)r0 * in;
+        rc = l->kind->forward(l, &p);             /* into act[i]'s first rows */
+        if (rc == STRATA_OK && !fused_relu(l))
+            rc = act_forward(w->kd, l->act, (size_t)n * mid, p.y);
+        if (rc != STRATA_OK)
+            break;
+        strata__pass_t pq = pass_of(m, r, w, i + 1, n, training, NULL);
+        pq.y += (size_t)r0 * out;
+        pq.aux = (char *)pq.aux + (size_t)r0 * aux_row(q);
+        rc = q->kind->forward(q, &pq);
+        if (rc == STRATA_OK && !fused_relu(q))
+            rc = act_forward(w->kd, q->act, (size_t)n * out, pq.y);
+    }
+    return rc;
+}
+
+/* The reader's backward in forward_pair's groups: its scratch (a pool's
+ * argmax) holds each group's own. */
+static int backward_grouped(const strata__layer_t *l, strata__pass_t *p,
+                            int rows, int group)
+{
+    size_t in = strata__shape_size(&l->in), out = strata__shape_size(&l->out);
+    int rc = STRATA_OK;
+    for (int r0 = 0; rc == STRATA_OK && r0 < rows; r0 += group) {
+        strata__pass_t pg = *p;
+        pg.rows = rows - r0 < group ? rows - r0 : group;
+        pg.y += (size_t)r0 * out;
+        pg.dy += (size_t)r0 * out;
+        pg.dx = pg.dxs[0] = p->dx + (size_t)r0 * in;
+        pg.aux = (char *)p->aux + (size_t)r0 * aux_row(l);
+        rc = l->kind->backward(l, &pg);
+    }
+    return rc;
+}
+
 static int forward(const strata__model_t *m, int r, strata__work_t *w,
                    int rows, int training, float **logits)
 {
@@ -458,6 +536,12 @@ static int forward(const strata__model_t *m, int r, strata__work_t *w,
         const strata__layer_t *l = &m->layers[i];
         if (l->kind->alias)
             continue;
+        int group = pair_group(m, w, i, rows);
+        if (group) {                           /* layers i and i + 1 */
+            rc = forward_pair(m, r, w, i, rows, group, training);
+            i++;
+            continue;
+        }
         strata__pass_t p = pass_of(m, r, w, i, rows, training, NULL);
         rc = l->kind->forward(l, &p);
         if (rc == STRATA_OK && !fused_relu(l))
@@ -483,10 +567,16 @@ static int backward(const strata__model_t *m, int r, strata__work_t *w,
             continue;
         float *dy = w->delta[m->dy_slot[i]];
         size_t n = (size_t)rows * strata__shape_size(&l->out);
-        if (!fused_relu(l))
+        int relu_done = m->relu_by_reader[i];
+        if (!fused_relu(l) && !relu_done)
             rc = act_backward(w->kd, l->act, n, w->act[i], dy);
         strata__pass_t p = pass_of(m, r, w, i, rows, 1, grads);
         p.dy = dy;
+        p.dy_relu_done = relu_done;
+        p.fwd_grouped = pair_group(m, w, i, rows) > 0;
+        int j = l->nin == 1 ? l->inputs[0] : -1;
+        p.dx_relu = j >= 0 && m->relu_by_reader[j];
+        int group = j >= 0 && j == i - 1 ? pair_group(m, w, j, rows) : 0;
         int any = 0;
         for (int k = 0; k < l->nin; k++) {
             int s = m->dx_slot[i][k];
@@ -494,7 +584,9 @@ static int backward(const strata__model_t *m, int r, strata__work_t *w,
             any |= s >= 0;
         }
         p.dx = p.dxs[0];
-        if (rc == STRATA_OK && (any || l->kind->nvars))
+        if (rc == STRATA_OK && group && p.dx)
+            rc = backward_grouped(l, &p, rows, group);
+        else if (rc == STRATA_OK && (any || l->kind->nvars))
             rc = l->kind->backward(l, &p);
         if (rc == STRATA_OK && p.row_vals)
             strata__work_rows_done(w, i);

@@ -43,6 +43,10 @@ typedef struct strata__model {
     int16_t         dy_slot[STRATA_MAX_LAYERS];
     int16_t         dx_slot[STRATA_MAX_LAYERS][STRATA__MAX_INPUTS];
     int16_t         dx_into[STRATA_MAX_LAYERS][STRATA__MAX_INPUTS];
+    /* Layer i's relu (act relu) is applied by its only reader's backward
+     * (a kind that masks_relu_in), not by its own: the same bits, one pass
+     * over the layer's output and its gradient fewer. */
+    uint8_t         relu_by_reader[STRATA_MAX_LAYERS];
     int             nvars;          /* 2 per layer with variables            */
     size_t          count;          /* float32 elements of the flat layout
                                        (each variable 64-byte aligned)       */

@@ -150,7 +150,7 @@ static void bwd(const kops_conv2d_t *g, const float *X, const float *W,
     int K = (int)taps(g), F = g->f, step = group_of(g, col_len);
     int rows_all = (int)(plane * (size_t)(g->n > 0 ? g->n : 0));
     int path = g->n > 0 ? kc_conv2d_path(g) : KC_CONV_GEMM;
-    if (path != KC_CONV_GEMM && Y) {
+    if (path != KC_CONV_GEMM) {
         kc__conv2d_bwd_direct(path, g, X, W, Y, dY, dW, db, dX, col, col_len);
         return;
     }
@@ -160,11 +160,6 @@ static void bwd(const kops_conv2d_t *g, const float *X, const float *W,
         kc_bias_grad(rows_all, F, dY, db);
     if (g->n <= 0) {
         memset(dW, 0, (size_t)K * F * sizeof *dW);
-        return;
-    }
-    if (path != KC_CONV_GEMM) {
-        kc__conv2d_bwd_direct(path, g, X, W, NULL, dY, dW, NULL, dX, col,
-                              col_len);
         return;
     }
     if (dX)

@@ -429,10 +429,7 @@ static void bwd(const kops_conv2d_t *g, const float *X, const float *W,
                 const float *Y, float *dY, float *dW, float *db, float *dX,
                 float *work)
 {
-    size_t plane = (size_t)g->oh * g->ow, F = (size_t)g->f;
-    if (!Y && db)
-        kc_bias_grad((int)(plane * (size_t)(g->n > 0 ? g->n : 0)), g->f, dY,
-                     db);
+    size_t F = (size_t)g->f;
     double *acc = kc__bwd_sums(g, &Y, dY, db);
     if (g->n <= 0) {
         kc__bwd_sums_done(g, acc, db);                  /* db = 0 */

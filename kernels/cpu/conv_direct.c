@@ -704,12 +704,15 @@ int kc__bwd_group(const kops_conv2d_t *g)
 double *kc__bwd_sums(const kops_conv2d_t *g, const float **Y, float *dY,
                      float *db)
 {
-    if (!*Y || !db)
+    if (!db)
         return NULL;
     double *acc = calloc((size_t)g->f, sizeof *acc);
     if (!acc) {                        /* the whole batch's pass instead */
-        kc_relu_bias_grad(g->n > 0 ? g->n * g->oh * g->ow : 0, g->f, *Y, dY,
-                          db);
+        int rows = g->n > 0 ? g->n * g->oh * g->ow : 0;
+        if (*Y)
+            kc_relu_bias_grad(rows, g->f, *Y, dY, db);
+        else
+            kc_bias_grad(rows, g->f, dY, db);
         *Y = NULL;
     }
     return acc;
@@ -729,9 +732,9 @@ int kc__bwd_next(const kops_conv2d_t *g, int i0, int group, const float *Y,
 {
     int i1 = g->n - i0 < group ? g->n : i0 + group;
     size_t plane = (size_t)g->oh * g->ow, at = (size_t)i0 * plane * g->f;
-    if (Y)
-        kc__relu_bias_rows((size_t)(i1 - i0) * plane, (size_t)g->f, Y + at,
-                           dY + at, acc);
+    if (Y || acc)
+        kc__relu_bias_rows((size_t)(i1 - i0) * plane, (size_t)g->f,
+                           Y ? Y + at : NULL, dY + at, acc);
     return i1;
 }
 

@@ -66,31 +66,33 @@ void kc__conv2d_fwd_direct(int path, const kops_conv2d_t *g, const float *X,
                            const float *W, const float *b, float *Y,
                            float *col, size_t col_len);
 /* The backward: with Y, dY (the relu's output gradient) is first masked
- * in place where Y <= 0 and db (may be NULL) summed from it, group by
- * group of images (kc__relu_bias_rows: kc_relu_bias_grad's bits); without,
- * dY is only read and db not touched. */
+ * in place where Y <= 0; db (may be NULL) is summed from it group by group
+ * of images (kc__relu_bias_rows: kc_relu_bias_grad's bits, or without Y
+ * kc_bias_grad's, dY then only read). */
 void kc__conv2d_bwd_direct(int path, const kops_conv2d_t *g, const float *X,
                            const float *W, const float *Y, float *dY,
                            float *dW, float *db, float *dX, float *col,
                            size_t col_len);
 /* Rows [0, m) of n columns: dy masked in place where y <= 0 (relu's
- * backward), then added in double into acc[n] when acc != NULL: a batch's
- * rows in pieces, in order, make kc_relu_bias_grad's sums. */
+ * backward; none when y is NULL), then added in double into acc[n] when
+ * acc != NULL: a batch's rows in pieces, in order, make kc_relu_bias_grad's
+ * sums (kc_bias_grad's without y). */
 void kc__relu_bias_rows(size_t m, size_t n, const float *y, float *dy,
                         double *acc);
 /* Images per group of a backward (dY, Y, X and dX of a group within half
  * of a 2 MiB L2), at least 1, at most g->n. */
 int kc__bwd_group(const kops_conv2d_t *g);
-/* db's double sums for a backward through relu (*Y and db given), zeroed,
- * for kc__bwd_next to fill and kc__bwd_sums_done to round into db and
- * free; where they cannot be had, the whole batch's kc_relu_bias_grad
- * runs at once (the same bits) and *Y becomes NULL. NULL without *Y or
- * db. */
+/* db's double sums for a backward (db given; through relu with *Y),
+ * zeroed, for kc__bwd_next to fill and kc__bwd_sums_done to round into db
+ * and free; where they cannot be had, the whole batch's kc_relu_bias_grad
+ * (kc_bias_grad without *Y) runs at once (the same bits) and *Y becomes
+ * NULL. NULL without db. */
 double *kc__bwd_sums(const kops_conv2d_t *g, const float **Y, float *dY,
                      float *db);
 void kc__bwd_sums_done(const kops_conv2d_t *g, double *acc, float *db);
-/* The group of images from i0 (group of them, fewer at the end): with Y,
- * its dY masked and summed into acc (kc__relu_bias_rows); returns its end. */
+/* The group of images from i0 (group of them, fewer at the end): its dY
+ * masked with Y (if given) and summed into acc (if given,
+ * kc__relu_bias_rows); returns its end. */
 int kc__bwd_next(const kops_conv2d_t *g, int i0, int group, const float *Y,
                  float *dY, double *acc);
 /* One image of dX's gather form into dx[h][w][C], from its padded dY

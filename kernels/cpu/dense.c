@@ -68,13 +68,15 @@ KC_HOT void kc_bias_grad(int m, int n, const float *restrict dY,
     }
 }
 
-/* One row: d masked by y as relu's backward, then added into acc -- two
- * loops over the row while it is in L1 (one loop does not vectorise), on
- * restrict parameters (locals' restrict does not free gcc's vectoriser). */
+/* One row: d masked by y as relu's backward (y NULL: as it is), then
+ * added into acc -- two loops over the row while it is in L1 (one loop
+ * does not vectorise), on restrict parameters (locals' restrict does not
+ * free gcc's vectoriser). */
 static inline void relu_row_sum(size_t w, const float *restrict y,
                                 float *restrict d, double *restrict acc)
 {
-    KC_FOR(j, w, d[j] = y[j] > 0.0f ? d[j] : 0.0f);
+    if (y)
+        KC_FOR(j, w, d[j] = y[j] > 0.0f ? d[j] : 0.0f);
     KC_FOR(j, w, acc[j] += (double)d[j]);
 }
 
@@ -83,9 +85,9 @@ static void relu_sum_512(size_t m, size_t w, size_t ld, const float *y,
                          float *dy, double *acc);
 #endif
 
-/* Rows [0, m) of w columns, rows ld floats apart: dy masked by y, then
- * added into acc[w] in double, the rows in order (the same sums however
- * the columns are cut, whatever the vectors). */
+/* Rows [0, m) of w columns, rows ld floats apart: dy masked by y (unless
+ * NULL), then added into acc[w] in double, the rows in order (the same
+ * sums however the columns are cut, whatever the vectors). */
 KC_HOT static void relu_sum_rows(size_t m, size_t w, size_t ld,
                                  const float *y, float *dy, double *acc)
 {
@@ -98,7 +100,8 @@ KC_HOT static void relu_sum_rows(size_t m, size_t w, size_t ld,
     for (size_t j0 = 0; j0 < w; j0 += KC_BIAS_CHUNK) {
         size_t cw = w - j0 < KC_BIAS_CHUNK ? w - j0 : KC_BIAS_CHUNK;
         for (size_t r = 0; r < m; r++)
-            relu_row_sum(cw, y + r * ld + j0, dy + r * ld + j0, acc + j0);
+            relu_row_sum(cw, y ? y + r * ld + j0 : NULL, dy + r * ld + j0,
+                         acc + j0);
     }
 }
 
@@ -126,9 +129,10 @@ void kc_relu_bias_grad(int m, int n, const float *y, float *dy, float *db)
 void kc__relu_bias_rows(size_t m, size_t n, const float *y, float *dy,
                         double *acc)
 {
-    if (!acc)
-        kc_relu_bwd(m * n, y, dy, dy);
-    else
+    if (!acc) {
+        if (y)
+            kc_relu_bwd(m * n, y, dy, dy);
+    } else
         relu_sum_rows(m, n, n, y, dy, acc);
 }
 
@@ -200,15 +204,17 @@ relu_sum_512(size_t m, size_t w, size_t ld, const float *y, float *dy,
             a[h] = _mm512_maskz_loadu_pd(am[h], acc + j0 + (size_t)h * 8);
         }
         for (size_t r = 0; r < m; r++) {
-            const float *yr = y + r * ld + j0;
+            const float *yr = y ? y + r * ld + j0 : NULL;
             float *dr = dy + r * ld + j0;
 #pragma GCC unroll 4
             for (int v = 0; v < 4; v++) {
-                __m512 yv = _mm512_maskz_loadu_ps(lm[v], yr + v * 16);
                 __m512 dv = _mm512_maskz_loadu_ps(lm[v], dr + v * 16);
-                dv = _mm512_maskz_mov_ps(
-                    _mm512_cmp_ps_mask(yv, zero, _CMP_GT_OQ), dv);
-                _mm512_mask_storeu_ps(dr + v * 16, lm[v], dv);
+                if (y) {
+                    __m512 yv = _mm512_maskz_loadu_ps(lm[v], yr + v * 16);
+                    dv = _mm512_maskz_mov_ps(
+                        _mm512_cmp_ps_mask(yv, zero, _CMP_GT_OQ), dv);
+                    _mm512_mask_storeu_ps(dr + v * 16, lm[v], dv);
+                }
                 __m256 lo = _mm512_castps512_ps256(dv);
                 __m256 hi = _mm256_castpd_ps(
                     _mm512_extractf64x4_pd(_mm512_castps_pd(dv), 1));

@@ -80,19 +80,45 @@ void kc_maxpool2d_fwd(const kops_pool2d_t *g, const float *X,
     }
 }
 
-void kc_maxpool2d_bwd(const kops_pool2d_t *g, const float *dY,
-                      const int32_t *argmax, float *dX)
+/* dX from dY through the argmaxes; with Y (maxpool2d_bwd_relu), only the
+ * outputs with Y > 0. Image by image: an image's windows read only that
+ * image, so its dX is zeroed and filled while it is in cache (the same
+ * adds in the same order as over the whole batch at once). */
+static void max_bwd(const kops_pool2d_t *g, const float *dY,
+                    const int32_t *argmax, const float *Y, float *dX)
 {
-    /* Image by image: an image's windows read only that image, so its
-     * dX is zeroed and filled while it is in cache (the same adds in the
-     * same order as over the whole batch at once). */
     size_t in = (size_t)g->h * g->w * g->c;
     size_t out = (size_t)g->oh * g->ow * g->c;
     for (size_t i = 0; i < (size_t)(g->n > 0 ? g->n : 0); i++) {
         memset(dX + i * in, 0, in * sizeof *dX);
-        for (size_t o = i * out; o < (i + 1) * out; o++)
-            dX[argmax[o]] += dY[o];
+        if (Y) {
+            /* +0 added where Y <= 0, chosen by a mask of bits: a branch on
+             * a sign that is a coin toss costs more than the scatter */
+            for (size_t o = i * out; o < (i + 1) * out; o++) {
+                uint32_t bits;
+                float d = dY[o];
+                memcpy(&bits, &d, sizeof bits);
+                bits &= -(uint32_t)(Y[o] > 0.0f);
+                memcpy(&d, &bits, sizeof d);
+                dX[argmax[o]] += d;
+            }
+        } else {
+            for (size_t o = i * out; o < (i + 1) * out; o++)
+                dX[argmax[o]] += dY[o];
+        }
     }
+}
+
+void kc_maxpool2d_bwd(const kops_pool2d_t *g, const float *dY,
+                      const int32_t *argmax, float *dX)
+{
+    max_bwd(g, dY, argmax, NULL, dX);
+}
+
+void kc_maxpool2d_bwd_relu(const kops_pool2d_t *g, const float *dY,
+                           const int32_t *argmax, const float *Y, float *dX)
+{
+    max_bwd(g, dY, argmax, Y, dX);
 }
 
 /* One output position of average pooling: the taps added in row-major

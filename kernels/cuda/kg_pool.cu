@@ -35,11 +35,12 @@ __global__ void kg_maxpool_fwd_k(size_t total, kops_pool2d_t g,
 }
 
 /* One thread per input: the sum of dY over the windows that hold it and
- * chose it, windows in ascending output order, which is the order in which
- * the CPU twin's scatter adds them (the same bits, no atomics). */
+ * chose it (with Y: and whose Y > 0), windows in ascending output order,
+ * which is the order in which the CPU twin's scatter adds them (the same
+ * bits, no atomics). */
 __global__ void kg_maxpool_bwd_k(size_t total, kops_pool2d_t g,
                                  const float *dY, const int32_t *argmax,
-                                 float *dX)
+                                 const float *Y, float *dX)
 {
     KG_FOR(idx, total) {
         kg_nhwc at = kg_nhwc_of(idx, g.h, g.w, g.c);
@@ -54,7 +55,7 @@ __global__ void kg_maxpool_bwd_k(size_t total, kops_pool2d_t g,
         for (int oy = oy0; oy <= oy1; oy++)
             for (int ox = ox0; ox <= ox1; ox++) {
                 size_t o = ((i * g.oh + oy) * g.ow + ox) * g.c + ch;
-                if (argmax[o] == (int32_t)idx)
+                if (argmax[o] == (int32_t)idx && (!Y || Y[o] > 0.0f))
                     acc += dY[o];
             }
         dX[idx] = acc;
@@ -74,17 +75,31 @@ int kg_maxpool2d_fwd(const kops_pool2d_t *g, const float *X, float *Y,
     return kg__launched();
 }
 
-int kg_maxpool2d_bwd(const kops_pool2d_t *g, const float *dY,
-                     const int32_t *argmax, float *dX, kg_stream_t s)
+static int max_bwd(const char *no_geometry, const kops_pool2d_t *g,
+                   const float *dY, const int32_t *argmax, const float *Y,
+                   float *dX, kg_stream_t s)
 {
     if (!g)
-        return kg__fail(KG_EINVAL, "kg_maxpool2d_bwd: no geometry");
+        return kg__fail(KG_EINVAL, no_geometry);
     if (g->n <= 0 || g->h <= 0 || g->w <= 0 || g->c <= 0)
         return KG_OK;                           /* dX is empty */
     size_t total = (size_t)g->n * g->h * g->w * g->c;
     kg_maxpool_bwd_k<<<kg__blocks(total), KG_THREADS, 0, s>>>(total, *g, dY,
-                                                              argmax, dX);
+                                                              argmax, Y, dX);
     return kg__launched();
+}
+
+int kg_maxpool2d_bwd(const kops_pool2d_t *g, const float *dY,
+                     const int32_t *argmax, float *dX, kg_stream_t s)
+{
+    return max_bwd("kg_maxpool2d_bwd: no geometry", g, dY, argmax, NULL, dX, s);
+}
+
+int kg_maxpool2d_bwd_relu(const kops_pool2d_t *g, const float *dY,
+                          const int32_t *argmax, const float *Y, float *dX,
+                          kg_stream_t s)
+{
+    return max_bwd("kg_maxpool2d_bwd_relu: no geometry", g, dY, argmax, Y, dX, s);
 }
 
 /* One thread per output: the taps added in row-major window order from the

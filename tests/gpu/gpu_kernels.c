@@ -854,6 +854,15 @@ static void test_pool(int n, int h, int w, int c, int ph, int pw, int sh,
     CHECKF(same_bits(gotdX, dX, nx * 4),
            "maxpool2d_bwd n%d %dx%dx%d p%dx%d s%d,%d ties %d: dX differs",
            n, h, w, c, ph, pw, sh, sw, ties);
+    /* Into a relu (X's ties hold zeros and negatives: outputs Y <= 0) */
+    kc_maxpool2d_bwd_relu(&g, dY, am, Y, dX);
+    CHECK(kg_memset(gdX, 0x7f, nx * 4, S) == 0);
+    rc = kg_maxpool2d_bwd_relu(&gg, gdY, gam, gY, gdX, S);
+    CHECKF(rc == 0, "kg_maxpool2d_bwd_relu: %s", kg_last_error());
+    to_host(gotdX, gdX, nx * 4);
+    CHECKF(same_bits(gotdX, dX, nx * 4),
+           "maxpool2d_bwd_relu n%d %dx%dx%d p%dx%d s%d,%d ties %d: dX "
+           "differs", n, h, w, c, ph, pw, sh, sw, ties);
     free(X), free(dY), free(Y), free(dX), free(gotY), free(gotdX);
     free(am), free(gotam);
     dev_free(gX), dev_free(gdY), dev_free(gY), dev_free(gdX), dev_free(gam);

@@ -232,7 +232,8 @@ static void test_pool(int n, int h, int w, int c, int ph, int pw, int sh,
 /* The AVX-512 forward (taken where the direct convolutions run on
  * AVX-512, 16k channels) against the portable loop, bit for bit: values
  * with ties, +0 and -0, NaN as a window's first element and later, through
- * windows that tile, overlap, leave gaps or leave strips uncovered. */
+ * windows that tile, overlap, leave gaps or leave strips uncovered. And
+ * maxpool2d_bwd_relu against maxpool2d_bwd then relu_bwd with X. */
 static void test_pool_paths(int n, int h, int w, int c, int ph, int pw,
                             int sh, int sw)
 {
@@ -246,6 +247,18 @@ static void test_pool_paths(int n, int h, int w, int c, int ph, int pw,
     const float few[] = { -1.0f, -0.0f, 0.0f, 0.5f, 2.0f, NAN };
     for (size_t i = 0; i < pin(&g); i++)
         X[i] = few[(size_t)kc_unif(0, 6) % 6];
+    float *dY = malloc(pout(&g) * sizeof(float));
+    float *dX[2] = { malloc(pin(&g) * sizeof(float)),
+                     malloc(pin(&g) * sizeof(float)) };
+    kc_fill(pout(&g), dY, -1, 1);
+    kc_maxpool2d_fwd(&g, X, Y[0], arg[0]);
+    kc_maxpool2d_bwd(&g, dY, arg[0], dX[0]);
+    kc_relu_bwd(pin(&g), X, dX[0], dX[0]);
+    kc_maxpool2d_bwd_relu(&g, dY, arg[0], Y[0], dX[1]);
+    CHECKF(memcmp(dX[0], dX[1], pin(&g) * sizeof(float)) == 0,
+           "maxpool %dx%dx%d window %dx%d stride %dx%d: bwd_relu differs "
+           "from bwd then relu_bwd", h, w, c, ph, pw, sh, sw);
+    free(dY), free(dX[0]), free(dX[1]);
     int paths[2] = { KC_CONV_SCALAR, KC_CONV_AVX512 };
     if (kc_conv2d_force_path(KC_CONV_AVX512) != 0) {
         printf("# maxpool AVX-512: not on this CPU, skipped\n");
@@ -406,6 +419,7 @@ int main(void)
     test_pool_paths(2, 9, 8, 16, 3, 3, 2, 2);
     test_pool_paths(2, 9, 9, 48, 2, 3, 3, 2);
     test_pool_paths(1, 5, 5, 16, 1, 1, 1, 1);
+    test_pool_paths(2, 7, 6, 3, 3, 2, 2, 1);
     test_dropout();
     test_act("tanh", kc_tanh_fwd, kc_tanh_bwd, tanh);
     test_act("sigmoid", kc_sigmoid_fwd, kc_sigmoid_bwd, sigmoid_ref);

@@ -440,6 +440,20 @@ static void test_act_same_bits(void)
               "dense 5", &in);
     same_bits("conv2d 4 3 tanh, avgpool2d 7, flatten, dense 5",
               "conv2d 4 3 tanh, global_avgpool2d, dense 5", &in);
+    /* A conv's relu left to the max pooling that reads it (the model's
+     * relu_by_reader): the first pair's output rows are 54 KB, so the pair
+     * runs 4 rows, then 2 (model.c's pair_group); the second's is small,
+     * the whole batch at once; the third pools overlapping windows. The
+     * bits of the relu as a layer of its own. */
+    const strata__shape_t img = { 28, 28, 1, 1 };
+    same_bits("conv2d 20 3 relu, maxpool2d 2, conv2d 8 3 relu, maxpool2d 2, "
+              "conv2d 6 2 relu, maxpool2d 3 stride=2, flatten, dense 5",
+              "conv2d 20 3, relu, maxpool2d 2, conv2d 8 3, relu, maxpool2d 2, "
+              "conv2d 6 2, relu, maxpool2d 3 stride=2, flatten, dense 5",
+              &img);
+    same_bits("conv2d 20 3 relu, maxpool2d 3 stride=2, flatten, dense 5",
+              "conv2d 20 3, relu, maxpool2d 3 stride=2, flatten, dense 5",
+              &img);
 }
 
 int main(void)

@@ -160,18 +160,20 @@ static int conv_forward(const strata__layer_t *l, const strata__pass_t *p)
  * backward (conv2d_bwd_relu, conv2d_bwd_bf16 with y: a few images at a
  * time on the CPU, while each one's dy is in cache), masking dy in
  * place: the model's own gradient slot, which its relu pass would have
- * masked in place too (model.c). */
+ * masked in place too (model.c). Where the reader's backward applied the
+ * relu (p->dy_relu_done: a maxpool2d after it), dy is only read. */
 static int conv_backward(const strata__layer_t *l, const strata__pass_t *p)
 {
     kops_conv2d_t g = conv_geom(l, p->rows);
     size_t col_len = p->aux_bytes / sizeof(float);
     float *db = p->db;
-    int relu = l->act == STRATA__ACT_RELU;
+    int relu = l->act == STRATA__ACT_RELU && !p->dy_relu_done;
     if (l->bf16)
         return p->k->ops->conv2d_bwd_bf16(p->k, &g, p->x, p->W,
                                           relu ? p->y : NULL, (float *)p->dy,
                                           p->dW, db, p->dx, p->aux, col_len);
-    g.col_ready = col_len >= conv_col_one(l) * (size_t)p->rows;
+    g.col_ready = !p->fwd_grouped &&
+                  col_len >= conv_col_one(l) * (size_t)p->rows;
     if (relu)
         return p->k->ops->conv2d_bwd_relu(p->k, &g, p->x, p->W, p->y,
                                           (float *)p->dy, p->dW, db, p->dx,
@@ -183,7 +185,7 @@ static int conv_backward(const strata__layer_t *l, const strata__pass_t *p)
 const strata__layer_kind_t strata__layer_conv2d = {
     .name = "conv2d",
     .usage = "conv2d FILTERS KERNEL [stride=S] [padding=valid|same] [ACT]",
-    .nvars = 2, .has_act = 1, .fuses_relu = 1,
+    .nvars = 2, .has_act = 1, .fuses_relu = 1, .rows_apart = 1,
     .parse = conv_parse, .infer = conv_infer,
     .kernel_shape = conv_kernel_shape, .aux_bytes = conv_aux_bytes,
     .forward = conv_forward, .backward = conv_backward,

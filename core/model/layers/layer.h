@@ -136,6 +136,15 @@ typedef struct strata__pass {
     int32_t        *row_n;
     int             row_dW_zero;    /* dW holds zeros already (the strategy
                                        never writes it: rows_apart)        */
+    int             dy_relu_done;   /* backward, a kind that fuses_relu: dy
+                                       is through the layer's relu already
+                                       (its reader's dx_relu)               */
+    int             fwd_grouped;    /* backward: the forward ran the batch
+                                       in groups (its scratch holds the last
+                                       group's, not the batch's)            */
+    int             dx_relu;        /* backward, a kind that masks_relu_in:
+                                       dx goes through the input layer's
+                                       relu too (model.h's relu_by_reader) */
 } strata__pass_t;
 
 struct strata__layer_kind {
@@ -149,6 +158,14 @@ struct strata__layer_kind {
                                        relu themselves (conv2d: in cache,
                                        with the bias gradient): the model
                                        then does not                         */
+    int         rows_apart;         /* its forward and backward compute each
+                                       row (sample) from that row alone, in
+                                       the same bits whatever the batch: a
+                                       batch may go through in groups       */
+    int         masks_relu_in;      /* its backward can apply its input
+                                       layer's relu (p->dx_relu; maxpool2d:
+                                       an argmax's own value is its output,
+                                       so the relu's mask costs no pass)   */
     int         alias;              /* output = input, nothing computed
                                        (flatten): no buffer, no pass        */
     int         max_in;             /* inputs it takes: 0 = exactly one;

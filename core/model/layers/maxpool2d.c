@@ -65,15 +65,21 @@ static int pool_forward(const strata__layer_t *l, const strata__pass_t *p)
     return p->k->ops->maxpool2d_fwd(p->k, &g, p->x, p->y, p->aux);
 }
 
+/* With p->dx_relu (the input layer's relu left to this backward), dx is
+ * masked as the relu's backward would mask it: by the argmax's value, which
+ * is this layer's output. */
 static int pool_backward(const strata__layer_t *l, const strata__pass_t *p)
 {
     kops_pool2d_t g = strata__pool2d_geom(l, p->rows);
+    if (p->dx_relu)
+        return p->k->ops->maxpool2d_bwd_relu(p->k, &g, p->dy, p->aux, p->y,
+                                             p->dx);
     return p->k->ops->maxpool2d_bwd(p->k, &g, p->dy, p->aux, p->dx);
 }
 
 const strata__layer_kind_t strata__layer_maxpool2d = {
     .name = "maxpool2d", .usage = "maxpool2d POOL [stride=S]",
     .parse = strata__pool2d_parse, .infer = strata__pool2d_infer,
-    .aux_bytes = pool_aux_bytes,
+    .aux_bytes = pool_aux_bytes, .masks_relu_in = 1, .rows_apart = 1,
     .forward = pool_forward, .backward = pool_backward,
 };
