@@ -554,6 +554,34 @@ KOP(conv2d_bwd_relu, 1, "conv2d backward through relu",
      KOP_DEV(dY, KOP_F(kops_n4(g->n, g->oh, g->ow, g->f)))
      KOP_OPT(dX, KOP_F(kops_n4(g->n, g->h, g->w, g->c)))))
 
+/* conv2d_bwd whose dY is made from the max pooling that reads the layer's
+ * relu output Y: dY[n][oh][ow][f] (overwritten) = maxpool2d_bwd_relu(pg,
+ * dP, argmax, P), then conv2d_bwd on it -- the same bits as the two ops.
+ * The pooling's forward ran pool_rows images a call (its argmax counts
+ * from each call's first image; pool_rows = n: one call, the only form a
+ * GPU takes). On the CPU the two go a few images at a time, each image's
+ * dY made while the backward reads it from cache. */
+KOP(conv2d_bwd_pooled, 1, "conv2d backward from a max pooling",
+    (const kops_conv2d_t *g, const kops_pool2d_t *pg, int pool_rows,
+     const float *dP, const int32_t *argmax, const float *P, const float *X,
+     const float *W, float *dY, float *dW, float *db, float *dX, float *col,
+     size_t col_len),
+    (g, pg, pool_rows, dP, argmax, P, X, W, dY, dW, db, dX, col, col_len),
+    (KOP_REQ(g != NULL && pg != NULL)
+     KOP_REQ(pg->n == g->n && pg->h == g->oh && pg->w == g->ow &&
+             pg->c == g->f && pool_rows >= 1)
+     KOP_DEV(dW, KOP_F(kops_n4(g->kh, g->kw, g->c, g->f)))
+     KOP_OPT(db, KOP_F(g->f > 0 ? g->f : 0))
+     KOP_REQ(g->n <= 0 || col_len >= kops_conv2d_col_len(g))
+     KOP_DEV(dP, KOP_F(kops_n4(pg->n, pg->oh, pg->ow, pg->c)))
+     KOP_DEV(argmax, kops_n4(pg->n, pg->oh, pg->ow, pg->c) * sizeof(int32_t))
+     KOP_DEV(P, KOP_F(kops_n4(pg->n, pg->oh, pg->ow, pg->c)))
+     KOP_DEV(X, KOP_F(kops_n4(g->n, g->h, g->w, g->c)))
+     KOP_DEV(W, KOP_F(g->n > 0 ? kops_n4(g->kh, g->kw, g->c, g->f) : 0))
+     KOP_DEV(col, KOP_F(g->n > 0 ? col_len : 0))
+     KOP_DEV(dY, KOP_F(kops_n4(g->n, g->oh, g->ow, g->f)))
+     KOP_OPT(dX, KOP_F(kops_n4(g->n, g->h, g->w, g->c)))))
+
 /* ---- pooling (kops_pool2d_t above) -------------------------------------
  * Max: Y[n][oh][ow][c] is the max of the window; argmax[n*oh*ow*c] keeps,
  * per output, the index in X of the first maximum in row-major window

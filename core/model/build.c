@@ -622,13 +622,42 @@ static int source_of(const strata__model_t *m, int j)
     return j;
 }
 
+/* Layers whose relu their only reader's backward can apply (layer.h's
+ * masks_relu_in): model.h's relu_by_reader; and with that reader next,
+ * both taking rows apart, its pair_next. */
+static void plan_relu_masks(strata__model_t *m)
+{
+    int readers[STRATA_MAX_LAYERS] = { 0 };
+    for (int i = 0; i < m->nlayers; i++) {
+        m->relu_by_reader[i] = m->pair_next[i] = 0;
+        for (int k = 0; k < m->layers[i].nin; k++) {
+            int t = source_of(m, m->layers[i].inputs[k]);
+            if (t >= 0)
+                readers[t]++;
+        }
+    }
+    for (int i = 0; i < m->nlayers; i++) {
+        const strata__layer_t *l = &m->layers[i];
+        int j = l->nin == 1 ? l->inputs[0] : -1;
+        if (l->kind->masks_relu_in && j >= 0 && !m->layers[j].kind->alias &&
+            m->layers[j].act == STRATA__ACT_RELU && readers[j] == 1) {
+            m->relu_by_reader[j] = 1;
+            m->pair_next[j] = j == i - 1 && l->kind->rows_apart &&
+                              m->layers[j].kind->rows_apart;
+        }
+    }
+}
+
 /* Walk the backward pass once, handing out gradient buffers: an output's
  * gradient takes a free slot when its first reader (in backward order)
  * writes it and frees it after its own layer's backward; a second reader
- * writes into a scratch slot, added to the first then freed. */
+ * writes into a scratch slot, added to the first then freed. A pair's
+ * second layer keeps its gradient through the first's backward, which
+ * may make its own dy from it (model.c's backward of a pair). */
 static void plan_backward(strata__model_t *m)
 {
     int16_t owner[STRATA_MAX_LAYERS], freed[STRATA_MAX_LAYERS + STRATA__MAX_INPUTS];
+    int16_t held = -1;
     int nfree = 0;
     m->nslots = 0;
 #define TAKE() (nfree ? freed[--nfree] : (int16_t)m->nslots++)
@@ -658,32 +687,14 @@ static void plan_backward(strata__model_t *m)
         for (int k = 0; k < l->nin; k++)
             if (m->dx_into[i][k] >= 0)
                 freed[nfree++] = m->dx_slot[i][k];
-        freed[nfree++] = owner[i];
+        if (held >= 0)
+            freed[nfree++] = held;
+        held = i > 0 && m->pair_next[i - 1] ? owner[i] : -1;
+        if (held < 0)
+            freed[nfree++] = owner[i];
         owner[i] = -1;
     }
 #undef TAKE
-}
-
-/* Layers whose relu their only reader's backward can apply (layer.h's
- * masks_relu_in): model.h's relu_by_reader. */
-static void plan_relu_masks(strata__model_t *m)
-{
-    int readers[STRATA_MAX_LAYERS] = { 0 };
-    for (int i = 0; i < m->nlayers; i++) {
-        m->relu_by_reader[i] = 0;
-        for (int k = 0; k < m->layers[i].nin; k++) {
-            int t = source_of(m, m->layers[i].inputs[k]);
-            if (t >= 0)
-                readers[t]++;
-        }
-    }
-    for (int i = 0; i < m->nlayers; i++) {
-        const strata__layer_t *l = &m->layers[i];
-        int j = l->nin == 1 ? l->inputs[0] : -1;
-        if (l->kind->masks_relu_in && j >= 0 && !m->layers[j].kind->alias &&
-            m->layers[j].act == STRATA__ACT_RELU && readers[j] == 1)
-            m->relu_by_reader[j] = 1;
-    }
 }
 
 /* ---- entry points ---------------------------------------------------------- */
@@ -731,7 +742,7 @@ static int build(build_t *b, const strata__shape_t *input, int nclasses,
     }
     if (rc == STRATA_OK) {
         m->nclasses = m->layers[m->nlayers - 1].out.c;
-        plan_backward(m), plan_relu_masks(m);
+        plan_relu_masks(m), plan_backward(m);
     }
     free(b->parsed);
     free(b->pos);

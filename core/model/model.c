@@ -455,7 +455,7 @@ static strata__pass_t pass_of(const strata__model_t *m, int r,
 #define PAIR_GROUP_BYTES ((size_t)256 << 10)
 
 /* Rows per group where layer i and its only reader i + 1 (a pooling that
- * applies i's relu: relu_by_reader) go through the batch a group at a
+ * applies i's relu: model.h's pair_next) go through the batch a group at a
  * time on a CPU, i's output for the group in the first rows of its own
  * buffer, read back from L2 by the reader, never written out whole: i's
  * backward does not read it (its relu is the reader's). Both kinds take
@@ -463,17 +463,20 @@ static strata__pass_t pass_of(const strata__model_t *m, int r,
 static int pair_group(const strata__model_t *m, const strata__work_t *w,
                       int i, int rows)
 {
-    if (i + 1 >= m->nlayers || !m->relu_by_reader[i] ||
+    if (i < 0 || !m->pair_next[i] ||
         STRATA_DEVICE_TYPE(w->kd->device) != STRATA_DEV_CPU)
         return 0;
-    const strata__layer_t *l = &m->layers[i], *q = &m->layers[i + 1];
-    if (!l->kind->rows_apart || !q->kind->rows_apart || q->nin != 1 ||
-        q->inputs[0] != i || !q->kind->masks_relu_in)
-        return 0;
-    size_t row = strata__shape_size(&l->out) * sizeof(float);
+    size_t row = strata__shape_size(&m->layers[i].out) * sizeof(float);
     size_t group = row ? PAIR_GROUP_BYTES / row : 0;
     group = group < 1 ? 1 : group;
     return group < (size_t)rows ? (int)group : 0;
+}
+
+/* Layer i, first of a pair, whose backward takes the second's too. */
+static int takes_pair(const strata__model_t *m, int i)
+{
+    const strata__layer_t *l = &m->layers[i];
+    return l->kind->takes_pair && l->kind->takes_pair(l, l + 1);
 }
 
 /* Per-row bytes of layer i's scratch (its aux_bytes are rows times it). */
@@ -573,10 +576,20 @@ static int backward(const strata__model_t *m, int r, strata__work_t *w,
         strata__pass_t p = pass_of(m, r, w, i, rows, 1, grads);
         p.dy = dy;
         p.dy_relu_done = relu_done;
-        p.fwd_grouped = pair_group(m, w, i, rows) > 0;
+        int own = pair_group(m, w, i, rows);   /* i first of a pair */
+        p.fwd_grouped = own > 0;
+        if (own && takes_pair(m, i)) {            /* its dy from the reader's */
+            p.pair = &m->layers[i + 1];
+            p.pair_rows = own;
+            p.pair_dy = w->delta[m->dy_slot[i + 1]];
+            p.pair_y = w->act[i + 1];
+            p.pair_aux = w->aux[i + 1];
+        }
         int j = l->nin == 1 ? l->inputs[0] : -1;
         p.dx_relu = j >= 0 && m->relu_by_reader[j];
-        int group = j >= 0 && j == i - 1 ? pair_group(m, w, j, rows) : 0;
+        int group = j == i - 1 ? pair_group(m, w, j, rows) : 0;
+        if (group && takes_pair(m, j))
+            continue;          /* layer j's backward does this one's too */
         int any = 0;
         for (int k = 0; k < l->nin; k++) {
             int s = m->dx_slot[i][k];

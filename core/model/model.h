@@ -47,6 +47,9 @@ typedef struct strata__model {
      * (a kind that masks_relu_in), not by its own: the same bits, one pass
      * over the layer's output and its gradient fewer. */
     uint8_t         relu_by_reader[STRATA_MAX_LAYERS];
+    /* ... and that reader is layer i + 1, both kinds taking rows apart:
+     * on a CPU the pair runs a few samples at a time (model.c). */
+    uint8_t         pair_next[STRATA_MAX_LAYERS];
     int             nvars;          /* 2 per layer with variables            */
     size_t          count;          /* float32 elements of the flat layout
                                        (each variable 64-byte aligned)       */

@@ -139,11 +139,11 @@ void kc_conv2d_fwd(const kops_conv2d_t *g, const float *X, const float *W,
     }
 }
 
-/* kc_conv2d_bwd, and with Y kc_conv2d_bwd_relu: dY is then written (masked
- * in place), else only read. */
+/* kc_conv2d_bwd, with Y kc_conv2d_bwd_relu (dY then written: masked in
+ * place, else only read), with src kc_conv2d_bwd_pooled (dY made first). */
 static void bwd(const kops_conv2d_t *g, const float *X, const float *W,
-                const float *Y, float *dY, float *dW, float *db, float *dX,
-                float *col, size_t col_len)
+                const float *Y, const kc_pool_src_t *src, float *dY,
+                float *dW, float *db, float *dX, float *col, size_t col_len)
 {
     size_t plane = (size_t)g->oh * g->ow;
     size_t in_img = (size_t)g->h * g->w * g->c;
@@ -151,9 +151,12 @@ static void bwd(const kops_conv2d_t *g, const float *X, const float *W,
     int rows_all = (int)(plane * (size_t)(g->n > 0 ? g->n : 0));
     int path = g->n > 0 ? kc_conv2d_path(g) : KC_CONV_GEMM;
     if (path != KC_CONV_GEMM) {
-        kc__conv2d_bwd_direct(path, g, X, W, Y, dY, dW, db, dX, col, col_len);
+        kc__conv2d_bwd_direct(path, g, X, W, Y, src, dY, dW, db, dX, col,
+                              col_len);
         return;
     }
+    if (src)
+        kc__maxpool_bwd_rows(src, 0, g->n > 0 ? g->n : 0, dY);
     if (Y)
         kc_relu_bias_grad(rows_all, F, Y, dY, db);
     else if (db)
@@ -186,12 +189,23 @@ void kc_conv2d_bwd(const kops_conv2d_t *g, const float *X, const float *W,
                    const float *dY, float *dW, float *db, float *dX,
                    float *col, size_t col_len)
 {
-    bwd(g, X, W, NULL, (float *)dY, dW, db, dX, col, col_len);  /* read only */
+    bwd(g, X, W, NULL, NULL, (float *)dY, dW, db, dX, col, col_len);
 }
 
 void kc_conv2d_bwd_relu(const kops_conv2d_t *g, const float *X,
                         const float *W, const float *Y, float *dY, float *dW,
                         float *db, float *dX, float *col, size_t col_len)
 {
-    bwd(g, X, W, Y, dY, dW, db, dX, col, col_len);
+    bwd(g, X, W, Y, NULL, dY, dW, db, dX, col, col_len);
+}
+
+void kc_conv2d_bwd_pooled(const kops_conv2d_t *g, const kops_pool2d_t *pg,
+                          int pool_rows, const float *dP,
+                          const int32_t *argmax, const float *P,
+                          const float *X, const float *W, float *dY,
+                          float *dW, float *db, float *dX, float *col,
+                          size_t col_len)
+{
+    kc_pool_src_t src = { pg, pool_rows, dP, P, argmax };
+    bwd(g, X, W, NULL, &src, dY, dW, db, dX, col, col_len);
 }

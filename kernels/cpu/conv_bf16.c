@@ -444,7 +444,7 @@ static void bwd(const kops_conv2d_t *g, const float *X, const float *W,
         pack_w_f(W, (size_t)g->kh * g->kw, (size_t)g->c, F, 0, wdx);
     int group = kc__bwd_group(g);
     for (int i0 = 0, i1; i0 < g->n; i0 = i1) {
-        i1 = kc__bwd_next(g, i0, group, Y, dY, acc);
+        i1 = kc__bwd_next(g, i0, group, Y, NULL, dY, acc);
         dw(g, X, dY, dW, work, i0, i1);
         if (gather)
             dx_gather(g, dY, dX, wdx, i0, i1);

@@ -728,10 +728,12 @@ void kc__bwd_sums_done(const kops_conv2d_t *g, double *acc, float *db)
 }
 
 int kc__bwd_next(const kops_conv2d_t *g, int i0, int group, const float *Y,
-                 float *dY, double *acc)
+                 const kc_pool_src_t *src, float *dY, double *acc)
 {
     int i1 = g->n - i0 < group ? g->n : i0 + group;
     size_t plane = (size_t)g->oh * g->ow, at = (size_t)i0 * plane * g->f;
+    if (src)
+        kc__maxpool_bwd_rows(src, i0, i1, dY);
     if (Y || acc)
         kc__relu_bias_rows((size_t)(i1 - i0) * plane, (size_t)g->f,
                            Y ? Y + at : NULL, dY + at, acc);
@@ -739,9 +741,9 @@ int kc__bwd_next(const kops_conv2d_t *g, int i0, int group, const float *Y,
 }
 
 void kc__conv2d_bwd_direct(int path, const kops_conv2d_t *g, const float *X,
-                           const float *W, const float *Y, float *dY,
-                           float *dW, float *db, float *dX, float *col,
-                           size_t col_len)
+                           const float *W, const float *Y,
+                           const kc_pool_src_t *src, float *dY, float *dW,
+                           float *db, float *dX, float *col, size_t col_len)
 {
     const kc_conv_isa_t *isa = isa_of(path);
     size_t F = (size_t)g->f;
@@ -758,7 +760,7 @@ void kc__conv2d_bwd_direct(int path, const kops_conv2d_t *g, const float *X,
     double *acc = kc__bwd_sums(g, &Y, dY, db);
     int group = kc__bwd_group(g);
     for (int i0 = 0, i1; i0 < g->n; i0 = i1) {
-        i1 = kc__bwd_next(g, i0, group, Y, dY, acc);
+        i1 = kc__bwd_next(g, i0, group, Y, src, dY, acc);
         if (!isa)
             dw_scalar(g, X, dY, dW, i0, i1);
         else

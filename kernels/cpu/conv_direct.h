@@ -65,14 +65,26 @@ typedef struct kc_conv_isa {
 void kc__conv2d_fwd_direct(int path, const kops_conv2d_t *g, const float *X,
                            const float *W, const float *b, float *Y,
                            float *col, size_t col_len);
-/* The backward: with Y, dY (the relu's output gradient) is first masked
- * in place where Y <= 0; db (may be NULL) is summed from it group by group
- * of images (kc__relu_bias_rows: kc_relu_bias_grad's bits, or without Y
+/* Where a backward's dY comes from: a max pooling's backward into the
+ * layer's relu (kc_conv2d_bwd_pooled; pool.c makes it image by image). */
+typedef struct kc_pool_src {
+    const kops_pool2d_t *g;
+    int                  rows;      /* images per forward call            */
+    const float         *dP, *P;
+    const int32_t       *argmax;
+} kc_pool_src_t;
+/* dY (the pooling's dX) of images [i0, i1): maxpool2d_bwd_relu's bits. */
+void kc__maxpool_bwd_rows(const kc_pool_src_t *s, int i0, int i1, float *dY);
+
+/* The backward: with src, each group's dY is first made from the pooling;
+ * with Y, dY (the relu's output gradient) is first masked in place where
+ * Y <= 0; db (may be NULL) is summed from it group by group of images
+ * (kc__relu_bias_rows: kc_relu_bias_grad's bits, or without Y
  * kc_bias_grad's, dY then only read). */
 void kc__conv2d_bwd_direct(int path, const kops_conv2d_t *g, const float *X,
-                           const float *W, const float *Y, float *dY,
-                           float *dW, float *db, float *dX, float *col,
-                           size_t col_len);
+                           const float *W, const float *Y,
+                           const kc_pool_src_t *src, float *dY, float *dW,
+                           float *db, float *dX, float *col, size_t col_len);
 /* Rows [0, m) of n columns: dy masked in place where y <= 0 (relu's
  * backward; none when y is NULL), then added in double into acc[n] when
  * acc != NULL: a batch's rows in pieces, in order, make kc_relu_bias_grad's
@@ -91,10 +103,10 @@ double *kc__bwd_sums(const kops_conv2d_t *g, const float **Y, float *dY,
                      float *db);
 void kc__bwd_sums_done(const kops_conv2d_t *g, double *acc, float *db);
 /* The group of images from i0 (group of them, fewer at the end): its dY
- * masked with Y (if given) and summed into acc (if given,
- * kc__relu_bias_rows); returns its end. */
+ * made from src (if given), masked with Y (if given) and summed into acc
+ * (if given, kc__relu_bias_rows); returns its end. */
 int kc__bwd_next(const kops_conv2d_t *g, int i0, int group, const float *Y,
-                 float *dY, double *acc);
+                 const kc_pool_src_t *src, float *dY, double *acc);
 /* One image of dX's gather form into dx[h][w][C], from its padded dY
  * (dyp, rows `row` floats apart) and the flipped weights wf (u: its
  * blocks' strides; nrow and nseg set here): in bands of rows with the same

@@ -80,16 +80,20 @@ void kc_maxpool2d_fwd(const kops_pool2d_t *g, const float *X,
     }
 }
 
-/* dX from dY through the argmaxes; with Y (maxpool2d_bwd_relu), only the
- * outputs with Y > 0. Image by image: an image's windows read only that
- * image, so its dX is zeroed and filled while it is in cache (the same
- * adds in the same order as over the whole batch at once). */
-static void max_bwd(const kops_pool2d_t *g, const float *dY,
-                    const int32_t *argmax, const float *Y, float *dX)
+/* Images [i0, i1) of dX from dY through the argmaxes, which count from
+ * the first image of their forward call (`rows` images a call); with Y
+ * (maxpool2d_bwd_relu), only the outputs with Y > 0. Image by image: an
+ * image's windows read only that image, so its dX is zeroed and filled
+ * while it is in cache (the same adds in the same order as over the whole
+ * batch at once). */
+static void max_bwd(const kops_pool2d_t *g, int rows, const float *dY,
+                    const int32_t *argmax, const float *Y, float *dX,
+                    size_t i0, size_t i1)
 {
     size_t in = (size_t)g->h * g->w * g->c;
     size_t out = (size_t)g->oh * g->ow * g->c;
-    for (size_t i = 0; i < (size_t)(g->n > 0 ? g->n : 0); i++) {
+    for (size_t i = i0; i < i1; i++) {
+        float *call = dX + i / (size_t)rows * (size_t)rows * in;
         memset(dX + i * in, 0, in * sizeof *dX);
         if (Y) {
             /* +0 added where Y <= 0, chosen by a mask of bits: a branch on
@@ -100,25 +104,36 @@ static void max_bwd(const kops_pool2d_t *g, const float *dY,
                 memcpy(&bits, &d, sizeof bits);
                 bits &= -(uint32_t)(Y[o] > 0.0f);
                 memcpy(&d, &bits, sizeof d);
-                dX[argmax[o]] += d;
+                call[argmax[o]] += d;
             }
         } else {
             for (size_t o = i * out; o < (i + 1) * out; o++)
-                dX[argmax[o]] += dY[o];
+                call[argmax[o]] += dY[o];
         }
     }
+}
+
+static size_t images(const kops_pool2d_t *g)
+{
+    return (size_t)(g->n > 0 ? g->n : 0);
 }
 
 void kc_maxpool2d_bwd(const kops_pool2d_t *g, const float *dY,
                       const int32_t *argmax, float *dX)
 {
-    max_bwd(g, dY, argmax, NULL, dX);
+    max_bwd(g, g->n > 0 ? g->n : 1, dY, argmax, NULL, dX, 0, images(g));
 }
 
 void kc_maxpool2d_bwd_relu(const kops_pool2d_t *g, const float *dY,
                            const int32_t *argmax, const float *Y, float *dX)
 {
-    max_bwd(g, dY, argmax, Y, dX);
+    max_bwd(g, g->n > 0 ? g->n : 1, dY, argmax, Y, dX, 0, images(g));
+}
+
+void kc__maxpool_bwd_rows(const kc_pool_src_t *s, int i0, int i1, float *dY)
+{
+    max_bwd(s->g, s->rows, s->dP, s->argmax, s->P, dY, (size_t)i0,
+            (size_t)i1);
 }
 
 /* One output position of average pooling: the taps added in row-major

@@ -287,6 +287,26 @@ int kg_conv2d_bwd_relu(kg_blas_t h, const kops_conv2d_t *g, const float *X,
     return kg_conv2d_bwd(h, g, X, W, dY, dW, NULL, dX, col, col_len, s);
 }
 
+/* The pooling's backward into dY, then the backward (kops_list.h: the same
+ * bits as the two ops). A GPU's forward pools the batch in one call. */
+int kg_conv2d_bwd_pooled(kg_blas_t h, const kops_conv2d_t *g,
+                         const kops_pool2d_t *pg, int pool_rows,
+                         const float *dP, const int32_t *argmax,
+                         const float *P, const float *X, const float *W,
+                         float *dY, float *dW, float *db, float *dX,
+                         float *col, size_t col_len, kg_stream_t s)
+{
+    if (!g || !pg || !dW)
+        return kg__fail(KG_EINVAL, "kg_conv2d_bwd_pooled: no geometry or dW");
+    if (pool_rows < pg->n)
+        return kg__fail(KG_EINVAL, "kg_conv2d_bwd_pooled: the pooling's "
+                        "forward ran in groups (a CPU's form)");
+    int rc = kg_maxpool2d_bwd_relu(pg, dP, argmax, P, dY, s);
+    if (rc != KG_OK)
+        return rc;
+    return kg_conv2d_bwd(h, g, X, W, dY, dW, db, dX, col, col_len, s);
+}
+
 /* ---- mixed_bfloat16 ------------------------------------------------------ */
 
 /* The workspace's parts (kops_conv2d_bf16_gpu_len): W, a group's im2col

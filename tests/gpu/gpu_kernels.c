@@ -660,6 +660,36 @@ static void test_conv(int n, int h, int w, int c, int kh, int kw, int f,
         dev_free(gYr), dev_free(gdYr);
     }
 
+    /* from a 2x2 max pooling of the relu's output, pooled in one call */
+    if (g.oh >= 2 && g.ow >= 2) {
+        kops_pool2d_t pg = { n, g.oh, g.ow, f, 2, 2, 2, 2, (g.oh - 2) / 2 + 1,
+                             (g.ow - 2) / 2 + 1 };
+        size_t np = (size_t)n * pg.oh * pg.ow * f;
+        float *Yr = fill(ny, 0, 0), *P = fill(np, 0, 0), *dP = fill(np, -1, 1);
+        float *dYp = fill(ny, 0, 0), *dWp = fill(nw, 0, 0);
+        float *dbp = fill(f, 0, 0), *dXp = fill(nx, 0, 0);
+        int32_t *am = malloc(np ? np * sizeof *am : 1);
+        kc_relu_fwd(ny, Y, Yr);
+        kc_maxpool2d_fwd(&pg, Yr, P, am);
+        kc_conv2d_bwd_pooled(&g, &pg, n, dP, am, P, X, W, dYp, dWp, dbp, dXp,
+                             col, col_len);
+        float *gP = dev_from(P, np * 4), *gdP = dev_from(dP, np * 4);
+        int32_t *gam = dev_from(am, np * sizeof *am);
+        float *gdYp = dev_from(NULL, ny * 4);
+        CHECK(kg_memset(gdX, 0x7f, nx * 4, S) == 0);
+        rc = kg_conv2d_bwd_pooled(H, &gg, &pg, n, gdP, gam, gP, gX, gW, gdYp,
+                                  gdW, gdb, gdX, gcol, col_len, S);
+        CHECKF(rc == 0, "kg_conv2d_bwd_pooled %s: %s", shape,
+               kg_last_error());
+        expect_elem("conv2d_bwd_pooled dY", ny, dYp, gdYp);
+        expect_gemm("conv2d_bwd_pooled dW", shape, nw, dWp, gdW);
+        expect_gemm("conv2d_bwd_pooled dX", shape, nx, dXp, gdX);
+        expect_elem("conv2d_bwd_pooled db", (size_t)f, dbp, gdb);
+        free(Yr), free(P), free(dP), free(dYp), free(dWp), free(dbp);
+        free(dXp), free(am);
+        dev_free(gP), dev_free(gdP), dev_free(gam), dev_free(gdYp);
+    }
+
     float *ptrs[] = { X, W, b, dY, col, Y, Ynb, dW, db, dX };
     for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++)
         free(ptrs[i]);

@@ -224,9 +224,80 @@ static void test_bwd_relu(kops_conv2d_t g)
     free(dW2), free(dX1), free(dX2), free(db1), free(db2), free(col);
 }
 
+/* kc_conv2d_bwd_pooled on every path: the same bits as
+ * maxpool2d_bwd_relu (per forward call of `rows` images) then conv2d_bwd,
+ * dY included, with and without dX; the pooling's forward ran `rows`
+ * images a call, as the model's pairs do (argmax counts from each call's
+ * first image). */
+static void test_bwd_pooled(kops_conv2d_t g, int p, int stride, int rows)
+{
+    kops_pool2d_t pg = { g.n, g.oh, g.ow, g.f, p, p, stride, stride,
+                         (g.oh - p) / stride + 1, (g.ow - p) / stride + 1 };
+    size_t len = kc_conv2d_col_len(&g) * (size_t)(g.n > 0 ? g.n : 1);
+    size_t F = (size_t)g.f, pimg = (size_t)pg.oh * pg.ow * pg.c;
+    size_t yimg = (size_t)g.oh * g.ow * F, np = pimg * (size_t)g.n;
+    float *X = malloc(nx(&g) * sizeof *X), *W = malloc(nw(&g) * sizeof *W);
+    float *b = malloc(F * sizeof *b), *Y = malloc(ny(&g) * sizeof *Y);
+    float *P = malloc(np * sizeof *P), *dP = malloc(np * sizeof *dP);
+    int32_t *arg = malloc(np * sizeof *arg);
+    float *d1 = malloc(ny(&g) * sizeof *d1), *d2 = malloc(ny(&g) * sizeof *d2);
+    float *dW1 = malloc(nw(&g) * sizeof *dW1), *dW2 = malloc(nw(&g) * sizeof *dW2);
+    float *dX1 = malloc(nx(&g) * sizeof *dX1), *dX2 = malloc(nx(&g) * sizeof *dX2);
+    float *db1 = malloc(F * sizeof *db1), *db2 = malloc(F * sizeof *db2);
+    float *col = malloc(len * sizeof *col);
+    CHECK(X && W && b && Y && P && dP && arg && d1 && d2 && dW1 && dW2 &&
+          dX1 && dX2 && db1 && db2 && col);
+    kc_fill(nx(&g), X, -1, 1);
+    kc_fill(nw(&g), W, -0.5, 0.5);
+    kc_fill(F, b, -0.2, 0.2);
+    kc_fill(np, dP, -1, 1);
+    kops_conv2d_t gr = g;
+    gr.relu = 1;
+    kc_conv2d_fwd(&gr, X, W, b, Y, col, len);          /* a relu's output */
+    for (int r0 = 0; r0 < g.n; r0 += rows) {
+        kops_pool2d_t part = pg;
+        part.n = g.n - r0 < rows ? g.n - r0 : rows;
+        kc_maxpool2d_fwd(&part, Y + (size_t)r0 * yimg, P + (size_t)r0 * pimg,
+                         arg + (size_t)r0 * pimg);
+    }
+    for (int path = KC_CONV_GEMM; path <= KC_CONV_AVX512; path++) {
+        if (kc_conv2d_force_path(path) != 0)
+            continue;
+        for (int v = 0; v < 2; v++) {                 /* with dX; without */
+            float *x1 = v ? NULL : dX1, *x2 = v ? NULL : dX2;
+            for (int r0 = 0; r0 < g.n; r0 += rows) {
+                kops_pool2d_t part = pg;
+                part.n = g.n - r0 < rows ? g.n - r0 : rows;
+                kc_maxpool2d_bwd_relu(&part, dP + (size_t)r0 * pimg,
+                                      arg + (size_t)r0 * pimg,
+                                      P + (size_t)r0 * pimg,
+                                      d1 + (size_t)r0 * yimg);
+            }
+            kc_conv2d_bwd(&g, X, W, d1, dW1, db1, x1, col, len);
+            for (size_t i = 0; i < ny(&g); i++)
+                d2[i] = NAN;
+            kc_conv2d_bwd_pooled(&g, &pg, rows, dP, arg, P, X, W, d2, dW2,
+                                 db2, x2, col, len);
+            CHECKF(same(d1, d2, ny(&g)) && same(db1, db2, F) &&
+                   same(dW1, dW2, nw(&g)) && (v || same(dX1, dX2, nx(&g))),
+                   "%s n%d %dx%dx%d f%d pool %d/%d, %d a call (variant %d): "
+                   "bwd_pooled differs from the pooling's then conv2d's",
+                   names[path], g.n, g.h, g.w, g.c, g.f, p, stride, rows, v);
+        }
+    }
+    kc_conv2d_force_path(KC_CONV_AUTO);
+    free(X), free(W), free(b), free(Y), free(P), free(dP), free(arg);
+    free(d1), free(d2), free(dW1), free(dW2), free(dX1), free(dX2);
+    free(db1), free(db2), free(col);
+}
+
 int main(void)
 {
     kc_seed(27);
+    test_bwd_pooled(geom(5, 28, 28, 1, 3, 3, 32, 1, 0), 2, 2, 2);  /* Keras */
+    test_bwd_pooled(geom(7, 13, 13, 32, 3, 3, 64, 1, 0), 2, 2, 3);
+    test_bwd_pooled(geom(4, 12, 11, 5, 3, 2, 9, 1, 1), 3, 2, 4);   /* overlap */
+    test_bwd_pooled(geom(0, 8, 8, 4, 3, 3, 8, 1, 0), 2, 2, 1);     /* none */
     test_relu(geom(3, 14, 14, 16, 3, 3, 32, 1, 0));
     test_relu(geom(2, 9, 11, 3, 5, 5, 7, 2, 1));
     test_bwd_relu(geom(5, 26, 26, 32, 3, 3, 64, 1, 0));   /* groups 2, 2, 1 */

@@ -454,6 +454,11 @@ static void test_act_same_bits(void)
     same_bits("conv2d 20 3 relu, maxpool2d 3 stride=2, flatten, dense 5",
               "conv2d 20 3, relu, maxpool2d 3 stride=2, flatten, dense 5",
               &img);
+    /* A grouped pair whose convolution has an input gradient to write */
+    same_bits("conv2d 4 3 relu, conv2d 24 3 relu, maxpool2d 2, flatten, "
+              "dense 5",
+              "conv2d 4 3 relu, conv2d 24 3, relu, maxpool2d 2, flatten, "
+              "dense 5", &img);
 }
 
 int main(void)

@@ -174,6 +174,12 @@ static int conv_backward(const strata__layer_t *l, const strata__pass_t *p)
                                           p->dW, db, p->dx, p->aux, col_len);
     g.col_ready = !p->fwd_grouped &&
                   col_len >= conv_col_one(l) * (size_t)p->rows;
+    if (p->pair) {           /* the max pooling's backward, image by image */
+        kops_pool2d_t pg = strata__pool2d_geom(p->pair, p->rows);
+        return p->k->ops->conv2d_bwd_pooled(
+            p->k, &g, &pg, p->pair_rows, p->pair_dy, p->pair_aux, p->pair_y,
+            p->x, p->W, (float *)p->dy, p->dW, db, p->dx, p->aux, col_len);
+    }
     if (relu)
         return p->k->ops->conv2d_bwd_relu(p->k, &g, p->x, p->W, p->y,
                                           (float *)p->dy, p->dW, db, p->dx,
@@ -182,10 +188,19 @@ static int conv_backward(const strata__layer_t *l, const strata__pass_t *p)
                                  p->dx, p->aux, col_len);
 }
 
+/* A max pooling after it (the model's pair_next) leaves it its backward:
+ * float32 only (the bf16 kernels take no pooling). */
+static int conv_takes_pair(const strata__layer_t *l,
+                           const strata__layer_t *next)
+{
+    return !l->bf16 && next->kind == &strata__layer_maxpool2d;
+}
+
 const strata__layer_kind_t strata__layer_conv2d = {
     .name = "conv2d",
     .usage = "conv2d FILTERS KERNEL [stride=S] [padding=valid|same] [ACT]",
     .nvars = 2, .has_act = 1, .fuses_relu = 1, .rows_apart = 1,
+    .takes_pair = conv_takes_pair,
     .parse = conv_parse, .infer = conv_infer,
     .kernel_shape = conv_kernel_shape, .aux_bytes = conv_aux_bytes,
     .forward = conv_forward, .backward = conv_backward,

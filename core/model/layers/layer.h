@@ -145,6 +145,14 @@ typedef struct strata__pass {
     int             dx_relu;        /* backward, a kind that masks_relu_in:
                                        dx goes through the input layer's
                                        relu too (model.h's relu_by_reader) */
+    /* backward, a kind whose takes_pair says yes, first of a pair: the
+     * second layer (pair; NULL: none) and its output, gradient and scratch
+     * as its forward left them, pair_rows samples a call: this backward
+     * makes dy from them (the second's backward), then its own */
+    const strata__layer_t *pair;
+    int             pair_rows;
+    const float    *pair_dy, *pair_y;
+    const void     *pair_aux;
 } strata__pass_t;
 
 struct strata__layer_kind {
@@ -162,6 +170,10 @@ struct strata__layer_kind {
                                        row (sample) from that row alone, in
                                        the same bits whatever the batch: a
                                        batch may go through in groups       */
+    /* First of a pair (model.h's pair_next): whether its backward takes
+     * the second layer's too (p->pair), in cache (NULL: never). */
+    int       (*takes_pair)(const strata__layer_t *l,
+                            const strata__layer_t *next);
     int         masks_relu_in;      /* its backward can apply its input
                                        layer's relu (p->dx_relu; maxpool2d:
                                        an argmax's own value is its output,
