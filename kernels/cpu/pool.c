@@ -10,6 +10,9 @@
 #ifdef KC_CONV_X86
 static void max_rows_512(const kops_pool2d_t *g, const float *X, float *Y,
                          int32_t *argmax, int i);
+static void max_bwd_512(const kops_pool2d_t *g, const float *dY,
+                        const int32_t *argmax, const float *Y, float *call,
+                        size_t first, size_t i);
 #endif
 
 /* Max pooling's forward on AVX-512 where the direct convolutions run on it
@@ -92,8 +95,19 @@ static void max_bwd(const kops_pool2d_t *g, int rows, const float *dY,
 {
     size_t in = (size_t)g->h * g->w * g->c;
     size_t out = (size_t)g->oh * g->ow * g->c;
+    /* Windows that tile the image: every input is in one window or none */
+    int tiles = g->stride_h == g->ph && g->stride_w == g->pw && max_512(g);
     for (size_t i = i0; i < i1; i++) {
-        float *call = dX + i / (size_t)rows * (size_t)rows * in;
+        size_t call0 = i / (size_t)rows * (size_t)rows;
+        float *call = dX + call0 * in;
+#ifdef KC_CONV_X86
+        if (tiles) {
+            max_bwd_512(g, dY, argmax, Y, call, (i - call0) * in, i);
+            continue;
+        }
+#else
+        (void)tiles;
+#endif
         memset(dX + i * in, 0, in * sizeof *dX);
         if (Y) {
             /* +0 added where Y <= 0, chosen by a mask of bits: a branch on
@@ -250,4 +264,56 @@ max_rows_512(const kops_pool2d_t *g, const float *X, float *Y,
         }
 }
 
+
+/* Image i's dX where the windows tile it, `first` its first element in
+ * call (its forward call's dX): each input written once, no zeroing pass
+ * -- a window's taps take dY + 0 (the scatter's 0 + dY: +0 for -0, a NaN
+ * quieted; with Y, +0 where Y <= 0) where the window chose them, else 0;
+ * the rows and columns past the last window 0. */
+__attribute__((target("avx512f"))) static void
+max_bwd_512(const kops_pool2d_t *g, const float *dY, const int32_t *argmax,
+            const float *Y, float *call, size_t first, size_t i)
+{
+    size_t c = (size_t)g->c, row = (size_t)g->w * c;
+    size_t wide = (size_t)g->ow * g->pw * c;        /* columns in windows */
+    const __m512 zero = _mm512_setzero_ps();
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                           11, 12, 13, 14, 15);
+    for (int oy = 0; oy < g->oh; oy++) {
+        size_t y0 = first + (size_t)oy * g->ph * row;
+        for (int ox = 0; ox < g->ow; ox++) {
+            size_t o = ((i * g->oh + oy) * g->ow + ox) * c;
+            size_t at = y0 + (size_t)ox * g->pw * c;
+            for (size_t ch = 0; ch < c; ch += 16) {
+                __m512 d = _mm512_loadu_ps(dY + o + ch);
+                if (Y)
+                    d = _mm512_maskz_mov_ps(
+                        _mm512_cmp_ps_mask(_mm512_loadu_ps(Y + o + ch), zero,
+                                           _CMP_GT_OQ), d);
+                d = _mm512_add_ps(d, zero);
+                /* the chosen tap's offset in the window, per channel */
+                __m512i t = _mm512_sub_epi32(
+                    _mm512_loadu_si512(argmax + o + ch),
+                    _mm512_add_epi32(iota,
+                                     _mm512_set1_epi32((int32_t)(at + ch))));
+                for (int ky = 0; ky < g->ph; ky++)
+                    for (int kx = 0; kx < g->pw; kx++) {
+                        size_t off = (size_t)ky * row + (size_t)kx * c;
+                        __mmask16 k = _mm512_cmpeq_epi32_mask(
+                            t, _mm512_set1_epi32((int32_t)off));
+                        _mm512_storeu_ps(call + at + off + ch,
+                                         _mm512_maskz_mov_ps(k, d));
+                    }
+            }
+        }
+        if (wide < row)
+            for (int ky = 0; ky < g->ph; ky++)
+                memset(call + y0 + (size_t)ky * row + wide, 0,
+                       (row - wide) * sizeof *call);
+    }
+    size_t tall = (size_t)g->oh * g->ph;
+    if (tall < (size_t)g->h)
+        memset(call + first + tall * row, 0,
+               ((size_t)g->h - tall) * row * sizeof *call);
+}
 #endif

@@ -229,52 +229,65 @@ static void test_pool(int n, int h, int w, int c, int ph, int pw, int sh,
     free(pc.X); free(pc.Y); free(pc.R); free(pc.arg); free(dX);
 }
 
-/* The AVX-512 forward (taken where the direct convolutions run on
- * AVX-512, 16k channels) against the portable loop, bit for bit: values
- * with ties, +0 and -0, NaN as a window's first element and later, through
- * windows that tile, overlap, leave gaps or leave strips uncovered. And
- * maxpool2d_bwd_relu against maxpool2d_bwd then relu_bwd with X. */
+/* The AVX-512 forward and backward (taken where the direct convolutions
+ * run on AVX-512, 16k channels; the backward where the windows tile the
+ * image) against the portable loops, bit for bit: values with ties, +0 and
+ * -0, NaN as a window's first element and later, dY with -0 and NaN,
+ * through windows that tile, overlap, leave gaps or leave strips
+ * uncovered. And maxpool2d_bwd_relu against maxpool2d_bwd then relu_bwd
+ * with X, on each path. */
 static void test_pool_paths(int n, int h, int w, int c, int ph, int pw,
                             int sh, int sw)
 {
     kops_pool2d_t g = { n, h, w, c, ph, pw, sh, sw, (h - ph) / sh + 1,
                         (w - pw) / sw + 1 };
     float *X = malloc(pin(&g) * sizeof(float));
-    float *Y[2] = { malloc(pout(&g) * sizeof(float)),
-                    malloc(pout(&g) * sizeof(float)) };
-    int32_t *arg[2] = { malloc(pout(&g) * sizeof(int32_t)),
-                        malloc(pout(&g) * sizeof(int32_t)) };
+    float *dY = malloc(pout(&g) * sizeof(float));
+    float *Y[2], *dX[2], *dXr[2];
+    int32_t *arg[2];
+    for (int p = 0; p < 2; p++) {
+        Y[p] = malloc(pout(&g) * sizeof(float));
+        arg[p] = malloc(pout(&g) * sizeof(int32_t));
+        dX[p] = malloc(pin(&g) * sizeof(float));
+        dXr[p] = malloc(pin(&g) * sizeof(float));
+    }
     const float few[] = { -1.0f, -0.0f, 0.0f, 0.5f, 2.0f, NAN };
     for (size_t i = 0; i < pin(&g); i++)
         X[i] = few[(size_t)kc_unif(0, 6) % 6];
-    float *dY = malloc(pout(&g) * sizeof(float));
-    float *dX[2] = { malloc(pin(&g) * sizeof(float)),
-                     malloc(pin(&g) * sizeof(float)) };
     kc_fill(pout(&g), dY, -1, 1);
-    kc_maxpool2d_fwd(&g, X, Y[0], arg[0]);
-    kc_maxpool2d_bwd(&g, dY, arg[0], dX[0]);
-    kc_relu_bwd(pin(&g), X, dX[0], dX[0]);
-    kc_maxpool2d_bwd_relu(&g, dY, arg[0], Y[0], dX[1]);
-    CHECKF(memcmp(dX[0], dX[1], pin(&g) * sizeof(float)) == 0,
-           "maxpool %dx%dx%d window %dx%d stride %dx%d: bwd_relu differs "
-           "from bwd then relu_bwd", h, w, c, ph, pw, sh, sw);
-    free(dY), free(dX[0]), free(dX[1]);
-    int paths[2] = { KC_CONV_SCALAR, KC_CONV_AVX512 };
+    dY[0] = -0.0f;
+    dY[pout(&g) / 2] = NAN;
+    int paths[2] = { KC_CONV_SCALAR, KC_CONV_AVX512 }, np = 2;
     if (kc_conv2d_force_path(KC_CONV_AVX512) != 0) {
-        printf("# maxpool AVX-512: not on this CPU, skipped\n");
-        free(X), free(Y[0]), free(Y[1]), free(arg[0]), free(arg[1]);
-        return;
+        printf("# maxpool AVX-512: not on this CPU, the portable loops only\n");
+        np = 1;
     }
-    for (int p = 0; p < 2; p++) {
+    float *masked = malloc(pin(&g) * sizeof(float));
+    char what[96];
+    snprintf(what, sizeof what, "maxpool %dx%dx%d window %dx%d stride %dx%d",
+             h, w, c, ph, pw, sh, sw);
+    for (int p = 0; p < np; p++) {
         CHECK(kc_conv2d_force_path(paths[p]) == 0);
+        for (size_t i = 0; i < pin(&g); i++)
+            dX[p][i] = dXr[p][i] = 7.0f;          /* every input written */
         kc_maxpool2d_fwd(&g, X, Y[p], arg[p]);
+        kc_maxpool2d_bwd(&g, dY, arg[p], dX[p]);
+        kc_maxpool2d_bwd_relu(&g, dY, arg[p], Y[p], dXr[p]);
+        kc_relu_bwd(pin(&g), X, dX[p], masked);
+        CHECKF(memcmp(masked, dXr[p], pin(&g) * sizeof(float)) == 0,
+               "%s, path %d: bwd_relu differs from bwd then relu_bwd", what,
+               paths[p]);
     }
     kc_conv2d_force_path(KC_CONV_AUTO);
-    CHECKF(memcmp(Y[0], Y[1], pout(&g) * sizeof(float)) == 0 &&
-               memcmp(arg[0], arg[1], pout(&g) * sizeof(int32_t)) == 0,
-           "maxpool %dx%dx%d window %dx%d stride %dx%d: AVX-512 differs "
-           "from the portable loop", h, w, c, ph, pw, sh, sw);
-    free(X), free(Y[0]), free(Y[1]), free(arg[0]), free(arg[1]);
+    if (np == 2)
+        CHECKF(memcmp(Y[0], Y[1], pout(&g) * sizeof(float)) == 0 &&
+                   memcmp(arg[0], arg[1], pout(&g) * sizeof(int32_t)) == 0 &&
+                   memcmp(dX[0], dX[1], pin(&g) * sizeof(float)) == 0 &&
+                   memcmp(dXr[0], dXr[1], pin(&g) * sizeof(float)) == 0,
+               "%s: AVX-512 differs from the portable loops", what);
+    free(X), free(dY), free(masked);
+    for (int p = 0; p < 2; p++)
+        free(Y[p]), free(arg[p]), free(dX[p]), free(dXr[p]);
 }
 
 /* ---- dropout and activations ------------------------------------------- */
@@ -420,6 +433,8 @@ int main(void)
     test_pool_paths(2, 9, 9, 48, 2, 3, 3, 2);
     test_pool_paths(1, 5, 5, 16, 1, 1, 1, 1);
     test_pool_paths(2, 7, 6, 3, 3, 2, 2, 1);
+    test_pool_paths(2, 8, 7, 16, 3, 3, 3, 3);    /* tiles, strips left */
+    test_pool_paths(2, 9, 9, 32, 2, 3, 2, 3);
     test_dropout();
     test_act("tanh", kc_tanh_fwd, kc_tanh_bwd, tanh);
     test_act("sigmoid", kc_sigmoid_fwd, kc_sigmoid_bwd, sigmoid_ref);
