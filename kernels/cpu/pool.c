@@ -15,9 +15,10 @@ static void max_bwd_512(const kops_pool2d_t *g, const float *dY,
                         size_t first, size_t i);
 #endif
 
-/* Max pooling's forward on AVX-512 where the direct convolutions run on it
- * (and so follows kc_conv2d_force_path: tests hold both paths to the same
- * bits), for 16k channels and windows of up to MAX_TAPS. */
+/* Max pooling on AVX-512 (the forward; the backward where the windows
+ * tile the image) where the direct convolutions run on it, and so follows
+ * kc_conv2d_force_path (tests hold both paths to the same bits), for 16k
+ * channels and windows of up to MAX_TAPS. */
 #define MAX_TAPS 64
 static int max_512(const kops_pool2d_t *g)
 {
