@@ -171,5 +171,5 @@ static AMX_TGT void uk_amx(const kc_uk_t *u, int P, int NV, int tail,
 }
 
 /* 16 pixels (the tile's rows) by 2 x 16 lanes a block. */
-const kc_conv_isa_t kc_conv_amx = { 16, 2, { 0, 16, 16 }, uk_amx };
+const kc_conv_isa_t kc_conv_amx = { 16, 2, { 0, 16, 16 }, uk_amx, NULL };
 #endif

@@ -26,5 +26,6 @@
 #define UK_ZERO() _mm256_setzero_ps()
 #define UK_MAX(a, b) _mm256_max_ps((a), (b))
 #define UK_NAME kc_conv_avx2
+#define UK_DWT 1
 #include "conv_ukern.h"
 #endif

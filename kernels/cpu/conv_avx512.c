@@ -27,5 +27,6 @@
 #define UK_ZERO() _mm512_setzero_ps()
 #define UK_MAX(a, b) _mm512_max_ps((a), (b))
 #define UK_NAME kc_conv_avx512
+#define UK_DWT 1
 #include "conv_ukern.h"
 #endif

@@ -585,10 +585,33 @@ static void dw_tap(const kops_conv2d_t *g, int i, int ky, int kx,
  *              exactly. Where C is one chunk of lanes (2 vectors: with 1,
  *              a block's broadcasts would outnumber its vector loads 14 to
  *              1) and there are more filters than channels. */
-enum { DW_TAPS, DW_ACROSS, DW_SWAPPED };
+enum { DW_TAPS, DW_ACROSS, DW_SWAPPED, DW_REGS };
+
+/* Vectors of the chunks of lanes a block of filters takes */
+static int chunk_nv(const kc_conv_isa_t *isa, int f)
+{
+    int chunk = isa->nvmax * isa->vw;
+    return f >= chunk ? isa->nvmax : (f + isa->vw - 1) / isa->vw;
+}
+
+/* DW_REGS (isa->dwt, conv_direct.h's kc_dwt_fn): every tap of the layer
+ * in the accumulators at once, where they fit and every tap reads inside
+ * the image for every output pixel (no padding on the input's side): a
+ * first layer's 3 x 3 x 1 has 18 chains in flight instead of DW_ACROSS's
+ * 6, each of which waited on its FMA's latency. */
+static int dw_regs(const kc_conv_isa_t *isa, const kops_conv2d_t *g)
+{
+    int T = g->kh * g->kw * g->c;
+    return isa->dwt && T <= isa->pmax[chunk_nv(isa, g->f)] && T <= 16 &&
+           g->pad_top == 0 && g->pad_left == 0 &&
+           (g->oh - 1) * g->stride_h + g->kh <= g->h &&
+           (g->ow - 1) * g->stride_w + g->kw <= g->w;
+}
 
 static int dw_order(const kc_conv_isa_t *isa, const kops_conv2d_t *g)
 {
+    if (dw_regs(isa, g))
+        return DW_REGS;
     int xa0, xb0;
     range(g->ow, g->stride_w, g->pad_left, 0, g->w, &xa0, &xb0);
     int across = xb0 > xa0 && g->c < isa->pmax[isa->nvmax];
@@ -602,6 +625,33 @@ static int dw_order(const kc_conv_isa_t *isa, const kops_conv2d_t *g)
     if (g->c == isa->nvmax * isa->vw && g->f > g->c)
         return DW_SWAPPED;
     return DW_TAPS;
+}
+
+/* DW_REGS: images [i0, i1) into dW, a chunk of filters at a time. */
+static void dw_regs_images(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
+                           const float *X, const float *dY, float *dW,
+                           int i0, int i1)
+{
+    size_t C = (size_t)g->c, F = (size_t)g->f;
+    int T = g->kh * g->kw * g->c, chunk = isa->nvmax * isa->vw;
+    kc_dwt_t d = { .oh = g->oh, .ow = g->ow,
+                   .xrow = (ptrdiff_t)((size_t)g->stride_h * g->w * C),
+                   .xpix = (ptrdiff_t)((size_t)g->stride_w * C),
+                   .dyp = (ptrdiff_t)F, .op = (ptrdiff_t)F };
+    for (int ky = 0, t = 0; ky < g->kh; ky++)
+        for (int kx = 0; kx < g->kw; kx++)
+            for (size_t c = 0; c < C; c++, t++)
+                d.off[t] = (ptrdiff_t)(((size_t)ky * g->w + (size_t)kx) * C + c);
+    for (int i = i0; i < i1; i++) {
+        d.fin = i == 0 ? KC_UK_STORE : KC_UK_ADD;
+        const float *x = X + (size_t)i * g->h * g->w * C;
+        const float *dy = dY + (size_t)i * g->oh * g->ow * F;
+        for (int l0 = 0; l0 < g->f; l0 += chunk) {
+            int nl = g->f - l0 < chunk ? g->f - l0 : chunk;
+            int nv = (nl + isa->vw - 1) / isa->vw;
+            isa->dwt(&d, T, nv, nl - (nv - 1) * isa->vw, x, dy + l0, dW + l0);
+        }
+    }
 }
 
 /* Images [i0, i1) into out: dW, or DW_SWAPPED's t[tap][f][c]. */
@@ -621,6 +671,10 @@ static void dw_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
                   .op = (ptrdiff_t)(swapped ? C : F), .init = KC_UK_ZERO };
     int kw = order == DW_ACROSS ? 1 : g->kw;
     int px = order == DW_ACROSS ? g->kw * g->c : g->c;
+    if (order == DW_REGS) {
+        dw_regs_images(isa, g, X, dY, out, i0, i1);
+        return;
+    }
     for (int i = i0; i < i1; i++) {
         u.fin = i == 0 ? KC_UK_STORE : KC_UK_ADD;
         for (int ky = 0; ky < g->kh; ky++)

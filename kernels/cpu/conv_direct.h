@@ -53,11 +53,30 @@ typedef struct kc_uk {
 typedef void kc_uk_fn(const kc_uk_t *u, int P, int NV, int tail,
                       const float *b, const float *v, float *out);
 
+/* dW of one image where all T taps (kh kw c) fit the accumulators at
+ * once, and every tap reads inside the image for every output pixel (a
+ * first layer's 3 x 3 x 1 'valid'): for t < T, v < NV:
+ *   acc[t][v] = +0
+ *   for each output pixel (y, x) in order:
+ *     acc[t][v] = fma(x[y*xrow + x*xpix + off[t]], dy[pixel*dyp + v*VW..], acc)
+ *   out[t*op + v*VW..] = acc (fin KC_UK_STORE) or += acc (KC_UK_ADD)
+ * -- dw_vec's chains, element by element, with T x NV independent chains
+ * in flight where its rows of taps had kw x NV (a chain waits on its FMA's
+ * latency, 4 cycles). */
+typedef struct kc_dwt {
+    int oh, ow, fin;
+    ptrdiff_t xrow, xpix, dyp, op;
+    ptrdiff_t off[16];
+} kc_dwt_t;
+typedef void kc_dwt_fn(const kc_dwt_t *d, int T, int NV, int tail,
+                       const float *x, const float *dy, float *out);
+
 typedef struct kc_conv_isa {
     int vw;                  /* floats per vector       */
     int nvmax;               /* vectors per block, <= 2 */
     int pmax[3];             /* pixels per block, by NV */
     kc_uk_fn *uk;
+    kc_dwt_fn *dwt;          /* T <= pmax[NV]; NULL: none */
 } kc_conv_isa_t;
 
 /* The direct paths (path: KC_CONV_SCALAR, _AVX2, _AVX512); col as

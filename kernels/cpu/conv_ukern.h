@@ -111,5 +111,90 @@ static void UK_CAT(uk_run_, UK_NAME)(const kc_uk_t *u, int P, int NV,
     UK_CAT(uk_tab_, UK_NAME)[NV - 1][P - 1](u, P, NV, tail, b, v, out);
 }
 
+#ifdef UK_DWT
+/* kc_dwt_fn (conv_direct.h): T taps x NV vectors of accumulators, the
+ * broadcasts folded into the FMAs as in uk_body. */
+#define DWT_FN(t, nv) UK_CAT(UK_CAT(UK_CAT(dwt_, UK_NAME), _##t), _##nv)
+static inline __attribute__((always_inline)) UK_TGT void
+dwt_body(const kc_dwt_t *d, const int T, const int NV, const int masked,
+         int tail, const float *x, const float *dy, float *out)
+{
+    UK_V acc[14][2];
+    UK_M m = UK_MASK(tail);
+    const int last = masked ? NV - 1 : -1;
+#pragma GCC unroll 16
+    for (int t = 0; t < T; t++)
+#pragma GCC unroll 2
+        for (int j = 0; j < NV; j++)
+            acc[t][j] = UK_ZERO();
+    for (int y = 0; y < d->oh; y++) {
+        const float *xr = x + y * d->xrow;
+        for (int px = 0; px < d->ow; px++, xr += d->xpix, dy += d->dyp) {
+            UK_V w[2];
+#pragma GCC unroll 2
+            for (int j = 0; j < NV; j++)
+                w[j] = j == last ? UK_MLOAD(dy + j * UK_VW, m)
+                                 : UK_LOAD(dy + j * UK_VW);
+#pragma GCC unroll 16
+            for (int t = 0; t < T; t++) {
+                UK_V b = UK_BCAST(xr + d->off[t]);
+#pragma GCC unroll 2
+                for (int j = 0; j < NV; j++)
+                    acc[t][j] = UK_FMA(b, w[j], acc[t][j]);
+            }
+        }
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; t++)
+#pragma GCC unroll 2
+        for (int j = 0; j < NV; j++) {
+            float *o = out + t * d->op + j * UK_VW;
+            UK_V r = acc[t][j];
+            if (d->fin == KC_UK_ADD)
+                r = UK_ADD(j == last ? UK_MLOAD(o, m) : UK_LOAD(o), r);
+            if (j == last)
+                UK_MSTORE(o, m, r);
+            else
+                UK_STORE(o, r);
+        }
+}
+
+#define DWT_DEF(t, nv)                                                        \
+    static UK_TGT void DWT_FN(t, nv)(const kc_dwt_t *d, int T, int NV,        \
+                                     int tail, const float *x,                \
+                                     const float *dy, float *out)             \
+    {                                                                         \
+        (void)T, (void)NV;                                                    \
+        if (tail == UK_VW)                                                    \
+            dwt_body(d, t, nv, 0, tail, x, dy, out);                          \
+        else                                                                  \
+            dwt_body(d, t, nv, 1, tail, x, dy, out);                          \
+    }
+#define DWT_DEF_T(nv)                                                         \
+    DWT_DEF(1, nv) DWT_DEF(2, nv) DWT_DEF(3, nv) DWT_DEF(4, nv)               \
+    DWT_DEF(5, nv) DWT_DEF(6, nv) DWT_DEF(7, nv) DWT_DEF(8, nv)               \
+    DWT_DEF(9, nv) DWT_DEF(10, nv) DWT_DEF(11, nv) DWT_DEF(12, nv)            \
+    DWT_DEF(13, nv) DWT_DEF(14, nv)
+DWT_DEF_T(1)
+DWT_DEF_T(2)
+#define DWT_ROW(nv)                                                           \
+    { DWT_FN(1, nv), DWT_FN(2, nv), DWT_FN(3, nv), DWT_FN(4, nv),             \
+      DWT_FN(5, nv), DWT_FN(6, nv), DWT_FN(7, nv), DWT_FN(8, nv),             \
+      DWT_FN(9, nv), DWT_FN(10, nv), DWT_FN(11, nv), DWT_FN(12, nv),          \
+      DWT_FN(13, nv), DWT_FN(14, nv) }
+static kc_dwt_fn *const UK_CAT(dwt_tab_, UK_NAME)[2][14] = { DWT_ROW(1),
+                                                             DWT_ROW(2) };
+
+static void UK_CAT(dwt_run_, UK_NAME)(const kc_dwt_t *d, int T, int NV,
+                                      int tail, const float *x,
+                                      const float *dy, float *out)
+{
+    UK_CAT(dwt_tab_, UK_NAME)[NV - 1][T - 1](d, T, NV, tail, x, dy, out);
+}
+#define UK_DWT_RUN UK_CAT(dwt_run_, UK_NAME)
+#else
+#define UK_DWT_RUN NULL
+#endif
+
 const kc_conv_isa_t UK_NAME = { UK_VW, 2, { 0, UK_PMAX1, UK_PMAX2 },
-                                UK_CAT(uk_run_, UK_NAME) };
+                                UK_CAT(uk_run_, UK_NAME), UK_DWT_RUN };

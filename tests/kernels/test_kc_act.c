@@ -362,5 +362,10 @@ int main(void)
     test_relu_bias_grad(1, 1);
     test_relu_bias_grad(677, 32);
     test_relu_bias_grad(50, 300);         /* more than one chunk of columns */
+    /* widths at each edge of the AVX-512 loop's 1, 2 and 4 vectors a
+     * chunk of 64 columns (dense.c's relu_sum_512) */
+    static const int widths[] = { 10, 16, 17, 20, 32, 33, 48, 64, 81, 97 };
+    for (size_t i = 0; i < sizeof widths / sizeof *widths; i++)
+        test_relu_bias_grad(9, widths[i]);
     return CHECK_DONE();
 }
