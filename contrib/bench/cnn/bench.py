@@ -28,6 +28,8 @@ TORCH_CNN = os.path.join(HERE, "torch_cnn.py")
 TF_CNN = os.path.join(HERE, "tf_cnn.py")
 SGEMM_SRC = os.path.join(HERE, "sgemm_rate.c")
 PEAK_SRC = os.path.join(HERE, "..", "peak", "fma_peak.c")
+CONV_SRC = os.path.join(HERE, "..", "conv", "conv_bench.c")
+KERNELS_CPU = os.path.join(ROOT, "kernels", "cpu")
 
 
 def _load_mlp_bench():
@@ -80,6 +82,8 @@ T_ACC_PP = 0.5          # accuracy: at most 0.5 points below torch's median
 # Issue 27's targets, both CNNs at batch 64 and 256 (ResNet rows: reported)
 T_FASTEST = 1.25        # strata 2 replicas / fastest of best torch 1p, DDP, TF
 T_FMA = 0.60            # strata 2 replicas' conv+dense FLOPs / FMA peak
+T_GEMM = 0.80           # strata's conv2d and dense kernels of one replica's
+                        # step (contrib/bench/conv) / FMA peak
 # Issue 27 item 4: [train] precision = mixed_bfloat16 against float32, the
 # seeds' CNN at batch 256, strata 2 replicas of the same invocation
 T_BF16 = 1.6
@@ -220,6 +224,66 @@ def fma_peaks(ctx):
             mb.fail_child("fma_peak --threads %d" % cores, rc, log)
         peaks[cores] = rec["fp32_gflops_per_core"]
     return peaks
+
+
+def gemm_ops(a, ctx, peak):
+    """strata's own GEMM-shaped kernels (every conv2d and dense layer's
+    forward, dW and dX of one replica's step at half the global batch, as
+    the layer runs them, one core: contrib/bench/conv --model) against the
+    FMA peak of one core. {(model, batch): conv_bench's step record}."""
+    exe = os.path.join(ctx["dir"], "conv_bench")
+    cc = os.environ.get("CC", "cc")
+    log = os.path.join(ctx["dir"], "conv_bench-build.log")
+    srcs = sorted(os.path.join(KERNELS_CPU, f)
+                  for f in os.listdir(KERNELS_CPU) if f.endswith(".c"))
+    rc, _, _ = mb.run_child([cc, "-O2", "-std=c11", "-D_GNU_SOURCE",
+                             "-fno-math-errno", "-ffp-contract=off",
+                             "-I" + KERNELS_CPU, "-o", exe, CONV_SRC] + srcs +
+                            ["-lopenblas", "-lm"], log)
+    if rc != 0:
+        mb.fail_child("building conv_bench (needs cc and libopenblas-dev)",
+                      rc, log)
+    out = {}
+    for model in a.models:
+        if model not in ("keras", "seeds"):
+            continue
+        for batch in a.batches:
+            progress("conv_bench: %s, batch %d a replica"
+                     % (MODELS[model][0], batch // 2))
+            log = os.path.join(ctx["dir"], "conv_bench-%s-b%d.log"
+                               % (model, batch))
+            rc, _, _ = mb.run_child([exe, "--model", model, "--batch",
+                                     str(max(batch // 2, 1)), "--reps", "3",
+                                     "--paths", "auto", "--peak",
+                                     "%.2f" % peak], log)
+            rec = last_json(log) if rc == 0 else None
+            if rec is None or not rec.get("steps"):
+                mb.fail_child("conv_bench --model %s" % model, rc, log)
+            out[(model, batch)] = rec["steps"][0]
+    return out
+
+
+def report_gemm_ops(ops, peak, targets):
+    if not ops:
+        return
+    print()
+    print("strata's GEMM ops (contrib/bench/conv: forward, dW and dX of "
+          "every conv2d and dense layer of one replica's step, half the "
+          "global batch, one core, the kernels training runs; bound: each "
+          "op at the FMA peak or moving its operands once at memcpy's "
+          "rate, whichever is slower)")
+    print("%-16s %6s %10s %10s %12s %10s" % ("model", "batch", "GFLOP/s",
+                                             "ms/step", "of FMA peak",
+                                             "bound"))
+    for (model, batch), r in sorted(ops.items()):
+        frac = r["gflops"] / peak
+        print("%-16s %6d %10.1f %10.2f %11.1f%% %9.1f%%"
+              % (MODELS[model][0], batch, r["gflops"], r["ms"], 100 * frac,
+                 100 * r["bound"]))
+        targets.append(("%s, batch %d: strata's conv2d + dense kernels >= "
+                        "%.0f %% of the FMA peak" % (MODELS[model][0], batch,
+                                                     100 * T_GEMM),
+                        "%.1f %%" % (100 * frac), frac >= T_GEMM))
 
 
 def gemm_bound(a, ctx, model, batch):
@@ -662,8 +726,10 @@ def main(argv):
             print("FP32 FMA peak (fma_peak): %.1f GFLOP/s per core alone, "
                   "%.1f per core with 2 busy" % (ctx["peak"][1],
                                                  ctx["peak"][2]))
+            ops = {} if a.skip_strata else gemm_ops(a, ctx, ctx["peak"][1])
             res = speed(a, ctx)
             report_speed(a, res, bounds, targets, ctx["peak"])
+            report_gemm_ops(ops, ctx["peak"][1], targets)
             print("load average at the end: %s" % " ".join(
                 "%.2f" % x for x in os.getloadavg()))
         if a.accuracy:
