@@ -19,6 +19,7 @@
 #include "kc_loop.h"
 
 #include <cblas.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void zero(size_t n, float *x)
@@ -295,6 +296,59 @@ static void dx_direct(const kc_conv_isa_t *isa, int m, int k, int n,
     }
 }
 
+#ifdef KC_CONV_X86
+/* dX[m x k] = dY[m x n] W^T with dY's rows as the vector lanes, for few
+ * rows: the broadcasts read W in place (a block's P rows of W, n floats
+ * each, stay in L1 through its n steps), dY^T (n x m) is laid out once,
+ * and each panel of dX^T (pw columns of dX x m rows) goes to dX 16 x 16 at
+ * a time through kc__tr16. dx_direct lays out all of W (k x n) a call,
+ * as much work as the product's own at 32 rows; this lays out m x (n +
+ * k) floats, as much as W from 48 rows on (the seeds' CNN's 36864 x 64
+ * layer, contrib/bench/conv: 57 -> 80 GFLOP/s at 16 rows, 83 -> 106 at
+ * 32, 106 -> 103 at 48). Taken by shape: up to 32 rows (a multiple of
+ * 16), W of at least 4096 rows (the 64 x 10 layer after it was slower so:
+ * the lay-outs outweigh its product). The chains from +0 over j = 0..n-1:
+ * dx_direct's bits. */
+#define DX_ROWS_MAX 32
+#define DX_ROWS_MIN_K 4096
+static int dx_rows_fit(const kc_conv_isa_t *isa, int m, int k, int n)
+{
+    return isa == &kc_conv_avx512 && m % 16 == 0 && m <= DX_ROWS_MAX &&
+           k >= DX_ROWS_MIN_K && (size_t)m * (size_t)n <= PANEL;
+}
+
+static void dx_rows(const kc_conv_isa_t *isa, int m, int k, int n,
+                    const float *dY, const float *W, float *dX)
+{
+    size_t mm = (size_t)m, nn = (size_t)n, kk = (size_t)k;
+    float *dyt = malloc(2 * PANEL * sizeof *dyt), *pan = dyt + PANEL;
+    if (!dyt) {
+        dx_direct(isa, m, k, n, dY, W, dX);
+        return;
+    }
+    for (size_t r = 0; r < mm; r++)
+        for (size_t j = 0; j < nn; j++)
+            dyt[j * mm + r] = dY[r * nn + j];
+    int pw = (int)(PANEL / mm / 16 * 16);
+    kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = n, .br = 1, .vr = m,
+                  .op = m, .R = n, .init = KC_UK_ZERO, .fin = KC_UK_STORE };
+    for (int i0 = 0; i0 < k; i0 += pw) {
+        int w = k - i0 < pw ? k - i0 : pw, w16 = w / 16 * 16;
+        kc__conv_blocks(isa, &u, w, m, W + (size_t)i0 * nn, dyt, pan);
+        /* pan[i][r] -> dX[r][i0 + i] */
+        for (size_t r0 = 0; r0 < mm; r0 += 16) {
+            for (int i = 0; i < w16; i += 16)
+                kc__tr16(pan + (size_t)i * mm + r0, mm,
+                         dX + r0 * kk + (size_t)(i0 + i), kk);
+            for (size_t r = r0; r < r0 + 16; r++)
+                for (int i = w16; i < w; i++)
+                    dX[r * kk + (size_t)(i0 + i)] = pan[(size_t)i * mm + r];
+        }
+    }
+    free(dyt);
+}
+#endif
+
 /* dW[k x n] = X^T dY, DWP rows of dW at a time, over DWR of X's rows a
  * pass: the broadcast operand from a copy of X's slice, rows DWP floats
  * apart (7 cache lines: a block's steps fall on different sets; in X
@@ -377,6 +431,12 @@ void kc_dense_bwd(int m, int k, int n, const float *X, const float *W,
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, m,
                     1.0f, X, k, dY, n, 0.0f, dW, n);
     /* dX[m x k] = dY[m x n] W^T[n x k] */
+#ifdef KC_CONV_X86
+    if (dX && isa && dx_rows_fit(isa, m, k, n)) {
+        dx_rows(isa, m, k, n, dY, W, dX);
+        return;
+    }
+#endif
     if (dX && isa && (size_t)n * (size_t)(isa->nvmax * isa->vw) <= PANEL)
         dx_direct(isa, m, k, n, dY, W, dX);
     else if (dX)

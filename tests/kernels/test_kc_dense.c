@@ -349,5 +349,10 @@ int main(void)
     test_paths(3, 3000, 10, 0, 1);
     test_paths(300, 230, 40, 1, 1);
     test_paths(29, 64, 512, 0, 1);
+    /* few rows of a wide layer: dX with dY's rows as the lanes (AVX-512;
+     * a row alone takes the panels of W^T), a last panel of 4 columns,
+     * one of 37 */
+    test_paths(32, 4100, 40, 1, 1);
+    test_paths(16, 4096 + 37, 64, 0, 1);
     return CHECK_DONE();
 }
