@@ -15,6 +15,29 @@
 #define UK_CAT(a, b) UK_CAT_(a, b)
 #define UK_FN(p, nv) UK_CAT(UK_CAT(UK_CAT(uk_, UK_NAME), _##p), _##nv)
 
+/* out[p*op + j*VW..] = acc[p][j] (or += with KC_UK_ADD), through relu's
+ * max when asked; the vector `last` under the lane mask m */
+static inline __attribute__((always_inline)) UK_TGT void
+uk_store(UK_V acc[14][2], const int P, const int NV, const int last,
+         UK_M m, float *out, ptrdiff_t op, int fin, int relu)
+{
+#pragma GCC unroll 16
+    for (int p = 0; p < P; p++)
+#pragma GCC unroll 2
+        for (int j = 0; j < NV; j++) {
+            float *o = out + p * op + j * UK_VW;
+            UK_V r = acc[p][j];
+            if (fin == KC_UK_ADD)
+                r = UK_ADD(j == last ? UK_MLOAD(o, m) : UK_LOAD(o), r);
+            if (relu)
+                r = UK_MAX(UK_ZERO(), r);
+            if (j == last)
+                UK_MSTORE(o, m, r);
+            else
+                UK_STORE(o, r);
+        }
+}
+
 static inline __attribute__((always_inline)) UK_TGT void
 uk_body(const kc_uk_t *u, const int P, const int NV, const int masked,
         int tail, const float *b, const float *v, float *out)
@@ -61,21 +84,7 @@ uk_body(const kc_uk_t *u, const int P, const int NV, const int masked,
             }
         }
     }
-#pragma GCC unroll 16
-    for (int p = 0; p < P; p++)
-#pragma GCC unroll 2
-        for (int j = 0; j < NV; j++) {
-            float *o = out + p * u->op + j * UK_VW;
-            UK_V r = acc[p][j];
-            if (u->fin == KC_UK_ADD)
-                r = UK_ADD(j == last ? UK_MLOAD(o, m) : UK_LOAD(o), r);
-            if (u->relu)
-                r = UK_MAX(UK_ZERO(), r);
-            if (j == last)
-                UK_MSTORE(o, m, r);
-            else
-                UK_STORE(o, r);
-        }
+    uk_store(acc, P, NV, last, m, out, u->op, u->fin, u->relu);
     }
 }
 
@@ -144,19 +153,7 @@ dwt_body(const kc_dwt_t *d, const int T, const int NV, const int masked,
             }
         }
     }
-#pragma GCC unroll 16
-    for (int t = 0; t < T; t++)
-#pragma GCC unroll 2
-        for (int j = 0; j < NV; j++) {
-            float *o = out + t * d->op + j * UK_VW;
-            UK_V r = acc[t][j];
-            if (d->fin == KC_UK_ADD)
-                r = UK_ADD(j == last ? UK_MLOAD(o, m) : UK_LOAD(o), r);
-            if (j == last)
-                UK_MSTORE(o, m, r);
-            else
-                UK_STORE(o, r);
-        }
+    uk_store(acc, T, NV, last, m, out, d->op, d->fin, 0);
 }
 
 #define DWT_DEF(t, nv)                                                        \
