@@ -88,30 +88,37 @@ uk_body(const kc_uk_t *u, const int P, const int NV, const int masked,
     }
 }
 
-#define UK_DEF(p, nv)                                                         \
-    static UK_TGT void UK_FN(p, nv)(const kc_uk_t *u, int P, int NV,          \
-                                    int tail, const float *b,                 \
-                                    const float *v, float *out)               \
+/* A kernel body's variants: a function for each block size k (1..14) and
+ * vector count nv, with the mask or without (every lane live), named by
+ * FN(k, nv); BODY(ctx, k, nv, masked, tail, b, v, out) is the body, CTX
+ * its context; UK_TABLE_ROW lists one nv's in a row of its table. */
+#define UK_VARIANT(FN, BODY, CTX, k, nv)                                      \
+    static UK_TGT void FN(k, nv)(const CTX *c, int K, int NV, int tail,       \
+                                 const float *b, const float *v, float *out)  \
     {                                                                         \
-        (void)P, (void)NV;                                                    \
+        (void)K, (void)NV;                                                    \
         if (tail == UK_VW)                                                    \
-            uk_body(u, p, nv, 0, tail, b, v, out);                            \
+            BODY(c, k, nv, 0, tail, b, v, out);                               \
         else                                                                  \
-            uk_body(u, p, nv, 1, tail, b, v, out);                            \
+            BODY(c, k, nv, 1, tail, b, v, out);                               \
     }
-#define UK_DEF_P(nv)                                                          \
-    UK_DEF(1, nv) UK_DEF(2, nv) UK_DEF(3, nv) UK_DEF(4, nv) UK_DEF(5, nv)     \
-    UK_DEF(6, nv) UK_DEF(7, nv) UK_DEF(8, nv) UK_DEF(9, nv) UK_DEF(10, nv)    \
-    UK_DEF(11, nv) UK_DEF(12, nv) UK_DEF(13, nv) UK_DEF(14, nv)
-UK_DEF_P(1)
-UK_DEF_P(2)
+#define UK_VARIANTS(FN, BODY, CTX, nv)                                        \
+    UK_VARIANT(FN, BODY, CTX, 1, nv) UK_VARIANT(FN, BODY, CTX, 2, nv)         \
+    UK_VARIANT(FN, BODY, CTX, 3, nv) UK_VARIANT(FN, BODY, CTX, 4, nv)         \
+    UK_VARIANT(FN, BODY, CTX, 5, nv) UK_VARIANT(FN, BODY, CTX, 6, nv)         \
+    UK_VARIANT(FN, BODY, CTX, 7, nv) UK_VARIANT(FN, BODY, CTX, 8, nv)         \
+    UK_VARIANT(FN, BODY, CTX, 9, nv) UK_VARIANT(FN, BODY, CTX, 10, nv)        \
+    UK_VARIANT(FN, BODY, CTX, 11, nv) UK_VARIANT(FN, BODY, CTX, 12, nv)       \
+    UK_VARIANT(FN, BODY, CTX, 13, nv) UK_VARIANT(FN, BODY, CTX, 14, nv)
+#define UK_TABLE_ROW(FN, nv)                                                  \
+    { FN(1, nv), FN(2, nv), FN(3, nv), FN(4, nv), FN(5, nv), FN(6, nv),       \
+      FN(7, nv), FN(8, nv), FN(9, nv), FN(10, nv), FN(11, nv), FN(12, nv),    \
+      FN(13, nv), FN(14, nv) }
 
-#define UK_ROW(nv)                                                            \
-    { UK_FN(1, nv), UK_FN(2, nv), UK_FN(3, nv), UK_FN(4, nv), UK_FN(5, nv),   \
-      UK_FN(6, nv), UK_FN(7, nv), UK_FN(8, nv), UK_FN(9, nv), UK_FN(10, nv),  \
-      UK_FN(11, nv), UK_FN(12, nv), UK_FN(13, nv), UK_FN(14, nv) }
-static kc_uk_fn *const UK_CAT(uk_tab_, UK_NAME)[2][14] = { UK_ROW(1),
-                                                           UK_ROW(2) };
+UK_VARIANTS(UK_FN, uk_body, kc_uk_t, 1)
+UK_VARIANTS(UK_FN, uk_body, kc_uk_t, 2)
+static kc_uk_fn *const UK_CAT(uk_tab_, UK_NAME)[2][14] = {
+    UK_TABLE_ROW(UK_FN, 1), UK_TABLE_ROW(UK_FN, 2) };
 
 static void UK_CAT(uk_run_, UK_NAME)(const kc_uk_t *u, int P, int NV,
                                      int tail, const float *b,
@@ -156,31 +163,10 @@ dwt_body(const kc_dwt_t *d, const int T, const int NV, const int masked,
     uk_store(acc, T, NV, last, m, out, d->op, d->fin, 0);
 }
 
-#define DWT_DEF(t, nv)                                                        \
-    static UK_TGT void DWT_FN(t, nv)(const kc_dwt_t *d, int T, int NV,        \
-                                     int tail, const float *x,                \
-                                     const float *dy, float *out)             \
-    {                                                                         \
-        (void)T, (void)NV;                                                    \
-        if (tail == UK_VW)                                                    \
-            dwt_body(d, t, nv, 0, tail, x, dy, out);                          \
-        else                                                                  \
-            dwt_body(d, t, nv, 1, tail, x, dy, out);                          \
-    }
-#define DWT_DEF_T(nv)                                                         \
-    DWT_DEF(1, nv) DWT_DEF(2, nv) DWT_DEF(3, nv) DWT_DEF(4, nv)               \
-    DWT_DEF(5, nv) DWT_DEF(6, nv) DWT_DEF(7, nv) DWT_DEF(8, nv)               \
-    DWT_DEF(9, nv) DWT_DEF(10, nv) DWT_DEF(11, nv) DWT_DEF(12, nv)            \
-    DWT_DEF(13, nv) DWT_DEF(14, nv)
-DWT_DEF_T(1)
-DWT_DEF_T(2)
-#define DWT_ROW(nv)                                                           \
-    { DWT_FN(1, nv), DWT_FN(2, nv), DWT_FN(3, nv), DWT_FN(4, nv),             \
-      DWT_FN(5, nv), DWT_FN(6, nv), DWT_FN(7, nv), DWT_FN(8, nv),             \
-      DWT_FN(9, nv), DWT_FN(10, nv), DWT_FN(11, nv), DWT_FN(12, nv),          \
-      DWT_FN(13, nv), DWT_FN(14, nv) }
-static kc_dwt_fn *const UK_CAT(dwt_tab_, UK_NAME)[2][14] = { DWT_ROW(1),
-                                                             DWT_ROW(2) };
+UK_VARIANTS(DWT_FN, dwt_body, kc_dwt_t, 1)
+UK_VARIANTS(DWT_FN, dwt_body, kc_dwt_t, 2)
+static kc_dwt_fn *const UK_CAT(dwt_tab_, UK_NAME)[2][14] = {
+    UK_TABLE_ROW(DWT_FN, 1), UK_TABLE_ROW(DWT_FN, 2) };
 
 static void UK_CAT(dwt_run_, UK_NAME)(const kc_dwt_t *d, int T, int NV,
                                       int tail, const float *x,

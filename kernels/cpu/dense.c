@@ -19,7 +19,6 @@
 #include "kc_loop.h"
 
 #include <cblas.h>
-#include <stdlib.h>
 #include <string.h>
 
 static void zero(size_t n, float *x)
@@ -321,11 +320,8 @@ static void dx_rows(const kc_conv_isa_t *isa, int m, int k, int n,
                     const float *dY, const float *W, float *dX)
 {
     size_t mm = (size_t)m, nn = (size_t)n, kk = (size_t)k;
-    float *dyt = malloc(2 * PANEL * sizeof *dyt), *pan = dyt + PANEL;
-    if (!dyt) {
-        dx_direct(isa, m, k, n, dY, W, dX);
-        return;
-    }
+    /* on the stack as dx_direct's panel: m x n <= PANEL (dx_rows_fit) */
+    float dyt[PANEL], pan[PANEL];
     for (size_t r = 0; r < mm; r++)
         for (size_t j = 0; j < nn; j++)
             dyt[j * mm + r] = dY[r * nn + j];
@@ -345,7 +341,6 @@ static void dx_rows(const kc_conv_isa_t *isa, int m, int k, int n,
                     dX[r * kk + (size_t)(i0 + i)] = pan[(size_t)i * mm + r];
         }
     }
-    free(dyt);
 }
 #endif
 
