@@ -659,6 +659,10 @@ static void dw_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
                    int order, const float *X, const float *dY, float *out,
                    int i0, int i1)
 {
+    if (order == DW_REGS) {
+        dw_regs_images(isa, g, X, dY, out, i0, i1);
+        return;
+    }
     size_t C = (size_t)g->c, F = (size_t)g->f;
     ptrdiff_t xrow = (ptrdiff_t)((size_t)g->stride_h * g->w * C);
     ptrdiff_t dyrow = (ptrdiff_t)((size_t)g->ow * F);
@@ -671,10 +675,6 @@ static void dw_vec(const kc_conv_isa_t *isa, const kops_conv2d_t *g,
                   .op = (ptrdiff_t)(swapped ? C : F), .init = KC_UK_ZERO };
     int kw = order == DW_ACROSS ? 1 : g->kw;
     int px = order == DW_ACROSS ? g->kw * g->c : g->c;
-    if (order == DW_REGS) {
-        dw_regs_images(isa, g, X, dY, out, i0, i1);
-        return;
-    }
     for (int i = i0; i < i1; i++) {
         u.fin = i == 0 ? KC_UK_STORE : KC_UK_ADD;
         for (int ky = 0; ky < g->kh; ky++)
