@@ -28,8 +28,7 @@ TORCH_CNN = os.path.join(HERE, "torch_cnn.py")
 TF_CNN = os.path.join(HERE, "tf_cnn.py")
 SGEMM_SRC = os.path.join(HERE, "sgemm_rate.c")
 PEAK_SRC = os.path.join(HERE, "..", "peak", "fma_peak.c")
-CONV_SRC = os.path.join(HERE, "..", "conv", "conv_bench.c")
-KERNELS_CPU = os.path.join(ROOT, "kernels", "cpu")
+CONV_BUILD = os.path.join(HERE, "..", "conv", "build.sh")
 
 
 def _load_mlp_bench():
@@ -232,14 +231,8 @@ def gemm_ops(a, ctx, peak):
     the layer runs them, one core: contrib/bench/conv --model) against the
     FMA peak of one core. {(model, batch): conv_bench's step record}."""
     exe = os.path.join(ctx["dir"], "conv_bench")
-    cc = os.environ.get("CC", "cc")
     log = os.path.join(ctx["dir"], "conv_bench-build.log")
-    srcs = sorted(os.path.join(KERNELS_CPU, f)
-                  for f in os.listdir(KERNELS_CPU) if f.endswith(".c"))
-    rc, _, _ = mb.run_child([cc, "-O2", "-std=c11", "-D_GNU_SOURCE",
-                             "-fno-math-errno", "-ffp-contract=off",
-                             "-I" + KERNELS_CPU, "-o", exe, CONV_SRC] + srcs +
-                            ["-lopenblas", "-lm"], log)
+    rc, _, _ = mb.run_child([CONV_BUILD, exe], log)
     if rc != 0:
         mb.fail_child("building conv_bench (needs cc and libopenblas-dev)",
                       rc, log)
