@@ -15,12 +15,17 @@ cd "$(dirname "$0")/../.."
 dir=.devdeps
 rm -rf "$dir"
 mkdir -p "$dir/debs" "$dir/fashion-mnist"
-# The build's dependencies and theirs (libzmq5's, OpenBLAS's runtime).
+# The build's dependencies and theirs (libzmq5's, OpenBLAS's runtime), and
+# pkg-config: device_check.sh takes each library or tool from here only
+# where the image lacks it.
 (cd "$dir/debs" && apt-get download \
     libinih-dev libinih1 libzmq3-dev libzmq5 libsodium-dev libsodium23 \
     libcjson-dev libcjson1 libopenblas-dev libopenblas-pthread-dev \
     libopenblas0-pthread libopenblas0 libgfortran5 libpgm-5.3-0 libnorm1 \
-    libbsd0 libmd0 zlib1g-dev 2>&1 | grep -v "^W: Download is performed")
+    libbsd0 libmd0 zlib1g-dev \
+    pkgconf pkgconf-bin libpkgconf3 \
+    libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libcom-err2 \
+    libkeyutils1 2>&1 | grep -v "^W: Download is performed")
 python3 - "$dir/fashion-mnist" <<'EOF'
 import gzip, struct, sys
 src, out = "/usr/share/datasets/fashion-mnist", sys.argv[1]

@@ -61,7 +61,7 @@ static void test_sgd(size_t n, float wd)
             b.rw[i] -= (double)lr * b.g[i];
         }
     }
-    char what[48];
+    char what[96];
     snprintf(what, sizeof what, "sgd w n=%zu wd=%g", n, wd);
     KC_CHECK_NEAR(what, n, b.w, b.rw, 1e-6, 1e-7);
     bufs_free(&b);
@@ -81,7 +81,7 @@ static void test_momentum(size_t n, float wd)
             b.rw[i] += b.rv[i];
         }
     }
-    char what[48];
+    char what[96];
     snprintf(what, sizeof what, "momentum w n=%zu wd=%g", n, wd);
     KC_CHECK_NEAR(what, n, b.w, b.rw, 1e-5, 1e-7);
     snprintf(what, sizeof what, "momentum v n=%zu", n);
@@ -110,7 +110,7 @@ static void test_adam(size_t n, float eps, float wd)
             b.rw[i] -= lr * (b.rm[i] / bc1) / (sqrt(b.rv[i] / bc2) + eps);
         }
     }
-    char what[48];
+    char what[96];
     snprintf(what, sizeof what, "adam w n=%zu eps=%g wd=%g", n, eps, wd);
     KC_CHECK_NEAR(what, n, b.w, b.rw, 1e-5, 1e-7);
     snprintf(what, sizeof what, "adam m n=%zu", n);
@@ -157,7 +157,7 @@ static void test_rmsprop(size_t n, float mu, float wd)
             b.rw[i] -= inc;
         }
     }
-    char what[64];
+    char what[96];
     snprintf(what, sizeof what, "rmsprop w n=%zu mu=%g wd=%g", n, mu, wd);
     KC_CHECK_NEAR(what, n, b.w, b.rw, 1e-5, 1e-7);
     snprintf(what, sizeof what, "rmsprop rms n=%zu", n);
@@ -188,7 +188,7 @@ static void test_adagrad(size_t n, float wd)
             b.rw[i] -= lr * g / sqrt(b.rv[i] + eps);
         }
     }
-    char what[64];
+    char what[96];
     snprintf(what, sizeof what, "adagrad w n=%zu wd=%g", n, wd);
     KC_CHECK_NEAR(what, n, b.w, b.rw, 1e-5, 1e-7);
     snprintf(what, sizeof what, "adagrad accumulator n=%zu", n);
