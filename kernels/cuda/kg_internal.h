@@ -69,4 +69,53 @@ int kg__bf16_of(size_t n, const float *x, kg_bf16 *y, kg_stream_t s);
 int kg__gemm_bf16_rm(kg_blas_t h, kg_stream_t s, bool ta, bool tb, int rows,
                      int cols, int inner, const kg_bf16 *A, int lda,
                      const kg_bf16 *B, int ldb, float beta, float *C);
+/* ---- per-channel sums over the rows (kg_norm.cu, kg_dense.cu's db) -------
+ * Block b owns channels b*cl .. b*cl + cl - 1 (cl a power of two up to 32,
+ * so that a warp reads neighbouring channels of a row). Thread (tx, ty)
+ * adds rows ty, ty + rl, ty + 2 rl, ... of its channel in row order (rl =
+ * KG_THREADS / cl), then the rl lanes are added in a fixed tree in shared
+ * memory. The order depends on rows and c only. F gives two terms per
+ * (row, channel) and stores the channel's two sums. One block per 32
+ * channels: a layer with few channels keeps few multiprocessors busy. */
+template <class F>
+__global__ void kg_colsum_k(size_t rows, int c, F f)
+{
+    __shared__ double sa[KG_THREADS], sb[KG_THREADS];
+    unsigned tx = threadIdx.x, ty = threadIdx.y, cl = blockDim.x;
+    unsigned t = ty * cl + tx;
+    int j = (int)(blockIdx.x * cl + tx);
+    double a = 0.0, b = 0.0;
+    if (j < c)
+        for (size_t r = ty; r < rows; r += blockDim.y) {
+            double u, v;
+            f.at(r, j, u, v);
+            a += u;
+            b += v;
+        }
+    sa[t] = a;
+    sb[t] = b;
+    __syncthreads();
+    for (unsigned half = blockDim.y / 2; half > 0; half /= 2) {
+        if (ty < half) {
+            sa[t] += sa[t + half * cl];
+            sb[t] += sb[t + half * cl];
+        }
+        __syncthreads();
+    }
+    if (ty == 0 && j < c)
+        f.put(j, sa[tx], sb[tx]);
+}
+
+template <class F>
+static int kg_colsum(size_t rows, int c, F f, kg_stream_t s)
+{
+    unsigned cl = 1;
+    while (cl < 32 && cl < (unsigned)c)
+        cl *= 2;
+    dim3 block(cl, KG_THREADS / cl);
+    unsigned blocks = ((unsigned)c + cl - 1) / cl;
+    kg_colsum_k<<<blocks, block, 0, s>>>(rows, c, f);
+    return kg__launched();
+}
+
 #endif /* STRATA_KG_INTERNAL_H */

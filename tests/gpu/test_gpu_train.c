@@ -5,8 +5,9 @@
  * and loss sums differ from the CPU's in the last bits, so the bound is
  * looser than the CPU strategies' 1e-5); so does central on gpu:0 (staged
  * through the host); and mixed_bfloat16 on gpu:0 (compute capability 8.0
- * and up: the banner says cuBLAS multiplies) within 1e-2 of the CPU's
- * float32 run. Without a CUDA device: exit 77 with the reason. */
+ * and up: the banner says cuBLAS multiplies) within 0.15 of the CPU's
+ * float32 run and 0.03 of the CPU's mixed_bfloat16 run. Without a CUDA
+ * device: exit 77 with the reason. */
 #include <math.h>
 
 #include "check.h"
@@ -90,7 +91,23 @@ int main(void)
                          "train.precision=mixed_bfloat16") == 0);
         CHECKF(strstr(g_last.out, "precision: mixed_bfloat16 (cuBLAS") !=
                NULL, "banner:\n%s", g_last.out);
-        dump_compare(cpu, g1, "mixed_bfloat16 gpu:0 vs float32 cpu:0", 0.01);
+        /* bf16 inputs move the weights by 1-7 % from float32's after 50
+         * steps (the CPU's own mixed_bfloat16 run: 0.019, 0.069, 0.006,
+         * 0.015 on a Xeon with AMX; the H200's 0.018, 0.066, 0.006,
+         * 0.015), so against float32 the bound only catches a broken
+         * path. Against the CPU's mixed_bfloat16, where the CPU has bf16
+         * dot products, the H200 ends 0.0058, 0.017, 0.0017, 0.0020 away:
+         * 0.03 fails a GPU that multiplied in float32 (0.069). */
+        dump_compare(cpu, g1, "mixed_bfloat16 gpu:0 vs float32 cpu:0", 0.15);
+        char cbf[600];
+        snprintf(cbf, sizeof cbf, "%s/cpu-bf16.bin", dir);
+        if (train_dump("mirrored", "cpu:0", "local", cbf,
+                       "train.precision=mixed_bfloat16") == 0) {
+            dump_compare(cbf, g1, "mixed_bfloat16 gpu:0 vs cpu:0", 0.03);
+            unlink(cbf);
+        } else {
+            printf("SKIPPED part: this CPU has no bf16 dot products\n");
+        }
     } else {
         printf("SKIPPED part: mixed_bfloat16 needs compute capability 8.0; "
                "gpu:0 has %d.%d\n", major, minor);
