@@ -20,6 +20,7 @@
 #define UK_MLOAD(p, m) _mm256_maskload_ps((p), (m))
 #define UK_STORE(p, v) _mm256_storeu_ps((p), (v))
 #define UK_MSTORE(p, m, v) _mm256_maskstore_ps((p), (m), (v))
+#define UK_STREAM(p, v) _mm256_stream_ps((p), (v))
 #define UK_BCAST(p) _mm256_broadcast_ss(p)
 #define UK_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define UK_ADD(a, b) _mm256_add_ps((a), (b))

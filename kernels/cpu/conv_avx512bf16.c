@@ -27,6 +27,7 @@
 #define UK_MLOAD(p, m) _mm512_maskz_loadu_ps((m), (p))
 #define UK_STORE(p, v) _mm512_storeu_ps((p), (v))
 #define UK_MSTORE(p, m, v) _mm512_mask_storeu_ps((p), (m), (v))
+#define UK_STREAM(p, v) _mm512_stream_ps((p), (v))
 #define UK_BCAST(p) _mm512_set1_ps(*(p))
 #define UK_FMA(a, b, c) _mm512_dpbf16_ps((c), (__m512bh)(a), (__m512bh)(b))
 #define UK_ADD(a, b) _mm512_add_ps((a), (b))

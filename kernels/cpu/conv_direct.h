@@ -25,7 +25,10 @@
 #include "../kops_list.h"
 
 enum { KC_UK_ZERO, KC_UK_BIAS, KC_UK_LOAD };   /* accumulators start from */
-enum { KC_UK_STORE, KC_UK_ADD };               /* and end as out = / out += */
+/* and end as out = / out += / out = through non-temporal stores where a
+ * vector is aligned (an output far larger than the caches, written once:
+ * no read for ownership; the caller fences) */
+enum { KC_UK_STORE, KC_UK_ADD, KC_UK_STREAM };
 
 /* One block, in each of nrow rows (b += brow, out += orow from one to the
  * next): for p < P, v < NV:

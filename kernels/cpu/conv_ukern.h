@@ -5,6 +5,7 @@
  *   UK_PMAX1/2    pixels per block for NV = 1 / 2
  *   UK_MASK(n)    mask of the first n lanes
  *   UK_LOAD(p) UK_MLOAD(p, m) UK_STORE(p, v) UK_MSTORE(p, m, v)
+ *   UK_STREAM(p, v) (a non-temporal store to an aligned p)
  *   UK_BCAST(p) UK_FMA(a, b, c) UK_ADD(a, b) UK_ZERO()
  *   UK_MAX(a, b)  a > b ? a : b lane by lane (MAXPS: b where either is a
  *                 NaN or both are zeros)
@@ -33,6 +34,9 @@ uk_store(UK_V acc[14][2], const int P, const int NV, const int last,
                 r = UK_MAX(UK_ZERO(), r);
             if (j == last)
                 UK_MSTORE(o, m, r);
+            else if (fin == KC_UK_STREAM &&
+                     ((uintptr_t)o & (UK_VW * sizeof(float) - 1)) == 0)
+                UK_STREAM(o, r);
             else
                 UK_STORE(o, r);
         }

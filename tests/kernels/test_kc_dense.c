@@ -354,5 +354,9 @@ int main(void)
      * one of 37 */
     test_paths(32, 4100, 40, 1, 1);
     test_paths(16, 4096 + 37, 64, 0, 1);
+    /* a dW of over 2^20 floats in one pass goes out through non-temporal
+     * stores (rows 280 bytes apart: aligned vectors and not, a masked
+     * last one) */
+    test_paths(32, 16400, 70, 0, 1);
     return CHECK_DONE();
 }
