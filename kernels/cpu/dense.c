@@ -145,14 +145,21 @@ void kc__relu_bias_rows(size_t m, size_t n, const float *y, float *dy,
 /* Floats of the stack panels that the backward's operands are laid out in
  * (64 KiB, as the direct conv's transposes). */
 #define PANEL 16384
+/* A backward result of more floats than this, written once (dW in one
+ * pass, dX), goes out through non-temporal stores: no read for ownership
+ * of lines far beyond L2 that the next op reads from memory anyway (the
+ * seeds' CNN's 36864 x 64 layer on a Zen 5 with 1 MiB of L2: dW at 32
+ * rows 55-109 -> 119-158 GFLOP/s, dX 63-79 -> 97). */
+#define STREAM_MIN (1u << 20)
 
 #ifdef KC_CONV_X86
 #include <immintrin.h>
 
 /* kc__tr16 (conv_direct.h): the scalar loop took 2.8 % of the seeds' CNN's
- * step in dx_direct alone. */
-__attribute__((target("avx512f"))) void kc__tr16(const float *src, size_t sp,
-                                                 float *dst, size_t dp)
+ * step in dx_direct alone. nt: non-temporal stores (dst and dp aligned to
+ * 16 floats). */
+static inline __attribute__((always_inline, target("avx512f"))) void
+tr16(const float *src, size_t sp, float *dst, size_t dp, const int nt)
 {
     __m512 r[16], t[16];
     for (int i = 0; i < 16; i++)
@@ -177,7 +184,22 @@ __attribute__((target("avx512f"))) void kc__tr16(const float *src, size_t sp,
         r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);
     }
     for (int i = 0; i < 16; i++)
-        _mm512_storeu_ps(dst + (size_t)i * dp, r[i]);
+        if (nt)
+            _mm512_stream_ps(dst + (size_t)i * dp, r[i]);
+        else
+            _mm512_storeu_ps(dst + (size_t)i * dp, r[i]);
+}
+
+__attribute__((target("avx512f"))) void kc__tr16(const float *src, size_t sp,
+                                                 float *dst, size_t dp)
+{
+    tr16(src, sp, dst, dp, 0);
+}
+
+__attribute__((target("avx512f"))) static void
+tr16_nt(const float *src, size_t sp, float *dst, size_t dp)
+{
+    tr16(src, sp, dst, dp, 1);
 }
 
 /* relu_sum_rows on AVX-512: up to 64 columns at a time, their sums in up
@@ -326,6 +348,8 @@ static void dx_rows(const kc_conv_isa_t *isa, int m, int k, int n,
         for (size_t j = 0; j < nn; j++)
             dyt[j * mm + r] = dY[r * nn + j];
     int pw = (int)(PANEL / mm / 16 * 16);
+    /* STREAM_MIN: each 16 x 16 tile whose rows are aligned */
+    int stream = mm * kk > STREAM_MIN && kk % 16 == 0;
     kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = n, .br = 1, .vr = m,
                   .op = m, .R = n, .init = KC_UK_ZERO, .fin = KC_UK_STORE };
     for (int i0 = 0; i0 < k; i0 += pw) {
@@ -333,14 +357,20 @@ static void dx_rows(const kc_conv_isa_t *isa, int m, int k, int n,
         kc__conv_blocks(isa, &u, w, m, W + (size_t)i0 * nn, dyt, pan);
         /* pan[i][r] -> dX[r][i0 + i] */
         for (size_t r0 = 0; r0 < mm; r0 += 16) {
-            for (int i = 0; i < w16; i += 16)
-                kc__tr16(pan + (size_t)i * mm + r0, mm,
-                         dX + r0 * kk + (size_t)(i0 + i), kk);
+            for (int i = 0; i < w16; i += 16) {
+                float *d = dX + r0 * kk + (size_t)(i0 + i);
+                if (stream && ((uintptr_t)d & 63) == 0)
+                    tr16_nt(pan + (size_t)i * mm + r0, mm, d, kk);
+                else
+                    kc__tr16(pan + (size_t)i * mm + r0, mm, d, kk);
+            }
             for (size_t r = r0; r < r0 + 16; r++)
                 for (int i = w16; i < w; i++)
                     dX[r * kk + (size_t)(i0 + i)] = pan[(size_t)i * mm + r];
         }
     }
+    if (stream)
+        _mm_sfence();   /* the streamed lines before anyone reads dX */
 }
 #endif
 
@@ -352,15 +382,11 @@ static void dx_rows(const kc_conv_isa_t *isa, int m, int k, int n,
  * chains from +0 over X's rows in order, through dW between passes. */
 #define DWP 112
 #define DWR (PANEL / DWP)
-/* dW of more floats than this, written in one pass (m <= DWR), goes out
- * through non-temporal stores: no read for ownership of lines that only
- * the reduce reads next (the seeds' CNN's 36864 x 64 layer: 9.4 MB). */
-#define DW_STREAM_MIN (1u << 20)
 static void dw_direct(const kc_conv_isa_t *isa, int m, int k, int n,
                       const float *X, const float *dY, float *dW)
 {
     float xp[DWR * DWP];
-    int stream = m <= DWR && (size_t)k * (size_t)n > DW_STREAM_MIN;
+    int stream = m <= DWR && (size_t)k * (size_t)n > STREAM_MIN;
     kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = 1, .br = DWP, .vr = n,
                   .op = n, .fin = stream ? KC_UK_STREAM : KC_UK_STORE };
     for (int i0 = 0; i0 < k; i0 += DWP) {

@@ -358,5 +358,7 @@ int main(void)
      * stores (rows 280 bytes apart: aligned vectors and not, a masked
      * last one) */
     test_paths(32, 16400, 70, 0, 1);
+    /* and a dX of over 2^20 floats from dY's rows as the lanes */
+    test_paths(32, 32768 + 16, 20, 1, 1);
     return CHECK_DONE();
 }
