@@ -83,7 +83,8 @@ __global__ void kg_bias_add_k(size_t total, int n, const float *b, float *Y)
  * row order. One thread a column in row order (kc_bias_grad's bits) made
  * each column one chain of 150 000 dependent adds for the seeds' convs at
  * batch 256, on one multiprocessor: up to 8.6 ms a call on an H200 under
- * Nsight Compute (clocks floating), 16 of the step's 18 ms there. */
+ * Nsight Compute (clocks floating), 16 of the step's 18 ms there; in a
+ * plain run the step went only from 12.6 to 12.5 ms. */
 struct kg_bias_f {
     const float *dy;
     float *db;

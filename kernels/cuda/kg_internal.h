@@ -69,6 +69,7 @@ int kg__bf16_of(size_t n, const float *x, kg_bf16 *y, kg_stream_t s);
 int kg__gemm_bf16_rm(kg_blas_t h, kg_stream_t s, bool ta, bool tb, int rows,
                      int cols, int inner, const kg_bf16 *A, int lda,
                      const kg_bf16 *B, int ldb, float beta, float *C);
+
 /* ---- per-channel sums over the rows (kg_norm.cu, kg_dense.cu's db) -------
  * Block b owns channels b*cl .. b*cl + cl - 1 (cl a power of two up to 32,
  * so that a warp reads neighbouring channels of a row). Thread (tx, ty)
