@@ -174,16 +174,25 @@ static void expect_rel(const char *what, size_t n, const float *want,
     free(got);
 }
 
+/* Largest |got - want| / max(|want|, floor) of device d against host want,
+ * NaN where exactly one side is NaN. */
+static double dev_rel(const float *want, const float *d, size_t n,
+                      double floor)
+{
+    float *got = fill(n, 0, 0);
+    to_host(got, d, n * sizeof *got);
+    double e = max_rel(got, want, n, floor);
+    free(got);
+    return e;
+}
+
 /* A bias gradient (kg_bias_grad: a fixed tree of doubles per column on
  * the GPU, the CPU's row order) within rounding of the CPU's, not bitwise. */
 static void expect_colsum(const char *what, size_t n, const float *want,
                           const float *d)
 {
-    float *got = fill(n, 0, 0);
-    to_host(got, d, n * sizeof *got);
-    double e = max_rel(got, want, n, 1e-3);
+    double e = dev_rel(want, d, n, 1e-3);
     CHECKF(e <= 1e-6, "%s n=%zu: relative error %g", what, n, e);
-    free(got);
 }
 
 static void expect_elem(const char *what, size_t n, const float *want,
@@ -1139,18 +1148,6 @@ static void test_leaky(size_t n, float alpha)
     expect_elem("leaky_relu_fwd in place", n, y, gx);
     free(x), free(dy), free(y), free(dx);
     dev_free(gx), dev_free(gy), dev_free(gdy), dev_free(gdx);
-}
-
-/* Largest |got - want| / max(|want|, floor) of device d against host want,
- * NaN where exactly one side is NaN. */
-static double dev_rel(const float *want, const float *d, size_t n,
-                      double floor)
-{
-    float *got = fill(n, 0, 0);
-    to_host(got, d, n * sizeof *got);
-    double e = max_rel(got, want, n, floor);
-    free(got);
-    return e;
 }
 
 /* gelu: CUDA's erfcf (4 ulps) and expf (2 ulps) against glibc's, in the
