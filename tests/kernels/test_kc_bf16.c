@@ -430,6 +430,14 @@ static void dense(void)
     dense_case(5, 1200, 17);        /* more than one block of pairs */
     dense_case(13, 64, 100);
     dense_case(2, 2, 64);
+    /* the vector engine's panels (dense_bf16.c): dW over several passes
+     * of pairs of rows and a last narrow panel of columns, dX over
+     * several passes of pairs (n > 1024), results streamed out (k n, and
+     * m k, above 2^20 floats) */
+    dense_case(301, 530, 20);
+    dense_case(3, 40, 1100);
+    dense_case(4, 20000, 64);
+    dense_case(40, 30000, 8);
 }
 
 /* ---- a small conv net: gradients in bf16 against fp32 -------------------- */

@@ -14,7 +14,7 @@
  * --peak (fma_peak's fp32 GFLOP/s per core) each rate also prints as a
  * fraction of it. The path bf16 (`--paths avx512,bf16`, where the CPU has
  * AVX512_BF16) is [train] precision = mixed_bfloat16's kernels
- * (kc_conv2d_*_bf16: bf16 inputs, fp32 sums), rated against the same fp32
+ * (kc_conv2d_*_bf16, kc_dense_*_bf16: bf16 inputs, fp32 sums), rated against the same fp32
  * peak (fma_peak prints the bf16 one too).
  *
  * The dense layers of the two CNNs run too (kc_dense_fwd / _bwd: the
@@ -188,8 +188,14 @@ static double best(int op, const kops_conv2d_t *g, const float *X,
             if (op != FWD && g->kh > 0)
                 fwd(g, X, W, b, Y, col, len);
             double t0 = cpu_seconds();
-            if (g->kh == 0 && op == FWD)
+            if (g->kh == 0 && op == FWD && g_work)
+                kc_dense_fwd_bf16(g->n, g->c, g->f, X, W, b, Y, g_work,
+                                  g_wlen);
+            else if (g->kh == 0 && op == FWD)
                 kc_dense_fwd(g->n, g->c, g->f, X, W, b, Y);
+            else if (g->kh == 0 && g_work)
+                kc_dense_bwd_bf16(g->n, g->c, g->f, X, W, dY, dW, db,
+                                  op == BWD_ALL ? dX : NULL, g_work, g_wlen);
             else if (g->kh == 0)
                 kc_dense_bwd(g->n, g->c, g->f, X, W, dY, dW, db,
                              op == BWD_ALL ? dX : NULL);
@@ -310,9 +316,10 @@ int main(int argc, char **argv)
             int p = plist[k];
             int eff = p;
             if (p == BF16) {
-                if (dense || !kc_bf16_usable())
+                if (!kc_bf16_usable())
                     continue;
-                g_wlen = kops_conv2d_bf16_len(&g);
+                g_wlen = dense ? kops_dense_bf16_len(g.n, g.c, g.f)
+                               : kops_conv2d_bf16_len(&g);
                 if (!(g_work = malloc(g_wlen * sizeof *g_work)))
                     return 1;
             } else {
