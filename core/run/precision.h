@@ -27,9 +27,15 @@ int strata__precision_check(const strata__cfg_t *c,
 
 /* Marks the model's conv2d and dense layers for the precision and the
  * replicas' device kind (before any work is allocated: their workspace
- * depends on both). */
+ * depends on both); a conv2d reading one channel stays float32. */
 void strata__precision_apply(const strata__settings_t *s,
                              strata__model_t *m);
+
+/* The layers that mixed_bfloat16 keeps in float32 (conv2d reading one
+ * channel: strata__precision_apply), their names comma-separated in buf
+ * ("" when none; cut at len). Returns buf. */
+const char *strata__precision_kept(const strata__model_t *m, char *buf,
+                                   size_t len);
 
 /* The banner's words: "float32", "mixed_bfloat16 (AMX-BF16)" (tiles),
  * "mixed_bfloat16 (AVX512_BF16)" (vectors), "mixed_bfloat16 (cuBLAS bf16

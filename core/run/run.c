@@ -568,8 +568,14 @@ void strata__run_banner(const strata__run_t *run)
                             : strata__precision_conv());
             break;
         }
-    if (run->s->train.precision != STRATA__PREC_FLOAT32)
-        strata__out(ctx, "precision: %s\n", strata__precision_name(run->s));
+    if (run->s->train.precision != STRATA__PREC_FLOAT32) {
+        char kept[256];
+        strata__precision_kept(&run->model, kept, sizeof kept);
+        strata__out(ctx, "precision: %s%s%s%s\n",
+                    strata__precision_name(run->s),
+                    kept[0] ? "; float32 in " : "", kept,
+                    kept[0] ? " (one input channel)" : "");
+    }
     if (run->cluster.pub.ntasks > 1)
         strata__out(ctx, "security: %s\n", ctx->keys
                     ? "CURVE: every connection between the job's processes "
