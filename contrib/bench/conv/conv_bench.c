@@ -14,7 +14,8 @@
  * --peak (fma_peak's fp32 GFLOP/s per core) each rate also prints as a
  * fraction of it. The path bf16 (`--paths avx512,bf16`, where the CPU has
  * AVX512_BF16) is [train] precision = mixed_bfloat16's kernels
- * (kc_conv2d_*_bf16, kc_dense_*_bf16: bf16 inputs, fp32 sums), rated against the same fp32
+ * (kc_conv2d_*_bf16, kc_dense_*_bf16: bf16 inputs, fp32 sums; a conv2d
+ * of one input channel in float32, as training runs it), rated against the same fp32
  * peak (fma_peak prints the bf16 one too).
  *
  * The dense layers of the two CNNs run too (kc_dense_fwd / _bwd: the
@@ -315,7 +316,12 @@ int main(int argc, char **argv)
         for (int k = 0; k < np; k++) {
             int p = plist[k];
             int eff = p;
-            if (p == BF16) {
+            if (p == BF16 && !dense && sh->c == 1) {
+                /* mixed_bfloat16 keeps a conv2d of one input channel in
+                 * float32 (core/run/precision.c): the step counts that */
+                kc_conv2d_force_path(KC_CONV_AUTO);
+                eff = kc_conv2d_path(&g);
+            } else if (p == BF16) {
                 if (!kc_bf16_usable())
                     continue;
                 g_wlen = dense ? kops_dense_bf16_len(g.n, g.c, g.f)
