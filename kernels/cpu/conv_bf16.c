@@ -270,6 +270,31 @@ static void zip_row_amx(const kops_conv2d_t *g, const float *img, int kx,
     }
 }
 
+/* The input pairs of one image for dW at stride 1, by parity of the
+ * kernel column: out[par][y][p][C] = the pair (x(2p + par - pad_left),
+ * x(2p + par + 1 - pad_left)) of padded row y, +0 outside the image; tap
+ * kx's pair q is pair q + kx / 2 of parity kx % 2. */
+static void zip_parities(const kops_conv2d_t *g, const float *img, size_t hp,
+                         size_t rp, int npar, float *out)
+{
+    size_t C = (size_t)g->c;
+    for (int par = 0; par < npar; par++)
+        for (size_t y = 0; y < hp; y++) {
+            int yy = (int)y - g->pad_top;
+            const float *row = img + (size_t)(yy < 0 ? 0 : yy) * g->w * C;
+            int in_row = yy >= 0 && yy < g->h;
+            for (size_t p = 0; p < rp; p++) {
+                int xx = (int)(2 * p) + par - g->pad_left;
+                const float *lo = in_row && xx >= 0 && xx < g->w
+                                      ? row + (size_t)xx * C : NULL;
+                const float *hi = in_row && xx + 1 >= 0 && xx + 1 < g->w
+                                      ? row + (size_t)(xx + 1) * C : NULL;
+                zip_to(lo, hi, C, out + (((size_t)par * hp + y) * rp + p) * C,
+                       1);
+            }
+        }
+}
+
 /* dW[tap][c][f] = per image, a chain over (oy, ox pairs) of x . dy. */
 static void dw(const kops_conv2d_t *g, const float *X, const float *dY,
                float *dW, float *work, int i0, int i1)
@@ -290,10 +315,21 @@ static void dw(const kops_conv2d_t *g, const float *X, const float *dY,
                   .op = (ptrdiff_t)F, .init = KC_UK_ZERO };
     /* the transposes' last overrun lands in dyq, written after xq */
     int tr = amx && C % 16 == 0 && ow2 <= 16 && (size_t)g->oh * ow2 * F >= 16;
+    /* Stride 1 and an even ow on the vector engine: kernel columns kx and
+     * kx + 2 read the same pairs one pair apart, so each row's pairs are
+     * made once per parity of kx, rp = ow2 + (kw - 1) / 2 of them (where
+     * that takes no more room), not once per kx. */
+    size_t rp = ow2 + (size_t)(g->kw - 1) / 2, npar = g->kw > 1 ? 2 : 1;
+    int shared = !amx && g->stride_w == 1 && g->ow % 2 == 0 &&
+                 npar * rp <= (size_t)g->kw * ow2;
+    if (shared)
+        u.bseg = (ptrdiff_t)((size_t)g->stride_h * rp * C);
     for (int i = i0; i < i1; i++) {
         const float *img = X + (size_t)i * g->h * g->w * C;
         const float *dy = dY + (size_t)i * g->oh * g->ow * F;
-        for (int kx = 0; kx < g->kw; kx++)
+        if (shared)
+            zip_parities(g, img, hp, rp, (int)npar, xq);
+        for (int kx = 0; !shared && kx < g->kw; kx++)
             for (size_t y = 0; y < hp; y++) {
                 int yy = (int)y - g->pad_top;
                 if (tr) {
@@ -322,11 +358,14 @@ static void dw(const kops_conv2d_t *g, const float *X, const float *dY,
             }
         u.fin = i == 0 ? KC_UK_STORE : KC_UK_ADD;
         for (int ky = 0; ky < g->kh; ky++)
-            for (int kx = 0; kx < g->kw; kx++)
-                kc__conv_blocks(isa, &u, g->c, g->f,
-                                xq + ((size_t)kx * hp + (size_t)ky) * ow2 * C,
-                                dyq,
+            for (int kx = 0; kx < g->kw; kx++) {
+                const float *b =
+                    shared ? xq + (((size_t)(kx & 1) * hp + (size_t)ky) * rp +
+                                   (size_t)(kx >> 1)) * C
+                           : xq + ((size_t)kx * hp + (size_t)ky) * ow2 * C;
+                kc__conv_blocks(isa, &u, g->c, g->f, b, dyq,
                                 dW + ((size_t)ky * g->kw + kx) * C * F);
+            }
     }
 }
 
