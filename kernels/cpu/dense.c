@@ -145,12 +145,6 @@ void kc__relu_bias_rows(size_t m, size_t n, const float *y, float *dy,
 /* Floats of the stack panels that the backward's operands are laid out in
  * (64 KiB, as the direct conv's transposes). */
 #define PANEL 16384
-/* A backward result of more floats than this, written once (dW in one
- * pass, dX), goes out through non-temporal stores: no read for ownership
- * of lines far beyond L2 that the next op reads from memory anyway (the
- * seeds' CNN's 36864 x 64 layer on a Zen 5 with 1 MiB of L2: dW at 32
- * rows 55-109 -> 119-158 GFLOP/s, dX 63-79 -> 97). */
-#define STREAM_MIN (1u << 20)
 
 #ifdef KC_CONV_X86
 #include <immintrin.h>
@@ -348,8 +342,8 @@ static void dx_rows(const kc_conv_isa_t *isa, int m, int k, int n,
         for (size_t j = 0; j < nn; j++)
             dyt[j * mm + r] = dY[r * nn + j];
     int pw = (int)(PANEL / mm / 16 * 16);
-    /* STREAM_MIN: each 16 x 16 tile whose rows are aligned */
-    int stream = mm * kk > STREAM_MIN && kk % 16 == 0;
+    /* KC_STREAM_MIN: each 16 x 16 tile whose rows are aligned */
+    int stream = mm * kk > KC_STREAM_MIN && kk % 16 == 0;
     kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = n, .br = 1, .vr = m,
                   .op = m, .R = n, .init = KC_UK_ZERO, .fin = KC_UK_STORE };
     for (int i0 = 0; i0 < k; i0 += pw) {
@@ -386,7 +380,7 @@ static void dw_direct(const kc_conv_isa_t *isa, int m, int k, int n,
                       const float *X, const float *dY, float *dW)
 {
     float xp[DWR * DWP];
-    int stream = m <= DWR && (size_t)k * (size_t)n > STREAM_MIN;
+    int stream = m <= DWR && (size_t)k * (size_t)n > KC_STREAM_MIN;
     kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = 1, .br = DWP, .vr = n,
                   .op = n, .fin = stream ? KC_UK_STREAM : KC_UK_STORE };
     for (int i0 = 0; i0 < k; i0 += DWP) {

@@ -127,9 +127,6 @@ static void pack_rows_across(const float *w, size_t k, size_t n, float *wt)
  * each row of X per zip (112 columns, dense.c's DWP, took 3.7 ms where
  * 496 took 2.9, the layer above's dW). */
 #define DWC 496
-/* An output of more floats than this, written in one pass, goes out
- * through non-temporal stores (dense.c's STREAM_MIN, the same reason). */
-#define STREAM_MIN (1u << 20)
 
 static size_t min_z(size_t a, size_t b) { return a < b ? a : b; }
 
@@ -174,7 +171,7 @@ static void vec_dw(const kc_conv_isa_t *isa, size_t M, size_t K, size_t N,
     size_t wc = min_z(DWC, K);      /* the panel's row: within the work */
     float *dyq = work, *xp = work + Mh * N;
     zip_rows(dY, M, N, dyq);
-    int stream = kb == Mh && K * N > STREAM_MIN;
+    int stream = kb == Mh && K * N > KC_STREAM_MIN;
     kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = 1, .br = (ptrdiff_t)wc,
                   .vr = (ptrdiff_t)N, .op = (ptrdiff_t)N,
                   .fin = stream ? KC_UK_STREAM : KC_UK_STORE };
@@ -210,7 +207,7 @@ static void vec_dx(const kc_conv_isa_t *isa, size_t M, size_t K, size_t N,
         lc = 32;
     float *dyw = work, *wt = work + M * Nh;
     pack_rows(dY, M, N, dyw);
-    int stream = kb == Nh && M * K > STREAM_MIN;
+    int stream = kb == Nh && M * K > KC_STREAM_MIN;
     kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = (ptrdiff_t)Nh, .br = 1,
                   .op = (ptrdiff_t)K,
                   .fin = stream ? KC_UK_STREAM : KC_UK_STORE };
