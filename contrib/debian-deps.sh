@@ -15,7 +15,8 @@ SUDO=""
 # python3-venv: the Python package (pip install ./python, in a virtual
 # environment: Debian's own Python is externally managed).
 PKGS="build-essential cmake pkg-config clang libinih-dev libopenblas-dev
-      zlib1g-dev libzmq3-dev libsodium-dev libssl-dev libcjson-dev dataset-fashion-mnist
+      zlib1g-dev libzmq3-dev libsodium-dev libipsec-mb-dev libssl-dev libcjson-dev
+      dataset-fashion-mnist
       iproute2 openmpi-bin qemu-user python3-numpy python3-pip python3-venv"
 missing=""
 for p in $PKGS; do

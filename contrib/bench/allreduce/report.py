@@ -26,6 +26,8 @@ Targets (each checked for every n):
   aes-1M+   secured (aes256gcm, the default) time at most 1.5x the
             plaintext time (strata_tcp, what a job without security runs),
             every size >= 1 MiB (issue 27)
+  aes-64M   secured (aes256gcm) at 64 MiB at least as fast as MPI's
+            plaintext tcp (issue 27)
   curve-1M+ the same for bulk_cipher = curve
 """
 import statistics
@@ -123,6 +125,10 @@ def main():
                 if b >= 1 << 20 and cu and pl:
                     checks.append((f"n={n} {name} {fmt_size(b)} <= 1.5x "
                                    "plaintext", 1.5 * pl / cu, 1.0))
+        sa, mt = t("strata_aes", n, 64 << 20), t("mpi_tcp", n, 64 << 20)
+        if sa and mt:
+            checks.append((f"n={n} aes256gcm 64 MiB >= MPI tcp plaintext",
+                           mt / sa, 1.0))
     passed = 0
     for what, ratio, need in checks:
         ok = ratio >= need

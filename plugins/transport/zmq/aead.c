@@ -22,21 +22,27 @@
  * header when the record has one (type, collective seq, step, offset =
  * the chunk's place, length, op, total).
  *
- * The cipher: OpenSSL's EVP AES-256-GCM when the build found libcrypto
- * (STRZ_AEAD_OPENSSL: its AES-NI/VAES code runs about twice as fast as
- * libsodium 1.0.18's on this project's machines, contrib/bench/allreduce
- * cipher_speed), else libsodium's crypto_aead_aes256gcm. Same records
- * either way (tests/transport/zmq_aead_test checks one against the
- * other when both are there). */
+ * The cipher, chosen when zmq.so is built (CMakeLists.txt): Intel's
+ * intel-ipsec-mb (STRZ_AEAD_IPSECMB) when found, whose AES-GCM picks its
+ * code by the CPU's feature bits (VAES + VPCLMULQDQ on AVX-512: 3-4x
+ * OpenSSL 3.0's rate on this project's machines, contrib/bench/allreduce
+ * cipher_speed); else OpenSSL's EVP AES-256-GCM (STRZ_AEAD_OPENSSL); else
+ * libsodium's crypto_aead_aes256gcm. Same records whichever seals, so
+ * ranks built either way talk to each other (tests/transport/
+ * zmq_aead_test checks each against libsodium's AES-256-GCM). */
 #include "aead.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <sodium.h>
 #include <strata/plugin.h>
 
-#ifdef STRZ_AEAD_OPENSSL
+#if defined(STRZ_AEAD_IPSECMB)
+#include <intel-ipsec-mb.h>
+#include <pthread.h>
+#elif defined(STRZ_AEAD_OPENSSL)
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #endif
@@ -45,7 +51,9 @@
 #define AD_MAX    (CTX_BYTES + 1 + STRZ_AEAD_HDR)
 
 struct strz_aead {
-#ifdef STRZ_AEAD_OPENSSL
+#if defined(STRZ_AEAD_IPSECMB)
+    struct gcm_key_data kd;         /* round keys and H powers; 64-aligned */
+#elif defined(STRZ_AEAD_OPENSSL)
     EVP_CIPHER_CTX *evp;
 #else
     crypto_aead_aes256gcm_state st; /* 16-byte aligned: the struct is */
@@ -59,21 +67,242 @@ struct strz_aead {
     unsigned char ctx[CTX_BYTES];
 };
 
+/* ---- the engines: new, key, seal, open, free, name --------------------- */
+
+/* For records of 0 bytes, whose buffers may be NULL: intel-ipsec-mb's
+ * argument checks and libsodium's nonnull declarations refuse NULL even
+ * for no bytes. */
+static unsigned char g_empty[16];
+
+#if defined(STRZ_AEAD_IPSECMB)
+/* One manager for the process: the direct GCM calls only read its table
+ * of functions (chosen once by init_mb_mgr_auto from cpuid), so every
+ * thread may share it. */
+static IMB_MGR       *g_mgr;
+static IMB_ARCH       g_arch;
+static pthread_once_t g_mgr_once = PTHREAD_ONCE_INIT;
+static char           g_name[64];
+
+static void mgr_init(void)
+{
+    static const char *arch[] = { "none", "no AES-NI", "SSE", "AVX", "AVX2",
+                                  "AVX-512" };
+    if ((g_mgr = alloc_mb_mgr(0)) == NULL)
+        return;
+    init_mb_mgr_auto(g_mgr, &g_arch);
+    if (imb_get_errno(g_mgr) != 0 || g_arch <= IMB_ARCH_NOAESNI) {
+        free_mb_mgr(g_mgr); /* no hardware AES: refuse, as libsodium does */
+        g_mgr = NULL;
+        return;
+    }
+    snprintf(g_name, sizeof g_name, "intel-ipsec-mb %s (%s)",
+             imb_get_version_str(),
+             (unsigned)g_arch < sizeof arch / sizeof *arch ? arch[g_arch]
+                                                           : "?");
+}
+
+static int eng_ready(void)
+{
+    pthread_once(&g_mgr_once, mgr_init);
+    return g_mgr != NULL;
+}
+
+static const char *eng_name(void)
+{
+    return eng_ready() ? g_name : "intel-ipsec-mb (unusable)";
+}
+
+static int eng_new(strz_aead_t *a)
+{
+    (void)a;
+    return eng_ready() ? 0 : STRATA_EINTERNAL;
+}
+
+static int eng_key(strz_aead_t *a)
+{
+    IMB_AES256_GCM_PRE(g_mgr, a->key, &a->kd);
+    return 0;
+}
+
+static void eng_free(strz_aead_t *a)
+{
+    (void)a; /* the key schedule is wiped with the struct */
+}
+
+static int eng_seal(strz_aead_t *a, const unsigned char *iv,
+                    const unsigned char *ad, size_t adlen, const void *in,
+                    size_t len, void *out, unsigned char tag[STRZ_AEAD_TAG])
+{
+    struct gcm_context_data c;
+    IMB_AES256_GCM_ENC(g_mgr, &a->kd, &c, len ? out : g_empty,
+                       len ? in : g_empty, len, iv, ad, adlen, tag,
+                       STRZ_AEAD_TAG);
+    sodium_memzero(&c, sizeof c);
+    return 0;
+}
+
+static int eng_open(strz_aead_t *a, const unsigned char *iv,
+                    const unsigned char *ad, size_t adlen, const void *in,
+                    size_t len, void *out, const unsigned char *tag)
+{
+    /* GCM decrypts and computes the tag; the caller's out is wiped when
+     * the tags differ (compared in constant time). t starts as the
+     * complement of the tag sent, so a call that wrote nothing (the
+     * library's argument checks, which these arguments always pass)
+     * could never match. */
+    struct gcm_context_data c;
+    unsigned char t[STRZ_AEAD_TAG];
+    for (int i = 0; i < STRZ_AEAD_TAG; i++)
+        t[i] = (unsigned char)~tag[i];
+    IMB_AES256_GCM_DEC(g_mgr, &a->kd, &c, len ? out : g_empty,
+                       len ? in : g_empty, len, iv, ad, adlen, t,
+                       STRZ_AEAD_TAG);
+    sodium_memzero(&c, sizeof c);
+    return sodium_memcmp(t, tag, STRZ_AEAD_TAG) == 0 ? 0 : -1;
+}
+
+#elif defined(STRZ_AEAD_OPENSSL)
+static int eng_ready(void)
+{
+    return 1;
+}
+
+static const char *eng_name(void)
+{
+    return OpenSSL_version(OPENSSL_VERSION);
+}
+
+static int eng_new(strz_aead_t *a)
+{
+    return (a->evp = EVP_CIPHER_CTX_new()) != NULL ? 0 : STRATA_ENOMEM;
+}
+
+static int eng_key(strz_aead_t *a)
+{
+    int ok = a->sealing
+             ? EVP_EncryptInit_ex(a->evp, EVP_aes_256_gcm(), NULL, a->key, NULL)
+             : EVP_DecryptInit_ex(a->evp, EVP_aes_256_gcm(), NULL, a->key, NULL);
+    return ok == 1 ? 0 : STRATA_EINTERNAL;
+}
+
+static void eng_free(strz_aead_t *a)
+{
+    EVP_CIPHER_CTX_free(a->evp);
+}
+
+/* EVP lengths are int: long records go through in pieces. */
+#define PIECE ((size_t)1 << 30)
+
+static int eng_seal(strz_aead_t *a, const unsigned char *iv,
+                    const unsigned char *ad, size_t adlen, const void *in,
+                    size_t len, void *out, unsigned char tag[STRZ_AEAD_TAG])
+{
+    int n;
+    if (EVP_EncryptInit_ex(a->evp, NULL, NULL, NULL, iv) != 1
+        || EVP_EncryptUpdate(a->evp, NULL, &n, ad, (int)adlen) != 1)
+        return STRATA_EINTERNAL;
+    for (size_t off = 0; off < len; off += PIECE) {
+        size_t k = len - off < PIECE ? len - off : PIECE;
+        if (EVP_EncryptUpdate(a->evp, (unsigned char *)out + off, &n,
+                              (const unsigned char *)in + off, (int)k) != 1)
+            return STRATA_EINTERNAL;
+    }
+    /* GCM's Final writes nothing; out may be NULL */
+    if (EVP_EncryptFinal_ex(a->evp, len ? (unsigned char *)out + len : g_empty,
+                            &n) != 1
+        || EVP_CIPHER_CTX_ctrl(a->evp, EVP_CTRL_GCM_GET_TAG, STRZ_AEAD_TAG,
+                               tag) != 1)
+        return STRATA_EINTERNAL;
+    return 0;
+}
+
+static int eng_open(strz_aead_t *a, const unsigned char *iv,
+                    const unsigned char *ad, size_t adlen, const void *in,
+                    size_t len, void *out, const unsigned char *tag)
+{
+    int n;
+    unsigned char t[STRZ_AEAD_TAG];
+    memcpy(t, tag, sizeof t);
+    if (EVP_DecryptInit_ex(a->evp, NULL, NULL, NULL, iv) != 1
+        || EVP_DecryptUpdate(a->evp, NULL, &n, ad, (int)adlen) != 1)
+        return -1;
+    for (size_t off = 0; off < len; off += PIECE) {
+        size_t k = len - off < PIECE ? len - off : PIECE;
+        if (EVP_DecryptUpdate(a->evp, (unsigned char *)out + off, &n,
+                              (const unsigned char *)in + off, (int)k) != 1)
+            return -1;
+    }
+    if (EVP_CIPHER_CTX_ctrl(a->evp, EVP_CTRL_GCM_SET_TAG, STRZ_AEAD_TAG, t) != 1
+        || EVP_DecryptFinal_ex(a->evp,
+                               len ? (unsigned char *)out + len : g_empty,
+                               &n) != 1)
+        return -1;
+    return 0;
+}
+
+#else /* libsodium */
+static int eng_ready(void)
+{
+    return 1;
+}
+
+static const char *eng_name(void)
+{
+    return "libsodium " SODIUM_VERSION_STRING;
+}
+
+static int eng_new(strz_aead_t *a)
+{
+    (void)a;
+    return 0;
+}
+
+static int eng_key(strz_aead_t *a)
+{
+    return crypto_aead_aes256gcm_beforenm(&a->st, a->key) == 0
+           ? 0 : STRATA_EINTERNAL;
+}
+
+static void eng_free(strz_aead_t *a)
+{
+    (void)a;
+}
+
+static int eng_seal(strz_aead_t *a, const unsigned char *iv,
+                    const unsigned char *ad, size_t adlen, const void *in,
+                    size_t len, void *out, unsigned char tag[STRZ_AEAD_TAG])
+{
+    unsigned long long maclen = 0;
+    return crypto_aead_aes256gcm_encrypt_detached_afternm(
+               len ? out : g_empty, tag, &maclen, len ? in : g_empty, len, ad,
+               adlen, NULL, iv, &a->st) == 0
+           ? 0 : STRATA_EINTERNAL;
+}
+
+static int eng_open(strz_aead_t *a, const unsigned char *iv,
+                    const unsigned char *ad, size_t adlen, const void *in,
+                    size_t len, void *out, const unsigned char *tag)
+{
+    return crypto_aead_aes256gcm_decrypt_detached_afternm(
+               len ? out : g_empty, NULL, len ? in : g_empty, len, tag, ad,
+               adlen, iv, &a->st) == 0 ? 0 : -1;
+}
+#endif
+
+/* ---- records ------------------------------------------------------------ */
+
 int strz_aead_available(void)
 {
     /* sodium_init() is idempotent and thread-safe. Then libsodium's
-     * check: AES-NI and PCLMULQDQ (cpuid), which OpenSSL's fast path
+     * check: AES-NI and PCLMULQDQ (cpuid), which every engine's fast path
      * needs as well. */
-    return sodium_init() >= 0 && crypto_aead_aes256gcm_is_available();
+    return sodium_init() >= 0 && crypto_aead_aes256gcm_is_available()
+           && eng_ready();
 }
 
 const char *strz_aead_engine(void)
 {
-#ifdef STRZ_AEAD_OPENSSL
-    return OpenSSL_version(OPENSSL_VERSION);
-#else
-    return "libsodium " SODIUM_VERSION_STRING;
-#endif
+    return eng_name();
 }
 
 int strz_kx_new(strz_kx_t *kx)
@@ -94,20 +323,6 @@ static void put32(unsigned char *p, uint32_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
-/* (Re)load the cipher with a->key. */
-static int load_key(strz_aead_t *a)
-{
-#ifdef STRZ_AEAD_OPENSSL
-    int ok = a->sealing
-             ? EVP_EncryptInit_ex(a->evp, EVP_aes_256_gcm(), NULL, a->key, NULL)
-             : EVP_DecryptInit_ex(a->evp, EVP_aes_256_gcm(), NULL, a->key, NULL);
-    return ok == 1 ? 0 : STRATA_EINTERNAL;
-#else
-    return crypto_aead_aes256gcm_beforenm(&a->st, a->key) == 0
-           ? 0 : STRATA_EINTERNAL;
-#endif
-}
-
 static strz_aead_t *aead_new(const unsigned char session[32], int sealing,
                              const unsigned char job[16], int32_t from,
                              int32_t to)
@@ -123,13 +338,7 @@ static strz_aead_t *aead_new(const unsigned char session[32], int sealing,
     put32(a->ctx + 16, (uint32_t)from);
     put32(a->ctx + 20, (uint32_t)to);
     crypto_kdf_derive_from_key(a->key, sizeof a->key, 0, "strzbulk", session);
-#ifdef STRZ_AEAD_OPENSSL
-    if ((a->evp = EVP_CIPHER_CTX_new()) == NULL) {
-        strz_aead_free(a);
-        return NULL;
-    }
-#endif
-    if (load_key(a) != 0) {
+    if (eng_new(a) != 0 || eng_key(a) != 0) {
         strz_aead_free(a);
         return NULL;
     }
@@ -168,9 +377,7 @@ void strz_aead_free(strz_aead_t *a)
 {
     if (a == NULL)
         return;
-#ifdef STRZ_AEAD_OPENSSL
-    EVP_CIPHER_CTX_free(a->evp);
-#endif
+    eng_free(a);
     sodium_memzero(a, sizeof *a);
     free(a);
 }
@@ -188,7 +395,7 @@ static int before_record(strz_aead_t *a, size_t len)
         sodium_memzero(k, sizeof k);
         a->epoch++;
         a->key_records = a->key_bytes = 0;
-        if (load_key(a) != 0)
+        if (eng_key(a) != 0)
             return STRATA_EINTERNAL;
     }
     (void)len;
@@ -220,57 +427,6 @@ static void make_nonce(const strz_aead_t *a, unsigned char iv[12])
         iv[i] = (unsigned char)(a->next >> (8 * i));
 }
 
-#ifdef STRZ_AEAD_OPENSSL
-/* EVP lengths are int: long records go through in pieces. */
-#define PIECE ((size_t)1 << 30)
-
-static int evp_seal(strz_aead_t *a, const unsigned char *iv,
-                    const unsigned char *ad, size_t adlen, const void *in,
-                    size_t len, void *out, unsigned char tag[STRZ_AEAD_TAG])
-{
-    int n;
-    if (EVP_EncryptInit_ex(a->evp, NULL, NULL, NULL, iv) != 1
-        || EVP_EncryptUpdate(a->evp, NULL, &n, ad, (int)adlen) != 1)
-        return STRATA_EINTERNAL;
-    for (size_t off = 0; off < len; off += PIECE) {
-        size_t k = len - off < PIECE ? len - off : PIECE;
-        if (EVP_EncryptUpdate(a->evp, (unsigned char *)out + off, &n,
-                              (const unsigned char *)in + off, (int)k) != 1)
-            return STRATA_EINTERNAL;
-    }
-    unsigned char none[16]; /* GCM's Final writes nothing; out may be NULL */
-    if (EVP_EncryptFinal_ex(a->evp, len ? (unsigned char *)out + len : none,
-                            &n) != 1
-        || EVP_CIPHER_CTX_ctrl(a->evp, EVP_CTRL_GCM_GET_TAG, STRZ_AEAD_TAG,
-                               tag) != 1)
-        return STRATA_EINTERNAL;
-    return 0;
-}
-
-static int evp_open(strz_aead_t *a, const unsigned char *iv,
-                    const unsigned char *ad, size_t adlen, const void *in,
-                    size_t len, void *out, const unsigned char *tag)
-{
-    int n;
-    unsigned char t[STRZ_AEAD_TAG], none[16]; /* none: as in evp_seal */
-    memcpy(t, tag, sizeof t);
-    if (EVP_DecryptInit_ex(a->evp, NULL, NULL, NULL, iv) != 1
-        || EVP_DecryptUpdate(a->evp, NULL, &n, ad, (int)adlen) != 1)
-        return -1;
-    for (size_t off = 0; off < len; off += PIECE) {
-        size_t k = len - off < PIECE ? len - off : PIECE;
-        if (EVP_DecryptUpdate(a->evp, (unsigned char *)out + off, &n,
-                              (const unsigned char *)in + off, (int)k) != 1)
-            return -1;
-    }
-    if (EVP_CIPHER_CTX_ctrl(a->evp, EVP_CTRL_GCM_SET_TAG, STRZ_AEAD_TAG, t) != 1
-        || EVP_DecryptFinal_ex(a->evp, len ? (unsigned char *)out + len : none,
-                               &n) != 1)
-        return -1;
-    return 0;
-}
-#endif
-
 int strz_aead_seal(strz_aead_t *a, int kind, const unsigned char *hdr,
                    const void *in, size_t len, void *out,
                    unsigned char tag[STRZ_AEAD_TAG])
@@ -282,14 +438,7 @@ int strz_aead_seal(strz_aead_t *a, int kind, const unsigned char *hdr,
         return STRATA_EINTERNAL;
     size_t adlen = make_ad(a, kind, hdr, ad);
     make_nonce(a, iv);
-#ifdef STRZ_AEAD_OPENSSL
-    rc = evp_seal(a, iv, ad, adlen, in, len, out, tag);
-#else
-    unsigned long long maclen = 0;
-    rc = crypto_aead_aes256gcm_encrypt_detached_afternm(
-             out, tag, &maclen, in, len, ad, adlen, NULL, iv, &a->st) == 0
-         ? 0 : STRATA_EINTERNAL;
-#endif
+    rc = eng_seal(a, iv, ad, adlen, in, len, out, tag);
     if (rc == 0)
         after_record(a, len);
     return rc;
@@ -306,12 +455,7 @@ int strz_aead_open(strz_aead_t *a, int kind, const unsigned char *hdr,
         return -1;
     size_t adlen = make_ad(a, kind, hdr, ad);
     make_nonce(a, iv);
-#ifdef STRZ_AEAD_OPENSSL
-    rc = evp_open(a, iv, ad, adlen, in, len, out, tag);
-#else
-    rc = crypto_aead_aes256gcm_decrypt_detached_afternm(
-             out, NULL, in, len, tag, ad, adlen, iv, &a->st) == 0 ? 0 : -1;
-#endif
+    rc = eng_open(a, iv, ad, adlen, in, len, out, tag);
     if (rc != 0) {
         if (len)
             memset(out, 0, len); /* nothing unauthenticated stays behind */
