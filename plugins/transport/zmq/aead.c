@@ -75,36 +75,44 @@ struct strz_aead {
 static unsigned char g_empty[16];
 
 #if defined(STRZ_AEAD_IPSECMB)
-/* One manager for the process: the direct GCM calls only read its table
- * of functions (chosen once by init_mb_mgr_auto from cpuid), so every
- * thread may share it. */
-static IMB_MGR       *g_mgr;
-static IMB_ARCH       g_arch;
-static pthread_once_t g_mgr_once = PTHREAD_ONCE_INIT;
+/* The library's AES-256-GCM functions for this CPU, taken once from a
+ * manager that init_mb_mgr_auto filled by cpuid, which is then freed: the
+ * direct GCM calls use only the key schedule and context they are given,
+ * so nothing of the library's stays allocated (zmq.so may be unloaded
+ * and loaded again) and every thread may call them. */
+static struct {
+    aes_gcm_pre_t     pre;
+    aes_gcm_enc_dec_t enc, dec;
+} g_gcm;
+static pthread_once_t g_gcm_once = PTHREAD_ONCE_INIT;
 static char           g_name[64];
 
-static void mgr_init(void)
+static void gcm_init(void)
 {
-    static const char *arch[] = { "none", "no AES-NI", "SSE", "AVX", "AVX2",
-                                  "AVX-512" };
-    if ((g_mgr = alloc_mb_mgr(0)) == NULL)
+    static const char *arch_name[] = { "none", "no AES-NI", "SSE", "AVX",
+                                       "AVX2", "AVX-512" };
+    IMB_ARCH arch = IMB_ARCH_NONE;
+    IMB_MGR *mgr = alloc_mb_mgr(0);
+    if (mgr == NULL)
         return;
-    init_mb_mgr_auto(g_mgr, &g_arch);
-    if (imb_get_errno(g_mgr) != 0 || g_arch <= IMB_ARCH_NOAESNI) {
-        free_mb_mgr(g_mgr); /* no hardware AES: refuse, as libsodium does */
-        g_mgr = NULL;
-        return;
+    init_mb_mgr_auto(mgr, &arch);
+    /* no hardware AES: no engine, as libsodium refuses too */
+    if (imb_get_errno(mgr) == 0 && arch > IMB_ARCH_NOAESNI) {
+        g_gcm.pre = mgr->gcm256_pre;
+        g_gcm.enc = mgr->gcm256_enc;
+        g_gcm.dec = mgr->gcm256_dec;
+        snprintf(g_name, sizeof g_name, "intel-ipsec-mb %s (%s)",
+                 imb_get_version_str(),
+                 (unsigned)arch < sizeof arch_name / sizeof *arch_name
+                     ? arch_name[arch] : "?");
     }
-    snprintf(g_name, sizeof g_name, "intel-ipsec-mb %s (%s)",
-             imb_get_version_str(),
-             (unsigned)g_arch < sizeof arch / sizeof *arch ? arch[g_arch]
-                                                           : "?");
+    free_mb_mgr(mgr);
 }
 
 static int eng_ready(void)
 {
-    pthread_once(&g_mgr_once, mgr_init);
-    return g_mgr != NULL;
+    pthread_once(&g_gcm_once, gcm_init);
+    return g_gcm.pre && g_gcm.enc && g_gcm.dec;
 }
 
 static const char *eng_name(void)
@@ -120,7 +128,7 @@ static int eng_new(strz_aead_t *a)
 
 static int eng_key(strz_aead_t *a)
 {
-    IMB_AES256_GCM_PRE(g_mgr, a->key, &a->kd);
+    g_gcm.pre(a->key, &a->kd);
     return 0;
 }
 
@@ -134,9 +142,8 @@ static int eng_seal(strz_aead_t *a, const unsigned char *iv,
                     size_t len, void *out, unsigned char tag[STRZ_AEAD_TAG])
 {
     struct gcm_context_data c;
-    IMB_AES256_GCM_ENC(g_mgr, &a->kd, &c, len ? out : g_empty,
-                       len ? in : g_empty, len, iv, ad, adlen, tag,
-                       STRZ_AEAD_TAG);
+    g_gcm.enc(&a->kd, &c, len ? out : g_empty, len ? in : g_empty, len, iv,
+              ad, adlen, tag, STRZ_AEAD_TAG);
     sodium_memzero(&c, sizeof c);
     return 0;
 }
@@ -154,9 +161,8 @@ static int eng_open(strz_aead_t *a, const unsigned char *iv,
     unsigned char t[STRZ_AEAD_TAG];
     for (int i = 0; i < STRZ_AEAD_TAG; i++)
         t[i] = (unsigned char)~tag[i];
-    IMB_AES256_GCM_DEC(g_mgr, &a->kd, &c, len ? out : g_empty,
-                       len ? in : g_empty, len, iv, ad, adlen, t,
-                       STRZ_AEAD_TAG);
+    g_gcm.dec(&a->kd, &c, len ? out : g_empty, len ? in : g_empty, len, iv,
+              ad, adlen, t, STRZ_AEAD_TAG);
     sodium_memzero(&c, sizeof c);
     return sodium_memcmp(t, tag, STRZ_AEAD_TAG) == 0 ? 0 : -1;
 }
