@@ -69,9 +69,10 @@ struct strz_aead {
 
 /* ---- the engines: new, key, seal, open, free, name --------------------- */
 
-/* For records of 0 bytes, whose buffers may be NULL: intel-ipsec-mb's
+/* The engines get no NULL buffer: for a record of 0 bytes, whose buffers
+ * may be NULL, strz_aead_seal/open pass this instead (intel-ipsec-mb's
  * argument checks and libsodium's nonnull declarations refuse NULL even
- * for no bytes. */
+ * for no bytes; GCM writes nothing of it). */
 static unsigned char g_empty[16];
 
 #if defined(STRZ_AEAD_IPSECMB)
@@ -142,8 +143,7 @@ static int eng_seal(strz_aead_t *a, const unsigned char *iv,
                     size_t len, void *out, unsigned char tag[STRZ_AEAD_TAG])
 {
     struct gcm_context_data c;
-    g_gcm.enc(&a->kd, &c, len ? out : g_empty, len ? in : g_empty, len, iv,
-              ad, adlen, tag, STRZ_AEAD_TAG);
+    g_gcm.enc(&a->kd, &c, out, in, len, iv, ad, adlen, tag, STRZ_AEAD_TAG);
     sodium_memzero(&c, sizeof c);
     return 0;
 }
@@ -161,8 +161,7 @@ static int eng_open(strz_aead_t *a, const unsigned char *iv,
     unsigned char t[STRZ_AEAD_TAG];
     for (int i = 0; i < STRZ_AEAD_TAG; i++)
         t[i] = (unsigned char)~tag[i];
-    g_gcm.dec(&a->kd, &c, len ? out : g_empty, len ? in : g_empty, len, iv,
-              ad, adlen, t, STRZ_AEAD_TAG);
+    g_gcm.dec(&a->kd, &c, out, in, len, iv, ad, adlen, t, STRZ_AEAD_TAG);
     sodium_memzero(&c, sizeof c);
     return sodium_memcmp(t, tag, STRZ_AEAD_TAG) == 0 ? 0 : -1;
 }
@@ -213,9 +212,8 @@ static int eng_seal(strz_aead_t *a, const unsigned char *iv,
                               (const unsigned char *)in + off, (int)k) != 1)
             return STRATA_EINTERNAL;
     }
-    /* GCM's Final writes nothing; out may be NULL */
-    if (EVP_EncryptFinal_ex(a->evp, len ? (unsigned char *)out + len : g_empty,
-                            &n) != 1
+    /* GCM's Final writes nothing */
+    if (EVP_EncryptFinal_ex(a->evp, (unsigned char *)out + len, &n) != 1
         || EVP_CIPHER_CTX_ctrl(a->evp, EVP_CTRL_GCM_GET_TAG, STRZ_AEAD_TAG,
                                tag) != 1)
         return STRATA_EINTERNAL;
@@ -239,9 +237,7 @@ static int eng_open(strz_aead_t *a, const unsigned char *iv,
             return -1;
     }
     if (EVP_CIPHER_CTX_ctrl(a->evp, EVP_CTRL_GCM_SET_TAG, STRZ_AEAD_TAG, t) != 1
-        || EVP_DecryptFinal_ex(a->evp,
-                               len ? (unsigned char *)out + len : g_empty,
-                               &n) != 1)
+        || EVP_DecryptFinal_ex(a->evp, (unsigned char *)out + len, &n) != 1)
         return -1;
     return 0;
 }
@@ -280,8 +276,7 @@ static int eng_seal(strz_aead_t *a, const unsigned char *iv,
 {
     unsigned long long maclen = 0;
     return crypto_aead_aes256gcm_encrypt_detached_afternm(
-               len ? out : g_empty, tag, &maclen, len ? in : g_empty, len, ad,
-               adlen, NULL, iv, &a->st) == 0
+               out, tag, &maclen, in, len, ad, adlen, NULL, iv, &a->st) == 0
            ? 0 : STRATA_EINTERNAL;
 }
 
@@ -290,8 +285,7 @@ static int eng_open(strz_aead_t *a, const unsigned char *iv,
                     size_t len, void *out, const unsigned char *tag)
 {
     return crypto_aead_aes256gcm_decrypt_detached_afternm(
-               len ? out : g_empty, NULL, len ? in : g_empty, len, tag, ad,
-               adlen, iv, &a->st) == 0 ? 0 : -1;
+               out, NULL, in, len, tag, ad, adlen, iv, &a->st) == 0 ? 0 : -1;
 }
 #endif
 
@@ -444,6 +438,8 @@ int strz_aead_seal(strz_aead_t *a, int kind, const unsigned char *hdr,
         return STRATA_EINTERNAL;
     size_t adlen = make_ad(a, kind, hdr, ad);
     make_nonce(a, iv);
+    if (len == 0)
+        in = out = g_empty;
     rc = eng_seal(a, iv, ad, adlen, in, len, out, tag);
     if (rc == 0)
         after_record(a, len);
@@ -461,6 +457,8 @@ int strz_aead_open(strz_aead_t *a, int kind, const unsigned char *hdr,
         return -1;
     size_t adlen = make_ad(a, kind, hdr, ad);
     make_nonce(a, iv);
+    if (len == 0)
+        in = out = g_empty;
     rc = eng_open(a, iv, ad, adlen, in, len, out, tag);
     if (rc != 0) {
         if (len)
