@@ -163,7 +163,6 @@ typedef struct strata_kit_replicas {
      * of elements [shard[r], shard[r + 1]) only. NULL: opt[r] covers all. */
     size_t                 *shard;
     float                 **grads;   /* sharded: the gradients of the step  */
-    double                 *sumsq;   /* sharded: each shard's, to clip      */
 } strata_kit_replicas_t;
 
 /* One slab and one optimizer per replica of env (init() of a strategy). */
@@ -221,6 +220,22 @@ int  strata_kit_replicas_shard_reduce(strata_kit_replicas_t *rs,
 int  strata_kit_replicas_shard_update(strata_kit_replicas_t *rs,
                                       strata_transport_t *t,
                                       const strata_op_t *op);
+/* The reduce with embedding tables given as rows (ABI 2.9): as
+ * strata_kit_sparse_reduce_local, every replica publishes op in `pub` (one
+ * array of n pointers shared by all; op must stay valid until update()
+ * returns, as the core's op does, for the others read it), and
+ * per table all decide alike, by `pol`, rows or dense; a dense table is
+ * densified and summed with the rest of the shard, a table that goes as
+ * rows has its part in the shard made from every replica's rows, read in
+ * place, added in replica order then row order (`s`: this replica's
+ * scratch). The bits of the unsharded reduce either way; two barriers
+ * where the reduce without rows has one. */
+struct strata_kit_sparse;
+struct strata_kit_sparse_policy;
+int  strata_kit_replicas_shard_reduce_rows(
+    strata_kit_replicas_t *rs, strata_transport_t *t,
+    const struct strata_kit_sparse_policy *pol, struct strata_kit_sparse *s,
+    const strata_op_t **pub, const strata_op_t *op, int mean);
 
 /* ---- 4. sparse gradients (ABI 2.9), for strategies ---------------------- */
 

@@ -1,4 +1,4 @@
-/* The kit's insides, shared by host.c and transport.c. The host context a
+/* The kit's insides, shared by its files. The host context a
  * plugin is handed is the strata_kit_t itself. */
 #ifndef STRATA_KIT_IMPL_H
 #define STRATA_KIT_IMPL_H
@@ -31,10 +31,25 @@ void strata__kit_log(strata_kit_t *kit, int level, const char *who,
 /* transport.c: the t_* entries of the table. */
 void strata__kit_transport_entries(strata_host_v2_t *h);
 
+/* t's barrier for the replica threads of one process (a core before 2.5
+ * has it as a ctl op only). */
+static inline int strata__kit_barrier(const strata_host_v2_t *host,
+                                      strata_hctx_t *hc,
+                                      strata_transport_t *t, int slot)
+{
+    return STRATA_HAS_FIELD(strata_host_v2_t, host, t_barrier)
+               ? host->t_barrier(hc, t, slot)
+               : host->t_ctl(hc, t, STRATA_CTL_BARRIER, &slot);
+}
+
 /* sparse.c: all-reduce the ranges of op->buf outside the tables that go
  * as rows (rows[j] != 0), skipping empty ones (every member alike). */
 int strata__kit_sparse_gaps(const strata_host_v2_t *host, strata_hctx_t *hc,
                             strata_transport_t *t, const strata_op_t *op,
                             const unsigned char *rows);
+
+/* sparse.c: s->mark holds at least `rows` bytes, the new ones 0 (MEAN's
+ * marks of the rows scaled, a byte per table row). */
+int strata__kit_sparse_marks(strata_kit_sparse_t *s, size_t rows);
 
 #endif

@@ -57,8 +57,7 @@ static int init(strata_kit_replicas_t *rs, const strata_host_v2_t *host,
     if (rc == STRATA_OK && sharded && rs->n > 1) {
         rs->shard = calloc((size_t)rs->n + 1, sizeof *rs->shard);
         rs->grads = calloc((size_t)rs->n, sizeof *rs->grads);
-        rs->sumsq = calloc((size_t)rs->n, sizeof *rs->sumsq);
-        if (!rs->shard || !rs->grads || !rs->sumsq)
+        if (!rs->shard || !rs->grads)
             rc = STRATA_ENOMEM;
         for (int r = 0; rc == STRATA_OK && r <= rs->n; r++)
             rs->shard[r] = strata_kit_replicas_shard_lo(rs->count, rs->n, r);
@@ -89,8 +88,6 @@ void strata_kit_replicas_fini(strata_kit_replicas_t *rs)
     free(rs->slab);
     free(rs->shard);
     free(rs->grads);
-    free(rs->sumsq);
-    rs->sumsq = NULL;
     rs->opt = NULL;
     rs->slab = NULL;
     rs->shard = NULL;

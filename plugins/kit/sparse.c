@@ -34,6 +34,19 @@ int strata_kit_sparse_densify(const strata_host_v2_t *host, strata_hctx_t *hc,
     return rc;
 }
 
+int strata__kit_sparse_marks(strata_kit_sparse_t *s, size_t rows)
+{
+    if (s->mark_cap >= rows)
+        return STRATA_OK;
+    unsigned char *mk = realloc(s->mark, rows);
+    if (!mk)
+        return STRATA_ENOMEM;
+    memset(mk + s->mark_cap, 0, rows - s->mark_cap);
+    s->mark = mk;
+    s->mark_cap = rows;
+    return STRATA_OK;
+}
+
 void strata_kit_sparse_fini(const strata_host_v2_t *host, strata_hctx_t *hc,
                             strata_kit_sparse_t *s)
 {
@@ -236,14 +249,8 @@ static int scale_rows(const strata_host_v2_t *host, strata_hctx_t *hc,
         size_t vocab = sp->count / sp->row_len, step = 2 + sp->row_len;
         if (!rows[j])
             continue;
-        if (s->mark_cap < vocab) {
-            unsigned char *mk = realloc(s->mark, vocab);
-            if (!mk)
-                return STRATA_ENOMEM;
-            memset(mk + s->mark_cap, 0, vocab - s->mark_cap);
-            s->mark = mk;
-            s->mark_cap = vocab;
-        }
+        if (strata__kit_sparse_marks(s, vocab) != STRATA_OK)
+            return STRATA_ENOMEM;
         for (int pass = 0; pass < 2; pass++)
             for (int m = 0; m < nmembers; m++) {
                 const float *w = rows_of(s, m, j, op, rows);

@@ -3,19 +3,9 @@
  * after a barrier, adds them in replica order, then row order, and meets
  * the others again before anyone overwrites its rows (include/strata/kit.h,
  * part 4; the gathered form for processes is sparse.c). */
-#include <stdlib.h>
 #include <string.h>
 
 #include "kit_impl.h"
-
-static int barrier(const strata_host_v2_t *host, strata_hctx_t *hc,
-                   strata_transport_t *t, int slot)
-{
-    /* A core before 2.5 has the barrier as a ctl op only. */
-    return STRATA_HAS_FIELD(strata_host_v2_t, host, t_barrier)
-               ? host->t_barrier(hc, t, slot)
-               : host->t_ctl(hc, t, STRATA_CTL_BARRIER, &slot);
-}
 
 /* Table j's rows of every replica added onto its zeros, replica by
  * replica, row by row; MEAN scales each touched row once after. */
@@ -39,14 +29,8 @@ static int add_in_place(const strata_host_v2_t *host, strata_hctx_t *hc,
     }
     if (rc != STRATA_OK || op->reduce_op != STRATA_REDUCE_MEAN)
         return rc;
-    if (s->mark_cap < vocab) {
-        unsigned char *mk = realloc(s->mark, vocab);
-        if (!mk)
-            return STRATA_ENOMEM;
-        memset(mk + s->mark_cap, 0, vocab - s->mark_cap);
-        s->mark = mk;
-        s->mark_cap = vocab;
-    }
+    if (strata__kit_sparse_marks(s, vocab) != STRATA_OK)
+        return STRATA_ENOMEM;
     float inv = 1.0f / (float)nmembers;
     for (int pass = 0; pass < 2; pass++)
         for (int m = 0; m < nmembers; m++) {
@@ -87,7 +71,8 @@ int strata_kit_sparse_reduce_local(const strata_host_v2_t *host,
     int rc = STRATA_OK;
     if (nmembers > 1 && !pol->as_dense) {
         pub[member] = op;
-        rc = barrier(host, hc, t, op->slot); /* every replica's op is up */
+        /* every replica's op is up */
+        rc = strata__kit_barrier(host, hc, t, op->slot);
         for (size_t j = 0; rc == STRATA_OK && j < op->nsparse; j++) {
             double total = 0.0;
             for (int m = 0; m < nmembers; m++)
@@ -125,5 +110,5 @@ int strata_kit_sparse_reduce_local(const strata_host_v2_t *host,
         if (rows[j])
             rc = add_in_place(host, hc, nmembers, s, pub, op, j);
     /* No replica may go on (and overwrite its rows) while another reads. */
-    return rc == STRATA_OK ? barrier(host, hc, t, op->slot) : rc;
+    return rc == STRATA_OK ? strata__kit_barrier(host, hc, t, op->slot) : rc;
 }

@@ -57,8 +57,8 @@ run 0 STRATA_STRATEGY_SHARD_OPTIMIZER=false "$bin" config -c "$tmp/job.ini" \
 has "the environment's shared key over [strategy.mirrored]" \
     '^strategy\.mirrored\.shard_optimizer = false +env STRATA_STRATEGY_SHARD_'
 run 0 "$bin" config -c "$tmp/job.ini" \
-    --set strategy.mirrored.shard_optimizer=0 strategy.mirrored.shard_optimizer
-has "--set of a plugin key" '^strategy\.mirrored\.shard_optimizer = 0 +--set$'
+    --set strategy.mirrored.shard_optimizer=false strategy.mirrored.shard_optimizer
+has "--set of a plugin key" '^strategy\.mirrored\.shard_optimizer = false +--set$'
 
 # Named keys: those only, in the order named.
 run 0 "$bin" config -c "$tmp/job.ini" strategy.plugin train.epochs

@@ -6,8 +6,9 @@
  *    (sparse_as_dense = true), the replicas bitwise equal after every step
  *    (debug.check_sync), and the strategy says how each table-step went;
  *  - the threshold both ways: 0 sends every step dense, a high one every
- *    step as rows, the same bits; with shard_optimizer the rows are
- *    densified, the same bits;
+ *    step as rows, the same bits; with shard_optimizer (auto: the
+ *    default) too, each replica adding the rows that fall in its shard,
+ *    also with 3 replicas and rows of 5 floats that the shards cut;
  *  - mwms with 2 workers (strata launch): rows and dense the same bits,
  *    and those of mirrored's 2 replicas, also with the overlap thread
  *    (rows densified as buckets are handed over) and with 2 replicas per
@@ -136,26 +137,73 @@ static void said(const char *who, int rows)
 static void mirrored(void)
 {
     const char *dense[] = { "train.devices=cpu:0,cpu:1",
+                            "strategy.mirrored.shard_optimizer=false",
                             "strategy.mirrored.sparse_as_dense=true", NULL };
     CHECK(run("train", "m_dense.bin", dense) == 0);
     said("mirrored", 0);
     const char *rows[] = { "train.devices=cpu:0,cpu:1",
+                           "strategy.mirrored.shard_optimizer=false",
                            "strategy.mirrored.sparse_threshold=1000", NULL };
     CHECK(run("train", "m_rows.bin", rows) == 0);
     said("mirrored", STEPS);
     same("m_dense.bin", "m_rows.bin", "mirrored 2 replicas: rows vs dense");
     /* the threshold the other way: no table-step is that sparse */
     const char *none[] = { "train.devices=cpu:0,cpu:1",
+                           "strategy.mirrored.shard_optimizer=false",
                            "strategy.mirrored.sparse_threshold=0", NULL };
     CHECK(run("train", "m_zero.bin", none) == 0);
     said("mirrored", 0);
     same("m_dense.bin", "m_zero.bin", "mirrored 2 replicas: threshold 0");
-    /* shard_optimizer: the rows copied into the buffer, the same bits */
+    /* sharded optimizer state (shard_optimizer = auto, the default on CPU
+     * replicas): each replica adds every replica's rows that fall in its
+     * shard, the same bits; and dense */
     const char *shard[] = { "train.devices=cpu:0,cpu:1",
-                            "strategy.mirrored.shard_optimizer=true",
                             "strategy.mirrored.sparse_threshold=1000", NULL };
     CHECK(run("train", "m_shard.bin", shard) == 0);
-    same("m_dense.bin", "m_shard.bin", "mirrored, shard_optimizer: rows");
+    said("mirrored", STEPS);
+    same("m_dense.bin", "m_shard.bin", "mirrored sharded: rows");
+    shard[1] = "strategy.mirrored.sparse_threshold=0";
+    CHECK(run("train", "m_shard0.bin", shard) == 0);
+    said("mirrored", 0);
+    same("m_dense.bin", "m_shard0.bin", "mirrored sharded: threshold 0");
+}
+
+/* 3 sharded replicas and rows of 5 floats, which the shards' 16-float
+ * lines cut in the middle (2096 floats, 131 lines: replica 1's shard
+ * starts at element 688, inside row 137, replica 2's at 1392, inside row
+ * 278): the bits of the unsharded dense all-reduce. */
+static void mirrored_cut_rows(void)
+{
+    static const size_t counts[] = { VOCAB * 5, NF * 8, 8, 13 * 4, 4 };
+    const char *emb = "graph.emb=embedding vocab=400 dim=5 combiner=mean "
+                      "<- ids";
+    const char *dense[] = { "train.devices=cpu:0,cpu:1,cpu:2",
+                            "train.batch_size=30", emb,
+                            "strategy.mirrored.shard_optimizer=false",
+                            "strategy.mirrored.sparse_as_dense=true", NULL,
+                            NULL };
+    CHECK(run("train", "m3_dense.bin", dense) == 0);
+    const char *rows[] = { "train.devices=cpu:0,cpu:1,cpu:2",
+                           "train.batch_size=30", emb,
+                           "strategy.mirrored.shard_optimizer=true",
+                           "strategy.mirrored.sparse_threshold=1000", NULL,
+                           NULL };
+    CHECK(run("train", "m3_shard.bin", rows) == 0);
+    said("mirrored", STEPS);
+    char pa[300], pb[300];
+    snprintf(pa, sizeof pa, "%s/m3_dense.bin", g_dir);
+    snprintf(pb, sizeof pb, "%s/m3_shard.bin", g_dir);
+    dump_compare_model(pa, pb, "mirrored 3 sharded, rows of 5: vs dense",
+                       0.0, counts, 5);
+    /* reduce_op = sum: no scaling of the rows */
+    dense[5] = rows[5] = "strategy.mirrored.reduce_op=sum";
+    CHECK(run("train", "m3s_dense.bin", dense) == 0);
+    CHECK(run("train", "m3s_shard.bin", rows) == 0);
+    said("mirrored", STEPS);
+    snprintf(pa, sizeof pa, "%s/m3s_dense.bin", g_dir);
+    snprintf(pb, sizeof pb, "%s/m3s_shard.bin", g_dir);
+    dump_compare_model(pa, pb, "mirrored 3 sharded, sum: vs dense", 0.0,
+                       counts, 5);
 }
 
 static void mwms(void)
@@ -241,6 +289,7 @@ int main(void)
         return 1;
     make_data();
     mirrored();
+    mirrored_cut_rows();
     mwms();
     mwms_ring();
     older_plugin();

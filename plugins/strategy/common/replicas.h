@@ -18,7 +18,7 @@ typedef strata_kit_replicas_t replicas_t;
 #define replicas_clip          strata_kit_replicas_clip
 #define replicas_clip_range    strata_kit_replicas_clip_range
 #define replicas_state         strata_kit_replicas_state
-#define replicas_shard_reduce  strata_kit_replicas_shard_reduce
+#define replicas_shard_reduce_rows strata_kit_replicas_shard_reduce_rows
 #define replicas_shard_update  strata_kit_replicas_shard_update
 
 #endif

@@ -3,10 +3,10 @@
  * variable and of the optimizer state (a MirroredVariable); reduce
  * all-reduces the replicas' gradients through the transport, update applies
  * the same optimizer step to every copy, so the copies stay bitwise equal.
- * With shard_optimizer (ZeRO stage 1, ../common/shards.c) each replica
- * keeps the optimizer state of its shard only, reduces and steps that
- * shard, and hands it to the other copies: the same bits, 1/n of the
- * optimizer's memory and work.
+ * With shard_optimizer (ZeRO stage 1, plugins/kit/shards.c; auto, the
+ * default: on CPU replicas) each replica keeps the optimizer state of its
+ * shard only, reduces and steps that shard, and hands it to the other
+ * copies: the same bits, 1/n of the optimizer's memory and work.
  * Embedding tables (ABI 2.9, STRATA_CAP_SPARSE): their gradients come as
  * rows; while the replicas' rows together are few (sparse_threshold of
  * the table's rows), each replica adds every replica's rows, read in
@@ -22,7 +22,7 @@
 
 typedef struct mirrored_cfg {
     int reduce_op; /* index into "mean|sum" = STRATA_REDUCE_MEAN/SUM - 1 */
-    int shard_optimizer;
+    int shard_optimizer; /* index into "auto|true|false" */
     int sparse_as_dense;
     double sparse_threshold;
 } mirrored_cfg_t;
@@ -33,12 +33,14 @@ static const strata_option_t mirrored_options[] = {
       .choices = "mean|sum",
       .help = "how replica gradients combine: mean (the global-batch "
               "gradient) or sum (N times larger)" },
-    { .key = "shard_optimizer", .type = STRATA_OPT_BOOL, .def = "false",
-      .offset = offsetof(mirrored_cfg_t, shard_optimizer),
+    { .key = "shard_optimizer", .type = STRATA_OPT_ENUM, .def = "auto",
+      .offset = offsetof(mirrored_cfg_t, shard_optimizer), .min = 1, .max = 0,
+      .choices = "auto|true|false",
       .help = "ZeRO stage 1: each replica keeps, reduces and updates only "
               "its shard of the optimizer state and variables, then hands "
-              "it to the others (CPU replicas; the same results, 1/N of the "
-              "optimizer's memory and work)" },
+              "it to the others: the same bits, 1/N of the optimizer's "
+              "memory and work (CPU replicas). auto: when every replica is "
+              "on a CPU" },
     { .key = "sparse_as_dense", .type = STRATA_OPT_BOOL, .def = "false",
       .offset = offsetof(mirrored_cfg_t, sparse_as_dense),
       .help = "embedding gradients always as the dense all-reduce of the "
@@ -92,13 +94,16 @@ static int mirrored_init(const strata_host_v2_t *host, strata_hctx_t *hc,
         return STRATA_ENOMEM;
     const mirrored_cfg_t *cfg = env->cfg;
     m->reduce_op = cfg->reduce_op == 0 ? STRATA_REDUCE_MEAN : STRATA_REDUCE_SUM;
-    int sharded = cfg->shard_optimizer && env->nreplicas > 1;
+    int sharded = cfg->shard_optimizer != 2 && env->nreplicas > 1;
     for (int r = 0; sharded && r < env->nreplicas; r++)
         if (STRATA_DEVICE_TYPE(env->devices[r]) != STRATA_DEV_CPU) {
+            sharded = 0; /* auto: the replicas cannot read each other */
+            if (cfg->shard_optimizer == 0)
+                break;
             host->log(hc, STRATA_LOG_ERROR, "mirrored", "[strategy.mirrored] "
                       "shard_optimizer = true needs CPU replicas (replica %d "
                       "is not on a CPU: the shards are reduced and gathered "
-                      "through host memory); set it to false", r);
+                      "through host memory); set it to auto or false", r);
             free(m);
             return STRATA_ECONFIG;
         }
@@ -143,17 +148,14 @@ static int dense_reduce(void *arg, strata_op_t *op)
 static int mirrored_reduce(void *pctx, strata_op_t *op)
 {
     mirrored_t *m = pctx;
-    if (m->rs.shard) {
-        int rc = strata_kit_sparse_densify(m->rs.host, m->rs.hc, op);
-        return rc == STRATA_OK
-                   ? replicas_shard_reduce(&m->rs, m->t, op,
-                                           m->reduce_op == STRATA_REDUCE_MEAN)
-                   : rc;
-    }
-    strata_op_t t = *op;
-    t.reduce_op = m->reduce_op;
     if (op->slot < 0 || op->slot >= m->rs.n)
         return STRATA_EINVAL;
+    if (m->rs.shard) /* the core's op: the others read it after we return */
+        return replicas_shard_reduce_rows(&m->rs, m->t, &m->sparse_pol,
+                                          &m->sparse[op->slot], m->pub, op,
+                                          m->reduce_op == STRATA_REDUCE_MEAN);
+    strata_op_t t = *op;
+    t.reduce_op = m->reduce_op;
     return strata_kit_sparse_reduce_local(m->rs.host, m->rs.hc, m->t,
                                           op->slot, m->rs.n, &m->sparse_pol,
                                           &m->sparse[op->slot], m->pub, &t,
