@@ -16,17 +16,17 @@
  *           as an unsharded replica does, all meet again, and each clips
  *           its shard by it: the same bits (every replica reads the whole
  *           gradient once, as unsharded, on clipped steps only); then
- *           replica r steps its shard of its own copy with its shard's optimizer
- *           (the same element-wise kernel on the same inputs as an
- *           unsharded step: the same bits -- weight decay included),
+ *           replica r steps its shard of its own copy with its shard's
+ *           optimizer (the same element-wise kernel on the same inputs as
+ *           an unsharded step: the same bits -- weight decay included),
  *           copies the shard into every other replica's copy -- the
  *           all-gather -- and waits for the others (barrier): then every
  *           copy is whole, bitwise equal, and nobody reads another's
  *           gradients any more.
  * Two barriers per step, as local.so's all-reduce (two more with
  * clip_norm, one more with rows); each replica does 1/n of the
- * optimizer's work and holds 1/n of its state. The replicas read each other's memory, so every
- * replica must be on a CPU device. */
+ * optimizer's work and holds 1/n of its state. The replicas read each
+ * other's memory, so every replica must be on a CPU device. */
 #include "kit_impl.h"
 
 static int barrier(strata_kit_replicas_t *rs, strata_transport_t *t, int slot)
