@@ -272,8 +272,12 @@ for w in 0 1 2; do
 done
 sleep 1
 check "allgone: the 3 workers are tasks of our node-1 launch ($victims)" '[ "$(echo $victims | wc -w)" -eq 3 ]'
+if [ "$(echo $victims | wc -w)" -ne 3 ]; then # what the nodes said instead
+    echo "--- node 0's stderr:"; tail -15 "$tmp/gone0.err"
+    echo "--- node 1's stdout and stderr:"; tail -15 "$tmp/gone1.out" "$tmp/gone1.err"
+fi
 t0=$(date +%s)
-kill -9 $victims
+[ -n "${victims// /}" ] && kill -9 $victims
 wait_nodes
 took=$(($(date +%s) - t0))
 echo "allgone: node 0 exit $r0 after $took s"
