@@ -48,6 +48,19 @@ int strata__kit_sparse_gaps(const strata_host_v2_t *host, strata_hctx_t *hc,
                             strata_transport_t *t, const strata_op_t *op,
                             const unsigned char *rows);
 
+/* sparse.c: count each table's choice (rows[j]: as rows) in s and copy
+ * the rows of the tables that go dense into their ranges of op->buf. */
+int strata__kit_sparse_tally(const strata_host_v2_t *host, strata_hctx_t *hc,
+                             strata_kit_sparse_t *s, const strata_op_t *op,
+                             const unsigned char *rows);
+/* sparse_local.c: rows[j] for the replica threads of one process, from
+ * every replica's op in pub: whether table j goes as rows (pol's
+ * threshold; none with one replica or sparse_as_dense). */
+void strata__kit_sparse_choose_local(const strata_kit_sparse_policy_t *pol,
+                                     int n, const strata_op_t *const *pub,
+                                     const strata_op_t *op,
+                                     unsigned char *rows);
+
 /* sparse.c: s->mark holds at least `rows` bytes, the new ones 0 (MEAN's
  * marks of the rows scaled, a byte per table row). */
 int strata__kit_sparse_marks(strata_kit_sparse_t *s, size_t rows);

@@ -187,22 +187,9 @@ int strata_kit_replicas_shard_reduce_rows(strata_kit_replicas_t *rs,
     if (rc != STRATA_OK)
         return rc;
     /* rows or dense, per table: the same choice on every replica, and
-     * sparse_local.c's */
-    for (size_t j = 0; j < op->nsparse; j++) {
-        double total = 0.0;
-        for (int m = 0; m < n; m++)
-            total += (double)pub[m]->sparse[j].nrows;
-        double table = (double)(op->sparse[j].count / op->sparse[j].row_len);
-        rows[j] = n > 1 && !pol->as_dense && total <= pol->threshold * table;
-        s->as_rows += rows[j];
-        s->as_dense += !rows[j];
-        if (!rows[j] && rc == STRATA_OK) {
-            strata_op_t one = *op;
-            one.sparse = &op->sparse[j];
-            one.nsparse = 1;
-            rc = strata_kit_sparse_densify(rs->host, rs->hc, &one);
-        }
-    }
+     * sparse_local.c's; the dense ones into this replica's buffer */
+    strata__kit_sparse_choose_local(pol, n, pub, op, rows);
+    rc = strata__kit_sparse_tally(rs->host, rs->hc, s, op, rows);
     if (rc == STRATA_OK)
         rc = barrier(rs, t, me); /* every dense table in its buffer */
     /* This shard: the ranges between the tables that go as rows summed,

@@ -47,6 +47,24 @@ int strata__kit_sparse_marks(strata_kit_sparse_t *s, size_t rows)
     return STRATA_OK;
 }
 
+int strata__kit_sparse_tally(const strata_host_v2_t *host, strata_hctx_t *hc,
+                             strata_kit_sparse_t *s, const strata_op_t *op,
+                             const unsigned char *rows)
+{
+    int rc = STRATA_OK;
+    for (size_t j = 0; j < op->nsparse; j++) {
+        s->as_rows += rows[j];
+        s->as_dense += !rows[j];
+        if (!rows[j] && rc == STRATA_OK) {
+            strata_op_t one = *op;
+            one.sparse = &op->sparse[j];
+            one.nsparse = 1;
+            rc = strata_kit_sparse_densify(host, hc, &one);
+        }
+    }
+    return rc;
+}
+
 void strata_kit_sparse_fini(const strata_host_v2_t *host, strata_hctx_t *hc,
                             strata_kit_sparse_t *s)
 {
@@ -336,26 +354,17 @@ int strata_kit_sparse_reduce(const strata_host_v2_t *host, strata_hctx_t *hc,
         choose(pol, nmembers, s, op, rows);
     else
         memset(rows, 0, sizeof rows); /* one member: nothing to exchange */
-    for (size_t j = 0; j < op->nsparse; j++) {
+    for (size_t j = 0; j < op->nsparse; j++)
         any |= rows[j];
-        s->as_rows += rows[j];
-        s->as_dense += !rows[j];
-    }
+    /* The tables that go dense join the gaps' all-reduce (all of them:
+     * the caller's dense reduce of the whole op). */
+    rc = strata__kit_sparse_tally(host, hc, s, op, rows);
     if (!any) {
-        rc = strata_kit_sparse_densify(host, hc, op);
         strata_op_t d = *op;
         d.sparse = NULL;
         d.nsparse = 0;
         return rc == STRATA_OK ? dense(arg, &d) : rc;
     }
-    /* The tables that go dense join the gaps' all-reduce. */
-    for (size_t j = 0; rc == STRATA_OK && j < op->nsparse; j++)
-        if (!rows[j]) {
-            strata_op_t one = *op;
-            one.sparse = &op->sparse[j];
-            one.nsparse = 1;
-            rc = strata_kit_sparse_densify(host, hc, &one);
-        }
     if (rc == STRATA_OK)
         rc = strata__kit_sparse_gaps(host, hc, t, op, rows);
     size_t total = 0;

@@ -48,6 +48,20 @@ static int add_in_place(const strata_host_v2_t *host, strata_hctx_t *hc,
     return rc;
 }
 
+void strata__kit_sparse_choose_local(const strata_kit_sparse_policy_t *pol,
+                                     int n, const strata_op_t *const *pub,
+                                     const strata_op_t *op,
+                                     unsigned char *rows)
+{
+    for (size_t j = 0; j < op->nsparse; j++) {
+        double total = 0.0;
+        for (int m = 0; m < n; m++)
+            total += (double)pub[m]->sparse[j].nrows;
+        double table = (double)(op->sparse[j].count / op->sparse[j].row_len);
+        rows[j] = n > 1 && !pol->as_dense && total <= pol->threshold * table;
+    }
+}
+
 int strata_kit_sparse_reduce_local(const strata_host_v2_t *host,
                                    strata_hctx_t *hc, strata_transport_t *t,
                                    int member, int nmembers,
@@ -73,31 +87,17 @@ int strata_kit_sparse_reduce_local(const strata_host_v2_t *host,
         pub[member] = op;
         /* every replica's op is up */
         rc = strata__kit_barrier(host, hc, t, op->slot);
-        for (size_t j = 0; rc == STRATA_OK && j < op->nsparse; j++) {
-            double total = 0.0;
-            for (int m = 0; m < nmembers; m++)
-                total += (double)pub[m]->sparse[j].nrows;
-            double table = (double)(op->sparse[j].count /
-                                    op->sparse[j].row_len);
-            rows[j] = total <= pol->threshold * table;
-        }
+        if (rc == STRATA_OK)
+            strata__kit_sparse_choose_local(pol, nmembers, pub, op, rows);
     }
     int any = 0;
-    for (size_t j = 0; j < op->nsparse; j++) {
+    for (size_t j = 0; j < op->nsparse; j++)
         any |= rows[j];
-        s->as_rows += rows[j];
-        s->as_dense += !rows[j];
-    }
     /* Tables that go dense: their rows into the buffer. The collective
      * that follows (the all-reduce) keeps every replica's rows in place
      * until each has decided. */
-    for (size_t j = 0; rc == STRATA_OK && j < op->nsparse; j++)
-        if (!rows[j]) {
-            strata_op_t one = *op;
-            one.sparse = &op->sparse[j];
-            one.nsparse = 1;
-            rc = strata_kit_sparse_densify(host, hc, &one);
-        }
+    if (rc == STRATA_OK)
+        rc = strata__kit_sparse_tally(host, hc, s, op, rows);
     if (rc == STRATA_OK && !any) {
         strata_op_t d = *op;
         d.sparse = NULL;
