@@ -318,8 +318,12 @@ static double killed_run(const char *ini, char **sets, int nsets,
                    j.t[i].index, j.t[i].code);
     CHECKF(strstr(j.t[0].err, "worker:1 (127.0.0.1:") && strstr(j.t[0].err,
            "lost: no heartbeat"), "coordinator did not see worker:1 go");
-    const char *re = strstr(j.t[0].err, "re-scheduled: its worker was lost");
-    CHECKF(re != NULL, "no re-scheduled step in the coordinator's log");
+    /* Its step comes back either way: the heartbeat expires ("its worker
+     * was lost"), or the coordinator fails to hand the dead worker its next
+     * step first ("could not hand it over"). */
+    const char *re = strstr(j.t[0].err, "of worker:1 re-scheduled: ");
+    CHECKF(re != NULL, "no re-scheduled step of worker:1 in the coordinator's "
+           "log");
     if (re) {
         const char *l = re;
         while (l > j.t[0].err && l[-1] != '\n')
