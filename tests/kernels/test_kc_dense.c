@@ -360,5 +360,8 @@ int main(void)
     test_paths(32, 16400, 70, 0, 1);
     /* and a dX of over 2^20 floats from dY's rows as the lanes */
     test_paths(32, 32768 + 16, 20, 1, 1);
+    /* more rows of a wide layer: slices of 32 rows as the lanes */
+    test_paths(96, 4096 + 16, 64, 0, 1);
+    test_paths(64, 32768 + 16, 20, 1, 1);
     return CHECK_DONE();
 }
