@@ -610,6 +610,65 @@ static void run_garbage(const void *msg, size_t len, const char *what)
     printf("%s dropped, job done in %.2f s\n", what, now_s() - t0);
 }
 
+/* A process of another job, still connecting to a port that rank 0 has
+ * now, under a routing id such as a member's once was ("strz:1"), and
+ * sending before the member connects: a ROUTER ignores a second
+ * connection with an id it holds, so the id must not be one a stranger
+ * can hold -- rank 1's HELLO gets through, the stranger's messages are
+ * dropped, the job ends well. */
+static void run_impostor(void)
+{
+    static const char *const acts[] = { "barrier", "barrier", NULL };
+    proc_t ps[2];
+    char addrs[256], ep[300];
+    unsigned char hdr[48] = { 'S', 'T', 'R', 'Z', 2, 0, 3 }; /* DATA */
+
+    g_runs++;
+    CHECK(make_addrs(2, 0, addrs, sizeof addrs) == 0);
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int linger = 0, ivl = 20;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
+    zmq_setsockopt(s, ZMQ_ROUTING_ID, "strz:1", 6);
+    snprintf(ep, sizeof ep, "tcp://%.*s", (int)strcspn(addrs, ","), addrs);
+    CHECK(zmq_connect(s, ep) == 0);
+    double t0 = now_s();
+    static const char *const opts[] = { "timeout_s=6", "heartbeat_ms=200",
+                                        NULL };
+    CHECK(spawn(&ps[0], 0, 2, addrs, NULL, NULL, opts, acts) == 0);
+    /* the stranger's connection first: it sends until rank 0 has dropped
+     * one of its messages (at most 3 s), then rank 1 starts */
+    int sent = 0, seen = 0;
+    for (int i = 0; i < 300 && !seen; i++) {
+        if (zmq_send(s, hdr, sizeof hdr, ZMQ_DONTWAIT) == (int)sizeof hdr)
+            sent++;
+        usleep(10000);
+        char *e = slurp(ps[0].err);
+        seen = e && strstr(e, "dropped a message from 127.0.0.1") != NULL;
+        free(e);
+    }
+    CHECK(spawn(&ps[1], 1, 2, addrs, NULL, NULL, opts, acts) == 0);
+    wait_all(ps, 2, t0, 3.0 + 6.0 + 5.0, -1);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+
+    char *e = slurp(ps[0].err);
+    int ok = exit_code(&ps[0]) == 0 &&
+             strstr(e, "dropped a message from 127.0.0.1") != NULL;
+    CHECKF(ok, "impostor strz:1 (%d messages sent): rank 0 exit %d (want 0, "
+           "its messages dropped)", sent, exit_code(&ps[0]));
+    if (!ok || g_verbose)
+        dump(&ps[0], 0);
+    CHECKF(exit_code(&ps[1]) == 0, "impostor strz:1: rank 1 exit %d",
+           exit_code(&ps[1]));
+    if (exit_code(&ps[1]) != 0 || g_verbose)
+        dump(&ps[1], 1);
+    free(e);
+    printf("impostor with a member's old routing id dropped, job done in "
+           "%.2f s\n", now_s() - t0);
+}
+
 /* Members that disagree on the collective: refused as EPROTO, not applied. */
 static void run_mismatch(const char *a0, const char *a1, const char *what)
 {
@@ -711,6 +770,8 @@ static void proto(void)
     hdr[4] = 2; /* good version, DATA with a length the frame lacks */
     hdr[32] = 0x10;
     run_garbage(hdr, sizeof hdr, "bad length");
+    if (strcmp(g_shm, "shm=off") == 0)
+        run_impostor();
 }
 
 int main(int argc, char **argv)

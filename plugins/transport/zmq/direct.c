@@ -49,7 +49,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/uio.h>
@@ -249,11 +248,7 @@ int strz_direct_listen(strz_ctx_t *c, int *port, uint64_t *token,
     d->port = ntohs(sa.ss_family == AF_INET6
                     ? ((struct sockaddr_in6 *)&sa)->sin6_port
                     : ((struct sockaddr_in *)&sa)->sin_port);
-    if (getrandom(&d->token, sizeof d->token, GRND_NONBLOCK)
-        != (ssize_t)sizeof d->token)
-        d->token = (uint64_t)(uintptr_t)d ^ ((uint64_t)getpid() << 32)
-                   ^ (uint64_t)strz_now_ms();
-    d->token |= 1;
+    d->token = strz_nonce(d) | 1;
     *port = d->port;
     *token = d->token;
     return 0;

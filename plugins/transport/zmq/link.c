@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -42,6 +43,23 @@ int64_t strz_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A number no other process picks (getrandom; else the clock, the pid and
+ * salt's address, mixed), never 0. */
+uint64_t strz_nonce(const void *salt)
+{
+    uint64_t x = 0;
+    if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30)
+            ^ ((uint64_t)getpid() << 17) ^ (uint64_t)(uintptr_t)salt;
+    }
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x ? x : 1;
 }
 
 int strz_may_spin(const strz_ctx_t *c)
@@ -330,7 +348,13 @@ static int open_sockets(strz_ctx_t *c)
                  zmq_strerror(zmq_errno()));
         return STRATA_EINTERNAL;
     }
-    snprintf(id, sizeof id, "strz:%d", (int)c->rank);
+    /* The rank and a nonce: a ROUTER ignores a second connection with a
+     * routing id it has, so with "strz:RANK" alone a process of another
+     * job, still reconnecting to a port this member now has, took the
+     * left's id first and the left's HELLO was never read (a test run's
+     * rendezvous timed out so, "DATA before HELLO" from 127.0.0.1). */
+    snprintf(id, sizeof id, "strz:%d.%016llx", (int)c->rank,
+             (unsigned long long)strz_nonce(c));
     if (common_opts(c, c->rx) || common_opts(c, c->tx)
         || strz_curve_server(c, c->rx)
         || strz_curve_client(c, c->tx, c->right)

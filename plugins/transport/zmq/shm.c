@@ -59,7 +59,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -162,21 +161,6 @@ static size_t pick_slot_bytes(int n)
     return s / 65536 * 65536;
 }
 
-static uint64_t make_nonce(const strz_ctx_t *c)
-{
-    uint64_t x = 0;
-    if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30)
-            ^ ((uint64_t)getpid() << 17) ^ (uint64_t)(uintptr_t)c;
-    }
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return x ? x : 1;
-}
-
 static void segment_layout(struct strz_shm *s, int n)
 {
     s->head = (shm_head_t *)(void *)s->base;
@@ -199,7 +183,7 @@ static struct strz_shm *create(strz_ctx_t *c, uint64_t *nonce)
 
     if (s == NULL)
         return NULL;
-    *nonce = make_nonce(c);
+    *nonce = strz_nonce(c);
     s->slot_bytes = pick_slot_bytes(c->n);
     s->size = seg_size(c->n, s->slot_bytes);
     snprintf(s->name, sizeof s->name, "/strz-%ld-%016llx", (long)getpid(),

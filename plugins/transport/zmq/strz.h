@@ -195,6 +195,7 @@ typedef struct strz_rmsg {
 
 int64_t strz_now_ms(void);
 int64_t strz_now_ns(void);
+uint64_t strz_nonce(const void *salt);
 /* This host has a CPU for every member of the group: a waiting member may
  * spin (shm.c, the direct sockets' waits) without keeping the one it waits
  * for off a core. */
