@@ -351,9 +351,17 @@ static void dx_direct(const kc_conv_isa_t *isa, int m, int k, int n,
  * into L1 or L2: all 1.8-2.4 ms). The same bits: each row of dX^T is one
  * chain whichever call computes it. */
 #define DX_SUB 64
+/* More rows than 32 (a multiple of 32: the seeds' CNN's layer at a
+ * replica's 128 rows, half of a batch of 256) go as slices of 32 lanes
+ * through each panel of W in turn: the panel comes from memory for the
+ * first slice and from L2 for the others. dX at 128 rows, best of 60
+ * calls, 5 alternating runs: dx_direct (lays out all of W, writes dX's
+ * rows 4 KiB-multiples apart) 139-149 GFLOP/s, a whole call per slice
+ * 158-171, the slices inside the panels 168-178. */
 static int dx_rows_fit(const kc_conv_isa_t *isa, int m, int k, int n)
 {
-    return isa == &kc_conv_avx512 && m % 16 == 0 && m <= DX_ROWS_MAX &&
+    return isa == &kc_conv_avx512 && m % 16 == 0 &&
+           (m <= DX_ROWS_MAX || m % DX_ROWS_MAX == 0) &&
            k >= DX_ROWS_MIN_K && (size_t)m * (size_t)n <= PANEL;
 }
 
@@ -361,40 +369,46 @@ static void dx_rows(const kc_conv_isa_t *isa, int m, int k, int n,
                     const float *dY, const float *W, float *dX)
 {
     size_t mm = (size_t)m, nn = (size_t)n, kk = (size_t)k;
-    /* on the stack as dx_direct's panel: m x n <= PANEL (dx_rows_fit) */
+    size_t ms = mm < DX_ROWS_MAX ? mm : DX_ROWS_MAX, nsl = mm / ms;
+    /* on the stack as dx_direct's panel: m x n <= PANEL (dx_rows_fit);
+     * slice s's dY^T at dyt + s * n * ms */
     float dyt[PANEL], pan[PANEL];
     for (size_t r = 0; r < mm; r++)
         for (size_t j = 0; j < nn; j++)
-            dyt[j * mm + r] = dY[r * nn + j];
-    int pw = (int)(PANEL / mm / 16 * 16);
+            dyt[(r / ms * nn + j) * ms + r % ms] = dY[r * nn + j];
+    int pw = (int)(PANEL / ms / 16 * 16);
     /* KC_STREAM_MIN: each 16 x 16 tile whose rows are aligned */
     int stream = mm * kk > KC_STREAM_MIN && kk % 16 == 0;
-    kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = n, .br = 1, .vr = m,
-                  .op = m, .R = n, .init = KC_UK_ZERO, .fin = KC_UK_STORE };
+    kc_uk_t u = { .nrow = 1, .nseg = 1, .bp = n, .br = 1, .vr = (int)ms,
+                  .op = (int)ms, .R = n, .init = KC_UK_ZERO,
+                  .fin = KC_UK_STORE };
     for (int i0 = 0; i0 < k; i0 += pw) {
         int w = k - i0 < pw ? k - i0 : pw, w16 = w / 16 * 16;
-        for (int s0 = 0; s0 < w; s0 += DX_SUB) {
-            size_t next = (size_t)(i0 + s0 + DX_SUB) * nn,
-                   stop = next + (size_t)DX_SUB * nn;
-            stop = stop < kk * nn ? stop : kk * nn;
-            for (size_t f = next; f < stop; f += 16)
-                _mm_prefetch((const char *)(W + f), _MM_HINT_T0);
-            kc__conv_blocks(isa, &u, w - s0 < DX_SUB ? w - s0 : DX_SUB, m,
-                            W + (size_t)(i0 + s0) * nn, dyt,
-                            pan + (size_t)s0 * mm);
-        }
-        /* pan[i][r] -> dX[r][i0 + i] */
-        for (size_t r0 = 0; r0 < mm; r0 += 16) {
-            for (int i = 0; i < w16; i += 16) {
-                float *d = dX + r0 * kk + (size_t)(i0 + i);
-                if (stream && ((uintptr_t)d & 63) == 0)
-                    tr16_nt(pan + (size_t)i * mm + r0, mm, d, kk);
-                else
-                    kc__tr16(pan + (size_t)i * mm + r0, mm, d, kk);
+        for (size_t sl = 0; sl < nsl; sl++) {
+            for (int s0 = 0; s0 < w; s0 += DX_SUB) {
+                size_t next = (size_t)(i0 + s0 + DX_SUB) * nn,
+                       stop = next + (size_t)DX_SUB * nn;
+                stop = stop < kk * nn ? stop : kk * nn;
+                for (size_t f = next; sl == 0 && f < stop; f += 16)
+                    _mm_prefetch((const char *)(W + f), _MM_HINT_T0);
+                kc__conv_blocks(isa, &u, w - s0 < DX_SUB ? w - s0 : DX_SUB,
+                                (int)ms, W + (size_t)(i0 + s0) * nn,
+                                dyt + sl * nn * ms, pan + (size_t)s0 * ms);
             }
-            for (size_t r = r0; r < r0 + 16; r++)
-                for (int i = w16; i < w; i++)
-                    dX[r * kk + (size_t)(i0 + i)] = pan[(size_t)i * mm + r];
+            /* pan[i][r] -> dX[sl * ms + r][i0 + i] */
+            for (size_t r0 = 0; r0 < ms; r0 += 16) {
+                float *row = dX + (sl * ms + r0) * kk + (size_t)i0;
+                for (int i = 0; i < w16; i += 16) {
+                    float *d = row + i;
+                    if (stream && ((uintptr_t)d & 63) == 0)
+                        tr16_nt(pan + (size_t)i * ms + r0, ms, d, kk);
+                    else
+                        kc__tr16(pan + (size_t)i * ms + r0, ms, d, kk);
+                }
+                for (size_t r = 0; r < 16; r++)
+                    for (int i = w16; i < w; i++)
+                        row[r * kk + (size_t)i] = pan[(size_t)i * ms + r0 + r];
+            }
         }
     }
     if (stream)
@@ -410,6 +424,14 @@ static void dx_rows(const kc_conv_isa_t *isa, int m, int k, int n,
  * chains from +0 over X's rows in order, through dW between passes. */
 #define DWP 112
 #define DWR (PANEL / DWP)
+/* Each row's copy first touches the same row's slice DW_AHEAD panels on:
+ * X comes from memory, 7 lines of a row then a jump of 4 k bytes to the
+ * next, short runs the hardware prefetchers did not cover (the seeds'
+ * CNN's 36864 x 64 layer, dW alone, best of 60-100 calls, 3 alternating
+ * runs: 1.06-1.08 -> 0.85-0.87 ms at 32 rows, 2.10-2.17 -> 1.63-1.72 at
+ * 64, 4.24-4.35 -> 3.14-3.35 at 128; into L1, 1 or 2 panels ahead: within
+ * 3 %, into L2 or L3 a little slower). Prefetches only: the same bits. */
+#define DW_AHEAD 2
 static void dw_direct(const kc_conv_isa_t *isa, int m, int k, int n,
                       const float *X, const float *dY, float *dW)
 {
@@ -421,10 +443,15 @@ static void dw_direct(const kc_conv_isa_t *isa, int m, int k, int n,
         int w = k - i0 < DWP ? k - i0 : DWP;
         for (int r0 = 0; r0 < m; r0 += DWR) {
             int rb = m - r0 < DWR ? m - r0 : DWR;
-            for (int r = 0; r < rb; r++)
-                memcpy(xp + (size_t)r * DWP,
-                       X + (size_t)(r0 + r) * (size_t)k + i0,
-                       (size_t)w * sizeof *xp);
+            for (int r = 0; r < rb; r++) {
+                const float *src = X + (size_t)(r0 + r) * (size_t)k + i0;
+#ifdef KC_CONV_X86
+                for (int f = DW_AHEAD * DWP; f < (DW_AHEAD + 1) * DWP &&
+                                             i0 + f < k; f += 16)
+                    _mm_prefetch((const char *)(src + f), _MM_HINT_T0);
+#endif
+                memcpy(xp + (size_t)r * DWP, src, (size_t)w * sizeof *xp);
+            }
             u.R = rb;
             u.init = r0 ? KC_UK_LOAD : KC_UK_ZERO;
             kc__conv_blocks(isa, &u, w, n, xp, dY + (size_t)r0 * (size_t)n,
@@ -492,19 +519,6 @@ void kc_dense_bwd(int m, int k, int n, const float *X, const float *W,
 #ifdef KC_CONV_X86
     if (dX && isa && dx_rows_fit(isa, m, k, n)) {
         dx_rows(isa, m, k, n, dY, W, dX);
-        return;
-    }
-    /* More rows, in slices of 32, each reading W again, where dx_direct
-     * lays out all of W and writes dX's rows 4 KiB-multiples apart: the
-     * seeds' CNN's layer at 128 rows (a replica's half of a batch of 256),
-     * dW + dX best of 60 calls, 6 alternating runs: 8.30-8.96 -> 7.85-8.80
-     * ms, faster in 5 (conv_bench's dX 127-134 -> 149-155 GFLOP/s). The
-     * same chains: the same bits. */
-    if (dX && isa && m % DX_ROWS_MAX == 0 &&
-        dx_rows_fit(isa, DX_ROWS_MAX, k, n)) {
-        for (int r0 = 0; r0 < m; r0 += DX_ROWS_MAX)
-            dx_rows(isa, DX_ROWS_MAX, k, n, dY + (size_t)r0 * (size_t)n, W,
-                    dX + (size_t)r0 * (size_t)k);
         return;
     }
 #endif
