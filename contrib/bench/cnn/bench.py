@@ -247,7 +247,7 @@ def gemm_ops(a, ctx, peak, when="start"):
             log = os.path.join(ctx["dir"], "conv_bench-%s-b%d-%s.log"
                                % (model, batch, when))
             rc, _, _ = mb.run_child([exe, "--model", model, "--batch",
-                                     str(max(batch // 2, 1)), "--reps", "3",
+                                     str(max(batch // 2, 1)), "--reps", "5",
                                      "--paths", "auto", "--peak",
                                      "%.2f" % peak], log)
             rec = last_json(log) if rc == 0 else None
