@@ -48,6 +48,12 @@ static void equivalence(int workers, int replicas, const char *single)
     dump_compare(single, dump + strlen("debug.dump_vars="), what, 1e-05);
 }
 
+/* The runs that a test kills or stops mid-training: at least 2 ms a step,
+ * so that "mid-training" holds however fast the steps get (50 epochs of
+ * 20000 samples on 2 workers took 4.0 s on a Zen 5, the kills come at 3
+ * s). A sleep: the bits are those of a run without it. */
+#define SLOW "debug.step_delay_ms=2"
+
 /* Kill (SIGKILL) or stop (SIGSTOP) worker 1 of 3 mid-training: the others
  * must exit non-zero within timeout_s + 5 s and name worker:1. */
 static void failure(int sig)
@@ -56,9 +62,9 @@ static void failure(int sig)
                      "transport.timeout_s=3", "train.epochs=50",
                      "train.eval=false", "train.devices=cpu:0",
                      "train.progress=none", "data.limit_train=20000",
-                     "train.batch_size=24" };
+                     "train.batch_size=24", SLOW };
     job_t j;
-    start_job(&j, 3, sets, 9);
+    start_job(&j, 3, sets, 10);
     sleep(3); /* past the rendezvous, mid-epoch */
     kill(j.child[1].pid, sig);
     double waited[3] = { 0 };
@@ -93,7 +99,8 @@ static void launch_stops_on_failure(void)
                      "strategy.plugin=mwms", "--set", "transport.plugin=zmq",
                      "--set", "transport.timeout_s=3", "--set", "train.epochs=50",
                      "--set", "train.devices=cpu:0", "--set",
-                     "data.limit_train=20000", "--set", "train.eval=false", NULL };
+                     "data.limit_train=20000", "--set", "train.eval=false",
+                     "--set", SLOW, NULL };
     spawn_child_t c;
     CHECK(spawn_start(argv, NULL, &c) == 0);
     sleep(3);
@@ -121,7 +128,8 @@ static void launch_killed(void)
     char *argv[] = { (char *)spawn_strata_bin(), "launch", "-n", "2", "--set",
                      "strategy.plugin=mwms", "--set", "train.epochs=50",
                      "--set", "train.devices=cpu:0", "--set",
-                     "data.limit_train=20000", "--set", "train.eval=false", NULL };
+                     "data.limit_train=20000", "--set", "train.eval=false",
+                     "--set", SLOW, NULL };
     spawn_child_t c;
     CHECK(spawn_start(argv, NULL, &c) == 0);
     sleep(3);

@@ -49,8 +49,13 @@ static int interrupt_(char *const *args, const char *ck, int sig)
 {
     char *argv[40] = { (char *)spawn_strata_bin() };
     int n = 1;
-    for (int i = 0; args[i] && n < 39; i++)
+    for (int i = 0; args[i] && n < 37; i++)
         argv[n++] = args[i];
+    /* at least 2 ms a step: the signal lands mid-run however fast the
+     * steps are (2 epochs of the MLP took 70 ms on a Zen 5; a sleep, so
+     * the bits are those of a run without it) */
+    argv[n++] = "--set";
+    argv[n++] = "debug.step_delay_ms=2";
     spawn_child_t c;
     if (spawn_start(argv, NULL, &c) != 0)
         return -1;
@@ -139,7 +144,8 @@ static void sigterm(void)
      * so and exits 128 + SIGTERM, not 75 with a hint to run it again. */
     {
         char *argv[] = { (char *)spawn_strata_bin(), "train", COMMON, "--set",
-                         "train.epochs=50", NULL };
+                         "train.epochs=50", "--set", "debug.step_delay_ms=2",
+                         NULL };
         spawn_child_t c;
         CHECK(spawn_start(argv, NULL, &c) == 0);
         usleep(1500 * 1000);
@@ -271,8 +277,10 @@ static void multi_worker(void)
         memcpy(ref, h + strlen("variables hash (rank 0): "), 16);
     CHECK(ref[0] != '\0');
 
+    /* the interrupted runs at least 2 ms a step (see interrupt_) */
+#define SLOW "--set", "debug.step_delay_ms=2"
     char *argv[] = { (char *)spawn_strata_bin(), "launch", "-n", "2", COMMON, MW,
-                     "--set", s_ck, NULL };
+                     SLOW, "--set", s_ck, NULL };
     spawn_child_t c;
     CHECK(spawn_start(argv, NULL, &c) == 0);
     long pid = kill_worker1_after_checkpoint(&c, ck);
@@ -292,8 +300,8 @@ static void multi_worker(void)
     path(ck, "ck-mwms-auto");
     snprintf(s_ck, sizeof s_ck, "checkpoint.dir=%s", ck);
     char *auto_argv[] = { (char *)spawn_strata_bin(), "launch", "-n", "2",
-                          "--max-restarts", "2", COMMON, MW, "--set", s_ck,
-                          NULL };
+                          "--max-restarts", "2", COMMON, MW, SLOW, "--set",
+                          s_ck, NULL };
     CHECK(spawn_start(auto_argv, NULL, &c) == 0);
     pid = kill_worker1_after_checkpoint(&c, ck);
     CHECK(pid > 0);
@@ -318,6 +326,7 @@ static void multi_worker(void)
     CHECKF(c.code == 75, "launch after SIGTERM: exit %d: %s", c.code, g_err);
     CHECKF(strstr(g_err, "restart 1/") == NULL, "restarted after SIGTERM: %s",
            g_err);
+#undef SLOW
 #undef MW
 }
 
