@@ -45,17 +45,21 @@ static void wait_for_checkpoint(const char *ck);
 
 /* Start a run in the background; once checkpoint dir `ck` holds a
  * checkpoint (the run is mid-training; bounded wait), send `sig`. */
+/* The runs a test signals or kills mid-training take at least 2 ms a
+ * step, so the signal lands mid-run however fast the steps are (2 epochs
+ * of the MLP took 70 ms on a Zen 5, 50 epochs 1.7 s); a sleep, so the bits
+ * are those of a run without it. */
+#define SLOW "--set", "debug.step_delay_ms=2"
+
 static int interrupt_(char *const *args, const char *ck, int sig)
 {
     char *argv[40] = { (char *)spawn_strata_bin() };
     int n = 1;
     for (int i = 0; args[i] && n < 37; i++)
         argv[n++] = args[i];
-    /* at least 2 ms a step: the signal lands mid-run however fast the
-     * steps are (2 epochs of the MLP took 70 ms on a Zen 5; a sleep, so
-     * the bits are those of a run without it) */
-    argv[n++] = "--set";
-    argv[n++] = "debug.step_delay_ms=2";
+    static char *const slow[] = { SLOW };
+    argv[n++] = slow[0];
+    argv[n++] = slow[1];
     spawn_child_t c;
     if (spawn_start(argv, NULL, &c) != 0)
         return -1;
@@ -144,8 +148,7 @@ static void sigterm(void)
      * so and exits 128 + SIGTERM, not 75 with a hint to run it again. */
     {
         char *argv[] = { (char *)spawn_strata_bin(), "train", COMMON, "--set",
-                         "train.epochs=50", "--set", "debug.step_delay_ms=2",
-                         NULL };
+                         "train.epochs=50", SLOW, NULL };
         spawn_child_t c;
         CHECK(spawn_start(argv, NULL, &c) == 0);
         usleep(1500 * 1000);
@@ -277,8 +280,6 @@ static void multi_worker(void)
         memcpy(ref, h + strlen("variables hash (rank 0): "), 16);
     CHECK(ref[0] != '\0');
 
-    /* the interrupted runs at least 2 ms a step (see interrupt_) */
-#define SLOW "--set", "debug.step_delay_ms=2"
     char *argv[] = { (char *)spawn_strata_bin(), "launch", "-n", "2", COMMON, MW,
                      SLOW, "--set", s_ck, NULL };
     spawn_child_t c;
@@ -326,7 +327,6 @@ static void multi_worker(void)
     CHECKF(c.code == 75, "launch after SIGTERM: exit %d: %s", c.code, g_err);
     CHECKF(strstr(g_err, "restart 1/") == NULL, "restarted after SIGTERM: %s",
            g_err);
-#undef SLOW
 #undef MW
 }
 
